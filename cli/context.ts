@@ -1,0 +1,58 @@
+/**
+ * The global options of decisions §11 and the output helpers every command uses: data on
+ * stdout (JSON with --json), progress and errors on stderr.
+ */
+import type { Command } from 'commander';
+import { usageError } from './exit.js';
+import { SvcHttpClient } from './http-client.js';
+
+export interface GlobalOptions {
+  kernelUrl: string;
+  gatewayUrl: string;
+  token?: string;
+  actor?: string;
+  json: boolean;
+}
+
+export function globals(cmd: Command): GlobalOptions {
+  const o = cmd.optsWithGlobals<Partial<GlobalOptions>>();
+  return {
+    kernelUrl: o.kernelUrl ?? process.env.SVC_KERNEL_URL ?? 'http://127.0.0.1:7401',
+    gatewayUrl: o.gatewayUrl ?? process.env.SVC_GATEWAY_URL ?? 'http://127.0.0.1:7402',
+    token: o.token ?? process.env.SVC_TOKEN ?? undefined,
+    actor: o.actor ?? process.env.SVC_ACTOR ?? undefined,
+    json: Boolean(o.json),
+  };
+}
+
+export function kernelClient(cmd: Command): SvcHttpClient {
+  const g = globals(cmd);
+  return new SvcHttpClient({ baseUrl: g.kernelUrl, token: g.token });
+}
+
+export function gatewayClient(cmd: Command): SvcHttpClient {
+  const g = globals(cmd);
+  return new SvcHttpClient({ baseUrl: g.gatewayUrl, token: g.token });
+}
+
+/** `--actor id:role` → {id, role}; usage error when missing or malformed. */
+export function actorOf(cmd: Command): { id: string; role: string } {
+  const raw = globals(cmd).actor;
+  if (!raw) throw usageError('an actor is required: pass --actor ID:ROLE or set SVC_ACTOR');
+  const i = raw.indexOf(':');
+  if (i <= 0 || i === raw.length - 1) throw usageError(`--actor must be ID:ROLE, got "${raw}"`);
+  return { id: raw.slice(0, i), role: raw.slice(i + 1) };
+}
+
+/** Prints data: JSON with --json, otherwise the human form. */
+export function output(cmd: Command, data: unknown, human?: (data: any) => string): void {
+  if (globals(cmd).json || !human) process.stdout.write(JSON.stringify(data, null, globals(cmd).json ? 0 : 2) + '\n');
+  else process.stdout.write(human(data).replace(/\n?$/, '\n'));
+}
+
+/** A plain table with left-aligned columns. */
+export function table(headers: string[], rows: Array<Array<string | number | null | undefined>>): string {
+  const cells = [headers, ...rows.map((r) => r.map((c) => (c === null || c === undefined ? '' : String(c))))];
+  const widths = headers.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
+  return cells.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env node
+/**
+ * svc: the operator and approver CLI. Each command lives in cli/commands/<name>.ts and
+ * registers itself; this file holds the global options and the single catch that maps
+ * errors to exit codes (cli/exit.ts).
+ */
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Command, CommanderError } from 'commander';
+import { VERSION } from '../src/version.js';
+import { CliError, EXIT } from './exit.js';
+
+export function buildProgram(): Command {
+  const program = new Command('svc')
+    .description('svc: run AI agents on real systems without handing them the keys')
+    .version(VERSION)
+    .option('--kernel-url <url>', 'kernel address (default: SVC_KERNEL_URL or http://127.0.0.1:7401)')
+    .option('--gateway-url <url>', 'gateway address (default: SVC_GATEWAY_URL or http://127.0.0.1:7402)')
+    .option('--token <token>', 'bearer token (default: SVC_TOKEN)')
+    .option('--actor <id:role>', 'who you are, for approvals and abandon (default: SVC_ACTOR)')
+    .option('--json', 'print data as JSON (NDJSON for streams)')
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride();
+  // Commands register here (each file: cli/commands/<name>.ts). Subcommands inherit exitOverride.
+  return program;
+}
+
+export async function runCli(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return EXIT.ok;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      return err.exitCode === 0 || err.code === 'commander.helpDisplayed' || err.code === 'commander.version' ? EXIT.ok : EXIT.usage;
+    }
+    if (err instanceof CliError) {
+      if (program.opts().json && err.body !== undefined) process.stdout.write(JSON.stringify(err.body) + '\n');
+      process.stderr.write(`svc: ${err.message}\n`);
+      return err.exitCode;
+    }
+    process.stderr.write(`svc: ${(err as Error).stack ?? String(err)}\n`);
+    return EXIT.failed;
+  }
+}
+
+function invokedDirectly(): boolean {
+  try {
+    return process.argv[1] !== undefined && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url);
+  } catch {
+    return false;
+  }
+}
+
+if (invokedDirectly()) {
+  void runCli(process.argv.slice(2)).then((code) => process.exit(code));
+}

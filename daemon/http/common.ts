@@ -1,0 +1,124 @@
+/**
+ * What every svc listener shares: JSON parsing that never 500s, the error envelope on every
+ * failure (ours and fastify's own 400/404/413), bearer auth with a constant-time compare, and
+ * loopback-only operation when no token is configured (interface 5.1, decisions §10).
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { SvcError, isSvcError } from '../../src/errors.js';
+import type { Logger } from '../../src/log/logger.js';
+
+/** How a listener renders an SvcError (the kernel and the gateway differ, I 7.1 vs 7.2). */
+export type ErrorRenderer = (err: SvcError) => unknown;
+
+export const renderKernelError: ErrorRenderer = (err) => err.toEnvelope();
+
+export function isLoopbackAddress(addr: string | undefined): boolean {
+  if (!addr) return false;
+  const a = addr.startsWith('::ffff:') ? addr.slice(7) : addr;
+  return a === '::1' || a === 'localhost' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(a);
+}
+
+/** Host part of "host:port" is loopback (used to refuse a tokenless non-loopback listener). */
+export function isLoopbackHost(host: string): boolean {
+  return isLoopbackAddress(host.replace(/^\[|\]$/g, ''));
+}
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s).digest();
+}
+
+/** Constant-time bearer check: both sides hashed first so lengths never leak either. */
+export function bearerMatches(header: string | undefined, token: string): boolean {
+  if (!header || !header.startsWith('Bearer ')) return false;
+  return timingSafeEqual(digest(header.slice(7)), digest(token));
+}
+
+/** Maps anything thrown inside fastify to an SvcError. */
+export function toSvcError(err: unknown, logger?: Logger): SvcError {
+  if (isSvcError(err)) return err;
+  const e = err as FastifyError & { validationContext?: string };
+  if (e?.validation) {
+    const first = e.validation[0];
+    const where = e.validationContext && e.validationContext !== 'body' ? `/${e.validationContext}` : '';
+    let path = where + (first?.instancePath ?? '');
+    const missing = (first?.params as { missingProperty?: string } | undefined)?.missingProperty;
+    if (missing) path += `/${missing}`;
+    const field = path || '/';
+    return new SvcError('request_invalid', `${field} ${first?.message ?? 'is invalid'}`, { path });
+  }
+  switch (e?.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new SvcError('payload_too_large', 'request body is too large', {});
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new SvcError('request_invalid', 'request body must be a JSON object', { path: '' });
+  }
+  if (err instanceof SyntaxError || e?.statusCode === 400) {
+    return new SvcError('request_invalid', `request body is not valid JSON`, { path: '' });
+  }
+  if (e?.statusCode === 413) return new SvcError('payload_too_large', 'request body is too large', {});
+  if (e?.statusCode === 404) return new SvcError('not_found', 'no such route', { resource: 'route', id: '' });
+  if (e?.statusCode === 405) return new SvcError('method_not_allowed', 'method not allowed', {});
+  logger?.error('unhandled error', { err: e?.stack ?? String(err) });
+  return new SvcError('internal', 'internal error', {});
+}
+
+export interface CommonOptions {
+  /** Bearer token; null means loopback-only. */
+  token: string | null;
+  render: ErrorRenderer;
+  logger: Logger;
+}
+
+/** Installs parsing, errors, not-found and auth on a fastify instance. */
+export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
+  // One JSON parser for every content type: an empty body is "no body", bad JSON is a 400.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text.trim() === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch {
+      done(new SvcError('request_invalid', 'request body is not valid JSON', { path: '' }), undefined);
+    }
+  });
+
+  app.setErrorHandler((err, _req, reply) => {
+    const svc = toSvcError(err, opts.logger);
+    void reply.status(svc.status).send(opts.render(svc));
+  });
+
+  app.setNotFoundHandler((req, reply) => {
+    const svc = new SvcError('not_found', `no route ${req.method} ${req.url.split('?')[0]}`, { resource: 'route', id: req.url.split('?')[0] });
+    void reply.status(404).send(opts.render(svc));
+  });
+
+  app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
+    if (opts.token !== null) {
+      if (!bearerMatches(req.headers.authorization, opts.token)) {
+        const svc = new SvcError('unauthorized', 'missing or wrong bearer token', {});
+        return reply.status(401).header('WWW-Authenticate', 'Bearer').send(opts.render(svc));
+      }
+    } else if (!isLoopbackAddress(req.socket.remoteAddress)) {
+      const svc = new SvcError('forbidden', 'this listener accepts loopback clients only (no token configured)', {});
+      return reply.status(403).send(opts.render(svc));
+    }
+  });
+
+  app.addHook('onResponse', async (req, reply) => {
+    opts.logger.debug('request', { method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) });
+  });
+}
+
+/** Parses a non-negative integer query parameter with bounds, or throws request_invalid. */
+export function intQuery(value: unknown, name: string, def: number, min: number, max: number): number {
+  if (value === undefined || value === '') return def;
+  const text = String(value);
+  if (!/^\d+$/.test(text)) throw new SvcError('request_invalid', `${name} must be an integer`, { path: `/querystring/${name}` });
+  const n = Number(text);
+  if (n < min || n > max) throw new SvcError('request_invalid', `${name} must be between ${min} and ${max}`, { path: `/querystring/${name}` });
+  return n;
+}

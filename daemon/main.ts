@@ -1,0 +1,122 @@
+#!/usr/bin/env node
+/**
+ * svcd: the kernel and the gateway (decisions §11). Prints one JSON line with the chosen
+ * addresses on stdout, logs JSON on stderr, drains on SIGTERM/SIGINT and exits 0.
+ */
+import { resolve } from 'node:path';
+import { Command, CommanderError } from 'commander';
+import { KeyRing } from '../src/keys/keyring.js';
+import { createLogger, type LogLevel } from '../src/log/logger.js';
+import { VERSION } from '../src/version.js';
+import { readConfigFile, type SvcdFileConfig } from './config.js';
+import { startSvcd } from './server.js';
+
+interface Flags {
+  config?: string;
+  dataDir?: string;
+  kernelListen?: string;
+  gatewayListen?: string;
+  gatewayConfig?: string;
+  publisher: string[];
+  kernel: boolean;
+  gateway: boolean;
+  logLevel?: LogLevel;
+}
+
+function collect(value: string, prev: string[]): string[] {
+  return [...prev, value];
+}
+
+function publishersFrom(file: SvcdFileConfig, flags: Flags): string[] {
+  const fromFile = (file.kernel?.publishers ?? []).map((p) => `${p.key_id}:${p.public_key}`);
+  const fromEnv = (process.env.SVC_PUBLISHERS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  return [...fromFile, ...fromEnv, ...flags.publisher];
+}
+
+async function serve(flags: Flags): Promise<void> {
+  const logger = createLogger({ level: flags.logLevel ?? (process.env.SVC_LOG_LEVEL as LogLevel | undefined) ?? 'info', base: { svc: 'svcd' } });
+  const file = flags.config ? readConfigFile(flags.config) : {};
+  const k = file.kernel ?? {};
+  const token = process.env.SVC_TOKEN || k.token || null;
+  const running = await startSvcd({
+    token,
+    logger,
+    kernel: flags.kernel
+      ? {
+          listen: flags.kernelListen ?? k.listen ?? '127.0.0.1:7401',
+          dataDir: resolve(flags.dataDir ?? k.data_dir ?? './svc-data'),
+          publishers: publishersFrom(file, flags),
+          synchronous: k.synchronous,
+          clockSkewSeconds: Number(process.env.SVC_CLOCK_SKEW_SECONDS ?? k.clock_skew_seconds ?? 0),
+        }
+      : false,
+  });
+  process.stdout.write(JSON.stringify({ kernel: running.kernelUrl, gateway: running.gatewayUrl }) + '\n');
+  logger.info('svcd started', { version: VERSION, kernel: running.kernelUrl, gateway: running.gatewayUrl });
+
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info('draining', { signal });
+    const force = setTimeout(() => {
+      logger.error('drain timed out; exiting');
+      process.exit(1);
+    }, 15_000);
+    force.unref();
+    running.close().then(
+      () => {
+        logger.info('stopped');
+        process.exit(0);
+      },
+      (err: unknown) => {
+        logger.error('error while stopping', { err: String(err) });
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+export function buildProgram(): Command {
+  const program = new Command('svcd')
+    .description('svc daemon: the run kernel (default 127.0.0.1:7401) and the tool gateway (default 127.0.0.1:7402)')
+    .version(VERSION)
+    .option('--config <file>', 'YAML or JSON config with kernel: and gateway: sections')
+    .option('--data-dir <dir>', 'kernel data directory (store and keys) (default: ./svc-data)')
+    .option('--kernel-listen <host:port>', 'kernel listener; port 0 picks a free port (default: 127.0.0.1:7401)')
+    .option('--gateway-listen <host:port>', 'gateway listener; port 0 picks a free port (default: 127.0.0.1:7402)')
+    .option('--gateway-config <file>', 'gateway config (YAML or JSON, interface 2.10)')
+    .option('--publisher <key_id:public_key>', 'trust a bundle publisher key (repeatable)', collect, [])
+    .option('--no-kernel', 'do not run the kernel')
+    .option('--no-gateway', 'do not run the gateway')
+    .option('--log-level <level>', 'debug, info, warn or error (default: info, or SVC_LOG_LEVEL)')
+    .action(async (flags: Flags) => serve(flags));
+
+  program
+    .command('keys')
+    .description('manage the control-plane signing key')
+    .command('rotate')
+    .description('retire the current key (still trusted for verification) and create a new one')
+    .option('--data-dir <dir>', 'kernel data directory (default: ./svc-data)')
+    .action((o: { dataDir?: string }) => {
+      const dataDir = resolve(o.dataDir ?? program.opts<Flags>().dataDir ?? './svc-data');
+      const ring = KeyRing.rotate(dataDir);
+      process.stdout.write(JSON.stringify({ key_id: ring.keyId, public_key: ring.published().public_key, previous: ring.previous.map((p) => p.key_id) }) + '\n');
+    });
+  return program;
+}
+
+async function main(): Promise<void> {
+  const program = buildProgram().exitOverride();
+  try {
+    await program.parseAsync(process.argv);
+  } catch (err) {
+    if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
+    process.stderr.write(`svcd: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
+}
+
+void main();

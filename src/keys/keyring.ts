@@ -1,0 +1,124 @@
+/**
+ * The control-plane signing key (decisions §2): created on first start in
+ * `<data_dir>/keys/control-plane.json` (mode 0600) or loaded from SVC_SIGNING_KEY.
+ * Retired keys stay trusted for verification and are published as `previous`.
+ */
+import { createHash, type KeyObject } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { decodeBase64url, encodeBase64url } from '../encoding/base64url.js';
+import type { TrustedKeys } from '../types.js';
+import { generateKeyPair, keyPairFromSeed, privateKeyObject, signBytes } from './ed25519.js';
+
+/** `cp-` + first 16 chars of base64url(sha256(public key)). */
+export function controlPlaneKeyId(publicKey: Uint8Array): string {
+  return 'cp-' + encodeBase64url(createHash('sha256').update(publicKey).digest()).slice(0, 16);
+}
+
+export interface RetiredKey {
+  key_id: string;
+  public_key: string;
+  retired_at: string;
+}
+
+interface KeyFile {
+  key_id: string;
+  public_key: string;
+  private_key: string;
+  created_at: string;
+  previous: RetiredKey[];
+}
+
+/** GET /v1/keys body. */
+export interface PublishedKeys {
+  key_id: string;
+  algorithm: 'ed25519';
+  public_key: string;
+  previous: RetiredKey[];
+}
+
+export class KeyRing implements TrustedKeys {
+  readonly keyId: string;
+  readonly publicKey: Buffer;
+  private readonly signingKey: KeyObject;
+  private readonly trusted = new Map<string, Uint8Array>();
+
+  constructor(
+    seed: Uint8Array,
+    readonly previous: RetiredKey[] = [],
+  ) {
+    const pair = keyPairFromSeed(seed);
+    this.publicKey = pair.publicKey;
+    this.keyId = controlPlaneKeyId(pair.publicKey);
+    this.signingKey = privateKeyObject(seed);
+    this.trusted.set(this.keyId, this.publicKey);
+    for (const p of previous) {
+      const raw = decodeBase64url(p.public_key);
+      if (raw && raw.length === 32) this.trusted.set(p.key_id, raw);
+    }
+  }
+
+  /** Loads the key from SVC_SIGNING_KEY (base64url seed) or the data dir, creating it on first start. */
+  static load(dataDir: string, envSeed: string | undefined = process.env.SVC_SIGNING_KEY): KeyRing {
+    const file = keyFilePath(dataDir);
+    const stored = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as KeyFile) : null;
+    if (envSeed) {
+      const seed = decodeBase64url(envSeed.trim());
+      if (!seed || seed.length !== 32) throw new Error('SVC_SIGNING_KEY must be base64url (no padding) of a 32-byte Ed25519 seed');
+      return new KeyRing(seed, stored?.previous ?? []);
+    }
+    if (stored) {
+      const seed = decodeBase64url(stored.private_key);
+      if (!seed || seed.length !== 32) throw new Error(`${file}: private_key is not a 32-byte base64url seed`);
+      return new KeyRing(seed, stored.previous ?? []);
+    }
+    const ring = new KeyRing(generateKeyPair().seed);
+    ring.save(dataDir);
+    return ring;
+  }
+
+  /** Retires the current key (still trusted for verification) and writes a new one. */
+  static rotate(dataDir: string, now: Date = new Date()): KeyRing {
+    const current = KeyRing.load(dataDir, undefined);
+    const retired: RetiredKey = { key_id: current.keyId, public_key: encodeBase64url(current.publicKey), retired_at: now.toISOString() };
+    const next = new KeyRing(generateKeyPair().seed, [retired, ...current.previous]);
+    next.save(dataDir);
+    return next;
+  }
+
+  lookup(keyId: string): Uint8Array | null {
+    return this.trusted.get(keyId) ?? null;
+  }
+
+  sign(message: Uint8Array): Buffer {
+    return signBytes(this.signingKey, message);
+  }
+
+  published(): PublishedKeys {
+    return { key_id: this.keyId, algorithm: 'ed25519', public_key: encodeBase64url(this.publicKey), previous: this.previous };
+  }
+
+  private seedForSave(): Buffer {
+    return Buffer.from(this.signingKey.export({ format: 'der', type: 'pkcs8' }).subarray(16));
+  }
+
+  private save(dataDir: string): void {
+    const file = keyFilePath(dataDir);
+    mkdirSync(join(dataDir, 'keys'), { recursive: true, mode: 0o700 });
+    const body: KeyFile = {
+      key_id: this.keyId,
+      public_key: encodeBase64url(this.publicKey),
+      private_key: encodeBase64url(this.seedForSave()),
+      created_at: new Date().toISOString(),
+      previous: this.previous,
+    };
+    const tmp = file + '.tmp';
+    writeFileSync(tmp, JSON.stringify(body, null, 2) + '\n', { mode: 0o600 });
+    chmodSync(tmp, 0o600);
+    renameSync(tmp, file);
+  }
+}
+
+export function keyFilePath(dataDir: string): string {
+  return join(dataDir, 'keys', 'control-plane.json');
+}

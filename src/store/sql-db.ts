@@ -1,0 +1,37 @@
+/**
+ * The store seam. Domain modules (remits, bundles, policies, runs) speak portable SQL through
+ * this async interface: `?` placeholders, TEXT for JSON and ISO times, INTEGER/REAL numbers,
+ * `INSERT … ON CONFLICT` and `RETURNING` (both SQLite ≥ 3.35 and PostgreSQL have them).
+ * The embedded implementation is SQLite (sqlite-db.ts); PostgreSQL implements the same
+ * interface so several svcd instances can share one database. test/store/sql-db.contract.ts
+ * is the suite every implementation must pass.
+ */
+export type SqlValue = string | number | bigint | null | Buffer;
+
+export interface RunResult {
+  /** Rows changed by an INSERT/UPDATE/DELETE. */
+  changes: number;
+}
+
+export interface SqlDb {
+  readonly dialect: 'sqlite' | 'postgres';
+  /** First row, or undefined. */
+  get<T = Record<string, unknown>>(sql: string, params?: readonly SqlValue[]): Promise<T | undefined>;
+  all<T = Record<string, unknown>>(sql: string, params?: readonly SqlValue[]): Promise<T[]>;
+  run(sql: string, params?: readonly SqlValue[]): Promise<RunResult>;
+  /** Several statements, no parameters (migrations). */
+  exec(sql: string): Promise<void>;
+  /**
+   * Runs `fn` in one serializable transaction: everything it writes commits together or not
+   * at all. Calls on the handle passed to `fn` are inside the transaction; a nested `tx` on
+   * that handle joins it.
+   */
+  tx<T>(fn: (db: SqlDb) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** A schema step. `id` is unique across the whole store and never edited once shipped. */
+export interface Migration {
+  id: string;
+  sql: string;
+}

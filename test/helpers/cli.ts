@@ -1,0 +1,25 @@
+/** Runs the built `svc` binary and captures its output and exit code. */
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { ROOT } from './daemon.js';
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export function runSvc(args: string[], env: Record<string, string> = {}, stdin?: string): Promise<CliResult> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [join(ROOT, 'dist/cli/index.js'), ...args], {
+      env: { ...process.env, SVC_KERNEL_URL: '', SVC_ACTOR: '', ...env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(stdin ?? '');
+  });
+}

@@ -1,0 +1,97 @@
+/**
+ * Test harness: the real svcd factory on port 0 with a temp data dir (in-process), and the
+ * built `svcd` binary as a child process for tests that need a real process (crash, SIGTERM).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { silentLogger } from '../../src/log/logger.js';
+import { startSvcd, type RunningSvcd, type SvcdOptions } from '../../daemon/server.js';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+
+export function tempDir(prefix = 'svc-test-'): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export interface TestDaemon extends RunningSvcd, AsyncDisposable {
+  dataDir: string;
+  /** fetch against the kernel: path is below /v1. */
+  kernel_: (path: string, init?: { method?: string; body?: unknown; headers?: Record<string, string> }) => Promise<{ status: number; body: any }>;
+}
+
+/** Starts svcd in-process on 127.0.0.1:0 with a fresh data dir. */
+export async function startTestDaemon(opts: Partial<SvcdOptions> & { kernel?: Record<string, unknown> } = {}): Promise<TestDaemon> {
+  const dataDir = tempDir();
+  const running = await startSvcd({
+    logger: silentLogger,
+    token: opts.token ?? null,
+    ...opts,
+    kernel: { dataDir, listen: '127.0.0.1:0', synchronous: 'NORMAL', ...(opts.kernel ?? {}) } as SvcdOptions['kernel'],
+  });
+  const kernel_ = async (path: string, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}) => {
+    const headers: Record<string, string> = { ...(init.headers ?? {}) };
+    if (init.body !== undefined) headers['content-type'] ??= 'application/json';
+    if (opts.token && !headers.authorization) headers.authorization = `Bearer ${opts.token}`;
+    const res = await fetch(`${running.kernelUrl}/v1${path}`, {
+      method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
+      headers,
+      body: init.body === undefined ? undefined : typeof init.body === 'string' ? init.body : JSON.stringify(init.body),
+    });
+    const text = await res.text();
+    let body: unknown = text;
+    try {
+      body = text ? JSON.parse(text) : null;
+    } catch {
+      /* metrics are text */
+    }
+    return { status: res.status, body };
+  };
+  return Object.assign(running, {
+    dataDir,
+    kernel_,
+    async [Symbol.asyncDispose]() {
+      await running.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  });
+}
+
+export interface SpawnedSvcd extends AsyncDisposable {
+  child: ChildProcess;
+  kernelUrl: string | null;
+  gatewayUrl: string | null;
+  stderr: () => string;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Spawns the built dist/daemon/main.js and waits for its JSON startup line. */
+export async function spawnSvcd(args: string[], env: Record<string, string> = {}): Promise<SpawnedSvcd> {
+  const child = spawn(process.execPath, [join(ROOT, 'dist/daemon/main.js'), ...args], {
+    env: { ...process.env, SVC_LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let err = '';
+  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  const exited = new Promise<number | null>((res) => child.on('exit', (code) => res(code)));
+  const line = await new Promise<string>((res, rej) => {
+    const rl = createInterface({ input: child.stdout! });
+    const timer = setTimeout(() => rej(new Error(`svcd did not start: ${err}`)), 15_000);
+    rl.once('line', (l) => {
+      clearTimeout(timer);
+      res(l);
+    });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      rej(new Error(`svcd exited ${code}: ${err}`));
+    });
+  });
+  const addrs = JSON.parse(line) as { kernel: string | null; gateway: string | null };
+  const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    return exited;
+  };
+  return { child, kernelUrl: addrs.kernel, gatewayUrl: addrs.gateway, stderr: () => err, stop, [Symbol.asyncDispose]: async () => void (await stop('SIGKILL')) };
+}

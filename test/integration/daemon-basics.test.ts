@@ -1,0 +1,61 @@
+/**
+ * svcd basics: interface 4.1 (/health, /keys), 5.1 (auth), 7.1 and decisions §10/§11
+ * (error envelope, startup line, SIGTERM drain).
+ */
+import { describe, expect, it } from 'vitest';
+import { spawnSvcd, startTestDaemon, tempDir } from '../helpers/daemon.js';
+
+describe('kernel listener (I 4.1, D §10)', () => {
+  it('serves /health and /keys in the documented shapes', async () => {
+    await using d = await startTestDaemon();
+    const health = await d.kernel_('/health');
+    expect(health.status).toBe(200);
+    expect(health.body).toMatchObject({ ok: true, version: expect.any(String), uptime_s: expect.any(Number), runs: { running: 0, parked: 0 } });
+    const keys = await d.kernel_('/keys');
+    expect(keys.body.key_id).toMatch(/^cp-[A-Za-z0-9_-]{16}$/);
+    expect(keys.body.algorithm).toBe('ed25519');
+    expect(Buffer.from(keys.body.public_key, 'base64url')).toHaveLength(32);
+    expect(keys.body.previous).toEqual([]);
+  });
+
+  it('answers unknown routes and bad JSON with the envelope, never a 500', async () => {
+    await using d = await startTestDaemon();
+    const nf = await d.kernel_('/no/such/route');
+    expect(nf.status).toBe(404);
+    expect(nf.body.error.code).toBe('not_found');
+    const bad = await d.kernel_('/remits', { method: 'POST', body: '{not json' });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error).toMatchObject({ code: 'request_invalid' });
+  });
+
+  it('requires the bearer token when one is set (I 5.1)', async () => {
+    await using d = await startTestDaemon({ token: 's3cret-token' });
+    const noAuth = await fetch(`${d.kernelUrl}/v1/health`);
+    expect(noAuth.status).toBe(401);
+    expect((await noAuth.json()).error.code).toBe('unauthorized');
+    const wrong = await fetch(`${d.kernelUrl}/v1/health`, { headers: { authorization: 'Bearer nope' } });
+    expect(wrong.status).toBe(401);
+    const ok = await d.kernel_('/health');
+    expect(ok.status).toBe(200);
+  });
+
+  it('refuses to start on a non-loopback address without a token, saying why', async () => {
+    await expect(startTestDaemon({ kernel: { listen: '0.0.0.0:0' } })).rejects.toThrow(/without a token/);
+  });
+});
+
+describe('svcd process (D §11)', () => {
+  it('prints the JSON startup line, keeps its key across restarts, and drains on SIGTERM with exit 0', async () => {
+    const dataDir = tempDir();
+    const first = await spawnSvcd(['--data-dir', dataDir, '--kernel-listen', '127.0.0.1:0', '--no-gateway']);
+    expect(first.kernelUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const k1 = await (await fetch(`${first.kernelUrl}/v1/keys`)).json();
+    expect(await first.stop('SIGTERM')).toBe(0);
+    for (const line of first.stderr().trim().split('\n')) expect(() => JSON.parse(line)).not.toThrow();
+
+    const second = await spawnSvcd(['--data-dir', dataDir, '--kernel-listen', '127.0.0.1:0', '--no-gateway']);
+    const k2 = await (await fetch(`${second.kernelUrl}/v1/keys`)).json();
+    expect(k2.key_id).toBe(k1.key_id);
+    expect(await second.stop('SIGTERM')).toBe(0);
+  });
+});

@@ -1,0 +1,13 @@
+import { defineConfig } from 'vitest/config';
+
+// Two cores on the CI machine: keep forks few so integration tests that spawn
+// svcd and MCP servers do not starve each other.
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts', 'test/**/*.test.tsx'],
+    pool: 'forks',
+    maxWorkers: 2,
+    testTimeout: 20_000,
+    hookTimeout: 30_000,
+  },
+});
