@@ -10,6 +10,7 @@ import { createLogger, type Logger } from '../log/logger.js';
 import { KernelMetrics } from '../metrics/kernel-metrics.js';
 import { KERNEL_MIGRATIONS } from '../store/migrations.js';
 import type { SqlDb } from '../store/sql-db.js';
+import type { ToolCatalog } from '../types.js';
 import { migrate, SqliteDb, type SqliteSynchronous } from '../store/sqlite-db.js';
 
 export interface KernelOptions {
@@ -40,6 +41,12 @@ export interface KernelDeps {
 
 export class Kernel implements KernelDeps {
   readonly startedAt: number;
+  /**
+   * Tool descriptors from the gateway (in-process when svcd runs both, HTTP otherwise).
+   * Null until a gateway is attached: then every tool is treated as a write to a system of
+   * record (decisions 5.2).
+   */
+  toolCatalog: ToolCatalog | null = null;
 
   private constructor(
     readonly db: SqlDb,
