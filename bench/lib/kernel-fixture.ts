@@ -1,0 +1,72 @@
+/**
+ * A kernel under test for benchmarks: the real svcd factory on port 0 with a temp data dir,
+ * a trusted bench publisher, a one-step bundle, and helpers to mint remits and run cycles
+ * over HTTP exactly as a worker would.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startSvcd, type RunningSvcd } from '../../daemon/server.js';
+import { canonicalJson } from '../../src/encoding/canonical-json.js';
+import { encodeBase64url } from '../../src/encoding/base64url.js';
+import { generateKeyPair, signBytes } from '../../src/keys/ed25519.js';
+import { silentLogger } from '../../src/log/logger.js';
+import type { SqliteSynchronous } from '../../src/store/sqlite-db.js';
+import { httpJson } from './http.js';
+
+export const BENCH_BUNDLE = {
+  name: 'bench',
+  version: '1.0.0',
+  description: 'one tool step per run',
+  department: 'bench',
+  tools: { 'test.echo': { writes: false } },
+  workflows: {
+    cycle: {
+      input_schema: { type: 'object', properties: { i: { type: 'integer' } } },
+      steps: [{ id: 'only', kind: 'tool', tool: 'test.echo', args: { i: '{{input.i}}' }, output_schema: { type: 'object' } }],
+    },
+  },
+};
+
+export interface KernelFixture {
+  url: string;
+  bundleId: string;
+  daemon: RunningSvcd;
+  post(path: string, body: unknown): Promise<{ status: number; body: any }>;
+  mintRemit(): Promise<string>;
+  close(): Promise<void>;
+}
+
+export async function startKernelFixture(synchronous: SqliteSynchronous = 'FULL'): Promise<KernelFixture> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-kernel-'));
+  const pub = generateKeyPair();
+  const keyId = 'bench-publisher';
+  const daemon = await startSvcd({
+    logger: silentLogger,
+    token: null,
+    kernel: { dataDir, listen: '127.0.0.1:0', synchronous, publishers: [`${keyId}:${encodeBase64url(pub.publicKey)}`] },
+  } as Parameters<typeof startSvcd>[0]);
+  const url = `${daemon.kernelUrl}/v1`;
+  const post = (path: string, body: unknown) => httpJson('POST', url + path, body);
+  const signature = encodeBase64url(signBytes(pub.seed, Buffer.from(canonicalJson(BENCH_BUNDLE))));
+  const b = await post('/bundles', { bundle: BENCH_BUNDLE, signature: { key_id: keyId, signature } });
+  if (b.status !== 201 && b.status !== 200) throw new Error(`bundle post failed: ${JSON.stringify(b.body)}`);
+  const requested_by = { id: 'bench', role: 'agent', manager: 'lead' };
+  return {
+    url,
+    bundleId: b.body.bundle_id,
+    daemon,
+    post,
+    async mintRemit() {
+      const r = await post('/remits', { tools: ['test.*'], scopes: ['test:*'], grants: [], spend: { tokens: 1_000_000, usd: 1000 }, autonomy: 'autonomous', ttl_seconds: 3600, policy_set: [], requested_by });
+      if (r.status !== 201) throw new Error(`remit mint failed: ${JSON.stringify(r.body)}`);
+      return r.body.remit_id as string;
+    },
+    async close() {
+      await daemon.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export const REQUESTER = { id: 'bench', role: 'agent', manager: 'lead' };
