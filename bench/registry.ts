@@ -1,5 +1,6 @@
 /** Every benchmark `npm run bench` knows, in the order they run. */
 import type { Benchmark } from './lib/harness.js';
 import { kernelBenchmark } from './kernel.js';
+import { remitBenchmark } from './remit.js';
 
-export const BENCHMARKS: Benchmark[] = [kernelBenchmark];
+export const BENCHMARKS: Benchmark[] = [remitBenchmark, kernelBenchmark];
