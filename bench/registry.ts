@@ -1,6 +1,7 @@
 /** Every benchmark `npm run bench` knows, in the order they run. */
 import type { Benchmark } from './lib/harness.js';
 import { kernelBenchmark } from './kernel.js';
+import { policyBenchmark } from './policy.js';
 import { remitBenchmark } from './remit.js';
 
-export const BENCHMARKS: Benchmark[] = [remitBenchmark, kernelBenchmark];
+export const BENCHMARKS: Benchmark[] = [remitBenchmark, policyBenchmark, kernelBenchmark];

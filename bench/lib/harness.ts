@@ -35,8 +35,13 @@ export interface Benchmark {
   run(ctx: BenchContext): Promise<Row[]>;
 }
 
-/** Operations per second over `rounds` rounds of `fn`, which performs `ops` operations. */
+/**
+ * Operations per second over `rounds` rounds of `fn`, which performs `ops` operations. One
+ * unmeasured round first, so the JIT has warmed up before anything counts.
+ */
 export async function throughput(rounds: number, ops: number, fn: () => Promise<void>, setup?: () => Promise<void>): Promise<number[]> {
+  if (setup) await setup();
+  await fn();
   const out: number[] = [];
   for (let r = 0; r < rounds; r++) {
     if (setup) await setup();

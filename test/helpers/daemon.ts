@@ -23,13 +23,20 @@ export interface TestDaemon extends RunningSvcd, AsyncDisposable {
 }
 
 /** Starts svcd in-process on 127.0.0.1:0 with a fresh data dir. */
-export async function startTestDaemon(opts: Partial<SvcdOptions> & { kernel?: Record<string, unknown> } = {}): Promise<TestDaemon> {
-  const dataDir = tempDir();
+type KernelSection = Exclude<SvcdOptions['kernel'], false | undefined>;
+
+export interface TestDaemonOptions extends Omit<Partial<SvcdOptions>, 'kernel'> {
+  /** Overrides for the kernel section (dataDir and listen have test defaults). */
+  kernel?: Partial<KernelSection>;
+}
+
+export async function startTestDaemon(opts: TestDaemonOptions = {}): Promise<TestDaemon> {
+  const dataDir = opts.kernel?.dataDir ?? tempDir();
   const running = await startSvcd({
     logger: silentLogger,
     token: opts.token ?? null,
     ...opts,
-    kernel: { dataDir, listen: '127.0.0.1:0', synchronous: 'NORMAL', ...(opts.kernel ?? {}) } as SvcdOptions['kernel'],
+    kernel: { listen: '127.0.0.1:0', synchronous: 'NORMAL', ...(opts.kernel ?? {}), dataDir },
   });
   const kernel_ = async (path: string, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}) => {
     const headers: Record<string, string> = { ...(init.headers ?? {}) };

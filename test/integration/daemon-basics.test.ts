@@ -32,7 +32,7 @@ describe('kernel listener (I 4.1, D §10)', () => {
     await using d = await startTestDaemon({ token: 's3cret-token' });
     const noAuth = await fetch(`${d.kernelUrl}/v1/health`);
     expect(noAuth.status).toBe(401);
-    expect((await noAuth.json()).error.code).toBe('unauthorized');
+    expect(((await noAuth.json()) as any).error.code).toBe('unauthorized');
     const wrong = await fetch(`${d.kernelUrl}/v1/health`, { headers: { authorization: 'Bearer nope' } });
     expect(wrong.status).toBe(401);
     const ok = await d.kernel_('/health');
@@ -49,12 +49,12 @@ describe('svcd process (D §11)', () => {
     const dataDir = tempDir();
     const first = await spawnSvcd(['--data-dir', dataDir, '--kernel-listen', '127.0.0.1:0', '--no-gateway']);
     expect(first.kernelUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
-    const k1 = await (await fetch(`${first.kernelUrl}/v1/keys`)).json();
+    const k1 = (await (await fetch(`${first.kernelUrl}/v1/keys`)).json()) as any;
     expect(await first.stop('SIGTERM')).toBe(0);
     for (const line of first.stderr().trim().split('\n')) expect(() => JSON.parse(line)).not.toThrow();
 
     const second = await spawnSvcd(['--data-dir', dataDir, '--kernel-listen', '127.0.0.1:0', '--no-gateway']);
-    const k2 = await (await fetch(`${second.kernelUrl}/v1/keys`)).json();
+    const k2 = (await (await fetch(`${second.kernelUrl}/v1/keys`)).json()) as any;
     expect(k2.key_id).toBe(k1.key_id);
     expect(await second.stop('SIGTERM')).toBe(0);
   });
