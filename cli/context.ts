@@ -17,10 +17,11 @@ export interface GlobalOptions {
 export function globals(cmd: Command): GlobalOptions {
   const o = cmd.optsWithGlobals<Partial<GlobalOptions>>();
   return {
-    kernelUrl: o.kernelUrl ?? process.env.SVC_KERNEL_URL ?? 'http://127.0.0.1:7401',
-    gatewayUrl: o.gatewayUrl ?? process.env.SVC_GATEWAY_URL ?? 'http://127.0.0.1:7402',
-    token: o.token ?? process.env.SVC_TOKEN ?? undefined,
-    actor: o.actor ?? process.env.SVC_ACTOR ?? undefined,
+    // `||`: an empty variable means "not set", as in a shell that exported VAR=.
+    kernelUrl: o.kernelUrl || process.env.SVC_KERNEL_URL || 'http://127.0.0.1:7401',
+    gatewayUrl: o.gatewayUrl || process.env.SVC_GATEWAY_URL || 'http://127.0.0.1:7402',
+    token: o.token || process.env.SVC_TOKEN || undefined,
+    actor: o.actor || process.env.SVC_ACTOR || undefined,
     json: Boolean(o.json),
   };
 }

@@ -9,6 +9,14 @@ import { fileURLToPath } from 'node:url';
 import { Command, CommanderError } from 'commander';
 import { VERSION } from '../src/version.js';
 import { CliError, EXIT } from './exit.js';
+import { registerKeys } from './commands/keys.js';
+import { registerRemit } from './commands/remit.js';
+import { registerApprovals } from './commands/approvals.js';
+import { registerWorker } from './commands/worker.js';
+import { registerBundle } from './commands/bundle.js';
+import { registerPolicy } from './commands/policy.js';
+import { registerRun } from './commands/run.js';
+import { registerGateway } from './commands/gateway.js';
 
 export function buildProgram(): Command {
   const program = new Command('svc')
@@ -22,11 +30,27 @@ export function buildProgram(): Command {
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
   // Commands register here (each file: cli/commands/<name>.ts). Subcommands inherit exitOverride.
+  registerApprovals(program);
+  registerKeys(program);
+  registerRemit(program);
+  registerWorker(program);
+  registerBundle(program);
+  registerPolicy(program);
+  registerRun(program);
+  registerGateway(program);
   return program;
 }
 
 export async function runCli(argv: string[]): Promise<number> {
   const program = buildProgram();
+  // commander recognises program options anywhere on the line, so the program's -V/--version
+  // would swallow a subcommand's own --version (`svc policy push F --name N --version V`).
+  // When a subcommand is named, the program's version flag steps aside.
+  if (argv.some((a) => program.commands.some((c) => c.name() === a))) {
+    const options = program.options as unknown as Array<{ long?: string }>;
+    const at = options.findIndex((o) => o.long === '--version');
+    if (at >= 0) options.splice(at, 1);
+  }
   try {
     await program.parseAsync(argv, { from: 'user' });
     return EXIT.ok;

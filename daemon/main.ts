@@ -3,11 +3,12 @@
  * svcd: the kernel and the gateway (decisions §11). Prints one JSON line with the chosen
  * addresses on stdout, logs JSON on stderr, drains on SIGTERM/SIGINT and exits 0.
  */
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { KeyRing } from '../src/keys/keyring.js';
 import { createLogger, type LogLevel } from '../src/log/logger.js';
 import { VERSION } from '../src/version.js';
+import { defaultGatewayConfig, loadGatewayConfig, loadGatewayConfigFile, type GatewayConfig } from '../src/gateway/config.js';
 import { readConfigFile, type SvcdFileConfig } from './config.js';
 import { startSvcd } from './server.js';
 
@@ -33,14 +34,30 @@ function publishersFrom(file: SvcdFileConfig, flags: Flags): string[] {
   return [...fromFile, ...fromEnv, ...flags.publisher];
 }
 
+/**
+ * The gateway config: --gateway-config FILE, else the `gateway:` section of --config, else
+ * an empty config (no connectors; the test tools with SVC_GATEWAY_TEST_TOOLS=1). Environment
+ * overrides apply in every case (man/svc-gateway.5).
+ */
+function gatewayConfigFrom(file: SvcdFileConfig, flags: Flags): GatewayConfig {
+  if (flags.gatewayConfig) return loadGatewayConfigFile(flags.gatewayConfig);
+  if (file.gateway !== undefined && flags.config) {
+    return loadGatewayConfig(file.gateway ?? {}, { source: `${flags.config} (gateway:)`, baseDir: dirname(resolve(flags.config)) });
+  }
+  return defaultGatewayConfig();
+}
+
 async function serve(flags: Flags): Promise<void> {
   const logger = createLogger({ level: flags.logLevel ?? (process.env.SVC_LOG_LEVEL as LogLevel | undefined) ?? 'info', base: { svc: 'svcd' } });
   const file = flags.config ? readConfigFile(flags.config) : {};
   const k = file.kernel ?? {};
   const token = process.env.SVC_TOKEN || k.token || null;
+  const gatewayConfig = flags.gateway ? gatewayConfigFrom(file, flags) : null;
   const running = await startSvcd({
     token,
     logger,
+    gateway: gatewayConfig ? { config: gatewayConfig, listen: flags.gatewayListen } : false,
+    gatewayUrl: process.env.SVC_GATEWAY_URL || ((k as { gateway_url?: string }).gateway_url ?? null),
     kernel: flags.kernel
       ? {
           listen: flags.kernelListen ?? k.listen ?? '127.0.0.1:7401',
@@ -51,9 +68,6 @@ async function serve(flags: Flags): Promise<void> {
         }
       : false,
   });
-  process.stdout.write(JSON.stringify({ kernel: running.kernelUrl, gateway: running.gatewayUrl }) + '\n');
-  logger.info('svcd started', { version: VERSION, kernel: running.kernelUrl, gateway: running.gatewayUrl });
-
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -77,6 +91,9 @@ async function serve(flags: Flags): Promise<void> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  // Handlers first, then the startup line: a supervisor may signal as soon as it reads it.
+  process.stdout.write(JSON.stringify({ kernel: running.kernelUrl, gateway: running.gatewayUrl }) + '\n');
+  logger.info('svcd started', { version: VERSION, kernel: running.kernelUrl, gateway: running.gatewayUrl });
 }
 
 export function buildProgram(): Command {

@@ -6,19 +6,37 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { Kernel, type KernelOptions } from '../src/kernel/kernel.js';
 import { createLogger, type Logger } from '../src/log/logger.js';
+import type { GatewayConfig } from '../src/gateway/config.js';
+import { Gateway, type GatewayOptions } from '../src/gateway/gateway.js';
+import { HttpKernelLink, InProcessKernelLink } from '../src/gateway/kernel-link.js';
+import { HttpToolCatalog } from '../src/gateway/tool-catalog.js';
 import { buildKernelApp } from './app.js';
 import { parseListen } from './config.js';
+import { buildGatewayApp } from './gateway/app.js';
 import { isLoopbackHost } from './http/common.js';
+
+/** The gateway part of svcd (interface 2.10, decisions §9 and §11). */
+export interface SvcdGatewayOptions extends Omit<GatewayOptions, 'config' | 'link' | 'logger'> {
+  /** The loaded gateway config (loadGatewayConfig / loadGatewayConfigFile). */
+  config: GatewayConfig;
+  /** Listener address; wins over config.listen. (Default: config.listen) */
+  listen?: string;
+}
 
 export interface SvcdOptions {
   kernel?: (Omit<KernelOptions, 'logger'> & { listen?: string }) | false;
   /** Bearer token for the kernel listener; null = loopback-only. */
   token?: string | null;
   logger?: Logger;
+  /** The gateway listener; absent or false: no gateway in this process. */
+  gateway?: SvcdGatewayOptions | false;
+  /** With no gateway in this process: where the kernel reads tool descriptors (GET /v1/tools). */
+  gatewayUrl?: string | null;
 }
 
 export interface RunningSvcd {
   kernel: Kernel | null;
+  gateway: Gateway | null;
   kernelUrl: string | null;
   gatewayUrl: string | null;
   apps: FastifyInstance[];
@@ -45,6 +63,8 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
   const apps: FastifyInstance[] = [];
   let kernel: Kernel | null = null;
   let kernelUrl: string | null = null;
+  let gateway: Gateway | null = null;
+  let gatewayUrl: string | null = null;
   try {
     if (opts.kernel) {
       const { host, port } = parseListen(opts.kernel.listen ?? '127.0.0.1:7401');
@@ -55,20 +75,40 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
       apps.push(app);
       kernelUrl = urlOf(app);
     }
+    if (opts.gateway) {
+      const g = opts.gateway;
+      const { host, port } = parseListen(g.listen ?? g.config.listen);
+      assertSafeListen('gateway', host, g.config.token);
+      const gwLogger = logger.child({ component: 'gateway' });
+      // One process: keys by reference and events straight into the run engine. Apart: HTTP with the token.
+      const link = kernel ? new InProcessKernelLink(kernel, gwLogger) : new HttpKernelLink({ kernelUrl: g.config.kernel_url, token: g.config.token });
+      const { listen: _listen, config, ...rest } = g;
+      gateway = await Gateway.open({ clock: kernel?.clock, skewSeconds: kernel?.options.clockSkewSeconds, ...rest, config, link, logger: gwLogger });
+      const app = await buildGatewayApp(gateway, { token: g.config.token, logger: gwLogger });
+      await app.listen({ host, port });
+      apps.push(app);
+      gatewayUrl = urlOf(app);
+      if (kernel) kernel.toolCatalog = gateway.catalog;
+    } else if (kernel && opts.gatewayUrl) {
+      kernel.toolCatalog = new HttpToolCatalog({ gatewayUrl: opts.gatewayUrl, token });
+    }
   } catch (err) {
     for (const app of apps) await app.close();
+    await gateway?.close();
     await kernel?.close();
     throw err;
   }
   let closing: Promise<void> | null = null;
   return {
     kernel,
+    gateway,
     kernelUrl,
-    gatewayUrl: null,
+    gatewayUrl,
     apps,
     close() {
       closing ??= (async () => {
         await Promise.all(apps.map((a) => a.close()));
+        await gateway?.close(); // ends MCP server process groups
         await kernel?.close();
       })();
       return closing;

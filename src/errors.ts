@@ -34,6 +34,7 @@ export const ERROR_CODES = {
   remit_invalid: { status: 422, doc: 'remit cannot be used (expired, refused token) for this operation' },
   workflow_not_found: { status: 422, doc: 'bundle has no such workflow' },
   policy_not_found: { status: 422, doc: "a policy named by the remit's policy_set does not exist" },
+  template_invalid: { status: 422, doc: 'a step template is malformed or reads a path the run does not have (a deterministic step failure)' },
   method_not_allowed: { status: 405, doc: 'method not allowed on this path' },
   unavailable: { status: 503, doc: 'the service is shutting down or a dependency is unavailable' },
   // gateway, interface 7.2 and decisions §9

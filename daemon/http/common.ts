@@ -42,8 +42,9 @@ export function toSvcError(err: unknown, logger?: Logger): SvcError {
     const first = e.validation[0];
     const where = e.validationContext && e.validationContext !== 'body' ? `/${e.validationContext}` : '';
     let path = where + (first?.instancePath ?? '');
-    const missing = (first?.params as { missingProperty?: string } | undefined)?.missingProperty;
-    if (missing) path += `/${missing}`;
+    const params = first?.params as { missingProperty?: string; additionalProperty?: string } | undefined;
+    if (params?.missingProperty) path += `/${params.missingProperty}`;
+    if (params?.additionalProperty) path += `/${params.additionalProperty}`;
     const field = path || '/';
     return new SvcError('request_invalid', `${field} ${first?.message ?? 'is invalid'}`, { path });
   }

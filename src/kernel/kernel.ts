@@ -6,6 +6,11 @@
 import { join } from 'node:path';
 import { systemClock, type Clock } from '../clock.js';
 import { KeyRing } from '../keys/keyring.js';
+import { loadPublishers, type PublisherKeys } from '../keys/publishers.js';
+import { RemitService } from '../remit/remit-service.js';
+import { BundleService } from '../bundle/bundle-service.js';
+import { PolicyService } from '../policy/policy-service.js';
+import { RunEngine } from './run-engine.js';
 import { createLogger, type Logger } from '../log/logger.js';
 import { KernelMetrics } from '../metrics/kernel-metrics.js';
 import { KERNEL_MIGRATIONS } from '../store/migrations.js';
@@ -41,6 +46,16 @@ export interface KernelDeps {
 
 export class Kernel implements KernelDeps {
   readonly startedAt: number;
+  /** Publisher keys trusted for bundle signatures (decisions §2). */
+  readonly publishers: PublisherKeys;
+  /** Remits: mint, derive, get, bind to a run (interface 4.1, 5.4). */
+  readonly remits: RemitService;
+  /** Signed bundles: post, list, get (interface 4.1 rule 1, decisions 4). */
+  readonly bundles: BundleService;
+  /** Policies: versions, pinning and the decision engine (decisions 5). */
+  readonly policies: PolicyService;
+  /** Runs, leases, events, actions, approvals, replay (interface 2.4–2.8; decisions 6–8). */
+  readonly runs: RunEngine;
   /**
    * Tool descriptors from the gateway (in-process when svcd runs both, HTTP otherwise).
    * Null until a gateway is attached: then every tool is treated as a write to a system of
@@ -57,23 +72,32 @@ export class Kernel implements KernelDeps {
     readonly options: KernelOptions,
   ) {
     this.startedAt = clock.now();
+    this.publishers = loadPublishers(options.publishers ?? []);
+    this.remits = new RemitService(this);
+    this.bundles = new BundleService({ db, clock, publishers: () => this.publishers });
+    this.policies = new PolicyService({ db, clock });
+    this.runs = new RunEngine(this);
   }
 
   static async open(options: KernelOptions): Promise<Kernel> {
     const clock = options.clock ?? systemClock;
     const logger = options.logger ?? createLogger();
+    loadPublishers(options.publishers ?? []); // a bad publisher key refuses before the store opens
     const db = options.db ?? new SqliteDb({ path: join(options.dataDir, 'kernel.db'), synchronous: options.synchronous });
     await migrate(db, KERNEL_MIGRATIONS);
     const keys = KeyRing.load(options.dataDir, options.signingKey ?? process.env.SVC_SIGNING_KEY);
-    return new Kernel(db, keys, clock, logger, new KernelMetrics(), options);
+    const kernel = new Kernel(db, keys, clock, logger, new KernelMetrics(), options);
+    await kernel.runs.start();
+    return kernel;
   }
 
   /** Counts for GET /v1/health. */
   async runCounts(): Promise<{ running: number; parked: number }> {
-    return { running: 0, parked: 0 }; // replaced by the run engine (issue 4)
+    return this.runs.counts();
   }
 
   async close(): Promise<void> {
+    await this.runs.stop();
     await this.db.close();
   }
 }

@@ -1,0 +1,152 @@
+/**
+ * `svc approvals`: the approver's commands (interface 2.8, 4.1; decisions 5.4).
+ *   svc approvals                        the inbox TUI for the actor's role (a terminal only)
+ *   svc approvals list [--state S] [--approver role:R] [--limit N]
+ *   svc approvals approve ID [--reason R]
+ *   svc approvals reject ID --reason R
+ * Each action is a testable function returning data; `registerApprovals` wires them to argv.
+ */
+import type { Command } from 'commander';
+import { Option } from 'commander';
+import { ApiError, ApprovalsApi, UnreachableError, approverOf, type Actor, type Approval, type ApprovalDecision, type ApprovalState } from '../tui/approvals-api.js';
+import { CliError, EXIT, usageError } from '../exit.js';
+import { errorFromBody } from '../http-client.js';
+import { actorOf, globals, output, table } from '../context.js';
+
+/** `--state` values: an approval state, or `all` for no state filter. */
+export const LIST_STATES = ['pending', 'approved', 'rejected', 'cancelled', 'all'] as const;
+
+function apiOf(cmd: Command): ApprovalsApi {
+  const g = globals(cmd);
+  return new ApprovalsApi({ baseUrl: g.kernelUrl, token: g.token });
+}
+
+/** Maps the approvals client's failures to the CLI's exit codes (cli/exit.ts). */
+export function toCliError(err: unknown): unknown {
+  if (err instanceof UnreachableError) return new CliError(`${err.message}; is it running?`, EXIT.unreachable);
+  if (err instanceof ApiError) return errorFromBody(err.status, err.body);
+  return err;
+}
+
+/** `svc approvals list`: every page, newest first. */
+export async function handleList(api: ApprovalsApi, q: { state: (typeof LIST_STATES)[number]; approver?: string; limit?: number }): Promise<Approval[]> {
+  const state: ApprovalState | undefined = q.state === 'all' ? undefined : q.state;
+  return api.listAll({ state, approver: q.approver }, q.limit);
+}
+
+/** One decision; a lost race (409 already_decided) is reported with who decided and how. */
+export async function handleDecide(
+  api: ApprovalsApi,
+  id: string,
+  decision: ApprovalDecision,
+  actor: Actor,
+  reason: string,
+): Promise<{ approval_id: string; decision: ApprovalDecision; run_id: string; run_state: string }> {
+  try {
+    const res = await api.decide(id, decision, actor, reason);
+    return { approval_id: id, decision, run_id: res.run_id, run_state: res.run_state };
+  } catch (err) {
+    if (err instanceof ApiError && (err.code === 'already_decided' || (err.code === 'invalid_state' && err.details.state === 'cancelled'))) {
+      const current = await api.get(id).catch(() => null);
+      throw new CliError(describeDecided(id, current), EXIT.failed, err.body);
+    }
+    if (err instanceof ApiError && err.code === 'not_the_approver') {
+      throw new CliError(`not_the_approver: ${actor.id} (role:${actor.role}) may not decide ${id}: ${err.message}`, EXIT.failed, err.body);
+    }
+    throw toCliError(err);
+  }
+}
+
+/** "apr_x was already rejected by fin-2 (role:finance) at …: reason" */
+export function describeDecided(id: string, current: Approval | null): string {
+  if (!current) return `already_decided: ${id} was already decided`;
+  if (current.state === 'cancelled') return `invalid_state: ${id} was cancelled when its run ${current.run_id} was abandoned`;
+  const what = current.decision ?? current.state;
+  const who = current.actor ? ` by ${current.actor.id} (role:${current.actor.role})` : '';
+  const when = current.decided_at ? ` at ${current.decided_at}` : '';
+  const why = current.reason ? `: ${current.reason}` : '';
+  return `already_decided: ${id} was already ${what}${who}${when}${why}`;
+}
+
+function listTable(list: Approval[]): string {
+  if (list.length === 0) return 'no approvals';
+  return table(
+    ['APPROVAL', 'CREATED', 'STATE', 'APPROVER', 'TOOL', 'RUN', 'RULE'],
+    list.map((a) => [a.approval_id, a.created_at, a.state, a.approver, a.action?.tool, a.run_id, a.rule]),
+  );
+}
+
+function parseLimit(v: string): number {
+  if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 10000) throw usageError(`--limit must be an integer from 1 to 10000, got "${v}"`);
+  return Number(v);
+}
+
+function parseApprover(v: string): string {
+  if (!/^role:[^\s:]+$/.test(v)) throw usageError(`--approver must be role:ROLE, got "${v}"`);
+  return v;
+}
+
+function run<A extends unknown[]>(fn: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
+  return async (...args: A) => {
+    try {
+      await fn(...args);
+    } catch (err) {
+      throw toCliError(err);
+    }
+  };
+}
+
+export function registerApprovals(program: Command): void {
+  const approvals = program
+    .command('approvals')
+    .description('the approvals inbox (a terminal UI for --actor\'s role) and approval decisions')
+    .action(
+      run(async (_opts: unknown, cmd: Command) => {
+        const actor = actorOf(cmd);
+        if (!process.stdout.isTTY || !process.stdin.isTTY) {
+          throw usageError('the inbox needs a terminal; use "svc approvals list", "approve ID" or "reject ID --reason R"');
+        }
+        const g = globals(cmd);
+        const { openInbox } = await import('../tui/open-inbox.js');
+        await openInbox({ kernelUrl: g.kernelUrl, token: g.token, actor });
+      }),
+    );
+
+  approvals
+    .command('list')
+    .description('list approvals, newest first (default: pending ones for --actor\'s role, if given)')
+    .addOption(new Option('--state <state>', 'approval state').choices(LIST_STATES).default('pending'))
+    .option('--approver <role:R>', "approver filter (default: role:<actor's role> when --actor or SVC_ACTOR is set)", parseApprover)
+    .option('--limit <n>', 'at most this many (default: 1000)', parseLimit)
+    .action(
+      run(async (opts: { state: (typeof LIST_STATES)[number]; approver?: string; limit?: number }, cmd: Command) => {
+        const g = globals(cmd);
+        const approver = opts.approver ?? (g.actor ? approverOf(actorOf(cmd).role) : undefined);
+        const list = await handleList(apiOf(cmd), { state: opts.state, approver, limit: opts.limit });
+        output(cmd, list, listTable);
+      }),
+    );
+
+  approvals
+    .command('approve <id>')
+    .description('approve a pending approval as --actor')
+    .option('--reason <text>', 'why (recorded with the decision)', '')
+    .action(
+      run(async (id: string, opts: { reason: string }, cmd: Command) => {
+        const res = await handleDecide(apiOf(cmd), id, 'approved', actorOf(cmd), opts.reason);
+        output(cmd, res, (r: typeof res) => `approved ${r.approval_id}; run ${r.run_id} is ${r.run_state}`);
+      }),
+    );
+
+  approvals
+    .command('reject <id>')
+    .description('reject a pending approval as --actor; a reason is required')
+    .requiredOption('--reason <text>', 'why (recorded with the decision and seen by the run)')
+    .action(
+      run(async (id: string, opts: { reason: string }, cmd: Command) => {
+        if (!opts.reason.trim()) throw usageError('--reason must not be empty');
+        const res = await handleDecide(apiOf(cmd), id, 'rejected', actorOf(cmd), opts.reason);
+        output(cmd, res, (r: typeof res) => `rejected ${r.approval_id}; run ${r.run_id} is ${r.run_state}`);
+      }),
+    );
+}

@@ -1,0 +1,207 @@
+/**
+ * `svc bundle`: signed workflow bundles (interface 2.2, 4.1 rule 1; decisions 4).
+ *   svc bundle validate FILE                       offline; every problem with its JSON pointer
+ *   svc bundle sign FILE --key KEYFILE [-o OUT]    YAML or JSON in, {bundle, signature} JSON out
+ *   svc bundle push FILE [--key KEYFILE]           signs an unsigned bundle when a key is given
+ *   svc bundle list
+ *   svc bundle show BUNDLE_ID
+ * FILE is a bundle (YAML or JSON) or a signed document {bundle, signature}. KEYFILE is a
+ * publisher key pair {key_id, public_key, private_key} as `svc keys gen` writes it.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import type { Command } from 'commander';
+import { parse as parseYaml, stringify as toYaml } from 'yaml';
+import type { BundleSummary } from '../../src/bundle/bundle-service.js';
+import { bundleId, signBundle, type BundleSignature, type PublisherKeyFile } from '../../src/bundle/sign.js';
+import { validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
+import type { StoredBundle } from '../../src/types.js';
+import { kernelClient, output, table } from '../context.js';
+import { CliError, EXIT } from '../exit.js';
+import type { SvcHttpClient } from '../http-client.js';
+
+/** What a bundle file holds: a bundle, and its signature when the file is a signed document. */
+export interface BundleFile {
+  bundle: unknown;
+  signature?: BundleSignature;
+}
+
+/** Reads a YAML or JSON file; failures name the file (exit 1). */
+export function readDataFile(file: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new CliError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, EXIT.failed);
+  }
+  try {
+    return parseYaml(text, { prettyErrors: true });
+  } catch (err) {
+    throw new CliError(`${file} is not valid YAML or JSON: ${(err as Error).message.split('\n')[0]}`, EXIT.failed);
+  }
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/** A bundle file, or a signed document {bundle, signature} (a bundle never has a `bundle` member). */
+export function readBundleFile(file: string): BundleFile {
+  const value = readDataFile(file);
+  if (isObject(value) && isObject(value.bundle) && !('workflows' in value)) {
+    return { bundle: value.bundle, signature: value.signature as BundleSignature | undefined };
+  }
+  return { bundle: value };
+}
+
+/** Reads a publisher key file {key_id, public_key, private_key}. */
+export function readKeyFile(file: string): PublisherKeyFile {
+  const value = readDataFile(file);
+  if (!isObject(value) || typeof value.key_id !== 'string' || typeof value.private_key !== 'string') {
+    throw new CliError(`${file} is not a publisher key file {key_id, public_key, private_key} (make one with: svc keys gen -o FILE)`, EXIT.failed);
+  }
+  return value as unknown as PublisherKeyFile;
+}
+
+/** One line per problem: `FILE: /pointer: message`. */
+export function formatProblems(file: string, problems: BundleProblem[]): string {
+  return problems.map((p) => `${file}: ${p.path || '/'}: ${p.message}`).join('\n');
+}
+
+export interface ValidateResult {
+  ok: boolean;
+  file: string;
+  problems: BundleProblem[];
+  name?: string;
+  version?: string;
+  bundle_id?: string;
+  signed_by?: string;
+}
+
+/** `svc bundle validate`: offline, every problem. */
+export function handleValidate(file: string): ValidateResult {
+  const { bundle, signature } = readBundleFile(file);
+  const r = validateBundle(bundle);
+  const signed = signature && typeof signature.key_id === 'string' ? { signed_by: signature.key_id } : {};
+  if (!r.ok) return { ok: false, file, problems: r.problems, ...signed };
+  return { ok: true, file, problems: [], name: r.bundle.name, version: r.bundle.version, bundle_id: bundleId(r.bundle), ...signed };
+}
+
+/** `svc bundle sign`: validates, then signs JCS(bundle); returns the signed document. */
+export function handleSign(file: string, keyFile: string): { bundle: unknown; signature: BundleSignature } {
+  const { bundle } = readBundleFile(file);
+  const r = validateBundle(bundle);
+  if (!r.ok) throw new CliError(`${file} is not a valid bundle; nothing signed:\n${formatProblems(file, r.problems)}`, EXIT.failed, { ok: false, problems: r.problems });
+  const key = readKeyFile(keyFile);
+  try {
+    return { bundle, signature: signBundle(bundle, key) };
+  } catch (err) {
+    throw new CliError(`${keyFile}: ${(err as Error).message}`, EXIT.failed);
+  }
+}
+
+export interface PushResult {
+  status: 'created' | 'exists';
+  bundle_id: string;
+  name: string;
+  version: string;
+  key_id: string | null;
+}
+
+/** `svc bundle push`: signs an unsigned bundle when a key is given, then POST /v1/bundles. */
+export async function handlePush(client: SvcHttpClient, file: string, keyFile?: string): Promise<PushResult> {
+  const doc = readBundleFile(file);
+  let body: { bundle: unknown; signature?: BundleSignature } = doc;
+  if (!doc.signature && keyFile) body = handleSign(file, keyFile);
+  try {
+    const res = await client.request<{ bundle_id: string; name: string; version: string }>('POST', '/bundles', body);
+    return { status: res.status === 201 ? 'created' : 'exists', ...res.body, key_id: body.signature?.key_id ?? null };
+  } catch (err) {
+    const e = err as CliError;
+    const env = (e.body as { error?: { code?: string; message?: string; details?: { problems?: BundleProblem[] } } } | undefined)?.error;
+    if (env?.code === 'bundle_invalid' && env.details?.problems) {
+      throw new CliError(`bundle_invalid: svcd refused ${file}:\n${formatProblems(file, env.details.problems)}`, EXIT.failed, e.body);
+    }
+    if (env?.code === 'bundle_signature_invalid' && !body.signature) {
+      throw new CliError(`bundle_signature_invalid: ${env.message} (sign it: --key KEYFILE)`, EXIT.failed, e.body);
+    }
+    throw err;
+  }
+}
+
+export async function handleList(client: SvcHttpClient): Promise<{ bundles: BundleSummary[] }> {
+  return (await client.request<{ bundles: BundleSummary[] }>('GET', '/bundles')).body;
+}
+
+export async function handleShow(client: SvcHttpClient, id: string): Promise<StoredBundle> {
+  return (await client.request<StoredBundle>('GET', `/bundles/${encodeURIComponent(id)}`)).body;
+}
+
+export function registerBundle(program: Command): void {
+  const bundle = program.command('bundle').description('validate, sign, push and read workflow bundles (man svc-bundle(5))');
+
+  bundle
+    .command('validate')
+    .description('check a bundle offline and list every problem with its JSON pointer (exit 1 when there are any)')
+    .argument('<file>', 'bundle (YAML or JSON) or signed document')
+    .action(function (this: Command, file: string) {
+      const r = handleValidate(file);
+      output(this, r, (x: ValidateResult) =>
+        x.ok ? `${file}: valid bundle ${x.name} ${x.version} (${x.bundle_id})${x.signed_by ? `, signed by ${x.signed_by}` : ''}` : formatProblems(file, x.problems),
+      );
+      if (!r.ok) throw new CliError(`${r.problems.length} problem${r.problems.length === 1 ? '' : 's'} in ${file}`, EXIT.failed);
+    });
+
+  bundle
+    .command('sign')
+    .description('sign a bundle with a publisher key; writes {bundle, signature} as JSON')
+    .argument('<file>', 'bundle (YAML or JSON)')
+    .requiredOption('--key <keyfile>', 'publisher key pair file {key_id, public_key, private_key}')
+    .option('-o, --output <out>', 'write the signed bundle to OUT instead of stdout')
+    .action(function (this: Command, file: string, o: { key: string; output?: string }) {
+      const signed = handleSign(file, o.key);
+      if (!o.output) {
+        process.stdout.write(JSON.stringify(signed, null, 2) + '\n');
+        return;
+      }
+      const out = resolve(o.output);
+      try {
+        writeFileSync(out, JSON.stringify(signed, null, 2) + '\n');
+      } catch (err) {
+        throw new CliError(`cannot write ${out}: ${(err as Error).message}`, EXIT.failed);
+      }
+      const b = signed.bundle as { name: string; version: string };
+      output(this, { file: out, bundle_id: bundleId(signed.bundle), name: b.name, version: b.version, key_id: signed.signature.key_id }, (r) =>
+        `signed ${r.name} ${r.version} (${r.bundle_id}) with ${r.key_id}: wrote ${r.file}`,
+      );
+    });
+
+  bundle
+    .command('push')
+    .description('post a bundle to the kernel; an unsigned bundle is signed first when --key is given')
+    .argument('<file>', 'bundle (YAML or JSON) or signed document')
+    .option('--key <keyfile>', 'publisher key pair file used when FILE is unsigned')
+    .action(async function (this: Command, file: string, o: { key?: string }) {
+      const r = await handlePush(kernelClient(this), file, o.key);
+      output(this, r, (x: PushResult) => `${x.status === 'created' ? 'created' : 'already stored'}: ${x.name} ${x.version} ${x.bundle_id}`);
+    });
+
+  bundle
+    .command('list')
+    .description('list the bundles the kernel holds')
+    .action(async function (this: Command) {
+      output(this, await handleList(kernelClient(this)), (r: { bundles: BundleSummary[] }) =>
+        r.bundles.length === 0
+          ? 'no bundles'
+          : table(['BUNDLE_ID', 'NAME', 'VERSION', 'WORKFLOWS', 'SIGNED_BY', 'CREATED'], r.bundles.map((b) => [b.bundle_id, b.name, b.version, b.workflows.join(','), b.key_id, b.created_at])),
+      );
+    });
+
+  bundle
+    .command('show')
+    .description('print a stored bundle (YAML; JSON with --json)')
+    .argument('<bundle_id>')
+    .action(async function (this: Command, id: string) {
+      output(this, await handleShow(kernelClient(this), id), (b: StoredBundle) => toYaml(b, { lineWidth: 0 }));
+    });
+}

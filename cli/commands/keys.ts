@@ -1,0 +1,81 @@
+/**
+ * `svc keys`: publisher keys and the kernel's control-plane keys (decisions §2).
+ *   svc keys gen [-o FILE] [--force]   a new publisher key pair {key_id, public_key, private_key}
+ *   svc keys show                      the kernel's GET /v1/keys (current key and `previous`)
+ *
+ * Publisher key ids made here are `pub-` + the first 16 characters of
+ * base64url(sha256(public key)), the same shape as the control-plane's `cp-` ids, so a key id
+ * names exactly one key. svcd trusts the key with `--publisher KEY_ID:PUBLIC_KEY`.
+ */
+import { chmodSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import type { Command } from 'commander';
+import type { PublishedKeys } from '../../src/keys/keyring.js';
+import { generatePublisherKey } from '../../src/keys/publishers.js';
+import { kernelClient, output, table } from '../context.js';
+import { CliError, EXIT } from '../exit.js';
+import type { SvcHttpClient } from '../http-client.js';
+
+export interface GenResult {
+  key_id: string;
+  public_key: string;
+  /** Only when printed instead of written to a file. */
+  private_key?: string;
+  /** The file written (mode 0600). */
+  file?: string;
+  /** The svcd flag that trusts this key. */
+  publisher: string;
+}
+
+/** Makes a publisher key pair; writes it to `file` (mode 0600, never over an existing file unless `force`). */
+export function handleGen(file?: string, force = false): GenResult {
+  const pair = generatePublisherKey();
+  const publisher = `${pair.key_id}:${pair.public_key}`;
+  if (!file) return { ...pair, publisher };
+  const path = resolve(file);
+  try {
+    writeFileSync(path, JSON.stringify(pair, null, 2) + '\n', { mode: 0o600, flag: force ? 'w' : 'wx' });
+    chmodSync(path, 0o600); // an overwritten file keeps its old mode otherwise
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') throw new CliError(`${path} already exists; pass --force to overwrite it`, EXIT.failed);
+    throw new CliError(`cannot write ${path}: ${(err as Error).message}`, EXIT.failed);
+  }
+  return { key_id: pair.key_id, public_key: pair.public_key, file: path, publisher };
+}
+
+/** GET /v1/keys. */
+export async function handleShow(client: SvcHttpClient): Promise<PublishedKeys> {
+  return (await client.request<PublishedKeys>('GET', '/keys')).body;
+}
+
+function genHuman(r: GenResult): string {
+  if (!r.file) return JSON.stringify({ key_id: r.key_id, public_key: r.public_key, private_key: r.private_key }, null, 2);
+  return [`wrote ${r.file} (mode 0600)`, `key_id      ${r.key_id}`, `public_key  ${r.public_key}`, `trust it:   svcd --publisher ${r.publisher}`].join('\n');
+}
+
+function showHuman(k: PublishedKeys): string {
+  const lines = [`key_id      ${k.key_id}`, `algorithm   ${k.algorithm}`, `public_key  ${k.public_key}`];
+  if (k.previous.length === 0) lines.push('previous    none');
+  else lines.push('', 'previous keys (still trusted for verification):', table(['KEY_ID', 'PUBLIC_KEY', 'RETIRED_AT'], k.previous.map((p) => [p.key_id, p.public_key, p.retired_at])));
+  return lines.join('\n');
+}
+
+export function registerKeys(program: Command): void {
+  const keys = program.command('keys').description('publisher key pairs and the kernel control-plane keys');
+  keys
+    .command('gen')
+    .description('make a publisher key pair {key_id, public_key, private_key} for signing bundles')
+    .option('-o, --output <file>', 'write the key pair to FILE (mode 0600) instead of printing it')
+    .option('--force', 'overwrite FILE if it exists')
+    .action(function (this: Command, o: { output?: string; force?: boolean }) {
+      const r = handleGen(o.output, Boolean(o.force));
+      output(this, r.file ? { key_id: r.key_id, public_key: r.public_key, file: r.file, publisher: r.publisher } : { key_id: r.key_id, public_key: r.public_key, private_key: r.private_key }, genHuman.bind(null, r));
+    });
+  keys
+    .command('show')
+    .description("print the kernel's control-plane key (GET /v1/keys), with previous keys")
+    .action(async function (this: Command) {
+      output(this, await handleShow(kernelClient(this)), showHuman);
+    });
+}

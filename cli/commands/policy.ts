@@ -1,0 +1,195 @@
+/**
+ * `svc policy`: the policy language and policy versions (interface 2.3, 4.1; decisions 5).
+ *   svc policy lint FILE                                offline; `FILE:LINE:COL: message`, exit 1 on errors
+ *   svc policy push FILE --name N --version V
+ *   svc policy list
+ *   svc policy show NAME[@VERSION]                      the source (the latest version without @)
+ *   svc policy test CORPUS --a NAME[@VER] --b NAME[@VER]|FILE [--fail-on-flip]
+ * `test` prints the cases whose decision differs between A and B (POST /v1/policies/test);
+ * with --fail-on-flip any flip exits 1, for CI.
+ */
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import type { Command } from 'commander';
+import { lintPolicy } from '../../src/policy/compile.js';
+import type { PolicySummary, PolicyTestResult } from '../../src/policy/policy-service.js';
+import type { StoredPolicy } from '../../src/types.js';
+import { globals, kernelClient, output, table } from '../context.js';
+import { CliError, EXIT, usageError } from '../exit.js';
+import type { SvcHttpClient } from '../http-client.js';
+import { readDataFile } from './bundle.js';
+
+export interface LintProblem {
+  line: number;
+  column: number;
+  message: string;
+}
+
+function readSource(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new CliError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, EXIT.failed);
+  }
+}
+
+/** `FILE:LINE:COL: message`, one per problem, like a compiler. */
+export function formatLint(file: string, problems: LintProblem[]): string {
+  return problems.map((p) => `${file}:${p.line}:${p.column}: ${p.message}`).join('\n');
+}
+
+/** `svc policy lint`: every problem of a policy file, offline. */
+export function handleLint(file: string): { ok: boolean; file: string; problems: LintProblem[] } {
+  const problems = lintPolicy(readSource(file)).map((d) => ({ line: d.line, column: d.column, message: d.message }));
+  return { ok: problems.length === 0, file, problems };
+}
+
+/** `name` or `name@version`. */
+export function parseRef(text: string, flag: string): { name: string; version?: string } {
+  const at = text.indexOf('@');
+  const name = at < 0 ? text : text.slice(0, at);
+  const version = at < 0 ? undefined : text.slice(at + 1);
+  if (!name || version === '') throw usageError(`${flag} must be NAME or NAME@VERSION, got "${text}"`);
+  return version === undefined ? { name } : { name, version };
+}
+
+export interface PushResult {
+  status: 'created' | 'exists';
+  policy_id: string;
+  name: string;
+  version: string;
+}
+
+/** `svc policy push`: POST /v1/policies; a policy_invalid answer is shown like lint. */
+export async function handlePush(client: SvcHttpClient, file: string, name: string, version: string): Promise<PushResult> {
+  const source = readSource(file);
+  try {
+    const res = await client.request<{ policy_id: string; name: string; version: string }>('POST', '/policies', { name, version, source });
+    return { status: res.status === 201 ? 'created' : 'exists', ...res.body };
+  } catch (err) {
+    const e = err as CliError;
+    const env = (e.body as { error?: { code?: string; details?: { problems?: LintProblem[]; line?: number; column?: number; message?: string } } } | undefined)?.error;
+    if (env?.code === 'policy_invalid' && env.details) {
+      const problems = env.details.problems ?? [{ line: env.details.line!, column: env.details.column!, message: env.details.message! }];
+      throw new CliError(`policy_invalid: svcd refused ${file}:\n${formatLint(file, problems)}`, EXIT.failed, e.body);
+    }
+    throw err;
+  }
+}
+
+export async function handleList(client: SvcHttpClient): Promise<{ policies: PolicySummary[] }> {
+  return (await client.request<{ policies: PolicySummary[] }>('GET', '/policies')).body;
+}
+
+export async function handleShow(client: SvcHttpClient, ref: string): Promise<StoredPolicy> {
+  const { name, version } = parseRef(ref, 'NAME[@VERSION]');
+  const path = version === undefined ? `/policies/${encodeURIComponent(name)}` : `/policies/${encodeURIComponent(name)}/${encodeURIComponent(version)}`;
+  return (await client.request<StoredPolicy>('GET', path)).body;
+}
+
+/** A corpus file: a JSON or YAML list of {action, run}, or {corpus: [...]}. */
+export function readCorpus(file: string): unknown[] {
+  const value = readDataFile(file);
+  const list = Array.isArray(value) ? value : (value as { corpus?: unknown } | null)?.corpus;
+  if (!Array.isArray(list)) throw new CliError(`${file} must hold a list of {action, run} cases (or {corpus: [...]})`, EXIT.failed);
+  return list;
+}
+
+export interface TestOutput extends PolicyTestResult {
+  /** The corpus, for the one-line action views. */
+  corpus: unknown[];
+}
+
+/** `svc policy test`: A against B over a corpus. `b` is NAME[@VER] or a policy source file. */
+export async function handleTest(client: SvcHttpClient, corpusFile: string, a: string, b: string): Promise<TestOutput> {
+  const corpus = readCorpus(corpusFile);
+  const policyA = parseRef(a, '--a');
+  const bIsFile = existsSync(b) && statSync(b).isFile();
+  const policyB = bIsFile ? { source: readSource(b) } : parseRef(b, '--b');
+  try {
+    const res = await client.request<PolicyTestResult>('POST', '/policies/test', { policy_a: policyA, policy_b: policyB, corpus });
+    return { ...res.body, corpus };
+  } catch (err) {
+    const e = err as CliError;
+    const env = (e.body as { error?: { code?: string; details?: { problems?: LintProblem[] } } } | undefined)?.error;
+    if (bIsFile && env?.code === 'policy_invalid' && env.details?.problems) {
+      throw new CliError(`policy_invalid: ${b} does not compile:\n${formatLint(b, env.details.problems)}`, EXIT.failed, e.body);
+    }
+    throw err;
+  }
+}
+
+/** `billing.refund {"amount":150,…}`, cut to `width` characters. */
+export function actionView(c: unknown, width = 72): string {
+  const action = (c as { action?: { tool?: unknown; args?: unknown } } | null)?.action;
+  const text = `${String(action?.tool ?? '?')} ${JSON.stringify(action?.args ?? {})}`;
+  return text.length > width ? text.slice(0, width - 1) + '…' : text;
+}
+
+function refText(r: PolicyTestResult['policy_a'] | PolicyTestResult['policy_b']): string {
+  return 'source' in r ? `${r.name} (source)` : `${r.name}@${r.version}`;
+}
+
+function testHuman(r: TestOutput): string {
+  const head = `${r.flips.length} flip${r.flips.length === 1 ? '' : 's'} in ${r.cases} case${r.cases === 1 ? '' : 's'}: A = ${refText(r.policy_a)}, B = ${refText(r.policy_b)}`;
+  if (r.flips.length === 0) return head;
+  const rows = r.flips.map((f) => [f.index, `${f.a} → ${f.b}`, f.rule_a, f.rule_b, actionView(r.corpus[f.index])]);
+  return table(['INDEX', 'A → B', 'RULE A', 'RULE B', 'ACTION'], rows) + '\n\n' + head;
+}
+
+export function registerPolicy(program: Command): void {
+  const policy = program.command('policy').description('lint, push, read and compare policies (man svc-policy(5))');
+
+  policy
+    .command('lint')
+    .description('check a policy file offline; prints FILE:LINE:COL: message per problem, exit 1 when there are any')
+    .argument('<file>')
+    .action(function (this: Command, file: string) {
+      const r = handleLint(file);
+      if (globals(this).json) process.stdout.write(JSON.stringify(r) + '\n');
+      else if (r.ok) process.stderr.write(`${file}: no problems\n`);
+      else process.stdout.write(formatLint(file, r.problems) + '\n');
+      if (!r.ok) throw new CliError(`${r.problems.length} problem${r.problems.length === 1 ? '' : 's'} in ${file}`, EXIT.failed);
+    });
+
+  policy
+    .command('push')
+    .description('post a policy version (versions are immutable)')
+    .argument('<file>')
+    .requiredOption('--name <name>', 'policy name')
+    .requiredOption('--version <version>', 'policy version, e.g. 1.0.0')
+    .action(async function (this: Command, file: string, o: { name: string; version: string }) {
+      const r = await handlePush(kernelClient(this), file, o.name, o.version);
+      output(this, r, (x: PushResult) => `${x.status === 'created' ? 'created' : 'already stored'}: ${x.name}@${x.version} ${x.policy_id}`);
+    });
+
+  policy
+    .command('list')
+    .description('list every policy version the kernel holds')
+    .action(async function (this: Command) {
+      output(this, await handleList(kernelClient(this)), (r: { policies: PolicySummary[] }) =>
+        r.policies.length === 0 ? 'no policies' : table(['NAME', 'VERSION', 'POLICY_ID', 'CREATED'], r.policies.map((p) => [p.name, p.version, p.policy_id, p.created_at])),
+      );
+    });
+
+  policy
+    .command('show')
+    .description('print a policy source (NAME is the latest version)')
+    .argument('<ref>', 'NAME or NAME@VERSION')
+    .action(async function (this: Command, ref: string) {
+      output(this, await handleShow(kernelClient(this), ref), (p: StoredPolicy) => `# ${p.name}@${p.version} (${p.policy_id}, ${p.created_at})\n${p.source}`);
+    });
+
+  policy
+    .command('test')
+    .description('decide every corpus case under A alone and B alone; print the cases whose decision flips')
+    .argument('<corpus>', 'JSON or YAML list of {action, run}')
+    .requiredOption('--a <ref>', 'policy A: NAME or NAME@VERSION')
+    .requiredOption('--b <ref>', 'policy B: NAME, NAME@VERSION, or a policy source FILE')
+    .option('--fail-on-flip', 'exit 1 when any case flips (for CI)')
+    .action(async function (this: Command, corpusFile: string, o: { a: string; b: string; failOnFlip?: boolean }) {
+      const r = await handleTest(kernelClient(this), corpusFile, o.a, o.b);
+      const { corpus: _corpus, ...data } = r;
+      output(this, data, () => testHuman(r));
+      if (o.failOnFlip && r.flips.length > 0) throw new CliError(`${r.flips.length} flip${r.flips.length === 1 ? '' : 's'} (--fail-on-flip)`, EXIT.failed);
+    });
+}

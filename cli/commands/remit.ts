@@ -1,0 +1,259 @@
+/**
+ * `svc remit`: remits on the kernel (interface 2.1, 4.1, 5.3, 5.4; decisions §3).
+ *   svc remit mint --tools L --scopes L --autonomy A --requested-by ID:ROLE:MANAGER
+ *                  --spend-tokens N --spend-usd X [--grants L] [--policy-set L] [--ttl S]
+ *   svc remit derive ID [any of the mint flags]
+ *   svc remit show ID
+ *   svc remit decode TOKEN|-
+ * mint and derive print the token alone on stdout (so `TOKEN=$(svc remit mint …)` works) and
+ * the remit id on stderr; decode checks the token against the kernel's /keys (current and
+ * previous) and prints one status line, then the payload; it exits 1 unless the token is valid.
+ */
+import { readFileSync } from 'node:fs';
+import { Option, type Command } from 'commander';
+import { decodeBase64url } from '../../src/encoding/base64url.js';
+import type { PublishedKeys } from '../../src/keys/keyring.js';
+import { decodeToken } from '../../src/remit/token.js';
+import { verifyRemit } from '../../src/remit/verify.js';
+import { AUTONOMY_ORDER, type RemitPayload, type RemitRecord, type TrustedKeys } from '../../src/types.js';
+import { globals, kernelClient, output } from '../context.js';
+import { CliError, EXIT, usageError } from '../exit.js';
+import type { SvcHttpClient } from '../http-client.js';
+
+/** Flags shared by mint and derive, as commander gives them. */
+export interface CreateFlags {
+  tools?: string[];
+  scopes?: string[];
+  grants?: string[];
+  policySet?: string[];
+  spendTokens?: string;
+  spendUsd?: string;
+  autonomy?: string;
+  ttl?: string;
+  requestedBy?: string;
+}
+
+/** Comma lists; the flag may also be repeated. An empty value is an empty list. */
+function collectList(value: string, prev: string[] | undefined): string[] {
+  const items = value.split(',').map((s) => s.trim()).filter(Boolean);
+  return [...(prev ?? []), ...items];
+}
+
+function intFlag(name: string, v: string, min: number, max: number): number {
+  if (!/^\d+$/.test(v.trim()) || Number(v) < min || Number(v) > max) throw usageError(`${name} must be an integer from ${min} to ${max}, got "${v}"`);
+  return Number(v);
+}
+
+function usdFlag(v: string): number {
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n) || n < 0) throw usageError(`--spend-usd must be a non-negative number, got "${v}"`);
+  return n;
+}
+
+/** `ID:ROLE:MANAGER` → requested_by. */
+export function parseRequestedBy(v: string): { id: string; role: string; manager: string } {
+  const parts = v.split(':');
+  if (parts.length !== 3 || parts.some((p) => p.trim() === '')) throw usageError(`--requested-by must be ID:ROLE:MANAGER, got "${v}"`);
+  return { id: parts[0]!, role: parts[1]!, manager: parts[2]! };
+}
+
+/** Builds the POST body from the flags; only flags given become members (derive inherits the rest). */
+export function createBody(f: CreateFlags): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  if (f.tools) body.tools = f.tools;
+  if (f.scopes) body.scopes = f.scopes;
+  if (f.grants) body.grants = f.grants;
+  if (f.policySet) body.policy_set = f.policySet;
+  if ((f.spendTokens === undefined) !== (f.spendUsd === undefined)) throw usageError('--spend-tokens and --spend-usd go together: give both');
+  if (f.spendTokens !== undefined && f.spendUsd !== undefined) {
+    body.spend = { tokens: intFlag('--spend-tokens', f.spendTokens, 0, Number.MAX_SAFE_INTEGER), usd: usdFlag(f.spendUsd) };
+  }
+  if (f.autonomy !== undefined) body.autonomy = f.autonomy;
+  if (f.ttl !== undefined) body.ttl_seconds = intFlag('--ttl', f.ttl, 1, 2_592_000);
+  if (f.requestedBy !== undefined) body.requested_by = parseRequestedBy(f.requestedBy);
+  return body;
+}
+
+export interface CreatedRemit {
+  remit_id: string;
+  parent_id?: string;
+  token: string;
+  expires_at: string;
+}
+
+/** POST /v1/remits. */
+export async function handleMint(client: SvcHttpClient, flags: CreateFlags): Promise<CreatedRemit> {
+  const body = createBody(flags);
+  const missing = (['tools', 'scopes', 'autonomy', 'requested_by', 'spend'] as const).filter((k) => body[k] === undefined);
+  if (missing.length) throw usageError(`remit mint needs ${missing.map((m) => `--${m === 'spend' ? 'spend-tokens and --spend-usd' : m.replace('_', '-')}`).join(', ')}`);
+  return (await client.request<CreatedRemit>('POST', '/remits', body)).body;
+}
+
+/** POST /v1/remits/{id}/derive. */
+export async function handleDerive(client: SvcHttpClient, parentId: string, flags: CreateFlags): Promise<CreatedRemit> {
+  return (await client.request<CreatedRemit>('POST', `/remits/${encodeURIComponent(parentId)}/derive`, createBody(flags))).body;
+}
+
+/** GET /v1/remits/{id}. */
+export async function handleShow(client: SvcHttpClient, id: string): Promise<RemitRecord> {
+  return (await client.request<RemitRecord>('GET', `/remits/${encodeURIComponent(id)}`)).body;
+}
+
+export type DecodeStatus = 'valid' | 'expired' | 'not_yet_valid' | 'signature_invalid' | 'malformed';
+
+export interface DecodeReport {
+  status: DecodeStatus;
+  valid: boolean;
+  /** The one status line. */
+  line: string;
+  detail: string | null;
+  /** The payload when the token decodes (also when the signature or time is wrong). */
+  payload: RemitPayload | null;
+}
+
+/** TrustedKeys from a GET /v1/keys body: the current key and every `previous` one. */
+export function trustedFromPublished(k: PublishedKeys): TrustedKeys {
+  const map = new Map<string, Uint8Array>();
+  const add = (id: unknown, pk: unknown) => {
+    const raw = typeof pk === 'string' ? decodeBase64url(pk) : null;
+    if (typeof id === 'string' && raw && raw.length === 32) map.set(id, raw);
+  };
+  add(k.key_id, k.public_key);
+  for (const p of Array.isArray(k.previous) ? k.previous : []) add(p.key_id, p.public_key);
+  return { lookup: (id) => map.get(id) ?? null };
+}
+
+function iso(s: number): string {
+  return new Date(s * 1000).toISOString();
+}
+
+/** Verifies `token` against published keys at `nowSeconds` (interface 5.3 steps 1–3). */
+export function decodeReport(token: string, keys: PublishedKeys, nowSeconds: number): DecodeReport {
+  const r = verifyRemit(token, trustedFromPublished(keys), nowSeconds, {});
+  const decoded = decodeToken(token);
+  const payload = decoded.ok ? decoded.payload : null;
+  if (r.ok) {
+    const p = r.payload;
+    const bound = p.run ? `, bound to run ${p.run}` : '';
+    return { status: 'valid', valid: true, line: `valid: remit ${p.rid} signed by ${p.iss}, expires ${iso(p.exp)}${bound}`, detail: null, payload };
+  }
+  switch (r.reason) {
+    case 'remit_expired':
+      return { status: 'expired', valid: false, line: `expired: remit ${payload!.rid} expired at ${iso(payload!.exp)}`, detail: r.detail, payload };
+    case 'remit_not_yet_valid':
+      return { status: 'not_yet_valid', valid: false, line: `not yet valid: remit ${payload!.rid} is valid from ${iso(payload!.nbf)}`, detail: r.detail, payload };
+    case 'signature_invalid':
+      return { status: 'signature_invalid', valid: false, line: `signature invalid: ${r.detail}`, detail: r.detail, payload };
+    case 'token_malformed':
+      return { status: 'malformed', valid: false, line: `malformed: ${r.detail}`, detail: r.detail, payload: null };
+    default:
+      return { status: 'malformed', valid: false, line: `malformed: ${r.detail}`, detail: r.detail, payload };
+  }
+}
+
+/** `svc remit decode`: fetches /keys and reports. */
+export async function handleDecode(client: SvcHttpClient, token: string, nowSeconds = Math.floor(Date.now() / 1000)): Promise<DecodeReport> {
+  const keys = (await client.request<PublishedKeys>('GET', '/keys')).body;
+  return decodeReport(token.trim(), keys, nowSeconds);
+}
+
+function recordHuman(r: RemitRecord): string {
+  const list = (xs: string[]) => (xs.length ? xs.join(', ') : '(none)');
+  const rows: Array<[string, string]> = [
+    ['remit', r.rid],
+    ['parent', r.parent_id ?? '-'],
+    ['run', r.run_id ?? '-'],
+    ['issuer', r.iss],
+    ['issued', iso(r.iat)],
+    ['valid', `${iso(r.nbf)} to ${iso(r.exp)}`],
+    ['tools', list(r.tools)],
+    ['scopes', list(r.scopes)],
+    ['grants', list(r.grants)],
+    ['spend', `${r.spend.tokens} tokens, ${r.spend.usd} USD`],
+    ['autonomy', r.autonomy],
+    ['policy_set', list(r.policy_set)],
+    ['requested_by', `${r.requested_by.id} (role ${r.requested_by.role}, manager ${r.requested_by.manager})`],
+  ];
+  return rows.map(([k, v]) => `${k.padEnd(13)}${v}`).join('\n');
+}
+
+function addCreateFlags(cmd: Command): Command {
+  return cmd
+    .option('--tools <list>', 'tool patterns, comma-separated: <connector>.<operation> or <connector>.*', collectList)
+    .option('--scopes <list>', 'scope patterns, comma-separated; a trailing * matches a prefix', collectList)
+    .option('--grants <list>', 'data classes the run may see un-redacted, comma-separated', collectList)
+    .option('--policy-set <list>', 'policies that apply, comma-separated: NAME or NAME@VERSION', collectList)
+    .option('--spend-tokens <n>', 'token budget (with --spend-usd)')
+    .option('--spend-usd <x>', 'USD budget (with --spend-tokens)')
+    .addOption(new Option('--autonomy <level>', 'autonomy level').choices([...AUTONOMY_ORDER]))
+    .option('--ttl <seconds>', 'lifetime in seconds, at most 2592000 (default: 3600 for mint; the parent expiry for derive)')
+    .option('--requested-by <id:role:manager>', 'the requester: id, role, and the role that approves for them');
+}
+
+function printCreated(cmd: Command, r: CreatedRemit): void {
+  if (globals(cmd).json) {
+    output(cmd, r);
+    return;
+  }
+  process.stdout.write(r.token + '\n');
+  process.stderr.write(`remit ${r.remit_id}${r.parent_id ? ` (derived from ${r.parent_id})` : ''} expires ${r.expires_at}\n`);
+}
+
+function readToken(arg: string): string {
+  if (arg !== '-') return arg;
+  try {
+    return readFileSync(0, 'utf8').trim();
+  } catch (err) {
+    throw new CliError(`cannot read the token from stdin: ${(err as Error).message}`, EXIT.failed);
+  }
+}
+
+export function registerRemit(program: Command): void {
+  const remit = program.command('remit').description('mint, derive, show and decode remits (signed capability grants)');
+
+  addCreateFlags(remit.command('mint').description('mint a remit (POST /v1/remits); prints the token')).action(async function (this: Command, f: CreateFlags) {
+    printCreated(this, await handleMint(kernelClient(this), f));
+  });
+
+  addCreateFlags(
+    remit
+      .command('derive')
+      .description('derive a narrower remit from ID (POST /v1/remits/ID/derive); flags not given are inherited')
+      .argument('<id>', 'parent remit id'),
+  ).action(async function (this: Command, id: string, f: CreateFlags) {
+    printCreated(this, await handleDerive(kernelClient(this), id, f));
+  });
+
+  remit
+    .command('show')
+    .description('print a remit record (GET /v1/remits/ID)')
+    .argument('<id>', 'remit id')
+    .action(async function (this: Command, id: string) {
+      output(this, await handleShow(kernelClient(this), id), recordHuman);
+    });
+
+  remit
+    .command('decode')
+    .description("check a token against the kernel's keys; print valid, expired, not yet valid, signature invalid or malformed, then the payload")
+    .argument('<token>', 'the token, or - to read it from stdin')
+    .action(async function (this: Command, tokenArg: string) {
+      const report = await handleDecode(kernelClient(this), readToken(tokenArg));
+      const payload = report.payload ? orderedForPrint(report.payload) : null;
+      if (globals(this).json) output(this, { status: report.status, valid: report.valid, detail: report.detail, payload });
+      else process.stdout.write(report.line + '\n' + (payload ? JSON.stringify(payload, null, 2) + '\n' : ''));
+      if (!report.valid) throw new CliError(`the token is not valid (${report.status.replace(/_/g, ' ')})`, EXIT.failed);
+    });
+}
+
+function orderedForPrint(p: RemitPayload): RemitPayload {
+  const order = ['rid', 'parent', 'run', 'iss', 'iat', 'nbf', 'exp', 'tools', 'scopes', 'grants', 'spend', 'autonomy', 'policy_set', 'requested_by'];
+  const out: Record<string, unknown> = {};
+  for (const k of order) if (k in p) out[k] = (p as unknown as Record<string, unknown>)[k];
+  for (const [k, v] of Object.entries(p)) if (!(k in out)) out[k] = v;
+  const rb = p.requested_by as unknown;
+  if (rb && typeof rb === 'object') {
+    const r = rb as Record<string, unknown>;
+    out.requested_by = { id: r.id, role: r.role, manager: r.manager, ...r };
+  }
+  return out as unknown as RemitPayload;
+}

@@ -1,0 +1,331 @@
+/**
+ * `svc run`: runs on the kernel (interface 2.4, 2.5, 4.1, 6; decisions §6–§8).
+ *   svc run start BUNDLE WORKFLOW [--input @FILE|@-|JSON] --remit ID [--requested-by ID:ROLE:MANAGER]
+ *   svc run list [--state S] [--department D] [--limit N] [--after CURSOR]
+ *   svc run show ID
+ *   svc run events ID [--from-seq N] [--follow]
+ *   svc run replay ID            exits 1 when anything does not check out
+ *   svc run abandon ID --reason R
+ *   svc run resume ID
+ * BUNDLE is a bundle id (`bnd_…`) or NAME[@VERSION] (the newest version when none is given).
+ * Each handler returns data; `registerRun` wires them to argv.
+ */
+import { readFileSync } from 'node:fs';
+import { Option, type Command } from 'commander';
+import type { ReplayReport } from '../../src/kernel/replay.js';
+import type { RunEvent, RunStateObject } from '../../src/types.js';
+import { globals, kernelClient, output, table } from '../context.js';
+import { CliError, EXIT, usageError } from '../exit.js';
+import type { SvcHttpClient } from '../http-client.js';
+import { parseRequestedBy } from './remit.js';
+
+export const RUN_STATES = ['running', 'parked', 'completed', 'failed', 'abandoning', 'abandoned'] as const;
+
+type Run = RunStateObject & { parent_run_id?: string | null };
+
+/** `--input`: `@FILE`, `@-` (stdin) or inline JSON. */
+export function parseInput(value: string | undefined, readFile: (path: string) => string = (p) => readFileSync(p === '-' ? 0 : p, 'utf8')): unknown {
+  if (value === undefined) return {};
+  let text = value;
+  let where = '--input';
+  if (value.startsWith('@')) {
+    const path = value.slice(1);
+    where = path === '-' ? 'stdin' : path;
+    try {
+      text = readFile(path);
+    } catch (err) {
+      throw usageError(`cannot read ${where}: ${(err as Error).message}`);
+    }
+  }
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw usageError(`${where} is not JSON: ${(err as Error).message}`);
+  }
+}
+
+/** A bundle id from `bnd_…` or `NAME[@VERSION]` (the newest version of NAME when none is given). */
+export async function resolveBundle(client: SvcHttpClient, ref: string): Promise<string> {
+  if (ref.startsWith('bnd_')) return ref;
+  const at = ref.lastIndexOf('@');
+  const name = at > 0 ? ref.slice(0, at) : ref;
+  const version = at > 0 ? ref.slice(at + 1) : null;
+  const list = (await client.request<{ bundles: Array<{ bundle_id: string; name: string; version: string; created_at: string }> }>('GET', '/bundles')).body.bundles;
+  const matches = list.filter((b) => b.name === name && (version === null || b.version === version));
+  if (matches.length === 0) throw new CliError(`no bundle ${ref} on the kernel (svc bundle list shows what there is)`, EXIT.failed);
+  matches.sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : 0));
+  return matches[matches.length - 1]!.bundle_id;
+}
+
+export interface StartFlags {
+  input?: string;
+  remit: string;
+  requestedBy?: string;
+}
+
+/** POST /v1/runs. */
+export async function handleStart(client: SvcHttpClient, bundle: string, workflow: string, f: StartFlags): Promise<{ run_id: string; state: string }> {
+  const body: Record<string, unknown> = { bundle_id: await resolveBundle(client, bundle), workflow, input: parseInput(f.input), remit_id: f.remit };
+  if (f.requestedBy !== undefined) body.requested_by = parseRequestedBy(f.requestedBy);
+  return (await client.request<{ run_id: string; state: string }>('POST', '/runs', body)).body;
+}
+
+export interface ListFlags {
+  state?: string;
+  department?: string;
+  limit?: string;
+  after?: string;
+}
+
+/** GET /v1/runs (one page). */
+export async function handleList(client: SvcHttpClient, f: ListFlags): Promise<{ runs: Run[]; next: string | null }> {
+  const q = new URLSearchParams();
+  if (f.state) q.set('state', f.state);
+  if (f.department) q.set('department', f.department);
+  if (f.limit) {
+    if (!/^\d+$/.test(f.limit) || Number(f.limit) < 1 || Number(f.limit) > 500) throw usageError(`--limit must be an integer from 1 to 500, got "${f.limit}"`);
+    q.set('limit', f.limit);
+  }
+  if (f.after) q.set('after', f.after);
+  const qs = q.toString();
+  return (await client.request<{ runs: Run[]; next: string | null }>('GET', `/runs${qs ? `?${qs}` : ''}`)).body;
+}
+
+export async function handleShow(client: SvcHttpClient, id: string): Promise<Run> {
+  return (await client.request<Run>('GET', `/runs/${encodeURIComponent(id)}`)).body;
+}
+
+export async function handleEventsPage(client: SvcHttpClient, id: string, fromSeq: number, limit = 1000): Promise<{ events: RunEvent[]; next_seq: number }> {
+  return (await client.request<{ events: RunEvent[]; next_seq: number }>('GET', `/runs/${encodeURIComponent(id)}/events?from_seq=${fromSeq}&limit=${limit}`)).body;
+}
+
+export async function handleReplay(client: SvcHttpClient, id: string): Promise<ReplayReport> {
+  return (await client.request<ReplayReport>('POST', `/runs/${encodeURIComponent(id)}/replay`)).body;
+}
+
+/** True when replay found nothing wrong. */
+export function replayChecksOut(r: ReplayReport): boolean {
+  return r.chain_valid && r.state_matches && r.decision_mismatches.length === 0 && r.chain_errors.length === 0;
+}
+
+export async function handleAbandon(client: SvcHttpClient, id: string, reason: string, actor: { id: string; role: string } | null): Promise<{ compensations_scheduled: number; state?: string }> {
+  const body: Record<string, unknown> = { reason };
+  if (actor) body.actor = actor;
+  return (await client.request<{ compensations_scheduled: number; state?: string }>('POST', `/runs/${encodeURIComponent(id)}/abandon`, body)).body;
+}
+
+export async function handleResume(client: SvcHttpClient, id: string, actor: { id: string; role: string } | null): Promise<{ run_id: string; state: string }> {
+  return (await client.request<{ run_id: string; state: string }>('POST', `/runs/${encodeURIComponent(id)}/resume`, actor ? { actor } : {})).body;
+}
+
+// ------------------------------------------------------------------ human output
+
+function spendLine(used: number, budget: number, unit: string, digits = 0): string {
+  const pct = budget > 0 ? ` (${Math.round((used / budget) * 100)}%)` : '';
+  return `${used.toFixed(digits)} of ${budget.toFixed(digits)} ${unit}${pct}`;
+}
+
+function stateOf(r: Run): string {
+  return r.state === 'parked' && r.parked_reason ? `parked (${r.parked_reason})` : r.state;
+}
+
+/** The `svc run show` screen: the run at a glance. */
+export function showHuman(r: Run): string {
+  const lines: Array<[string, string]> = [
+    ['run', r.run_id],
+    ['state', stateOf(r)],
+    ['bundle', `${r.bundle.name}@${r.bundle.version} (${r.bundle_id})`],
+    ['workflow', r.workflow],
+    ['department', r.department],
+    ['requested by', `${r.requested_by.id} (role ${r.requested_by.role}, manager ${r.requested_by.manager})`],
+    ['remit', r.remit_id],
+  ];
+  if (r.parent_run_id) lines.push(['parent run', r.parent_run_id]);
+  lines.push(['policies', r.policies.length ? r.policies.map((p) => `${p.name}@${p.version}`).join(', ') : '(none)']);
+  lines.push(['current step', r.current_step ?? '-']);
+  if (r.pending_approval_id) lines.push(['approval', `${r.pending_approval_id} pending`]);
+  lines.push(['tokens', spendLine(r.usage.tokens, r.budget.tokens, 'tokens')]);
+  lines.push(['usd', spendLine(r.usage.usd, r.budget.usd, 'USD', 4)]);
+  if (r.error) lines.push(['error', `${r.error.code}: ${r.error.message}`]);
+  lines.push(['events', `${r.last_seq}, head ${r.head_hash.slice(0, 16)}…`]);
+  const head = lines.map(([k, v]) => `${k.padEnd(14)}${v}`).join('\n');
+  const steps = table(
+    ['STEP', 'STATE', 'ATTEMPT', 'STARTED', 'ENDED', 'ERROR'],
+    Object.entries(r.steps).map(([id, s]) => [id === r.current_step ? `${id} *` : id, s.state, s.attempt, s.started_at ?? '-', s.ended_at ?? '-', s.error ? `${s.error.code}: ${s.error.message}` : '']),
+  );
+  const out = r.output !== null && r.output !== undefined ? `\noutput\n${JSON.stringify(r.output, null, 2)}` : '';
+  return `${head}\n\n${steps}${out}`;
+}
+
+function listHuman(page: { runs: Run[]; next: string | null }): string {
+  if (page.runs.length === 0) return 'no runs';
+  const rows = page.runs.map((r) => [
+    r.run_id,
+    stateOf(r),
+    `${r.bundle.name}@${r.bundle.version}/${r.workflow}`,
+    r.department,
+    r.current_step ?? '-',
+    `${r.usage.tokens}/${r.budget.tokens}`,
+    `${r.usage.usd}/${r.budget.usd}`,
+    r.created_at,
+  ]);
+  return table(['RUN', 'STATE', 'WORKFLOW', 'DEPARTMENT', 'STEP', 'TOKENS', 'USD', 'CREATED'], rows);
+}
+
+function summarize(payload: Record<string, unknown>): string {
+  const p = payload as Record<string, any>;
+  const parts: string[] = [];
+  for (const key of ['step', 'attempt', 'reason', 'decision', 'rule', 'approval_id', 'tool', 'delay_ms', 'next_attempt']) {
+    if (p[key] !== undefined && p[key] !== null && typeof p[key] !== 'object') parts.push(`${key}=${p[key]}`);
+  }
+  if (p.error && typeof p.error === 'object') parts.push(`error=${p.error.code}`);
+  if (p.action && typeof p.action === 'object' && p.action.tool) parts.push(`tool=${p.action.tool}`);
+  return parts.join(' ');
+}
+
+function actorText(a: RunEvent['actor']): string {
+  if (a === null || a === undefined) return '-';
+  if (typeof a === 'string') return a;
+  const o = a as Record<string, unknown>;
+  if (typeof o.id === 'string') return typeof o.role === 'string' ? `${o.id}:${o.role}` : o.id;
+  if (typeof o.worker_id === 'string') return `worker ${o.worker_id}`;
+  return JSON.stringify(a);
+}
+
+export function eventLine(e: RunEvent): string {
+  return `${String(e.seq).padStart(4)}  ${e.at}  ${e.kind.padEnd(22)} ${actorText(e.actor).padEnd(16)} ${summarize(e.payload)}`.trimEnd();
+}
+
+export function replayHuman(r: ReplayReport): string {
+  const yes = (b: boolean) => (b ? 'yes' : 'NO');
+  const lines = [
+    `run             ${r.run_id}`,
+    `chain valid     ${yes(r.chain_valid)} (${r.events} events)`,
+    `state matches   ${yes(r.state_matches)}${r.state_differences?.length ? ` (differs in ${r.state_differences.join(', ')})` : ''}`,
+    `decisions       ${r.decisions} re-evaluated, ${r.decision_mismatches.length} mismatched`,
+  ];
+  if (r.replay_error) lines.push(`replay error    ${r.replay_error}`);
+  for (const e of r.chain_errors) lines.push(`  seq ${e.seq}: ${e.reason}${e.detail ? ` (${e.detail})` : ''}`);
+  for (const m of r.decision_mismatches) {
+    const fmt = (v: { decision: string | null; rule: string | null; error?: string }) => (v.error ? `error: ${v.error}` : `${v.decision} ${v.rule}`);
+    lines.push(`  seq ${m.seq}: ${m.action_id} recorded ${fmt(m.recorded)}, replayed ${fmt(m.replayed)}`);
+  }
+  lines.push(replayChecksOut(r) ? 'replay: everything checks out' : 'replay: FAILED');
+  return lines.join('\n');
+}
+
+/** `--actor id:role`, when given. */
+function optionalActor(cmd: Command): { id: string; role: string } | null {
+  const raw = globals(cmd).actor;
+  if (!raw) return null;
+  const i = raw.indexOf(':');
+  if (i <= 0 || i === raw.length - 1) throw usageError(`--actor must be ID:ROLE, got "${raw}"`);
+  return { id: raw.slice(0, i), role: raw.slice(i + 1) };
+}
+
+const TERMINAL = new Set(['completed', 'abandoned']);
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+export function registerRun(program: Command): void {
+  const run = program.command('run').description('start, list, show, follow, replay, abandon and resume runs');
+
+  run
+    .command('start')
+    .description('start a run of a bundle workflow (POST /v1/runs); prints the run id')
+    .argument('<bundle>', 'bundle id (bnd_…) or NAME[@VERSION]')
+    .argument('<workflow>', 'workflow name')
+    .option('--input <json>', 'the input: @FILE, @- for stdin, or inline JSON (default: {})')
+    .requiredOption('--remit <id>', 'the remit the run uses (bound to it)')
+    .option('--requested-by <id:role:manager>', "the requester (default: the remit's)")
+    .action(async function (this: Command, bundle: string, workflow: string, f: StartFlags) {
+      const r = await handleStart(kernelClient(this), bundle, workflow, f);
+      if (globals(this).json) output(this, r);
+      else {
+        process.stdout.write(r.run_id + '\n');
+        process.stderr.write(`run ${r.run_id} ${r.state}\n`);
+      }
+    });
+
+  run
+    .command('list')
+    .description('list runs, newest first (GET /v1/runs)')
+    .addOption(new Option('--state <state>', 'only runs in this state').choices([...RUN_STATES]))
+    .option('--department <name>', 'only runs of this department')
+    .option('--limit <n>', 'page size, 1-500 (default: 50)')
+    .option('--after <cursor>', 'the next cursor of a previous page')
+    .action(async function (this: Command, f: ListFlags) {
+      const page = await handleList(kernelClient(this), f);
+      output(this, page, listHuman);
+      if (!globals(this).json && page.next) process.stderr.write(`more: svc run list --after ${page.next}\n`);
+    });
+
+  run
+    .command('show')
+    .description('a run at a glance: state, steps with attempts, usage against budget')
+    .argument('<id>', 'run id')
+    .action(async function (this: Command, id: string) {
+      output(this, await handleShow(kernelClient(this), id), showHuman);
+    });
+
+  run
+    .command('events')
+    .description("print a run's event log (NDJSON with --json); --follow keeps printing new events")
+    .argument('<id>', 'run id')
+    .option('--from-seq <n>', 'first seq to print (default: 1)')
+    .option('--follow', 'keep printing new events until the run is completed or abandoned')
+    .option('--interval <ms>', 'poll interval with --follow (default: 1000)')
+    .action(async function (this: Command, id: string, f: { fromSeq?: string; follow?: boolean; interval?: string }) {
+      const client = kernelClient(this);
+      const json = globals(this).json;
+      let seq = f.fromSeq === undefined ? 1 : Number(f.fromSeq);
+      if (!Number.isInteger(seq) || seq < 1) throw usageError(`--from-seq must be a positive integer, got "${f.fromSeq}"`);
+      const interval = f.interval === undefined ? 1000 : Number(f.interval);
+      if (!Number.isInteger(interval) || interval < 50) throw usageError('--interval must be an integer of at least 50 ms');
+      for (;;) {
+        const page = await handleEventsPage(client, id, seq);
+        for (const e of page.events) process.stdout.write((json ? JSON.stringify({ type: 'event', run_id: id, ...e }) : eventLine(e)) + '\n');
+        seq = page.next_seq;
+        if (page.events.length === 1000) continue;
+        if (!f.follow) return;
+        const state = (await handleShow(client, id)).state;
+        if (TERMINAL.has(state)) {
+          const rest = await handleEventsPage(client, id, seq);
+          for (const e of rest.events) process.stdout.write((json ? JSON.stringify({ type: 'event', run_id: id, ...e }) : eventLine(e)) + '\n');
+          return;
+        }
+        await sleep(interval);
+      }
+    });
+
+  run
+    .command('replay')
+    .description('re-check a run: hash chain, signed head, state and policy decisions; exits 1 when anything does not check out')
+    .argument('<id>', 'run id')
+    .action(async function (this: Command, id: string) {
+      const report = await handleReplay(kernelClient(this), id);
+      output(this, report, replayHuman);
+      if (!replayChecksOut(report)) throw new CliError(`replay of ${id} does not check out`, EXIT.failed);
+    });
+
+  run
+    .command('abandon')
+    .description('abandon a run: compensations of completed steps run last first, then the run is abandoned')
+    .argument('<id>', 'run id')
+    .requiredOption('--reason <text>', 'why (recorded in the log)')
+    .action(async function (this: Command, id: string, f: { reason: string }) {
+      const r = await handleAbandon(kernelClient(this), id, f.reason, optionalActor(this));
+      output(this, r, (x: typeof r) => `run ${id} ${x.state ?? 'abandoning'}: ${x.compensations_scheduled} compensation(s) scheduled`);
+    });
+
+  run
+    .command('resume')
+    .description('resume a run parked for a human, a quarantined step or a quarantined connector')
+    .argument('<id>', 'run id')
+    .action(async function (this: Command, id: string) {
+      const r = await handleResume(kernelClient(this), id, optionalActor(this));
+      output(this, r, (x: typeof r) => `run ${x.run_id} ${x.state}`);
+    });
+}

@@ -1,0 +1,132 @@
+/**
+ * `svc worker`: runs the worker runtime (src/worker) against the kernel and the gateway until
+ * SIGINT or SIGTERM. Logs one JSON line per lifecycle event on stderr; prints nothing on stdout.
+ *
+ *   svc worker [--kinds model,tool,action,compensation] [--provider mock|openai]
+ *              [--concurrency N] [--worker-id ID] [--ttl-seconds N] [--wait-seconds N]
+ *              [--grace-seconds N] [--max-turns N]
+ *
+ * The first SIGINT stops polling and lets running steps finish (up to --grace-seconds); a second
+ * one, or the end of the grace, aborts them and fails them as `worker_shutdown` (retryable).
+ */
+import type { Command } from 'commander';
+import { createLogger, type Logger, type LogLevel } from '../../src/log/logger.js';
+import type { LeaseKind } from '../../src/types.js';
+import { createProvider, PROVIDER_NAMES, type ProviderName } from '../../src/worker/providers/index.js';
+import { ALL_KINDS, Worker, type WorkerOptions } from '../../src/worker/worker.js';
+import { globals } from '../context.js';
+import { usageError } from '../exit.js';
+
+export interface WorkerFlags {
+  kinds?: string;
+  provider?: string;
+  concurrency?: string;
+  workerId?: string;
+  ttlSeconds?: string;
+  waitSeconds?: string;
+  graceSeconds?: string;
+  maxTurns?: string;
+}
+
+export interface WorkerSettings {
+  kinds: LeaseKind[];
+  provider: ProviderName;
+  concurrency: number;
+  workerId?: string;
+  ttlSeconds: number;
+  waitSeconds: number;
+  graceMs: number;
+  maxTurns: number;
+}
+
+function intFlag(name: string, raw: string | undefined, dflt: number, min: number, max: number): number {
+  if (raw === undefined) return dflt;
+  if (!/^\d+$/.test(raw.trim())) throw usageError(`--${name} must be a whole number, got "${raw}"`);
+  const n = Number(raw);
+  if (n < min || n > max) throw usageError(`--${name} must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+/** Validates the flags (usage errors exit 2). */
+export function parseWorkerFlags(f: WorkerFlags): WorkerSettings {
+  const kinds = (f.kinds ?? ALL_KINDS.join(','))
+    .split(',')
+    .map((k) => k.trim())
+    .filter(Boolean);
+  if (kinds.length === 0) throw usageError('--kinds needs at least one kind');
+  for (const k of kinds) if (!(ALL_KINDS as readonly string[]).includes(k)) throw usageError(`--kinds: unknown kind "${k}" (expected ${ALL_KINDS.join(', ')})`);
+  const provider = f.provider ?? 'mock';
+  if (!(PROVIDER_NAMES as readonly string[]).includes(provider)) throw usageError(`--provider must be one of ${PROVIDER_NAMES.join(', ')}, got "${provider}"`);
+  if (f.workerId !== undefined && !/^[A-Za-z0-9._:-]{1,128}$/.test(f.workerId)) throw usageError('--worker-id may use letters, digits and . _ : - (at most 128)');
+  return {
+    kinds: [...new Set(kinds)] as LeaseKind[],
+    provider: provider as ProviderName,
+    concurrency: intFlag('concurrency', f.concurrency, 1, 1, 256),
+    workerId: f.workerId,
+    ttlSeconds: intFlag('ttl-seconds', f.ttlSeconds, 60, 1, 3600),
+    waitSeconds: intFlag('wait-seconds', f.waitSeconds, 20, 0, 30),
+    graceMs: intFlag('grace-seconds', f.graceSeconds, 30, 0, 3600) * 1000,
+    maxTurns: intFlag('max-turns', f.maxTurns, 16, 1, 256),
+  };
+}
+
+/** Logs every lifecycle event of `worker` through `logger` (one JSON line each). */
+export function logWorkerEvents(worker: Worker, logger: Logger): void {
+  worker.on('worker:start', (e) => logger.info('worker started', e));
+  worker.on('worker:stopping', (e) => logger.info('worker stopping', e));
+  worker.on('worker:stop', (e) => logger.info('worker stopped', e));
+  worker.on('poll:error', (e) => logger.warn('cannot lease from the kernel', e));
+  worker.on('step:start', (e) => logger.info('step started', { ...e }));
+  worker.on('step:done', (e) => logger.info('step completed', { ...e }));
+  worker.on('step:error', (e) => logger.warn('step failed', { ...e }));
+  worker.on('step:parked', (e) => logger.info('step parked for approval', { ...e }));
+  worker.on('step:lost', (e) => logger.warn('lease lost; step stopped', { ...e }));
+  worker.on('step:activity', (e) => logger.debug('step activity', { ...e }));
+}
+
+/** Builds and starts a worker from settings; resolves when it has stopped after a signal. */
+export async function handleWorker(settings: WorkerSettings, conn: Pick<WorkerOptions, 'kernelUrl' | 'gatewayUrl' | 'token'>, logger: Logger): Promise<void> {
+  const worker = new Worker({
+    ...conn,
+    provider: createProvider(settings.provider),
+    kinds: settings.kinds,
+    concurrency: settings.concurrency,
+    workerId: settings.workerId,
+    ttlSeconds: settings.ttlSeconds,
+    waitSeconds: settings.waitSeconds,
+    maxTurns: settings.maxTurns,
+  });
+  logWorkerEvents(worker, logger);
+  let signals = 0;
+  const onSignal = (sig: NodeJS.Signals) => {
+    signals += 1;
+    logger.info(signals === 1 ? 'finishing running steps; signal again to stop now' : 'stopping now', { signal: sig });
+    void worker.stop({ graceMs: signals === 1 ? settings.graceMs : 0 });
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  worker.start();
+  await new Promise<void>((resolve) => worker.once('worker:stop', () => resolve()));
+  process.off('SIGINT', onSignal);
+  process.off('SIGTERM', onSignal);
+}
+
+export function registerWorker(program: Command): void {
+  program
+    .command('worker')
+    .description('run steps for the kernel: lease, execute through the gateway and a model provider, report')
+    .option('--kinds <list>', `step kinds to lease, comma separated (default: ${ALL_KINDS.join(',')})`)
+    .option('--provider <name>', `model provider: ${PROVIDER_NAMES.join(' or ')} (default: mock)`)
+    .option('--concurrency <n>', 'steps run at once (default: 1)')
+    .option('--worker-id <id>', 'name shown in leases and events (default: <host>-<pid>-<random>)')
+    .option('--ttl-seconds <n>', 'lease ttl asked for (default: 60)')
+    .option('--wait-seconds <n>', 'long-poll wait per lease request, at most 30 (default: 20)')
+    .option('--grace-seconds <n>', 'on SIGINT/SIGTERM, how long running steps may finish (default: 30)')
+    .option('--max-turns <n>', 'most model answers in one step (default: 16)')
+    .action(async function (this: Command, flags: WorkerFlags) {
+      const settings = parseWorkerFlags(flags);
+      const g = globals(this);
+      const logger = createLogger({ level: (process.env.SVC_LOG_LEVEL as LogLevel | undefined) ?? 'info', base: { svc: 'worker' } });
+      await handleWorker(settings, { kernelUrl: g.kernelUrl, gatewayUrl: g.gatewayUrl, token: g.token }, logger);
+    });
+}

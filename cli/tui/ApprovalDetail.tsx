@@ -1,0 +1,92 @@
+/**
+ * The detail pane of one approval: the action (tool, summary, args pretty-printed), the rule
+ * that asked, the run it parks (id and state; bundle@version, workflow and department; the
+ * requester; usage against budget) and the run's recent events. Fits `rows` lines of `width`
+ * columns: DETAIL_FIXED_ROWS lines plus at least one of args.
+ */
+import React from 'react';
+import { Box, Text } from 'ink';
+import type { Approval, EventView, RunView } from './approvals-api.js';
+import { age, clean, fit, packTail, prettyLines, tokens, usd } from './format.js';
+
+export interface ApprovalDetailProps {
+  approval: Approval;
+  run?: RunView;
+  events?: EventView[];
+  width: number;
+  /** Lines available for the whole pane. */
+  rows: number;
+  now: number;
+}
+
+const LABEL = 10;
+
+function Row({ label, children, width }: { label: string; children: string; width: number }): React.JSX.Element {
+  return (
+    <Text wrap="truncate-end">
+      <Text dimColor>{label.padEnd(LABEL)}</Text>
+      {fit(children, width - LABEL)}
+    </Text>
+  );
+}
+
+/** The number of lines the pane uses besides the args (see the layout below). */
+export const DETAIL_FIXED_ROWS = 10;
+
+export function ApprovalDetail({ approval: a, run, events, width, rows, now }: ApprovalDetailProps): React.JSX.Element {
+  const act = a.action ?? { tool: '?' };
+  const flags = [act.writes ? 'write' : null, act.system_of_record ? 'system of record' : null].filter(Boolean).join(', ');
+  const argLines = prettyLines(act.args ?? {}).map(clean);
+  const argRows = Math.max(1, rows - DETAIL_FIXED_ROWS);
+  const shownArgs = argLines.length <= argRows ? argLines : [...argLines.slice(0, argRows - 1), `… ${argLines.length - argRows + 1} more lines`];
+  const bodyW = width - LABEL;
+
+  const runLine = run ? `${clean(a.run_id)} · ${clean(run.state)}${run.parked_reason ? ` (${clean(run.parked_reason)})` : ''}` : `${clean(a.run_id)} (loading…)`;
+  const flowLine = run ? `${clean(run.bundle?.name)}@${clean(run.bundle?.version)} / ${clean(run.workflow)} · dept ${clean(run.department)}` : '…';
+  const req = run?.requested_by;
+  const reqLine = run ? `${clean(req?.id)} (role:${clean(req?.role)}, manager role:${clean(req?.manager)})` : '…';
+  const usageLine = run
+    ? `${tokens(run.usage?.tokens)} / ${tokens(run.budget?.tokens)} tokens · ${usd(run.usage?.usd)} / ${usd(run.budget?.usd)}`
+    : '…';
+  const eventItems = (events ?? []).map((e) => `#${e.seq} ${clean(e.kind)}`);
+  const eventLines = events ? (eventItems.length ? packTail(eventItems, bodyW, 2) : ['(none)']) : ['…'];
+
+  return (
+    <Box flexDirection="column" width={width}>
+      <Text wrap="truncate-end" bold>
+        {fit(`${clean(a.approval_id)} · step ${clean(a.step)} · asked ${age(a.created_at, now)} ago`, width)}
+      </Text>
+      <Row label="Action" width={width}>
+        {`${clean(act.tool)}${flags ? `  (${flags})` : ''}`}
+      </Row>
+      <Row label="Summary" width={width}>
+        {act.summary ? clean(act.summary) : '(none given)'}
+      </Row>
+      {shownArgs.map((line, i) => (
+        <Row key={`arg-${i}`} label={i === 0 ? 'Args' : ''} width={width}>
+          {line}
+        </Row>
+      ))}
+      <Row label="Rule" width={width}>
+        {`${clean(a.rule)} → ${clean(a.approver)}`}
+      </Row>
+      <Row label="Run" width={width}>
+        {runLine}
+      </Row>
+      <Row label="Workflow" width={width}>
+        {flowLine}
+      </Row>
+      <Row label="Request" width={width}>
+        {reqLine}
+      </Row>
+      <Row label="Usage" width={width}>
+        {usageLine}
+      </Row>
+      {[0, 1].map((i) => (
+        <Row key={`ev-${i}`} label={i === 0 ? 'Events' : ''} width={width}>
+          {eventLines[i] ?? ''}
+        </Row>
+      ))}
+    </Box>
+  );
+}

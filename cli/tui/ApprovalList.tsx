@@ -1,0 +1,69 @@
+/**
+ * The inbox list: one line per pending approval (age, tool, requester, rule), the selected
+ * one marked, scrolled so the selection stays in view within `rows` lines.
+ */
+import React from 'react';
+import { Box, Text } from 'ink';
+import type { Approval, RunView } from './approvals-api.js';
+import { age, cell, clean, fit } from './format.js';
+
+export interface ApprovalListItem {
+  approval: Approval;
+  run?: RunView;
+}
+
+export interface ApprovalListProps {
+  items: ApprovalListItem[];
+  selected: number;
+  /** Lines available, a "more" line included. */
+  rows: number;
+  width: number;
+  /** Current time in ms, for ages. */
+  now: number;
+}
+
+/** The first visible index so that `selected` is inside a window of `size`. */
+export function windowStart(count: number, selected: number, size: number): number {
+  if (count <= size) return 0;
+  const half = Math.floor(size / 2);
+  return Math.max(0, Math.min(selected - half, count - size));
+}
+
+export function ApprovalList({ items, selected, rows, width, now }: ApprovalListProps): React.JSX.Element {
+  const overflow = items.length > rows;
+  const size = overflow ? Math.max(1, rows - 1) : rows;
+  const start = windowStart(items.length, selected, size);
+  const visible = items.slice(start, start + size);
+  const ageW = 4;
+  const toolW = Math.min(24, Math.max(10, Math.floor((width - 8) * 0.34)));
+  const whoW = Math.min(14, Math.max(6, Math.floor((width - 8) * 0.18)));
+  const ruleW = Math.max(4, width - 2 - ageW - 1 - toolW - 1 - whoW - 1);
+  return (
+    <Box flexDirection="column" width={width}>
+      {visible.map(({ approval, run }, i) => {
+        const idx = start + i;
+        const on = idx === selected;
+        const who = run?.requested_by?.id ? clean(run.requested_by.id) : '…';
+        const line =
+          (on ? '› ' : '  ') +
+          cell(age(approval.created_at, now), ageW) +
+          ' ' +
+          cell(clean(approval.action?.tool), toolW) +
+          ' ' +
+          cell(who, whoW) +
+          ' ' +
+          fit(clean(approval.rule), ruleW);
+        return (
+          <Text key={approval.approval_id} wrap="truncate-end" inverse={on} bold={on}>
+            {fit(line, width)}
+          </Text>
+        );
+      })}
+      {overflow ? (
+        <Text dimColor wrap="truncate-end">
+          {fit(`  ${start > 0 ? `↑ ${start} more  ` : ''}${items.length - start - size > 0 ? `↓ ${items.length - start - size} more` : ''}  (${selected + 1}/${items.length})`, width)}
+        </Text>
+      ) : null}
+    </Box>
+  );
+}

@@ -1,0 +1,107 @@
+/**
+ * The inbox wired to its data layer: subscribes to an InboxSource (which polls the kernel),
+ * sends decisions through it, and turns their outcomes into a notice or an alert screen.
+ */
+import React, { useCallback, useEffect, useState, useSyncExternalStore } from 'react';
+import { useApp, useStdout } from 'ink';
+import type { Approval, ApprovalDecision } from './approvals-api.js';
+import { explainNotTheApprover, type InboxSource } from './inbox-source.js';
+import { Inbox, type Notice } from './Inbox.js';
+import type { Alert } from './StatusScreens.js';
+import { clean } from './format.js';
+
+export interface InboxAppProps {
+  source: InboxSource;
+  /** Fixed terminal size; by default the real terminal's, following resizes. */
+  width?: number;
+  height?: number;
+  /** Clock for ages (tests pin it). (Default: Date.now) */
+  now?: () => number;
+  /** Called after `q`, once the app has unmounted. */
+  onQuit?: () => void;
+}
+
+/** The terminal's size; one row is left free so Ink never fills the screen and scrolls. */
+function useTerminalSize(fixed: { width?: number; height?: number }): { width: number; height: number } {
+  const { stdout } = useStdout();
+  const read = () => ({ width: fixed.width ?? Math.max(40, stdout.columns || 80), height: fixed.height ?? Math.max(12, (stdout.rows || 24) - 1) });
+  const [size, setSize] = useState(read);
+  useEffect(() => {
+    if (fixed.width !== undefined && fixed.height !== undefined) return;
+    const onResize = () => setSize(read());
+    stdout.on('resize', onResize);
+    return () => void stdout.off('resize', onResize);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [stdout, fixed.width, fixed.height]);
+  return size;
+}
+
+export function InboxApp({ source, width, height, now, onQuit }: InboxAppProps): React.JSX.Element {
+  const { exit } = useApp();
+  const snap = useSyncExternalStore(
+    useCallback((fn: () => void) => source.subscribe(fn), [source]),
+    () => source.snapshot(),
+  );
+  const size = useTerminalSize({ width, height });
+  const [notice, setNotice] = useState<Notice | null>(null);
+  const [alert, setAlert] = useState<Alert | null>(null);
+  const [busy, setBusy] = useState<string | null>(null);
+
+  useEffect(() => {
+    source.start();
+    return () => source.stop();
+  }, [source]);
+
+  const onDecide = useCallback(
+    (approval: Approval, decision: ApprovalDecision, reason: string) => {
+      const verb = decision === 'approved' ? 'Approving' : 'Rejecting';
+      setBusy(`${verb} ${approval.action?.tool ?? ''} (${approval.approval_id})…`);
+      void source.decide(approval.approval_id, decision, reason).then((out) => {
+        setBusy(null);
+        if (out.ok) {
+          setNotice({
+            tone: 'success',
+            text: `${decision === 'approved' ? 'Approved' : 'Rejected'} ${clean(approval.action?.tool)}; run ${out.run_id} is ${out.run_state}`,
+          });
+        } else if (out.code === 'already_decided') {
+          setNotice(null);
+          setAlert({ kind: 'lost_race', approval, attempted: decision, current: 'current' in out ? out.current : null });
+        } else if (out.code === 'not_the_approver') {
+          setNotice(null);
+          const run = source.snapshot().runs[approval.run_id];
+          setAlert({ kind: 'not_allowed', approval, attempted: decision, why: explainNotTheApprover(source.actor, approval, run, out.message, 'details' in out ? out.details : {}) });
+        } else {
+          setNotice({ tone: 'error', text: `Could not ${decision === 'approved' ? 'approve' : 'reject'} ${approval.approval_id}: ${out.code}: ${out.message}` });
+        }
+      });
+    },
+    [source],
+  );
+
+  return (
+    <Inbox
+      approver={snap.approver}
+      actor={source.actor}
+      url={snap.url}
+      connection={snap.connection}
+      loaded={snap.loaded}
+      approvals={snap.approvals}
+      runs={snap.runs}
+      events={snap.events}
+      notice={notice}
+      busy={busy}
+      alert={alert}
+      width={size.width}
+      height={size.height}
+      now={now ? now() : Date.now()}
+      onFocus={(a) => source.focus(a?.run_id ?? null)}
+      onDecide={onDecide}
+      onDismissAlert={() => setAlert(null)}
+      onQuit={() => {
+        source.stop();
+        exit();
+        onQuit?.();
+      }}
+    />
+  );
+}

@@ -1,0 +1,253 @@
+/**
+ * The kernel's approvals API as the approver's client sees it (interface 2.8, 4.1; decisions
+ * 5.4, §6, §7): list and read approvals, decide one, and read the run it parks. Both the
+ * inbox TUI and the non-interactive `svc approvals` commands go through this one client; the
+ * fetch function is injectable so the TUI's data layer is tested without a daemon.
+ */
+import type { RunEvent, RunStateObject } from '../../src/types.js';
+
+/** The subset of `fetch` this client uses (the global fetch, or a fake in tests). */
+export type FetchLike = (url: string, init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal }) => Promise<{
+  status: number;
+  headers: { get(name: string): string | null };
+  text(): Promise<string>;
+}>;
+
+/** `cancelled`: its run was abandoned before anyone decided. */
+export type ApprovalState = 'pending' | 'approved' | 'rejected' | 'cancelled';
+export type ApprovalDecision = 'approved' | 'rejected';
+
+/** Who decides (interface 2.8): an id and a role. */
+export interface Actor {
+  id: string;
+  role: string;
+}
+
+/** The proposed action an approval holds, as enriched by the kernel (decisions 5.2). */
+export interface ApprovalAction {
+  tool: string;
+  args?: Record<string, unknown>;
+  summary?: string;
+  connector?: string;
+  operation?: string;
+  writes?: boolean;
+  system_of_record?: boolean;
+  [member: string]: unknown;
+}
+
+/** One approval (decisions 5.4) with its decision fields once decided. */
+export interface Approval {
+  approval_id: string;
+  run_id: string;
+  step: string;
+  action_id: string;
+  action: ApprovalAction;
+  rule: string;
+  /** `role:<role>` */
+  approver: string;
+  state: ApprovalState;
+  created_at: string;
+  decided_at?: string | null;
+  decision?: ApprovalDecision | null;
+  actor?: Actor | null;
+  reason?: string | null;
+}
+
+/** The run fields the inbox shows (decisions §6); the kernel sends more. */
+export type RunView = Pick<RunStateObject, 'run_id' | 'state' | 'bundle' | 'workflow' | 'department' | 'requested_by' | 'usage' | 'budget'> &
+  Partial<RunStateObject>;
+
+/** A run event as the inbox shows it (decisions §7). */
+export type EventView = Pick<RunEvent, 'seq' | 'kind'> & Partial<RunEvent>;
+
+/** The daemon could not be reached at all (exit 3 in the CLI). */
+export class UnreachableError extends Error {
+  constructor(
+    readonly url: string,
+    readonly cause_: string,
+  ) {
+    super(`cannot reach svcd at ${url} (${cause_})`);
+    this.name = 'UnreachableError';
+  }
+}
+
+/** The kernel answered with a non-2xx status; `code` comes from the I 7.1 envelope. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details: Record<string, unknown>,
+    /** The response body as received (printed with --json). */
+    readonly body: unknown,
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}
+
+export interface ApprovalsApiOptions {
+  /** Kernel base address, without /v1. */
+  baseUrl: string;
+  /** Bearer token (Default: none). */
+  token?: string;
+  /** Default: the global fetch. */
+  fetch?: FetchLike;
+  /** Per-request timeout in ms, so a hung daemon reads as unreachable (Default: 10000). */
+  timeoutMs?: number;
+}
+
+export interface ListQuery {
+  state?: ApprovalState;
+  /** `role:<role>` */
+  approver?: string;
+  limit?: number;
+  after?: string;
+}
+
+/** How many approvals one `listAll` reads at most (pages of 100). (Default: 1000) */
+export const LIST_ALL_CAP = 1000;
+
+/** The approvals part of the kernel API. */
+export class ApprovalsApi {
+  readonly baseUrl: string;
+  private readonly fetchFn: FetchLike;
+
+  constructor(private readonly opts: ApprovalsApiOptions) {
+    this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
+    this.fetchFn = opts.fetch ?? (globalThis.fetch as unknown as FetchLike);
+  }
+
+  /** GET /v1/approvals: one page. */
+  async list(q: ListQuery = {}): Promise<{ approvals: Approval[]; next: string | null }> {
+    const params = new URLSearchParams();
+    if (q.state) params.set('state', q.state);
+    if (q.approver) params.set('approver', q.approver);
+    if (q.limit !== undefined) params.set('limit', String(q.limit));
+    if (q.after) params.set('after', q.after);
+    const qs = params.toString();
+    const body = await this.call<{ approvals?: Approval[]; next?: string | null } | Approval[]>('GET', `/approvals${qs ? `?${qs}` : ''}`);
+    // Tolerate a bare array as well as the {approvals, next} page.
+    if (Array.isArray(body)) return { approvals: body, next: null };
+    return { approvals: body.approvals ?? [], next: body.next ?? null };
+  }
+
+  /** Every page of GET /v1/approvals up to `cap`, newest first. */
+  async listAll(q: Omit<ListQuery, 'after' | 'limit'> = {}, cap = LIST_ALL_CAP): Promise<Approval[]> {
+    const out: Approval[] = [];
+    let after: string | undefined;
+    const seen = new Set<string>();
+    while (out.length < cap) {
+      const page = await this.list({ ...q, limit: Math.min(100, cap - out.length), after });
+      for (const a of page.approvals) {
+        if (!seen.has(a.approval_id)) {
+          seen.add(a.approval_id);
+          out.push(a);
+        }
+      }
+      if (!page.next || page.approvals.length === 0 || page.next === after) break;
+      after = page.next;
+    }
+    return sortNewestFirst(out);
+  }
+
+  /** GET /v1/approvals/{id} */
+  get(id: string): Promise<Approval> {
+    return this.call<Approval>('GET', `/approvals/${encodeURIComponent(id)}`);
+  }
+
+  /** POST /v1/approvals/{id}: 403 not_the_approver, 409 already_decided and 404 throw ApiError. */
+  decide(id: string, decision: ApprovalDecision, actor: Actor, reason: string): Promise<{ run_id: string; run_state: string }> {
+    return this.call('POST', `/approvals/${encodeURIComponent(id)}`, { decision, actor, reason });
+  }
+
+  /** GET /v1/runs/{id} */
+  run(id: string): Promise<RunView> {
+    return this.call<RunView>('GET', `/runs/${encodeURIComponent(id)}`);
+  }
+
+  /** The last `n` events of a run, oldest first; `lastSeq` (from the run state) saves a page walk. */
+  async recentEvents(runId: string, n: number, lastSeq?: number): Promise<EventView[]> {
+    if (lastSeq !== undefined && Number.isInteger(lastSeq)) {
+      if (lastSeq < 1) return [];
+      const from = Math.max(1, lastSeq - n + 1);
+      const page = await this.events(runId, from, n);
+      return page.events.slice(-n);
+    }
+    // No last_seq: walk the log in large pages, keeping the tail.
+    let from = 1;
+    let tail: EventView[] = [];
+    for (let i = 0; i < 100; i++) {
+      const page = await this.events(runId, from, 1000);
+      tail = [...tail, ...page.events].slice(-n);
+      if (page.events.length === 0 || !page.next_seq || page.next_seq <= from) break;
+      from = page.next_seq;
+    }
+    return tail;
+  }
+
+  /** GET /v1/runs/{id}/events */
+  async events(runId: string, fromSeq: number, limit: number): Promise<{ events: EventView[]; next_seq: number | null }> {
+    const body = await this.call<{ events?: EventView[]; next_seq?: number | null }>(
+      'GET',
+      `/runs/${encodeURIComponent(runId)}/events?from_seq=${fromSeq}&limit=${limit}`,
+    );
+    return { events: body.events ?? [], next_seq: body.next_seq ?? null };
+  }
+
+  private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    if (this.opts.token) headers.authorization = `Bearer ${this.opts.token}`;
+    const url = `${this.baseUrl}/v1${path}`;
+    const timeoutMs = this.opts.timeoutMs ?? 10_000;
+    let res: Awaited<ReturnType<FetchLike>>;
+    let text: string;
+    try {
+      const init: Parameters<FetchLike>[1] = { method, headers, signal: AbortSignal.timeout(timeoutMs) };
+      if (body !== undefined) init.body = JSON.stringify(body);
+      res = await this.fetchFn(url, init);
+      text = await res.text();
+    } catch (err) {
+      throw new UnreachableError(this.baseUrl, describeFetchError(err));
+    }
+    let parsed: unknown = text;
+    if (text) {
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = text;
+      }
+    } else {
+      parsed = null;
+    }
+    if (res.status >= 200 && res.status < 300) return parsed as T;
+    const env = (parsed as { error?: { code?: string; message?: string; details?: Record<string, unknown> } } | null)?.error;
+    throw new ApiError(
+      res.status,
+      env?.code ?? `http_${res.status}`,
+      env?.message ?? (typeof parsed === 'string' && parsed ? parsed.slice(0, 200) : `HTTP ${res.status}`),
+      env?.details ?? {},
+      parsed,
+    );
+  }
+}
+
+function describeFetchError(err: unknown): string {
+  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return 'timed out';
+  return e?.cause?.code ?? e?.cause?.message ?? e?.message ?? String(err);
+}
+
+/** Newest first: by created_at, then by id (ids are time-sortable ULIDs, decisions §1). */
+export function sortNewestFirst(list: Approval[]): Approval[] {
+  return [...list].sort((a, b) => {
+    if (a.created_at !== b.created_at) return a.created_at < b.created_at ? 1 : -1;
+    return a.approval_id < b.approval_id ? 1 : a.approval_id > b.approval_id ? -1 : 0;
+  });
+}
+
+/** `--actor`'s role as the approver filter: `finance` → `role:finance`. */
+export function approverOf(role: string): string {
+  return role.startsWith('role:') ? role : `role:${role}`;
+}

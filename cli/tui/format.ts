@@ -1,0 +1,85 @@
+/**
+ * Text helpers for the inbox: every string that came from the daemon passes through
+ * `clean` before it reaches the terminal, so data cannot inject escape sequences.
+ */
+
+/** Replaces C0/C1 control characters (ESC included) with `?`, and newlines/tabs with a space. */
+export function clean(value: unknown): string {
+  const s = value === null || value === undefined ? '' : String(value);
+  // eslint-disable-next-line no-control-regex
+  return s.replace(/[\t\n\r]/g, ' ').replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+}
+
+/** Cuts `s` to `width` columns, ending in `…` when cut. */
+export function fit(s: string, width: number): string {
+  if (width <= 0) return '';
+  if (s.length <= width) return s;
+  if (width === 1) return '…';
+  return s.slice(0, width - 1) + '…';
+}
+
+/** Pads or cuts to exactly `width` columns. */
+export function cell(s: string, width: number): string {
+  return fit(s, width).padEnd(width);
+}
+
+/** Age of an ISO time relative to `now`: `12s`, `5m`, `3h`, `2d`. */
+export function age(iso: string | null | undefined, now: number): string {
+  if (!iso) return '';
+  const t = Date.parse(iso);
+  if (Number.isNaN(t)) return '';
+  const s = Math.max(0, Math.floor((now - t) / 1000));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86400)}d`;
+}
+
+/** `HH:MM:SS` (UTC) of an ISO time, for "decided at". */
+export function clock(iso: string | null | undefined): string {
+  if (!iso) return '';
+  const t = Date.parse(iso);
+  if (Number.isNaN(t)) return clean(iso);
+  return new Date(t).toISOString().slice(11, 19) + 'Z';
+}
+
+/** `1,200` */
+export function tokens(n: unknown): string {
+  return typeof n === 'number' && Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '?';
+}
+
+/** `$0.12` (more digits when the amount is below a cent). */
+export function usd(n: unknown): string {
+  if (typeof n !== 'number' || !Number.isFinite(n)) return '$?';
+  return n !== 0 && Math.abs(n) < 0.01 ? `$${n.toPrecision(2)}` : `$${n.toFixed(2)}`;
+}
+
+/** Pretty-printed JSON lines (control characters are escaped by JSON itself). */
+export function prettyLines(value: unknown): string[] {
+  if (value === undefined) return ['(none)'];
+  let text: string;
+  try {
+    text = JSON.stringify(value, null, 2) ?? String(value);
+  } catch {
+    text = clean(String(value));
+  }
+  return text.split('\n');
+}
+
+/**
+ * Lays tokens out in reading order, two spaces apart, on at most `maxLines` lines of `width`
+ * columns, keeping the LAST tokens when they do not all fit (the newest events matter most).
+ */
+export function packTail(items: string[], width: number, maxLines: number): string[] {
+  const cut = items.map((i) => fit(i, width));
+  for (let start = 0; start < cut.length; start++) {
+    const lines: string[] = [];
+    for (const item of cut.slice(start)) {
+      const last = lines[lines.length - 1];
+      if (last !== undefined && last.length + 2 + item.length <= width) lines[lines.length - 1] = `${last}  ${item}`;
+      else lines.push(item);
+    }
+    if (lines.length <= maxLines) return lines;
+  }
+  return [];
+}

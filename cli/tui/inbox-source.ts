@@ -1,0 +1,255 @@
+/**
+ * The inbox's data layer: polls the kernel for the pending approvals of one approver role
+ * (every 2 s by default), keeps the runs they park and the focused run's recent events, and
+ * turns a decision's outcome (including a lost race, 409 already_decided) into data the
+ * screen can explain. React-free: the app subscribes to snapshots.
+ */
+import {
+  ApiError,
+  UnreachableError,
+  approverOf,
+  type Actor,
+  type Approval,
+  type ApprovalDecision,
+  type ApprovalsApi,
+  type EventView,
+  type RunView,
+} from './approvals-api.js';
+
+/** How the last poll went. */
+export type Connection =
+  | { state: 'connecting' }
+  | { state: 'ok'; at: string }
+  /** No answer at all: names the address and counts the attempts; polling keeps retrying. */
+  | { state: 'unreachable'; url: string; error: string; attempts: number; since: string }
+  /** The kernel answered with an error (a wrong token: 401 unauthorized); polling keeps retrying. */
+  | { state: 'error'; url: string; code: string; message: string; attempts: number };
+
+/** What the screen renders; replaced (never mutated) on every change. */
+export interface InboxSnapshot {
+  /** The role whose inbox this is, as `role:<role>`. */
+  approver: string;
+  /** Kernel base address. */
+  url: string;
+  connection: Connection;
+  /** True once one list has succeeded. */
+  loaded: boolean;
+  /** Pending approvals for `approver`, newest first. */
+  approvals: Approval[];
+  /** Runs of the listed approvals, by run id (absent while loading or when unreadable). */
+  runs: Readonly<Record<string, RunView>>;
+  /** Recent events (oldest first) of runs that have been focused, by run id. */
+  events: Readonly<Record<string, EventView[]>>;
+}
+
+/** The result of one decision, in terms the screen can explain. */
+export type DecideOutcome =
+  | { ok: true; approval_id: string; decision: ApprovalDecision; run_id: string; run_state: string }
+  /** Someone else decided first (409); `current` is the approval as it now stands, when readable. */
+  | { ok: false; approval_id: string; code: 'already_decided'; message: string; current: Approval | null }
+  | { ok: false; approval_id: string; code: string; message: string; status: number | null; details: Record<string, unknown> };
+
+export interface InboxSourceOptions {
+  api: ApprovalsApi;
+  /** Who decides; its role selects the inbox. */
+  actor: Actor;
+  /** Poll period in ms (Default: 2000). */
+  intervalMs?: number;
+  /** How many recent events of a run to keep (Default: 8). */
+  eventsShown?: number;
+  /** Parallel run reads per poll (Default: 4). */
+  concurrency?: number;
+}
+
+type Listener = (snap: InboxSnapshot) => void;
+
+/** Polls one approver role's pending approvals and the runs behind them. */
+export class InboxSource {
+  readonly approver: string;
+  private snap: InboxSnapshot;
+  private readonly listeners = new Set<Listener>();
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  private running = false;
+  private polling: Promise<void> | null = null;
+  private focused: string | null = null;
+  private failures = 0;
+  private readonly intervalMs: number;
+  private readonly eventsShown: number;
+  private readonly concurrency: number;
+
+  constructor(private readonly opts: InboxSourceOptions) {
+    this.approver = approverOf(opts.actor.role);
+    this.intervalMs = opts.intervalMs ?? 2000;
+    this.eventsShown = opts.eventsShown ?? 8;
+    this.concurrency = opts.concurrency ?? 4;
+    this.snap = { approver: this.approver, url: opts.api.baseUrl, connection: { state: 'connecting' }, loaded: false, approvals: [], runs: {}, events: {} };
+  }
+
+  get actor(): Actor {
+    return this.opts.actor;
+  }
+
+  snapshot(): InboxSnapshot {
+    return this.snap;
+  }
+
+  /** Calls `fn` on every new snapshot; returns the unsubscribe function. */
+  subscribe(fn: Listener): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  /** Polls now and then every `intervalMs` after each poll ends (never two at once). */
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    void this.tick();
+  }
+
+  /** Stops polling; an in-flight poll finishes but schedules nothing. */
+  stop(): void {
+    this.running = false;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  /** One poll now (joins the poll in flight, if any). */
+  refresh(): Promise<void> {
+    if (!this.polling) {
+      this.polling = this.poll().finally(() => {
+        this.polling = null;
+      });
+    }
+    return this.polling;
+  }
+
+  /** The run whose details the screen shows: loaded at once if missing, then kept fresh by polls. */
+  focus(runId: string | null): void {
+    if (runId === this.focused) return;
+    this.focused = runId;
+    if (runId && (!this.snap.runs[runId] || !this.snap.events[runId])) void this.loadRun(runId, true).catch(() => undefined);
+  }
+
+  /** Decides an approval as the actor; refreshes the list whatever the outcome. */
+  async decide(approvalId: string, decision: ApprovalDecision, reason: string): Promise<DecideOutcome> {
+    let outcome: DecideOutcome;
+    try {
+      const res = await this.opts.api.decide(approvalId, decision, this.opts.actor, reason);
+      outcome = { ok: true, approval_id: approvalId, decision, run_id: res.run_id, run_state: res.run_state };
+    } catch (err) {
+      // Someone decided first (409 already_decided), or the run was abandoned meanwhile and
+      // the approval cancelled (409 invalid_state): both are a race this approver lost.
+      if (err instanceof ApiError && (err.code === 'already_decided' || (err.code === 'invalid_state' && err.details.state === 'cancelled'))) {
+        let current: Approval | null = null;
+        try {
+          current = await this.opts.api.get(approvalId);
+        } catch {
+          current = null;
+        }
+        outcome = { ok: false, approval_id: approvalId, code: 'already_decided', message: err.message, current };
+      } else if (err instanceof ApiError) {
+        outcome = { ok: false, approval_id: approvalId, code: err.code, message: err.message, status: err.status, details: err.details };
+      } else if (err instanceof UnreachableError) {
+        outcome = { ok: false, approval_id: approvalId, code: 'unreachable', message: err.message, status: null, details: {} };
+      } else {
+        outcome = { ok: false, approval_id: approvalId, code: 'failed', message: (err as Error).message ?? String(err), status: null, details: {} };
+      }
+    }
+    // A poll that started before the decision may hold the old list: wait it out, then poll anew.
+    await this.polling;
+    await this.refresh();
+    return outcome;
+  }
+
+  private async tick(): Promise<void> {
+    if (!this.running) return;
+    await this.refresh();
+    if (!this.running) return;
+    this.timer = setTimeout(() => void this.tick(), this.intervalMs);
+  }
+
+  private async poll(): Promise<void> {
+    let approvals: Approval[];
+    try {
+      approvals = await this.opts.api.listAll({ state: 'pending', approver: this.approver });
+    } catch (err) {
+      this.failures++;
+      if (err instanceof UnreachableError) {
+        const prev = this.snap.connection;
+        const since = prev.state === 'unreachable' ? prev.since : new Date().toISOString();
+        this.emit({ connection: { state: 'unreachable', url: err.url, error: err.cause_, attempts: this.failures, since } });
+      } else if (err instanceof ApiError) {
+        this.emit({ connection: { state: 'error', url: this.snap.url, code: err.code, message: err.message, attempts: this.failures } });
+      } else {
+        this.emit({ connection: { state: 'error', url: this.snap.url, code: 'failed', message: (err as Error).message ?? String(err), attempts: this.failures } });
+      }
+      return;
+    }
+    this.failures = 0;
+    const wanted = new Set(approvals.map((a) => a.run_id));
+    // Keep only the runs still referenced; read the missing ones and the focused one again.
+    const runs: Record<string, RunView> = {};
+    for (const [id, r] of Object.entries(this.snap.runs)) if (wanted.has(id)) runs[id] = r;
+    const events: Record<string, EventView[]> = {};
+    for (const [id, e] of Object.entries(this.snap.events)) if (wanted.has(id)) events[id] = e;
+    this.emit({ connection: { state: 'ok', at: new Date().toISOString() }, loaded: true, approvals, runs, events });
+    const toLoad = [...wanted].filter((id) => !runs[id] || id === this.focused);
+    await mapLimit(toLoad, this.concurrency, (id) => this.loadRun(id, id === this.focused).catch(() => undefined));
+  }
+
+  private async loadRun(runId: string, withEvents: boolean): Promise<void> {
+    const run = await this.opts.api.run(runId).catch((err: unknown) => {
+      if (err instanceof ApiError && err.status === 404) return null;
+      throw err;
+    });
+    if (!run) return;
+    let evs: EventView[] | undefined;
+    if (withEvents) evs = await this.opts.api.recentEvents(runId, this.eventsShown, run.last_seq);
+    // The approval may have left the list meanwhile; keep only what is still referenced.
+    if (!this.snap.approvals.some((a) => a.run_id === runId)) return;
+    this.emit({
+      runs: { ...this.snap.runs, [runId]: run },
+      ...(evs ? { events: { ...this.snap.events, [runId]: evs } } : {}),
+    });
+  }
+
+  private emit(patch: Partial<InboxSnapshot>): void {
+    this.snap = { ...this.snap, ...patch };
+    for (const fn of this.listeners) fn(this.snap);
+  }
+}
+
+async function mapLimit<T>(items: T[], limit: number, fn: (item: T) => Promise<unknown>): Promise<void> {
+  let i = 0;
+  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (i < items.length) await fn(items[i++]!);
+  });
+  await Promise.all(workers);
+}
+
+/** Case-insensitive filter over tool, run id, rule, requester (id and role) and approval id. */
+export function matchesFilter(a: Approval, run: RunView | undefined, text: string): boolean {
+  const needle = text.trim().toLowerCase();
+  if (!needle) return true;
+  const hay = [a.action?.tool, a.run_id, a.rule, a.approval_id, run?.requested_by?.id, run?.requested_by?.role]
+    .filter((s): s is string => typeof s === 'string')
+    .map((s) => s.toLowerCase());
+  return hay.some((s) => s.includes(needle));
+}
+
+/** Why a 403 not_the_approver happened, in the approver's terms (decisions 5.4). */
+export function explainNotTheApprover(
+  actor: Actor,
+  approval: Approval | undefined,
+  run: RunView | undefined,
+  serverMessage: string,
+  details: Record<string, unknown> = {},
+): string {
+  if (approval && approverOf(actor.role) !== approval.approver) {
+    return `you act as role:${actor.role} but this approval needs ${approval.approver}`;
+  }
+  if (run?.requested_by?.id === actor.id || details.reason === 'self_approval') {
+    return `${actor.id} requested this run; a requester cannot approve their own run`;
+  }
+  return serverMessage;
+}

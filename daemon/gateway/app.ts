@@ -1,0 +1,35 @@
+/**
+ * The gateway listener (interface 4.2): its own fastify app, so it runs beside the kernel in
+ * one svcd process or alone. Errors use the gateway body `{ok: false, error: {code, message,
+ * details}}` (decisions §9) and every response passes through the redactor on its way out.
+ */
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { SvcError } from '../../src/errors.js';
+import type { Gateway } from '../../src/gateway/gateway.js';
+import { globalRedactor, type Logger, type Redactor } from '../../src/log/logger.js';
+import { installCommon, type ErrorRenderer } from '../http/common.js';
+import { fastifyOptions } from '../http/fastify-options.js';
+import { gatewayRoutes } from './routes.js';
+
+/** The gateway error body; a 502 from an open breaker carries `error.circuit: "open"`. */
+export const renderGatewayError: ErrorRenderer = (err: SvcError) => ({
+  ok: false,
+  error: { code: err.code, message: err.message, details: err.details, ...(err.details.circuit === 'open' ? { circuit: 'open' } : {}) },
+});
+
+export interface GatewayAppOptions {
+  /** Bearer token; null means loopback clients only (decisions §9). */
+  token: string | null;
+  logger: Logger;
+  redactor?: Redactor;
+}
+
+export async function buildGatewayApp(gateway: Gateway, opts: GatewayAppOptions): Promise<FastifyInstance> {
+  const app = Fastify(fastifyOptions());
+  const redactor = opts.redactor ?? globalRedactor;
+  installCommon(app, { token: opts.token, render: renderGatewayError, logger: opts.logger });
+  // The last line of defence: nothing registered as a secret leaves in a body.
+  app.addHook('onSend', async (_req, _reply, payload) => (typeof payload === 'string' && redactor.size > 0 ? redactor.redact(payload) : payload));
+  await app.register(gatewayRoutes, { prefix: '/v1', gateway });
+  return app;
+}

@@ -1,0 +1,80 @@
+/**
+ * The gateway routes under /v1 (interface 4.2, decisions §9). Each route translates HTTP into
+ * one call on the Gateway; the logic lives in src/gateway.
+ */
+import type { FastifyInstance } from 'fastify';
+import { SvcError } from '../../src/errors.js';
+import type { ToolCallRequest } from '../../src/gateway/call.js';
+import type { Gateway } from '../../src/gateway/gateway.js';
+
+const nullableString = (max: number) => ({ anyOf: [{ type: 'string', minLength: 1, maxLength: max }, { type: 'null' }] });
+
+const CALL_BODY = {
+  type: 'object',
+  required: ['remit_token', 'tool'],
+  properties: {
+    remit_token: { type: 'string', maxLength: 65536 },
+    run_id: { anyOf: [{ type: 'string', maxLength: 256 }, { type: 'null' }] },
+    step: { anyOf: [{ type: 'string', maxLength: 256 }, { type: 'null' }] },
+    lease_id: { anyOf: [{ type: 'string', maxLength: 256 }, { type: 'null' }] },
+    tool: { type: 'string', minLength: 1, maxLength: 512 },
+    args: { type: 'object' },
+    idempotency_key: nullableString(512),
+    scope: nullableString(512),
+  },
+} as const;
+
+const CONNECTOR_PARAMS = {
+  type: 'object',
+  required: ['connector'],
+  properties: { connector: { type: 'string', minLength: 1, maxLength: 128 } },
+} as const;
+
+function connectorNotFound(name: string): SvcError {
+  return new SvcError('connector_not_found', `no connector ${name}`, { resource: 'connector', id: name });
+}
+
+export async function gatewayRoutes(app: FastifyInstance, opts: { gateway: Gateway }): Promise<void> {
+  const { gateway } = opts;
+
+  app.get('/health', async () => gateway.health());
+
+  app.get('/tools', async () => gateway.tools());
+
+  app.post<{ Body: ToolCallRequest }>('/tools/call', { schema: { body: CALL_BODY } }, async (req, reply) => {
+    const res = await gateway.call(req.body);
+    if (res.headers) void reply.headers(res.headers);
+    return reply.status(res.status).send(res.body);
+  });
+
+  app.get('/canaries', async () => gateway.canaryStatuses());
+
+  app.post<{ Params: { connector: string } }>('/canaries/:connector/probe', { schema: { params: CONNECTOR_PARAMS } }, async (req) => {
+    const status = await gateway.probe(req.params.connector);
+    if (!status) throw connectorNotFound(req.params.connector);
+    return status;
+  });
+
+  app.post<{ Params: { connector: string } }>('/canaries/:connector/release', { schema: { params: CONNECTOR_PARAMS } }, async (req) => {
+    const status = await gateway.release(req.params.connector);
+    if (!status) throw connectorNotFound(req.params.connector);
+    return status;
+  });
+
+  app.get('/metrics', async (_req, reply) => {
+    reply.header('content-type', gateway.metrics.registry.contentType);
+    return gateway.metrics.text();
+  });
+
+  if (gateway.config.test_tools) {
+    // Decisions §9: the shape test.shape's probe returns, so canary drift can be driven from
+    // outside. Body: {shape: {...}}, or the shape object itself.
+    app.post<{ Body: Record<string, unknown> }>('/test/shape', { schema: { body: { type: 'object' } } }, async (req) => {
+      const body = req.body;
+      const keys = Object.keys(body);
+      const shape = keys.length === 1 && keys[0] === 'shape' && body.shape !== null && typeof body.shape === 'object' && !Array.isArray(body.shape) ? (body.shape as Record<string, unknown>) : body;
+      gateway.setTestShape(shape);
+      return { ok: true, shape };
+    });
+  }
+}

@@ -1,0 +1,50 @@
+/**
+ * Approvals (interface 2.8, 3; decisions 5.4): the inbox list `{approvals, next}`, one
+ * approval, and the decision.
+ */
+import type { FastifyInstance } from 'fastify';
+import { SvcError } from '../../src/errors.js';
+import { APPROVAL_STATES, type ApprovalState, type DecideBody } from '../../src/kernel/approvals.js';
+import type { Kernel } from '../../src/kernel/kernel.js';
+import { intQuery } from '../http/common.js';
+import { ACTOR_SCHEMA, stringQuery } from './run-routes.js';
+
+const decideBody = {
+  type: 'object',
+  required: ['decision', 'actor'],
+  additionalProperties: false,
+  properties: {
+    decision: { enum: ['approved', 'rejected'] },
+    actor: ACTOR_SCHEMA,
+    reason: { type: ['string', 'null'], maxLength: 4096 },
+  },
+} as const;
+
+function approvalStateQuery(value: unknown): ApprovalState | undefined {
+  const v = stringQuery(value, 'state');
+  if (v === undefined) return undefined;
+  if (!(APPROVAL_STATES as readonly string[]).includes(v)) throw new SvcError('request_invalid', `state must be one of ${APPROVAL_STATES.join(', ')}`, { path: '/querystring/state' });
+  return v as ApprovalState;
+}
+
+export async function approvalRoutes(app: FastifyInstance, kernel: Kernel): Promise<void> {
+  const approvals = kernel.runs.approvals;
+
+  app.get<{ Querystring: Record<string, unknown> }>('/approvals', async (req) => {
+    const q = req.query;
+    return approvals.list({
+      state: approvalStateQuery(q.state),
+      approver: stringQuery(q.approver, 'approver'),
+      run_id: stringQuery(q.run_id, 'run_id'),
+      limit: intQuery(q.limit, 'limit', 50, 1, 500),
+      after: stringQuery(q.after, 'after'),
+    });
+  });
+
+  app.get<{ Params: { id: string } }>('/approvals/:id', async (req) => approvals.get(req.params.id));
+
+  app.post<{ Params: { id: string }; Body: DecideBody }>('/approvals/:id', { schema: { body: decideBody } }, async (req) => {
+    const r = await approvals.decide(req.params.id, req.body);
+    return { run_id: r.run_id, run_state: r.run_state, approval: r.approval };
+  });
+}

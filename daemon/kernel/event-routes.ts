@@ -1,0 +1,48 @@
+/**
+ * A run's event log (interface 4.1, 5.2, 6; decisions §7): read with from_seq/limit; external
+ * kinds posted with X-Svc-Lease or X-Svc-Remit.
+ */
+import type { FastifyInstance } from 'fastify';
+import { SvcError } from '../../src/errors.js';
+import type { Kernel } from '../../src/kernel/kernel.js';
+import { intQuery } from '../http/common.js';
+
+const postBody = {
+  type: 'object',
+  required: ['kind'],
+  additionalProperties: false,
+  properties: {
+    kind: { type: 'string', minLength: 1, maxLength: 64 },
+    payload: { type: 'object' },
+    actor: {},
+  },
+} as const;
+
+function header(value: string | string[] | undefined, name: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (Array.isArray(value) || value.length === 0) throw new SvcError('credential_invalid', `${name} must be given once`, { header: name });
+  return value;
+}
+
+export async function eventRoutes(app: FastifyInstance, kernel: Kernel): Promise<void> {
+  app.get<{ Params: { id: string }; Querystring: Record<string, unknown> }>('/runs/:id/events', async (req) => {
+    const fromSeq = intQuery(req.query.from_seq, 'from_seq', 1, 0, Number.MAX_SAFE_INTEGER);
+    const limit = intQuery(req.query.limit, 'limit', 100, 1, 1000);
+    return kernel.runs.events(req.params.id, Math.max(1, fromSeq), limit);
+  });
+
+  app.post<{ Params: { id: string }; Body: { kind: string; payload?: Record<string, unknown>; actor?: unknown } }>(
+    '/runs/:id/events',
+    { schema: { body: postBody } },
+    async (req, reply) => {
+      const lease = header(req.headers['x-svc-lease'], 'X-Svc-Lease');
+      const remit = header(req.headers['x-svc-remit'], 'X-Svc-Remit');
+      const created = await kernel.runs.postExternalEvent(
+        req.params.id,
+        { kind: req.body.kind, payload: req.body.payload ?? {}, actor: req.body.actor ?? null },
+        { lease, remit: lease === undefined ? remit : undefined },
+      );
+      return reply.status(201).send(created);
+    },
+  );
+}

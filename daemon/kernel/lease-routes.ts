@@ -1,0 +1,96 @@
+/**
+ * Leases and action proposals (interface 2.6, 2.7, 3, 4.1 rule 4; decisions §6, 5.4). A lease
+ * request long-polls up to `wait_seconds` and gives up when the client goes away.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Kernel } from '../../src/kernel/kernel.js';
+import { LEASE_KINDS, LEASE_TTL, MAX_WAIT_SECONDS, type CompleteBody, type FailBody, type LeaseRequest } from '../../src/kernel/leases.js';
+
+/** Spend of the step; other members (a model name, say) are ignored. */
+const usage = {
+  type: 'object',
+  properties: { tokens: { type: 'integer', minimum: 0 }, usd: { type: 'number', minimum: 0 } },
+} as const;
+
+const leaseBody = {
+  type: 'object',
+  required: ['worker_id', 'kinds'],
+  additionalProperties: false,
+  properties: {
+    worker_id: { type: 'string', minLength: 1, maxLength: 256 },
+    kinds: { type: 'array', minItems: 1, maxItems: 4, items: { enum: LEASE_KINDS } },
+    ttl_seconds: { type: 'integer', minimum: 1, maximum: LEASE_TTL.max },
+    wait_seconds: { type: 'number', minimum: 0, maximum: MAX_WAIT_SECONDS },
+  },
+} as const;
+
+const completeBody = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { output: {}, usage },
+} as const;
+
+const failBody = {
+  type: 'object',
+  required: ['error'],
+  additionalProperties: false,
+  properties: {
+    error: {
+      type: 'object',
+      required: ['code'],
+      properties: { code: { type: 'string', minLength: 1, maxLength: 128 }, message: { type: 'string', maxLength: 65536 } },
+    },
+    deterministic: { type: 'boolean' },
+    usage,
+  },
+} as const;
+
+const actionBody = {
+  type: 'object',
+  required: ['action'],
+  additionalProperties: false,
+  properties: {
+    action: {
+      type: 'object',
+      required: ['tool'],
+      properties: { tool: { type: 'string', minLength: 1, maxLength: 256 }, args: { type: 'object' }, summary: { type: 'string', maxLength: 4096 } },
+    },
+  },
+} as const;
+
+export async function leaseRoutes(app: FastifyInstance, kernel: Kernel): Promise<void> {
+  const leases = kernel.runs.leases;
+
+  // Long polls must not hold up a drain: wake them when the listener starts closing.
+  app.addHook('preClose', async () => {
+    kernel.runs.stopping = true;
+    kernel.runs.notifier.wakeAll();
+  });
+
+  app.post<{ Body: LeaseRequest }>('/leases', { schema: { body: leaseBody } }, async (req, reply) => {
+    const gone = new AbortController();
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) gone.abort();
+    });
+    const lease = await leases.acquire(req.body, gone.signal);
+    if (!lease) return reply.status(204).send();
+    return lease;
+  });
+
+  app.post<{ Params: { id: string } }>('/leases/:id/heartbeat', async (req) => leases.heartbeat(req.params.id));
+
+  app.post<{ Params: { id: string }; Body: CompleteBody }>('/leases/:id/complete', { schema: { body: completeBody } }, async (req) =>
+    leases.complete(req.params.id, req.body),
+  );
+
+  app.post<{ Params: { id: string }; Body: FailBody & { error: { code: string; message?: string } } }>(
+    '/leases/:id/fail',
+    { schema: { body: failBody } },
+    async (req) => leases.fail(req.params.id, { ...req.body, error: { code: req.body.error.code, message: req.body.error.message ?? '' } }),
+  );
+
+  app.post<{ Params: { id: string }; Body: { action: Record<string, unknown> } }>('/leases/:id/actions', { schema: { body: actionBody } }, async (req) => {
+    const r = await kernel.runs.actions.propose(req.params.id, req.body.action);
+    return { action_id: r.action_id, decision: r.decision, rule: r.rule, approval_id: r.approval_id };
+  });
+}

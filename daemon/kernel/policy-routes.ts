@@ -1,0 +1,26 @@
+/**
+ * Policies (interface 4.1, decisions 5): POST /v1/policies, GET /v1/policies (`{policies:
+ * [{policy_id, name, version, created_at}…]}`), GET /v1/policies/{name} (the latest version)
+ * and /v1/policies/{name}/{version} (each `{policy_id, name, version, source, created_at}`),
+ * and POST /v1/policies/test (decisions 5.3). Bodies are checked by the policy service (one
+ * JSON Schema each, src/policy/requests.ts) so library and HTTP callers get the same 400s.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Kernel } from '../../src/kernel/kernel.js';
+
+export async function policyRoutes(app: FastifyInstance, kernel: Kernel): Promise<void> {
+  app.post('/policies', async (req, reply) => {
+    const { status, ...result } = await kernel.policies.post(req.body);
+    return reply.status(status).send(result);
+  });
+
+  app.get('/policies', async () => kernel.policies.list());
+
+  app.get<{ Params: { name: string } }>('/policies/:name', async (req) => kernel.policies.getLatest(req.params.name));
+
+  app.get<{ Params: { name: string; version: string } }>('/policies/:name/:version', async (req) =>
+    kernel.policies.get(req.params.name, req.params.version),
+  );
+
+  app.post('/policies/test', async (req) => kernel.policies.test(req.body));
+}

@@ -1,0 +1,21 @@
+/**
+ * POST /v1/remits, POST /v1/remits/{id}/derive, GET /v1/remits/{id} (interface 4.1, 5.4).
+ * Bodies are validated by the remit service (one JSON Schema per body through ajv, no
+ * coercion, unknown members refused) so the library and HTTP callers get the same 400s.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Kernel } from '../../src/kernel/kernel.js';
+
+export async function remitRoutes(app: FastifyInstance, kernel: Kernel): Promise<void> {
+  app.post('/remits', async (req, reply) => {
+    const created = await kernel.remits.mint(req.body);
+    return reply.status(201).send(created);
+  });
+
+  app.post<{ Params: { id: string } }>('/remits/:id/derive', async (req, reply) => {
+    const created = await kernel.remits.derive(req.params.id, req.body);
+    return reply.status(201).send(created);
+  });
+
+  app.get<{ Params: { id: string } }>('/remits/:id', async (req) => kernel.remits.get(req.params.id));
+}

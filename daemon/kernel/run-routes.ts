@@ -1,0 +1,107 @@
+/**
+ * Runs (interface 2.4, 3, 4.1; decisions §6, §8): create, list, get, resume, abandon, replay.
+ * Bodies are checked by route schemas (ajv, no coercion); query strings by hand.
+ */
+import type { FastifyInstance } from 'fastify';
+import { SvcError } from '../../src/errors.js';
+import type { Kernel } from '../../src/kernel/kernel.js';
+import { RUN_STATES, type Actor, type CreateRunBody } from '../../src/kernel/run-engine.js';
+import type { RunState } from '../../src/types.js';
+import { intQuery } from '../http/common.js';
+
+const requester = {
+  type: 'object',
+  required: ['id', 'role', 'manager'],
+  additionalProperties: false,
+  properties: { id: { type: 'string', minLength: 1 }, role: { type: 'string', minLength: 1 }, manager: { type: 'string', minLength: 1 } },
+} as const;
+
+/** An actor on a request body: `{id, role}` (more members are kept), or omitted. */
+export const ACTOR_SCHEMA = {
+  type: 'object',
+  required: ['id', 'role'],
+  properties: { id: { type: 'string', minLength: 1 }, role: { type: 'string', minLength: 1 } },
+} as const;
+
+const createBody = {
+  type: 'object',
+  required: ['bundle_id', 'workflow', 'remit_id'],
+  additionalProperties: false,
+  properties: {
+    bundle_id: { type: 'string', minLength: 1, maxLength: 128 },
+    workflow: { type: 'string', minLength: 1, maxLength: 128 },
+    input: {},
+    remit_id: { type: 'string', minLength: 1, maxLength: 128 },
+    requested_by: requester,
+  },
+} as const;
+
+/** Who abandons or resumes: recorded as the event's actor (`{id, role}` by convention, or a string). */
+const RECORDED_ACTOR = { anyOf: [{ type: 'object' }, { type: 'string', maxLength: 256 }, { type: 'null' }] } as const;
+
+const abandonBody = {
+  type: 'object',
+  required: ['reason'],
+  additionalProperties: false,
+  properties: { reason: { type: 'string', minLength: 1, maxLength: 4096 }, actor: RECORDED_ACTOR },
+} as const;
+
+const resumeBody = {
+  type: ['object', 'null'],
+  additionalProperties: false,
+  properties: { actor: RECORDED_ACTOR, reason: { type: 'string', maxLength: 4096 } },
+} as const;
+
+/** `?state=` value, or a 400 naming the allowed ones. */
+export function stateQuery(value: unknown): RunState | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (typeof value !== 'string' || !(RUN_STATES as readonly string[]).includes(value)) {
+    throw new SvcError('request_invalid', `state must be one of ${RUN_STATES.join(', ')}`, { path: '/querystring/state' });
+  }
+  return value as RunState;
+}
+
+/** A single-valued string query parameter. */
+export function stringQuery(value: unknown, name: string): string | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (typeof value !== 'string' || value.length > 512) throw new SvcError('request_invalid', `${name} must be given once, as a string`, { path: `/querystring/${name}` });
+  return value;
+}
+
+export async function runRoutes(app: FastifyInstance, kernel: Kernel): Promise<void> {
+  const runs = kernel.runs;
+
+  app.post<{ Body: CreateRunBody }>('/runs', { schema: { body: createBody } }, async (req, reply) => {
+    const created = await runs.create(req.body);
+    return reply.status(201).send(created);
+  });
+
+  app.get<{ Querystring: Record<string, unknown> }>('/runs', async (req) => {
+    const q = req.query;
+    return runs.list({
+      state: stateQuery(q.state),
+      department: stringQuery(q.department, 'department'),
+      limit: intQuery(q.limit, 'limit', 50, 1, 500),
+      after: stringQuery(q.after, 'after'),
+    });
+  });
+
+  app.get<{ Params: { id: string } }>('/runs/:id', async (req) => runs.get(req.params.id));
+
+  app.post<{ Params: { id: string } }>('/runs/:id/replay', async (req) => runs.replay(req.params.id));
+
+  app.post<{ Params: { id: string }; Body: { reason: string; actor?: Actor } }>(
+    '/runs/:id/abandon',
+    { schema: { body: abandonBody } },
+    async (req, reply) => {
+      const r = await runs.abandon(req.params.id, req.body.reason, req.body.actor ?? null);
+      return reply.status(202).send({ compensations_scheduled: r.compensations_scheduled, run_id: req.params.id, state: r.state });
+    },
+  );
+
+  app.post<{ Params: { id: string }; Body: { actor?: Actor } | null }>(
+    '/runs/:id/resume',
+    { schema: { body: resumeBody } },
+    async (req) => runs.resume(req.params.id, req.body?.actor ?? null),
+  );
+}

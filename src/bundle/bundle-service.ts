@@ -1,0 +1,148 @@
+/**
+ * Bundles as a kernel service (interface 2.2, 4.1 rule 1; decisions 4). A post is checked in
+ * this order: the signature against the trusted publishers (nothing about an untrusted
+ * bundle's content is reported), then validation (every problem), then the version rule:
+ * identical content under the same name and version is a 200 with the same id, other content
+ * is 409 `bundle_version_exists`.
+ */
+import type { Clock } from '../clock.js';
+import { isoTime } from '../clock.js';
+import { SvcError, notFound } from '../errors.js';
+import type { SqlDb } from '../store/sql-db.js';
+import type { Bundle, StoredBundle, TrustedKeys } from '../types.js';
+import { bundleId, verifyBundleSignature } from './sign.js';
+import { validateBundle } from './validate.js';
+
+export interface BundlePostResult {
+  /** 201 when stored now, 200 when the identical bundle was already stored. */
+  status: 200 | 201;
+  bundle_id: string;
+  name: string;
+  version: string;
+}
+
+/** One entry of GET /v1/bundles. */
+export interface BundleSummary {
+  bundle_id: string;
+  name: string;
+  version: string;
+  description: string | null;
+  workflows: string[];
+  key_id: string;
+  created_at: string;
+}
+
+interface BundleRow {
+  bundle_id: string;
+  name: string;
+  version: string;
+  body: string;
+  key_id: string;
+  signature: string;
+  created_at: string;
+}
+
+export interface BundleServiceDeps {
+  db: SqlDb;
+  clock: Clock;
+  /** The publisher keys trusted for bundle signatures (read on every post). */
+  publishers: () => TrustedKeys;
+}
+
+export class BundleService {
+  /** Parsed bundles by id: they are immutable, and the run engine reads them on every lease. */
+  private readonly cache = new Map<string, StoredBundle>();
+
+  constructor(private readonly deps: BundleServiceDeps) {}
+
+  /** POST /v1/bundles. */
+  async post(body: { bundle?: unknown; signature?: unknown }): Promise<BundlePostResult> {
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new SvcError('request_invalid', 'body must be {bundle, signature}', { path: '' });
+    const value = body.bundle;
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      throw new SvcError('request_invalid', '/bundle must be an object', { path: '/bundle' });
+    }
+    verifyBundleSignature(value, body.signature, this.deps.publishers());
+    const checked = validateBundle(value);
+    if (!checked.ok) {
+      const first = checked.problems[0]!;
+      const more = checked.problems.length > 1 ? ` (and ${checked.problems.length - 1} more)` : '';
+      throw new SvcError('bundle_invalid', `${first.path || '/'}: ${first.message}${more}`, { path: first.path, problems: checked.problems });
+    }
+    const bundle = checked.bundle;
+    const id = bundleId(bundle);
+    const sig = body.signature as { key_id: string; signature: string };
+    const now = isoTime(this.deps.clock.now());
+    const outcome = await this.deps.db.tx(async (t) => {
+      const existing = await t.get<BundleRow>('SELECT bundle_id FROM bundles WHERE name = ? AND version = ?', [bundle.name, bundle.version]);
+      if (existing) return { existingId: existing.bundle_id };
+      const inserted = await t.run(
+        'INSERT INTO bundles (bundle_id, name, version, body, key_id, signature, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING',
+        [id, bundle.name, bundle.version, JSON.stringify(bundle), sig.key_id, sig.signature, now],
+      );
+      if (inserted.changes === 1) return { created: true as const };
+      // Another writer (another svcd on a shared store) got there first.
+      const row = await t.get<BundleRow>('SELECT bundle_id FROM bundles WHERE name = ? AND version = ?', [bundle.name, bundle.version]);
+      return { existingId: row!.bundle_id };
+    });
+    if ('created' in outcome) return { status: 201, bundle_id: id, name: bundle.name, version: bundle.version };
+    if (outcome.existingId !== id) {
+      throw new SvcError('bundle_version_exists', `bundle ${bundle.name}@${bundle.version} exists with different content; post a new version`, {
+        name: bundle.name,
+        version: bundle.version,
+        bundle_id: outcome.existingId,
+      });
+    }
+    return { status: 200, bundle_id: id, name: bundle.name, version: bundle.version };
+  }
+
+  /** GET /v1/bundles: every bundle, by name then posting order. */
+  async list(): Promise<{ bundles: BundleSummary[] }> {
+    const rows = await this.deps.db.all<BundleRow>('SELECT * FROM bundles ORDER BY name, created_at, bundle_id');
+    return {
+      bundles: rows.map((r) => {
+        const b = JSON.parse(r.body) as Bundle;
+        return {
+          bundle_id: r.bundle_id,
+          name: r.name,
+          version: r.version,
+          description: b.description ?? null,
+          workflows: Object.keys(b.workflows ?? {}),
+          key_id: r.key_id,
+          created_at: r.created_at,
+        };
+      }),
+    };
+  }
+
+  /**
+   * GET /v1/bundles/{id}: 404 `not_found` (resource "bundle") when unknown. The result is
+   * shared and deeply frozen: bundles are immutable, copy before changing anything.
+   */
+  async get(id: string): Promise<StoredBundle> {
+    const hit = this.cache.get(id);
+    if (hit) return hit;
+    const r = await this.deps.db.get<BundleRow>('SELECT * FROM bundles WHERE bundle_id = ?', [id]);
+    if (!r) throw notFound('bundle', id);
+    const stored: StoredBundle = {
+      bundle_id: r.bundle_id,
+      name: r.name,
+      version: r.version,
+      bundle: JSON.parse(r.body) as Bundle,
+      signature: { key_id: r.key_id, signature: r.signature },
+      created_at: r.created_at,
+    };
+    deepFreeze(stored);
+    if (this.cache.size >= 256) this.cache.delete(this.cache.keys().next().value!);
+    this.cache.set(id, stored);
+    return stored;
+  }
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}

@@ -1,0 +1,147 @@
+/**
+ * Step templates (decisions 4): `{{path}}` inside any string of a step's `args` (and of a
+ * prompt) reads `input.…` or `steps.<id>.output.…` of the run. A string that is exactly one
+ * template yields the raw value (an object stays an object, a number a number); a template
+ * embedded in a longer string is replaced by the JSON text of its value (a string value keeps
+ * its quotes). A path the run does not have is an error: the kernel turns it into a
+ * deterministic step failure.
+ *
+ * Grammar: `{{` spaces? root ( `.` segment )* spaces? `}}`, root `input` or `steps`, a segment
+ * `[A-Za-z0-9_-]+` (a number indexes a list). Every `{{` starts a template.
+ */
+import { SvcError } from '../errors.js';
+
+/** The context templates read. */
+export interface TemplateContext {
+  input: unknown;
+  steps: Record<string, { output: unknown }>;
+}
+
+/** A template that cannot be read: `code` is `template_invalid` (status 422). */
+export class TemplateError extends SvcError {
+  constructor(message: string, details: { template: string; path?: string }) {
+    super('template_invalid', message, details);
+    this.name = 'TemplateError';
+  }
+}
+
+/** One template found in a value. */
+export interface TemplateRef {
+  /** JSON pointer, relative to the scanned value, of the string holding the template. */
+  pointer: string;
+  /** The template as written, braces included. */
+  template: string;
+  /** The path's segments (`["steps", "triage", "output", "amount"]`), or null when malformed. */
+  path: string[] | null;
+  /** Why the template is malformed, when it is. */
+  error?: string;
+}
+
+const SEGMENT = /^[A-Za-z0-9_-]+$/;
+const WHOLE = /^\{\{\s*([^{}]*?)\s*\}\}$/;
+
+interface Scanned {
+  start: number;
+  end: number;
+  template: string;
+  path: string[] | null;
+  error?: string;
+}
+
+function parsePath(text: string): { path: string[] | null; error?: string } {
+  const body = text.trim();
+  if (body === '') return { path: null, error: 'empty template' };
+  const segs = body.split('.');
+  if (segs.some((s) => !SEGMENT.test(s))) return { path: null, error: `"${body}" is not a path of letters, digits, "_" and "-" separated by dots` };
+  if (segs[0] !== 'input' && segs[0] !== 'steps') return { path: null, error: `a template reads "input.…" or "steps.<id>.output.…", not "${segs[0]}"` };
+  if (segs[0] === 'steps' && (segs.length < 3 || segs[2] !== 'output')) {
+    return { path: null, error: `a steps template reads "steps.<id>.output…", not "${body}"` };
+  }
+  return { path: segs };
+}
+
+function scan(text: string): Scanned[] {
+  const out: Scanned[] = [];
+  let i = text.indexOf('{{');
+  while (i >= 0) {
+    const close = text.indexOf('}}', i + 2);
+    if (close < 0) {
+      out.push({ start: i, end: text.length, template: text.slice(i), path: null, error: 'unclosed template: "{{" without "}}"' });
+      break;
+    }
+    const inner = text.slice(i + 2, close);
+    const template = text.slice(i, close + 2);
+    const parsed = inner.includes('{{') ? { path: null, error: 'nested "{{" inside a template' } : parsePath(inner);
+    out.push({ start: i, end: close + 2, template, ...parsed });
+    i = text.indexOf('{{', close + 2);
+  }
+  return out;
+}
+
+function escapePointer(key: string): string {
+  return key.replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
+/** Every template inside `value` (strings at any depth; object keys are not templates). */
+export function templateRefs(value: unknown, base = ''): TemplateRef[] {
+  const refs: TemplateRef[] = [];
+  const walk = (v: unknown, pointer: string) => {
+    if (typeof v === 'string') {
+      for (const s of scan(v)) refs.push({ pointer, template: s.template, path: s.path, ...(s.error ? { error: s.error } : {}) });
+    } else if (Array.isArray(v)) {
+      v.forEach((x, i) => walk(x, `${pointer}/${i}`));
+    } else if (v !== null && typeof v === 'object') {
+      for (const [k, x] of Object.entries(v)) walk(x, `${pointer}/${escapePointer(k)}`);
+    }
+  };
+  walk(value, base);
+  return refs;
+}
+
+function resolve(path: string[], ctx: TemplateContext, template: string): unknown {
+  let current: unknown = path[0] === 'input' ? ctx.input : ctx.steps;
+  for (let i = 1; i < path.length; i++) {
+    const seg = path[i]!;
+    const here = path.slice(0, i).join('.');
+    if (Array.isArray(current)) {
+      const idx = /^\d+$/.test(seg) ? Number(seg) : NaN;
+      if (!(idx < current.length)) throw new TemplateError(`template ${template}: ${here} has no element ${seg}`, { template, path: path.join('.') });
+      current = current[idx];
+    } else if (current !== null && typeof current === 'object' && Object.prototype.hasOwnProperty.call(current, seg)) {
+      current = (current as Record<string, unknown>)[seg];
+    } else {
+      const what = i === 1 && path[0] === 'steps' ? `no earlier step "${seg}" has output` : `${here} has no member "${seg}"`;
+      throw new TemplateError(`template ${template}: ${what}`, { template, path: path.join('.') });
+    }
+  }
+  if (current === undefined) throw new TemplateError(`template ${template}: ${path.join('.')} has no value`, { template, path: path.join('.') });
+  return current;
+}
+
+function renderString(text: string, ctx: TemplateContext): unknown {
+  const found = scan(text);
+  if (found.length === 0) return text;
+  for (const f of found) if (!f.path) throw new TemplateError(`template ${f.template}: ${f.error}`, { template: f.template });
+  if (found.length === 1 && WHOLE.test(text)) return resolve(found[0]!.path!, ctx, found[0]!.template);
+  let out = '';
+  let last = 0;
+  for (const f of found) {
+    out += text.slice(last, f.start) + JSON.stringify(resolve(f.path!, ctx, f.template));
+    last = f.end;
+  }
+  return out + text.slice(last);
+}
+
+/**
+ * Renders every template in `value` against the run context (decisions 4). Pure; returns a
+ * new value. Throws TemplateError for a malformed template or a path the context lacks.
+ */
+export function renderTemplates(value: unknown, ctx: TemplateContext): unknown {
+  if (typeof value === 'string') return renderString(value, ctx);
+  if (Array.isArray(value)) return value.map((v) => renderTemplates(v, ctx));
+  if (value !== null && typeof value === 'object') {
+    // fromEntries defines own properties, so a "__proto__" key stays data.
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, renderTemplates(v, ctx)]));
+  }
+  return value;
+}

@@ -1,0 +1,238 @@
+/**
+ * Bundle validation (decisions 4): the JSON Schema (every problem, not just the first), then
+ * the checks a schema cannot express:
+ *
+ * - step ids are unique within a workflow;
+ * - templates are well formed and `{{steps.<id>…}}` names an earlier step of the same
+ *   workflow (a step's `compensate` may also read its own output); prompts are checked the
+ *   same way for every model step that uses them;
+ * - a step's `prompt` names an entry of `prompts`;
+ * - every tool a step, a compensation or a mock script names is declared in `tools`
+ *   (declaring tools is how a bundle states what it needs from the gateway);
+ * - `input_schema` and `output_schema` are JSON schemas that compile (draft-07, or 2020-12
+ *   when `$schema` says so);
+ * - every `mock` entry names a step of some workflow.
+ *
+ * Problems carry a JSON pointer into the bundle. The checks are written defensively so they
+ * also run on a bundle that fails the schema: one pass lists everything.
+ */
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import formatsModule from 'ajv-formats';
+import type { Bundle } from '../types.js';
+import { BUNDLE_SCHEMA } from './bundle-schema.js';
+import { tooDeep } from './json-depth.js';
+import { templateRefs } from './templates.js';
+
+/** Deepest nesting a bundle may have (objects and arrays), so every later walk is bounded. */
+export const MAX_BUNDLE_DEPTH = 64;
+
+/** One problem: where (a JSON pointer into the bundle) and what. */
+export interface BundleProblem {
+  path: string;
+  message: string;
+}
+
+export type BundleValidation = { ok: true; bundle: Bundle } | { ok: false; problems: BundleProblem[] };
+
+const MESSAGE_KEYWORDS = new Set(['pattern', 'enum', 'not', 'minProperties', 'minItems', 'const']);
+
+// Compiled on first use: the CLI loads this module for commands that never validate.
+let checkShapeFn: ValidateFunction | null = null;
+function checkShape(): ValidateFunction {
+  if (!checkShapeFn) {
+    const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, strictRequired: false, allowUnionTypes: true });
+    ajv.addKeyword({ keyword: 'x-message', schemaType: 'string' });
+    checkShapeFn = ajv.compile(BUNDLE_SCHEMA);
+  }
+  return checkShapeFn;
+}
+
+// Workflow and step schemas are authored by people: same dialects and leniency as the run
+// engine that enforces them (src/kernel/schema-check.ts), so what validates here compiles there.
+// ajv-formats is CommonJS: under NodeNext its default import is the module object.
+type FormatsPlugin = (ajv: Ajv | Ajv2020) => unknown;
+const addFormats = (formatsModule as unknown as { default?: FormatsPlugin }).default ?? (formatsModule as unknown as FormatsPlugin);
+let dialects: { draft07: Ajv; draft2020: Ajv2020 } | null = null;
+function schemaDialects(): { draft07: Ajv; draft2020: Ajv2020 } {
+  if (!dialects) {
+    dialects = {
+      draft07: new Ajv({ strict: false, allErrors: true, validateSchema: true, logger: false }),
+      draft2020: new Ajv2020({ strict: false, allErrors: true, validateSchema: true, logger: false }),
+    };
+    addFormats(dialects.draft07);
+    addFormats(dialects.draft2020);
+  }
+  return dialects;
+}
+
+function escapePointer(key: string): string {
+  return key.replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
+function schemaProblems(errors: ErrorObject[]): BundleProblem[] {
+  const out: BundleProblem[] = [];
+  const seen = new Set<string>();
+  for (const e of errors) {
+    if (e.keyword === 'if' || e.keyword === 'propertyNames') continue;
+    let path = e.instancePath;
+    const params = e.params as { missingProperty?: string; additionalProperty?: string; propertyName?: string };
+    const propertyName = (e as ErrorObject & { propertyName?: string }).propertyName ?? params.propertyName;
+    let message = e.message ?? 'is invalid';
+    if (e.keyword === 'required' && params.missingProperty !== undefined) {
+      path += `/${escapePointer(params.missingProperty)}`;
+      message = 'is required';
+    } else if (e.keyword === 'additionalProperties' && params.additionalProperty !== undefined) {
+      path += `/${escapePointer(params.additionalProperty)}`;
+      message = 'is not a member of this object';
+    } else if (propertyName !== undefined) {
+      path += `/${escapePointer(propertyName)}`;
+    }
+    const custom = (e.parentSchema as { 'x-message'?: string } | undefined)?.['x-message'];
+    if (custom && MESSAGE_KEYWORDS.has(e.keyword)) message = custom;
+    if (propertyName !== undefined && !custom) message = `name ${message}`;
+    const key = `${path}\n${message}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    out.push({ path, message });
+  }
+  return out;
+}
+
+type Obj = Record<string, unknown>;
+
+function isObj(v: unknown): v is Obj {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function jsonSchemaProblems(schema: unknown, path: string): BundleProblem[] {
+  if (!isObj(schema)) return [];
+  const { draft07, draft2020 } = schemaDialects();
+  const draft = typeof schema.$schema === 'string' && schema.$schema.includes('2020-12') ? draft2020 : draft07;
+  try {
+    if (!draft.validateSchema(schema)) {
+      // The meta-schema reports one mistake several ways (type, enum, anyOf): keep the first per place.
+      const seen = new Set<string>();
+      const out: BundleProblem[] = [];
+      for (const e of draft.errors ?? []) {
+        if (seen.has(e.instancePath)) continue;
+        seen.add(e.instancePath);
+        out.push({ path: path + e.instancePath, message: `is not a valid JSON schema: ${e.message ?? 'invalid'}` });
+      }
+      return out.slice(0, 10);
+    }
+    draft.compile(schema);
+    draft.removeSchema(schema);
+    return [];
+  } catch (err) {
+    return [{ path, message: `is not a valid JSON schema: ${(err as Error).message}` }];
+  }
+}
+
+/** The semantic checks (see the file comment). */
+function semanticProblems(bundle: Obj): BundleProblem[] {
+  const problems: BundleProblem[] = [];
+  const tools = isObj(bundle.tools) ? bundle.tools : {};
+  const prompts = isObj(bundle.prompts) ? bundle.prompts : {};
+  const workflows = isObj(bundle.workflows) ? bundle.workflows : {};
+  const allStepIds = new Set<string>();
+
+  const checkTool = (tool: unknown, path: string) => {
+    if (typeof tool === 'string' && !Object.prototype.hasOwnProperty.call(tools, tool)) {
+      problems.push({ path, message: `tool "${tool}" is not declared in the bundle's tools` });
+    }
+  };
+
+  // Prompt templates: well formed (checked once, at the prompt).
+  for (const [name, text] of Object.entries(prompts)) {
+    for (const ref of templateRefs(text, `/prompts/${escapePointer(name)}`)) {
+      if (ref.error) problems.push({ path: ref.pointer, message: `template ${ref.template}: ${ref.error}` });
+    }
+  }
+
+  for (const [wfName, wf] of Object.entries(workflows)) {
+    if (!isObj(wf)) continue;
+    const wfPath = `/workflows/${escapePointer(wfName)}`;
+    problems.push(...jsonSchemaProblems(wf.input_schema, `${wfPath}/input_schema`));
+    const steps = Array.isArray(wf.steps) ? wf.steps : [];
+    const index = new Map<string, number>();
+    steps.forEach((s, i) => {
+      if (!isObj(s) || typeof s.id !== 'string') return;
+      allStepIds.add(s.id);
+      if (index.has(s.id)) {
+        problems.push({ path: `${wfPath}/steps/${i}/id`, message: `duplicate step id "${s.id}" (also step ${index.get(s.id)})` });
+      } else index.set(s.id, i);
+    });
+
+    // A template's steps.<id> must name a step that runs before `limit` (or `self` itself).
+    const checkRefs = (value: unknown, base: string, stepIndex: number, self: string | null, reportAt?: string, via?: string) => {
+      for (const ref of templateRefs(value, base)) {
+        const at = reportAt ?? ref.pointer;
+        const prefix = via ? `${via} ` : '';
+        if (ref.error) {
+          if (!reportAt) problems.push({ path: at, message: `template ${ref.template}: ${ref.error}` });
+          continue;
+        }
+        if (ref.path![0] !== 'steps') continue;
+        const id = ref.path![1]!;
+        const j = index.get(id);
+        if (self !== null && id === self) continue;
+        if (j === undefined) problems.push({ path: at, message: `${prefix}template ${ref.template} names no step of workflow "${wfName}"` });
+        else if (j >= stepIndex) {
+          problems.push({ path: at, message: `${prefix}template ${ref.template} reads step "${id}", which does not run before this step` });
+        }
+      }
+    };
+
+    steps.forEach((s, i) => {
+      if (!isObj(s)) return;
+      const sp = `${wfPath}/steps/${i}`;
+      if (s.args !== undefined) checkRefs(s.args, `${sp}/args`, i, null);
+      if (isObj(s.compensate)) {
+        checkTool(s.compensate.tool, `${sp}/compensate/tool`);
+        if (s.compensate.args !== undefined) checkRefs(s.compensate.args, `${sp}/compensate/args`, i, typeof s.id === 'string' ? s.id : null);
+      }
+      if (s.kind === 'model' && typeof s.prompt === 'string') {
+        if (!Object.prototype.hasOwnProperty.call(prompts, s.prompt)) {
+          const known = Object.keys(prompts);
+          problems.push({ path: `${sp}/prompt`, message: `unknown prompt "${s.prompt}"${known.length ? ` (prompts: ${known.join(', ')})` : ' (the bundle has no prompts)'}` });
+        } else {
+          checkRefs(prompts[s.prompt], '', i, null, `${sp}/prompt`, `prompt "${s.prompt}":`);
+        }
+      }
+      checkTool(s.tool, `${sp}/tool`);
+      if (Array.isArray(s.tools)) s.tools.forEach((t, j) => checkTool(t, `${sp}/tools/${j}`));
+      if (s.output_schema !== undefined) problems.push(...jsonSchemaProblems(s.output_schema, `${sp}/output_schema`));
+    });
+  }
+
+  const mock = isObj(bundle.mock) ? bundle.mock : {};
+  for (const [stepId, script] of Object.entries(mock)) {
+    const mp = `/mock/${escapePointer(stepId)}`;
+    if (!allStepIds.has(stepId)) problems.push({ path: mp, message: `mock script names no step of any workflow ("${stepId}")` });
+    if (!isObj(script)) continue;
+    if (Array.isArray(script.tool_calls)) script.tool_calls.forEach((c, j) => isObj(c) && checkTool(c.tool, `${mp}/tool_calls/${j}/tool`));
+    if (Array.isArray(script.actions)) script.actions.forEach((a, j) => isObj(a) && checkTool(a.tool, `${mp}/actions/${j}/tool`));
+  }
+  return problems;
+}
+
+/** Validates a bundle value; lists every problem with its JSON pointer. Never throws. */
+export function validateBundle(value: unknown): BundleValidation {
+  const deep = tooDeep(value, MAX_BUNDLE_DEPTH);
+  if (deep !== null) return { ok: false, problems: [{ path: deep, message: `is nested deeper than ${MAX_BUNDLE_DEPTH} levels` }] };
+  const problems: BundleProblem[] = [];
+  const shape = checkShape();
+  if (!shape(value)) problems.push(...schemaProblems(shape.errors ?? []));
+  if (isObj(value)) {
+    const seen = new Set(problems.map((p) => `${p.path}\n${p.message}`));
+    for (const p of semanticProblems(value)) {
+      const key = `${p.path}\n${p.message}`;
+      if (!seen.has(key)) {
+        seen.add(key);
+        problems.push(p);
+      }
+    }
+  }
+  return problems.length === 0 ? { ok: true, bundle: value as Bundle } : { ok: false, problems };
+}

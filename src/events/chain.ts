@@ -1,0 +1,59 @@
+/**
+ * Chain verification for replay (decisions §7): every hash recomputed, every link checked,
+ * seqs contiguous from 1, and the last event equal to the signed head. Pure: callers pass
+ * rows as stored, so a row edited in the database is caught here.
+ */
+import type { TrustedKeys } from '../types.js';
+import { eventHash, verifyHead, type HashedEventFields, type RunHead } from './event-hash.js';
+
+/** One stored event row; payload and actor may fail to parse when the row was tampered with. */
+export interface StoredEventRow extends HashedEventFields {
+  hash: string;
+}
+
+export type ChainErrorReason =
+  | 'seq_gap' // seq is not the previous seq + 1 (an event is missing or out of place)
+  | 'prev_hash_mismatch' // prev_hash differs from the previous event's hash
+  | 'hash_mismatch' // the stored hash differs from the hash of the stored fields
+  | 'unparseable' // payload or actor is not JSON
+  | 'head_mismatch' // the signed head names a seq/hash that is not the last event
+  | 'head_signature_invalid'; // the head signature does not verify
+
+export interface ChainError {
+  seq: number;
+  reason: ChainErrorReason;
+  detail?: string;
+}
+
+/** The signed head as stored with the run. */
+export interface SignedHead extends RunHead {
+  signature: string;
+  key_id: string;
+}
+
+/** Checks a whole log; an empty result means the chain is valid. */
+export function verifyChain(runId: string, events: readonly (StoredEventRow & { unparseable?: boolean })[], head: SignedHead | null, keys: TrustedKeys): ChainError[] {
+  const errors: ChainError[] = [];
+  let prevHash = '';
+  let expectSeq = 1;
+  for (const ev of events) {
+    if (ev.seq !== expectSeq) errors.push({ seq: ev.seq, reason: 'seq_gap', detail: `expected seq ${expectSeq}` });
+    if (ev.prev_hash !== prevHash) errors.push({ seq: ev.seq, reason: 'prev_hash_mismatch' });
+    if (ev.unparseable) errors.push({ seq: ev.seq, reason: 'unparseable' });
+    else if (eventHash(runId, ev) !== ev.hash) errors.push({ seq: ev.seq, reason: 'hash_mismatch' });
+    prevHash = ev.hash;
+    expectSeq = ev.seq + 1;
+  }
+  if (head) {
+    const last = events[events.length - 1];
+    const lastSeq = last?.seq ?? 0;
+    const lastHash = last?.hash ?? '';
+    if (!verifyHead(keys, head.key_id, head, head.signature)) {
+      errors.push({ seq: head.seq, reason: 'head_signature_invalid' });
+    }
+    if (head.seq !== lastSeq || head.hash !== lastHash) {
+      errors.push({ seq: head.seq, reason: 'head_mismatch', detail: `signed head is seq ${head.seq}, log ends at seq ${lastSeq}` });
+    }
+  }
+  return errors;
+}

@@ -1,0 +1,173 @@
+/**
+ * Payload shapes of the kernel's event kinds (decisions §7; man/svc-events.7). The engine
+ * builds them, the reducer folds them, replay re-reads them: one definition for all three.
+ */
+import type { Decision, ErrorInfo, LeaseKind, ParkedReason, PolicyAction, PolicyRef, PolicyRunContext, Requester, RunState, Spend, StepKind } from '../types.js';
+
+export interface RunCreatedPayload {
+  run_id: string;
+  bundle_id: string;
+  bundle: { name: string; version: string };
+  workflow: string;
+  department: string;
+  input: unknown;
+  requested_by: Requester;
+  remit_id: string;
+  parent_run_id: string | null;
+  policies: PolicyRef[];
+  budget: Spend;
+  steps: Array<{ id: string; kind: StepKind; compensate: boolean }>;
+}
+
+export interface StepLeasedPayload {
+  step: string;
+  kind: LeaseKind;
+  attempt: number;
+  lease_id: string;
+  worker_id: string;
+  expires_at: string;
+}
+
+export interface StepCompletedPayload {
+  step: string;
+  attempt: number;
+  lease_id: string;
+  output: unknown;
+  usage: Spend;
+}
+
+export interface StepFailedPayload {
+  step: string;
+  kind: LeaseKind;
+  attempt: number;
+  /** Null when the kernel failed the step itself (a template that does not render). */
+  lease_id: string | null;
+  error: ErrorInfo;
+  deterministic: boolean;
+  usage: Spend;
+}
+
+export interface StepRetryScheduledPayload {
+  step: string;
+  kind: LeaseKind;
+  /** The attempt the step will make next. */
+  attempt: number;
+  delay_ms: number;
+  ready_at: string;
+}
+
+export interface StepQuarantinedPayload {
+  step: string;
+  attempt: number;
+  reason: 'deterministic' | 'max_attempts';
+}
+
+export interface LeaseExpiredPayload {
+  lease_id: string;
+  step: string;
+  kind: LeaseKind;
+  attempt: number;
+  /** The attempt the step will make next; null when attempts ran out (a step.quarantined follows). */
+  next_attempt: number | null;
+}
+
+export interface ActionDecidedPayload {
+  step: string;
+  lease_id: string;
+  action_id: string;
+  /** The proposal exactly as the worker sent it (action_id is computed over it). */
+  proposal: Record<string, unknown>;
+  /** The enriched action the policies saw. */
+  action: PolicyAction;
+  /** The run as the policies saw it. */
+  run: PolicyRunContext;
+  policies: PolicyRef[];
+  /** `policy`: decided by the pinned policies; `approval`: answered by an existing approval. */
+  source: 'policy' | 'approval';
+  decision: Decision;
+  rule: string;
+  approver: string | null;
+  approval_id: string | null;
+  matched: Array<{ rule: string; effect: Decision }>;
+  errors: Array<{ rule: string; message: string }>;
+}
+
+export interface ApprovalRequestedPayload {
+  approval_id: string;
+  step: string;
+  action_id: string;
+  action: PolicyAction;
+  rule: string;
+  approver: string;
+}
+
+export interface ApprovalDecidedPayload {
+  approval_id: string;
+  step: string;
+  action_id: string;
+  decision: 'approved' | 'rejected';
+  reason: string | null;
+}
+
+export interface RunParkedPayload {
+  reason: ParkedReason;
+  step: string;
+  approval_id?: string | null;
+  lease_id?: string | null;
+}
+
+export interface RunResumedPayload {
+  /** What the run was parked for. */
+  reason: ParkedReason;
+  step: string | null;
+  /** `resume` for POST /runs/{id}/resume, `approval` when a decision un-parked it. */
+  via: 'resume' | 'approval';
+  approval_id?: string | null;
+}
+
+export interface RunCompletedPayload {
+  output: unknown;
+}
+
+export interface RunFailedPayload {
+  error: ErrorInfo;
+  step: string | null;
+}
+
+export interface BudgetExceededPayload {
+  step: string | null;
+  usage: Spend;
+  budget: Spend;
+  /** Spend of this run's remit reserved by derived remits (decisions 8.3). */
+  reserved: Spend;
+}
+
+export interface RunAbandonRequestedPayload {
+  reason: string;
+  from_state: RunState;
+  /** Steps whose compensations run, in order (reverse step order). */
+  compensations: string[];
+  released_lease_id: string | null;
+  cancelled_approval_ids: string[];
+}
+
+export interface CompensationCompletedPayload {
+  step: string;
+  attempt: number;
+  lease_id: string;
+  output: unknown;
+  usage: Spend;
+}
+
+export interface CompensationFailedPayload {
+  step: string;
+  attempt: number;
+  lease_id: string | null;
+  error: ErrorInfo;
+}
+
+export interface RunAbandonedPayload {
+  reason: string;
+  compensated: string[];
+  failed: string[];
+}

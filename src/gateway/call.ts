@@ -1,0 +1,292 @@
+/**
+ * POST /v1/tools/call, in the order of decisions §9:
+ *
+ *   token (5.3 steps 1–4) → tool exists (404) → tool pattern (5) → args (422) → scope (6)
+ *   → autonomy (7) → idempotency replay → quarantine (503) → circuit (502) → call
+ *
+ * Every refusal is a 403 `{ok: false, refusal: {reason, detail}}`, a `tool.refused` event on
+ * the run and `svc_gateway_refusals_total{reason}`. Every call that passes the remit is
+ * audited as a `tool.called` event (tool, scopes, args hash, replayed, latency, outcome).
+ * Bodies and events pass through the redactor: a `${VAR}` value cannot leave the gateway.
+ */
+import { performance } from 'node:perf_hooks';
+import type { Clock } from '../clock.js';
+import { canonicalHash } from '../encoding/canonical-json.js';
+import { ERROR_CODES, isSvcError, type ErrorCode } from '../errors.js';
+import type { Logger, Redactor } from '../log/logger.js';
+import { anyScopeMatches, scopeMatches } from '../remit/patterns.js';
+import { verifyRemit } from '../remit/verify.js';
+import type { RefusalReason, RemitCallCheck, RemitPayload, TrustedKeys } from '../types.js';
+import type { CircuitBreaker } from './breaker.js';
+import type { Canaries } from './canaries.js';
+import { argsErrors } from './schema-validator.js';
+import { abortable, abortMessage, ArgsInvalid, DeterministicFailure, ScopeRefusal, UpstreamError, type Connector, type ConnectorTool } from './connectors/types.js';
+import type { IdempotencyStore } from './idempotency.js';
+import type { GatewayEvent, KernelLink } from './kernel-link.js';
+import type { GatewayMetrics } from './metrics.js';
+
+/** The body of POST /v1/tools/call (interface 4.2). */
+export interface ToolCallRequest {
+  remit_token: string;
+  run_id?: string | null;
+  step?: string | null;
+  lease_id?: string | null;
+  tool: string;
+  args?: Record<string, unknown>;
+  idempotency_key?: string | null;
+  /** When not null, narrows: every derived scope must match it (decisions §9). */
+  scope?: string | null;
+}
+
+/** What the HTTP layer sends back. */
+export interface CallResponse {
+  status: number;
+  body: unknown;
+  headers?: Record<string, string>;
+}
+
+/** The actor of the events the gateway appends. */
+export const GATEWAY_ACTOR = { id: 'gateway', role: 'gateway' } as const;
+
+export interface CallDeps {
+  link(): KernelLink;
+  clock: Clock;
+  logger: Logger;
+  redactor: Redactor;
+  metrics: GatewayMetrics;
+  store: IdempotencyStore;
+  canaries: Canaries;
+  /** Clock leeway for nbf/exp, seconds. */
+  skewSeconds: number;
+  /** Upper bound on waiting for an event append, ms. */
+  eventTimeoutMs: number;
+  findTool(id: string): { connector: Connector; tool: ConnectorTool } | null;
+  breaker(connector: string): CircuitBreaker;
+}
+
+/** The key id a token names, without verifying anything (used to refresh cached keys). */
+export function keyIdOf(token: string): string | undefined {
+  const parts = token.split('.');
+  return parts.length === 4 ? parts[1] : undefined;
+}
+
+/** A gateway error body (decisions §9): `{ok: false, error: {code, message, details}}`. */
+export function gatewayError(code: ErrorCode, message: string, details: Record<string, unknown> = {}, extra: Record<string, unknown> = {}): CallResponse {
+  return { status: ERROR_CODES[code].status, body: { ok: false, error: { code, message, details, ...extra } } };
+}
+
+export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise<CallResponse> {
+  const t0 = performance.now();
+  const elapsedMs = () => Math.round((performance.now() - t0) * 1000) / 1000;
+  const found = d.findTool(req.tool);
+  const toolLabel = found ? req.tool : '_unknown';
+  const token = req.remit_token;
+  let payload: RemitPayload | null = null;
+  let tokenGood = false;
+
+  const runOfCall = (): string | null => req.run_id ?? payload?.run ?? null;
+
+  const emit = async (ev: GatewayEvent): Promise<void> => {
+    const runId = runOfCall();
+    if (!runId) return;
+    const safe: GatewayEvent = { ...ev, payload: d.redactor.redactValue(ev.payload) };
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        d.link().appendEvent(runId, safe, tokenGood ? token : undefined),
+        new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`no answer within ${d.eventTimeoutMs} ms`)), d.eventTimeoutMs);
+        }),
+      ]);
+    } catch (err) {
+      d.logger.warn('cannot append gateway event', { kind: ev.kind, run_id: runId, err: d.redactor.redact((err as Error).message) });
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
+  const finish = (res: CallResponse, outcome: string): CallResponse => {
+    d.metrics.calls.inc({ tool: toolLabel, outcome });
+    d.metrics.latency.observe(elapsedMs() / 1000);
+    return { ...res, body: d.redactor.redactValue(res.body) };
+  };
+
+  const refuse = async (reason: RefusalReason, detail: string): Promise<CallResponse> => {
+    d.metrics.refusals.inc({ reason });
+    await emit({
+      kind: 'tool.refused',
+      payload: { tool: req.tool, reason, detail, step: req.step ?? null, lease_id: req.lease_id ?? null },
+      actor: GATEWAY_ACTOR,
+    });
+    return finish({ status: 403, body: { ok: false, refusal: { reason, detail } } }, 'refused');
+  };
+
+  // Steps 1–4: the token itself, and the run it is bound to.
+  let keys: TrustedKeys;
+  try {
+    keys = await d.link().trustedKeys(keyIdOf(token));
+  } catch (err) {
+    const e = isSvcError(err) ? err : null;
+    return finish(gatewayError(e?.code ?? 'unavailable', e?.message ?? 'cannot obtain the kernel keys'), e?.code ?? 'unavailable');
+  }
+  const now = Math.floor(d.clock.now() / 1000);
+  const check = (call: RemitCallCheck) => verifyRemit(token, keys, now, call, { skewSeconds: d.skewSeconds });
+  const v = check({ run_id: req.run_id ?? null });
+  if (!v.ok) {
+    // Bound to another run: the token checks out, but not for this run; no remit header.
+    if (v.reason === 'remit_run_mismatch') payload = null;
+    return refuse(v.reason, v.detail);
+  }
+  payload = v.payload;
+  tokenGood = true;
+
+  if (!found) return finish(gatewayError('tool_not_found', `no tool ${req.tool}`, { tool: req.tool }), 'tool_not_found');
+  const { connector, tool } = found;
+
+  // Step 5.
+  const v5 = check({ tool: req.tool });
+  if (!v5.ok) return refuse(v5.reason, v5.detail);
+
+  // Arguments against the tool's input schema.
+  const args = req.args ?? {};
+  if (!tool.validate(args)) {
+    return finish(gatewayError('args_invalid', `arguments of ${req.tool} do not match its input schema`, { errors: argsErrors(tool.validate.errors) }), 'args_invalid');
+  }
+
+  // Step 6: every scope the call touches, narrowed by the request's scope when given.
+  let scopes: string[];
+  try {
+    scopes = await connector.deriveScopes(tool.operation, args);
+  } catch (err) {
+    if (err instanceof ScopeRefusal) return refuse('scope_not_granted', err.message);
+    if (err instanceof ArgsInvalid) return finish(gatewayError('args_invalid', err.message, { errors: [{ path: err.path, message: err.message }] }), 'args_invalid');
+    if (err instanceof DeterministicFailure) return finish(gatewayError('deterministic_failure', err.message, err.details), 'deterministic_failure');
+    return finish(gatewayError('upstream_error', (err as Error).message), 'upstream_error');
+  }
+  if (req.scope !== undefined && req.scope !== null) {
+    const outside = scopes.find((s) => !scopeMatches(req.scope!, s));
+    if (outside !== undefined) return refuse('scope_not_granted', `scope ${outside} is outside the requested scope ${req.scope}`);
+  }
+  const v6 = check({ scopes });
+  if (!v6.ok) return refuse(v6.reason, v6.detail);
+
+  // Step 7.
+  const writes = tool.descriptor.writes;
+  const v7 = check({ tool: req.tool, writes });
+  if (!v7.ok) return refuse(v7.reason, v7.detail);
+
+  const argsHash = canonicalHash(args);
+  const key = req.idempotency_key ?? null;
+  const audit = (outcome: string, replayed: boolean) =>
+    emit({
+      kind: 'tool.called',
+      payload: {
+        tool: req.tool,
+        connector: connector.name,
+        step: req.step ?? null,
+        lease_id: req.lease_id ?? null,
+        scopes,
+        args_hash: argsHash,
+        idempotency_key: key,
+        writes,
+        replayed,
+        outcome,
+        latency_ms: elapsedMs(),
+      },
+      actor: GATEWAY_ACTOR,
+    });
+  const failWith = async (res: CallResponse, outcome: string): Promise<CallResponse> => {
+    await audit(outcome, false);
+    return finish(res, outcome);
+  };
+
+  // Idempotency: replay, conflict, in flight, unknown.
+  if (key !== null) {
+    const claim = await d.store.claim(req.tool, key, argsHash, writes);
+    switch (claim.kind) {
+      case 'replay': {
+        await audit(claim.status === 200 ? 'ok' : 'deterministic_failure', true);
+        const stored = claim.body as Record<string, unknown>;
+        const body = claim.status === 200 ? { ok: true, ...stored, replayed: true, latency_ms: elapsedMs() } : { ...stored, replayed: true };
+        return finish({ status: claim.status, body }, 'replayed');
+      }
+      case 'conflict':
+        return failWith(gatewayError('idempotency_conflict', `idempotency key ${key} was used for ${req.tool} with other arguments`, { tool: req.tool, idempotency_key: key }), 'idempotency_conflict');
+      case 'in_flight': {
+        const res = gatewayError('idempotency_in_flight', `a call with idempotency key ${key} is still running`, { tool: req.tool, idempotency_key: key });
+        return failWith({ ...res, headers: { 'retry-after': '1' } }, 'idempotency_in_flight');
+      }
+      case 'unknown':
+        return failWith(
+          gatewayError('idempotency_outcome_unknown', `a write with idempotency key ${key} was in flight when the gateway stopped; its outcome is unknown and it will not run again`, { tool: req.tool, idempotency_key: key }),
+          'idempotency_outcome_unknown',
+        );
+      case 'claimed':
+        break;
+    }
+  }
+  const release = async () => {
+    if (key !== null) await d.store.release(req.tool, key);
+  };
+
+  // Quarantine, then the circuit.
+  if (d.canaries.isQuarantined(connector.name)) {
+    await release();
+    return failWith(gatewayError('connector_quarantined', `connector ${connector.name} is quarantined by its canary`, { connector: connector.name }), 'connector_quarantined');
+  }
+  const breaker = d.breaker(connector.name);
+  const admission = breaker.admit();
+  if (!admission.ok) {
+    await release();
+    const res = gatewayError('upstream_error', `the circuit of connector ${connector.name} is open`, { connector: connector.name, retry_after_ms: admission.retryAfterMs }, { circuit: 'open' });
+    return failWith({ ...res, headers: { 'retry-after': String(Math.max(1, Math.ceil(admission.retryAfterMs / 1000))) } }, 'circuit_open');
+  }
+
+  // The call.
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(new Error(`${req.tool} timed out after ${connector.timeoutMs} ms`)), connector.timeoutMs);
+  const requestScope = req.scope ?? null;
+  const granted = payload.scopes;
+  try {
+    const result = await abortable(
+      connector.call(tool.operation, args, {
+        signal: controller.signal,
+        now: () => d.clock.now(),
+        scopeGranted: (s) => anyScopeMatches(granted, s) && (requestScope === null || scopeMatches(requestScope, s)),
+      }),
+      controller.signal,
+    );
+    breaker.success();
+    const safeResult = d.redactor.redactValue(result);
+    const stored = { result: safeResult, scope: scopes[0] ?? null, scopes };
+    if (key !== null) await d.store.complete(req.tool, key, 200, stored);
+    await audit('ok', false);
+    return finish({ status: 200, body: { ok: true, ...stored, replayed: false, latency_ms: elapsedMs() } }, 'ok');
+  } catch (err) {
+    if (err instanceof DeterministicFailure) {
+      breaker.success(); // the upstream answered
+      const res = gatewayError('deterministic_failure', err.message, d.redactor.redactValue(err.details));
+      if (key !== null) await d.store.complete(req.tool, key, res.status, d.redactor.redactValue(res.body));
+      return failWith(res, 'deterministic_failure');
+    }
+    if (err instanceof ArgsInvalid) {
+      breaker.neutral(admission.trial);
+      await release();
+      return failWith(gatewayError('args_invalid', err.message, { errors: [{ path: err.path, message: err.message }] }), 'args_invalid');
+    }
+    if (err instanceof ScopeRefusal) {
+      breaker.neutral(admission.trial);
+      await release();
+      return refuse('scope_not_granted', err.message);
+    }
+    breaker.failure(admission.trial);
+    await release();
+    const message = err instanceof UpstreamError ? err.message : controller.signal.aborted ? abortMessage(controller.signal) : `${req.tool} failed: ${(err as Error).message}`;
+    if (!(err instanceof UpstreamError) && !controller.signal.aborted) d.logger.error('connector threw an unexpected error', { tool: req.tool, err: d.redactor.redact((err as Error).stack ?? String(err)) });
+    const details = err instanceof UpstreamError ? err.details : {};
+    const open = breaker.state !== 'closed';
+    return failWith(gatewayError('upstream_error', message, details, open ? { circuit: 'open' } : {}), 'upstream_error');
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,177 @@
+/**
+ * The fs connector (interface 2.10, decisions §9): `read`, `list` (reads) and `write` under a
+ * root. Every path is resolved to its real path (symlinks followed; for a path that does not
+ * exist yet, its deepest existing ancestor) and must stay under the real root, else the call
+ * is refused `scope_not_granted`. The scope is `fs:path:<real directory>`. The operation then
+ * runs on the checked real path with O_NOFOLLOW, never on the caller's spelling of it.
+ */
+import { constants } from 'node:fs';
+import { mkdir, open, readdir, realpath, rename, stat, unlink } from 'node:fs/promises';
+import { basename, dirname, join, relative, resolve, sep } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import type { FsConnectorConfig } from '../config.js';
+import { compileInputSchema } from '../schema-validator.js';
+import { ConnectorSetupError, descriptor, DeterministicFailure, ScopeRefusal, UpstreamError, type Connector, type ConnectorTool } from './types.js';
+
+const PATH = { type: 'string', minLength: 1, maxLength: 4096, description: 'relative to the root, or absolute under it' };
+export const FS_SCHEMAS = {
+  read: { type: 'object', required: ['path'], additionalProperties: false, properties: { path: PATH } },
+  list: { type: 'object', required: [], additionalProperties: false, properties: { path: PATH } },
+  write: { type: 'object', required: ['path', 'content'], additionalProperties: false, properties: { path: PATH, content: { type: 'string' } } },
+} as const;
+
+const DEFAULT_CONTRACTS = {
+  read: { content: 'string' },
+  list: { entries: 'list' },
+  write: { bytes: 'number' },
+} as const;
+
+const DETERMINISTIC = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM', 'EEXIST', 'ELOOP', 'ENAMETOOLONG', 'EINVAL', 'ENOTEMPTY']);
+
+function fsFailure(err: unknown, what: string): Error {
+  const code = (err as NodeJS.ErrnoException).code ?? '';
+  const msg = `${what}: ${code || (err as Error).message}`;
+  return DETERMINISTIC.has(code) ? new DeterministicFailure(msg, { errno: code }) : new UpstreamError(msg, { errno: code || null });
+}
+
+export class FsConnector implements Connector {
+  readonly type = 'fs' as const;
+  readonly name: string;
+  readonly probe;
+  readonly timeoutMs: number;
+  private realRoot = '';
+  private readonly list: ConnectorTool[];
+
+  constructor(private readonly cfg: FsConnectorConfig) {
+    this.name = cfg.name;
+    this.probe = cfg.probe;
+    this.timeoutMs = cfg.timeout_ms;
+    this.list = (['read', 'list', 'write'] as const).map((op) => {
+      const t = cfg.tools[op] ?? {};
+      const schema = (t.input_schema ?? FS_SCHEMAS[op]) as Record<string, unknown>;
+      return {
+        operation: op,
+        validate: compileInputSchema(schema),
+        descriptor: descriptor({
+          id: `${cfg.name}.${op}`,
+          connector: cfg.name,
+          description: t.description ?? { read: 'Read a UTF-8 file', list: 'List a directory', write: 'Write a UTF-8 file' }[op],
+          writes: op === 'write',
+          input_schema: schema,
+          scope_derivation: 'directory',
+          contract: t.contract ?? { required: { ...DEFAULT_CONTRACTS[op] } },
+          ...(t.data_classes ? { data_classes: t.data_classes } : {}),
+        }),
+      };
+    });
+  }
+
+  async start(): Promise<void> {
+    try {
+      this.realRoot = await realpath(this.cfg.root);
+      if (!(await stat(this.realRoot)).isDirectory()) throw new Error('not a directory');
+    } catch (err) {
+      throw new ConnectorSetupError([`connector ${this.name}: root ${this.cfg.root} is not a usable directory: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`]);
+    }
+  }
+
+  tools(): ConnectorTool[] {
+    return this.list;
+  }
+
+  /** The real path of `p`: symlinks resolved as far as the path exists; refused outside the root. */
+  async resolveReal(p: unknown): Promise<string> {
+    const target = resolve(this.realRoot, typeof p === 'string' && p !== '' ? p : '.');
+    const rest: string[] = [];
+    let cur = target;
+    let real: string;
+    for (;;) {
+      try {
+        real = await realpath(cur);
+        break;
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code !== 'ENOENT' && code !== 'ENOTDIR') throw fsFailure(err, 'cannot resolve path');
+        const parent = dirname(cur);
+        if (parent === cur) throw new ScopeRefusal('path does not resolve under the root');
+        rest.unshift(basename(cur));
+        cur = parent;
+      }
+    }
+    const full = rest.length ? join(real, ...rest) : real;
+    if (full !== this.realRoot && !full.startsWith(this.realRoot + sep)) {
+      throw new ScopeRefusal(`path resolves outside the root of connector ${this.name}`);
+    }
+    return full;
+  }
+
+  async deriveScopes(operation: string, args: Record<string, unknown>): Promise<string[]> {
+    const real = await this.resolveReal(args.path);
+    const dir = operation === 'list' ? real : dirname(real);
+    return [`fs:path:${dir}`];
+  }
+
+  private rel(real: string): string {
+    return relative(this.realRoot, real) || '.';
+  }
+
+  async call(operation: string, args: Record<string, unknown>): Promise<unknown> {
+    const real = await this.resolveReal(args.path);
+    switch (operation) {
+      case 'read': {
+        let fh;
+        try {
+          fh = await open(real, constants.O_RDONLY | constants.O_NOFOLLOW);
+        } catch (err) {
+          throw fsFailure(err, `cannot open ${this.rel(real)}`);
+        }
+        try {
+          const st = await fh.stat();
+          if (!st.isFile()) throw new DeterministicFailure(`${this.rel(real)} is not a regular file`);
+          if (st.size > this.cfg.max_file_bytes) throw new DeterministicFailure(`${this.rel(real)} is larger than ${this.cfg.max_file_bytes} bytes`);
+          const content = await fh.readFile({ encoding: 'utf8' });
+          return { path: this.rel(real), content, size: st.size };
+        } catch (err) {
+          if (err instanceof DeterministicFailure) throw err;
+          throw fsFailure(err, `cannot read ${this.rel(real)}`);
+        } finally {
+          await fh.close();
+        }
+      }
+      case 'list': {
+        try {
+          const dirents = await readdir(real, { withFileTypes: true });
+          const entries = dirents
+            .map((d) => ({ name: d.name, type: d.isFile() ? 'file' : d.isDirectory() ? 'dir' : d.isSymbolicLink() ? 'symlink' : 'other' }))
+            .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+          return { path: this.rel(real), entries };
+        } catch (err) {
+          throw fsFailure(err, `cannot list ${this.rel(real)}`);
+        }
+      }
+      case 'write': {
+        const content = String(args.content ?? '');
+        const tmp = join(dirname(real), `.${basename(real)}.${randomBytes(6).toString('hex')}.tmp`);
+        try {
+          await mkdir(dirname(real), { recursive: true });
+          const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+          try {
+            await fh.writeFile(content, 'utf8');
+            await fh.sync();
+          } finally {
+            await fh.close();
+          }
+          await rename(tmp, real);
+        } catch (err) {
+          await unlink(tmp).catch(() => {});
+          throw fsFailure(err, `cannot write ${this.rel(real)}`);
+        }
+        return { path: this.rel(real), bytes: Buffer.byteLength(content, 'utf8') };
+      }
+      default:
+        throw new DeterministicFailure(`unknown operation ${operation}`);
+    }
+  }
+
+  async close(): Promise<void> {}
+}

@@ -1,0 +1,183 @@
+/**
+ * The http connector (interface 2.10, decisions §9): `<connector>.get` (read) and
+ * `<connector>.post` (write), only to hosts in `allowed_hosts`. Redirects are followed by
+ * hand, and only to hosts that are on the list and granted by the call's remit; any other
+ * redirect is returned unfollowed, as the 3xx response it is. A 5xx or 429 answer is an
+ * upstream error (it counts for the circuit breaker); other statuses are results.
+ */
+import type { HttpConnectorConfig } from '../config.js';
+import { compileInputSchema } from '../schema-validator.js';
+import { abortMessage, ArgsInvalid, descriptor, ScopeRefusal, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
+
+const MAX_REDIRECTS = 5;
+const DROPPED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer']);
+
+const baseProperties = {
+  url: { type: 'string', minLength: 1, description: 'http or https URL on an allowed host' },
+  headers: { type: 'object', additionalProperties: { type: 'string' } },
+  query: { type: 'object', additionalProperties: { type: ['string', 'number', 'boolean'] } },
+};
+
+export const HTTP_GET_SCHEMA = { type: 'object', required: ['url'], additionalProperties: false, properties: baseProperties };
+export const HTTP_POST_SCHEMA = {
+  type: 'object',
+  required: ['url'],
+  additionalProperties: false,
+  properties: { ...baseProperties, json: { description: 'sent as application/json' }, body: { type: 'string', description: 'sent as is' } },
+  not: { required: ['json', 'body'] },
+};
+
+/** True when `host` (lowercase, IPv6 in brackets) is matched by an `allowed_hosts` entry. */
+export function hostAllowed(allowed: readonly string[], host: string): boolean {
+  const h = host.toLowerCase();
+  for (const entry of allowed) {
+    if (entry.startsWith('*.')) {
+      if (h.endsWith(entry.slice(1)) && h.length > entry.length - 1) return true;
+    } else if (entry === h) return true;
+  }
+  return false;
+}
+
+function parseUrl(raw: unknown): URL {
+  let url: URL;
+  try {
+    url = new URL(String(raw));
+  } catch {
+    throw new ArgsInvalid('url is not an absolute URL', '/url');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ArgsInvalid('url must be http or https', '/url');
+  if (url.username || url.password) throw new ArgsInvalid('url must not carry credentials', '/url');
+  return url;
+}
+
+async function readLimited(res: Response, max: number, signal: AbortSignal): Promise<string> {
+  if (!res.body) return '';
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    if (signal.aborted) {
+      await reader.cancel().catch(() => {});
+      throw new UpstreamError(abortMessage(signal));
+    }
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > max) {
+      await reader.cancel().catch(() => {});
+      throw new UpstreamError(`response body is larger than ${max} bytes`);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+export class HttpConnector implements Connector {
+  readonly type = 'http' as const;
+  readonly name: string;
+  readonly probe;
+  readonly timeoutMs: number;
+  private readonly list: ConnectorTool[];
+
+  constructor(private readonly cfg: HttpConnectorConfig) {
+    this.name = cfg.name;
+    this.probe = cfg.probe;
+    this.timeoutMs = cfg.timeout_ms;
+    this.list = (['get', 'post'] as const).map((op) => {
+      const t = cfg.tools[op] ?? {};
+      const schema = t.input_schema ?? (op === 'get' ? HTTP_GET_SCHEMA : HTTP_POST_SCHEMA);
+      return {
+        operation: op,
+        validate: compileInputSchema(schema as Record<string, unknown>),
+        descriptor: descriptor({
+          id: `${cfg.name}.${op}`,
+          connector: cfg.name,
+          description: t.description ?? (op === 'get' ? `HTTP GET on ${cfg.allowed_hosts.join(', ')}` : `HTTP POST on ${cfg.allowed_hosts.join(', ')}`),
+          writes: op === 'post',
+          input_schema: schema as Record<string, unknown>,
+          scope_derivation: 'host',
+          contract: t.contract ?? { required: { status: 'number' } },
+          ...(t.data_classes ? { data_classes: t.data_classes } : {}),
+        }),
+      };
+    });
+  }
+
+  async start(): Promise<void> {}
+
+  tools(): ConnectorTool[] {
+    return this.list;
+  }
+
+  async deriveScopes(_operation: string, args: Record<string, unknown>): Promise<string[]> {
+    const url = parseUrl(args.url);
+    const host = url.hostname.toLowerCase();
+    if (!hostAllowed(this.cfg.allowed_hosts, host)) throw new ScopeRefusal(`host ${host} is not in allowed_hosts of connector ${this.name}`);
+    return [`http:host:${host}`];
+  }
+
+  async call(operation: string, args: Record<string, unknown>, ctx: CallContext): Promise<unknown> {
+    let url = parseUrl(args.url);
+    const query = (args.query ?? {}) as Record<string, string | number | boolean>;
+    for (const [k, v] of Object.entries(query)) url.searchParams.append(k, String(v));
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries((args.headers ?? {}) as Record<string, string>)) {
+      if (!DROPPED_HEADERS.has(k.toLowerCase())) headers[k.toLowerCase()] = v;
+    }
+    for (const [k, v] of Object.entries(this.cfg.headers)) headers[k.toLowerCase()] = v; // credentials win
+    let method = operation === 'post' ? 'POST' : 'GET';
+    let body: string | undefined;
+    if (method === 'POST') {
+      if (args.json !== undefined) {
+        body = JSON.stringify(args.json);
+        headers['content-type'] ??= 'application/json';
+      } else if (typeof args.body === 'string') body = args.body;
+    }
+
+    for (let hop = 0; ; hop++) {
+      let res: Response;
+      try {
+        res = await fetch(url, { method, headers, body, redirect: 'manual', signal: ctx.signal });
+      } catch (err) {
+        if (ctx.signal.aborted) throw new UpstreamError(abortMessage(ctx.signal));
+        const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+        throw new UpstreamError(`cannot reach ${url.host}: ${cause?.code ?? cause?.message ?? (err as Error).message}`);
+      }
+      const location = res.headers.get('location');
+      if ([301, 302, 303, 307, 308].includes(res.status) && location && hop < MAX_REDIRECTS) {
+        let next: URL | null = null;
+        try {
+          next = new URL(location, url);
+        } catch {
+          next = null;
+        }
+        const host = next?.hostname.toLowerCase() ?? '';
+        const followable =
+          next !== null && (next.protocol === 'http:' || next.protocol === 'https:') && hostAllowed(this.cfg.allowed_hosts, host) && ctx.scopeGranted(`http:host:${host}`);
+        if (followable) {
+          await res.body?.cancel().catch(() => {});
+          if (res.status === 303 || ((res.status === 301 || res.status === 302) && method === 'POST')) {
+            method = 'GET';
+            body = undefined;
+            delete headers['content-type'];
+          }
+          url = next!;
+          continue;
+        }
+      }
+      const text = await readLimited(res, this.cfg.max_body_bytes, ctx.signal);
+      if (res.status >= 500 || res.status === 429) throw new UpstreamError(`${url.host} answered ${res.status}`, { status: res.status });
+      let json: unknown = null;
+      if ((res.headers.get('content-type') ?? '').includes('json')) {
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = null;
+        }
+      }
+      return { status: res.status, headers: Object.fromEntries(res.headers.entries()), body: text, json };
+    }
+  }
+
+  async close(): Promise<void> {}
+}

@@ -1,0 +1,266 @@
+/**
+ * The mcp connector (interface 2.10, decisions §9): one MCP SDK `Client` per server life over
+ * stdio, tools exposed as `<name>.<tool>`. `writes` is the negation of the tool's
+ * `annotations.readOnlyHint`; `x-svc-scope` on a tool's input schema names the argument whose
+ * value becomes the scope `mcp:<name>:<value>` (otherwise the remit needs `mcp:<name>:*`).
+ *
+ * A server that dies is restarted with exponential backoff; its descriptors stay as first
+ * listed, so a server that starts requiring a new argument shows up as canary drift
+ * (`contract_diff.unexpected_required`) instead of silently changing the contract.
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { ErrorCode, McpError, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Logger } from '../../log/logger.js';
+import { VERSION } from '../../version.js';
+import type { McpConnectorConfig } from '../config.js';
+import { compileInputSchema } from '../schema-validator.js';
+import { GroupStdioTransport } from './mcp-transport.js';
+import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
+
+interface McpTool extends ConnectorTool {
+  /** The argument named by `x-svc-scope`, if any. */
+  scopeArg: string | null;
+}
+
+export interface McpConnectorOptions {
+  logger: Logger;
+  /** First restart delay, doubled per failed start up to maxBackoffMs. (Default: 500) */
+  initialBackoffMs?: number;
+  /** (Default: 30000) */
+  maxBackoffMs?: number;
+  /** How long start() waits for the first connection and listing. (Default: 15000) */
+  startupTimeoutMs?: number;
+}
+
+export type McpState = 'starting' | 'ready' | 'down' | 'closed';
+
+const SPAWN_CONFIG_ERRORS = new Set(['ENOENT', 'EACCES', 'ENOTDIR']);
+
+function requiredOf(schema: unknown): string[] {
+  const r = (schema as { required?: unknown } | null)?.required;
+  return Array.isArray(r) ? r.filter((x): x is string => typeof x === 'string') : [];
+}
+
+export class McpConnector implements Connector {
+  readonly type = 'mcp' as const;
+  readonly name: string;
+  readonly probe;
+  readonly timeoutMs: number;
+  private client: Client | null = null;
+  private transport: GroupStdioTransport | null = null;
+  private stateValue: McpState = 'starting';
+  private readonly list = new Map<string, McpTool>();
+  private attempt = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private connecting: Promise<void> | null = null;
+  /** Number of times the server was (re)connected; tests wait on it. */
+  generation = 0;
+
+  constructor(
+    private readonly cfg: McpConnectorConfig,
+    private readonly opts: McpConnectorOptions,
+  ) {
+    this.name = cfg.name;
+    this.probe = cfg.probe;
+    this.timeoutMs = cfg.timeout_ms;
+  }
+
+  get state(): McpState {
+    return this.stateValue;
+  }
+
+  /** The server's pid (its process group id), while it runs. */
+  get pid(): number | null {
+    return this.transport?.pid ?? null;
+  }
+
+  async start(): Promise<void> {
+    const startup = this.opts.startupTimeoutMs ?? 15_000;
+    try {
+      await this.connect(startup);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code && SPAWN_CONFIG_ERRORS.has(code)) {
+        this.stateValue = 'closed';
+        throw new ConnectorSetupError([`connector ${this.name}: cannot start ${this.cfg.command[0]}: ${code}`]);
+      }
+      this.opts.logger.warn('mcp server did not start; retrying with backoff', { connector: this.name, err: (err as Error).message });
+      this.markDown();
+    }
+  }
+
+  private connect(timeoutMs: number): Promise<void> {
+    this.connecting ??= this.connectOnce(timeoutMs).finally(() => {
+      this.connecting = null;
+    });
+    return this.connecting;
+  }
+
+  private async connectOnce(timeoutMs: number): Promise<void> {
+    const [command, ...args] = this.cfg.command as [string, ...string[]];
+    const transport = new GroupStdioTransport({
+      command,
+      args,
+      env: this.cfg.env,
+      cwd: this.cfg.cwd,
+      onStderr: (line) => this.opts.logger.info('mcp stderr', { connector: this.name, line: line.slice(0, 4000) }),
+    });
+    const client = new Client({ name: 'svc-gateway', version: VERSION }, { capabilities: {} });
+    this.transport = transport;
+    this.client = client;
+    client.onclose = () => {
+      if (this.client === client) this.markDown();
+    };
+    client.onerror = (err) => this.opts.logger.debug('mcp transport error', { connector: this.name, err: err.message });
+    try {
+      await client.connect(transport, { timeout: timeoutMs });
+      const tools = await this.listAll(client, AbortSignal.timeout(timeoutMs));
+      if (this.stateValue === 'closed') {
+        await client.close();
+        return;
+      }
+      this.learn(tools);
+      this.stateValue = 'ready';
+      this.attempt = 0;
+      this.generation++;
+      this.opts.logger.info('mcp server ready', { connector: this.name, pid: transport.pid, tools: this.list.size });
+    } catch (err) {
+      if (this.client === client) this.client = null;
+      await transport.close().catch(() => {});
+      throw err;
+    }
+  }
+
+  private async listAll(client: Client, signal: AbortSignal): Promise<Tool[]> {
+    const out: Tool[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await client.listTools(cursor ? { cursor } : undefined, { signal, timeout: this.timeoutMs });
+      out.push(...page.tools);
+      cursor = page.nextCursor;
+    } while (cursor && out.length < 10_000);
+    return out;
+  }
+
+  /** Descriptors are fixed by the first listing; later listings only add tools not seen before. */
+  private learn(tools: Tool[]): void {
+    for (const t of tools) {
+      if (this.list.has(t.name)) continue;
+      const override = this.cfg.tools[t.name] ?? {};
+      const inputSchema = (override.input_schema ?? t.inputSchema ?? { type: 'object' }) as Record<string, unknown>;
+      const scopeArg = typeof inputSchema['x-svc-scope'] === 'string' ? (inputSchema['x-svc-scope'] as string) : null;
+      let validate;
+      try {
+        validate = compileInputSchema(inputSchema);
+      } catch (err) {
+        this.opts.logger.warn('mcp tool input schema does not compile; the tool is not offered', { connector: this.name, tool: t.name, err: (err as Error).message });
+        continue;
+      }
+      this.list.set(t.name, {
+        operation: t.name,
+        scopeArg,
+        validate,
+        descriptor: descriptor({
+          id: `${this.name}.${t.name}`,
+          connector: this.name,
+          description: override.description ?? t.description ?? '',
+          writes: override.writes ?? t.annotations?.readOnlyHint !== true,
+          input_schema: inputSchema,
+          scope_derivation: scopeArg ? 'x-svc-scope' : 'none',
+          contract: override.contract ?? { required: { content: 'list' } },
+          ...(override.data_classes ? { data_classes: override.data_classes } : {}),
+        }),
+      });
+    }
+  }
+
+  private markDown(): void {
+    if (this.stateValue === 'closed') return;
+    if (this.stateValue === 'ready') this.opts.logger.warn('mcp server stopped; restarting with backoff', { connector: this.name });
+    this.stateValue = 'down';
+    this.client = null;
+    if (this.timer) return;
+    const initial = this.opts.initialBackoffMs ?? 500;
+    const delay = Math.min(initial * 2 ** this.attempt, this.opts.maxBackoffMs ?? 30_000);
+    this.attempt++;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      if (this.stateValue === 'closed') return;
+      this.stateValue = 'starting';
+      this.connect(this.opts.startupTimeoutMs ?? 15_000).catch((err: unknown) => {
+        this.opts.logger.warn('mcp server restart failed', { connector: this.name, err: (err as Error).message, attempt: this.attempt });
+        this.markDown();
+      });
+    }, delay);
+    this.timer.unref();
+  }
+
+  tools(): ConnectorTool[] {
+    return [...this.list.values()];
+  }
+
+  async deriveScopes(operation: string, args: Record<string, unknown>): Promise<string[]> {
+    const tool = this.list.get(operation);
+    if (!tool?.scopeArg) return [`mcp:${this.name}:*`];
+    const v = args[tool.scopeArg];
+    if (typeof v !== 'string' && typeof v !== 'number') throw new ArgsInvalid(`argument ${tool.scopeArg} names the scope (x-svc-scope) and must be a string`, `/${tool.scopeArg}`);
+    return [`mcp:${this.name}:${String(v)}`];
+  }
+
+  async call(operation: string, args: Record<string, unknown>, ctx: CallContext): Promise<unknown> {
+    const client = this.client;
+    if (this.stateValue !== 'ready' || !client) throw new UpstreamError(`MCP server ${this.name} is not running (${this.stateValue})`);
+    let res;
+    try {
+      res = await client.callTool({ name: operation, arguments: args }, undefined, { signal: ctx.signal, timeout: this.timeoutMs });
+    } catch (err) {
+      if (err instanceof McpError && (err.code === ErrorCode.InvalidParams || err.code === ErrorCode.MethodNotFound)) {
+        throw new DeterministicFailure(err.message, { mcp_code: err.code });
+      }
+      throw new UpstreamError(`MCP server ${this.name}: ${(err as Error).message}`, err instanceof McpError ? { mcp_code: err.code } : {});
+    }
+    const result: Record<string, unknown> = { content: res.content ?? [] };
+    if (res.structuredContent !== undefined) result.structuredContent = res.structuredContent;
+    if (res.isError === true) {
+      const text = (Array.isArray(res.content) ? res.content : [])
+        .map((c) => (c as { type?: string; text?: string }).type === 'text' ? (c as { text: string }).text : '')
+        .join(' ')
+        .slice(0, 1000);
+      throw new DeterministicFailure(`tool ${operation} reported an error${text ? `: ${text}` : ''}`, { result });
+    }
+    return result;
+  }
+
+  /** Lists the server's tools now and reports required inputs our descriptors do not require. */
+  async drift(signal: AbortSignal): Promise<string[]> {
+    const client = this.client;
+    if (this.stateValue !== 'ready' || !client) throw new UpstreamError(`MCP server ${this.name} is not running (${this.stateValue})`);
+    let upstream: Tool[];
+    try {
+      upstream = await this.listAll(client, signal);
+    } catch (err) {
+      throw new UpstreamError(`MCP server ${this.name}: tools/list failed: ${(err as Error).message}`);
+    }
+    const out: string[] = [];
+    for (const t of upstream) {
+      const ours = this.list.get(t.name);
+      if (!ours) continue;
+      const known = new Set(requiredOf(ours.descriptor.input_schema));
+      for (const field of requiredOf(t.inputSchema)) if (!known.has(field)) out.push(`${ours.descriptor.id}.${field}`);
+    }
+    return out;
+  }
+
+  async close(): Promise<void> {
+    this.stateValue = 'closed';
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    const client = this.client;
+    const transport = this.transport;
+    this.client = null;
+    await this.connecting?.catch(() => {});
+    await client?.close().catch(() => {});
+    await transport?.close().catch(() => {});
+    await this.transport?.close().catch(() => {});
+  }
+}

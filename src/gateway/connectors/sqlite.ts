@@ -1,0 +1,226 @@
+/**
+ * The sqlite connector (interface 2.10, decisions §9): named statements with `:param`
+ * parameters and `:now`. The tables a statement touches are found once at load from SQLite
+ * itself — the `OpenRead`/`OpenWrite` opcodes of its `EXPLAIN` program mapped through
+ * `sqlite_schema` root pages — so a view counts as the tables under it and a trigger's
+ * writes count too, and no SQL text is parsed for scopes. Read tools run on a read-only
+ * connection, so a read tool cannot write even if its statement were changed underneath.
+ */
+import Database from 'better-sqlite3';
+import { isoTime } from '../../clock.js';
+import type { ContractType } from '../../types.js';
+import type { SqliteConnectorConfig } from '../config.js';
+import { compileInputSchema } from '../schema-validator.js';
+import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
+
+interface SqliteTool extends ConnectorTool {
+  params: string[];
+  tables: string[];
+  stmt: Database.Statement;
+  /** The statement returns rows (a select, or a write with RETURNING). */
+  reader: boolean;
+  writes: boolean;
+}
+
+/**
+ * The `:name` parameters of a statement, in order of first use, skipping string literals,
+ * quoted identifiers and comments. Other parameter styles are reported by name.
+ */
+export function namedParameters(sql: string): { names: string[]; others: string[] } {
+  const names: string[] = [];
+  const others: string[] = [];
+  let i = 0;
+  const n = sql.length;
+  while (i < n) {
+    const c = sql[i]!;
+    if (c === "'" || c === '"' || c === '`') {
+      const end = sql.indexOf(c, i + 1);
+      // doubled quotes ('') simply re-enter the loop at the second quote
+      i = end === -1 ? n : end + 1;
+    } else if (c === '[') {
+      const end = sql.indexOf(']', i + 1);
+      i = end === -1 ? n : end + 1;
+    } else if (c === '-' && sql[i + 1] === '-') {
+      const end = sql.indexOf('\n', i);
+      i = end === -1 ? n : end + 1;
+    } else if (c === '/' && sql[i + 1] === '*') {
+      const end = sql.indexOf('*/', i + 2);
+      i = end === -1 ? n : end + 2;
+    } else if (c === ':' || c === '@' || c === '$' || c === '?') {
+      const m = /^[A-Za-z_][A-Za-z0-9_]*/.exec(sql.slice(i + 1));
+      if (c === ':' && m) {
+        if (!names.includes(m[0])) names.push(m[0]);
+        i += 1 + m[0].length;
+      } else if (c === '?') {
+        const d = /^\d*/.exec(sql.slice(i + 1))![0];
+        others.push('?' + d);
+        i += 1 + d.length;
+      } else if (m) {
+        others.push(c + m[0]);
+        i += 1 + m[0].length;
+      } else i++;
+    } else i++;
+  }
+  return { names, others };
+}
+
+/** Tables a statement reads or writes, from its EXPLAIN program (triggers and views included). */
+export function tablesTouched(db: Database.Database, sql: string, params: string[]): string[] {
+  const roots = new Map<number, string>();
+  for (const r of db.prepare("SELECT type, name, tbl_name, rootpage FROM sqlite_schema WHERE rootpage > 0").all() as Array<{ type: string; name: string; tbl_name: string; rootpage: number }>) {
+    roots.set(r.rootpage, r.type === 'index' ? r.tbl_name : r.name);
+  }
+  const binds = Object.fromEntries(params.map((p) => [p, null]));
+  const program = db.prepare(`EXPLAIN ${sql}`).all(binds) as Array<{ opcode: string; p2: number; p3: number }>;
+  const tables: string[] = [];
+  for (const op of program) {
+    if (op.opcode !== 'OpenRead' && op.opcode !== 'OpenWrite' && op.opcode !== 'ReopenIdx') continue;
+    if (op.p3 !== 0) continue; // 1 = temp, >1 = attached databases: not this connector's tables
+    const name = roots.get(op.p2);
+    if (name && !name.startsWith('sqlite_') && !tables.includes(name)) tables.push(name);
+  }
+  return tables;
+}
+
+const DETERMINISTIC_CODES = /^SQLITE_(CONSTRAINT|MISMATCH|TOOBIG|RANGE|ERROR|READONLY|AUTH)/;
+
+export class SqliteConnector implements Connector {
+  readonly type = 'sqlite' as const;
+  readonly name: string;
+  readonly probe;
+  readonly timeoutMs: number;
+  private rw: Database.Database | null = null;
+  private ro: Database.Database | null = null;
+  private readonly list = new Map<string, SqliteTool>();
+
+  constructor(private readonly cfg: SqliteConnectorConfig) {
+    this.name = cfg.name;
+    this.probe = cfg.probe;
+    this.timeoutMs = cfg.timeout_ms;
+  }
+
+  async start(): Promise<void> {
+    const where = `connector ${this.name}`;
+    try {
+      this.rw = new Database(this.cfg.path, { fileMustExist: true });
+      this.ro = new Database(this.cfg.path, { fileMustExist: true, readonly: true });
+    } catch (err) {
+      throw new ConnectorSetupError([`${where}: cannot open ${this.cfg.path}: ${(err as Error).message}`]);
+    }
+    for (const db of [this.rw, this.ro]) db.pragma('busy_timeout = 5000');
+    const problems: string[] = [];
+    for (const [op, t] of Object.entries(this.cfg.tools)) {
+      const sql = (t.statement ?? '').trim().replace(/;\s*$/, '');
+      const { names, others } = namedParameters(sql);
+      if (others.length > 0) {
+        problems.push(`${where}: tool ${op}: use :name parameters only (found ${others.join(', ')})`);
+        continue;
+      }
+      let probeStmt: Database.Statement;
+      let tables: string[];
+      try {
+        probeStmt = this.rw.prepare(sql);
+        tables = tablesTouched(this.rw, sql, names);
+      } catch (err) {
+        problems.push(`${where}: tool ${op}: statement does not prepare: ${(err as Error).message}`);
+        continue;
+      }
+      const writes = t.writes ?? false;
+      if (!writes && !probeStmt.readonly) {
+        problems.push(`${where}: tool ${op}: the statement writes; set writes: true`);
+        continue;
+      }
+      const stmt = writes ? probeStmt : this.ro.prepare(sql);
+      const userParams = names.filter((p) => p !== 'now');
+      const inputSchema = t.input_schema ?? {
+        type: 'object',
+        properties: Object.fromEntries(userParams.map((p) => [p, { type: ['string', 'number', 'boolean', 'null'] }])),
+        required: userParams,
+        additionalProperties: false,
+      };
+      let validate;
+      try {
+        validate = compileInputSchema(inputSchema);
+      } catch (err) {
+        problems.push(`${where}: tool ${op}: input_schema does not compile: ${(err as Error).message}`);
+        continue;
+      }
+      const reader = stmt.reader;
+      const defaultContract: Record<string, ContractType> = reader && !writes ? { rows: 'list' } : reader ? {} : { changes: 'number' };
+      this.list.set(op, {
+        operation: op,
+        params: names,
+        tables,
+        stmt,
+        reader,
+        writes,
+        validate,
+        descriptor: descriptor({
+          id: `${this.name}.${op}`,
+          connector: this.name,
+          description: t.description ?? '',
+          writes,
+          input_schema: inputSchema,
+          scope_derivation: 'table',
+          contract: t.contract ?? { required: defaultContract },
+          ...(t.data_classes ? { data_classes: t.data_classes } : {}),
+        }),
+      });
+    }
+    if (problems.length > 0) {
+      await this.close();
+      throw new ConnectorSetupError(problems);
+    }
+  }
+
+  tools(): ConnectorTool[] {
+    return [...this.list.values()];
+  }
+
+  /** Tables of a tool, found at load (for tests and `svc gateway tools`). */
+  tablesOf(operation: string): string[] {
+    return this.list.get(operation)?.tables ?? [];
+  }
+
+  async deriveScopes(operation: string): Promise<string[]> {
+    return (this.list.get(operation)?.tables ?? []).map((t) => `sql:table:${t}`);
+  }
+
+  async call(operation: string, args: Record<string, unknown>, ctx: CallContext): Promise<unknown> {
+    const tool = this.list.get(operation);
+    if (!tool) throw new DeterministicFailure(`no statement ${operation}`);
+    const binds: Record<string, unknown> = {};
+    for (const p of tool.params) {
+      if (p === 'now') {
+        binds.now = isoTime(ctx.now());
+        continue;
+      }
+      const v = args[p];
+      if (v === undefined || v === null) binds[p] = null;
+      else if (typeof v === 'boolean') binds[p] = v ? 1 : 0;
+      else if (typeof v === 'string' || typeof v === 'number') binds[p] = v;
+      else throw new ArgsInvalid(`parameter ${p} must be a string, number, boolean or null`, `/${p}`);
+    }
+    try {
+      if (tool.reader) {
+        const rows = tool.stmt.all(binds) as Array<Record<string, unknown>>;
+        if (!tool.writes) return { rows };
+        // A write with RETURNING returns its row (several rows: {rows}).
+        return rows.length === 1 ? rows[0] : { rows };
+      }
+      const info = tool.stmt.run(binds);
+      return { changes: info.changes, last_insert_rowid: Number(info.lastInsertRowid) };
+    } catch (err) {
+      const e = err as { code?: string; message?: string };
+      if (err instanceof RangeError || err instanceof TypeError) throw new ArgsInvalid(e.message ?? 'bad parameters');
+      if (typeof e.code === 'string' && DETERMINISTIC_CODES.test(e.code)) throw new DeterministicFailure(e.message ?? e.code, { sqlite_code: e.code });
+      throw new UpstreamError(e.message ?? 'sqlite error', { sqlite_code: e.code ?? null });
+    }
+  }
+
+  async close(): Promise<void> {
+    this.rw?.close();
+    this.ro?.close();
+    this.rw = this.ro = null;
+  }
+}

@@ -1,0 +1,130 @@
+/**
+ * What every connector is to the gateway: a set of tools with descriptors, a scope derivation
+ * per call (interface 4.2 table), and a call that either returns a result or throws one of the
+ * two failure kinds the gateway distinguishes (decisions §9): an upstream error (502, counts
+ * towards the circuit breaker, released idempotency claim) or a deterministic failure (422,
+ * stored, never retried).
+ */
+import type { ValidateFunction } from 'ajv';
+import type { ToolDescriptor } from '../../types.js';
+import type { ConnectorType, ProbeConfig } from '../config.js';
+
+/** One tool of a connector: its public descriptor and the compiled input schema. */
+export interface ConnectorTool {
+  descriptor: ToolDescriptor;
+  /** The operation name (the part after `<connector>.`). */
+  operation: string;
+  validate: ValidateFunction;
+}
+
+/** What a connector may ask about the call it is executing. */
+export interface CallContext {
+  /** Aborted when the call's timeout passes or the gateway stops. */
+  signal: AbortSignal;
+  /** Epoch milliseconds (the gateway's clock). */
+  now(): number;
+  /** True when the call's remit (and request scope) grant `scope`; used for http redirects. */
+  scopeGranted(scope: string): boolean;
+}
+
+export interface Connector {
+  readonly name: string;
+  readonly type: ConnectorType;
+  /** The canary probe, if the connector has one. */
+  readonly probe: ProbeConfig | null;
+  /** Upper bound on one call, ms. */
+  readonly timeoutMs: number;
+  /** Opens connections, spawns servers, discovers tools. Throws ConnectorSetupError for config faults. */
+  start(): Promise<void>;
+  /** The tools the connector currently exposes. */
+  tools(): ConnectorTool[];
+  /**
+   * Every scope a call touches (interface 4.2 scope derivation). Throws ScopeRefusal when the
+   * arguments point outside what the connector may ever reach (a host off the list, a path
+   * outside the root).
+   */
+  deriveScopes(operation: string, args: Record<string, unknown>): Promise<string[]>;
+  /** Executes the operation. Throws UpstreamError or DeterministicFailure on failure. */
+  call(operation: string, args: Record<string, unknown>, ctx: CallContext): Promise<unknown>;
+  /** MCP drift: input fields the upstream now requires that our descriptors do not. */
+  drift?(signal: AbortSignal): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+/** The upstream failed in a way a retry may fix: 502 `upstream_error`, counts for the breaker. */
+export class UpstreamError extends Error {
+  constructor(
+    message: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = 'UpstreamError';
+  }
+}
+
+/** The upstream answered and the answer is final: 422 `deterministic_failure`. */
+export class DeterministicFailure extends Error {
+  constructor(
+    message: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = 'DeterministicFailure';
+  }
+}
+
+/** The call reaches outside the connector's reach: a 403 `scope_not_granted` refusal. */
+export class ScopeRefusal extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ScopeRefusal';
+  }
+}
+
+/** The arguments cannot be used even though they pass the schema: 422 `args_invalid`. */
+export class ArgsInvalid extends Error {
+  constructor(
+    message: string,
+    readonly path = '/',
+  ) {
+    super(message);
+    this.name = 'ArgsInvalid';
+  }
+}
+
+/** A connector definition the gateway cannot start with (reported with the config problems). */
+export class ConnectorSetupError extends Error {
+  constructor(readonly problems: string[]) {
+    super(problems.join('; '));
+    this.name = 'ConnectorSetupError';
+  }
+}
+
+/** Rejects when `signal` aborts; used to bound calls that cannot take a signal themselves. */
+export function abortable<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(new UpstreamError(abortMessage(signal)));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new UpstreamError(abortMessage(signal)));
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
+export function abortMessage(signal: AbortSignal): string {
+  const r = signal.reason as { message?: string } | undefined;
+  return r?.message ?? 'the call was aborted';
+}
+
+/** Builds a descriptor with the gateway's defaults filled in. */
+export function descriptor(d: Omit<ToolDescriptor, 'contract' | 'description'> & Partial<Pick<ToolDescriptor, 'contract' | 'description'>>): ToolDescriptor {
+  return { description: '', contract: { required: {} }, ...d };
+}

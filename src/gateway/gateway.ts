@@ -1,0 +1,245 @@
+/**
+ * The gateway's composition root (interface 1.2): connectors, the idempotency store, one
+ * circuit breaker per connector, the canaries, metrics and the kernel link. HTTP lives in
+ * daemon/gateway; this file imports nothing of fastify.
+ */
+import { mkdirSync } from 'node:fs';
+import { systemClock, type Clock } from '../clock.js';
+import { createLogger, globalRedactor, type Logger, type Redactor } from '../log/logger.js';
+import type { ToolDescriptor } from '../types.js';
+import { VERSION } from '../version.js';
+import { CircuitBreaker } from './breaker.js';
+import { handleToolCall, type CallDeps, type CallResponse, type ToolCallRequest } from './call.js';
+import { Canaries, type CanaryHealth, type CanaryStatus } from './canaries.js';
+import { GatewayConfigError, type ConnectorConfig, type GatewayConfig } from './config.js';
+import { FsConnector } from './connectors/fs.js';
+import { HttpConnector } from './connectors/http.js';
+import { McpConnector, type McpConnectorOptions } from './connectors/mcp.js';
+import { SqliteConnector } from './connectors/sqlite.js';
+import { TestConnector } from './connectors/test.js';
+import { ConnectorSetupError, type Connector, type ConnectorTool } from './connectors/types.js';
+import { IdempotencyStore } from './idempotency.js';
+import { HttpKernelLink, type KernelLink } from './kernel-link.js';
+import { GatewayMetrics } from './metrics.js';
+import { InProcessToolCatalog } from './tool-catalog.js';
+
+export interface GatewayOptions {
+  config: GatewayConfig;
+  /** The kernel: in-process or HTTP. (Default: HTTP to config.kernel_url with config.token) */
+  link?: KernelLink;
+  clock?: Clock;
+  /** Uniform in [0, 1) for breaker jitter. (Default: Math.random) */
+  random?: () => number;
+  logger?: Logger;
+  redactor?: Redactor;
+  /** Run the canary loops. (Default: true) */
+  canaryLoop?: boolean;
+  /** MCP restart backoff and startup wait. */
+  mcp?: Partial<Omit<McpConnectorOptions, 'logger'>>;
+  /** Clock leeway for remit nbf/exp, seconds. (Default: SVC_CLOCK_SKEW_SECONDS or 0) */
+  skewSeconds?: number;
+  /** Upper bound on waiting for a run event append, ms. (Default: 2000) */
+  eventTimeoutMs?: number;
+}
+
+/** GET /v1/health of the gateway (interface 4.2). */
+export interface GatewayHealth {
+  ok: true;
+  version: string;
+  connectors: Record<string, CanaryHealth>;
+}
+
+function buildConnector(cfg: ConnectorConfig, logger: Logger, mcp: GatewayOptions['mcp']): Connector {
+  switch (cfg.type) {
+    case 'sqlite':
+      return new SqliteConnector(cfg);
+    case 'http':
+      return new HttpConnector(cfg);
+    case 'fs':
+      return new FsConnector(cfg);
+    case 'mcp':
+      return new McpConnector(cfg, { logger: logger.child({ connector: cfg.name }), ...mcp });
+  }
+}
+
+export class Gateway {
+  readonly metrics = new GatewayMetrics();
+  readonly catalog: InProcessToolCatalog;
+  readonly connectors = new Map<string, Connector>();
+  private readonly breakers = new Map<string, CircuitBreaker>();
+  private linkValue: KernelLink;
+  private canariesValue!: Canaries;
+  private storeValue!: IdempotencyStore;
+  private readonly clock: Clock;
+  private readonly logger: Logger;
+  private readonly redactor: Redactor;
+  private deps!: CallDeps;
+  private closing: Promise<void> | null = null;
+
+  private constructor(
+    readonly config: GatewayConfig,
+    private readonly opts: GatewayOptions,
+  ) {
+    this.clock = opts.clock ?? systemClock;
+    this.logger = opts.logger ?? createLogger({ base: { svc: 'gateway' } });
+    this.redactor = opts.redactor ?? globalRedactor;
+    this.linkValue = opts.link ?? new HttpKernelLink({ kernelUrl: config.kernel_url, token: config.token });
+    this.catalog = new InProcessToolCatalog(this);
+  }
+
+  /** Starts every connector (all setup problems are reported together) and the canaries. */
+  static async open(opts: GatewayOptions): Promise<Gateway> {
+    const gw = new Gateway(opts.config, opts);
+    const { config } = opts;
+    mkdirSync(config.data_dir, { recursive: true });
+    const list: Connector[] = config.connectors.map((c) => buildConnector(c, gw.logger, opts.mcp));
+    if (config.test_tools) list.push(new TestConnector());
+    const results = await Promise.allSettled(list.map((c) => c.start()));
+    const problems: string[] = [];
+    results.forEach((r) => {
+      if (r.status === 'rejected') {
+        const e = r.reason as Error;
+        problems.push(...(e instanceof ConnectorSetupError ? e.problems : [e.message]));
+      }
+    });
+    if (problems.length > 0) {
+      await Promise.allSettled(list.map((c) => c.close()));
+      throw new GatewayConfigError(problems.map((p) => gw.redactor.redact(p)), 'connectors');
+    }
+    for (const c of list) {
+      gw.connectors.set(c.name, c);
+      gw.breakers.set(
+        c.name,
+        new CircuitBreaker({
+          clock: gw.clock,
+          random: opts.random,
+          onChange: (state) => {
+            gw.metrics.circuitOpen.set({ connector: c.name }, state === 'closed' ? 0 : 1);
+            gw.logger.info('circuit state', { connector: c.name, state });
+          },
+        }),
+      );
+      gw.metrics.circuitOpen.set({ connector: c.name }, 0);
+    }
+    try {
+      gw.storeValue = await IdempotencyStore.open(config.data_dir, gw.clock);
+    } catch (err) {
+      await Promise.allSettled(list.map((c) => c.close()));
+      throw err;
+    }
+    gw.canariesValue = new Canaries({
+      connectors: gw.connectors,
+      config: config.canary,
+      dataDir: config.data_dir,
+      clock: gw.clock,
+      logger: gw.logger,
+      metrics: gw.metrics,
+      redactor: gw.redactor,
+      store: gw.storeValue,
+    });
+    await gw.canariesValue.init();
+    const skew = opts.skewSeconds ?? Number(process.env.SVC_CLOCK_SKEW_SECONDS ?? 0);
+    gw.deps = {
+      link: () => gw.linkValue,
+      clock: gw.clock,
+      logger: gw.logger,
+      redactor: gw.redactor,
+      metrics: gw.metrics,
+      store: gw.storeValue,
+      canaries: gw.canariesValue,
+      skewSeconds: Number.isFinite(skew) && skew >= 0 ? skew : 0,
+      eventTimeoutMs: opts.eventTimeoutMs ?? 2000,
+      findTool: (id) => gw.findTool(id),
+      breaker: (name) => gw.breakers.get(name)!,
+    };
+    if (opts.canaryLoop ?? true) gw.canariesValue.start();
+    gw.logger.info('gateway ready', { connectors: [...gw.connectors.keys()], tools: gw.tools().length, data_dir: config.data_dir });
+    return gw;
+  }
+
+  get link(): KernelLink {
+    return this.linkValue;
+  }
+
+  /** Replaces the kernel link (svcd attaches the in-process kernel after both are built). */
+  setLink(link: KernelLink): void {
+    this.linkValue = link;
+  }
+
+  get canaries(): Canaries {
+    return this.canariesValue;
+  }
+
+  get store(): IdempotencyStore {
+    return this.storeValue;
+  }
+
+  breaker(connector: string): CircuitBreaker | null {
+    return this.breakers.get(connector) ?? null;
+  }
+
+  findTool(id: string): { connector: Connector; tool: ConnectorTool } | null {
+    const dot = id.indexOf('.');
+    if (dot <= 0) return null;
+    const connector = this.connectors.get(id.slice(0, dot));
+    const op = id.slice(dot + 1);
+    const tool = connector?.tools().find((t) => t.operation === op);
+    return connector && tool ? { connector, tool } : null;
+  }
+
+  /** Every tool descriptor (GET /v1/tools), sorted by id. */
+  tools(): ToolDescriptor[] {
+    const out: ToolDescriptor[] = [];
+    for (const c of this.connectors.values()) for (const t of c.tools()) out.push(t.descriptor);
+    return out.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  }
+
+  describe(toolId: string): ToolDescriptor | null {
+    return this.findTool(toolId)?.tool.descriptor ?? null;
+  }
+
+  health(): GatewayHealth {
+    const connectors: Record<string, CanaryHealth> = {};
+    for (const name of [...this.connectors.keys()].sort()) connectors[name] = this.canariesValue.health(name);
+    return { ok: true, version: VERSION, connectors };
+  }
+
+  /** POST /v1/tools/call. */
+  call(req: ToolCallRequest): Promise<CallResponse> {
+    return handleToolCall(this.deps, req);
+  }
+
+  canaryStatuses(): Record<string, CanaryStatus> {
+    return this.canariesValue.all();
+  }
+
+  /** Probes a connector now; null when there is no such connector. */
+  async probe(connector: string): Promise<CanaryStatus | null> {
+    if (!this.connectors.has(connector)) return null;
+    return this.canariesValue.probe(connector);
+  }
+
+  /** Releases a quarantined connector; null when there is no such connector. */
+  async release(connector: string): Promise<CanaryStatus | null> {
+    if (!this.connectors.has(connector)) return null;
+    return this.canariesValue.release(connector);
+  }
+
+  /** Sets the shape test.shape's probe returns; false when test tools are off. */
+  setTestShape(shape: Record<string, unknown>): boolean {
+    const c = this.connectors.get('test');
+    if (!(c instanceof TestConnector)) return false;
+    c.setShape(shape);
+    return true;
+  }
+
+  /** Stops the canaries, ends every connector (MCP process groups included), closes the store. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await this.canariesValue?.stop();
+      await Promise.allSettled([...this.connectors.values()].map((c) => c.close()));
+      await this.storeValue?.close();
+    })();
+    return this.closing;
+  }
+}

@@ -1,0 +1,152 @@
+/**
+ * The idempotency store (interface 2.10 and 4.2 call rules, decisions §9), a SQLite file in
+ * the gateway's data dir. An entry is keyed by (tool, idempotency_key) and holds the hash of
+ * the arguments. The key is claimed (`pending`) before the upstream call; successes and
+ * deterministic failures are stored (`done`); upstream errors delete the claim so a retry can
+ * run. A write still `pending` when the gateway stopped is marked `unknown` at the next start:
+ * its outcome cannot be known, so a repeat is refused rather than executed twice. Entries
+ * expire 30 days after they were stored.
+ *
+ * The same file keeps the canaries' quarantine records, so a quarantine survives a restart.
+ * One gateway process owns a data dir: startup recovery assumes no other live claimant.
+ */
+import { join } from 'node:path';
+import type { Clock } from '../clock.js';
+import type { Migration, SqlDb } from '../store/sql-db.js';
+import { migrate, SqliteDb } from '../store/sqlite-db.js';
+
+/** Interface 8: idempotency entry lifetime. */
+export const IDEMPOTENCY_TTL_MS = 30 * 24 * 3600 * 1000;
+
+export const GATEWAY_MIGRATIONS: Migration[] = [
+  {
+    id: 'gateway-001-idempotency',
+    sql: `
+      CREATE TABLE gateway_idempotency (
+        tool TEXT NOT NULL,
+        idem_key TEXT NOT NULL,
+        args_hash TEXT NOT NULL,
+        state TEXT NOT NULL,
+        writes INTEGER NOT NULL,
+        status INTEGER,
+        body TEXT,
+        claimed_at TEXT NOT NULL,
+        stored_at TEXT,
+        expires_at INTEGER NOT NULL,
+        PRIMARY KEY (tool, idem_key)
+      );
+      CREATE INDEX gateway_idempotency_expiry ON gateway_idempotency (expires_at);
+      CREATE TABLE gateway_quarantine (
+        connector TEXT PRIMARY KEY,
+        quarantined_at TEXT NOT NULL,
+        repair_file TEXT
+      );
+    `,
+  },
+];
+
+export type ClaimResult =
+  | { kind: 'claimed' }
+  | { kind: 'replay'; status: number; body: unknown }
+  | { kind: 'conflict' }
+  | { kind: 'in_flight' }
+  | { kind: 'unknown' };
+
+interface Row {
+  args_hash: string;
+  state: 'pending' | 'done' | 'unknown';
+  status: number | null;
+  body: string | null;
+  expires_at: number;
+}
+
+export class IdempotencyStore {
+  private constructor(
+    readonly db: SqlDb,
+    private readonly clock: Clock,
+  ) {}
+
+  /** Opens `<dataDir>/gateway.db` and recovers claims left pending by the previous process. */
+  static async open(dataDir: string, clock: Clock, db?: SqlDb): Promise<IdempotencyStore> {
+    const store = new IdempotencyStore(db ?? new SqliteDb({ path: join(dataDir, 'gateway.db'), synchronous: 'FULL' }), clock);
+    await migrate(store.db, GATEWAY_MIGRATIONS);
+    await store.recover();
+    return store;
+  }
+
+  /**
+   * Pending writes become `unknown` (kept 30 days from now, like a stored result); pending
+   * reads are dropped (a repeat may safely run).
+   */
+  private async recover(): Promise<void> {
+    const now = this.clock.now();
+    await this.db.tx(async (t) => {
+      await t.run("UPDATE gateway_idempotency SET state = 'unknown', stored_at = ?, expires_at = ? WHERE state = 'pending' AND writes = 1", [
+        new Date(now).toISOString(),
+        now + IDEMPOTENCY_TTL_MS,
+      ]);
+      await t.run("DELETE FROM gateway_idempotency WHERE state = 'pending'");
+    });
+    await this.purgeExpired();
+  }
+
+  /** Claims (tool, key) for a call with `argsHash`, or says why it cannot run. */
+  async claim(tool: string, key: string, argsHash: string, writes: boolean): Promise<ClaimResult> {
+    const now = this.clock.now();
+    return this.db.tx(async (t) => {
+      const row = await t.get<Row>('SELECT args_hash, state, status, body, expires_at FROM gateway_idempotency WHERE tool = ? AND idem_key = ?', [tool, key]);
+      if (row && row.expires_at > now) {
+        if (row.args_hash !== argsHash) return { kind: 'conflict' } as const;
+        if (row.state === 'pending') return { kind: 'in_flight' } as const;
+        if (row.state === 'unknown') return { kind: 'unknown' } as const;
+        return { kind: 'replay', status: row.status ?? 200, body: JSON.parse(row.body ?? 'null') as unknown } as const;
+      }
+      if (row) await t.run('DELETE FROM gateway_idempotency WHERE tool = ? AND idem_key = ?', [tool, key]);
+      await t.run(
+        "INSERT INTO gateway_idempotency (tool, idem_key, args_hash, state, writes, claimed_at, expires_at) VALUES (?, ?, ?, 'pending', ?, ?, ?)",
+        [tool, key, argsHash, writes ? 1 : 0, new Date(now).toISOString(), now + IDEMPOTENCY_TTL_MS],
+      );
+      return { kind: 'claimed' } as const;
+    });
+  }
+
+  /** Stores the outcome of a claimed call; it replays for 30 days from now. */
+  async complete(tool: string, key: string, status: number, body: unknown): Promise<void> {
+    const now = this.clock.now();
+    await this.db.run(
+      "UPDATE gateway_idempotency SET state = 'done', status = ?, body = ?, stored_at = ?, expires_at = ? WHERE tool = ? AND idem_key = ? AND state = 'pending'",
+      [status, JSON.stringify(body), new Date(now).toISOString(), now + IDEMPOTENCY_TTL_MS, tool, key],
+    );
+  }
+
+  /** Drops a claim whose call did not happen or failed upstream, so a retry can run. */
+  async release(tool: string, key: string): Promise<void> {
+    await this.db.run("DELETE FROM gateway_idempotency WHERE tool = ? AND idem_key = ? AND state = 'pending'", [tool, key]);
+  }
+
+  /** Deletes expired entries; returns how many. */
+  async purgeExpired(): Promise<number> {
+    const r = await this.db.run('DELETE FROM gateway_idempotency WHERE expires_at <= ?', [this.clock.now()]);
+    return r.changes;
+  }
+
+  /** Quarantines that survive a restart (a repair is still due). */
+  async quarantined(): Promise<Array<{ connector: string; quarantined_at: string; repair_file: string | null }>> {
+    return this.db.all('SELECT connector, quarantined_at, repair_file FROM gateway_quarantine');
+  }
+
+  async setQuarantined(connector: string, at: string, repairFile: string | null): Promise<void> {
+    await this.db.run(
+      'INSERT INTO gateway_quarantine (connector, quarantined_at, repair_file) VALUES (?, ?, ?) ON CONFLICT (connector) DO UPDATE SET quarantined_at = excluded.quarantined_at, repair_file = excluded.repair_file',
+      [connector, at, repairFile],
+    );
+  }
+
+  async clearQuarantined(connector: string): Promise<void> {
+    await this.db.run('DELETE FROM gateway_quarantine WHERE connector = ?', [connector]);
+  }
+
+  async close(): Promise<void> {
+    await this.db.close();
+  }
+}

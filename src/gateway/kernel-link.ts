@@ -1,0 +1,148 @@
+/**
+ * What the gateway needs from the kernel: the trusted control-plane keys (to verify remits)
+ * and a way to append `tool.refused` / `tool.called` events to runs. In one svcd process the
+ * link is a direct call into the kernel; apart, it is HTTP with the gateway's token.
+ *
+ * Event appends are best effort: a failed append is logged by the caller, never fails a call.
+ */
+import { decodeBase64url } from '../encoding/base64url.js';
+import { SvcError } from '../errors.js';
+import type { Logger } from '../log/logger.js';
+import type { TrustedKeys } from '../types.js';
+
+/** An event the gateway appends to a run (decisions §7 external kinds). */
+export interface GatewayEvent {
+  kind: string;
+  payload: Record<string, unknown>;
+  actor: unknown;
+}
+
+export interface KernelLink {
+  /**
+   * The keys remits are verified with. `keyIdHint` is the key id the token names: a link that
+   * caches may refresh when it does not know it.
+   */
+  trustedKeys(keyIdHint?: string): Promise<TrustedKeys>;
+  /** Appends an external event to a run; `remitToken` is sent when it verified. */
+  appendEvent(runId: string, ev: GatewayEvent, remitToken?: string): Promise<void>;
+}
+
+/** The part of the kernel the in-process link uses (the run engine may not be attached yet). */
+export interface KernelLike {
+  keys: TrustedKeys;
+  runs?: { appendExternalEvent(runId: string, ev: { kind: string; payload: Record<string, unknown>; actor: unknown }): Promise<unknown> } | null;
+}
+
+/** The kernel in the same process: keys by reference, events through the run engine. */
+export class InProcessKernelLink implements KernelLink {
+  private warned = false;
+
+  constructor(
+    private readonly kernel: KernelLike,
+    private readonly logger?: Logger,
+  ) {}
+
+  async trustedKeys(): Promise<TrustedKeys> {
+    return this.kernel.keys;
+  }
+
+  async appendEvent(runId: string, ev: GatewayEvent): Promise<void> {
+    const runs = (this.kernel as { runs?: KernelLike['runs'] }).runs;
+    if (!runs || typeof runs.appendExternalEvent !== 'function') {
+      if (!this.warned) {
+        this.warned = true;
+        this.logger?.warn('the kernel has no run engine attached; gateway events are not recorded', { kind: ev.kind });
+      }
+      return;
+    }
+    await runs.appendExternalEvent(runId, { kind: ev.kind, payload: ev.payload, actor: ev.actor });
+  }
+}
+
+export interface HttpKernelLinkOptions {
+  /** Kernel base URL, without /v1. */
+  kernelUrl: string;
+  /** Bearer token for the kernel. */
+  token: string | null;
+  /** Shortest time between two key refreshes, ms. (Default: 5000) */
+  minRefreshMs?: number;
+  /** Request timeout, ms. (Default: 5000) */
+  timeoutMs?: number;
+  now?: () => number;
+}
+
+class KeyMap implements TrustedKeys {
+  constructor(private readonly keys: Map<string, Uint8Array>) {}
+  lookup(keyId: string): Uint8Array | null {
+    return this.keys.get(keyId) ?? null;
+  }
+  has(keyId: string): boolean {
+    return this.keys.has(keyId);
+  }
+}
+
+/** The kernel over HTTP: GET /v1/keys (cached, refreshed on an unknown key id), POST /v1/runs/{id}/events. */
+export class HttpKernelLink implements KernelLink {
+  private keys: KeyMap | null = null;
+  private lastFetch = -Infinity;
+  private fetching: Promise<void> | null = null;
+  private readonly base: string;
+
+  constructor(private readonly opts: HttpKernelLinkOptions) {
+    this.base = opts.kernelUrl.replace(/\/+$/, '');
+  }
+
+  private headers(extra: Record<string, string> = {}): Record<string, string> {
+    const h: Record<string, string> = { ...extra };
+    if (this.opts.token) h.authorization = `Bearer ${this.opts.token}`;
+    return h;
+  }
+
+  private async fetchKeys(): Promise<void> {
+    const now = this.opts.now?.() ?? Date.now();
+    this.lastFetch = now;
+    const res = await fetch(`${this.base}/v1/keys`, { headers: this.headers(), signal: AbortSignal.timeout(this.opts.timeoutMs ?? 5000) });
+    if (!res.ok) throw new Error(`GET /v1/keys answered ${res.status}`);
+    const body = (await res.json()) as { key_id?: string; public_key?: string; previous?: Array<{ key_id?: string; public_key?: string }> };
+    const map = new Map<string, Uint8Array>();
+    for (const k of [body, ...(body.previous ?? [])]) {
+      if (typeof k.key_id !== 'string' || typeof k.public_key !== 'string') continue;
+      const raw = decodeBase64url(k.public_key);
+      if (raw && raw.length === 32) map.set(k.key_id, raw);
+    }
+    this.keys = new KeyMap(map);
+  }
+
+  async trustedKeys(keyIdHint?: string): Promise<TrustedKeys> {
+    const now = this.opts.now?.() ?? Date.now();
+    const stale = !this.keys || (keyIdHint !== undefined && !this.keys.has(keyIdHint));
+    if (stale && now - this.lastFetch >= (this.opts.minRefreshMs ?? 5000)) {
+      this.fetching ??= this.fetchKeys().finally(() => {
+        this.fetching = null;
+      });
+      try {
+        await this.fetching;
+      } catch (err) {
+        if (!this.keys) throw new SvcError('unavailable', `cannot fetch the kernel's keys from ${this.base}: ${(err as Error).message}`, {});
+      }
+    } else if (this.fetching) {
+      await this.fetching.catch(() => {});
+    }
+    if (!this.keys) throw new SvcError('unavailable', `the kernel's keys are not known yet (${this.base})`, {});
+    return this.keys;
+  }
+
+  async appendEvent(runId: string, ev: GatewayEvent, remitToken?: string): Promise<void> {
+    const headers = this.headers({ 'content-type': 'application/json', ...(remitToken ? { 'x-svc-remit': remitToken } : {}) });
+    const res = await fetch(`${this.base}/v1/runs/${encodeURIComponent(runId)}/events`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ kind: ev.kind, payload: ev.payload, actor: ev.actor }),
+      signal: AbortSignal.timeout(this.opts.timeoutMs ?? 5000),
+    });
+    if (!res.ok) {
+      const text = await res.text().catch(() => '');
+      throw new Error(`POST /v1/runs/${runId}/events answered ${res.status} ${text.slice(0, 200)}`);
+    }
+  }
+}

@@ -1,0 +1,169 @@
+/**
+ * JSON schemas of the gateway: the config schema (one schema, every problem reported, the
+ * source of the CONFIGURATION section of man/svc-gateway.5) and the compiler for tool input
+ * schemas, which come from operators and from MCP servers (draft-07 or 2020-12).
+ */
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+
+const CONTRACT_TYPES = ['string', 'number', 'bool', 'object', 'list'];
+
+const toolSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    description: { type: 'string', description: 'Shown in GET /v1/tools.' },
+    writes: { type: 'boolean', description: 'The operation changes the upstream. (Default: false; mcp: not readOnlyHint)' },
+    statement: { type: 'string', minLength: 1, description: 'sqlite: the named statement with :param placeholders and :now.' },
+    input_schema: { type: 'object', description: 'JSON schema of the arguments. (Default: derived per connector type)' },
+    contract: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['required'],
+      properties: {
+        required: {
+          type: 'object',
+          description: 'Response field (dotted path) → string, number, bool, object or list.',
+          additionalProperties: { enum: CONTRACT_TYPES },
+        },
+      },
+    },
+    data_classes: { type: 'object', additionalProperties: { type: 'string' }, description: 'Result field → data class (interface 5.5).' },
+  },
+};
+
+const common = {
+  name: { type: 'string', pattern: '^[a-z][a-z0-9_-]{0,62}$', description: 'Connector name: the first half of every tool id.' },
+  tools: { type: 'object', additionalProperties: toolSchema, description: 'Operation → tool settings.' },
+  probe: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['tool'],
+    properties: { tool: { type: 'string', minLength: 1 }, args: { type: 'object' } },
+    description: 'A harmless call the canaries make. (Default: none)',
+  },
+  timeout_ms: { type: 'integer', minimum: 1, maximum: 600_000, default: 30_000, description: 'Upper bound on one upstream call, ms.' },
+};
+
+const stringMap = { type: 'object', additionalProperties: { type: 'string' } };
+
+/** The gateway config schema (interface 2.10 plus svc's own keys). */
+export const GATEWAY_CONFIG_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    listen: { type: 'string', pattern: '^(\\[[^\\]]+\\]|[^:\\s]+):\\d{1,5}$', default: '127.0.0.1:7402', description: 'Listener address HOST:PORT; port 0 picks a free port.' },
+    kernel_url: { type: ['string', 'null'], pattern: '^https?://', default: 'http://127.0.0.1:7401', description: 'Kernel address (keys and run events).' },
+    token: { type: ['string', 'null'], minLength: 1, default: null, description: 'Bearer token of the listener, also used towards the kernel; null = loopback-only.' },
+    data_dir: { type: 'string', minLength: 1, default: './gateway-data', description: 'Idempotency store and repair requests.' },
+    test_tools: { type: 'boolean', default: false, description: 'Serve the test.* tools.' },
+    canary: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        interval_seconds: { type: 'number', exclusiveMinimum: 0, default: 60, description: 'Seconds between probes.' },
+        quarantine_after: { type: 'integer', minimum: 1, default: 2, description: 'Consecutive failed probes that quarantine a connector.' },
+        auto_release: { type: 'boolean', default: false, description: 'Release after 2 consecutive passing probes.' },
+      },
+    },
+    connectors: {
+      type: 'array',
+      default: [],
+      items: {
+        type: 'object',
+        discriminator: { propertyName: 'type' },
+        required: ['type'],
+        properties: { type: { type: 'string' } },
+        oneOf: [
+          {
+            additionalProperties: false,
+            required: ['name', 'type', 'path'],
+            properties: { ...common, type: { const: 'sqlite' }, path: { type: 'string', minLength: 1, description: 'The SQLite database file.' } },
+          },
+          {
+            additionalProperties: false,
+            required: ['name', 'type', 'allowed_hosts'],
+            properties: {
+              ...common,
+              type: { const: 'http' },
+              allowed_hosts: { type: 'array', minItems: 1, items: { type: 'string', pattern: '^(\\*\\.)?[A-Za-z0-9.-]+$|^\\[[0-9a-fA-F:]+\\]$' }, description: 'Hostnames; *.example.com matches subdomains.' },
+              headers: { ...stringMap, description: 'Headers added to every request.' },
+              max_body_bytes: { type: 'integer', minimum: 1, default: 5242880, description: 'Largest response body kept.' },
+            },
+          },
+          {
+            additionalProperties: false,
+            required: ['name', 'type', 'root'],
+            properties: {
+              ...common,
+              type: { const: 'fs' },
+              root: { type: 'string', minLength: 1, description: 'Directory every path stays under.' },
+              max_file_bytes: { type: 'integer', minimum: 1, default: 5242880, description: 'Largest file read returns.' },
+            },
+          },
+          {
+            additionalProperties: false,
+            required: ['name', 'type', 'command'],
+            properties: {
+              ...common,
+              type: { const: 'mcp' },
+              command: { type: 'array', minItems: 1, items: { type: 'string', minLength: 1 }, description: 'argv of the stdio server.' },
+              env: { ...stringMap, description: 'Extra environment of the server.' },
+              cwd: { type: 'string', minLength: 1, description: 'Working directory of the server.' },
+            },
+          },
+        ],
+      },
+    },
+  },
+} as const;
+
+let configValidator: ValidateFunction | null = null;
+
+/** The compiled config schema (allErrors: every problem, not the first). */
+export function compileConfigSchema(): ValidateFunction {
+  configValidator ??= new Ajv({ allErrors: true, discriminator: true, strict: true, strictTypes: false, useDefaults: false }).compile(GATEWAY_CONFIG_SCHEMA);
+  return configValidator!;
+}
+
+/** One line per ajv error: `<json pointer>: <message>`. */
+export function formatAjvErrors(errors: readonly ErrorObject[], _doc?: unknown): string[] {
+  const out: string[] = [];
+  for (const e of errors) {
+    let where = e.instancePath || '/';
+    let msg = e.message ?? 'is invalid';
+    const p = e.params as Record<string, unknown>;
+    if (e.keyword === 'additionalProperties') {
+      where = `${e.instancePath}/${String(p.additionalProperty)}`;
+      msg = 'is not a known key';
+    } else if (e.keyword === 'required') {
+      where = `${e.instancePath}/${String(p.missingProperty)}`;
+      msg = 'is required';
+    } else if (e.keyword === 'enum') {
+      msg = `must be one of ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
+    } else if (e.keyword === 'discriminator') {
+      msg = 'type must be one of "sqlite", "http", "fs", "mcp"';
+      where = `${e.instancePath}/type`;
+    }
+    const line = `${where}: ${msg}`;
+    if (!out.includes(line)) out.push(line);
+  }
+  return out;
+}
+
+const inputAjv = new Ajv2020({ allErrors: true, strict: false, validateFormats: false });
+
+/** A validator for a tool's input schema; `$schema` is dropped so draft-07 and 2020-12 both load. */
+export function compileInputSchema(schema: Record<string, unknown>): ValidateFunction {
+  const { $schema: _ignored, $id: _id, ...rest } = schema;
+  return inputAjv.compile(rest);
+}
+
+/** The args_invalid details: every failing field. */
+export function argsErrors(errors: readonly ErrorObject[] | null | undefined): Array<{ path: string; message: string }> {
+  return (errors ?? []).map((e) => {
+    const p = e.params as Record<string, unknown>;
+    const path = e.keyword === 'required' ? `${e.instancePath}/${String(p.missingProperty)}` : e.keyword === 'additionalProperties' ? `${e.instancePath}/${String(p.additionalProperty)}` : e.instancePath || '/';
+    return { path, message: e.keyword === 'additionalProperties' ? 'is not allowed' : e.message ?? 'is invalid' };
+  });
+}

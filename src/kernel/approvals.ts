@@ -1,0 +1,186 @@
+/**
+ * Approvals (interface 2.8, 3; decisions 5.4): the inbox list, one approval, and the decision
+ * with the approver check and no self-approval. A decision on a run parked for this approval
+ * returns the run to `running` in the same transaction.
+ */
+import { isoTime } from '../clock.js';
+import { SvcError, notFound } from '../errors.js';
+import type { ApprovalDecidedPayload, RunResumedPayload } from '../events/payloads.js';
+import type { PolicyAction, RunState } from '../types.js';
+import { decodeCursor, encodeCursor } from './cursor.js';
+import type { RunEngine } from './run-engine.js';
+
+/** Approval states: `cancelled` when its run was abandoned before a decision. */
+export type ApprovalState = 'pending' | 'approved' | 'rejected' | 'cancelled';
+export const APPROVAL_STATES: readonly ApprovalState[] = ['pending', 'approved', 'rejected', 'cancelled'];
+
+/** A row of `approvals`. */
+export interface ApprovalRow {
+  approval_id: string;
+  run_id: string;
+  step: string;
+  action_id: string;
+  action: string;
+  rule: string;
+  approver: string;
+  state: ApprovalState;
+  created_at: string;
+  decided_at: string | null;
+  decision: 'approved' | 'rejected' | null;
+  actor: string | null;
+  reason: string | null;
+}
+
+/** GET /v1/approvals/{id} and each entry of the list. */
+export interface ApprovalObject {
+  approval_id: string;
+  run_id: string;
+  step: string;
+  action_id: string;
+  action: PolicyAction;
+  rule: string;
+  approver: string;
+  state: ApprovalState;
+  created_at: string;
+  decided_at: string | null;
+  decision: 'approved' | 'rejected' | null;
+  actor: { id: string; role: string } | null;
+  reason: string | null;
+}
+
+export interface ApprovalListQuery {
+  state?: ApprovalState;
+  /** `role:<role>` */
+  approver?: string;
+  run_id?: string;
+  /** (Default: 50, max 500) */
+  limit?: number;
+  after?: string;
+}
+
+/** POST /v1/approvals/{id} body. */
+export interface DecideBody {
+  decision: 'approved' | 'rejected';
+  actor: { id: string; role: string };
+  reason?: string | null;
+}
+
+export function approvalObject(r: ApprovalRow): ApprovalObject {
+  return {
+    approval_id: r.approval_id,
+    run_id: r.run_id,
+    step: r.step,
+    action_id: r.action_id,
+    action: JSON.parse(r.action) as PolicyAction,
+    rule: r.rule,
+    approver: r.approver,
+    state: r.state,
+    created_at: r.created_at,
+    decided_at: r.decided_at,
+    decision: r.decision,
+    actor: r.actor ? (JSON.parse(r.actor) as { id: string; role: string }) : null,
+    reason: r.reason,
+  };
+}
+
+export class ApprovalService {
+  constructor(private readonly e: RunEngine) {}
+
+  /** Sets svc_approvals_pending from the store. */
+  async refreshGauge(): Promise<void> {
+    const r = await this.e.k.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM approvals WHERE state = 'pending'");
+    this.e.k.metrics.approvalsPending.set(Number(r?.n ?? 0));
+  }
+
+  /** GET /v1/approvals: newest first; `{approvals, next}`. */
+  async list(q: ApprovalListQuery): Promise<{ approvals: ApprovalObject[]; next: string | null }> {
+    const limit = q.limit ?? 50;
+    const where: string[] = [];
+    const params: string[] = [];
+    if (q.state) {
+      where.push('state = ?');
+      params.push(q.state);
+    }
+    if (q.approver) {
+      where.push('approver = ?');
+      params.push(q.approver);
+    }
+    if (q.run_id) {
+      where.push('run_id = ?');
+      params.push(q.run_id);
+    }
+    if (q.after) {
+      where.push('approval_id < ?');
+      params.push(decodeCursor(q.after));
+    }
+    const rows = await this.e.k.db.all<ApprovalRow>(
+      `SELECT * FROM approvals ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY approval_id DESC LIMIT ${limit + 1}`,
+      params,
+    );
+    const page = rows.slice(0, limit);
+    return { approvals: page.map(approvalObject), next: rows.length > limit ? encodeCursor(page[page.length - 1]!.approval_id) : null };
+  }
+
+  /** GET /v1/approvals/{id}. */
+  async get(approvalId: string): Promise<ApprovalObject> {
+    const row = await this.e.k.db.get<ApprovalRow>('SELECT * FROM approvals WHERE approval_id = ?', [approvalId]);
+    if (!row) throw notFound('approval', approvalId);
+    return approvalObject(row);
+  }
+
+  /**
+   * POST /v1/approvals/{id} (decisions 5.4): the actor's role must be the approver's and the
+   * actor must not be the run's requester (403 not_the_approver); a second decision is 409
+   * already_decided. Returns `{run_id, run_state}`.
+   */
+  async decide(approvalId: string, body: DecideBody): Promise<{ run_id: string; run_state: RunState; approval: ApprovalObject }> {
+    const k = this.e.k;
+    const first = await k.db.get<ApprovalRow>('SELECT * FROM approvals WHERE approval_id = ?', [approvalId]);
+    if (!first) throw notFound('approval', approvalId);
+    const now = isoTime(k.clock.now());
+    let decidedNow = false;
+    const result = await this.e.mutate(first.run_id, async (w) => {
+      const a = await w.tx.get<ApprovalRow>('SELECT * FROM approvals WHERE approval_id = ?', [approvalId]);
+      if (!a) throw notFound('approval', approvalId);
+      const role = a.approver.startsWith('role:') ? a.approver.slice(5) : a.approver;
+      if (body.actor.role !== role) {
+        throw new SvcError('not_the_approver', `approval ${approvalId} is for ${a.approver}; ${body.actor.id} acts as role:${body.actor.role}`, {
+          approver: a.approver,
+          actor: body.actor,
+        });
+      }
+      if (body.actor.id === w.model.requested_by.id) {
+        throw new SvcError('not_the_approver', `${body.actor.id} requested run ${a.run_id} and cannot approve its actions`, { approver: a.approver, actor: body.actor, reason: 'self_approval' });
+      }
+      if (a.state === 'cancelled') {
+        throw new SvcError('invalid_state', `approval ${approvalId} was cancelled when its run was abandoned`, { approval_id: approvalId, state: a.state });
+      }
+      if (a.state !== 'pending') {
+        throw new SvcError('already_decided', `approval ${approvalId} is already ${a.state}`, { approval_id: approvalId, state: a.state, decision: a.decision, decided_at: a.decided_at });
+      }
+      const reason = body.reason ?? null;
+      await w.tx.run("UPDATE approvals SET state = ?, decision = ?, decided_at = ?, actor = ?, reason = ? WHERE approval_id = ? AND state = 'pending'", [
+        body.decision,
+        body.decision,
+        now,
+        JSON.stringify({ id: body.actor.id, role: body.actor.role }),
+        reason,
+        approvalId,
+      ]);
+      decidedNow = true;
+      const m = w.model;
+      const parkedForThis = m.state === 'parked' && m.parked_reason === 'human' && m.pending_approval_id === approvalId;
+      const p: ApprovalDecidedPayload = { approval_id: approvalId, step: a.step, action_id: a.action_id, decision: body.decision, reason };
+      const actor = { id: body.actor.id, role: body.actor.role };
+      await w.append({ kind: 'approval.decided', payload: p as never, actor });
+      if (parkedForThis) {
+        const r: RunResumedPayload = { reason: 'human', step: m.current_step, via: 'approval', approval_id: approvalId };
+        await w.append({ kind: 'run.resumed', payload: r as never, actor });
+      }
+      const row = await w.tx.get<ApprovalRow>('SELECT * FROM approvals WHERE approval_id = ?', [approvalId]);
+      return { run_id: a.run_id, run_state: w.model.state, approval: approvalObject(row!) };
+    });
+    if (decidedNow) k.metrics.approvalsPending.dec();
+    return result;
+  }
+}

@@ -1,0 +1,433 @@
+/**
+ * Leases (interface 2.6, 3; decisions §6, §8): steps handed out oldest-ready first by kind,
+ * long polls woken by the notifier, heartbeats, complete with the output schema check, fail
+ * with retry/backoff/quarantine, and expiry by the sweeper and on access. Templates are
+ * rendered when a step is leased; a render error is a deterministic step failure.
+ */
+import { isoTime } from '../clock.js';
+import { SvcError, notFound } from '../errors.js';
+import type {
+  BudgetExceededPayload,
+  CompensationCompletedPayload,
+  CompensationFailedPayload,
+  LeaseExpiredPayload,
+  RunFailedPayload,
+  RunParkedPayload,
+  StepCompletedPayload,
+  StepFailedPayload,
+  StepLeasedPayload,
+  StepQuarantinedPayload,
+  StepRetryScheduledPayload,
+} from '../events/payloads.js';
+import { newId } from '../ids.js';
+import type { ErrorInfo, LeaseKind, RunState, Spend, StepDef } from '../types.js';
+import { buildLeaseContext, renderStepDef, type LeaseContext } from './lease-context.js';
+import { workItem, type RunModel } from './reducer.js';
+import { retryDelayMs, retryPolicy } from './retry.js';
+import { budgetExceeded, type RunEngine } from './run-engine.js';
+import { KERNEL_ACTOR, normalizeLease, type LeaseRow, type RunWriter } from './run-store.js';
+import { schemaCheck } from './schema-check.js';
+
+/** Lease ttl bounds (decisions §6). */
+export const LEASE_TTL = { default: 60, max: 3600 } as const;
+/** Longest long poll, seconds (decisions §6). */
+export const MAX_WAIT_SECONDS = 30;
+export const LEASE_KINDS: readonly LeaseKind[] = ['model', 'tool', 'action', 'compensation'];
+
+/** POST /v1/leases body. */
+export interface LeaseRequest {
+  worker_id: string;
+  kinds: LeaseKind[];
+  /** (Default: 60, max 3600) */
+  ttl_seconds?: number;
+  /** Long-poll for work up to this many seconds. (Default: 0, max 30) */
+  wait_seconds?: number;
+}
+
+/** The lease object of interface 2.6. */
+export interface LeaseObject {
+  lease_id: string;
+  run_id: string;
+  step: string;
+  kind: LeaseKind;
+  attempt: number;
+  expires_at: string;
+  ttl_seconds: number;
+  heartbeat_seconds: number;
+  step_def: Record<string, unknown>;
+  context: LeaseContext;
+}
+
+/** POST /v1/leases/{id}/complete body. */
+export interface CompleteBody {
+  output?: unknown;
+  usage?: Partial<Spend>;
+}
+
+/** POST /v1/leases/{id}/fail body. */
+export interface FailBody {
+  error: ErrorInfo;
+  deterministic?: boolean;
+  usage?: Partial<Spend>;
+}
+
+export type FailOutcome = 'retry_scheduled' | 'quarantined' | 'parked' | 'failed';
+
+/** `heartbeat_seconds` = ttl/3 rounded down, at least 1 (decisions §6). */
+export function heartbeatSeconds(ttl: number): number {
+  return Math.max(1, Math.floor(ttl / 3));
+}
+
+function usageOf(u: Partial<Spend> | undefined): Spend {
+  return { tokens: Number(u?.tokens ?? 0), usd: Number(u?.usd ?? 0) };
+}
+
+function leaseGone(lease: Pick<LeaseRow, 'lease_id' | 'status'>): SvcError {
+  const why = lease.status === 'active' || lease.status === 'expired' ? 'expired' : lease.status === 'released' ? 'was released' : `is ${lease.status}`;
+  return new SvcError('lease_expired', `lease ${lease.lease_id} ${why}`, { lease_id: lease.lease_id, status: lease.status === 'active' ? 'expired' : lease.status });
+}
+
+type Prepared =
+  | { kind: 'lease'; stepDef: Record<string, unknown>; renderError: null; reserved: Spend }
+  | { kind: 'render_error'; renderError: string; reserved: Spend };
+
+export class LeaseService {
+  constructor(private readonly e: RunEngine) {}
+
+  private get k() {
+    return this.e.k;
+  }
+
+  // ------------------------------------------------------------------ handing out
+
+  /** POST /v1/leases: a lease, or null when there is no work (204) within `wait_seconds`. */
+  async acquire(req: LeaseRequest, signal?: AbortSignal): Promise<LeaseObject | null> {
+    const ttl = req.ttl_seconds ?? LEASE_TTL.default;
+    const kinds = [...new Set(req.kinds)];
+    const deadline = Date.now() + Math.min(req.wait_seconds ?? 0, MAX_WAIT_SECONDS) * 1000;
+    for (;;) {
+      const stamp = this.e.notifier.stamp();
+      await this.sweep();
+      const got = await this.tryAcquire(req.worker_id, kinds, ttl);
+      if (got) return got;
+      const remaining = deadline - Date.now();
+      if (remaining <= 0 || signal?.aborted || this.e.stopping) return null;
+      const due = await this.nextDueInMs(kinds);
+      await this.e.notifier.wait(kinds, Math.min(remaining, due === null ? Infinity : Math.max(due, 0) + 5), signal, stamp);
+    }
+  }
+
+  /** Milliseconds until a waiting step becomes ready or an active lease expires, or null. */
+  private async nextDueInMs(kinds: readonly LeaseKind[]): Promise<number | null> {
+    const now = this.k.clock.now();
+    const marks = kinds.map(() => '?').join(', ');
+    const ready = await this.k.db.get<{ t: number | null }>(`SELECT MIN(work_ready_at) AS t FROM runs WHERE work_kind IN (${marks}) AND work_ready_at > ?`, [...kinds, now]);
+    const expiry = await this.k.db.get<{ t: number | null }>(`SELECT MIN(expires_at) AS t FROM leases WHERE status = 'active' AND kind IN (${marks})`, [...kinds]);
+    const times = [ready?.t, expiry?.t].filter((t) => t !== null && t !== undefined).map(Number);
+    return times.length ? Math.min(...times) - now : null;
+  }
+
+  private async tryAcquire(workerId: string, kinds: LeaseKind[], ttl: number): Promise<LeaseObject | null> {
+    const marks = kinds.map(() => '?').join(', ');
+    for (let round = 0; round < 5; round++) {
+      const now = this.k.clock.now();
+      const candidates = await this.k.db.all<{ run_id: string }>(
+        `SELECT run_id FROM runs WHERE work_kind IN (${marks}) AND work_ready_at <= ? ORDER BY work_ready_at, run_id LIMIT 8`,
+        [...kinds, now],
+      );
+      if (candidates.length === 0) return null;
+      let stale = false;
+      for (const c of candidates) {
+        const r = await this.leaseRun(c.run_id, workerId, kinds, ttl);
+        if (r === 'stale') stale = true;
+        else if (r !== 'skipped') return r;
+      }
+      if (!stale) round = Math.max(round, 3); // only skipped runs: one more look, then stop
+    }
+    return null;
+  }
+
+  /** Prepares outside the transaction (bundle, templates, reservations), then commits the lease. */
+  private async leaseRun(runId: string, workerId: string, kinds: LeaseKind[], ttl: number): Promise<LeaseObject | 'stale' | 'skipped'> {
+    const { model } = await this.e.model(runId);
+    const item = workItem(model);
+    if (!item || !kinds.includes(item.kind)) return 'stale';
+    const { stored, def } = await this.e.stepDefOf(model, item.step);
+    const prepared = await this.prepare(model, item.step, item.kind, def);
+    const now = this.k.clock.now();
+    const outcome = await this.e.mutate(runId, async (w) => {
+      const cur = workItem(w.model);
+      if (!cur || cur.step !== item.step || cur.kind !== item.kind || Date.parse(cur.ready_at) > now) return 'stale' as const;
+      const m = w.model;
+      const s = m.steps[item.step]!;
+      if (item.kind !== 'compensation' && budgetExceeded(m.usage, m.budget, prepared.reserved)) {
+        await this.failForBudget(w, item.step, prepared.reserved);
+        return 'skipped' as const;
+      }
+      if (prepared.kind === 'render_error') {
+        const error = { code: 'template_invalid', message: prepared.renderError };
+        if (item.kind === 'compensation') {
+          await this.failCompensation(w, item.step, s.compensation_attempt, null, error);
+        } else {
+          const failed: StepFailedPayload = { step: item.step, kind: item.kind, attempt: s.attempt, lease_id: null, error, deterministic: true, usage: { tokens: 0, usd: 0 } };
+          await w.append({ kind: 'step.failed', payload: failed as never, actor: KERNEL_ACTOR });
+          await this.quarantine(w, item.step, s.attempt, 'deterministic');
+        }
+        return 'skipped' as const;
+      }
+      const leaseId = newId('lease', now);
+      const attempt = item.kind === 'compensation' ? s.compensation_attempt : s.attempt;
+      const expiresAt = now + ttl * 1000;
+      const payload: StepLeasedPayload = { step: item.step, kind: item.kind, attempt, lease_id: leaseId, worker_id: workerId, expires_at: isoTime(expiresAt) };
+      const [ev] = await w.append({ kind: 'step.leased', payload: payload as never, actor: { worker_id: workerId } });
+      await w.tx.run(
+        `INSERT INTO leases (lease_id, run_id, step, kind, attempt, worker_id, status, ttl_seconds, expires_at, leased_at, ended_at)
+         VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, NULL)`,
+        [leaseId, runId, item.step, item.kind, attempt, workerId, ttl, expiresAt, now],
+      );
+      return { leaseId, attempt, expiresAt, leasedSeq: ev!.seq, model: w.model, remitToken: w.row.remit_token, remit: w.remit };
+    });
+    if (outcome === 'stale' || outcome === 'skipped') return outcome;
+    this.k.metrics.stepsLeased.inc();
+    const step = outcome.model.steps[item.step]!;
+    const prior = step.first_lease_seq === null ? [] : await this.e.eventRange(runId, step.first_lease_seq, outcome.leasedSeq);
+    const context = await buildLeaseContext(this.k, {
+      model: outcome.model,
+      bundle: stored.bundle,
+      step: item.step,
+      kind: item.kind,
+      def,
+      remitToken: outcome.remitToken,
+      remit: outcome.remit,
+      priorEvents: prior,
+    });
+    return {
+      lease_id: outcome.leaseId,
+      run_id: runId,
+      step: item.step,
+      kind: item.kind,
+      attempt: outcome.attempt,
+      expires_at: isoTime(outcome.expiresAt),
+      ttl_seconds: ttl,
+      heartbeat_seconds: heartbeatSeconds(ttl),
+      step_def: (prepared as Extract<Prepared, { kind: 'lease' }>).stepDef,
+      context,
+    };
+  }
+
+  private async prepare(model: RunModel, stepId: string, kind: LeaseKind, def: StepDef): Promise<Prepared> {
+    const reserved = kind === 'compensation' ? { tokens: 0, usd: 0 } : await this.e.reservedOf(model.remit_id);
+    try {
+      return { kind: 'lease', stepDef: await renderStepDef(model, stepId, kind, def), renderError: null, reserved };
+    } catch (err) {
+      return { kind: 'render_error', renderError: (err as Error).message, reserved };
+    }
+  }
+
+  // ------------------------------------------------------------------ the lease lifecycle
+
+  /** The lease if it is active; expires it on access when its time ran out (then 410). */
+  async active(leaseId: string): Promise<LeaseRow> {
+    const lease = normalizeLease(await this.k.db.get<LeaseRow>('SELECT * FROM leases WHERE lease_id = ?', [leaseId]));
+    if (!lease) throw notFound('lease', leaseId);
+    if (lease.status !== 'active') throw leaseGone(lease);
+    if (lease.expires_at <= this.k.clock.now()) {
+      await this.expire(lease);
+      throw leaseGone(lease);
+    }
+    return lease;
+  }
+
+  /** True when `leaseId` is an active lease of `runId` (X-Svc-Lease). */
+  async isActiveFor(leaseId: string, runId: string): Promise<boolean> {
+    const lease = normalizeLease(await this.k.db.get<LeaseRow>('SELECT * FROM leases WHERE lease_id = ?', [leaseId]));
+    return Boolean(lease && lease.run_id === runId && lease.status === 'active' && lease.expires_at > this.k.clock.now());
+  }
+
+  /** Inside a transaction: the lease is still active, else 410. */
+  async requireActive(w: RunWriter, leaseId: string): Promise<LeaseRow> {
+    const lease = normalizeLease(await w.tx.get<LeaseRow>('SELECT * FROM leases WHERE lease_id = ?', [leaseId]));
+    if (!lease) throw notFound('lease', leaseId);
+    if (lease.status !== 'active' || lease.expires_at <= this.k.clock.now()) throw leaseGone(lease);
+    return lease;
+  }
+
+  private async endLease(w: RunWriter, leaseId: string, status: LeaseRow['status']): Promise<void> {
+    await w.tx.run("UPDATE leases SET status = ?, ended_at = ? WHERE lease_id = ? AND status = 'active'", [status, isoTime(this.k.clock.now()), leaseId]);
+  }
+
+  /** POST /v1/leases/{id}/heartbeat. */
+  async heartbeat(leaseId: string): Promise<{ expires_at: string }> {
+    const lease = await this.active(leaseId);
+    const expiresAt = this.k.clock.now() + lease.ttl_seconds * 1000;
+    const res = await this.k.db.run("UPDATE leases SET expires_at = ? WHERE lease_id = ? AND status = 'active'", [expiresAt, leaseId]);
+    if (res.changes !== 1) throw leaseGone({ lease_id: leaseId, status: 'expired' });
+    return { expires_at: isoTime(expiresAt) };
+  }
+
+  /** POST /v1/leases/{id}/complete: `{run_state, next_step}`. */
+  async complete(leaseId: string, body: CompleteBody): Promise<{ run_state: RunState; next_step: string | null }> {
+    const lease = await this.active(leaseId);
+    const { model } = await this.e.model(lease.run_id);
+    const { def } = await this.e.stepDefOf(model, lease.step);
+    const output = body.output === undefined ? null : body.output;
+    if (lease.kind !== 'compensation' && def.output_schema !== undefined) {
+      const problems = schemaCheck(`${model.bundle_id}#output#${model.workflow}#${lease.step}`, def.output_schema)(output);
+      if (problems.length > 0) {
+        throw new SvcError('output_invalid', `output does not match the output schema of step ${lease.step}: ${problems[0]!.path || '/'} ${problems[0]!.message}`, {
+          step: lease.step,
+          errors: problems,
+        });
+      }
+    }
+    const usage = usageOf(body.usage);
+    const reserved = lease.kind === 'compensation' ? { tokens: 0, usd: 0 } : await this.e.reservedOf(model.remit_id);
+    const result = await this.e.mutate(lease.run_id, async (w) => {
+      await this.requireActive(w, leaseId);
+      if (lease.kind === 'compensation') {
+        const p: CompensationCompletedPayload = { step: lease.step, attempt: lease.attempt, lease_id: leaseId, output, usage };
+        await w.append({ kind: 'compensation.completed', payload: p as never, actor: { worker_id: lease.worker_id } });
+        await this.abandonedIfDone(w);
+      } else {
+        const p: StepCompletedPayload = { step: lease.step, attempt: lease.attempt, lease_id: leaseId, output, usage };
+        await w.append({ kind: 'step.completed', payload: p as never, actor: { worker_id: lease.worker_id } });
+        if (budgetExceeded(w.model.usage, w.model.budget, reserved)) await this.failForBudget(w, lease.step, reserved);
+        else if (w.model.current_step === null) await w.append({ kind: 'run.completed', payload: { output }, actor: KERNEL_ACTOR });
+      }
+      await this.endLease(w, leaseId, 'completed');
+      const m = w.model;
+      return { run_state: m.state, next_step: m.state === 'running' || m.state === 'abandoning' ? m.current_step : null, department: m.department };
+    });
+    this.k.metrics.stepLatency.observe(Math.max(0, this.k.clock.now() - lease.leased_at) / 1000);
+    if (usage.usd > 0) this.k.metrics.usageUsd.inc({ department: result.department }, usage.usd);
+    return { run_state: result.run_state, next_step: result.next_step };
+  }
+
+  /** POST /v1/leases/{id}/fail: `{outcome, delay_ms}` (decisions §6). */
+  async fail(leaseId: string, body: FailBody): Promise<{ outcome: FailOutcome; delay_ms: number | null; run_state: RunState }> {
+    const lease = await this.active(leaseId);
+    const { model } = await this.e.model(lease.run_id);
+    const { def } = await this.e.stepDefOf(model, lease.step);
+    const isComp = lease.kind === 'compensation';
+    const policy = retryPolicy(isComp ? ((def.compensate as { retry?: StepDef['retry'] } | undefined)?.retry ?? def.retry) : def.retry);
+    const usage = usageOf(body.usage);
+    const error: ErrorInfo = { code: body.error.code, message: body.error.message };
+    const deterministic = body.deterministic === true;
+    const reserved = isComp ? { tokens: 0, usd: 0 } : await this.e.reservedOf(model.remit_id);
+    const delay = retryDelayMs(policy, lease.attempt, this.e.random);
+    const result = await this.e.mutate(lease.run_id, async (w) => {
+      await this.requireActive(w, leaseId);
+      const actor = { worker_id: lease.worker_id };
+      const failed: StepFailedPayload = { step: lease.step, kind: lease.kind as LeaseKind, attempt: lease.attempt, lease_id: leaseId, error, deterministic, usage };
+      await w.append({ kind: 'step.failed', payload: failed as never, actor });
+      await this.endLease(w, leaseId, 'failed');
+      let outcome: FailOutcome;
+      let delayMs: number | null = null;
+      if (isComp) {
+        if (deterministic || lease.attempt >= policy.max_attempts) {
+          await this.failCompensation(w, lease.step, lease.attempt, leaseId, error);
+          outcome = 'failed';
+        } else {
+          await this.scheduleRetry(w, lease.step, 'compensation', lease.attempt + 1, delay);
+          outcome = 'retry_scheduled';
+          delayMs = delay;
+        }
+      } else if (budgetExceeded(w.model.usage, w.model.budget, reserved)) {
+        await this.failForBudget(w, lease.step, reserved);
+        outcome = 'failed';
+      } else if (error.code === 'connector_quarantined') {
+        const parked: RunParkedPayload = { reason: 'connector_quarantined', step: lease.step, lease_id: leaseId };
+        await w.append({ kind: 'run.parked', payload: parked as never, actor: KERNEL_ACTOR });
+        outcome = 'parked';
+      } else if (deterministic || lease.attempt >= policy.max_attempts) {
+        await this.quarantine(w, lease.step, lease.attempt, deterministic ? 'deterministic' : 'max_attempts');
+        outcome = 'quarantined';
+      } else {
+        await this.scheduleRetry(w, lease.step, lease.kind as LeaseKind, lease.attempt + 1, delay);
+        outcome = 'retry_scheduled';
+        delayMs = delay;
+      }
+      return { outcome, delay_ms: delayMs, run_state: w.model.state, department: w.model.department };
+    });
+    if (usage.usd > 0) this.k.metrics.usageUsd.inc({ department: result.department }, usage.usd);
+    return { outcome: result.outcome, delay_ms: result.delay_ms, run_state: result.run_state };
+  }
+
+  /** Expires every active lease whose time ran out; returns how many. */
+  async sweep(): Promise<number> {
+    const due = (await this.k.db.all<LeaseRow>("SELECT * FROM leases WHERE status = 'active' AND expires_at <= ? ORDER BY expires_at LIMIT 200", [this.k.clock.now()])).map((r) => normalizeLease(r)!);
+    let n = 0;
+    for (const lease of due) if (await this.expire(lease)) n++;
+    return n;
+  }
+
+  /** Expires one lease (decisions §6): the step is ready again with attempt + 1. */
+  async expire(lease: LeaseRow): Promise<boolean> {
+    const { model } = await this.e.model(lease.run_id);
+    let maxAttempts = retryPolicy(undefined).max_attempts;
+    try {
+      const { def } = await this.e.stepDefOf(model, lease.step);
+      maxAttempts = retryPolicy(lease.kind === 'compensation' ? ((def.compensate as { retry?: StepDef['retry'] } | undefined)?.retry ?? def.retry) : def.retry).max_attempts;
+    } catch {
+      /* keep the default */
+    }
+    const expired = await this.e.mutate(lease.run_id, async (w) => {
+      const cur = normalizeLease(await w.tx.get<LeaseRow>('SELECT * FROM leases WHERE lease_id = ?', [lease.lease_id]));
+      if (!cur || cur.status !== 'active' || cur.expires_at > this.k.clock.now()) return false;
+      await this.endLease(w, lease.lease_id, 'expired');
+      const s = w.model.steps[lease.step];
+      if (!s || s.lease_id !== lease.lease_id) return true; // the run moved on without it
+      const isComp = lease.kind === 'compensation';
+      const attempt = isComp ? s.compensation_attempt : s.attempt;
+      const next = attempt < maxAttempts ? attempt + 1 : null;
+      const p: LeaseExpiredPayload = { lease_id: lease.lease_id, step: lease.step, kind: lease.kind as LeaseKind, attempt, next_attempt: next };
+      await w.append({ kind: 'lease.expired', payload: p as never, actor: KERNEL_ACTOR });
+      if (next === null) {
+        const error = { code: 'lease_expired', message: `lease ${lease.lease_id} expired on attempt ${attempt} of ${maxAttempts}` };
+        if (isComp) await this.failCompensation(w, lease.step, attempt, null, error);
+        else await this.quarantine(w, lease.step, attempt, 'max_attempts');
+      }
+      return true;
+    });
+    if (expired) this.k.metrics.leasesExpired.inc();
+    return expired;
+  }
+
+  // ------------------------------------------------------------------ event sequences
+
+  private async scheduleRetry(w: RunWriter, step: string, kind: LeaseKind, attempt: number, delayMs: number): Promise<void> {
+    const p: StepRetryScheduledPayload = { step, kind, attempt, delay_ms: delayMs, ready_at: isoTime(this.k.clock.now() + delayMs) };
+    await w.append({ kind: 'step.retry_scheduled', payload: p as never, actor: KERNEL_ACTOR });
+  }
+
+  private async quarantine(w: RunWriter, step: string, attempt: number, reason: StepQuarantinedPayload['reason']): Promise<void> {
+    const q: StepQuarantinedPayload = { step, attempt, reason };
+    const parked: RunParkedPayload = { reason: 'quarantine', step };
+    await w.append({ kind: 'step.quarantined', payload: q as never, actor: KERNEL_ACTOR }, { kind: 'run.parked', payload: parked as never, actor: KERNEL_ACTOR });
+  }
+
+  /** `budget.exceeded` then `run.failed` with budget_exhausted (decisions §8). */
+  async failForBudget(w: RunWriter, step: string | null, reserved: Spend): Promise<void> {
+    const m = w.model;
+    const exceeded: BudgetExceededPayload = { step, usage: m.usage, budget: m.budget, reserved };
+    const failed: RunFailedPayload = {
+      error: { code: 'budget_exhausted', message: `usage ${JSON.stringify(m.usage)} exceeds the remit's spend ${JSON.stringify(m.budget)}` },
+      step,
+    };
+    await w.append({ kind: 'budget.exceeded', payload: exceeded as never, actor: KERNEL_ACTOR }, { kind: 'run.failed', payload: failed as never, actor: KERNEL_ACTOR });
+  }
+
+  private async failCompensation(w: RunWriter, step: string, attempt: number, leaseId: string | null, error: ErrorInfo): Promise<void> {
+    const p: CompensationFailedPayload = { step, attempt, lease_id: leaseId, error };
+    await w.append({ kind: 'compensation.failed', payload: p as never, actor: KERNEL_ACTOR });
+    await this.abandonedIfDone(w);
+  }
+
+  /** `run.abandoned` once the last compensation ended. */
+  async abandonedIfDone(w: RunWriter): Promise<void> {
+    const m = w.model;
+    if (m.state !== 'abandoning' || m.compensations.length > 0) return;
+    await w.append({ kind: 'run.abandoned', payload: { reason: m.abandon_reason ?? '', compensated: m.compensated, failed: m.compensation_failures }, actor: KERNEL_ACTOR });
+  }
+}
+

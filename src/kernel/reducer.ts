@@ -1,0 +1,544 @@
+/**
+ * The one reducer (event → state) of a run. The live path appends events and folds them with
+ * `reduce`; replay folds the stored log with the same function and compares. Everything the
+ * state holds is derived from events (times come from each event's `at`), so the two cannot
+ * drift. Pure: no clock, no store, no randomness.
+ */
+import type {
+  ActionDecidedPayload,
+  ApprovalDecidedPayload,
+  CompensationCompletedPayload,
+  CompensationFailedPayload,
+  LeaseExpiredPayload,
+  RunAbandonedPayload,
+  RunAbandonRequestedPayload,
+  RunCompletedPayload,
+  RunCreatedPayload,
+  RunFailedPayload,
+  RunParkedPayload,
+  StepCompletedPayload,
+  StepFailedPayload,
+  StepLeasedPayload,
+  StepQuarantinedPayload,
+  StepRetryScheduledPayload,
+} from '../events/payloads.js';
+import type { ErrorInfo, LeaseKind, ParkedReason, PolicyRef, Requester, RunState, RunStateObject, Spend, StepKind, StepState, StepStatus } from '../types.js';
+
+/** One step as the reducer tracks it: the public status plus what leasing needs. */
+export interface StepModel extends StepStatus {
+  id: string;
+  kind: StepKind;
+  /** The step declares a `compensate`. */
+  compensate: boolean;
+  /** When a pending/retry_wait step, or a waiting compensation, may be leased (ISO). */
+  ready_at: string | null;
+  /** The active lease on this step, if any. */
+  lease_id: string | null;
+  /** seq of the step's first `step.leased` (prior_events start there). */
+  first_lease_seq: number | null;
+  /** Action ids approved for this step (lease context `approved_actions`). */
+  approved_actions: string[];
+  /** Attempt number of the step's compensation (0 until it is scheduled). */
+  compensation_attempt: number;
+}
+
+/** The whole state of a run. `publicState` projects it to the GET /v1/runs/{id} object. */
+export interface RunModel {
+  run_id: string;
+  state: RunState;
+  parked_reason: ParkedReason | null;
+  bundle_id: string;
+  bundle: { name: string; version: string };
+  workflow: string;
+  department: string;
+  input: unknown;
+  requested_by: Requester;
+  remit_id: string;
+  parent_run_id: string | null;
+  policies: PolicyRef[];
+  budget: Spend;
+  usage: Spend;
+  current_step: string | null;
+  step_order: string[];
+  steps: Record<string, StepModel>;
+  pending_approval_id: string | null;
+  output: unknown;
+  error: ErrorInfo | null;
+  created_at: string;
+  updated_at: string;
+  /** Compensations still to run, in order; the first is the one in progress. */
+  compensations: string[];
+  compensated: string[];
+  compensation_failures: string[];
+  abandon_reason: string | null;
+}
+
+/** The event fields the reducer reads. */
+export interface ReducibleEvent {
+  seq: number;
+  kind: string;
+  payload: Record<string, unknown>;
+  at: string;
+}
+
+/** An event that is not a valid transition from the current state (a bug, or a tampered log). */
+export class TransitionError extends Error {
+  constructor(
+    readonly seq: number,
+    readonly kind: string,
+    message: string,
+  ) {
+    super(`seq ${seq} (${kind}): ${message}`);
+    this.name = 'TransitionError';
+  }
+}
+
+const TERMINAL: readonly RunState[] = ['completed', 'abandoned'];
+
+export function isTerminal(state: RunState): boolean {
+  return TERMINAL.includes(state);
+}
+
+function addSpend(a: Spend, b: Spend | undefined): Spend {
+  if (!b) return a;
+  return { tokens: a.tokens + (Number(b.tokens) || 0), usd: roundUsd(a.usd + (Number(b.usd) || 0)) };
+}
+
+/** USD sums are kept to 1e-9 so that float noise cannot make replay differ from the live path. */
+export function roundUsd(x: number): number {
+  return Math.round(x * 1e9) / 1e9;
+}
+
+function newStep(def: { id: string; kind: StepKind; compensate: boolean }): StepModel {
+  return {
+    id: def.id,
+    kind: def.kind,
+    compensate: def.compensate,
+    state: 'pending',
+    attempt: 0,
+    output: null,
+    error: null,
+    started_at: null,
+    ended_at: null,
+    ready_at: null,
+    lease_id: null,
+    first_lease_seq: null,
+    approved_actions: [],
+    compensation_attempt: 0,
+  };
+}
+
+/** The state after `run.created`. */
+export function initialModel(ev: ReducibleEvent): RunModel {
+  if (ev.kind !== 'run.created') throw new TransitionError(ev.seq, ev.kind, 'a run log starts with run.created');
+  if (ev.seq !== 1) throw new TransitionError(ev.seq, ev.kind, 'run.created must be seq 1');
+  const p = ev.payload as unknown as RunCreatedPayload;
+  const steps: Record<string, StepModel> = {};
+  for (const s of p.steps) steps[s.id] = newStep(s);
+  const first = p.steps[0]?.id ?? null;
+  if (first) {
+    steps[first]!.attempt = 1;
+    steps[first]!.ready_at = ev.at;
+  }
+  return {
+    run_id: p.run_id,
+    state: 'running',
+    parked_reason: null,
+    bundle_id: p.bundle_id,
+    bundle: { name: p.bundle.name, version: p.bundle.version },
+    workflow: p.workflow,
+    department: p.department,
+    input: p.input,
+    requested_by: p.requested_by,
+    remit_id: p.remit_id,
+    parent_run_id: p.parent_run_id ?? null,
+    policies: p.policies,
+    budget: { tokens: p.budget.tokens, usd: p.budget.usd },
+    usage: { tokens: 0, usd: 0 },
+    current_step: first,
+    step_order: p.steps.map((s) => s.id),
+    steps,
+    pending_approval_id: null,
+    output: null,
+    error: null,
+    created_at: ev.at,
+    updated_at: ev.at,
+    compensations: [],
+    compensated: [],
+    compensation_failures: [],
+    abandon_reason: null,
+  };
+}
+
+/** Folds a whole log (replay). Throws TransitionError on an invalid transition. */
+export function foldEvents(events: readonly ReducibleEvent[]): RunModel {
+  const [first, ...rest] = events;
+  if (!first) throw new TransitionError(0, '', 'the log is empty');
+  let m = initialModel(first);
+  for (const ev of rest) m = reduce(m, ev);
+  return m;
+}
+
+/** The next state. Never mutates `model`. */
+export function reduce(model: RunModel, ev: ReducibleEvent): RunModel {
+  const m = structuredClone(model);
+  m.updated_at = ev.at;
+  const fail = (msg: string): never => {
+    throw new TransitionError(ev.seq, ev.kind, msg);
+  };
+  const stepOf = (id: unknown): StepModel => {
+    const s = typeof id === 'string' ? m.steps[id] : undefined;
+    return s ?? fail(`unknown step ${String(id)}`);
+  };
+  /** Makes the step after `id` ready, or clears current_step after the last one. */
+  const advance = (id: string) => {
+    const i = m.step_order.indexOf(id);
+    const next = m.step_order[i + 1];
+    if (next) {
+      const n = m.steps[next]!;
+      n.state = 'pending';
+      n.attempt = 1;
+      n.ready_at = ev.at;
+      m.current_step = next;
+    } else {
+      m.current_step = null;
+    }
+  };
+  /** Moves the compensation queue on after its head ended. */
+  const nextCompensation = () => {
+    m.compensations.shift();
+    const next = m.compensations[0];
+    if (next) {
+      const n = m.steps[next]!;
+      n.state = 'compensating';
+      n.compensation_attempt = 1;
+      n.ready_at = ev.at;
+      m.current_step = next;
+    } else {
+      m.current_step = null;
+    }
+  };
+
+  switch (ev.kind) {
+    case 'run.created':
+      return fail('run.created may only be the first event');
+
+    case 'step.leased': {
+      const p = ev.payload as unknown as StepLeasedPayload;
+      const s = stepOf(p.step);
+      if (s.lease_id) fail(`step ${s.id} is already leased`);
+      if (p.kind === 'compensation') {
+        if (m.state !== 'abandoning' || s.state !== 'compensating') fail(`step ${s.id} has no compensation waiting`);
+        s.compensation_attempt = p.attempt;
+      } else {
+        if (m.state !== 'running' || m.current_step !== s.id) fail(`step ${s.id} is not the current step of a running run`);
+        if (s.state !== 'pending' && s.state !== 'retry_wait') fail(`step ${s.id} is ${s.state}, not ready`);
+        s.state = 'leased';
+        s.attempt = p.attempt;
+        s.started_at ??= ev.at;
+        s.first_lease_seq ??= ev.seq;
+      }
+      s.lease_id = p.lease_id;
+      s.ready_at = null;
+      return m;
+    }
+
+    case 'step.completed': {
+      const p = ev.payload as unknown as StepCompletedPayload;
+      const s = stepOf(p.step);
+      if (s.state !== 'leased' || s.lease_id !== p.lease_id) fail(`step ${s.id} is not leased by ${p.lease_id}`);
+      s.state = 'completed';
+      s.output = p.output;
+      s.error = null;
+      s.ended_at = ev.at;
+      s.lease_id = null;
+      m.usage = addSpend(m.usage, p.usage);
+      advance(s.id);
+      return m;
+    }
+
+    case 'step.failed': {
+      const p = ev.payload as unknown as StepFailedPayload;
+      const s = stepOf(p.step);
+      if (p.lease_id !== null && s.lease_id !== p.lease_id) fail(`step ${s.id} is not leased by ${p.lease_id}`);
+      if (p.kind === 'compensation') {
+        if (s.state !== 'compensating') fail(`step ${s.id} is not compensating`);
+      } else {
+        if (m.current_step !== s.id) fail(`step ${s.id} is not the current step`);
+        if (p.lease_id === null && s.state !== 'pending' && s.state !== 'retry_wait') fail(`step ${s.id} is ${s.state}`);
+        s.state = 'failed';
+        s.ended_at = ev.at;
+      }
+      s.error = { code: p.error.code, message: p.error.message };
+      s.lease_id = null;
+      m.usage = addSpend(m.usage, p.usage);
+      return m;
+    }
+
+    case 'step.retry_scheduled': {
+      const p = ev.payload as unknown as StepRetryScheduledPayload;
+      const s = stepOf(p.step);
+      if (p.kind === 'compensation') {
+        if (s.state !== 'compensating' || s.lease_id) fail(`compensation of ${s.id} is not failed`);
+        s.compensation_attempt = p.attempt;
+      } else {
+        if (s.state !== 'failed') fail(`step ${s.id} is ${s.state}, not failed`);
+        s.state = 'retry_wait';
+        s.attempt = p.attempt;
+        s.ended_at = null;
+      }
+      s.ready_at = p.ready_at;
+      return m;
+    }
+
+    case 'step.quarantined': {
+      const p = ev.payload as unknown as StepQuarantinedPayload;
+      const s = stepOf(p.step);
+      if (s.state !== 'failed' && !(s.state === 'leased' && s.lease_id === null)) fail(`step ${s.id} is ${s.state}`);
+      s.state = 'quarantined';
+      s.ready_at = null;
+      return m;
+    }
+
+    case 'lease.expired': {
+      const p = ev.payload as unknown as LeaseExpiredPayload;
+      const s = stepOf(p.step);
+      if (s.lease_id !== p.lease_id) fail(`lease ${p.lease_id} is not the step's lease`);
+      s.lease_id = null;
+      if (p.kind === 'compensation') {
+        if (p.next_attempt !== null) {
+          s.compensation_attempt = p.next_attempt;
+          s.ready_at = ev.at;
+        }
+      } else if (p.next_attempt !== null) {
+        s.state = 'pending';
+        s.attempt = p.next_attempt;
+        s.ready_at = ev.at;
+      } else {
+        s.error = { code: 'lease_expired', message: `lease ${p.lease_id} expired on the last attempt` };
+        s.ended_at = ev.at;
+      }
+      return m;
+    }
+
+    case 'action.decided': {
+      const p = ev.payload as unknown as ActionDecidedPayload;
+      stepOf(p.step);
+      return m;
+    }
+
+    case 'approval.requested':
+      return m;
+
+    case 'approval.decided': {
+      const p = ev.payload as unknown as ApprovalDecidedPayload;
+      const s = stepOf(p.step);
+      if (p.decision === 'approved' && !s.approved_actions.includes(p.action_id)) s.approved_actions.push(p.action_id);
+      if (m.pending_approval_id === p.approval_id) m.pending_approval_id = null;
+      return m;
+    }
+
+    case 'run.parked': {
+      const p = ev.payload as unknown as RunParkedPayload;
+      if (m.state !== 'running') fail(`a ${m.state} run cannot be parked`);
+      const s = stepOf(p.step);
+      m.state = 'parked';
+      m.parked_reason = p.reason;
+      if (p.reason === 'human') {
+        // The lease is released at once; the step waits to be leased again after the decision.
+        m.pending_approval_id = p.approval_id ?? null;
+        s.state = 'pending';
+        s.lease_id = null;
+        s.ready_at = ev.at;
+      } else if (p.reason === 'connector_quarantined') {
+        // Not the step's fault: no attempt is spent.
+        s.state = 'pending';
+        s.lease_id = null;
+        s.ended_at = null;
+        s.ready_at = ev.at;
+      } else if (s.state !== 'quarantined') {
+        fail(`step ${s.id} is ${s.state}, not quarantined`);
+      }
+      return m;
+    }
+
+    case 'run.resumed': {
+      if (m.state !== 'parked') fail(`a ${m.state} run cannot be resumed`);
+      m.state = 'running';
+      m.parked_reason = null;
+      const s = m.current_step ? m.steps[m.current_step] : undefined;
+      if (s) {
+        if (s.state === 'quarantined') {
+          s.state = 'pending';
+          s.attempt = 1; // a fresh attempt count (decisions §6)
+          s.ended_at = null;
+        }
+        if (s.state === 'pending') s.ready_at = ev.at;
+      }
+      return m;
+    }
+
+    case 'run.completed': {
+      const p = ev.payload as unknown as RunCompletedPayload;
+      if (m.state !== 'running' || m.current_step !== null) fail('only a running run whose steps all completed can complete');
+      m.state = 'completed';
+      m.output = p.output;
+      return m;
+    }
+
+    case 'budget.exceeded':
+      return m;
+
+    case 'run.failed': {
+      const p = ev.payload as unknown as RunFailedPayload;
+      if (m.state !== 'running' && m.state !== 'parked') fail(`a ${m.state} run cannot fail`);
+      m.state = 'failed';
+      m.parked_reason = null;
+      m.error = { code: p.error.code, message: p.error.message };
+      const s = m.current_step ? m.steps[m.current_step] : undefined;
+      if (s) {
+        s.ready_at = null;
+        if (s.lease_id) {
+          s.lease_id = null;
+          s.state = 'failed';
+          s.ended_at = ev.at;
+        }
+      }
+      return m;
+    }
+
+    case 'run.abandon_requested': {
+      const p = ev.payload as unknown as RunAbandonRequestedPayload;
+      if (isTerminal(m.state) || m.state === 'abandoning') fail(`a ${m.state} run cannot be abandoned`);
+      m.state = 'abandoning';
+      m.parked_reason = null;
+      m.pending_approval_id = null;
+      m.abandon_reason = p.reason;
+      for (const s of Object.values(m.steps)) {
+        if (s.lease_id) {
+          s.lease_id = null;
+          if (s.state === 'leased') s.state = 'pending';
+        }
+        s.ready_at = null;
+      }
+      for (const id of p.compensations) {
+        const s = stepOf(id);
+        if (s.state !== 'completed' || !s.compensate) fail(`step ${id} has nothing to compensate`);
+      }
+      m.compensations = [...p.compensations];
+      m.current_step = null;
+      const first = m.compensations[0];
+      if (first) {
+        const s = m.steps[first]!;
+        s.state = 'compensating';
+        s.compensation_attempt = 1;
+        s.ready_at = ev.at;
+        m.current_step = first;
+      }
+      return m;
+    }
+
+    case 'compensation.completed': {
+      const p = ev.payload as unknown as CompensationCompletedPayload;
+      const s = stepOf(p.step);
+      if (m.compensations[0] !== s.id || s.lease_id !== p.lease_id) fail(`compensation of ${s.id} is not leased by ${p.lease_id}`);
+      s.state = 'compensated';
+      s.lease_id = null;
+      s.ready_at = null;
+      s.ended_at = ev.at;
+      m.usage = addSpend(m.usage, p.usage);
+      m.compensated.push(s.id);
+      nextCompensation();
+      return m;
+    }
+
+    case 'compensation.failed': {
+      const p = ev.payload as unknown as CompensationFailedPayload;
+      const s = stepOf(p.step);
+      if (m.compensations[0] !== s.id) fail(`step ${s.id} is not being compensated`);
+      s.state = 'failed';
+      s.error = { code: p.error.code, message: p.error.message };
+      s.lease_id = null;
+      s.ready_at = null;
+      s.ended_at = ev.at;
+      m.compensation_failures.push(s.id);
+      nextCompensation();
+      return m;
+    }
+
+    case 'run.abandoned': {
+      const p = ev.payload as unknown as RunAbandonedPayload;
+      if (m.state !== 'abandoning' || m.compensations.length > 0) fail('compensations are still running');
+      m.state = 'abandoned';
+      m.current_step = null;
+      if (p.failed.length > 0) {
+        m.error = { code: 'compensation_failed', message: `compensation failed for step(s) ${p.failed.join(', ')}` };
+      }
+      return m;
+    }
+
+    // External kinds record what happened; they do not move the state.
+    case 'note':
+    case 'tool.called':
+    case 'tool.refused':
+    case 'model.called':
+      return m;
+
+    default:
+      return fail('unknown event kind');
+  }
+}
+
+/** What a worker could lease from this run now (at most one item: steps run in order). */
+export interface WorkItem {
+  step: string;
+  kind: LeaseKind;
+  ready_at: string;
+}
+
+export function workItem(m: RunModel): WorkItem | null {
+  const s = m.current_step ? m.steps[m.current_step] : undefined;
+  if (!s || s.lease_id || !s.ready_at) return null;
+  if (m.state === 'running' && (s.state === 'pending' || s.state === 'retry_wait')) return { step: s.id, kind: s.kind, ready_at: s.ready_at };
+  if (m.state === 'abandoning' && s.state === 'compensating' && m.compensations[0] === s.id) return { step: s.id, kind: 'compensation', ready_at: s.ready_at };
+  return null;
+}
+
+/** Completed steps that declare `compensate`, last first (decisions §6). */
+export function compensationsFor(m: RunModel): string[] {
+  return m.step_order.filter((id) => m.steps[id]!.state === 'completed' && m.steps[id]!.compensate).reverse();
+}
+
+/** The run state object of decisions §6 without the head fields. */
+export type PublicRunState = Omit<RunStateObject, 'last_seq' | 'head_hash' | 'head_signature'> & { parent_run_id: string | null };
+
+export function publicState(m: RunModel): PublicRunState {
+  const steps: Record<string, StepStatus> = {};
+  for (const id of m.step_order) {
+    const s = m.steps[id]!;
+    steps[id] = { state: s.state as StepState, attempt: s.attempt, output: s.output, error: s.error, started_at: s.started_at, ended_at: s.ended_at };
+  }
+  return {
+    run_id: m.run_id,
+    state: m.state,
+    parked_reason: m.parked_reason,
+    bundle_id: m.bundle_id,
+    bundle: m.bundle,
+    workflow: m.workflow,
+    department: m.department,
+    input: m.input,
+    requested_by: m.requested_by,
+    remit_id: m.remit_id,
+    parent_run_id: m.parent_run_id,
+    policies: m.policies,
+    current_step: m.current_step,
+    steps,
+    usage: m.usage,
+    budget: m.budget,
+    pending_approval_id: m.pending_approval_id,
+    output: m.output,
+    error: m.error,
+    created_at: m.created_at,
+    updated_at: m.updated_at,
+  };
+}

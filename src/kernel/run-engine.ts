@@ -1,0 +1,433 @@
+/**
+ * The run engine (interface 2.4–2.8, 3, 4.1; decisions §6–§8): runs, their event logs, leases,
+ * actions and approvals, resume and abandon, replay. Every state change goes through `mutate`:
+ * one transaction that appends the events, folds them with the reducer and stores the new state
+ * and signed head together. After the commit, metrics move and waiting lease requests wake.
+ */
+import { isoTime } from '../clock.js';
+import { canonicalJson } from '../encoding/canonical-json.js';
+import { SvcError, notFound } from '../errors.js';
+import { eventHash, signHead } from '../events/event-hash.js';
+import { isExternalKind } from '../events/kinds.js';
+import type { RunAbandonRequestedPayload, RunCreatedPayload, RunResumedPayload } from '../events/payloads.js';
+import { newId } from '../ids.js';
+import { globalRedactor } from '../log/logger.js';
+import type { Bundle, Requester, RunEvent, RunState, RunStateObject, Spend, StepDef, StoredBundle, WorkflowDef } from '../types.js';
+import { ApprovalService } from './approvals.js';
+import { ActionService } from './actions.js';
+import { decodeCursor, encodeCursor } from './cursor.js';
+import type { Kernel } from './kernel.js';
+import { LeaseService } from './leases.js';
+import { WorkNotifier } from './notifier.js';
+import { compensationsFor, initialModel, isTerminal, roundUsd, workItem, type RunModel } from './reducer.js';
+import { replayRun, type ReplayReport } from './replay.js';
+import { KERNEL_ACTOR, loadRunRow, parseEventRow, runStateOf, RunWriter, type EventRow, type RunRow, type WriterDeps } from './run-store.js';
+import { schemaCheck } from './schema-check.js';
+import { Sweeper } from './sweeper.js';
+
+/** Every run state (decisions §6), for the svc_runs gauge and list filters. */
+export const RUN_STATES: readonly RunState[] = ['running', 'parked', 'completed', 'failed', 'abandoning', 'abandoned'];
+
+/** POST /v1/runs body (interface 2.4). */
+export interface CreateRunBody {
+  bundle_id: string;
+  workflow: string;
+  input?: unknown;
+  remit_id: string;
+  /** Defaults to the remit's requester; when given it must equal it (422 requester_mismatch). */
+  requested_by?: Requester;
+}
+
+export interface RunListQuery {
+  state?: RunState;
+  department?: string;
+  /** Page size. (Default: 50, max 500) */
+  limit?: number;
+  /** Opaque cursor from a previous page's `next`. */
+  after?: string;
+}
+
+export interface RunEngineOptions {
+  /** Milliseconds between sweeps for expired leases. (Default: 500) */
+  sweepIntervalMs?: number;
+  /** Source of retry jitter, [0, 1). (Default: Math.random) */
+  random?: () => number;
+}
+
+/** A human or service that asked for something, as recorded on events. */
+export type Actor = { id: string; role: string } | Record<string, unknown> | string | null;
+
+export class RunEngine {
+  readonly notifier = new WorkNotifier();
+  readonly leases: LeaseService;
+  readonly actions: ActionService;
+  readonly approvals: ApprovalService;
+  random: () => number;
+  private readonly sweeper: Sweeper;
+  private started = false;
+  /** Set on shutdown: long polls return at once. */
+  stopping = false;
+
+  constructor(
+    readonly k: Kernel,
+    opts: RunEngineOptions = {},
+  ) {
+    this.random = opts.random ?? Math.random;
+    this.leases = new LeaseService(this);
+    this.actions = new ActionService(this);
+    this.approvals = new ApprovalService(this);
+    this.sweeper = new Sweeper(() => this.leases.sweep(), opts.sweepIntervalMs ?? 500, k.logger);
+  }
+
+  /** Loads the gauges from the store and starts the lease sweeper. */
+  async start(): Promise<void> {
+    if (this.started) return;
+    this.started = true;
+    this.stopping = false;
+    const rows = await this.k.db.all<{ state: string; n: number }>('SELECT state, COUNT(*) AS n FROM runs GROUP BY state');
+    for (const s of RUN_STATES) this.k.metrics.runs.set({ state: s }, Number(rows.find((r) => r.state === s)?.n ?? 0));
+    await this.approvals.refreshGauge();
+    this.sweeper.start();
+  }
+
+  /** Stops the sweeper and releases every waiting long poll. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.notifier.wakeAll();
+    await this.sweeper.stop();
+    this.started = false;
+  }
+
+  /** One sweep for expired leases now (the sweeper does this every interval). */
+  sweep(): Promise<number> {
+    return this.leases.sweep();
+  }
+
+  get writerDeps(): WriterDeps {
+    return { clock: this.k.clock, keys: this.k.keys, redactor: globalRedactor };
+  }
+
+  // ------------------------------------------------------------------ the write path
+
+  /**
+   * Runs `fn` on one run inside a transaction; everything `fn` appends commits with the new
+   * state and signed head, or nothing does. `fn` must only use `w.tx` for the store.
+   */
+  async mutate<T>(runId: string, fn: (w: RunWriter) => Promise<T>): Promise<T> {
+    const { result, writer } = await this.k.db.tx(async (tx) => {
+      const row = await loadRunRow(tx, runId);
+      if (!row) throw notFound('run', runId);
+      const w = new RunWriter(tx, row, this.writerDeps);
+      const result = await fn(w);
+      await w.flush();
+      return { result, writer: w };
+    });
+    this.afterCommit(writer.before, writer.model, writer.appended);
+    return result;
+  }
+
+  /** Metrics and wake-ups for a committed change. */
+  afterCommit(before: RunModel | null, after: RunModel, events: readonly RunEvent[]): void {
+    for (const e of events) this.k.metrics.events.inc({ kind: e.kind });
+    if (!before || before.state !== after.state) {
+      if (before) this.k.metrics.runs.dec({ state: before.state });
+      this.k.metrics.runs.inc({ state: after.state });
+    }
+    const work = workItem(after);
+    if (work) this.notifier.notify(work.kind);
+  }
+
+  // ------------------------------------------------------------------ runs
+
+  /** POST /v1/runs (interface 2.4, 4.1 rules 2 and 5; decisions §3, §6, 8.3). */
+  async create(body: CreateRunBody): Promise<{ run_id: string; state: RunState }> {
+    const stored = await this.k.bundles.get(body.bundle_id);
+    const bundle = stored.bundle;
+    const wf = workflowOf(bundle, body.workflow);
+    if (!wf) {
+      throw new SvcError('workflow_not_found', `bundle ${stored.name}@${stored.version} has no workflow ${body.workflow}`, {
+        bundle_id: stored.bundle_id,
+        workflow: body.workflow,
+        workflows: Object.keys(bundle.workflows ?? {}),
+      });
+    }
+    const input = body.input === undefined ? null : body.input;
+    const problems = schemaCheck(`${stored.bundle_id}#input#${body.workflow}`, wf.input_schema)(input);
+    if (problems.length > 0) {
+      throw new SvcError('input_invalid', `input does not match the input schema of workflow ${body.workflow}: ${problems[0]!.path || '/'} ${problems[0]!.message}`, {
+        errors: problems,
+      });
+    }
+    const remit = await this.k.remits.get(body.remit_id);
+    if (remit.run_id) throw new SvcError('remit_bound', `remit ${body.remit_id} is already bound to run ${remit.run_id}`, { remit_id: body.remit_id, run_id: remit.run_id });
+    const requestedBy = body.requested_by ?? remit.requested_by;
+    if (!sameRequester(requestedBy, remit.requested_by)) {
+      throw new SvcError('requester_mismatch', "requested_by differs from the remit's requester", { expected: remit.requested_by, given: requestedBy });
+    }
+    const policies = await this.k.policies.pin(remit.policy_set);
+    const parentRunId = remit.parent_id ? ((await this.k.remits.get(remit.parent_id)).run_id ?? null) : null;
+    const now = this.k.clock.now();
+    const runId = newId('run', now);
+    const payload: RunCreatedPayload = {
+      run_id: runId,
+      bundle_id: stored.bundle_id,
+      bundle: { name: stored.name, version: stored.version },
+      workflow: body.workflow,
+      department: wf.department ?? bundle.department ?? 'default',
+      input,
+      requested_by: { id: requestedBy.id, role: requestedBy.role, manager: requestedBy.manager },
+      remit_id: body.remit_id,
+      parent_run_id: parentRunId,
+      policies,
+      budget: { tokens: remit.spend.tokens, usd: remit.spend.usd },
+      steps: wf.steps.map((s) => ({ id: s.id, kind: s.kind, compensate: Boolean(s.compensate) })),
+    };
+    const ev: RunEvent = { seq: 1, hash: '', prev_hash: '', kind: 'run.created', payload: payload as unknown as Record<string, unknown>, actor: { id: requestedBy.id, role: requestedBy.role }, at: isoTime(now) };
+    ev.payload = globalRedactor.redactValue(ev.payload);
+    ev.hash = eventHash(runId, ev);
+    const model = initialModel(ev);
+    const { writer } = await this.k.db.tx(async (tx) => {
+      const bound = await this.k.remits.bindToRun(tx, body.remit_id, runId);
+      const head = { run_id: runId, seq: 1, hash: ev.hash };
+      const work = workItem(model);
+      const row: RunRow = {
+        run_id: runId,
+        state: model.state,
+        department: model.department,
+        bundle_id: model.bundle_id,
+        workflow: model.workflow,
+        remit_id: body.remit_id,
+        parent_run_id: parentRunId,
+        remit_token: bound.token,
+        remit_payload: canonicalJson(bound.payload),
+        model: JSON.stringify(model),
+        last_seq: 1,
+        head_hash: ev.hash,
+        head_signature: signHead((m) => this.k.keys.sign(m), head),
+        head_key_id: this.k.keys.keyId,
+        work_kind: work?.kind ?? null,
+        work_step: work?.step ?? null,
+        work_ready_at: work ? Date.parse(work.ready_at) : null,
+        created_at: ev.at,
+        updated_at: ev.at,
+      };
+      const cols = Object.keys(row);
+      await tx.run(`INSERT INTO runs (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, Object.values(row) as never);
+      await tx.run('INSERT INTO run_events (run_id, seq, hash, prev_hash, kind, payload, actor, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)', [
+        runId,
+        1,
+        ev.hash,
+        '',
+        ev.kind,
+        JSON.stringify(ev.payload),
+        JSON.stringify(ev.actor),
+        ev.at,
+      ]);
+      const w = new RunWriter(tx, row, this.writerDeps);
+      // A workflow without steps is complete the moment it starts.
+      if (model.current_step === null) await w.append({ kind: 'run.completed', payload: { output: null }, actor: KERNEL_ACTOR });
+      await w.flush();
+      return { writer: w };
+    });
+    this.afterCommit(null, writer.model, [ev, ...writer.appended]);
+    return { run_id: runId, state: writer.model.state };
+  }
+
+  /** GET /v1/runs/{id}: the state object of decisions §6. */
+  async get(runId: string): Promise<RunStateObject & { parent_run_id: string | null }> {
+    const row = await loadRunRow(this.k.db, runId);
+    if (!row) throw notFound('run', runId);
+    return runStateOf(row);
+  }
+
+  /** The reducer state of a run (internal fields included). */
+  async model(runId: string): Promise<{ row: RunRow; model: RunModel }> {
+    const row = await loadRunRow(this.k.db, runId);
+    if (!row) throw notFound('run', runId);
+    return { row, model: JSON.parse(row.model) as RunModel };
+  }
+
+  /** GET /v1/runs: newest first, filtered, cursor-paginated (decisions §6). */
+  async list(q: RunListQuery): Promise<{ runs: Array<RunStateObject & { parent_run_id: string | null }>; next: string | null }> {
+    const limit = q.limit ?? 50;
+    const where: string[] = [];
+    const params: string[] = [];
+    if (q.state) {
+      where.push('state = ?');
+      params.push(q.state);
+    }
+    if (q.department) {
+      where.push('department = ?');
+      params.push(q.department);
+    }
+    if (q.after) {
+      where.push('run_id < ?');
+      params.push(decodeCursor(q.after));
+    }
+    const rows = await this.k.db.all<RunRow>(
+      `SELECT * FROM runs ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY run_id DESC LIMIT ${limit + 1}`,
+      params,
+    );
+    const page = rows.slice(0, limit);
+    return { runs: page.map(runStateOf), next: rows.length > limit ? encodeCursor(page[page.length - 1]!.run_id) : null };
+  }
+
+  /** GET /v1/health run counts. */
+  async counts(): Promise<{ running: number; parked: number }> {
+    const rows = await this.k.db.all<{ state: string; n: number }>("SELECT state, COUNT(*) AS n FROM runs WHERE state IN ('running', 'parked') GROUP BY state");
+    return { running: Number(rows.find((r) => r.state === 'running')?.n ?? 0), parked: Number(rows.find((r) => r.state === 'parked')?.n ?? 0) };
+  }
+
+  // ------------------------------------------------------------------ events
+
+  /** GET /v1/runs/{id}/events (decisions §7): `limit` default 100, max 1000. */
+  async events(runId: string, fromSeq = 1, limit = 100): Promise<{ events: RunEvent[]; next_seq: number }> {
+    const row = await this.k.db.get<{ run_id: string }>('SELECT run_id FROM runs WHERE run_id = ?', [runId]);
+    if (!row) throw notFound('run', runId);
+    const rows = await this.k.db.all<EventRow>('SELECT * FROM run_events WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?', [runId, fromSeq, limit]);
+    const events = rows.map(safeParseEventRow);
+    return { events, next_seq: events.length ? events[events.length - 1]!.seq + 1 : fromSeq };
+  }
+
+  /** Events with fromSeq <= seq < toSeq, the most recent `max` of them. */
+  async eventRange(runId: string, fromSeq: number, toSeq: number, max = 1000): Promise<RunEvent[]> {
+    const rows = await this.k.db.all<EventRow>('SELECT * FROM run_events WHERE run_id = ? AND seq >= ? AND seq < ? ORDER BY seq DESC LIMIT ?', [runId, fromSeq, toSeq, max]);
+    return rows.reverse().map(safeParseEventRow);
+  }
+
+  /**
+   * Appends an external event (decisions §7) without a credential check: for in-process
+   * callers such as the gateway. 422 event_kind_not_external for a kernel kind.
+   */
+  async appendExternalEvent(runId: string, ev: { kind: string; payload: Record<string, unknown>; actor: unknown }): Promise<{ seq: number; hash: string }> {
+    if (!isExternalKind(ev.kind)) {
+      throw new SvcError('event_kind_not_external', `event kind ${ev.kind} may not be posted; external kinds are note, tool.called, tool.refused, model.called`, { kind: ev.kind });
+    }
+    return this.mutate(runId, async (w) => {
+      const [e] = await w.append({ kind: ev.kind, payload: ev.payload ?? {}, actor: (ev.actor ?? null) as RunEvent['actor'] });
+      return { seq: e!.seq, hash: e!.hash };
+    });
+  }
+
+  /**
+   * POST /v1/runs/{id}/events: an external event with X-Svc-Lease (an active lease of this
+   * run) or X-Svc-Remit (a valid token of this run's remit). `tool.refused` may come with the
+   * kernel bearer alone (decisions §7: the gateway's remit token may be the bad one).
+   */
+  async postExternalEvent(
+    runId: string,
+    ev: { kind: string; payload: Record<string, unknown>; actor: unknown },
+    cred: { lease?: string; remit?: string },
+  ): Promise<{ seq: number; hash: string }> {
+    const row = await loadRunRow(this.k.db, runId);
+    if (!row) throw notFound('run', runId);
+    if (cred.lease !== undefined) {
+      const ok = await this.leases.isActiveFor(cred.lease, runId);
+      if (!ok) throw new SvcError('credential_invalid', 'X-Svc-Lease is not an active lease of this run', { header: 'X-Svc-Lease' });
+    } else if (cred.remit !== undefined) {
+      const res = this.k.remits.verify(cred.remit, { run_id: runId });
+      if (!res.ok) throw new SvcError('credential_invalid', `X-Svc-Remit is refused: ${res.reason}`, { header: 'X-Svc-Remit', reason: res.reason });
+      if (res.payload.rid !== row.remit_id) throw new SvcError('credential_invalid', "X-Svc-Remit is not this run's remit", { header: 'X-Svc-Remit', reason: 'remit_run_mismatch' });
+    } else if (ev.kind !== 'tool.refused') {
+      throw new SvcError('credential_required', 'posting events needs an X-Svc-Lease or X-Svc-Remit header', {});
+    }
+    return this.appendExternalEvent(runId, ev);
+  }
+
+  // ------------------------------------------------------------------ resume and abandon
+
+  /** POST /v1/runs/{id}/resume (decisions §6): parked runs only, else 409 invalid_state. */
+  async resume(runId: string, actor: Actor): Promise<{ run_id: string; state: RunState }> {
+    return this.mutate(runId, async (w) => {
+      const m = w.model;
+      if (m.state !== 'parked' || !m.parked_reason) {
+        throw new SvcError('invalid_state', `run ${runId} is ${m.state}; only a parked run can be resumed`, { run_id: runId, state: m.state });
+      }
+      const payload: RunResumedPayload = { reason: m.parked_reason, step: m.current_step, via: 'resume' };
+      await w.append({ kind: 'run.resumed', payload: payload as unknown as Record<string, unknown>, actor: actor as RunEvent['actor'] });
+      return { run_id: runId, state: w.model.state };
+    });
+  }
+
+  /**
+   * POST /v1/runs/{id}/abandon (decisions §6): from any non-terminal state and from failed.
+   * Active leases are released, pending approvals cancelled, and the compensations of
+   * completed steps scheduled last first; with none the run is abandoned at once.
+   */
+  async abandon(runId: string, reason: string, actor: Actor): Promise<{ compensations_scheduled: number; state: RunState }> {
+    const now = this.k.clock.now();
+    let cancelled: number = 0;
+    const result = await this.mutate(runId, async (w) => {
+      const m = w.model;
+      if (m.state === 'abandoning') return { compensations_scheduled: m.compensations.length, state: m.state };
+      if (isTerminal(m.state)) {
+        throw new SvcError('invalid_state', `run ${runId} is ${m.state}; it can no longer be abandoned`, { run_id: runId, state: m.state });
+      }
+      const compensations = compensationsFor(m);
+      const active = await w.tx.all<{ lease_id: string }>("SELECT lease_id FROM leases WHERE run_id = ? AND status = 'active'", [runId]);
+      await w.tx.run("UPDATE leases SET status = 'released', ended_at = ? WHERE run_id = ? AND status = 'active'", [isoTime(now), runId]);
+      const pending = await w.tx.all<{ approval_id: string }>("SELECT approval_id FROM approvals WHERE run_id = ? AND state = 'pending' ORDER BY approval_id", [runId]);
+      await w.tx.run("UPDATE approvals SET state = 'cancelled', decided_at = ? WHERE run_id = ? AND state = 'pending'", [isoTime(now), runId]);
+      cancelled = pending.length;
+      const payload: RunAbandonRequestedPayload = {
+        reason,
+        from_state: m.state,
+        compensations,
+        released_lease_id: active[0]?.lease_id ?? null,
+        cancelled_approval_ids: pending.map((p) => p.approval_id),
+      };
+      await w.append({ kind: 'run.abandon_requested', payload: payload as unknown as Record<string, unknown>, actor: actor as RunEvent['actor'] });
+      if (compensations.length === 0) {
+        await w.append({ kind: 'run.abandoned', payload: { reason, compensated: [], failed: [] }, actor: KERNEL_ACTOR });
+      }
+      return { compensations_scheduled: compensations.length, state: w.model.state };
+    });
+    if (cancelled > 0) this.k.metrics.approvalsPending.dec(cancelled);
+    return result;
+  }
+
+  // ------------------------------------------------------------------ replay
+
+  /** POST /v1/runs/{id}/replay (decisions §7). */
+  replay(runId: string): Promise<ReplayReport> {
+    return replayRun(this, runId);
+  }
+
+  // ------------------------------------------------------------------ helpers shared by the services
+
+  /** The bundle of a run and the definition of one of its steps. */
+  async stepDefOf(model: RunModel, stepId: string): Promise<{ stored: StoredBundle; def: StepDef }> {
+    const stored = await this.k.bundles.get(model.bundle_id);
+    const def = workflowOf(stored.bundle, model.workflow)?.steps.find((s) => s.id === stepId);
+    if (!def) throw new SvcError('internal', `bundle ${model.bundle_id} lost step ${stepId}`, {});
+    return { stored, def };
+  }
+
+  /** Spend of this run's remit that derived remits reserved (decisions 8.3). */
+  async reservedOf(remitId: string): Promise<Spend> {
+    return this.k.remits.reserved(remitId);
+  }
+}
+
+/** The workflow named `name`, own properties only. */
+export function workflowOf(bundle: Bundle, name: string): WorkflowDef | undefined {
+  return bundle.workflows && Object.hasOwn(bundle.workflows, name) ? bundle.workflows[name] : undefined;
+}
+
+/** Usage over budget, once derived remits' reservations are set aside (decisions §8, 8.3). */
+export function budgetExceeded(usage: Spend, budget: Spend, reserved: Spend): boolean {
+  return usage.tokens > budget.tokens - reserved.tokens || roundUsd(usage.usd) > roundUsd(budget.usd - reserved.usd);
+}
+
+function sameRequester(a: Requester, b: Requester): boolean {
+  return a.id === b.id && a.role === b.role && a.manager === b.manager;
+}
+
+/** An event row; a row edited into invalid JSON is returned with its raw text, never a 500. */
+export function safeParseEventRow(r: EventRow): RunEvent {
+  try {
+    return parseEventRow(r);
+  } catch {
+    return { seq: r.seq, hash: r.hash, prev_hash: r.prev_hash, kind: r.kind, payload: { unparseable: r.payload }, actor: null, at: r.at };
+  }
+}

@@ -1,0 +1,174 @@
+/**
+ * Rows of the run engine and the one way events are written: `RunWriter` appends events to a
+ * run inside the caller's transaction, folds each through the reducer, and on flush stores the
+ * new state, the work columns and the newly signed head with them. A state change and its
+ * events therefore commit together or not at all.
+ */
+import { isoTime, type Clock } from '../clock.js';
+import { eventHash, signHead } from '../events/event-hash.js';
+import type { Redactor } from '../log/logger.js';
+import type { SqlDb } from '../store/sql-db.js';
+import type { RemitPayload, RunEvent, RunStateObject } from '../types.js';
+import { publicState, reduce, workItem, type RunModel } from './reducer.js';
+
+/** A row of `runs`. */
+export interface RunRow {
+  run_id: string;
+  state: string;
+  department: string;
+  bundle_id: string;
+  workflow: string;
+  remit_id: string;
+  parent_run_id: string | null;
+  remit_token: string;
+  remit_payload: string;
+  model: string;
+  last_seq: number;
+  head_hash: string;
+  head_signature: string;
+  head_key_id: string;
+  work_kind: string | null;
+  work_step: string | null;
+  work_ready_at: number | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A row of `run_events`. */
+export interface EventRow {
+  run_id: string;
+  seq: number;
+  hash: string;
+  prev_hash: string;
+  kind: string;
+  payload: string;
+  actor: string;
+  at: string;
+}
+
+/** A row of `leases`. */
+export interface LeaseRow {
+  lease_id: string;
+  run_id: string;
+  step: string;
+  kind: string;
+  attempt: number;
+  worker_id: string;
+  status: 'active' | 'completed' | 'failed' | 'expired' | 'released';
+  ttl_seconds: number;
+  expires_at: number;
+  leased_at: number;
+  ended_at: string | null;
+}
+
+/** An event before the chain fields are filled in. */
+export interface EventDraft {
+  kind: string;
+  payload: Record<string, unknown>;
+  actor: RunEvent['actor'];
+}
+
+/** The kernel's own actor on the events it appends. */
+export const KERNEL_ACTOR = 'kernel';
+
+/** A lease row with its BIGINT columns as numbers (PostgreSQL returns them as strings). */
+export function normalizeLease(r: LeaseRow | undefined): LeaseRow | undefined {
+  if (!r) return r;
+  return { ...r, attempt: Number(r.attempt), ttl_seconds: Number(r.ttl_seconds), expires_at: Number(r.expires_at), leased_at: Number(r.leased_at) };
+}
+
+export async function loadRunRow(db: SqlDb, runId: string): Promise<RunRow | undefined> {
+  return db.get<RunRow>('SELECT * FROM runs WHERE run_id = ?', [runId]);
+}
+
+export function parseEventRow(r: EventRow): RunEvent {
+  return { seq: r.seq, hash: r.hash, prev_hash: r.prev_hash, kind: r.kind, payload: JSON.parse(r.payload), actor: JSON.parse(r.actor), at: r.at };
+}
+
+/** The GET /v1/runs/{id} object of a row. */
+export function runStateOf(row: RunRow): RunStateObject & { parent_run_id: string | null } {
+  const m = JSON.parse(row.model) as RunModel;
+  return { ...publicState(m), last_seq: row.last_seq, head_hash: row.head_hash, head_signature: row.head_signature };
+}
+
+export interface WriterDeps {
+  clock: Clock;
+  keys: { keyId: string; sign(message: Uint8Array): Uint8Array };
+  redactor: Redactor;
+}
+
+/** Appends to one run inside a transaction; `flush` writes the run row. */
+export class RunWriter {
+  model: RunModel;
+  readonly before: RunModel;
+  readonly appended: RunEvent[] = [];
+  private seq: number;
+  private head: string;
+
+  constructor(
+    readonly tx: SqlDb,
+    readonly row: RunRow,
+    private readonly deps: WriterDeps,
+  ) {
+    this.model = JSON.parse(row.model) as RunModel;
+    this.before = this.model;
+    this.seq = row.last_seq;
+    this.head = row.head_hash;
+  }
+
+  get remit(): RemitPayload {
+    return JSON.parse(this.row.remit_payload) as RemitPayload;
+  }
+
+  /** Appends events in order; each is folded into `model` before the next is written. */
+  async append(...drafts: EventDraft[]): Promise<RunEvent[]> {
+    const out: RunEvent[] = [];
+    for (const d of drafts) {
+      const payload = this.deps.redactor.redactValue(d.payload);
+      const actor = this.deps.redactor.redactValue(d.actor ?? null);
+      const ev: RunEvent = { seq: this.seq + 1, hash: '', prev_hash: this.head, kind: d.kind, payload, actor, at: isoTime(this.deps.clock.now()) };
+      ev.hash = eventHash(this.row.run_id, ev);
+      this.model = reduce(this.model, ev);
+      await this.tx.run('INSERT INTO run_events (run_id, seq, hash, prev_hash, kind, payload, actor, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)', [
+        this.row.run_id,
+        ev.seq,
+        ev.hash,
+        ev.prev_hash,
+        ev.kind,
+        JSON.stringify(ev.payload),
+        JSON.stringify(ev.actor),
+        ev.at,
+      ]);
+      this.seq = ev.seq;
+      this.head = ev.hash;
+      this.appended.push(ev);
+      out.push(ev);
+    }
+    return out;
+  }
+
+  /** Writes the state, work columns and the newly signed head (no-op when nothing was appended). */
+  async flush(): Promise<void> {
+    if (this.appended.length === 0) return;
+    const head = { run_id: this.row.run_id, seq: this.seq, hash: this.head };
+    const signature = signHead((m) => this.deps.keys.sign(m), head);
+    const work = workItem(this.model);
+    await this.tx.run(
+      `UPDATE runs SET state = ?, model = ?, last_seq = ?, head_hash = ?, head_signature = ?, head_key_id = ?,
+         work_kind = ?, work_step = ?, work_ready_at = ?, updated_at = ? WHERE run_id = ?`,
+      [
+        this.model.state,
+        JSON.stringify(this.model),
+        this.seq,
+        this.head,
+        signature,
+        this.deps.keys.keyId,
+        work?.kind ?? null,
+        work?.step ?? null,
+        work ? Date.parse(work.ready_at) : null,
+        this.model.updated_at,
+        this.row.run_id,
+      ],
+    );
+  }
+}

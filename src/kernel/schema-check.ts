@@ -1,0 +1,58 @@
+/**
+ * Run input and step output checks against the bundle's JSON schemas (interface 4.1 rule 2,
+ * decisions §6). Validators are compiled once per (bundle, workflow or step): bundles are
+ * immutable, so the cache never goes stale.
+ */
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+
+// ajv-formats is CommonJS; under NodeNext its default export may be the module object.
+type AddFormats = (ajv: unknown) => unknown;
+const addFormats = ((addFormatsModule as unknown as { default?: AddFormats }).default ?? addFormatsModule) as unknown as AddFormats;
+
+const draft07 = new Ajv({ strict: false, allErrors: true, validateSchema: true });
+const draft2020 = new Ajv2020({ strict: false, allErrors: true, validateSchema: true });
+addFormats(draft07);
+addFormats(draft2020);
+
+/** One problem with a value, as reported in `details.errors`. */
+export interface SchemaProblem {
+  path: string;
+  message: string;
+}
+
+export type SchemaCheck = (value: unknown) => SchemaProblem[];
+
+const cache = new Map<string, SchemaCheck>();
+const CACHE_LIMIT = 2000;
+
+function problems(errors: ErrorObject[] | null | undefined): SchemaProblem[] {
+  return (errors ?? []).slice(0, 20).map((e) => {
+    const missing = (e.params as { missingProperty?: string }).missingProperty;
+    return { path: e.instancePath + (missing ? `/${missing}` : ''), message: e.message ?? 'is invalid' };
+  });
+}
+
+/** A cached check for `schema` under `key`; a schema that does not compile rejects every value. */
+export function schemaCheck(key: string, schema: unknown): SchemaCheck {
+  const hit = cache.get(key);
+  if (hit) return hit;
+  let check: SchemaCheck;
+  if (schema === undefined || schema === null || schema === true) {
+    check = () => [];
+  } else {
+    try {
+      const s = schema as { $schema?: string };
+      const ajv = typeof s.$schema === 'string' && s.$schema.includes('2020-12') ? draft2020 : draft07;
+      const fn: ValidateFunction = ajv.compile(schema as object);
+      check = (value) => (fn(value) ? [] : problems(fn.errors));
+    } catch (err) {
+      const message = `the schema does not compile: ${(err as Error).message}`;
+      check = () => [{ path: '', message }];
+    }
+  }
+  if (cache.size >= CACHE_LIMIT) cache.delete(cache.keys().next().value!);
+  cache.set(key, check);
+  return check;
+}

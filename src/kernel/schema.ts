@@ -1,0 +1,86 @@
+/**
+ * Tables of the run engine. Portable SQL (SQLite and PostgreSQL): JSON in TEXT, ISO times in
+ * TEXT, epoch milliseconds in BIGINT where the engine sorts or compares times (read back through
+ * Number(): PostgreSQL returns BIGINT as a string).
+ */
+import type { Migration } from '../store/sql-db.js';
+
+export const RUN_MIGRATIONS: Migration[] = [
+  {
+    id: 'runs-001-runs-events-leases-approvals',
+    sql: `
+CREATE TABLE runs (
+  run_id TEXT PRIMARY KEY,
+  state TEXT NOT NULL,
+  department TEXT NOT NULL,
+  bundle_id TEXT NOT NULL,
+  workflow TEXT NOT NULL,
+  remit_id TEXT NOT NULL,
+  parent_run_id TEXT,
+  remit_token TEXT NOT NULL,
+  remit_payload TEXT NOT NULL,
+  model TEXT NOT NULL,
+  last_seq INTEGER NOT NULL,
+  head_hash TEXT NOT NULL,
+  head_signature TEXT NOT NULL,
+  head_key_id TEXT NOT NULL,
+  work_kind TEXT,
+  work_step TEXT,
+  work_ready_at BIGINT,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+CREATE INDEX runs_work ON runs (work_kind, work_ready_at);
+CREATE INDEX runs_state ON runs (state, run_id);
+CREATE INDEX runs_department ON runs (department, run_id);
+CREATE INDEX runs_parent ON runs (parent_run_id);
+
+CREATE TABLE run_events (
+  run_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  hash TEXT NOT NULL,
+  prev_hash TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  actor TEXT NOT NULL,
+  at TEXT NOT NULL,
+  PRIMARY KEY (run_id, seq)
+);
+
+CREATE TABLE leases (
+  lease_id TEXT PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  step TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  worker_id TEXT NOT NULL,
+  status TEXT NOT NULL,
+  ttl_seconds INTEGER NOT NULL,
+  expires_at BIGINT NOT NULL,
+  leased_at BIGINT NOT NULL,
+  ended_at TEXT
+);
+CREATE INDEX leases_active ON leases (status, expires_at);
+CREATE INDEX leases_run ON leases (run_id, status);
+
+CREATE TABLE approvals (
+  approval_id TEXT PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  step TEXT NOT NULL,
+  action_id TEXT NOT NULL,
+  action TEXT NOT NULL,
+  rule TEXT NOT NULL,
+  approver TEXT NOT NULL,
+  state TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  decided_at TEXT,
+  decision TEXT,
+  actor TEXT,
+  reason TEXT
+);
+CREATE UNIQUE INDEX approvals_run_action ON approvals (run_id, action_id);
+CREATE INDEX approvals_state ON approvals (state, approval_id);
+CREATE INDEX approvals_approver ON approvals (approver, state, approval_id);
+`,
+  },
+];

@@ -1,0 +1,114 @@
+/**
+ * The CEL environment every policy condition is checked and evaluated in (decisions 5.1),
+ * through `@marcbachmann/cel-js`. `action` and `run` are declared with their field types so a
+ * condition is type-checked when the policy is posted; `run.remit.grants(x)` is a member
+ * function. JSON numbers in `action.args` and `run.input` become CEL `int` when they are
+ * integers and `double` otherwise; CEL compares int and double with each other.
+ */
+import { Environment, type ParseResult } from '@marcbachmann/cel-js';
+import type { PolicyAction, PolicyRunContext } from '../types.js';
+
+/** Structural limits for one condition, checked at parse time. */
+export const CEL_LIMITS = {
+  maxAstNodes: 2000,
+  maxDepth: 32,
+  maxListElements: 256,
+  maxMapEntries: 256,
+  maxCallArguments: 16,
+} as const;
+
+/** The value of `run.remit` inside an expression: grants are read through `grants(x)` only. */
+export class RemitView {
+  readonly autonomy: string;
+  readonly tools: string[];
+  readonly scopes: string[];
+  readonly grantSet: ReadonlySet<string>;
+
+  constructor(remit: PolicyRunContext['remit']) {
+    this.autonomy = remit.autonomy;
+    this.tools = [...remit.tools];
+    this.scopes = [...remit.scopes];
+    this.grantSet = new Set(remit.grants);
+  }
+}
+
+function buildEnvironment(): Environment {
+  return new Environment({ limits: CEL_LIMITS })
+    .registerType('Requester', { fields: { id: 'string', role: 'string', manager: 'string' } })
+    .registerType('Usage', { fields: { tokens: 'int', usd: 'double' } })
+    .registerType('Remit', { ctor: RemitView, fields: { autonomy: 'string', tools: 'list<string>', scopes: 'list<string>' } })
+    .registerType('Action', {
+      fields: {
+        tool: 'string',
+        connector: 'string',
+        operation: 'string',
+        args: 'map<string, dyn>',
+        writes: 'bool',
+        system_of_record: 'bool',
+        summary: 'string',
+      },
+    })
+    .registerType('Run', {
+      fields: {
+        id: 'string',
+        bundle: 'string',
+        workflow: 'string',
+        department: 'string',
+        requested_by: 'Requester',
+        input: 'dyn',
+        usage: 'Usage',
+        remit: 'Remit',
+      },
+    })
+    .registerVariable('action', 'Action', { description: 'the proposed action' })
+    .registerVariable('run', 'Run', { description: 'the run proposing it' })
+    .registerFunction('Remit.grants(string): bool', (remit: RemitView, dataClass: string) => remit.grantSet.has(dataClass), {
+      description: 'true when the remit grants the data class',
+    });
+}
+
+/** Built once: creating an environment is the expensive part of CEL. */
+export const policyEnvironment: Environment = buildEnvironment();
+
+/** A parsed condition, callable with a context from `celContext`. */
+export type CelProgram = ParseResult;
+
+/** JSON → CEL values: safe integers become bigint (CEL int), the rest stays as it is. */
+export function celValue(value: unknown): unknown {
+  if (typeof value === 'number') return Number.isSafeInteger(value) ? BigInt(value) : value;
+  if (Array.isArray(value)) return value.map(celValue);
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, celValue(v)]));
+  }
+  return value;
+}
+
+/** The `action` and `run` variables for one evaluation. */
+export function celContext(action: PolicyAction, run: PolicyRunContext): Record<string, unknown> {
+  return {
+    action: {
+      tool: action.tool,
+      connector: action.connector,
+      operation: action.operation,
+      args: celValue(action.args ?? {}),
+      writes: action.writes,
+      system_of_record: action.system_of_record,
+      summary: action.summary ?? '',
+    },
+    run: {
+      id: run.id,
+      bundle: run.bundle,
+      workflow: run.workflow,
+      department: run.department,
+      requested_by: { id: run.requested_by.id, role: run.requested_by.role, manager: run.requested_by.manager },
+      input: celValue(run.input ?? null),
+      usage: { tokens: toBigInt(run.usage?.tokens), usd: Number(run.usage?.usd ?? 0) },
+      remit: new RemitView(run.remit),
+    },
+  };
+}
+
+function toBigInt(value: unknown): bigint {
+  const n = Math.trunc(Number(value ?? 0));
+  return Number.isFinite(n) ? BigInt(n) : 0n;
+}

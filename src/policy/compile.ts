@@ -1,0 +1,141 @@
+/**
+ * Compiling a policy: the rule parser plus CEL parsing and type-checking of every condition
+ * against the declared `action` and `run` variables (decisions 5.1). `lintPolicy` lists every
+ * problem; `compilePolicy` throws the first as `policy_invalid` with `details.line`,
+ * `details.column` and `details.message` (1-based, in the whole source).
+ */
+import { SvcError } from '../errors.js';
+import type { Decision, PolicyRef } from '../types.js';
+import { policyEnvironment, type CelProgram } from './cel-env.js';
+import { parsePolicySource, type Effect } from './parser.js';
+import type { Diagnostic, SourcePos } from './tokenizer.js';
+import type { LineMap } from './tokenizer.js';
+
+export type { Diagnostic } from './tokenizer.js';
+
+/** A rule ready to evaluate. */
+export interface CompiledRule {
+  name: string;
+  effect: Effect;
+  /** The decision the rule yields when it matches. */
+  decision: Decision;
+  /** `role:<role>` from `by`, or null (then the requester's manager approves). */
+  approver: string | null;
+  /** The condition as written (comments blanked), for messages. */
+  condition: string;
+  line: number;
+  program: CelProgram;
+}
+
+/** A policy version, compiled once and evaluated on every proposal. */
+export interface CompiledPolicy {
+  ref: PolicyRef;
+  rules: CompiledRule[];
+}
+
+export const EFFECT_DECISION: Record<Effect, Decision> = {
+  allow: 'allow',
+  deny: 'deny',
+  require_approval: 'approval_required',
+};
+
+interface RangedError {
+  summary?: string;
+  message?: string;
+  code?: string;
+  range?: { start: number; end: number };
+}
+
+function celMessage(err: RangedError): string {
+  const text = err.summary ?? String(err.message ?? err).split('\n')[0] ?? 'invalid condition';
+  if (err.code === 'unknown_variable') return `${text} (a condition reads "action" and "run")`;
+  if (text === 'Unexpected token: EOF') return 'unexpected end of the condition';
+  return text;
+}
+
+/** Checks one condition; returns its program or pushes a diagnostic. */
+function checkCondition(
+  cond: { expr: string; exprOffset: number; exprAt: SourcePos },
+  lines: LineMap,
+  diagnostics: Diagnostic[],
+): CelProgram | null {
+  const place = (err: RangedError) => {
+    const start = err.range?.start;
+    const pos = typeof start === 'number' && start >= 0 && start <= cond.expr.length ? lines.pos(cond.exprOffset + start) : cond.exprAt;
+    // A range inside the blanked leading whitespace means "the condition": point at its first token.
+    const at = pos.offset < cond.exprAt.offset ? cond.exprAt : pos;
+    diagnostics.push({ offset: at.offset, line: at.line, column: at.column, message: celMessage(err) });
+  };
+  let program: CelProgram;
+  try {
+    program = policyEnvironment.parse(cond.expr);
+  } catch (err) {
+    place(err as RangedError);
+    return null;
+  }
+  let checked: ReturnType<CelProgram['check']>;
+  try {
+    checked = program.check();
+  } catch (err) {
+    place(err as RangedError);
+    return null;
+  }
+  if (!checked.valid) {
+    place((checked.error ?? { summary: 'condition does not type-check' }) as RangedError);
+    return null;
+  }
+  if (checked.type !== 'bool' && checked.type !== 'dyn') {
+    diagnostics.push({ ...cond.exprAt, message: `a condition must be a bool, but this one is ${checked.type}` });
+    return null;
+  }
+  return program;
+}
+
+interface Compiled {
+  rules: CompiledRule[];
+  diagnostics: Diagnostic[];
+}
+
+function compileSource(source: string): Compiled {
+  const parsed = parsePolicySource(source);
+  const diagnostics = [...parsed.diagnostics];
+  const rules: CompiledRule[] = [];
+  for (const rule of parsed.rules) {
+    const program = checkCondition(rule, parsed.lines, diagnostics);
+    if (!program) continue;
+    rules.push({
+      name: rule.name,
+      effect: rule.effect,
+      decision: EFFECT_DECISION[rule.effect],
+      approver: rule.approver,
+      condition: rule.expr.trim(),
+      line: rule.at.line,
+      program,
+    });
+  }
+  for (const cond of parsed.orphanConditions) checkCondition(cond, parsed.lines, diagnostics);
+  diagnostics.sort((a, b) => a.offset - b.offset);
+  // The tokenizer and CEL both see an unterminated string: report it once.
+  const unique = diagnostics.filter((d, i) => i === 0 || d.offset !== diagnostics[i - 1]!.offset);
+  return { rules, diagnostics: unique };
+}
+
+/** Every problem in a policy source, in source order (empty when it compiles). Never throws. */
+export function lintPolicy(source: string): Diagnostic[] {
+  return compileSource(source).diagnostics;
+}
+
+/** Compiles a policy or throws SvcError `policy_invalid` for its first problem. */
+export function compilePolicy(ref: PolicyRef, source: string): CompiledPolicy {
+  const { rules, diagnostics } = compileSource(source);
+  const first = diagnostics[0];
+  if (first) {
+    throw new SvcError('policy_invalid', `line ${first.line}, column ${first.column}: ${first.message}`, {
+      line: first.line,
+      column: first.column,
+      message: first.message,
+      problems: diagnostics.map((d) => ({ line: d.line, column: d.column, message: d.message })),
+    });
+  }
+  return { ref: { name: ref.name, version: ref.version }, rules };
+}

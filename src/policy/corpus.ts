@@ -1,0 +1,147 @@
+/**
+ * Policy test corpora (decisions 5.3): cases `{action, run}` as people write them, filled in to
+ * the full `action` and `run` a policy sees, and the flip comparison of two policies.
+ *
+ * Members a case leaves out get defaults: `connector` and `operation` from `tool`, `args` {},
+ * `writes` and `system_of_record` true (the kernel's view of a tool it cannot describe,
+ * decisions 5.2), `summary` "", and for `run` empty strings, `input` {}, `usage` zero and
+ * `remit` `{autonomy: "supervised", grants: [], tools: [], scopes: []}`.
+ */
+import { tooDeep } from '../bundle/json-depth.js';
+import { SvcError } from '../errors.js';
+import { AUTONOMY_ORDER, type Autonomy, type Decision, type PolicyAction, type PolicyRunContext } from '../types.js';
+import type { CompiledPolicy } from './compile.js';
+import { decide } from './decide.js';
+
+/** One corpus case, filled in. */
+export interface CorpusCase {
+  action: PolicyAction;
+  run: PolicyRunContext;
+}
+
+/** A case whose decision differs between policy A and policy B. */
+export interface Flip {
+  index: number;
+  a: Decision;
+  b: Decision;
+  rule_a: string;
+  rule_b: string;
+}
+
+/** Most cases in one test request. */
+export const MAX_CORPUS_CASES = 10_000;
+/** Deepest nesting of a case's action or run. */
+export const MAX_CASE_DEPTH = 32;
+
+function invalid(path: string, message: string): SvcError {
+  return new SvcError('request_invalid', `${path} ${message}`, { path });
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function str(obj: Record<string, unknown>, key: string, path: string, def: string): string {
+  const v = obj[key];
+  if (v === undefined) return def;
+  if (typeof v !== 'string') throw invalid(`${path}/${key}`, 'must be a string');
+  return v;
+}
+
+function bool(obj: Record<string, unknown>, key: string, path: string, def: boolean): boolean {
+  const v = obj[key];
+  if (v === undefined) return def;
+  if (typeof v !== 'boolean') throw invalid(`${path}/${key}`, 'must be a boolean');
+  return v;
+}
+
+function strings(obj: Record<string, unknown>, key: string, path: string): string[] {
+  const v = obj[key];
+  if (v === undefined) return [];
+  if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) throw invalid(`${path}/${key}`, 'must be an array of strings');
+  return v as string[];
+}
+
+function num(obj: Record<string, unknown>, key: string, path: string): number {
+  const v = obj[key];
+  if (v === undefined) return 0;
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw invalid(`${path}/${key}`, 'must be a number');
+  return v;
+}
+
+/** Fills in an action; `path` is the JSON pointer of the action for messages. */
+export function toPolicyAction(value: unknown, path = '/action'): PolicyAction {
+  if (!isObject(value)) throw invalid(path, 'must be an object');
+  const tool = value.tool;
+  if (typeof tool !== 'string' || tool === '') throw invalid(`${path}/tool`, 'must be a non-empty string');
+  const dot = tool.indexOf('.');
+  const args = value.args ?? {};
+  if (!isObject(args)) throw invalid(`${path}/args`, 'must be an object');
+  return {
+    tool,
+    connector: str(value, 'connector', path, dot > 0 ? tool.slice(0, dot) : tool),
+    operation: str(value, 'operation', path, dot > 0 ? tool.slice(dot + 1) : ''),
+    args,
+    writes: bool(value, 'writes', path, true),
+    system_of_record: bool(value, 'system_of_record', path, true),
+    summary: str(value, 'summary', path, ''),
+  };
+}
+
+/** Fills in a run context; `path` is the JSON pointer of the run for messages. */
+export function toPolicyRun(value: unknown, path = '/run'): PolicyRunContext {
+  const run = value === undefined ? {} : value;
+  if (!isObject(run)) throw invalid(path, 'must be an object');
+  const rb = run.requested_by ?? {};
+  if (!isObject(rb)) throw invalid(`${path}/requested_by`, 'must be an object');
+  const usage = run.usage ?? {};
+  if (!isObject(usage)) throw invalid(`${path}/usage`, 'must be an object');
+  const remit = run.remit ?? {};
+  if (!isObject(remit)) throw invalid(`${path}/remit`, 'must be an object');
+  const autonomy = remit.autonomy ?? 'supervised';
+  if (typeof autonomy !== 'string' || !AUTONOMY_ORDER.includes(autonomy as Autonomy)) {
+    throw invalid(`${path}/remit/autonomy`, `must be one of ${AUTONOMY_ORDER.join(', ')}`);
+  }
+  return {
+    id: str(run, 'id', path, 'run_test'),
+    bundle: str(run, 'bundle', path, ''),
+    workflow: str(run, 'workflow', path, ''),
+    department: str(run, 'department', path, ''),
+    requested_by: {
+      id: str(rb, 'id', `${path}/requested_by`, ''),
+      role: str(rb, 'role', `${path}/requested_by`, ''),
+      manager: str(rb, 'manager', `${path}/requested_by`, ''),
+    },
+    input: run.input === undefined ? {} : run.input,
+    usage: { tokens: num(usage, 'tokens', `${path}/usage`), usd: num(usage, 'usd', `${path}/usage`) },
+    remit: {
+      autonomy: autonomy as Autonomy,
+      grants: strings(remit, 'grants', `${path}/remit`),
+      tools: strings(remit, 'tools', `${path}/remit`),
+      scopes: strings(remit, 'scopes', `${path}/remit`),
+    },
+  };
+}
+
+/** Fills in every case of a corpus; errors point into `/corpus/<i>/…`. */
+export function normalizeCorpus(corpus: unknown, path = '/corpus'): CorpusCase[] {
+  if (!Array.isArray(corpus)) throw invalid(path, 'must be an array of {action, run}');
+  if (corpus.length > MAX_CORPUS_CASES) throw invalid(path, `has more than ${MAX_CORPUS_CASES} cases`);
+  return corpus.map((c, i) => {
+    if (!isObject(c)) throw invalid(`${path}/${i}`, 'must be an object {action, run}');
+    const deep = tooDeep(c, MAX_CASE_DEPTH);
+    if (deep !== null) throw invalid(`${path}/${i}${deep}`, `is nested deeper than ${MAX_CASE_DEPTH} levels`);
+    return { action: toPolicyAction(c.action, `${path}/${i}/action`), run: toPolicyRun(c.run, `${path}/${i}/run`) };
+  });
+}
+
+/** Every case under A alone and under B alone (each with the default rule); the flips. */
+export function comparePolicies(a: CompiledPolicy, b: CompiledPolicy, cases: readonly CorpusCase[]): { cases: number; flips: Flip[] } {
+  const flips: Flip[] = [];
+  cases.forEach((c, index) => {
+    const da = decide([a], c.action, c.run);
+    const db = decide([b], c.action, c.run);
+    if (da.decision !== db.decision) flips.push({ index, a: da.decision, b: db.decision, rule_a: da.rule, rule_b: db.rule });
+  });
+  return { cases: cases.length, flips };
+}

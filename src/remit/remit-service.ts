@@ -1,0 +1,293 @@
+/**
+ * Remits on the kernel (interface 2.1, 4.1, 5.4; decisions §3, 8.3): mint, derive with every
+ * narrowing rule, read, and bind to a run. Tokens are signed with the control-plane key;
+ * verification of presented tokens goes through `verifyRemit` (verify.ts).
+ */
+import { epochSeconds, isoTime, type Clock } from '../clock.js';
+import { canonicalJson } from '../encoding/canonical-json.js';
+import { SvcError, notFound } from '../errors.js';
+import { newId } from '../ids.js';
+import type { SqlDb } from '../store/sql-db.js';
+import { AUTONOMY_ORDER, type RemitCallCheck, type RemitPayload, type RemitRecord, type Spend, type TrustedKeys, type VerifyResult } from '../types.js';
+import { uncoveredScope, uncoveredTool } from './patterns.js';
+import { parseDeriveRequest, parseMintRequest } from './requests.js';
+import { MAX_TOKEN_LENGTH, encodeToken, type TokenSigner } from './token.js';
+import { verifyRemit } from './verify.js';
+
+/** What the service needs from the kernel (the Kernel itself satisfies it). */
+export interface RemitServiceDeps {
+  db: SqlDb;
+  keys: TokenSigner & TrustedKeys;
+  clock: Clock;
+  options: { clockSkewSeconds?: number };
+}
+
+/** 201 body of POST /v1/remits. */
+export interface MintResult {
+  remit_id: string;
+  token: string;
+  expires_at: string;
+}
+
+/** 201 body of POST /v1/remits/{id}/derive. */
+export interface DeriveResult extends MintResult {
+  parent_id: string;
+}
+
+interface RemitRow {
+  remit_id: string;
+  parent_id: string | null;
+  run_id: string | null;
+  payload: string;
+  token: string;
+  bound_payload: string | null;
+  bound_token: string | null;
+  spend_tokens: number;
+  spend_usd_micro: number;
+  reserved_tokens: number;
+  reserved_usd_micro: number;
+  exp: number;
+}
+
+/** Room a run-bound token needs beyond the unbound one (`"run":"run_…"`, re-signed). */
+const BINDING_HEADROOM = 256;
+
+/** usd as integer micro-dollars, so reservations add up exactly. */
+export function usdMicro(usd: number): number {
+  return Math.round(usd * 1_000_000);
+}
+
+/** The payload with its members in interface 2.1 order (JSON from the store is sorted). */
+export function orderedPayload(p: RemitPayload): RemitPayload {
+  const out: Partial<RemitPayload> = { rid: p.rid };
+  if (p.parent !== undefined) out.parent = p.parent;
+  if (p.run !== undefined) out.run = p.run;
+  Object.assign(out, {
+    iss: p.iss,
+    iat: p.iat,
+    nbf: p.nbf,
+    exp: p.exp,
+    tools: p.tools,
+    scopes: p.scopes,
+    grants: p.grants,
+    spend: { tokens: p.spend.tokens, usd: p.spend.usd },
+    autonomy: p.autonomy,
+    policy_set: p.policy_set,
+    requested_by: { id: p.requested_by.id, role: p.requested_by.role, manager: p.requested_by.manager },
+  });
+  return out as RemitPayload;
+}
+
+function widens(field: string, message: string, details: Record<string, unknown> = {}): SvcError {
+  return new SvcError('remit_widens', message, { field, ...details });
+}
+
+export class RemitService {
+  constructor(private readonly k: RemitServiceDeps) {}
+
+  private now(): number {
+    return epochSeconds(this.k.clock);
+  }
+
+  private skew(): number {
+    const s = this.k.options.clockSkewSeconds;
+    return typeof s === 'number' && Number.isFinite(s) && s > 0 ? s : 0;
+  }
+
+  private sign(payload: RemitPayload): string {
+    const token = encodeToken(payload, this.k.keys);
+    if (token.length + BINDING_HEADROOM > MAX_TOKEN_LENGTH) {
+      throw new SvcError('request_invalid', `the remit would be a ${token.length}-character token; tokens are limited to ${MAX_TOKEN_LENGTH - BINDING_HEADROOM} characters before binding`, { path: '' });
+    }
+    return token;
+  }
+
+  private async row(db: SqlDb, remitId: string): Promise<RemitRow> {
+    const row = await db.get<RemitRow>('SELECT * FROM remits WHERE remit_id = ?', [remitId]);
+    if (!row) throw notFound('remit', remitId);
+    return row;
+  }
+
+  private async insert(db: SqlDb, payload: RemitPayload, token: string): Promise<void> {
+    await db.run(
+      `INSERT INTO remits (remit_id, parent_id, run_id, payload, token, spend_tokens, spend_usd_micro, exp, created_at)
+       VALUES (?, ?, NULL, ?, ?, ?, ?, ?, ?)`,
+      [payload.rid, payload.parent ?? null, canonicalJson(payload), token, payload.spend.tokens, usdMicro(payload.spend.usd), payload.exp, isoTime(this.k.clock.now())],
+    );
+  }
+
+  /** POST /v1/remits: validates the body (400 request_invalid) and issues a signed remit. */
+  async mint(body: unknown): Promise<MintResult> {
+    const req = parseMintRequest(body);
+    const now = this.now();
+    const payload: RemitPayload = {
+      rid: newId('remit', this.k.clock.now()),
+      iss: this.k.keys.keyId,
+      iat: now,
+      nbf: now,
+      exp: now + req.ttl_seconds,
+      tools: req.tools,
+      scopes: req.scopes,
+      grants: req.grants,
+      spend: req.spend,
+      autonomy: req.autonomy,
+      policy_set: req.policy_set,
+      requested_by: req.requested_by,
+    };
+    const token = this.sign(payload);
+    await this.insert(this.k.db, payload, token);
+    return { remit_id: payload.rid, token, expires_at: isoTime(payload.exp * 1000) };
+  }
+
+  /**
+   * POST /v1/remits/{id}/derive: a child that is a subset of the parent in every field
+   * (interface 5.4; 422 remit_widens with details.field), unbound, recording `parent`, with
+   * its spend reserved from the parent's unreserved budget (decisions 8.3).
+   */
+  async derive(parentId: string, body: unknown): Promise<DeriveResult> {
+    const req = parseDeriveRequest(body);
+    return this.k.db.tx(async (db) => {
+      const row = await this.row(db, parentId);
+      const parent = JSON.parse(row.payload) as RemitPayload;
+      const now = this.now();
+      if (now - this.skew() >= parent.exp) {
+        throw new SvcError('remit_invalid', `remit ${parentId} expired at ${isoTime(parent.exp * 1000)}; nothing can be derived from it`, { remit_id: parentId, reason: 'remit_expired' });
+      }
+
+      const tools = req.tools ?? parent.tools;
+      const badTool = uncoveredTool(parent.tools, tools);
+      if (badTool !== null) throw widens('tools', `tool pattern ${badTool} is not covered by the parent's tools`, { value: badTool });
+
+      const scopes = req.scopes ?? parent.scopes;
+      const badScope = uncoveredScope(parent.scopes, scopes);
+      if (badScope !== null) throw widens('scopes', `scope pattern ${badScope} is not covered by the parent's scopes`, { value: badScope });
+
+      const grants = req.grants ?? parent.grants;
+      const badGrant = grants.find((g) => !parent.grants.includes(g));
+      if (badGrant !== undefined) throw widens('grants', `grant ${badGrant} is not granted by the parent`, { value: badGrant });
+
+      const left = { tokens: row.spend_tokens - row.reserved_tokens, usdMicro: row.spend_usd_micro - row.reserved_usd_micro };
+      let spend: Spend;
+      if (req.spend) {
+        const wantMicro = usdMicro(req.spend.usd);
+        if (req.spend.tokens > parent.spend.tokens || wantMicro > row.spend_usd_micro) {
+          throw widens('spend', `spend ${JSON.stringify(req.spend)} exceeds the parent's ${JSON.stringify(parent.spend)}`, { requested: req.spend, parent: parent.spend });
+        }
+        if (req.spend.tokens > left.tokens || wantMicro > left.usdMicro) {
+          const available = { tokens: Math.max(0, left.tokens), usd: Math.max(0, left.usdMicro) / 1_000_000 };
+          throw widens('spend', `spend ${JSON.stringify(req.spend)} exceeds what the parent has not reserved for other children ${JSON.stringify(available)}`, { requested: req.spend, available });
+        }
+        spend = { tokens: req.spend.tokens, usd: req.spend.usd };
+      } else {
+        // Inherited: whatever the parent has not yet reserved for other children.
+        spend = { tokens: Math.max(0, left.tokens), usd: Math.max(0, left.usdMicro) / 1_000_000 };
+      }
+
+      const autonomy = req.autonomy ?? parent.autonomy;
+      if (AUTONOMY_ORDER.indexOf(autonomy) > AUTONOMY_ORDER.indexOf(parent.autonomy)) {
+        throw widens('autonomy', `autonomy ${autonomy} is above the parent's ${parent.autonomy}`, { value: autonomy });
+      }
+
+      let exp = parent.exp;
+      if (req.ttl_seconds !== undefined) {
+        exp = now + req.ttl_seconds;
+        if (exp > parent.exp) {
+          throw widens('exp', `ttl_seconds ${req.ttl_seconds} would end at ${isoTime(exp * 1000)}, after the parent's expiry ${isoTime(parent.exp * 1000)}`, { value: exp, parent: parent.exp });
+        }
+      }
+      const nbf = Math.max(now, parent.nbf);
+
+      const policySet = req.policy_set ?? parent.policy_set;
+      const dropped = parent.policy_set.find((p) => !policySet.includes(p));
+      if (dropped !== undefined) throw widens('policy_set', `policy ${dropped} of the parent is missing; removing a policy widens the remit`, { value: dropped });
+
+      if (req.requested_by) {
+        const a = req.requested_by;
+        const b = parent.requested_by;
+        if (a.id !== b.id || a.role !== b.role || a.manager !== b.manager) {
+          throw widens('requested_by', 'requested_by differs from the parent\'s; a derived remit keeps its requester', { value: a });
+        }
+      }
+
+      const payload: RemitPayload = {
+        rid: newId('remit', this.k.clock.now()),
+        parent: parent.rid,
+        iss: this.k.keys.keyId,
+        iat: now,
+        nbf,
+        exp,
+        tools: [...tools],
+        scopes: [...scopes],
+        grants: [...grants],
+        spend,
+        autonomy,
+        policy_set: [...policySet],
+        requested_by: { ...parent.requested_by },
+      };
+      const token = this.sign(payload);
+      await this.insert(db, payload, token);
+      await db.run('UPDATE remits SET reserved_tokens = reserved_tokens + ?, reserved_usd_micro = reserved_usd_micro + ? WHERE remit_id = ?', [spend.tokens, usdMicro(spend.usd), parentId]);
+      return { remit_id: payload.rid, parent_id: parentId, token, expires_at: isoTime(exp * 1000) };
+    });
+  }
+
+  /** GET /v1/remits/{id}: the payload (with `run` once bound) plus parent_id and run_id. */
+  async get(remitId: string): Promise<RemitRecord> {
+    const row = await this.row(this.k.db, remitId);
+    const payload = JSON.parse(row.bound_payload ?? row.payload) as RemitPayload;
+    return { ...orderedPayload(payload), parent_id: row.parent_id, run_id: row.run_id };
+  }
+
+  /** The current payload: run-bound once bound (404 not_found for an unknown id). */
+  async getPayload(remitId: string): Promise<RemitPayload> {
+    const row = await this.row(this.k.db, remitId);
+    return orderedPayload(JSON.parse(row.bound_payload ?? row.payload) as RemitPayload);
+  }
+
+  /** The current token: the run-bound one once bound, else the token issued at mint/derive. */
+  async tokenFor(remitId: string): Promise<string> {
+    const row = await this.row(this.k.db, remitId);
+    return row.bound_token ?? row.token;
+  }
+
+  /** Spend reserved from this remit by its derived children (decisions 8.3). */
+  async reserved(remitId: string): Promise<Spend> {
+    const row = await this.row(this.k.db, remitId);
+    return { tokens: row.reserved_tokens, usd: row.reserved_usd_micro / 1_000_000 };
+  }
+
+  /**
+   * Binds the remit to a run inside the caller's transaction (decisions §3): 404 not_found,
+   * 409 remit_bound when it is already bound, 422 remit_invalid when it is expired or not yet
+   * valid. Issues the run-bound token: same rid, the payload plus `run`, signed with the
+   * current key.
+   */
+  async bindToRun(db: SqlDb, remitId: string, runId: string): Promise<{ token: string; payload: RemitPayload }> {
+    const row = await this.row(db, remitId);
+    if (row.run_id !== null) throw new SvcError('remit_bound', `remit ${remitId} is already bound to run ${row.run_id}`, { remit_id: remitId, run_id: row.run_id });
+    const base = JSON.parse(row.payload) as RemitPayload;
+    const now = this.now();
+    if (now - this.skew() >= base.exp) {
+      throw new SvcError('remit_invalid', `remit ${remitId} expired at ${isoTime(base.exp * 1000)}`, { remit_id: remitId, reason: 'remit_expired' });
+    }
+    if (base.nbf > now + this.skew()) {
+      throw new SvcError('remit_invalid', `remit ${remitId} is not valid before ${isoTime(base.nbf * 1000)}`, { remit_id: remitId, reason: 'remit_not_yet_valid' });
+    }
+    const payload = orderedPayload({ ...base, run: runId, iss: this.k.keys.keyId });
+    const token = encodeToken(payload, this.k.keys);
+    const res = await db.run('UPDATE remits SET run_id = ?, bound_payload = ?, bound_token = ?, bound_at = ? WHERE remit_id = ? AND run_id IS NULL', [
+      runId,
+      canonicalJson(payload),
+      token,
+      isoTime(this.k.clock.now()),
+      remitId,
+    ]);
+    if (res.changes !== 1) throw new SvcError('remit_bound', `remit ${remitId} is already bound to a run`, { remit_id: remitId });
+    return { token, payload };
+  }
+
+  /** Interface 5.3 steps 1–7 against the kernel's keys, clock and configured skew. */
+  verify(token: string, call: RemitCallCheck = {}): VerifyResult {
+    return verifyRemit(token, this.k.keys, this.now(), call, { skewSeconds: this.skew() });
+  }
+}

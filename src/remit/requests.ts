@@ -1,0 +1,146 @@
+/**
+ * Bodies of POST /v1/remits and POST /v1/remits/{id}/derive (interface 4.1): one JSON Schema
+ * each (ajv, no coercion, unknown members refused), then the checks a schema cannot say
+ * (pattern syntax). Every failure is 400 `request_invalid` with `details.path`, a JSON pointer.
+ *
+ * Unknown members are refused rather than ignored: a caller who misspells `scopes` must not
+ * silently get a remit wider than the one they meant.
+ */
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { SvcError } from '../errors.js';
+import { AUTONOMY_ORDER, type Autonomy, type Requester, type Spend } from '../types.js';
+import { scopePatternProblem, toolPatternProblem } from './patterns.js';
+
+/** Default remit lifetime when `ttl_seconds` is not given (decisions §3). */
+export const DEFAULT_TTL_SECONDS = 3600;
+/** Longest remit lifetime: 30 days (decisions §3). */
+export const MAX_TTL_SECONDS = 2_592_000;
+/** Most entries in tools, scopes, grants or policy_set. */
+export const MAX_LIST_ITEMS = 256;
+
+/** `name` or `name@version` (decisions §3). */
+export const POLICY_REF = '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9][A-Za-z0-9.+_-]{0,63})?$';
+
+export interface MintRequest {
+  tools: string[];
+  scopes: string[];
+  grants: string[];
+  spend: Spend;
+  autonomy: Autonomy;
+  ttl_seconds: number;
+  policy_set: string[];
+  requested_by: Requester;
+}
+
+/** A derive body: any subset of the create fields. */
+export type DeriveRequest = Partial<MintRequest>;
+
+const stringList = (maxLength: number, extra: Record<string, unknown> = {}) => ({
+  type: 'array',
+  maxItems: MAX_LIST_ITEMS,
+  items: { type: 'string', minLength: 1, maxLength, ...extra },
+});
+
+const properties = {
+  tools: stringList(256),
+  scopes: stringList(512),
+  grants: stringList(128, { pattern: '^\\S+$' }),
+  spend: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['tokens', 'usd'],
+    properties: {
+      tokens: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
+      usd: { type: 'number', minimum: 0, maximum: 1e12 },
+    },
+  },
+  autonomy: { type: 'string', enum: [...AUTONOMY_ORDER] },
+  ttl_seconds: { type: 'integer', minimum: 1, maximum: MAX_TTL_SECONDS },
+  policy_set: stringList(200, { pattern: POLICY_REF }),
+  requested_by: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['id', 'role', 'manager'],
+    properties: {
+      id: { type: 'string', minLength: 1, maxLength: 256 },
+      role: { type: 'string', minLength: 1, maxLength: 256 },
+      manager: { type: 'string', minLength: 1, maxLength: 256 },
+    },
+  },
+} as const;
+
+/** JSON Schema of the POST /v1/remits body. */
+export const MINT_BODY_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['tools', 'scopes', 'spend', 'autonomy', 'requested_by'],
+  properties,
+} as const;
+
+/** JSON Schema of the POST /v1/remits/{id}/derive body (every member optional). */
+export const DERIVE_BODY_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  properties,
+} as const;
+
+const ajv = new Ajv({ allErrors: false, coerceTypes: false, useDefaults: false, removeAdditional: false, strict: true });
+const validateMint = ajv.compile(MINT_BODY_SCHEMA);
+const validateDerive = ajv.compile(DERIVE_BODY_SCHEMA);
+
+/** An ajv error as request_invalid with a JSON pointer to the offending member. */
+function fromAjv(errors: ErrorObject[] | null | undefined): SvcError {
+  const e = errors?.[0];
+  if (!e) return new SvcError('request_invalid', 'request body is invalid', { path: '' });
+  let path = e.instancePath;
+  const p = e.params as { missingProperty?: string; additionalProperty?: string; allowedValues?: unknown[] };
+  let message = e.message ?? 'is invalid';
+  if (p.missingProperty) {
+    path += `/${p.missingProperty}`;
+    message = 'is required';
+  } else if (p.additionalProperty) {
+    path += `/${p.additionalProperty}`;
+    message = 'is not a known field';
+  } else if (p.allowedValues) {
+    message = `must be one of ${p.allowedValues.join(', ')}`;
+  }
+  return new SvcError('request_invalid', `${path || 'body'} ${message}`, { path });
+}
+
+function check<T>(validate: ValidateFunction, body: unknown): T {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    throw new SvcError('request_invalid', 'request body must be a JSON object', { path: '' });
+  }
+  if (!validate(body)) throw fromAjv(validate.errors);
+  const b = body as DeriveRequest;
+  b.tools?.forEach((t, i) => {
+    const problem = toolPatternProblem(t);
+    if (problem) throw new SvcError('request_invalid', `tool pattern "${t}" ${problem}`, { path: `/tools/${i}` });
+  });
+  b.scopes?.forEach((s, i) => {
+    const problem = scopePatternProblem(s);
+    if (problem) throw new SvcError('request_invalid', `scope pattern "${s}" ${problem}`, { path: `/scopes/${i}` });
+  });
+  return body as T;
+}
+
+/** Validates a mint body; fills the defaults of the optional members. */
+export function parseMintRequest(body: unknown): MintRequest {
+  const b = check<Partial<MintRequest>>(validateMint, body);
+  return {
+    tools: [...b.tools!],
+    scopes: [...b.scopes!],
+    grants: [...(b.grants ?? [])],
+    spend: { tokens: b.spend!.tokens, usd: b.spend!.usd },
+    autonomy: b.autonomy!,
+    ttl_seconds: b.ttl_seconds ?? DEFAULT_TTL_SECONDS,
+    policy_set: [...(b.policy_set ?? [])],
+    requested_by: { id: b.requested_by!.id, role: b.requested_by!.role, manager: b.requested_by!.manager },
+  };
+}
+
+/** Validates a derive body (no body at all means "inherit everything"). */
+export function parseDeriveRequest(body: unknown): DeriveRequest {
+  if (body === undefined) return {};
+  return check<DeriveRequest>(validateDerive, body);
+}

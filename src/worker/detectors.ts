@@ -1,0 +1,181 @@
+/**
+ * Built-in detectors of the data boundary (interface 5.5): content that is personal (`pii`) or
+ * payment-card (`pci`) data wherever it appears, whatever the field is called. Each detector is
+ * a global regular expression plus an optional validator, so false positives stay rare:
+ * card numbers must carry a card-network prefix and pass Luhn; SSNs exclude the ranges the
+ * SSA never issues; phones need separators or a leading `+`.
+ */
+
+/** One kind of sensitive content and the class it belongs to. */
+export interface Detector {
+  /** Short name, e.g. `email`. */
+  name: string;
+  /** The data class this content belongs to (`pii`, `pci`). */
+  class: string;
+  /** A global regex finding candidates. */
+  pattern: RegExp;
+  /** Finds candidates itself instead of `pattern` (for overlapping candidates). */
+  find?: (text: string) => Array<{ start: number; end: number }>;
+  /** Confirms a candidate (e.g. Luhn). (Default: every candidate counts) */
+  validate?: (match: string) => boolean;
+}
+
+/** One detected value inside a text. */
+export interface Finding {
+  detector: string;
+  class: string;
+  start: number;
+  end: number;
+  value: string;
+}
+
+/** Luhn checksum over the digits of `s` (separators ignored). */
+export function luhnValid(s: string): boolean {
+  const digits = s.replace(/\D/g, '');
+  if (digits.length === 0) return false;
+  let sum = 0;
+  let double = false;
+  for (let i = digits.length - 1; i >= 0; i--) {
+    let d = digits.charCodeAt(i) - 48;
+    if (double) {
+      d *= 2;
+      if (d > 9) d -= 9;
+    }
+    sum += d;
+    double = !double;
+  }
+  return sum % 10 === 0;
+}
+
+/** Issuer prefixes of the card networks (Visa, Mastercard, Amex, Discover, JCB, Diners, UnionPay). */
+function hasCardPrefix(digits: string): boolean {
+  if (digits.startsWith('4')) return true; // Visa
+  const two = Number(digits.slice(0, 2));
+  const four = Number(digits.slice(0, 4));
+  const three = Number(digits.slice(0, 3));
+  if (two >= 51 && two <= 55) return true; // Mastercard
+  if (four >= 2221 && four <= 2720) return true; // Mastercard 2-series
+  if (two === 34 || two === 37) return true; // Amex
+  if (digits.startsWith('6011') || two === 65 || (three >= 644 && three <= 649)) return true; // Discover
+  if (two === 35) return true; // JCB
+  if (two === 36 || two === 38 || two === 39 || (three >= 300 && three <= 305)) return true; // Diners
+  if (two === 62) return true; // UnionPay
+  return false;
+}
+
+/**
+ * Card candidates: in each run of digits joined by at most single spaces or dashes, the longest
+ * valid card number that starts at the run's start or after a separator and ends at the run's
+ * end or before one (so "0 4111 1111 1111 1111" still yields the card, while a card-shaped
+ * window in the middle of a longer bare number does not).
+ */
+export function findCardNumbers(text: string): Array<{ start: number; end: number }> {
+  const out: Array<{ start: number; end: number }> = [];
+  for (const m of text.matchAll(/(?<![\d])\d(?:[ -]?\d)*/g)) {
+    const run = m[0];
+    const base = m.index!;
+    const starts: number[] = [0];
+    const ends: number[] = [];
+    for (let i = 0; i < run.length; i++) {
+      if (run[i] === ' ' || run[i] === '-') {
+        ends.push(i);
+        starts.push(i + 1);
+      }
+    }
+    ends.push(run.length);
+    let from = 0;
+    for (const st of starts) {
+      if (st < from) continue;
+      for (let k = ends.length - 1; k >= 0; k--) {
+        const en = ends[k]!;
+        if (en <= st) break;
+        if (isCardNumber(run.slice(st, en))) {
+          out.push({ start: base + st, end: base + en });
+          from = en;
+          break;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+export function isCardNumber(candidate: string): boolean {
+  const digits = candidate.replace(/[ -]/g, '');
+  if (!/^\d{13,19}$/.test(digits)) return false;
+  return hasCardPrefix(digits) && luhnValid(digits);
+}
+
+/** The detectors applied to every string (and number) that goes to a model provider. */
+export const BUILTIN_DETECTORS: readonly Detector[] = Object.freeze([
+  {
+    name: 'card_number',
+    class: 'pci',
+    // 13–19 digits, optionally grouped by single spaces or dashes.
+    pattern: /(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d])/g,
+    find: findCardNumbers,
+    validate: isCardNumber,
+  },
+  {
+    name: 'email',
+    class: 'pii',
+    pattern: /[A-Za-z0-9._%+'-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}/g,
+  },
+  {
+    name: 'us_ssn',
+    class: 'pii',
+    pattern: /(?<![\d-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\d-])/g,
+  },
+  {
+    name: 'uk_nino',
+    class: 'pii',
+    pattern: /(?<![A-Za-z0-9])(?!BG|GB|KN|NK|NT|TN|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D](?![A-Za-z0-9])/g,
+  },
+  {
+    name: 'phone',
+    class: 'pii',
+    // +CC then 7–14 more digits with optional separators; or North American (NXX) NXX-XXXX.
+    pattern: /(?<![\w+])(?:\+\d{1,3}[ .-]?(?:\(\d{1,4}\)[ .-]?)?\d{1,4}(?:[ .-]?\d{2,4}){1,4}|(?:\(\d{3}\) ?|\d{3}[ .-])\d{3}[ .-]\d{4})(?![\w])/g,
+    validate: (m) => {
+      const digits = m.replace(/\D/g, '').length;
+      return digits >= 8 && digits <= 15;
+    },
+  },
+]);
+
+/** Every validated candidate of every detector in `text`, overlapping ones included. */
+export function findAll(text: string, detectors: readonly Detector[] = BUILTIN_DETECTORS): Finding[] {
+  const found: Finding[] = [];
+  for (const d of detectors) {
+    if (d.find) {
+      for (const c of d.find(text)) {
+        const value = text.slice(c.start, c.end);
+        if (value.length === 0 || (d.validate && !d.validate(value))) continue;
+        found.push({ detector: d.name, class: d.class, start: c.start, end: c.end, value });
+      }
+      continue;
+    }
+    const re = new RegExp(d.pattern.source, d.pattern.flags.includes('g') ? d.pattern.flags : d.pattern.flags + 'g');
+    for (const m of text.matchAll(re)) {
+      if (m[0].length === 0) continue;
+      if (d.validate && !d.validate(m[0])) continue;
+      found.push({ detector: d.name, class: d.class, start: m.index!, end: m.index! + m[0].length, value: m[0] });
+    }
+  }
+  return found.sort((a, b) => a.start - b.start || b.end - a.end);
+}
+
+/**
+ * The findings in `text`, earliest first, without overlaps: of overlapping candidates the one
+ * that starts first wins, the longer one on a tie.
+ */
+export function detect(text: string, detectors: readonly Detector[] = BUILTIN_DETECTORS): Finding[] {
+  const kept: Finding[] = [];
+  let until = -1;
+  for (const f of findAll(text, detectors)) {
+    if (f.start < until) continue;
+    kept.push(f);
+    until = f.end;
+  }
+  return kept;
+}

@@ -1,0 +1,42 @@
+/**
+ * An `action` step (interface 3, decisions 5.4): propose the action; on `allow` execute it
+ * through the gateway under a key bound to the action id (so a re-leased, approved action runs
+ * exactly once); on `approval_required` stop (the kernel parked the run and released the
+ * lease); on `deny` fail deterministically.
+ */
+import { StepError } from '../errors.js';
+import type { StepRuntime } from '../step-runtime.js';
+import type { StepOutcome } from '../types.js';
+import { isArgs } from './tool.js';
+
+/** The summary approvers read: the step's own, else the tool and its arguments. */
+export function actionSummary(tool: string, args: Record<string, unknown>, given?: unknown): string {
+  if (typeof given === 'string' && given.trim() !== '') return given;
+  const text = `${tool} ${JSON.stringify(args)}`;
+  return text.length <= 200 ? text : text.slice(0, 199) + '…';
+}
+
+export type ActionResult = { type: 'executed'; action_id: string; result: unknown } | { type: 'parked'; action_id: string; approval_id: string | null };
+
+/** Proposes and, when allowed, executes one action. Shared by action and model steps. */
+export async function proposeAndExecute(rt: StepRuntime, tool: string, args: Record<string, unknown>, summary: string): Promise<ActionResult> {
+  const decision = await rt.propose({ tool, args, summary });
+  if (decision.decision === 'deny') {
+    throw new StepError('action_denied', `action ${tool} denied${decision.rule ? ` by ${decision.rule}` : ''}`, true);
+  }
+  if (decision.decision === 'approval_required') {
+    return { type: 'parked', action_id: decision.action_id, approval_id: decision.approval_id ?? null };
+  }
+  if (decision.decision !== 'allow') throw new StepError('internal', `kernel answered the proposal with decision ${String(decision.decision)}`, false);
+  const res = await rt.callTool(tool, args, rt.actionKey(decision.action_id), null);
+  return { type: 'executed', action_id: decision.action_id, result: res.result };
+}
+
+export async function executeAction(rt: StepRuntime): Promise<StepOutcome> {
+  const def = rt.lease.step_def ?? {};
+  if (typeof def.tool !== 'string' || def.tool === '') throw new StepError('step_invalid', `action step ${rt.lease.step} has no tool`, true);
+  const args = isArgs(def.args) ? def.args : {};
+  const r = await proposeAndExecute(rt, def.tool, args, actionSummary(def.tool, args, def.summary));
+  if (r.type === 'parked') return { type: 'parked', action_id: r.action_id, approval_id: r.approval_id, usage: rt.usage };
+  return { type: 'completed', output: r.result, usage: rt.usage };
+}

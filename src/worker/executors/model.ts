@@ -1,0 +1,245 @@
+/**
+ * A `model` step: the agent loop.
+ *
+ *   render the prompt → data boundary → provider → tool calls through the gateway and actions
+ *   through proposals → … → output
+ *
+ * Every model call, tool call and action gets a call index (0, 1, 2, … in loop order). A model
+ * call's answer is recorded as a `model.called` event with its index; a later lease of the step
+ * (after a park for approval, a lost lease or a retried failure) replays recorded answers
+ * instead of calling the provider, so the loop walks the same path: tool calls reuse their
+ * idempotency keys (the gateway answers from its store), the same proposals get the same
+ * action ids (an approval applies), and nothing runs twice.
+ *
+ * The boundary applies to everything the provider is sent: each value a prompt template reads
+ * and each tool result is redacted for the classes the remit does not grant, and one `note`
+ * event per redaction (class, path, count) is posted before the provider call that would have
+ * seen it.
+ */
+import { renderTemplates, TemplateError } from '../../bundle/templates.js';
+import type { ToolDescriptor } from '../../types.js';
+import { DataBoundary, fieldClassesOf, redactionNote, type Redaction } from '../data-boundary.js';
+import { StepError, throwIfAborted } from '../errors.js';
+import type { ChatMessage, ProviderCall, ProviderResponse, ProviderTool } from '../providers/provider.js';
+import { WORKER_EVENT_SOURCE } from '../step-history.js';
+import type { StepRuntime } from '../step-runtime.js';
+import { lookup, pathSegments, renderDeep, renderPrompt, templatePaths, type Resolver } from '../templates.js';
+import type { StepOutcome } from '../types.js';
+import { actionSummary, proposeAndExecute } from './action.js';
+import { isArgs } from './tool.js';
+
+/** Gateway failures the model is told about (it can correct itself) instead of failing the step. */
+const RECOVERABLE_TOOL_ERRORS = new Set(['args_invalid', 'tool_not_found']);
+
+/** JSON pointer of a template path: `steps.a.output.rows[0]` → `/steps/a/output/rows/0`. */
+export function pointerOfPath(path: string): string {
+  return pathSegments(path)
+    .map((s) => '/' + s.replace(/~/g, '~0').replace(/\//g, '~1'))
+    .join('');
+}
+
+/** True for a redaction marker: a template reading below it gets the marker itself. */
+function isMarker(v: unknown): v is string {
+  return typeof v === 'string' && /^\[REDACTED:[^\]]+\]$/.test(v);
+}
+
+/**
+ * The context as the boundary lets it through: `input` and each step's `output` redacted as one
+ * (literals found in one are removed from all), with every redaction's JSON pointer.
+ */
+function redactContext(boundary: DataBoundary, input: unknown, steps: Record<string, { output: unknown }>): { ctx: { input: unknown; steps: Record<string, { output: unknown }> }; redactions: Redaction[] } {
+  const ids = Object.keys(steps ?? {});
+  const r = boundary.redactParts([
+    { value: input, path: '/input' },
+    ...ids.map((id) => ({ value: steps[id]?.output, path: `/steps/${id.replace(/~/g, '~0').replace(/\//g, '~1')}/output` })),
+  ]);
+  const redSteps: Record<string, { output: unknown }> = {};
+  ids.forEach((id, i) => (redSteps[id] = { output: r.values[i + 1] }));
+  return { ctx: { input: r.values[0], steps: redSteps }, redactions: r.redactions };
+}
+
+/** Resolves template paths against the raw context (so a missing value is a template error) but returns the redacted value. */
+function boundaryResolver(raw: unknown, redacted: unknown): Resolver {
+  return (path, where) => {
+    if (!/^(input|steps)(\.|\[|$)/.test(path)) throw new StepError('template_error', `${where}: template {{${path}}} must read input.* or steps.<id>.output.*`, true);
+    const r = lookup(raw, path);
+    if (!r.found || r.value === undefined) throw new StepError('template_error', `${where}: template {{${path}}} names no value`, true);
+    let cur: unknown = redacted;
+    for (const seg of pathSegments(path)) {
+      if (isMarker(cur)) return cur;
+      cur = cur !== null && typeof cur === 'object' ? (cur as Record<string, unknown>)[seg] : undefined;
+    }
+    return cur;
+  };
+}
+
+/**
+ * Checks a template against the raw context with the kernel's own renderer (decisions §4), so
+ * the worker accepts exactly the templates the kernel does; a failure is a deterministic
+ * `template_error`.
+ */
+function checkTemplates(value: unknown, raw: { input: unknown; steps: Record<string, { output: unknown }> }, where: string): void {
+  try {
+    renderTemplates(value, raw);
+  } catch (err) {
+    if (err instanceof TemplateError) throw new StepError('template_error', `${where}: ${err.message}`, true);
+    throw err;
+  }
+}
+
+/** Redactions a prompt actually carries: those at, under or above a path its templates read. */
+function relevant(redactions: Redaction[], paths: string[]): Redaction[] {
+  const pointers = paths.map((p) => pointerOfPath(p));
+  return redactions.filter((r) => pointers.some((p) => r.path === p || r.path.startsWith(p + '/') || p.startsWith(r.path + '/')));
+}
+
+function systemPrompt(rt: StepRuntime, schema: unknown, tools: ProviderTool[]): string {
+  const run = rt.lease.context.run;
+  const lines = [
+    `You are the "${rt.lease.step}" step of the "${run?.workflow ?? ''}" workflow of the "${run?.bundle ?? ''}" bundle.`,
+    tools.length > 0 ? 'Call the tools you need. Tools that change a system are proposals: policy decides them and a human may have to approve.' : 'No tools are available in this step.',
+    'Values shown as [REDACTED:<class>] are withheld from you on purpose; do not guess them.',
+    'When you are done, answer with the step output as one JSON value and nothing else.',
+  ];
+  if (schema && typeof schema === 'object') lines.push(`The output must match this JSON Schema: ${JSON.stringify(schema)}`);
+  return lines.join('\n');
+}
+
+function providerTools(offered: string[], descriptors: Map<string, Partial<ToolDescriptor>>): ProviderTool[] {
+  return offered.map((id) => {
+    const d = descriptors.get(id);
+    return {
+      id,
+      description: typeof d?.description === 'string' ? d.description : '',
+      input_schema: isArgs(d?.input_schema) ? d.input_schema : { type: 'object' },
+      // A tool nobody describes is treated as a write (decisions 5.2 fails safe the same way).
+      writes: d?.writes === undefined ? true : Boolean(d.writes),
+    };
+  });
+}
+
+export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
+  const { lease } = rt;
+  const def = lease.step_def ?? {};
+  const ctx = lease.context;
+  const provider = rt.deps.provider;
+  const maxTurns = rt.deps.maxTurns ?? 16;
+  const descriptors = await rt.descriptors();
+  const offered = Array.isArray(def.tools) ? def.tools.filter((t): t is string => typeof t === 'string') : [];
+  const tools = providerTools(offered, descriptors);
+  const grants = Array.isArray(ctx.remit?.grants) ? ctx.remit.grants : [];
+  const boundary = new DataBoundary({ grants, fieldClasses: fieldClassesOf(descriptors.values()) });
+  const raw = { input: ctx.input, steps: ctx.steps ?? {} };
+  const context = redactContext(boundary, raw.input, raw.steps);
+
+  // The prompt, with every value it reads passed through the boundary.
+  let pending: Redaction[] = [];
+  let promptText = '';
+  if (typeof def.prompt === 'string' && def.prompt !== '') {
+    const template = ctx.prompts?.[def.prompt];
+    if (typeof template !== 'string') throw new StepError('prompt_not_found', `prompt "${def.prompt}" is not in the bundle`, true);
+    checkTemplates(template, raw, `prompt ${def.prompt}`);
+    promptText = renderPrompt(template, boundaryResolver(raw, context.ctx), `prompt ${def.prompt}`);
+    pending.push(...relevant(context.redactions, templatePaths(template)));
+    const literal = boundary.redact(promptText, '/prompt');
+    promptText = String(literal.value);
+    pending.push(...literal.redactions);
+  } else if (provider.name !== 'mock') {
+    throw new StepError('step_invalid', `model step ${lease.step} names no prompt`, true);
+  }
+  const mockScript = ctx.mock?.[lease.step];
+  if (mockScript && typeof mockScript === 'object') checkTemplates(mockScript, raw, `mock ${lease.step}`);
+  const mock = mockScript && typeof mockScript === 'object' ? (renderDeep(mockScript, boundaryResolver(raw, context.ctx), `mock ${lease.step}`) as typeof mockScript) : undefined;
+
+  const messages: ChatMessage[] = [
+    { role: 'system', content: systemPrompt(rt, def.output_schema, tools) },
+    { role: 'user', content: promptText },
+  ];
+
+  let index = 0;
+  for (let turn = 0; turn < maxTurns; turn++) {
+    throwIfAborted(rt.signal);
+    const callIndex = index++;
+    let response: ProviderResponse;
+    const recorded = rt.history.modelCall(callIndex);
+    if (recorded) {
+      response = recorded.response;
+      if (!recorded.reported) rt.addUsage(recorded.usage);
+      rt.deps.onActivity?.({ type: 'model', index: callIndex, replayed: true, usage: recorded.usage });
+    } else {
+      for (const r of pending) {
+        await rt.postEvent('note', redactionNote(r, { source: WORKER_EVENT_SOURCE, step: lease.step, call_index: callIndex }));
+        rt.deps.onActivity?.({ type: 'redaction', class: r.class, path: r.path, count: r.count });
+      }
+      response = await provider.complete({
+        run_id: lease.run_id,
+        step: lease.step,
+        turn,
+        messages: messages.slice(),
+        tools,
+        output_schema: isArgs(def.output_schema) ? def.output_schema : undefined,
+        mock,
+        signal: rt.signal,
+      });
+      rt.addUsage(response.usage);
+      rt.deps.onActivity?.({ type: 'model', index: callIndex, replayed: false, usage: response.usage });
+      await rt.postEvent('model.called', {
+        source: WORKER_EVENT_SOURCE,
+        step: lease.step,
+        call_index: callIndex,
+        segment: rt.history.segment,
+        turn,
+        provider: provider.name,
+        model: response.model ?? null,
+        usage: response.usage,
+        redactions: pending.length,
+        response,
+      });
+    }
+    pending = [];
+    messages.push({ role: 'assistant', content: response.content, calls: response.calls });
+
+    if (response.calls.length === 0) {
+      return { type: 'completed', output: response.output === undefined ? null : response.output, usage: rt.usage };
+    }
+
+    for (const call of response.calls) {
+      const i = index++;
+      const result = await runCall(rt, call, i, offered, descriptors);
+      if (result.type === 'parked') return { type: 'parked', action_id: result.action_id, approval_id: result.approval_id, usage: rt.usage };
+      const r = boundary.redact(result.value, `/calls/${i}/result`);
+      pending.push(...r.redactions);
+      messages.push({ role: 'tool', call_id: call.id, tool: call.tool, content: JSON.stringify(r.value ?? null) });
+    }
+  }
+  throw new StepError('model_loop_exceeded', `the model made ${maxTurns} answers without a final output`, true);
+}
+
+type CallResult = { type: 'value'; value: unknown } | { type: 'parked'; action_id: string; approval_id: string | null };
+
+async function runCall(rt: StepRuntime, call: ProviderCall, index: number, offered: string[], descriptors: Map<string, Partial<ToolDescriptor>>): Promise<CallResult> {
+  if ('_invalid' in call.args && Object.keys(call.args).length === 1) {
+    return { type: 'value', value: { error: { code: 'args_invalid', message: 'arguments were not a JSON object' } } };
+  }
+  // Plain calls must name a tool the step offers; a scripted action (the mock's `actions`) is a
+  // proposal, which policy and the remit bound instead.
+  if (call.action !== true && !offered.includes(call.tool)) {
+    return { type: 'value', value: { error: { code: 'tool_not_offered', message: `${call.tool} is not a tool of this step` } } };
+  }
+  const d = descriptors.get(call.tool);
+  const isAction = call.action === true || d?.writes === true || d === undefined;
+  if (isAction) {
+    const r = await proposeAndExecute(rt, call.tool, call.args, actionSummary(call.tool, call.args, call.summary));
+    if (r.type === 'parked') return r;
+    return { type: 'value', value: r.result };
+  }
+  try {
+    const res = await rt.callTool(call.tool, call.args, rt.callKey(index), index);
+    return { type: 'value', value: res.result };
+  } catch (err) {
+    if (err instanceof StepError && RECOVERABLE_TOOL_ERRORS.has(err.code)) {
+      return { type: 'value', value: { error: { code: err.code, message: err.message } } };
+    }
+    throw err;
+  }
+}

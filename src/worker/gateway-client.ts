@@ -1,0 +1,93 @@
+/**
+ * Tool calls through the gateway (interface 4.2, 7.2; decisions §9), with every non-200 answer
+ * turned into a StepError whose `deterministic` flag says whether a retry could help.
+ */
+import type { ToolDescriptor } from '../types.js';
+import { StepError } from './errors.js';
+import { errorOf, requestJson, type PeerOptions } from './http.js';
+
+export interface ToolCallRequest {
+  remit_token: string;
+  run_id: string;
+  step: string;
+  lease_id: string;
+  tool: string;
+  args: Record<string, unknown>;
+  idempotency_key: string;
+  scope: string | null;
+}
+
+export interface ToolCallResult {
+  result: unknown;
+  scope: string | null;
+  scopes: string[];
+  replayed: boolean;
+  latency_ms: number;
+}
+
+/** Gateway error codes a retry cannot fix (interface 7.2, decisions §9). */
+const DETERMINISTIC_GATEWAY_CODES = new Set([
+  'tool_not_found',
+  'args_invalid',
+  'deterministic_failure',
+  'idempotency_conflict',
+  'idempotency_outcome_unknown',
+  'request_invalid',
+]);
+
+export class GatewayClient {
+  private cache: { at: number; tools: ToolDescriptor[] } | null = null;
+
+  constructor(
+    readonly peer: PeerOptions,
+    /** How long GET /v1/tools is cached, ms. (Default: 30000) */
+    private readonly cacheMs = 30_000,
+  ) {}
+
+  /** Calls a tool; returns the 200 body or throws a StepError mapped from the answer. */
+  async call(req: ToolCallRequest, signal?: AbortSignal): Promise<ToolCallResult> {
+    const res = await requestJson(this.peer, 'POST', '/tools/call', req, { signal });
+    const body = res.body as Record<string, any> | null;
+    if (res.status === 200 && body?.ok === true) {
+      return { result: body.result, scope: body.scope ?? null, scopes: body.scopes ?? (body.scope ? [body.scope] : []), replayed: Boolean(body.replayed), latency_ms: Number(body.latency_ms) || 0 };
+    }
+    throw gatewayFailure(req.tool, res.status, body);
+  }
+
+  /** The tool descriptors the gateway serves (cached); [] when it cannot be reached. */
+  async tools(now = Date.now()): Promise<ToolDescriptor[]> {
+    if (this.cache && now - this.cache.at < this.cacheMs) return this.cache.tools;
+    try {
+      const res = await requestJson(this.peer, 'GET', '/tools');
+      const list = Array.isArray(res.body) ? res.body : Array.isArray(res.body?.tools) ? res.body.tools : null;
+      if (res.status === 200 && list) {
+        this.cache = { at: now, tools: list as ToolDescriptor[] };
+        return this.cache.tools;
+      }
+    } catch {
+      /* descriptors are an aid (data classes, writes); the lease context also carries them */
+    }
+    return this.cache?.tools ?? [];
+  }
+}
+
+/** Maps a gateway error answer to the step failure the worker reports. */
+export function gatewayFailure(tool: string, status: number, body: Record<string, any> | null): StepError {
+  const refusal = body?.refusal as { reason?: string; detail?: string } | undefined;
+  if (status === 403 && refusal) {
+    return new StepError('tool_refused', `gateway refused ${tool}: ${refusal.reason ?? 'refused'}${refusal.detail ? ` (${refusal.detail})` : ''}`, true);
+  }
+  const e = errorOf(body);
+  const code = e?.code ?? '';
+  const message = `gateway ${tool}: ${code || `HTTP ${status}`}${e?.message ? `: ${e.message}` : ''}`;
+  if (status === 503 || code === 'connector_quarantined') return new StepError('connector_quarantined', message, false);
+  if (code === 'upstream_error' || status === 502) {
+    const circuit = (body?.error as { circuit?: string } | undefined)?.circuit;
+    return new StepError('upstream_error', circuit === 'open' ? `${message} (circuit open)` : message, false);
+  }
+  if (code === 'idempotency_in_flight') return new StepError('idempotency_in_flight', message, false);
+  if (DETERMINISTIC_GATEWAY_CODES.has(code)) return new StepError(code === 'request_invalid' ? 'args_invalid' : code, message, true);
+  if (status === 404) return new StepError('tool_not_found', message, true);
+  if (status === 422) return new StepError('deterministic_failure', message, true);
+  return new StepError('gateway_error', message, false);
+}

@@ -1,0 +1,72 @@
+/**
+ * JSON over HTTP for the worker's two peers. A connection failure is a non-deterministic
+ * `network_error`; an abort rethrows the signal's reason so the step stops for the right cause.
+ */
+import { abortReason, StepError } from './errors.js';
+
+export interface JsonResponse {
+  status: number;
+  body: any;
+  headers: Headers;
+}
+
+export interface PeerOptions {
+  /** Base address, e.g. http://127.0.0.1:7401 (the `/v1` prefix is added). */
+  baseUrl: string;
+  /** Bearer token sent when set (SVC_TOKEN). (Default: none) */
+  token?: string;
+  /** fetch to use (tests). (Default: global fetch) */
+  fetch?: typeof fetch;
+}
+
+/** Sends one JSON request and parses the JSON answer; never throws for an HTTP status. */
+export async function requestJson(
+  peer: PeerOptions,
+  method: string,
+  path: string,
+  body?: unknown,
+  opts: { headers?: Record<string, string>; signal?: AbortSignal } = {},
+): Promise<JsonResponse> {
+  const url = peer.baseUrl.replace(/\/+$/, '') + '/v1' + path;
+  const headers: Record<string, string> = { accept: 'application/json', ...opts.headers };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (peer.token) headers.authorization = `Bearer ${peer.token}`;
+  let res: Response;
+  try {
+    res = await (peer.fetch ?? fetch)(url, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: opts.signal,
+    });
+  } catch (err) {
+    if (opts.signal?.aborted) throw abortReason(opts.signal);
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    throw new StepError('network_error', `cannot reach ${peer.baseUrl} (${cause?.code ?? cause?.message ?? (err as Error).message})`);
+  }
+  let text: string;
+  try {
+    text = await res.text();
+  } catch (err) {
+    if (opts.signal?.aborted) throw abortReason(opts.signal);
+    throw new StepError('network_error', `reading the answer of ${peer.baseUrl} failed: ${(err as Error).message}`);
+  }
+  let parsed: unknown = null;
+  if (text) {
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = text;
+    }
+  }
+  return { status: res.status, body: parsed, headers: res.headers };
+}
+
+/** The `{error: {code, message}}` of a kernel or gateway answer, when there is one. */
+export function errorOf(body: unknown): { code: string; message: string; details?: unknown } | null {
+  const e = (body as { error?: { code?: unknown; message?: unknown; details?: unknown } } | null)?.error;
+  if (e && typeof e === 'object' && typeof e.code === 'string') {
+    return { code: e.code, message: typeof e.message === 'string' ? e.message : '', details: e.details };
+  }
+  return null;
+}

@@ -1,0 +1,96 @@
+/**
+ * The kernel endpoints a worker uses (interface 4.1): leases, heartbeats, complete, fail,
+ * action proposals and external events. A 410 on any lease call is a LeaseLostError.
+ */
+import { LeaseLostError, StepError } from './errors.js';
+import { errorOf, requestJson, type JsonResponse, type PeerOptions } from './http.js';
+import type { Lease, Usage } from './types.js';
+
+export interface LeaseRequest {
+  worker_id: string;
+  kinds: string[];
+  ttl_seconds: number;
+  /** Long-poll: the kernel holds the request up to this long for work (max 30). */
+  wait_seconds: number;
+}
+
+export interface ProposalResult {
+  action_id: string;
+  decision: 'allow' | 'deny' | 'approval_required';
+  rule: string;
+  approval_id: string | null;
+}
+
+/** External event kinds a worker posts (decisions §7). */
+export type WorkerEventKind = 'note' | 'model.called' | 'tool.called';
+
+export class KernelClient {
+  constructor(readonly peer: PeerOptions) {}
+
+  /** Asks for a step; null when the kernel had nothing within `wait_seconds` (204). */
+  async lease(req: LeaseRequest, signal?: AbortSignal): Promise<Lease | null> {
+    const res = await requestJson(this.peer, 'POST', '/leases', req, { signal });
+    if (res.status === 204) return null;
+    if (res.status === 200 && res.body && typeof res.body === 'object' && typeof res.body.lease_id === 'string') return res.body as Lease;
+    throw kernelError('lease', res);
+  }
+
+  /** Extends the lease; LeaseLostError on 410 (the run was parked or the lease ended). */
+  async heartbeat(leaseId: string, signal?: AbortSignal): Promise<{ expires_at: string }> {
+    const res = await requestJson(this.peer, 'POST', `/leases/${encodeURIComponent(leaseId)}/heartbeat`, {}, { signal });
+    if (res.status === 200) return res.body as { expires_at: string };
+    throw leaseError(leaseId, 'heartbeat', res);
+  }
+
+  /** Completes the step; a 422 `output_invalid` becomes a deterministic StepError. */
+  async complete(leaseId: string, output: unknown, usage: Usage): Promise<{ run_state: string; next_step: string | null }> {
+    const res = await requestJson(this.peer, 'POST', `/leases/${encodeURIComponent(leaseId)}/complete`, { output: output ?? null, usage });
+    if (res.status === 200) return res.body as { run_state: string; next_step: string | null };
+    const e = errorOf(res.body);
+    if (res.status === 422 && e?.code === 'output_invalid') throw new StepError('output_invalid', e.message || 'step output fails output_schema', true);
+    throw leaseError(leaseId, 'complete', res);
+  }
+
+  /** Fails the step with the error and whether a retry could help. */
+  async fail(leaseId: string, error: { code: string; message: string }, deterministic: boolean, usage: Usage): Promise<{ outcome: string; delay_ms: number }> {
+    const res = await requestJson(this.peer, 'POST', `/leases/${encodeURIComponent(leaseId)}/fail`, { error, deterministic, usage });
+    if (res.status === 200) return res.body as { outcome: string; delay_ms: number };
+    throw leaseError(leaseId, 'fail', res);
+  }
+
+  /**
+   * Proposes an action. A deny comes back as a result with decision `deny` (the kernel's 403
+   * `action_denied`), so callers decide how to fail.
+   */
+  async propose(leaseId: string, action: { tool: string; args: Record<string, unknown>; summary: string }, signal?: AbortSignal): Promise<ProposalResult> {
+    const res = await requestJson(this.peer, 'POST', `/leases/${encodeURIComponent(leaseId)}/actions`, { action }, { signal });
+    if (res.status === 200 || res.status === 201) return res.body as ProposalResult;
+    const e = errorOf(res.body);
+    if (res.status === 403 && e?.code === 'action_denied') {
+      const d = (e.details ?? {}) as { action_id?: string; rule?: string };
+      return { action_id: d.action_id ?? '', decision: 'deny', rule: d.rule ?? '', approval_id: null };
+    }
+    throw leaseError(leaseId, 'propose', res);
+  }
+
+  /** Appends an external event to the run under the lease. */
+  async postEvent(runId: string, leaseId: string, kind: WorkerEventKind, payload: Record<string, unknown>, actor: unknown, signal?: AbortSignal): Promise<{ seq: number; hash: string }> {
+    const res = await requestJson(this.peer, 'POST', `/runs/${encodeURIComponent(runId)}/events`, { kind, payload, actor }, { headers: { 'x-svc-lease': leaseId }, signal });
+    if (res.status === 201 || res.status === 200) return res.body as { seq: number; hash: string };
+    throw leaseError(leaseId, `post ${kind} event`, res);
+  }
+}
+
+function kernelError(what: string, res: JsonResponse): StepError {
+  const e = errorOf(res.body);
+  const msg = `kernel ${what}: HTTP ${res.status}${e ? ` ${e.code}: ${e.message}` : ''}`;
+  // A 5xx or an auth problem is not the step's fault: retryable. A 4xx on our request is a bug
+  // in the request the worker built, which a retry will not fix.
+  if (res.status >= 500 || res.status === 401 || res.status === 403 || res.status === 429) return new StepError('network_error', msg, false);
+  return new StepError(e?.code ?? 'internal', msg, res.status >= 400 && res.status < 500);
+}
+
+function leaseError(leaseId: string, what: string, res: JsonResponse): Error {
+  if (res.status === 410) return new LeaseLostError(leaseId);
+  return kernelError(what, res);
+}

@@ -1,0 +1,17 @@
+/** Provider names the worker accepts (`svc worker --provider`) and their factory. */
+import { MockProvider } from './mock.js';
+import { OpenAiProvider, openAiOptionsFromEnv } from './openai.js';
+import type { Provider } from './provider.js';
+
+export const PROVIDER_NAMES = ['mock', 'openai'] as const;
+export type ProviderName = (typeof PROVIDER_NAMES)[number];
+
+/** A provider by name; `openai` reads SVC_OPENAI_* from `env`. */
+export function createProvider(name: ProviderName, env: NodeJS.ProcessEnv = process.env): Provider {
+  switch (name) {
+    case 'mock':
+      return new MockProvider();
+    case 'openai':
+      return new OpenAiProvider(openAiOptionsFromEnv(env));
+  }
+}

@@ -1,0 +1,64 @@
+/**
+ * The mock provider: plays the bundle's `mock` script for the step (decisions §4), so bundles
+ * can be run end to end without a model. A script `{output, tool_calls, actions, usage}` plays
+ * as up to three answers: first the tool calls (when any), then the actions (when any), then
+ * the output. It is stateless (the turn number picks the answer), so a run resumed after a park
+ * sees exactly the same answers. `usage` is charged on the first answer only.
+ */
+import type { MockStepScript } from '../../types.js';
+import { abortReason, StepError } from '../errors.js';
+import { ZERO_USAGE } from '../types.js';
+import type { Provider, ProviderCall, ProviderRequest, ProviderResponse } from './provider.js';
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/** The answers a script plays, in order. */
+export function mockPhases(script: MockStepScript): Array<Pick<ProviderResponse, 'calls' | 'output'>> {
+  const phases: Array<Pick<ProviderResponse, 'calls' | 'output'>> = [];
+  const toolCalls = Array.isArray(script.tool_calls) ? script.tool_calls : [];
+  const actions = Array.isArray(script.actions) ? script.actions : [];
+  if (toolCalls.length > 0) {
+    phases.push({
+      calls: toolCalls.map((c, i) => {
+        if (!isRecord(c) || typeof c.tool !== 'string') throw new StepError('model_output_invalid', `mock tool_calls[${i}] needs a tool`, true);
+        return { id: `mock_t${i}`, tool: c.tool, args: isRecord(c.args) ? c.args : {} };
+      }),
+    });
+  }
+  if (actions.length > 0) {
+    phases.push({
+      calls: actions.map((a, i): ProviderCall => {
+        if (!isRecord(a) || typeof a.tool !== 'string') throw new StepError('model_output_invalid', `mock actions[${i}] needs a tool`, true);
+        return {
+          id: `mock_a${i}`,
+          tool: a.tool,
+          args: isRecord(a.args) ? a.args : {},
+          action: true,
+          summary: typeof a.summary === 'string' ? a.summary : undefined,
+        };
+      }),
+    });
+  }
+  phases.push({ calls: [], output: script.output === undefined ? null : script.output });
+  return phases;
+}
+
+export class MockProvider implements Provider {
+  readonly name = 'mock';
+
+  async complete(req: ProviderRequest): Promise<ProviderResponse> {
+    if (req.signal.aborted) throw abortReason(req.signal);
+    if (!req.mock || !isRecord(req.mock)) throw new StepError('mock_script_missing', `bundle has no mock script for step ${req.step}`, true);
+    const script: MockStepScript = req.mock;
+    const phases = mockPhases(script);
+    const phase = phases[Math.min(req.turn, phases.length - 1)]!;
+    const usage =
+      req.turn === 0
+        ? { tokens: Math.max(0, Math.floor(Number(script.usage?.tokens) || 0)), usd: Math.max(0, Number(script.usage?.usd) || 0) }
+        : { ...ZERO_USAGE };
+    const content = phase.calls.length === 0 ? JSON.stringify(phase.output) : null;
+    return { content, output: phase.output, calls: phase.calls, usage, model: 'mock' };
+  }
+}

@@ -1,0 +1,190 @@
+/**
+ * An OpenAI-compatible chat-completions provider with tool calling (`POST {base}/chat/completions`),
+ * which also fits local servers that speak the same API (vLLM, llama.cpp, Ollama).
+ *
+ * Configuration (environment, documented in man/svc-worker.1):
+ * - SVC_OPENAI_BASE_URL: API base including its version path. (Default: https://api.openai.com/v1)
+ * - SVC_OPENAI_API_KEY: bearer key; registered with the log redactor. (Default: none, no header)
+ * - SVC_OPENAI_MODEL: model name. (Default: gpt-4o-mini)
+ * - SVC_OPENAI_TIMEOUT_MS: per-request timeout. (Default: 120000)
+ * - SVC_OPENAI_USD_PER_1M_INPUT / SVC_OPENAI_USD_PER_1M_OUTPUT: prices used to report usage in
+ *   dollars. (Default: 0)
+ */
+import { globalRedactor } from '../../log/logger.js';
+import { abortReason, StepError } from '../errors.js';
+import { roundUsd } from '../types.js';
+import type { ChatMessage, Provider, ProviderCall, ProviderRequest, ProviderResponse, ProviderTool } from './provider.js';
+
+export interface OpenAiOptions {
+  /** (Default: https://api.openai.com/v1) */
+  baseUrl?: string;
+  apiKey?: string;
+  /** (Default: gpt-4o-mini) */
+  model?: string;
+  /** (Default: 120000) */
+  timeoutMs?: number;
+  /** Dollars per million prompt tokens. (Default: 0) */
+  usdPer1MInput?: number;
+  /** Dollars per million completion tokens. (Default: 0) */
+  usdPer1MOutput?: number;
+  /** Sampling temperature. (Default: 0) */
+  temperature?: number;
+  fetch?: typeof fetch;
+}
+
+/** Options from SVC_OPENAI_* (see the file comment). */
+export function openAiOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): OpenAiOptions {
+  const num = (v: string | undefined) => (v !== undefined && v !== '' && Number.isFinite(Number(v)) ? Number(v) : undefined);
+  return {
+    baseUrl: env.SVC_OPENAI_BASE_URL || undefined,
+    apiKey: env.SVC_OPENAI_API_KEY || undefined,
+    model: env.SVC_OPENAI_MODEL || undefined,
+    timeoutMs: num(env.SVC_OPENAI_TIMEOUT_MS),
+    usdPer1MInput: num(env.SVC_OPENAI_USD_PER_1M_INPUT),
+    usdPer1MOutput: num(env.SVC_OPENAI_USD_PER_1M_OUTPUT),
+  };
+}
+
+/** Function names allow [a-zA-Z0-9_-]{1,64}; tool ids have dots. `billing.refund` → `billing__refund`. */
+export function functionName(toolId: string): string {
+  const safe = toolId.replace(/\./g, '__').replace(/[^a-zA-Z0-9_-]/g, '_');
+  return safe.length <= 64 ? safe : safe.slice(0, 55) + '_' + hash8(toolId);
+}
+
+function hash8(s: string): string {
+  let h = 2166136261;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 16777619);
+  return (h >>> 0).toString(16).padStart(8, '0');
+}
+
+/** Parses a final answer: a JSON value when the text is one (``` fences allowed), else `{text}`. */
+export function parseFinalContent(content: string | null): unknown {
+  if (content === null) return null;
+  const fenced = /^\s*```(?:json)?\s*([\s\S]*?)\s*```\s*$/.exec(content);
+  const text = (fenced ? fenced[1]! : content).trim();
+  try {
+    return JSON.parse(text);
+  } catch {
+    return { text: content };
+  }
+}
+
+export class OpenAiProvider implements Provider {
+  readonly name = 'openai';
+  private readonly opts: Required<Omit<OpenAiOptions, 'apiKey' | 'fetch'>> & Pick<OpenAiOptions, 'apiKey' | 'fetch'>;
+
+  constructor(opts: OpenAiOptions = {}) {
+    this.opts = {
+      baseUrl: (opts.baseUrl ?? 'https://api.openai.com/v1').replace(/\/+$/, ''),
+      apiKey: opts.apiKey,
+      model: opts.model ?? 'gpt-4o-mini',
+      timeoutMs: opts.timeoutMs ?? 120_000,
+      usdPer1MInput: opts.usdPer1MInput ?? 0,
+      usdPer1MOutput: opts.usdPer1MOutput ?? 0,
+      temperature: opts.temperature ?? 0,
+      fetch: opts.fetch,
+    };
+    if (opts.apiKey) globalRedactor.add(opts.apiKey);
+  }
+
+  get model(): string {
+    return this.opts.model;
+  }
+
+  /** The request body sent for `req` (exported for tests and debugging). */
+  body(req: ProviderRequest): Record<string, unknown> {
+    const body: Record<string, unknown> = {
+      model: this.opts.model,
+      temperature: this.opts.temperature,
+      messages: req.messages.map((m) => toWire(m)),
+    };
+    if (req.tools.length > 0) {
+      body.tools = req.tools.map((t) => toolToWire(t));
+      body.tool_choice = 'auto';
+    }
+    return body;
+  }
+
+  async complete(req: ProviderRequest): Promise<ProviderResponse> {
+    const timeout = AbortSignal.timeout(this.opts.timeoutMs);
+    const signal = AbortSignal.any([req.signal, timeout]);
+    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
+    if (this.opts.apiKey) headers.authorization = `Bearer ${this.opts.apiKey}`;
+    let res: Response;
+    let text: string;
+    try {
+      res = await (this.opts.fetch ?? fetch)(`${this.opts.baseUrl}/chat/completions`, { method: 'POST', headers, body: JSON.stringify(this.body(req)), signal });
+      text = await res.text();
+    } catch (err) {
+      if (req.signal.aborted) throw abortReason(req.signal);
+      if (timeout.aborted) throw new StepError('provider_error', `model provider did not answer within ${this.opts.timeoutMs} ms`, false);
+      const cause = (err as { cause?: { code?: string } }).cause;
+      throw new StepError('network_error', `cannot reach the model provider at ${this.opts.baseUrl} (${cause?.code ?? (err as Error).message})`, false);
+    }
+    if (res.status < 200 || res.status >= 300) {
+      const detail = globalRedactor.redact(text.slice(0, 300));
+      if (res.status === 400 || res.status === 404 || res.status === 422) {
+        throw new StepError('provider_rejected', `model provider refused the request: HTTP ${res.status} ${detail}`, true);
+      }
+      throw new StepError('provider_error', `model provider failed: HTTP ${res.status} ${detail}`, false);
+    }
+    let data: any;
+    try {
+      data = JSON.parse(text);
+    } catch {
+      throw new StepError('provider_error', 'model provider answered with something that is not JSON', false);
+    }
+    const message = data?.choices?.[0]?.message;
+    if (!message || typeof message !== 'object') throw new StepError('provider_error', 'model provider answered without choices[0].message', false);
+    const byName = new Map(req.tools.map((t) => [functionName(t.id), t.id]));
+    const calls: ProviderCall[] = [];
+    const rawCalls: any[] = Array.isArray(message.tool_calls) ? message.tool_calls : [];
+    rawCalls.forEach((c, i) => {
+      const name = String(c?.function?.name ?? '');
+      let args: Record<string, unknown> = {};
+      const rawArgs = c?.function?.arguments;
+      if (typeof rawArgs === 'string' && rawArgs.trim() !== '') {
+        try {
+          const parsed = JSON.parse(rawArgs);
+          args = parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? parsed : { _invalid: rawArgs };
+        } catch {
+          args = { _invalid: rawArgs };
+        }
+      } else if (rawArgs && typeof rawArgs === 'object') {
+        args = rawArgs as Record<string, unknown>;
+      }
+      calls.push({ id: typeof c?.id === 'string' ? c.id : `call_${i}`, tool: byName.get(name) ?? name, args });
+    });
+    const prompt = Math.max(0, Number(data?.usage?.prompt_tokens) || 0);
+    const completion = Math.max(0, Number(data?.usage?.completion_tokens) || 0);
+    const total = Math.max(Number(data?.usage?.total_tokens) || 0, prompt + completion);
+    const usd = roundUsd((prompt * this.opts.usdPer1MInput + completion * this.opts.usdPer1MOutput) / 1e6);
+    const content = typeof message.content === 'string' ? message.content : null;
+    const response: ProviderResponse = { content, calls, usage: { tokens: total, usd }, model: typeof data.model === 'string' ? data.model : this.opts.model };
+    if (calls.length === 0) response.output = parseFinalContent(content);
+    return response;
+  }
+}
+
+function toWire(m: ChatMessage): Record<string, unknown> {
+  switch (m.role) {
+    case 'system':
+    case 'user':
+      return { role: m.role, content: m.content };
+    case 'assistant': {
+      const out: Record<string, unknown> = { role: 'assistant', content: m.content };
+      if (m.calls.length > 0) {
+        out.tool_calls = m.calls.map((c) => ({ id: c.id, type: 'function', function: { name: functionName(c.tool), arguments: JSON.stringify(c.args) } }));
+      }
+      return out;
+    }
+    case 'tool':
+      return { role: 'tool', tool_call_id: m.call_id, content: m.content };
+  }
+}
+
+function toolToWire(t: ProviderTool): Record<string, unknown> {
+  const schema = t.input_schema && typeof t.input_schema === 'object' && Object.keys(t.input_schema).length > 0 ? t.input_schema : { type: 'object', properties: {} };
+  const description = (t.description || t.id) + (t.writes ? ' (changes a system: proposed to policy and may need approval)' : '');
+  return { type: 'function', function: { name: functionName(t.id), description, parameters: schema } };
+}

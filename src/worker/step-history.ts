@@ -1,0 +1,88 @@
+/**
+ * What earlier leases of the same step already did, read from the lease's `prior_events`
+ * (decisions §6). After a park (an approval, a lost lease, a retried failure) the model loop
+ * replays the `model.called` answers it recorded instead of asking the provider again, so the
+ * loop takes the same path, proposes the same actions (same action ids, so an approval
+ * applies) and reuses the same idempotency keys (so the gateway answers tool calls from its
+ * store instead of running them twice).
+ *
+ * - A `step.quarantined` event for the step starts a new segment: after an operator resumes a
+ *   quarantined step it runs afresh (replaying the answers that led to the quarantine would
+ *   only repeat it), with idempotency keys of its own.
+ * - Usage: the answers recorded since the step's last `step.failed` were never reported to the
+ *   kernel (their lease ended by a park or expired); the lease that finally completes or fails
+ *   the step reports them.
+ */
+import type { Usage } from './types.js';
+import type { PriorEvent } from './types.js';
+import type { ProviderResponse } from './providers/provider.js';
+
+/** Marks events the worker posts, so they are told apart from the gateway's. */
+export const WORKER_EVENT_SOURCE = 'worker';
+
+export interface RecordedModelCall {
+  seq: number;
+  response: ProviderResponse;
+  usage: Usage;
+  /** True when a complete or fail after it already reported its usage. */
+  reported: boolean;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function asResponse(v: unknown): ProviderResponse | null {
+  if (!isRecord(v) || !Array.isArray(v.calls)) return null;
+  const calls = v.calls.filter((c): c is ProviderResponse['calls'][number] => isRecord(c) && typeof c.tool === 'string' && typeof c.id === 'string');
+  const usage = isRecord(v.usage) ? { tokens: Number(v.usage.tokens) || 0, usd: Number(v.usage.usd) || 0 } : { tokens: 0, usd: 0 };
+  const out: ProviderResponse = { content: typeof v.content === 'string' ? v.content : null, calls: calls.map((c) => ({ ...c, args: isRecord(c.args) ? c.args : {} })), usage };
+  if ('output' in v) out.output = v.output;
+  if (typeof v.model === 'string') out.model = v.model;
+  return out;
+}
+
+export class StepHistory {
+  private constructor(
+    /** How many times the step was quarantined before this lease (0 normally). */
+    readonly segment: number,
+    private readonly calls: Map<number, RecordedModelCall>,
+  ) {}
+
+  static empty(): StepHistory {
+    return new StepHistory(0, new Map());
+  }
+
+  /** Reads the history of `step` from a lease's prior events. */
+  static from(events: readonly PriorEvent[] | undefined, step: string): StepHistory {
+    let segment = 0;
+    let calls = new Map<number, RecordedModelCall>();
+    const sorted = [...(Array.isArray(events) ? events : [])].filter((e) => isRecord(e) && typeof e.kind === 'string').sort((a, b) => (a.seq ?? 0) - (b.seq ?? 0));
+    for (const e of sorted) {
+      const p = isRecord(e.payload) ? e.payload : {};
+      if (p.step !== step) continue;
+      if (e.kind === 'step.quarantined') {
+        segment += 1;
+        calls = new Map();
+      } else if (e.kind === 'step.failed' && p.kind !== 'compensation') {
+        for (const c of calls.values()) c.reported = true;
+      } else if (e.kind === 'model.called' && p.source === WORKER_EVENT_SOURCE && Number.isInteger(p.call_index)) {
+        const response = asResponse(p.response);
+        if (!response) continue;
+        const segOf = Number.isInteger(p.segment) ? (p.segment as number) : 0;
+        if (segOf !== segment) continue;
+        calls.set(p.call_index as number, { seq: e.seq, response, usage: response.usage, reported: false });
+      }
+    }
+    return new StepHistory(segment, calls);
+  }
+
+  /** The recorded answer of the model call at `index`, when an earlier lease made it. */
+  modelCall(index: number): RecordedModelCall | undefined {
+    return this.calls.get(index);
+  }
+
+  get size(): number {
+    return this.calls.size;
+  }
+}

@@ -1,0 +1,131 @@
+/**
+ * Everything one leased step can do, bound to its lease: gateway calls with the run's remit
+ * token and deterministic idempotency keys, action proposals, external events, and the usage
+ * it accumulates. Executors receive one StepRuntime; the Worker reports what they return.
+ */
+import { sha256Hex } from '../encoding/canonical-json.js';
+import type { LeaseKind, ToolDescriptor } from '../types.js';
+import { throwIfAborted } from './errors.js';
+import type { GatewayClient, ToolCallResult } from './gateway-client.js';
+import type { KernelClient, ProposalResult, WorkerEventKind } from './kernel-client.js';
+import type { Provider } from './providers/provider.js';
+import { StepHistory } from './step-history.js';
+import { addUsage, ZERO_USAGE, type Lease, type Usage } from './types.js';
+
+/** Something a step did that the Worker re-emits as a typed event. */
+export type StepActivity =
+  | { type: 'tool'; tool: string; index: number | null; replayed: boolean; latency_ms: number }
+  | { type: 'model'; index: number; replayed: boolean; usage: Usage }
+  | { type: 'proposal'; tool: string; action_id: string; decision: string; rule: string; approval_id: string | null }
+  | { type: 'redaction'; class: string; path: string; count: number };
+
+export interface StepRuntimeDeps {
+  kernel: KernelClient;
+  gateway: GatewayClient;
+  provider: Provider;
+  workerId: string;
+  /** Most provider answers in one model step. (Default: 16) */
+  maxTurns?: number;
+  onActivity?: (a: StepActivity) => void;
+}
+
+/** sha256 hex of the parts joined by `/`: the idempotency key of one call. */
+export function idempotencyKey(...parts: Array<string | number>): string {
+  return sha256Hex(parts.join('/'));
+}
+
+/** The kind of a lease: the kernel's `kind` when given, else the step definition's. */
+export function leaseKind(lease: Lease): LeaseKind | string {
+  return lease.kind ?? (typeof lease.step_def?.kind === 'string' ? lease.step_def.kind : 'unknown');
+}
+
+export class StepRuntime {
+  readonly history: StepHistory;
+  readonly actor: { id: string; role: string };
+  private used: Usage = { ...ZERO_USAGE };
+
+  constructor(
+    readonly lease: Lease,
+    readonly signal: AbortSignal,
+    readonly deps: StepRuntimeDeps,
+  ) {
+    this.history = StepHistory.from(lease.context?.prior_events, lease.step);
+    this.actor = { id: deps.workerId, role: 'worker' };
+  }
+
+  get kind(): string {
+    return leaseKind(this.lease);
+  }
+
+  /** Usage to report with complete or fail. */
+  get usage(): Usage {
+    return this.used;
+  }
+
+  addUsage(u: Partial<Usage> | undefined): void {
+    this.used = addUsage(this.used, u);
+  }
+
+  /**
+   * The key of the call at `index` in this step: sha256(run/step/index), with the segment
+   * appended after a quarantine so a resumed step's calls are new calls.
+   */
+  callKey(index: number): string {
+    const { run_id, step } = this.lease;
+    return this.history.segment === 0 ? idempotencyKey(run_id, step, index) : idempotencyKey(run_id, step, index, `r${this.history.segment}`);
+  }
+
+  /** The key of an approved action: bound to the action id, so it executes once per step. */
+  actionKey(actionId: string): string {
+    return idempotencyKey(this.lease.run_id, this.lease.step, 'action', actionId);
+  }
+
+  /** The key of this step's compensation. */
+  compensationKey(): string {
+    return idempotencyKey(this.lease.run_id, this.lease.step, 'compensate');
+  }
+
+  /** Calls a tool through the gateway under the run's remit. */
+  async callTool(tool: string, args: Record<string, unknown>, key: string, index: number | null): Promise<ToolCallResult> {
+    throwIfAborted(this.signal);
+    const { lease } = this;
+    const res = await this.deps.gateway.call(
+      { remit_token: lease.context.remit_token, run_id: lease.run_id, step: lease.step, lease_id: lease.lease_id, tool, args, idempotency_key: key, scope: null },
+      this.signal,
+    );
+    this.deps.onActivity?.({ type: 'tool', tool, index, replayed: res.replayed, latency_ms: res.latency_ms });
+    return res;
+  }
+
+  /** Proposes an action to the kernel (allow, deny, or approval_required). */
+  async propose(action: { tool: string; args: Record<string, unknown>; summary: string }): Promise<ProposalResult> {
+    throwIfAborted(this.signal);
+    const r = await this.deps.kernel.propose(this.lease.lease_id, action, this.signal);
+    this.deps.onActivity?.({ type: 'proposal', tool: action.tool, action_id: r.action_id, decision: r.decision, rule: r.rule, approval_id: r.approval_id ?? null });
+    return r;
+  }
+
+  /** Appends an external event to the run under this lease. */
+  async postEvent(kind: WorkerEventKind, payload: Record<string, unknown>): Promise<void> {
+    throwIfAborted(this.signal);
+    await this.deps.kernel.postEvent(this.lease.run_id, this.lease.lease_id, kind, payload, this.actor, this.signal);
+  }
+
+  /** Descriptors of the tools this step may touch: the lease context's, completed by the gateway's. */
+  async descriptors(): Promise<Map<string, Partial<ToolDescriptor>>> {
+    const out = new Map<string, Partial<ToolDescriptor>>();
+    for (const d of await this.deps.gateway.tools()) if (d && typeof d.id === 'string') out.set(d.id, d);
+    const ctxTools = this.lease.context?.tools;
+    const entries: Array<[string, Partial<ToolDescriptor>]> = Array.isArray(ctxTools)
+      ? ctxTools.filter((d) => d && typeof d.id === 'string').map((d) => [d.id as string, d])
+      : Object.entries(ctxTools ?? {}).filter(([, d]) => d && typeof d === 'object');
+    for (const [id, d] of entries) {
+      const prev = out.get(id) ?? {};
+      const merged: Partial<ToolDescriptor> = { ...prev, ...d, id, data_classes: { ...(prev.data_classes ?? {}), ...(d.data_classes ?? {}) } };
+      // Routing a call as a proposal is the safe side: either source saying "writes" wins.
+      if (prev.writes !== undefined || d.writes !== undefined) merged.writes = Boolean(prev.writes) || Boolean(d.writes);
+      out.set(id, merged);
+    }
+    return out;
+  }
+}

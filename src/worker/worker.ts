@@ -1,0 +1,293 @@
+/**
+ * The worker runtime (interface 2.6, 4.1; decisions §6): long-polls the kernel for the step
+ * kinds it serves, runs each leased step with the executor of its kind while heartbeating every
+ * `heartbeat_seconds`, and reports the outcome with its usage: complete, fail (with
+ * `deterministic` set truthfully) or nothing when the lease ended under it. A heartbeat answered
+ * 410 (the run was parked or abandoned, or the lease expired) aborts the step at once through
+ * its AbortSignal.
+ *
+ * `concurrency` slots poll independently; bundle pacing (`max_concurrent`, `min_interval_ms`
+ * per kind) is enforced across them. stop() stops polling, lets running steps finish within a
+ * grace period, then aborts the rest and fails them as `worker_shutdown` (not deterministic, so
+ * the kernel retries them elsewhere).
+ */
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { globalRedactor } from '../log/logger.js';
+import type { LeaseKind } from '../types.js';
+import { abortReason, LeaseLostError, StepError } from './errors.js';
+import { TypedEmitter, type StepInfo, type WorkerEventMap } from './events.js';
+import { executeAction } from './executors/action.js';
+import { executeCompensation } from './executors/compensation.js';
+import { executeModel } from './executors/model.js';
+import { executeTool } from './executors/tool.js';
+import { GatewayClient } from './gateway-client.js';
+import { KernelClient } from './kernel-client.js';
+import { PacingGate } from './pacing.js';
+import type { Provider } from './providers/provider.js';
+import { leaseKind, StepRuntime } from './step-runtime.js';
+import type { Lease, StepOutcome } from './types.js';
+
+/** Every kind a worker can serve. */
+export const ALL_KINDS: readonly LeaseKind[] = ['model', 'tool', 'action', 'compensation'];
+
+export interface WorkerOptions {
+  /** Kernel address, e.g. http://127.0.0.1:7401 (or pass `kernel`). */
+  kernelUrl?: string;
+  /** Gateway address, e.g. http://127.0.0.1:7402 (or pass `gateway`). */
+  gatewayUrl?: string;
+  /** Bearer token for both (SVC_TOKEN). (Default: none) */
+  token?: string;
+  kernel?: KernelClient;
+  gateway?: GatewayClient;
+  provider: Provider;
+  /** (Default: `<hostname>-<pid>-<random>`) */
+  workerId?: string;
+  /** Kinds to lease. (Default: model, tool, action, compensation) */
+  kinds?: readonly LeaseKind[];
+  /** Steps run at once. (Default: 1) */
+  concurrency?: number;
+  /** Lease ttl asked for. (Default: 60) */
+  ttlSeconds?: number;
+  /** Long-poll wait per lease request, at most 30. (Default: 20) */
+  waitSeconds?: number;
+  /** Most model answers in one step. (Default: 16) */
+  maxTurns?: number;
+  /** First and longest pause after the kernel could not be reached, ms. (Default: 500, 10000) */
+  pollBackoffMs?: { initial: number; max: number };
+}
+
+type Executor = (rt: StepRuntime) => Promise<StepOutcome>;
+
+const EXECUTORS: Record<string, Executor> = {
+  tool: executeTool,
+  action: executeAction,
+  compensation: executeCompensation,
+  model: executeModel,
+};
+
+export function defaultWorkerId(): string {
+  return `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+}
+
+interface InFlight {
+  info: StepInfo;
+  abort: AbortController;
+}
+
+export class Worker extends TypedEmitter<WorkerEventMap> {
+  readonly workerId: string;
+  readonly kinds: readonly LeaseKind[];
+  readonly concurrency: number;
+  readonly kernel: KernelClient;
+  readonly gateway: GatewayClient;
+  readonly provider: Provider;
+  private readonly ttlSeconds: number;
+  private readonly waitSeconds: number;
+  private readonly backoff: { initial: number; max: number };
+  private readonly gate = new PacingGate();
+  private readonly inflight = new Map<string, InFlight>();
+  private readonly pollAbort = new AbortController();
+  private loops: Promise<void>[] = [];
+  private running = false;
+  private stopping: Promise<void> | null = null;
+  private wake: Array<() => void> = [];
+
+  constructor(private readonly opts: WorkerOptions) {
+    super();
+    if (!opts.kernel && !opts.kernelUrl) throw new Error('worker: a kernel URL is required');
+    if (!opts.gateway && !opts.gatewayUrl) throw new Error('worker: a gateway URL is required');
+    this.kernel = opts.kernel ?? new KernelClient({ baseUrl: opts.kernelUrl!, token: opts.token });
+    this.gateway = opts.gateway ?? new GatewayClient({ baseUrl: opts.gatewayUrl!, token: opts.token });
+    this.provider = opts.provider;
+    this.workerId = opts.workerId ?? defaultWorkerId();
+    this.kinds = opts.kinds && opts.kinds.length > 0 ? [...new Set(opts.kinds)] : ALL_KINDS;
+    this.concurrency = Math.max(1, Math.floor(opts.concurrency ?? 1));
+    this.ttlSeconds = opts.ttlSeconds ?? 60;
+    this.waitSeconds = Math.min(30, Math.max(0, opts.waitSeconds ?? 20));
+    this.backoff = opts.pollBackoffMs ?? { initial: 500, max: 10_000 };
+  }
+
+  /** Steps running now. */
+  get inFlight(): number {
+    return this.inflight.size;
+  }
+
+  /** Starts `concurrency` polling slots. */
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.emit('worker:start', { worker_id: this.workerId, kinds: [...this.kinds], concurrency: this.concurrency, provider: this.provider.name });
+    for (let i = 0; i < this.concurrency; i++) this.loops.push(this.slot());
+  }
+
+  /**
+   * Stops polling and waits for running steps; after `graceMs` the rest are aborted and failed
+   * as `worker_shutdown`. Calling it again with a shorter grace shortens the wait.
+   */
+  stop(opts: { graceMs?: number } = {}): Promise<void> {
+    const graceMs = opts.graceMs ?? 30_000;
+    if (this.stopping) {
+      if (graceMs <= 0) this.abortAll();
+      return this.stopping;
+    }
+    this.emit('worker:stopping', { worker_id: this.workerId, in_flight: this.inflight.size, grace_ms: graceMs });
+    this.pollAbort.abort(new StepError('worker_shutdown', 'worker is stopping'));
+    this.notify();
+    this.stopping = (async () => {
+      const timer = setTimeout(() => this.abortAll(), graceMs);
+      try {
+        if (graceMs <= 0) this.abortAll();
+        await Promise.allSettled(this.loops);
+      } finally {
+        clearTimeout(timer);
+      }
+      this.running = false;
+      this.emit('worker:stop', { worker_id: this.workerId });
+    })();
+    return this.stopping;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop({ graceMs: 0 });
+  }
+
+  private abortAll(): void {
+    for (const f of this.inflight.values()) f.abort.abort(new StepError('worker_shutdown', 'worker stopped while the step ran'));
+  }
+
+  private notify(): void {
+    const w = this.wake;
+    this.wake = [];
+    for (const f of w) f();
+  }
+
+  private waitForChange(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const t = setTimeout(done, ms);
+      const self = this;
+      function done() {
+        clearTimeout(t);
+        self.wake = self.wake.filter((f) => f !== done);
+        resolve();
+      }
+      this.wake.push(done);
+    });
+  }
+
+  /** Kinds worth asking for now: those not held back by a saturated pacing limit. */
+  private pollKinds(): LeaseKind[] {
+    return this.kinds.filter((k) => !this.gate.saturatedWhere((key) => key.endsWith(`\u0000${k}`)));
+  }
+
+  private async slot(): Promise<void> {
+    let delay = this.backoff.initial;
+    while (!this.pollAbort.signal.aborted) {
+      const kinds = this.pollKinds();
+      if (kinds.length === 0) {
+        await this.waitForChange(1000);
+        continue;
+      }
+      let lease: Lease | null;
+      try {
+        lease = await this.kernel.lease({ worker_id: this.workerId, kinds, ttl_seconds: this.ttlSeconds, wait_seconds: this.waitSeconds }, this.pollAbort.signal);
+        delay = this.backoff.initial;
+      } catch (err) {
+        if (this.pollAbort.signal.aborted) break;
+        this.emit('poll:error', { error: (err as Error).message, retry_in_ms: delay });
+        await this.waitForChange(delay);
+        delay = Math.min(this.backoff.max, delay * 2);
+        continue;
+      }
+      if (lease) await this.runLease(lease);
+    }
+  }
+
+  /**
+   * Runs one leased step to its end and reports it. Never throws: every outcome is an event.
+   * Public so a caller holding a lease (tests, a one-shot runner) can drive it directly.
+   */
+  async runLease(lease: Lease): Promise<void> {
+    const started = Date.now();
+    const kind = leaseKind(lease);
+    const info: StepInfo = { lease_id: lease.lease_id, run_id: lease.run_id, step: lease.step, kind, attempt: lease.attempt };
+    const abort = new AbortController();
+    this.inflight.set(lease.lease_id, { info, abort });
+    const stopHeartbeat = this.heartbeat(lease, abort);
+    const timeoutS = Number(lease.step_def?.timeout_seconds);
+    const timeout =
+      Number.isFinite(timeoutS) && timeoutS > 0
+        ? setTimeout(() => abort.abort(new StepError('step_timeout', `step ran longer than its timeout of ${timeoutS} s`)), timeoutS * 1000)
+        : null;
+    const rt = new StepRuntime(lease, abort.signal, {
+      kernel: this.kernel,
+      gateway: this.gateway,
+      provider: this.provider,
+      workerId: this.workerId,
+      maxTurns: this.opts.maxTurns,
+      onActivity: (activity) => this.emit('step:activity', { ...info, activity }),
+    });
+    let release: (() => void) | null = null;
+    try {
+      const bundle = lease.context?.run?.bundle ?? '';
+      release = await this.gate.acquire(`${bundle}\u0000${kind}`, lease.context?.pacing?.[kind], abort.signal);
+      this.emit('step:start', info);
+      const executor = EXECUTORS[kind];
+      if (!executor) throw new StepError('step_invalid', `this worker cannot run steps of kind "${kind}"`, true);
+      const outcome = await executor(rt);
+      if (abort.signal.aborted) throw abortReason(abort.signal);
+      if (outcome.type === 'parked') {
+        this.emit('step:parked', { ...info, action_id: outcome.action_id, approval_id: outcome.approval_id, usage: outcome.usage });
+        return;
+      }
+      const r = await this.kernel.complete(lease.lease_id, outcome.output, outcome.usage);
+      this.emit('step:done', { ...info, run_state: r.run_state, next_step: r.next_step ?? null, usage: outcome.usage, duration_ms: Date.now() - started });
+    } catch (caught) {
+      const err = abort.signal.aborted && !(caught instanceof StepError && caught.code === 'output_invalid') ? abortReason(abort.signal) : caught;
+      if (err instanceof LeaseLostError) {
+        this.emit('step:lost', { ...info, reason: err.message });
+        return;
+      }
+      const e = err instanceof StepError ? err : new StepError('internal', `worker bug: ${(err as Error)?.stack ?? String(err)}`, false);
+      const error = { code: e.code, message: globalRedactor.redact(e.message).slice(0, 2000) };
+      try {
+        const r = await this.kernel.fail(lease.lease_id, error, e.deterministic, rt.usage);
+        this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: r.outcome ?? null, usage: rt.usage, duration_ms: Date.now() - started });
+      } catch (reportErr) {
+        if (reportErr instanceof LeaseLostError) this.emit('step:lost', { ...info, reason: reportErr.message });
+        else this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: null, usage: rt.usage, duration_ms: Date.now() - started });
+      }
+    } finally {
+      if (timeout) clearTimeout(timeout);
+      stopHeartbeat();
+      release?.();
+      this.inflight.delete(lease.lease_id);
+      this.notify();
+    }
+  }
+
+  /** Heartbeats every heartbeat_seconds; aborts the step on 410 or once the lease has run out. */
+  private heartbeat(lease: Lease, abort: AbortController): () => void {
+    let expiresAt = Date.parse(lease.expires_at);
+    const every = Math.max(1, Number(lease.heartbeat_seconds) || 1) * 1000;
+    let busy = false;
+    const timer = setInterval(() => {
+      if (busy || abort.signal.aborted) return;
+      busy = true;
+      this.kernel
+        .heartbeat(lease.lease_id)
+        .then((r) => {
+          const t = Date.parse(r?.expires_at);
+          if (Number.isFinite(t)) expiresAt = t;
+        })
+        .catch((err: unknown) => {
+          if (err instanceof LeaseLostError) abort.abort(err);
+          else if (Number.isFinite(expiresAt) && Date.now() > expiresAt) abort.abort(new LeaseLostError(lease.lease_id, `lease ${lease.lease_id} ran out while heartbeats failed`));
+        })
+        .finally(() => {
+          busy = false;
+        });
+    }, every);
+    return () => clearInterval(timer);
+  }
+}

@@ -1,0 +1,168 @@
+/**
+ * `svc bundle` (the built binary) against a live svcd: validate offline with every problem's
+ * JSON pointer, sign (YAML in, {bundle, signature} out), push, list, show (interface 4.1
+ * rule 1, decisions 4, 11). Run `npx tsc -p tsconfig.json` first.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { bundleId } from '../../src/bundle/sign.js';
+import { canonicalJson } from '../../src/encoding/canonical-json.js';
+import { verifyBytes } from '../../src/keys/ed25519.js';
+import { runSvc } from '../helpers/cli.js';
+import { ROOT, startTestDaemon, tempDir } from '../helpers/daemon.js';
+
+const BUNDLE = join(ROOT, 'fixtures/bundles/refunds.yaml');
+const KEY = join(ROOT, 'fixtures/keys/demo-publisher.json');
+const demo = JSON.parse(readFileSync(KEY, 'utf8'));
+const refunds = parse(readFileSync(BUNDLE, 'utf8'));
+const daemon = () => startTestDaemon({ kernel: { publishers: [`${demo.key_id}:${demo.public_key}`] } });
+
+function badBundleFile(): string {
+  const b = structuredClone(refunds);
+  b.version = 'v1';
+  b.workflows.refund.steps[2].tool = 'billing.unknown';
+  b.workflows.refund.steps.push({ id: 'lookup', kind: 'tool', tool: 'billing.lookup_invoice' });
+  const file = join(tempDir(), 'bad.yaml');
+  writeFileSync(file, JSON.stringify(b));
+  return file;
+}
+
+describe('svc bundle validate (offline, D 4)', () => {
+  it('accepts the refunds fixture', async () => {
+    const r = await runSvc(['bundle', 'validate', BUNDLE]);
+    expect(r.code).toBe(0);
+    expect(r.stdout.trim()).toBe(`${BUNDLE}: valid bundle refunds 1.0.0 (${bundleId(refunds)})`);
+  });
+
+  it('lists every problem with its JSON pointer and exits 1', async () => {
+    const file = badBundleFile();
+    const r = await runSvc(['bundle', 'validate', file]);
+    expect(r.code).toBe(1);
+    expect(r.stdout.trim().split('\n')).toEqual([
+      `${file}: /version: must be a semantic version such as 1.2.0`,
+      `${file}: /workflows/refund/steps/3/id: duplicate step id "lookup" (also step 0)`,
+      `${file}: /workflows/refund/steps/2/tool: tool "billing.unknown" is not declared in the bundle's tools`,
+    ]);
+    expect(r.stderr).toMatch(/3 problems/);
+    const j = await runSvc(['--json', 'bundle', 'validate', file]);
+    expect(j.code).toBe(1);
+    expect(JSON.parse(j.stdout)).toMatchObject({ ok: false, problems: [{ path: '/version' }, {}, {}] });
+  });
+
+  it('says which file it cannot read or parse', async () => {
+    const missing = await runSvc(['bundle', 'validate', '/nonexistent/x.yaml']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/cannot read \/nonexistent\/x\.yaml/);
+    const file = join(tempDir(), 'broken.yaml');
+    writeFileSync(file, 'name: [unclosed');
+    const broken = await runSvc(['bundle', 'validate', file]);
+    expect(broken.code).toBe(1);
+    expect(broken.stderr).toMatch(/not valid YAML or JSON/);
+  });
+});
+
+describe('svc bundle sign (D 4)', () => {
+  it('signs YAML into {bundle, signature} over JCS(bundle), to stdout or -o', async () => {
+    const r = await runSvc(['bundle', 'sign', BUNDLE, '--key', KEY]);
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.bundle).toEqual(refunds);
+    expect(doc.signature.key_id).toBe('demo-publisher');
+    const ok = verifyBytes(Buffer.from(demo.public_key, 'base64url'), Buffer.from(canonicalJson(doc.bundle)), Buffer.from(doc.signature.signature, 'base64url'));
+    expect(ok).toBe(true);
+
+    const out = join(tempDir(), 'signed.json');
+    const w = await runSvc(['bundle', 'sign', BUNDLE, '--key', KEY, '-o', out]);
+    expect(w.code).toBe(0);
+    expect(w.stdout).toMatch(/signed refunds 1\.0\.0 \(bnd_[0-9a-f]{26}\) with demo-publisher/);
+    expect(JSON.parse(readFileSync(out, 'utf8'))).toEqual(doc);
+    // A signed document validates as its bundle and shows who signed it.
+    const v = await runSvc(['bundle', 'validate', out]);
+    expect(v.stdout).toMatch(/signed by demo-publisher/);
+  });
+
+  it('refuses to sign an invalid bundle, a bad key file, or without --key', async () => {
+    const bad = await runSvc(['bundle', 'sign', badBundleFile(), '--key', KEY]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/nothing signed/);
+    expect(bad.stderr).toMatch(/\/version: must be a semantic version/);
+    const keyFile = join(tempDir(), 'key.json');
+    writeFileSync(keyFile, JSON.stringify({ ...demo, private_key: 'AAAA' }));
+    const badKey = await runSvc(['bundle', 'sign', BUNDLE, '--key', keyFile]);
+    expect(badKey.code).toBe(1);
+    expect(badKey.stderr).toMatch(/32-byte/);
+    const noKey = await runSvc(['bundle', 'sign', BUNDLE]);
+    expect(noKey.code).toBe(2);
+  });
+});
+
+describe('svc bundle push, list, show against svcd (I 4.1)', () => {
+  it('pushes (signing with --key), finds the same bundle again, lists and shows it', async () => {
+    await using d = await daemon();
+    const url = ['--kernel-url', d.kernelUrl!];
+    const first = await runSvc([...url, 'bundle', 'push', BUNDLE, '--key', KEY]);
+    expect(first.code).toBe(0);
+    const id = bundleId(refunds);
+    expect(first.stdout.trim()).toBe(`created: refunds 1.0.0 ${id}`);
+
+    const out = join(tempDir(), 'signed.json');
+    await runSvc(['bundle', 'sign', BUNDLE, '--key', KEY, '-o', out]);
+    const again = await runSvc([...url, '--json', 'bundle', 'push', out]);
+    expect(again.code).toBe(0);
+    expect(JSON.parse(again.stdout)).toEqual({ status: 'exists', bundle_id: id, name: 'refunds', version: '1.0.0', key_id: 'demo-publisher' });
+
+    const list = await runSvc([...url, 'bundle', 'list']);
+    expect(list.code).toBe(0);
+    expect(list.stdout).toMatch(/^BUNDLE_ID\s+NAME\s+VERSION\s+WORKFLOWS\s+SIGNED_BY\s+CREATED/);
+    expect(list.stdout).toContain(`${id}  refunds  1.0.0    refund     demo-publisher`);
+    const listJson = await runSvc([...url, '--json', 'bundle', 'list']);
+    expect(JSON.parse(listJson.stdout).bundles.map((b: { bundle_id: string }) => b.bundle_id)).toEqual([id]);
+
+    const show = await runSvc([...url, 'bundle', 'show', id]);
+    expect(show.code).toBe(0);
+    expect(parse(show.stdout)).toMatchObject({ bundle_id: id, name: 'refunds', bundle: refunds, signature: { key_id: 'demo-publisher' } });
+    const showJson = await runSvc([...url, '--json', 'bundle', 'show', id]);
+    expect(JSON.parse(showJson.stdout).bundle).toEqual(refunds);
+  });
+
+  it('reports refusals with exit 1: unsigned, other content, invalid, unknown id', async () => {
+    await using d = await daemon();
+    const url = ['--kernel-url', d.kernelUrl!];
+    const unsigned = await runSvc([...url, 'bundle', 'push', BUNDLE]);
+    expect(unsigned.code).toBe(1);
+    expect(unsigned.stderr).toMatch(/bundle_signature_invalid: .*unsigned.*--key KEYFILE/);
+
+    await runSvc([...url, 'bundle', 'push', BUNDLE, '--key', KEY]);
+    const changed = join(tempDir(), 'changed.json');
+    writeFileSync(changed, JSON.stringify({ ...refunds, description: 'other' }));
+    const conflict = await runSvc([...url, 'bundle', 'push', changed, '--key', KEY]);
+    expect(conflict.code).toBe(1);
+    expect(conflict.stderr).toMatch(/bundle_version_exists/);
+
+    // Signed but invalid: svcd lists every problem.
+    const b = structuredClone(refunds);
+    b.version = '2.0.0';
+    b.workflows.refund.steps[1].prompt = 'missing';
+    b.workflows.refund.steps[2].args.amount = '{{steps.nope.output}}';
+    const { signBundle } = await import('../../src/bundle/sign.js');
+    const invalid = join(tempDir(), 'invalid.json');
+    writeFileSync(invalid, JSON.stringify({ bundle: b, signature: signBundle(b, demo) }));
+    const refused = await runSvc([...url, 'bundle', 'push', invalid]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`${invalid}: /workflows/refund/steps/1/prompt: unknown prompt "missing"`);
+    expect(refused.stderr).toContain(`${invalid}: /workflows/refund/steps/2/args/amount: template {{steps.nope.output}} names no step`);
+    const refusedJson = await runSvc([...url, '--json', 'bundle', 'push', invalid]);
+    expect(JSON.parse(refusedJson.stdout).error.code).toBe('bundle_invalid');
+
+    const unknown = await runSvc([...url, 'bundle', 'show', 'bnd_nope']);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/not_found/);
+  });
+
+  it('exits 3 when svcd is unreachable', async () => {
+    const r = await runSvc(['--kernel-url', 'http://127.0.0.1:9', 'bundle', 'list']);
+    expect(r.code).toBe(3);
+  });
+});

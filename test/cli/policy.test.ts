@@ -1,0 +1,133 @@
+/**
+ * `svc policy` (the built binary) against a live svcd: lint offline like a compiler, push,
+ * list, show, and test with the flips table, --json and --fail-on-flip (interface 4.1,
+ * decisions 5.1, 5.3, 11). Run `npx tsc -p tsconfig.json` first.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runSvc } from '../helpers/cli.js';
+import { ROOT, startTestDaemon, tempDir } from '../helpers/daemon.js';
+
+const V1 = join(ROOT, 'fixtures/policies/refunds-v1.policy');
+const V2 = join(ROOT, 'fixtures/policies/refunds-v2.policy');
+const CORPUS = join(ROOT, 'fixtures/corpora/refunds.json');
+const written = JSON.parse(readFileSync(join(ROOT, 'fixtures/corpora/refunds.flips.json'), 'utf8'));
+
+describe('svc policy lint (offline, D 5.1)', () => {
+  it('passes the fixtures', async () => {
+    for (const file of [V1, V2]) {
+      const r = await runSvc(['policy', 'lint', file]);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toMatch(/no problems/);
+    }
+  });
+
+  it('prints FILE:LINE:COL: message for every problem and exits 1', async () => {
+    const file = join(tempDir(), 'bad.policy');
+    writeFileSync(file, ['# broken', 'permit x when true', 'allow y', '  when action.args.amount >', 'deny y when run.remit.grants(1)'].join('\n'));
+    const r = await runSvc(['policy', 'lint', file]);
+    expect(r.code).toBe(1);
+    expect(r.stdout.trim().split('\n')).toEqual([
+      `${file}:2:1: unknown effect "permit"; a rule starts with allow, deny or require_approval`,
+      `${file}:4:28: unexpected end of the condition`,
+      `${file}:5:6: duplicate rule name "y" (first defined at line 3, column 7)`,
+      `${file}:5:13: found no matching overload for 'Remit.grants(int)'`,
+    ]);
+    expect(r.stderr).toMatch(/4 problems/);
+    const j = await runSvc(['--json', 'policy', 'lint', file]);
+    expect(j.code).toBe(1);
+    expect(JSON.parse(j.stdout)).toMatchObject({ ok: false, problems: [{ line: 2, column: 1 }, { line: 4, column: 28 }, {}, {}] });
+  });
+});
+
+describe('svc policy push, list, show against svcd (I 4.1)', () => {
+  it('pushes versions, lists them and shows the latest or an exact version', async () => {
+    await using d = await startTestDaemon();
+    const url = ['--kernel-url', d.kernelUrl!];
+    const p1 = await runSvc([...url, 'policy', 'push', V1, '--name', 'refunds', '--version', '1.0.0']);
+    expect(p1.code).toBe(0);
+    expect(p1.stdout).toMatch(/^created: refunds@1\.0\.0 pol_[0-9A-Z]{26}$/m);
+    const again = await runSvc([...url, '--json', 'policy', 'push', V1, '--name', 'refunds', '--version', '1.0.0']);
+    expect(JSON.parse(again.stdout)).toMatchObject({ status: 'exists', name: 'refunds', version: '1.0.0' });
+    await runSvc([...url, 'policy', 'push', V2, '--name', 'refunds', '--version', '2.0.0']);
+
+    const list = await runSvc([...url, 'policy', 'list']);
+    expect(list.code).toBe(0);
+    expect(list.stdout).toMatch(/^NAME\s+VERSION\s+POLICY_ID\s+CREATED\nrefunds\s+1\.0\.0\s+pol_\S+\s+\S+\nrefunds\s+2\.0\.0/);
+
+    const latest = await runSvc([...url, 'policy', 'show', 'refunds']);
+    expect(latest.stdout).toMatch(/^# refunds@2\.0\.0 \(pol_/);
+    expect(latest.stdout).toContain(readFileSync(V2, 'utf8'));
+    const exact = await runSvc([...url, '--json', 'policy', 'show', 'refunds@1.0.0']);
+    expect(JSON.parse(exact.stdout)).toMatchObject({ name: 'refunds', version: '1.0.0', source: readFileSync(V1, 'utf8') });
+  });
+
+  it('reports refusals: other source for a version, a source that does not compile, unknown names', async () => {
+    await using d = await startTestDaemon();
+    const url = ['--kernel-url', d.kernelUrl!];
+    await runSvc([...url, 'policy', 'push', V1, '--name', 'refunds', '--version', '1.0.0']);
+    const conflict = await runSvc([...url, 'policy', 'push', V2, '--name', 'refunds', '--version', '1.0.0']);
+    expect(conflict.code).toBe(1);
+    expect(conflict.stderr).toMatch(/policy_version_exists/);
+
+    const file = join(tempDir(), 'bad.policy');
+    writeFileSync(file, 'allow ok when true\ndeny no when action.nope');
+    const invalid = await runSvc([...url, 'policy', 'push', file, '--name', 'x', '--version', '1']);
+    expect(invalid.code).toBe(1);
+    expect(invalid.stderr).toContain(`${file}:2:21: No such key: nope`);
+
+    const unknown = await runSvc([...url, 'policy', 'show', 'ghost']);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/not_found/);
+
+    const usage = await runSvc([...url, 'policy', 'push', V1, '--name', 'refunds']);
+    expect(usage.code).toBe(2);
+  });
+});
+
+describe('svc policy test (D 5.3)', () => {
+  it('prints a table of flips with both rules and the action; --json gives the flips', async () => {
+    await using d = await startTestDaemon();
+    const url = ['--kernel-url', d.kernelUrl!];
+    await runSvc([...url, 'policy', 'push', V1, '--name', 'refunds', '--version', '1.0.0']);
+    await runSvc([...url, 'policy', 'push', V2, '--name', 'refunds', '--version', '2.0.0']);
+
+    const r = await runSvc([...url, 'policy', 'test', CORPUS, '--a', 'refunds@1.0.0', '--b', 'refunds@2.0.0']);
+    expect(r.code).toBe(0);
+    const lines = r.stdout.trim().split('\n');
+    expect(lines[0]).toMatch(/^INDEX\s+A → B\s+RULE A\s+RULE B\s+ACTION$/);
+    expect(lines).toHaveLength(1 + written.flips.length + 2);
+    expect(lines[1]).toMatch(/^2\s+approval_required → allow\s+refunds\/large_refund\s+refunds\/small_refund\s+billing\.refund \{"invoice_id":"inv_1001",/);
+    expect(lines.at(-1)).toBe(`${written.flips.length} flips in ${written.cases} cases: A = refunds@1.0.0, B = refunds@2.0.0`);
+    for (const f of written.flips) expect(r.stdout).toMatch(new RegExp(`^${f.index}\\s+${f.a} → ${f.b}\\s+${f.rule_a.replace('/', '\\/')}\\s+${f.rule_b.replace('/', '\\/')}\\s`, 'm'));
+
+    const j = await runSvc([...url, '--json', 'policy', 'test', CORPUS, '--a', 'refunds@1.0.0', '--b', 'refunds@2.0.0']);
+    expect(j.code).toBe(0);
+    expect(JSON.parse(j.stdout)).toMatchObject({ cases: written.cases, flips: written.flips });
+  });
+
+  it('takes B from a policy file; --fail-on-flip exits 1 on flips and 0 without', async () => {
+    await using d = await startTestDaemon();
+    const url = ['--kernel-url', d.kernelUrl!];
+    await runSvc([...url, 'policy', 'push', V1, '--name', 'refunds', '--version', '1.0.0']);
+    const file = await runSvc([...url, '--json', 'policy', 'test', CORPUS, '--a', 'refunds', '--b', V2, '--fail-on-flip']);
+    expect(file.code).toBe(1);
+    expect(JSON.parse(file.stdout).flips).toEqual(written.flips);
+    expect(file.stderr).toMatch(/9 flips \(--fail-on-flip\)/);
+
+    const same = await runSvc([...url, 'policy', 'test', CORPUS, '--a', 'refunds@1.0.0', '--b', V1, '--fail-on-flip']);
+    expect(same.code).toBe(0);
+    expect(same.stdout.trim()).toBe(`0 flips in ${written.cases} cases: A = refunds@1.0.0, B = refunds (source)`);
+
+    const badB = join(tempDir(), 'bad.policy');
+    writeFileSync(badB, 'allow a when');
+    const invalid = await runSvc([...url, 'policy', 'test', CORPUS, '--a', 'refunds', '--b', badB]);
+    expect(invalid.code).toBe(1);
+    expect(invalid.stderr).toContain(`${badB}:1:13: expected a condition after "when"`);
+
+    const usage = await runSvc([...url, 'policy', 'test', CORPUS, '--a', 'refunds@', '--b', V1]);
+    expect(usage.code).toBe(2);
+  });
+});

@@ -1,0 +1,129 @@
+/**
+ * `svc remit` against a live svcd (issue 2; interface 4.1, 5.3; decisions §3, §11): mint prints a
+ * token that decode accepts; decode reports valid / expired / not yet valid / signature
+ * invalid / malformed in one line and exits 1 unless valid; exit 2 on usage errors, 3 when the
+ * daemon is unreachable. Runs the built dist/cli/index.js (`npx tsc -p tsconfig.json` first).
+ */
+import { describe, expect, it } from 'vitest';
+import { encodeBase64url } from '../../src/encoding/base64url.js';
+import { generateKeyPair } from '../../src/keys/ed25519.js';
+import { KeyRing } from '../../src/keys/keyring.js';
+import { encodeToken } from '../../src/remit/token.js';
+import type { RemitPayload } from '../../src/types.js';
+import { runSvc } from '../helpers/cli.js';
+import { startTestDaemon } from '../helpers/daemon.js';
+
+const MINT = ['remit', 'mint', '--tools', 'billing.*,crm.lookup', '--scopes', 'sql:table:*', '--autonomy', 'supervised', '--requested-by', 'ana:agent:support-lead', '--spend-usd', '5', '--spend-tokens', '100000'];
+
+describe('svc remit (issue 2, I 4.1)', () => {
+  it('mint prints a token that decode accepts; show and derive work; --json on each', async () => {
+    await using d = await startTestDaemon();
+    const k = ['--kernel-url', d.kernelUrl!];
+    const mint = await runSvc([...k, ...MINT, '--grants', 'pii', '--policy-set', 'refunds,baseline@1.0.0', '--ttl', '600']);
+    expect(mint.code, mint.stderr).toBe(0);
+    const token = mint.stdout.trim();
+    expect(token).toMatch(/^krt1\.[^.]+\.[^.]+\.[^.]+$/);
+    expect(mint.stderr).toMatch(/remit rmt_\w+ expires/);
+
+    const dec = await runSvc([...k, 'remit', 'decode', token]);
+    expect(dec.code, dec.stderr).toBe(0);
+    const [line, ...rest] = dec.stdout.split('\n');
+    expect(line).toMatch(/^valid: remit rmt_\w+ signed by cp-/);
+    const payload = JSON.parse(rest.join('\n')) as RemitPayload;
+    expect(payload).toMatchObject({ tools: ['billing.*', 'crm.lookup'], scopes: ['sql:table:*'], grants: ['pii'], spend: { tokens: 100000, usd: 5 }, autonomy: 'supervised', policy_set: ['refunds', 'baseline@1.0.0'], requested_by: { id: 'ana', role: 'agent', manager: 'support-lead' } });
+    expect(payload.exp - payload.iat).toBe(600);
+
+    const fromStdin = await runSvc([...k, 'remit', 'decode', '-'], {}, token + '\n');
+    expect(fromStdin.code).toBe(0);
+
+    const decJson = await runSvc([...k, '--json', 'remit', 'decode', token]);
+    expect(JSON.parse(decJson.stdout)).toMatchObject({ status: 'valid', valid: true, payload: { rid: payload.rid } });
+
+    const show = await runSvc([...k, 'remit', 'show', payload.rid]);
+    expect(show.code).toBe(0);
+    expect(show.stdout).toContain(payload.rid);
+    expect(show.stdout).toMatch(/autonomy\s+supervised/);
+    const showJson = await runSvc([...k, '--json', 'remit', 'show', payload.rid]);
+    expect(JSON.parse(showJson.stdout)).toMatchObject({ rid: payload.rid, parent_id: null, run_id: null });
+
+    const derive = await runSvc([...k, '--json', 'remit', 'derive', payload.rid, '--tools', 'billing.refund', '--spend-tokens', '10', '--spend-usd', '0.5', '--autonomy', 'propose']);
+    expect(derive.code, derive.stderr).toBe(0);
+    const child = JSON.parse(derive.stdout);
+    expect(child).toMatchObject({ parent_id: payload.rid, remit_id: expect.stringMatching(/^rmt_/), token: expect.stringMatching(/^krt1\./) });
+    expect((await runSvc([...k, 'remit', 'decode', child.token])).code).toBe(0);
+
+    const mintJson = await runSvc([...k, '--json', ...MINT]);
+    expect(Object.keys(JSON.parse(mintJson.stdout)).sort()).toEqual(['expires_at', 'remit_id', 'token']);
+  });
+
+  it('derive that widens exits 1 with the service error (remit_widens, field)', async () => {
+    await using d = await startTestDaemon();
+    const k = ['--kernel-url', d.kernelUrl!];
+    const m = JSON.parse((await runSvc([...k, '--json', ...MINT])).stdout);
+    const r = await runSvc([...k, 'remit', 'derive', m.remit_id, '--autonomy', 'autonomous']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/remit_widens.*"field":"autonomy"/);
+    const j = await runSvc([...k, '--json', 'remit', 'derive', m.remit_id, '--tools', 'crm.*']);
+    expect(j.code).toBe(1);
+    expect(JSON.parse(j.stdout).error).toMatchObject({ code: 'remit_widens', details: { field: 'tools' } });
+    const nf = await runSvc([...k, 'remit', 'show', 'rmt_01JAAAAAAAAAAAAAAAAAAAAAAA']);
+    expect(nf.code).toBe(1);
+    expect(nf.stderr).toMatch(/not_found/);
+  });
+
+  it('decode says expired, not yet valid, signature invalid or malformed in one line and exits 1', async () => {
+    await using d = await startTestDaemon();
+    const k = ['--kernel-url', d.kernelUrl!];
+    const ring = d.kernel!.keys;
+    const now = Math.floor(Date.now() / 1000);
+    const base: RemitPayload = {
+      rid: 'rmt_01JAAAAAAAAAAAAAAAAAAAAAAA', iss: ring.keyId, iat: now - 100, nbf: now - 100, exp: now - 10,
+      tools: [], scopes: [], grants: [], spend: { tokens: 0, usd: 0 }, autonomy: 'observe', policy_set: [], requested_by: { id: 'a', role: 'b', manager: 'c' },
+    };
+    const expired = await runSvc([...k, 'remit', 'decode', encodeToken(base, ring)]);
+    expect(expired.code).toBe(1);
+    expect(expired.stdout.split('\n')[0]).toMatch(/^expired: remit rmt_/);
+    expect(JSON.parse(expired.stdout.split('\n').slice(1).join('\n')).rid).toBe(base.rid);
+
+    const future = await runSvc([...k, 'remit', 'decode', encodeToken({ ...base, nbf: now + 1000, exp: now + 2000 }, ring)]);
+    expect(future.code).toBe(1);
+    expect(future.stdout.split('\n')[0]).toMatch(/^not yet valid: /);
+
+    const stranger = new KeyRing(generateKeyPair().seed);
+    const sig = await runSvc([...k, 'remit', 'decode', encodeToken({ ...base, iss: stranger.keyId, exp: now + 1000 }, stranger)]);
+    expect(sig.code).toBe(1);
+    expect(sig.stdout.split('\n')[0]).toMatch(/^signature invalid: /);
+
+    const bad = await runSvc([...k, 'remit', 'decode', 'krt1.x.' + encodeBase64url('{}') + '.AA']);
+    expect(bad.code).toBe(1);
+    expect(bad.stdout.trim().split('\n')).toHaveLength(1);
+    expect(bad.stdout).toMatch(/^malformed: /);
+    const badJson = await runSvc([...k, '--json', 'remit', 'decode', 'nonsense']);
+    expect(JSON.parse(badJson.stdout)).toMatchObject({ status: 'malformed', valid: false, payload: null });
+  });
+
+  it('exits 2 on usage errors', async () => {
+    for (const args of [
+      ['remit', 'mint', '--tools', 'a.b'],
+      [...MINT.filter((a) => a !== '--spend-usd' && a !== '5')],
+      [...MINT, '--autonomy', 'godmode'],
+      [...MINT, '--requested-by', 'ana:agent'],
+      [...MINT, '--ttl', 'soon'],
+      [...MINT.slice(0, -1), 'lots'],
+      ['remit', 'derive'],
+      ['remit', 'decode'],
+      ['remit', 'frobnicate'],
+    ]) {
+      const r = await runSvc(['--kernel-url', 'http://127.0.0.1:1', ...args]);
+      expect(r.code, args.join(' ') + r.stderr).toBe(2);
+    }
+  });
+
+  it('exits 3 when the daemon is unreachable', async () => {
+    for (const args of [MINT, ['remit', 'show', 'rmt_x'], ['remit', 'decode', 'krt1.a.b.c'], ['remit', 'derive', 'rmt_x']]) {
+      const r = await runSvc(['--kernel-url', 'http://127.0.0.1:1', ...args]);
+      expect(r.code, args.join(' ')).toBe(3);
+      expect(r.stderr).toMatch(/cannot reach svcd/);
+    }
+  });
+});

@@ -1,0 +1,327 @@
+/**
+ * POST /v1/tools/call over HTTP against a real Gateway (test connector of decisions §9):
+ * the interface 5.3 refusals in the decisions §9 order, each with its tool.refused event and
+ * metric; idempotency (interface 4.2 call rules, decisions §9); quarantine and circuit order;
+ * tool.called audit events; the gateway error bodies (interface 7.2).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import { IdempotencyStore } from '../../src/gateway/idempotency.js';
+import { canonicalHash } from '../../src/encoding/canonical-json.js';
+import { mintToken, rawToken, remitPayload, testSigner, type TestSigner } from '../helpers/remit-token.js';
+import { metricValue, startGateway, type TestGateway } from './helpers.js';
+
+const signer: TestSigner = testSigner();
+const clock = new ManualClock(Date.parse('2026-11-22T10:00:00.000Z'));
+const nowS = () => Math.floor(clock.now() / 1000);
+const token = (over: Parameters<typeof remitPayload>[1] = {}) => mintToken(signer, remitPayload(signer, over, nowS()));
+
+let gw: TestGateway;
+beforeAll(async () => {
+  gw = await startGateway({ keys: signer, clock, env: { SVC_GATEWAY_TEST_TOOLS: '1' }, random: () => 0.5 });
+});
+afterAll(async () => gw?.close());
+
+function refusalsOf(text: string, reason: string) {
+  return metricValue(text, 'svc_gateway_refusals_total', { reason });
+}
+
+describe('interface 5.3 refusals, one per step, each with event and metric', () => {
+  const other = testSigner();
+  const cases: Array<{ reason: string; body: () => Record<string, unknown> }> = [
+    { reason: 'token_malformed', body: () => ({ remit_token: 'krt1.not-a-token', tool: 'test.echo', args: {} }) },
+    { reason: 'token_malformed', body: () => ({ remit_token: rawToken(signer, Buffer.from('[]')), tool: 'test.echo', args: {} }) },
+    { reason: 'token_malformed', body: () => ({ remit_token: token().replace(/^krt1/, 'krt2'), tool: 'test.echo', args: {} }) },
+    { reason: 'signature_invalid', body: () => ({ remit_token: mintToken(other, remitPayload(signer, {}, nowS()), signer.keyId), tool: 'test.echo', args: {} }) },
+    { reason: 'signature_invalid', body: () => ({ remit_token: mintToken(other, remitPayload(other, {}, nowS())), tool: 'test.echo', args: {} }) },
+    { reason: 'remit_expired', body: () => ({ remit_token: token({ exp: nowS() - 1, iat: nowS() - 100, nbf: nowS() - 100 }), tool: 'test.echo', args: {} }) },
+    { reason: 'remit_not_yet_valid', body: () => ({ remit_token: token({ nbf: nowS() + 60 }), tool: 'test.echo', args: {} }) },
+    { reason: 'remit_run_mismatch', body: () => ({ remit_token: token({ run: 'run_OTHER' }), tool: 'test.echo', args: {} }) },
+    { reason: 'tool_not_in_remit', body: () => ({ remit_token: token({ tools: ['test.echo'] }), tool: 'test.write', args: {} }) },
+    { reason: 'scope_not_granted', body: () => ({ remit_token: token({ scopes: ['sql:table:*'] }), tool: 'test.echo', args: {} }) },
+    { reason: 'autonomy_too_low', body: () => ({ remit_token: token({ autonomy: 'propose' }), tool: 'test.write', args: {} }) },
+    { reason: 'autonomy_too_low', body: () => ({ remit_token: token({ autonomy: 'observe' }), tool: 'test.write', args: {} }) },
+  ];
+
+  for (const [i, c] of cases.entries()) {
+    it(`${c.reason} (#${i}): 403 body, tool.refused event on the run, svc_gateway_refusals_total`, async () => {
+      const runId = `run_REFUSE${i}`;
+      const before = refusalsOf(await gw.metrics(), c.reason);
+      const res = await gw.call({ ...c.body(), run_id: runId, step: 's1', lease_id: 'lse_1' });
+      expect(res.status).toBe(403);
+      expect(res.body).toEqual({ ok: false, refusal: { reason: c.reason, detail: expect.any(String) } });
+      const events = gw.link.events.filter((e) => e.runId === runId);
+      expect(events).toHaveLength(1);
+      expect(events[0]).toMatchObject({ kind: 'tool.refused', payload: { reason: c.reason, step: 's1', lease_id: 'lse_1' }, actor: { id: 'gateway' } });
+      // D §7: a refusal whose token did not verify is posted with the bearer alone.
+      const good = !['token_malformed', 'signature_invalid', 'remit_expired', 'remit_not_yet_valid', 'remit_run_mismatch'].includes(c.reason);
+      expect(events[0]!.remitToken !== undefined).toBe(good);
+      expect(refusalsOf(await gw.metrics(), c.reason)).toBe(before + 1);
+    });
+  }
+
+  it('a valid call under the same remit passes every step (the cases above differ only in the failing field)', async () => {
+    const res = await gw.call({ remit_token: token({ run: 'run_OK' }), run_id: 'run_OK', tool: 'test.echo', args: { a: 1 } });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ ok: true, result: { echo: { a: 1 } }, scope: 'test:*', scopes: ['test:*'], replayed: false });
+    expect(typeof res.body.latency_ms).toBe('number');
+  });
+});
+
+describe('decisions §9 order of checks', () => {
+  it('token before tool existence: a bad token for an unknown tool is token_malformed', async () => {
+    const res = await gw.call({ remit_token: 'x', tool: 'nope.nothing', args: {} });
+    expect(res.body.refusal.reason).toBe('token_malformed');
+  });
+  it('tool existence before tool pattern: 404 tool_not_found even when the remit lacks it', async () => {
+    const res = await gw.call({ remit_token: token({ tools: ['test.echo'] }), tool: 'nope.nothing', args: {} });
+    expect(res.status).toBe(404);
+    expect(res.body).toMatchObject({ ok: false, error: { code: 'tool_not_found', message: expect.any(String), details: { tool: 'nope.nothing' } } });
+  });
+  it('tool pattern before args: tool_not_in_remit wins over invalid args', async () => {
+    const res = await gw.call({ remit_token: token({ tools: ['test.echo'] }), tool: 'test.sleep', args: { ms: 'soon' } });
+    expect(res.body.refusal.reason).toBe('tool_not_in_remit');
+  });
+  it('args before scope: args_invalid (422) wins over an ungranted scope', async () => {
+    const res = await gw.call({ remit_token: token({ scopes: ['none:*'] }), tool: 'test.sleep', args: { ms: 'soon' } });
+    expect(res.status).toBe(422);
+    expect(res.body.error.code).toBe('args_invalid');
+    expect(res.body.error.details.errors[0].path).toBe('/ms');
+  });
+  it('scope before autonomy: scope_not_granted wins over autonomy_too_low', async () => {
+    const res = await gw.call({ remit_token: token({ scopes: ['none:*'], autonomy: 'observe' }), tool: 'test.write', args: {} });
+    expect(res.body.refusal.reason).toBe('scope_not_granted');
+  });
+  it('a request scope narrows: every derived scope must match it', async () => {
+    const ok = await gw.call({ remit_token: token(), tool: 'test.echo', args: {}, scope: 'test:*' });
+    expect(ok.status).toBe(200);
+    const narrowed = await gw.call({ remit_token: token(), tool: 'test.echo', args: {}, scope: 'sql:table:x' });
+    expect(narrowed.status).toBe(403);
+    expect(narrowed.body.refusal).toMatchObject({ reason: 'scope_not_granted', detail: expect.stringContaining('requested scope') });
+  });
+  it('an unbound remit with no run_id still calls; a bound remit without run_id is remit_run_mismatch', async () => {
+    expect((await gw.call({ remit_token: token(), tool: 'test.echo', args: {} })).status).toBe(200);
+    const res = await gw.call({ remit_token: token({ run: 'run_X' }), tool: 'test.echo', args: {} });
+    expect(res.body.refusal.reason).toBe('remit_run_mismatch');
+  });
+});
+
+describe('tool.called audit events (no secrets, args hashed)', () => {
+  it('records tool, scopes, args hash, replayed and latency on the run', async () => {
+    const t = token({ run: 'run_AUDIT' });
+    await gw.call({ remit_token: t, run_id: 'run_AUDIT', step: 'fetch', lease_id: 'lse_9', tool: 'test.echo', args: { secret_looking: 'value' }, idempotency_key: 'audit-1' });
+    await gw.call({ remit_token: t, run_id: 'run_AUDIT', step: 'fetch', lease_id: 'lse_9', tool: 'test.echo', args: { secret_looking: 'value' }, idempotency_key: 'audit-1' });
+    const evs = gw.link.events.filter((e) => e.runId === 'run_AUDIT');
+    expect(evs.map((e) => [e.kind, e.payload.replayed])).toEqual([
+      ['tool.called', false],
+      ['tool.called', true],
+    ]);
+    expect(evs[0]!.payload).toMatchObject({
+      tool: 'test.echo',
+      connector: 'test',
+      step: 'fetch',
+      lease_id: 'lse_9',
+      scopes: ['test:*'],
+      args_hash: canonicalHash({ secret_looking: 'value' }),
+      outcome: 'ok',
+      latency_ms: expect.any(Number),
+    });
+    expect(JSON.stringify(evs)).not.toContain('"value"');
+    expect(evs[0]!.remitToken).toBe(t);
+  });
+});
+
+describe('idempotency (interface 4.2 rules 1–2, decisions §9)', () => {
+  it('a repeat with the same arguments replays the stored result; other arguments are 409 idempotency_conflict', async () => {
+    const t = token();
+    const first = await gw.call({ remit_token: t, tool: 'test.write', args: { n: 1 }, idempotency_key: 'k-replay' });
+    expect(first.body).toMatchObject({ ok: true, result: { written: { n: 1 } }, replayed: false });
+    const again = await gw.call({ remit_token: t, tool: 'test.write', args: { n: 1 }, idempotency_key: 'k-replay' });
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({ ok: true, result: { written: { n: 1 } }, scope: 'test:*', replayed: true });
+    const conflict = await gw.call({ remit_token: t, tool: 'test.write', args: { n: 2 }, idempotency_key: 'k-replay' });
+    expect(conflict.status).toBe(409);
+    expect(conflict.body).toMatchObject({ ok: false, error: { code: 'idempotency_conflict' } });
+    const m = await gw.metrics();
+    expect(metricValue(m, 'svc_gateway_calls_total', { tool: 'test.write', outcome: 'replayed' })).toBeGreaterThanOrEqual(1);
+    expect(metricValue(m, 'svc_gateway_calls_total', { tool: 'test.write', outcome: 'idempotency_conflict' })).toBeGreaterThanOrEqual(1);
+  });
+
+  it('the same key on another tool is another entry (keyed by tool and key)', async () => {
+    const t = token();
+    await gw.call({ remit_token: t, tool: 'test.write', args: { n: 1 }, idempotency_key: 'k-shared' });
+    const other = await gw.call({ remit_token: t, tool: 'test.echo', args: { n: 9 }, idempotency_key: 'k-shared' });
+    expect(other.body).toMatchObject({ ok: true, replayed: false });
+  });
+
+  it('a duplicate while the first is running is 409 idempotency_in_flight with Retry-After', async () => {
+    const t = token();
+    const slow = gw.call({ remit_token: t, tool: 'test.sleep', args: { ms: 400 }, idempotency_key: 'k-slow' });
+    await new Promise((r) => setTimeout(r, 100));
+    const dup = await gw.call({ remit_token: t, tool: 'test.sleep', args: { ms: 400 }, idempotency_key: 'k-slow' });
+    expect(dup.status).toBe(409);
+    expect(dup.body.error.code).toBe('idempotency_in_flight');
+    expect(dup.headers.get('retry-after')).toBe('1');
+    expect((await slow).status).toBe(200);
+    const after = await gw.call({ remit_token: t, tool: 'test.sleep', args: { ms: 400 }, idempotency_key: 'k-slow' });
+    expect(after.body.replayed).toBe(true);
+  });
+
+  it('an upstream error releases the claim so a retry with the same key runs', async () => {
+    const t = token();
+    const args = { key: 'idem-flaky', fail_times: 1 };
+    const first = await gw.call({ remit_token: t, tool: 'test.flaky', args, idempotency_key: 'k-flaky' });
+    expect(first.status).toBe(502);
+    expect(first.body.error.code).toBe('upstream_error');
+    const retry = await gw.call({ remit_token: t, tool: 'test.flaky', args, idempotency_key: 'k-flaky' });
+    expect(retry.body).toMatchObject({ ok: true, result: { ok: true }, replayed: false });
+  });
+
+  it('no key means no idempotency: the call runs every time', async () => {
+    const t = token();
+    const a = await gw.call({ remit_token: t, tool: 'test.write', args: { n: 5 } });
+    const b = await gw.call({ remit_token: t, tool: 'test.write', args: { n: 5 } });
+    expect([a.body.replayed, b.body.replayed]).toEqual([false, false]);
+  });
+});
+
+describe('idempotency across a restart (decisions §9: pending write → unknown)', () => {
+  it('a write claimed when the gateway stopped is 409 idempotency_outcome_unknown, never run again; a pending read may run', async () => {
+    const signer2 = testSigner();
+    const g1 = await startGateway({ keys: signer2, env: { SVC_GATEWAY_TEST_TOOLS: '1' } });
+    const dataDir = g1.dataDir;
+    await g1.gateway.close();
+    await g1.app.close();
+    // The process "stops" while a write and a read hold claims: nothing completes them.
+    const store = await IdempotencyStore.open(dataDir, clock);
+    expect(await store.claim('test.write', 'k-crash', canonicalHash({ n: 1 }), true)).toEqual({ kind: 'claimed' });
+    expect(await store.claim('test.echo', 'k-crash-read', canonicalHash({ n: 1 }), false)).toEqual({ kind: 'claimed' });
+    await store.close();
+
+    await using g2 = await startGateway({ keys: signer2, env: { SVC_GATEWAY_TEST_TOOLS: '1' }, dataDir });
+    const t = mintToken(signer2, remitPayload(signer2));
+    const res = await g2.call({ remit_token: t, tool: 'test.write', args: { n: 1 }, idempotency_key: 'k-crash' });
+    expect(res.status).toBe(409);
+    expect(res.body).toMatchObject({ ok: false, error: { code: 'idempotency_outcome_unknown' } });
+    const read = await g2.call({ remit_token: t, tool: 'test.echo', args: { n: 1 }, idempotency_key: 'k-crash-read' });
+    expect(read.body).toMatchObject({ ok: true, replayed: false });
+    const conflict = await g2.call({ remit_token: t, tool: 'test.write', args: { n: 2 }, idempotency_key: 'k-crash' });
+    expect(conflict.body.error.code).toBe('idempotency_conflict');
+  });
+});
+
+describe('quarantine (503) and circuit (502) come after idempotency replay (decisions §9)', () => {
+  it('a quarantined connector answers 503 connector_quarantined, but a stored result still replays', async () => {
+    const signer3 = testSigner();
+    await using g = await startGateway({ keys: signer3, env: { SVC_GATEWAY_TEST_TOOLS: '1', SVC_CANARY_QUARANTINE_AFTER: '1' } });
+    const t = mintToken(signer3, remitPayload(signer3));
+    await g.call({ remit_token: t, tool: 'test.echo', args: { q: 1 }, idempotency_key: 'before-q' });
+    await g.req('POST', '/test/shape', { shape: { ok: 'not a bool' } });
+    expect((await g.req('POST', '/canaries/test/probe')).body.status).toBe('quarantined');
+    const blocked = await g.call({ remit_token: t, tool: 'test.echo', args: { q: 2 }, idempotency_key: 'during-q' });
+    expect(blocked.status).toBe(503);
+    expect(blocked.body).toMatchObject({ ok: false, error: { code: 'connector_quarantined', details: { connector: 'test' } } });
+    const replay = await g.call({ remit_token: t, tool: 'test.echo', args: { q: 1 }, idempotency_key: 'before-q' });
+    expect(replay.body).toMatchObject({ ok: true, replayed: true });
+    // The 503 released its claim: after release the same key runs.
+    await g.req('POST', '/canaries/test/release');
+    const after = await g.call({ remit_token: t, tool: 'test.echo', args: { q: 2 }, idempotency_key: 'during-q' });
+    expect(after.body).toMatchObject({ ok: true, replayed: false });
+  });
+});
+
+describe('circuit breaker through HTTP (interface 3, 7.2; decisions §9) with a fake clock', () => {
+  it('opens after 5 upstream errors, answers 502 circuit open without calling, half-opens after the wait, closes on a good trial', async () => {
+    const signer4 = testSigner();
+    const c = new ManualClock(Date.parse('2026-11-22T10:00:00.000Z'));
+    await using g = await startGateway({ keys: signer4, clock: c, random: () => 0.5, env: { SVC_GATEWAY_TEST_TOOLS: '1' } });
+    const t = mintToken(signer4, remitPayload(signer4, {}, Math.floor(c.now() / 1000)));
+    const args = { key: 'breaker', fail_times: 5 };
+    for (let i = 1; i <= 5; i++) {
+      const r = await g.call({ remit_token: t, tool: 'test.flaky', args });
+      expect(r.status).toBe(502);
+      expect(r.body.error.code).toBe('upstream_error');
+      expect(r.body.error.circuit).toBe(i === 5 ? 'open' : undefined);
+    }
+    expect(metricValue(await g.metrics(), 'svc_gateway_circuit_open', { connector: 'test' })).toBe(1);
+    // Open: the flaky tool would now succeed, but the call never reaches it.
+    const open = await g.call({ remit_token: t, tool: 'test.flaky', args });
+    expect(open.status).toBe(502);
+    expect(open.body.error).toMatchObject({ code: 'upstream_error', circuit: 'open' });
+    expect(Number(open.headers.get('retry-after'))).toBe(10);
+    // Other connectors' tools are not affected by this breaker, but test.echo shares it.
+    expect((await g.call({ remit_token: t, tool: 'test.echo', args: {} })).status).toBe(502);
+    c.advance(10_000); // random 0.5 = no jitter: exactly 10 s
+    const trial = await g.call({ remit_token: t, tool: 'test.flaky', args });
+    expect(trial.body).toMatchObject({ ok: true, result: { ok: true } });
+    expect(metricValue(await g.metrics(), 'svc_gateway_circuit_open', { connector: 'test' })).toBe(0);
+    expect((await g.call({ remit_token: t, tool: 'test.echo', args: {} })).status).toBe(200);
+  });
+
+  it('our own 4xx (args_invalid) do not count towards opening; a success resets the streak', async () => {
+    const signer5 = testSigner();
+    await using g = await startGateway({ keys: signer5, env: { SVC_GATEWAY_TEST_TOOLS: '1' } });
+    const t = mintToken(signer5, remitPayload(signer5));
+    for (let i = 0; i < 6; i++) expect((await g.call({ remit_token: t, tool: 'test.sleep', args: { ms: -1 } })).status).toBe(422);
+    for (let i = 0; i < 4; i++) expect((await g.call({ remit_token: t, tool: 'test.fail', args: {} })).status).toBe(502);
+    expect((await g.call({ remit_token: t, tool: 'test.echo', args: {} })).status).toBe(200); // resets the streak
+    for (let i = 0; i < 4; i++) expect((await g.call({ remit_token: t, tool: 'test.fail', args: {} })).body.error.circuit).toBeUndefined();
+  });
+});
+
+describe('gateway HTTP surface (interface 4.2, 7.2; decisions §9, §10)', () => {
+  it('GET /health, /tools and /canaries have the contract shapes', async () => {
+    const h = await gw.req('GET', '/health');
+    expect(h.body).toEqual({ ok: true, version: expect.any(String), connectors: { test: expect.stringMatching(/healthy|failed|quarantined/) } });
+    const tools = await gw.req('GET', '/tools');
+    expect(tools.body.map((d: { id: string }) => d.id)).toEqual(['test.echo', 'test.fail', 'test.flaky', 'test.shape', 'test.sleep', 'test.write']);
+    expect(tools.body.find((d: { id: string }) => d.id === 'test.write')).toMatchObject({
+      connector: 'test',
+      description: expect.any(String),
+      writes: true,
+      input_schema: expect.any(Object),
+      scope_derivation: 'none',
+      contract: { required: { written: 'object' } },
+    });
+    const can = await gw.req('GET', '/canaries');
+    expect(can.body.test).toMatchObject({
+      status: expect.any(String),
+      consecutive_failures: expect.any(Number),
+      contract_diff: { missing: expect.any(Array), type_mismatch: expect.any(Array), unexpected_required: expect.any(Array) },
+    });
+    expect(can.body.test).toHaveProperty('last_probe_at');
+    expect(can.body.test).toHaveProperty('last_ok_at');
+    expect(can.body.test).toHaveProperty('last_error');
+  });
+
+  it('bad bodies are 400 request_invalid in the gateway body, never 500', async () => {
+    for (const body of ['{not json', { tool: 'test.echo' }, { remit_token: 't', tool: 5 }, { remit_token: 't', tool: 'test.echo', args: [] }, { remit_token: 't', tool: 'test.echo', idempotency_key: '' }, []]) {
+      const res = await gw.req('POST', '/tools/call', body);
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ ok: false, error: { code: 'request_invalid', message: expect.any(String), details: expect.any(Object) } });
+    }
+    const nf = await gw.req('POST', '/canaries/nope/probe');
+    expect(nf.status).toBe(404);
+    expect(nf.body).toMatchObject({ ok: false, error: { code: 'connector_not_found' } });
+    expect((await gw.req('GET', '/nowhere')).body).toMatchObject({ ok: false, error: { code: 'not_found' } });
+  });
+
+  it('with a token every request needs the bearer (decisions §9)', async () => {
+    const s = testSigner();
+    await using g = await startGateway({ keys: s, token: 'gw-secret-token' });
+    expect((await g.req('GET', '/health', undefined, { authorization: 'Bearer wrong' })).status).toBe(401);
+    const bad = await g.req('GET', '/tools', undefined, { authorization: 'Bearer wrong' });
+    expect(bad.body).toMatchObject({ ok: false, error: { code: 'unauthorized' } });
+    expect((await g.req('GET', '/health')).status).toBe(200);
+  });
+
+  it('the test tools and /v1/test/shape exist only with SVC_GATEWAY_TEST_TOOLS=1', async () => {
+    const s = testSigner();
+    await using g = await startGateway({ keys: s });
+    expect((await g.req('GET', '/tools')).body).toEqual([]);
+    expect((await g.req('POST', '/test/shape', { shape: {} })).status).toBe(404);
+    const res = await g.call({ remit_token: mintToken(s, remitPayload(s)), tool: 'test.echo', args: {} });
+    expect(res.status).toBe(404);
+    expect(res.body.error.code).toBe('tool_not_found');
+  });
+});

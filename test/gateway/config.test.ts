@@ -1,0 +1,193 @@
+/**
+ * Gateway configuration (interface 2.10; decisions §9): YAML and JSON, `${VAR}` substitution
+ * with every value registered for redaction, environment overrides winning over the file,
+ * defaults, and every problem reported at once.
+ */
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { GatewayConfigError, loadGatewayConfig, loadGatewayConfigFile } from '../../src/gateway/config.js';
+import { Gateway } from '../../src/gateway/gateway.js';
+import { Redactor, silentLogger } from '../../src/log/logger.js';
+import { tempDir } from '../helpers/daemon.js';
+
+const dir = tempDir('svc-gwcfg-');
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function problemsOf(fn: () => unknown): string[] {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof GatewayConfigError) return err.problems;
+    throw err;
+  }
+  throw new Error('expected a GatewayConfigError');
+}
+
+describe('gateway config defaults (interface 2.10)', () => {
+  it('an empty document gets every default', () => {
+    const c = loadGatewayConfig({}, { env: {}, redactor: new Redactor() });
+    expect(c).toMatchObject({
+      listen: '127.0.0.1:7402',
+      kernel_url: 'http://127.0.0.1:7401',
+      token: null,
+      test_tools: false,
+      canary: { interval_seconds: 60, quarantine_after: 2, auto_release: false },
+      connectors: [],
+    });
+    expect(c.data_dir).toBe(join(process.cwd(), 'gateway-data'));
+  });
+});
+
+describe('${VAR} substitution (interface 2.10)', () => {
+  it('replaces ${VAR} in every string and registers each value with the redactor', () => {
+    const redactor = new Redactor();
+    const c = loadGatewayConfig(
+      {
+        connectors: [
+          { name: 'crm', type: 'http', allowed_hosts: ['api.example.com'], headers: { authorization: 'Bearer ${CRM_KEY}', 'x-literal': 'cost $${NOT_A_VAR}' } },
+          { name: 'files', type: 'mcp', command: ['node', 'server.js'], env: { API_TOKEN: '${MCP_TOKEN}' } },
+        ],
+      },
+      { env: { CRM_KEY: 'crm-secret-123', MCP_TOKEN: 'mcp "quoted" secret' }, redactor },
+    );
+    const http = c.connectors[0]!;
+    expect(http.type === 'http' && http.headers).toEqual({ authorization: 'Bearer crm-secret-123', 'x-literal': 'cost ${NOT_A_VAR}' });
+    expect(c.connectors[1]!.type === 'mcp' && c.connectors[1]!.env.API_TOKEN).toBe('mcp "quoted" secret');
+    expect(redactor.redact('header crm-secret-123 and mcp "quoted" secret')).toBe('header [REDACTED] and [REDACTED]');
+    // Inside JSON the quotes are escaped; that spelling is registered too.
+    expect(redactor.redact(JSON.stringify({ v: 'mcp "quoted" secret' }))).toBe('{"v":"[REDACTED]"}');
+  });
+
+  it('an unset variable is a problem naming where it is used', () => {
+    const p = problemsOf(() => loadGatewayConfig({ token: '${GW_TOKEN}' }, { env: {}, redactor: new Redactor() }));
+    expect(p).toEqual(['/token: environment variable GW_TOKEN is not set']);
+  });
+});
+
+describe('environment overrides win over the file (documented in man/svc-gateway.5)', () => {
+  it('SVC_GATEWAY_DATA, SVC_CANARY_*, SVC_GATEWAY_TEST_TOOLS and SVC_TOKEN replace the keys', () => {
+    const c = loadGatewayConfig(
+      { data_dir: '/from/file', token: 'file-token', test_tools: false, canary: { interval_seconds: 30, quarantine_after: 5, auto_release: false } },
+      {
+        env: { SVC_GATEWAY_DATA: '/from/env', SVC_CANARY_INTERVAL: '0.5', SVC_CANARY_QUARANTINE_AFTER: '3', SVC_CANARY_AUTO_RELEASE: '1', SVC_GATEWAY_TEST_TOOLS: '1', SVC_TOKEN: 'env-token' },
+        redactor: new Redactor(),
+      },
+    );
+    expect(c).toMatchObject({ data_dir: '/from/env', token: 'env-token', test_tools: true, canary: { interval_seconds: 0.5, quarantine_after: 3, auto_release: true } });
+  });
+
+  it('without the variables the file keys hold', () => {
+    const c = loadGatewayConfig({ canary: { interval_seconds: 30 }, test_tools: true }, { env: {}, redactor: new Redactor() });
+    expect(c.canary.interval_seconds).toBe(30);
+    expect(c.test_tools).toBe(true);
+  });
+
+  it('malformed variables are problems, not silent defaults', () => {
+    const p = problemsOf(() =>
+      loadGatewayConfig({}, { env: { SVC_CANARY_INTERVAL: 'soon', SVC_CANARY_QUARANTINE_AFTER: '0', SVC_CANARY_AUTO_RELEASE: 'maybe' }, redactor: new Redactor() }),
+    );
+    expect(p).toHaveLength(3);
+    expect(p.join('\n')).toMatch(/SVC_CANARY_INTERVAL[\s\S]*SVC_CANARY_QUARANTINE_AFTER[\s\S]*SVC_CANARY_AUTO_RELEASE/);
+  });
+});
+
+describe('one schema reports every problem at once', () => {
+  it('lists each problem with its JSON pointer', () => {
+    const p = problemsOf(() =>
+      loadGatewayConfig(
+        {
+          listen: 7402,
+          colour: 'blue',
+          canary: { interval_seconds: 0, quarantine_after: 1.5 },
+          connectors: [
+            { name: 'db', type: 'sqlite' },
+            { name: 'web', type: 'http', allowed_hosts: [], tools: { get: { contract: { required: { status: 'integer' } } } } },
+            { name: 'x', type: 'ftp' },
+            { name: 'srv', type: 'mcp', command: 'node server.js' },
+          ],
+        },
+        { env: {}, redactor: new Redactor() },
+      ),
+    );
+    expect(p).toEqual(
+      expect.arrayContaining([
+        '/colour: is not a known key',
+        '/listen: must be string',
+        '/canary/interval_seconds: must be > 0',
+        '/canary/quarantine_after: must be integer',
+        '/connectors/0/path: is required',
+        '/connectors/1/allowed_hosts: must NOT have fewer than 1 items',
+        expect.stringMatching(/^\/connectors\/1\/tools\/get\/contract\/required\/status: must be one of/),
+        '/connectors/2/type: type must be one of "sqlite", "http", "fs", "mcp"',
+        '/connectors/3/command: must be array',
+      ]),
+    );
+    expect(p.length).toBeGreaterThanOrEqual(9);
+  });
+
+  it('semantic problems are collected too: duplicate names, unknown operations, probes of missing tools', () => {
+    const p = problemsOf(() =>
+      loadGatewayConfig(
+        {
+          connectors: [
+            { name: 'db', type: 'sqlite', path: 'x.db', tools: { q: {} }, probe: { tool: 'db.missing' } },
+            { name: 'db', type: 'fs', root: '.', tools: { delete: {} } },
+          ],
+        },
+        { env: {}, redactor: new Redactor() },
+      ),
+    );
+    expect(p).toEqual([
+      '/connectors/0/tools/q: a sqlite tool needs a statement',
+      '/connectors/0/probe/tool: connector db has no tool "missing"',
+      '/connectors/1/name: "db" is already used by /connectors/0',
+      '/connectors/1/tools/delete: a fs connector has only the operations read, list, write',
+    ]);
+  });
+
+  it('connector setup problems (statements, roots, commands) are reported together at open', async () => {
+    const dbDir = join(dir, 'setup');
+    mkdirSync(dbDir, { recursive: true });
+    const Database = (await import('better-sqlite3')).default;
+    const db = new Database(join(dbDir, 'a.db'));
+    db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');
+    db.close();
+    const config = loadGatewayConfig(
+      {
+        data_dir: join(dbDir, 'data'),
+        connectors: [
+          { name: 'db', type: 'sqlite', path: join(dbDir, 'a.db'), tools: { bad: { statement: 'SELECT * FROM missing_table' }, sneaky: { statement: 'DELETE FROM t' } } },
+          { name: 'files', type: 'fs', root: join(dbDir, 'no-such-dir') },
+          { name: 'srv', type: 'mcp', command: [join(dbDir, 'no-such-binary')] },
+        ],
+      },
+      { env: {}, redactor: new Redactor() },
+    );
+    const err = await Gateway.open({ config, logger: silentLogger, canaryLoop: false }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(GatewayConfigError);
+    const problems = (err as GatewayConfigError).problems;
+    expect(problems).toEqual([
+      expect.stringMatching(/connector db: tool bad: statement does not prepare: no such table: missing_table/),
+      'connector db: tool sneaky: the statement writes; set writes: true',
+      expect.stringMatching(/connector files: root .* is not a usable directory: ENOENT/),
+      expect.stringMatching(/connector srv: cannot start .*no-such-binary: ENOENT/),
+    ]);
+  });
+});
+
+describe('files (interface 2.10: YAML or JSON)', () => {
+  it('loads YAML and JSON; relative paths resolve against the file', () => {
+    const yamlFile = join(dir, 'gw.yaml');
+    writeFileSync(yamlFile, 'connectors:\n  - name: files\n    type: fs\n    root: ./files\ndata_dir: ./state\n');
+    const y = loadGatewayConfigFile(yamlFile, { env: {}, redactor: new Redactor() });
+    expect(y.connectors[0]!.type === 'fs' && y.connectors[0]!.root).toBe(join(dir, 'files'));
+    expect(y.data_dir).toBe(join(dir, 'state'));
+    const jsonFile = join(dir, 'gw.json');
+    writeFileSync(jsonFile, JSON.stringify({ canary: { auto_release: true } }));
+    expect(loadGatewayConfigFile(jsonFile, { env: {}, redactor: new Redactor() }).canary.auto_release).toBe(true);
+    const bad = join(dir, 'bad.yaml');
+    writeFileSync(bad, 'connectors: [\n');
+    expect(problemsOf(() => loadGatewayConfigFile(bad, { env: {} }))[0]).toMatch(/not valid YAML or JSON/);
+  });
+});

@@ -1,0 +1,290 @@
+/**
+ * The built-in connectors against real peers (interface 2.10, 4.2 scope derivation;
+ * decisions §9): a real SQLite file with a join, a view and a trigger; a local HTTP server
+ * with redirects; a temp fs root with symlinks that escape it.
+ */
+import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import { SqliteConnector, namedParameters, tablesTouched } from '../../src/gateway/connectors/sqlite.js';
+import { tempDir } from '../helpers/daemon.js';
+import { mintToken, remitPayload, testSigner } from '../helpers/remit-token.js';
+import { startGateway, type TestGateway } from './helpers.js';
+
+const signer = testSigner();
+const clock = new ManualClock(Date.parse('2026-11-22T10:00:00.000Z'));
+const now = () => Math.floor(clock.now() / 1000);
+const remit = (tools: string[], scopes: string[], autonomy: 'autonomous' | 'observe' = 'autonomous') => mintToken(signer, remitPayload(signer, { tools, scopes, autonomy }, now()));
+
+const dir = tempDir('svc-gw-conn-');
+const dbPath = join(dir, 'billing.db');
+const root = join(dir, 'root');
+const outside = join(dir, 'outside');
+
+let server: Server;
+let port = 0;
+const hits: string[] = [];
+let gw: TestGateway;
+
+function handler(req: IncomingMessage, res: ServerResponse): void {
+  hits.push(req.url ?? '');
+  const url = new URL(req.url ?? '/', 'http://x');
+  let body = '';
+  req.on('data', (c: Buffer) => (body += c.toString()));
+  req.on('end', () => {
+    switch (url.pathname) {
+      case '/json':
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ hello: 'world', q: url.searchParams.get('q') }));
+        return;
+      case '/echo':
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ method: req.method, headers: req.headers, body }));
+        return;
+      case '/redirect-on':
+        res.writeHead(302, { location: `/json?q=followed` }).end();
+        return;
+      case '/redirect-off':
+        res.writeHead(302, { location: `http://localhost:${port}/json?q=escaped` }).end();
+        return;
+      case '/boom':
+        res.writeHead(500).end('down');
+        return;
+      case '/missing':
+        res.writeHead(404, { 'content-type': 'text/plain' }).end('no such thing');
+        return;
+      case '/slow':
+        setTimeout(() => res.writeHead(200).end('late'), 1500);
+        return;
+      default:
+        res.writeHead(404).end();
+    }
+  });
+}
+
+beforeAll(async () => {
+  const db = new Database(dbPath);
+  db.exec(`
+    CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL, email TEXT);
+    CREATE TABLE invoices (id INTEGER PRIMARY KEY, customer_id INTEGER NOT NULL REFERENCES customers(id), amount REAL NOT NULL);
+    CREATE TABLE refunds (id INTEGER PRIMARY KEY, invoice_id INTEGER NOT NULL, amount REAL NOT NULL CHECK (amount > 0), at TEXT NOT NULL);
+    CREATE TABLE audit (id INTEGER PRIMARY KEY, what TEXT NOT NULL, at TEXT NOT NULL);
+    CREATE INDEX invoices_customer ON invoices (customer_id);
+    CREATE VIEW big_invoices AS SELECT i.id, c.name, i.amount FROM invoices i JOIN customers c ON c.id = i.customer_id WHERE i.amount >= 100;
+    CREATE TRIGGER refunds_audit AFTER INSERT ON refunds BEGIN INSERT INTO audit (what, at) VALUES ('refund ' || NEW.id, NEW.at); END;
+    INSERT INTO customers VALUES (1, 'Ada', 'ada@example.com'), (2, 'Bob', 'bob@example.com');
+    INSERT INTO invoices VALUES (10, 1, 250.0), (11, 2, 40.0);
+  `);
+  db.close();
+
+  mkdirSync(join(root, 'sub'), { recursive: true });
+  mkdirSync(outside, { recursive: true });
+  writeFileSync(join(root, 'a.txt'), 'alpha');
+  writeFileSync(join(root, 'sub', 'b.txt'), 'beta');
+  writeFileSync(join(outside, 'secret.txt'), 'outside secret');
+  symlinkSync(outside, join(root, 'escape'));
+  symlinkSync(join(outside, 'secret.txt'), join(root, 'escape-file'));
+  symlinkSync(join(root, 'sub'), join(root, 'inner'));
+
+  server = createServer(handler);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  port = (server.address() as AddressInfo).port;
+
+  gw = await startGateway({
+    keys: signer,
+    clock,
+    env: { CRM_API_KEY: 'crm-key-0123456789' },
+    doc: {
+      connectors: [
+        {
+          name: 'billing',
+          type: 'sqlite',
+          path: dbPath,
+          tools: {
+            lookup: { description: 'Invoice with its customer', statement: 'SELECT c.name, i.id AS invoice_id, i.amount FROM invoices i JOIN customers c ON c.id = i.customer_id WHERE i.id = :invoice_id' },
+            big: { statement: 'SELECT id, name, amount FROM big_invoices WHERE amount >= :min ORDER BY id' },
+            refund: {
+              writes: true,
+              statement: 'INSERT INTO refunds (invoice_id, amount, at) VALUES (:invoice_id, :amount, :now) RETURNING id, invoice_id, amount, at',
+              contract: { required: { id: 'number', at: 'string' } },
+            },
+            rename: { writes: true, statement: 'UPDATE customers SET name = :name WHERE id = :id' },
+          },
+        },
+        { name: 'web', type: 'http', allowed_hosts: ['127.0.0.1'], headers: { 'x-api-key': '${CRM_API_KEY}' }, timeout_ms: 400 },
+        { name: 'files', type: 'fs', root },
+      ],
+    },
+  });
+});
+
+afterAll(async () => {
+  await gw?.close();
+  server?.closeAllConnections();
+  await new Promise((r) => server?.close(r));
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('sqlite connector (decisions §9: tables from EXPLAIN, views and triggers count)', () => {
+  it('finds the tables of a join, a view and a trigger from SQLite itself', () => {
+    const db = new Database(dbPath, { readonly: true });
+    expect(tablesTouched(db, 'SELECT c.name FROM invoices i JOIN customers c ON c.id = i.customer_id WHERE i.id = :id', ['id']).sort()).toEqual(['customers', 'invoices']);
+    expect(tablesTouched(db, 'SELECT * FROM big_invoices', []).sort()).toEqual(['customers', 'invoices']);
+    expect(tablesTouched(db, "INSERT INTO refunds (invoice_id, amount, at) VALUES (1, 1, 'x')", []).sort()).toEqual(['audit', 'refunds']);
+    db.close();
+    expect(namedParameters("SELECT ':fake', \"a:b\" FROM t -- :c\nWHERE x = :x /* :y */ AND y = :now AND z = :x")).toEqual({ names: ['x', 'now'], others: [] });
+    expect(namedParameters('SELECT ? , @a, $b').others).toEqual(['?', '@a', '$b']);
+  });
+
+  it('describes tools with scope_derivation table and parameter-derived input schemas', async () => {
+    const tools = (await gw.req('GET', '/tools')).body as Array<Record<string, any>>;
+    const refund = tools.find((t) => t.id === 'billing.refund')!;
+    expect(refund).toMatchObject({ connector: 'billing', writes: true, scope_derivation: 'table', contract: { required: { id: 'number', at: 'string' } } });
+    expect(refund.input_schema.required).toEqual(['invoice_id', 'amount']); // :now is bound by the gateway
+    expect(tools.find((t) => t.id === 'billing.lookup')).toMatchObject({ writes: false, description: 'Invoice with its customer', contract: { required: { rows: 'list' } } });
+  });
+
+  it('a join needs every table it touches in the remit (interface 4.2 rule 3)', async () => {
+    const partial = await gw.call({ remit_token: remit(['billing.*'], ['sql:table:invoices']), tool: 'billing.lookup', args: { invoice_id: 10 } });
+    expect(partial.status).toBe(403);
+    expect(partial.body.refusal).toMatchObject({ reason: 'scope_not_granted', detail: expect.stringContaining('sql:table:customers') });
+    const ok = await gw.call({ remit_token: remit(['billing.lookup'], ['sql:table:invoices', 'sql:table:customers']), tool: 'billing.lookup', args: { invoice_id: 10 } });
+    expect(ok.body).toMatchObject({ ok: true, result: { rows: [{ name: 'Ada', invoice_id: 10, amount: 250 }] }, scopes: ['sql:table:invoices', 'sql:table:customers'], scope: 'sql:table:invoices' });
+  });
+
+  it('a view counts as the tables under it', async () => {
+    const res = await gw.call({ remit_token: remit(['billing.big'], ['sql:table:*']), tool: 'billing.big', args: { min: 0 } });
+    expect(res.body.result.rows).toEqual([{ id: 10, name: 'Ada', amount: 250 }]);
+    expect([...res.body.scopes].sort()).toEqual(['sql:table:customers', 'sql:table:invoices']);
+  });
+
+  it("a trigger's writes count: a refund needs sql:table:audit too; RETURNING gives the row; :now is the gateway's time", async () => {
+    const noAudit = await gw.call({ remit_token: remit(['billing.refund'], ['sql:table:refunds']), tool: 'billing.refund', args: { invoice_id: 10, amount: 25 } });
+    expect(noAudit.body.refusal).toMatchObject({ reason: 'scope_not_granted', detail: expect.stringContaining('sql:table:audit') });
+    const res = await gw.call({ remit_token: remit(['billing.refund'], ['sql:table:refunds', 'sql:table:audit']), tool: 'billing.refund', args: { invoice_id: 10, amount: 25 } });
+    expect(res.status).toBe(200);
+    expect(res.body.result).toEqual({ id: 1, invoice_id: 10, amount: 25, at: '2026-11-22T10:00:00.000Z' });
+    const db = new Database(dbPath, { readonly: true });
+    expect(db.prepare('SELECT what, at FROM audit').all()).toEqual([{ what: 'refund 1', at: '2026-11-22T10:00:00.000Z' }]);
+    db.close();
+  });
+
+  it('a write without RETURNING returns {changes, last_insert_rowid}; a constraint violation is 422 deterministic_failure', async () => {
+    const t = remit(['billing.*'], ['sql:table:*']);
+    const res = await gw.call({ remit_token: t, tool: 'billing.rename', args: { id: 2, name: 'Robert' } });
+    expect(res.body.result).toEqual({ changes: 1, last_insert_rowid: expect.any(Number) });
+    const bad = await gw.call({ remit_token: t, tool: 'billing.refund', args: { invoice_id: 10, amount: -5 } });
+    expect(bad.status).toBe(422);
+    expect(bad.body.error).toMatchObject({ code: 'deterministic_failure', details: { sqlite_code: 'SQLITE_CONSTRAINT_CHECK' } });
+    const wrongArgs = await gw.call({ remit_token: t, tool: 'billing.lookup', args: { invoice_id: { nested: true } } });
+    expect(wrongArgs.status).toBe(422);
+    expect(wrongArgs.body.error.code).toBe('args_invalid');
+  });
+
+  it('read tools run on a read-only connection', async () => {
+    const c = new SqliteConnector({ type: 'sqlite', name: 'ro', path: dbPath, probe: null, timeout_ms: 1000, tools: { peek: { statement: 'SELECT 1 AS one' } } });
+    await c.start();
+    // Reach the prepared statement's connection: it must refuse writes.
+    const stmt = (c as unknown as { list: Map<string, { stmt: { database: Database.Database } }> }).list.get('peek')!.stmt;
+    expect(stmt.database.readonly).toBe(true);
+    await c.close();
+  });
+});
+
+describe('http connector (decisions §9: allowed_hosts, redirects, timeouts)', () => {
+  const t = () => remit(['web.*'], ['http:host:127.0.0.1']);
+
+  it('get returns status, headers, body and json; the scope is http:host:<hostname>', async () => {
+    const res = await gw.call({ remit_token: t(), tool: 'web.get', args: { url: `http://127.0.0.1:${port}/json`, query: { q: 'x y' } } });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ ok: true, scope: 'http:host:127.0.0.1', result: { status: 200, json: { hello: 'world', q: 'x y' }, headers: { 'content-type': 'application/json' } } });
+    expect(JSON.parse(res.body.result.body)).toEqual({ hello: 'world', q: 'x y' });
+  });
+
+  it('post sends json and adds the configured credential header, which never comes back unredacted', async () => {
+    const res = await gw.call({ remit_token: t(), tool: 'web.post', args: { url: `http://127.0.0.1:${port}/echo`, json: { a: 1 }, headers: { host: 'evil.example' } } });
+    expect(res.body.result.json).toMatchObject({ method: 'POST', body: '{"a":1}', headers: { 'x-api-key': '[REDACTED]', 'content-type': 'application/json', host: `127.0.0.1:${port}` } });
+    expect(res.text).not.toContain('crm-key-0123456789');
+  });
+
+  it('a host off allowed_hosts is refused scope_not_granted before any request', async () => {
+    const before = hits.length;
+    const res = await gw.call({ remit_token: remit(['web.*'], ['http:host:*']), tool: 'web.get', args: { url: `http://localhost:${port}/json` } });
+    expect(res.status).toBe(403);
+    expect(res.body.refusal).toMatchObject({ reason: 'scope_not_granted', detail: expect.stringContaining('allowed_hosts') });
+    expect(hits.length).toBe(before);
+  });
+
+  it('follows a redirect on the list, and does not follow one to a host off the list', async () => {
+    const on = await gw.call({ remit_token: t(), tool: 'web.get', args: { url: `http://127.0.0.1:${port}/redirect-on` } });
+    expect(on.body.result).toMatchObject({ status: 200, json: { q: 'followed' } });
+    const before = hits.filter((h) => h.includes('escaped')).length;
+    const off = await gw.call({ remit_token: remit(['web.*'], ['http:host:*']), tool: 'web.get', args: { url: `http://127.0.0.1:${port}/redirect-off` } });
+    expect(off.status).toBe(200);
+    expect(off.body.result).toMatchObject({ status: 302, headers: { location: `http://localhost:${port}/json?q=escaped` } });
+    expect(hits.filter((h) => h.includes('escaped')).length).toBe(before);
+  });
+
+  it('a 5xx is a 502 upstream_error, a 4xx is a result, a timeout is a 502', async () => {
+    const boom = await gw.call({ remit_token: t(), tool: 'web.get', args: { url: `http://127.0.0.1:${port}/boom` } });
+    expect(boom.status).toBe(502);
+    expect(boom.body.error).toMatchObject({ code: 'upstream_error', details: { status: 500 } });
+    const missing = await gw.call({ remit_token: t(), tool: 'web.get', args: { url: `http://127.0.0.1:${port}/missing` } });
+    expect(missing.body.result).toMatchObject({ status: 404, body: 'no such thing', json: null });
+    const slow = await gw.call({ remit_token: t(), tool: 'web.get', args: { url: `http://127.0.0.1:${port}/slow` } });
+    expect(slow.status).toBe(502);
+    expect(slow.body.error.message).toMatch(/timed out after 400 ms/);
+  });
+
+  it('post is a write: refused under observe; bad URLs are args_invalid', async () => {
+    const res = await gw.call({ remit_token: remit(['web.*'], ['http:host:127.0.0.1'], 'observe'), tool: 'web.post', args: { url: `http://127.0.0.1:${port}/echo` } });
+    expect(res.body.refusal.reason).toBe('autonomy_too_low');
+    const bad = await gw.call({ remit_token: t(), tool: 'web.get', args: { url: 'file:///etc/passwd' } });
+    expect(bad.status).toBe(422);
+    expect(bad.body.error.code).toBe('args_invalid');
+    const both = await gw.call({ remit_token: t(), tool: 'web.post', args: { url: `http://127.0.0.1:${port}/echo`, json: {}, body: 'x' } });
+    expect(both.body.error.code).toBe('args_invalid');
+  });
+});
+
+describe('fs connector (decisions §9: real paths, symlinks that escape the root)', () => {
+  const realRoot = () => realpathSync(root);
+  const all = () => remit(['files.*'], ['fs:path:*']);
+
+  it('read, list and write under the root with fs:path:<real directory> scopes', async () => {
+    const r = await gw.call({ remit_token: all(), tool: 'files.read', args: { path: 'a.txt' } });
+    expect(r.body).toMatchObject({ ok: true, result: { path: 'a.txt', content: 'alpha', size: 5 }, scope: `fs:path:${realRoot()}` });
+    const l = await gw.call({ remit_token: all(), tool: 'files.list', args: { path: 'sub' } });
+    expect(l.body).toMatchObject({ result: { path: 'sub', entries: [{ name: 'b.txt', type: 'file' }] }, scope: `fs:path:${realRoot()}/sub` });
+    const w = await gw.call({ remit_token: all(), tool: 'files.write', args: { path: 'new/deep/c.txt', content: 'gamma' } });
+    expect(w.body).toMatchObject({ result: { path: 'new/deep/c.txt', bytes: 5 }, scope: `fs:path:${realRoot()}/new/deep` });
+    expect(readFileSync(join(root, 'new/deep/c.txt'), 'utf8')).toBe('gamma');
+  });
+
+  it('a symlink inside the root is resolved: the scope is the real directory', async () => {
+    const r = await gw.call({ remit_token: remit(['files.read'], [`fs:path:${realRoot()}/sub`]), tool: 'files.read', args: { path: 'inner/b.txt' } });
+    expect(r.body).toMatchObject({ ok: true, result: { content: 'beta' }, scope: `fs:path:${realRoot()}/sub` });
+  });
+
+  it('symlinks and paths that escape the root are refused scope_not_granted, even under fs:path:*', async () => {
+    for (const args of [{ path: 'escape/secret.txt' }, { path: 'escape-file' }, { path: '../outside/secret.txt' }, { path: join(outside, 'secret.txt') }]) {
+      const res = await gw.call({ remit_token: all(), tool: 'files.read', args });
+      expect(res.status).toBe(403);
+      expect(res.body.refusal).toMatchObject({ reason: 'scope_not_granted', detail: expect.stringContaining('outside the root') });
+      expect(res.text).not.toContain('outside secret');
+    }
+    const w = await gw.call({ remit_token: all(), tool: 'files.write', args: { path: 'escape/planted.txt', content: 'x' } });
+    expect(w.body.refusal.reason).toBe('scope_not_granted');
+    expect(existsSync(join(outside, 'planted.txt'))).toBe(false);
+  });
+
+  it('a remit scoped to one directory cannot read another; a missing file is 422 deterministic_failure', async () => {
+    const sub = remit(['files.*'], [`fs:path:${realRoot()}/sub`]);
+    expect((await gw.call({ remit_token: sub, tool: 'files.read', args: { path: 'a.txt' } })).body.refusal.reason).toBe('scope_not_granted');
+    const missing = await gw.call({ remit_token: sub, tool: 'files.read', args: { path: 'sub/none.txt' } });
+    expect(missing.status).toBe(422);
+    expect(missing.body.error).toMatchObject({ code: 'deterministic_failure', details: { errno: 'ENOENT' } });
+  });
+});

@@ -1,0 +1,245 @@
+/**
+ * The gateway inside svcd (decisions §9, §11): beside the kernel in one process (in-process
+ * kernel link: keys by reference, events straight into the run engine, the kernel's tool
+ * catalog), apart from it (HTTP link with GET /v1/keys and POST /v1/runs/{id}/events; the
+ * HTTP tool catalog), and the built binary: startup line, config errors, `svc gateway`
+ * commands, and SIGTERM ending the MCP process groups. The binary tests run the built
+ * dist/ (`npx tsc -p tsconfig.json` first; `npm test` builds).
+ */
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { signBundle } from '../../src/bundle/sign.js';
+import { loadGatewayConfig } from '../../src/gateway/config.js';
+import { HttpToolCatalog } from '../../src/gateway/tool-catalog.js';
+import { generatePublisherKey } from '../../src/keys/publishers.js';
+import { Redactor, silentLogger } from '../../src/log/logger.js';
+import { startSvcd } from '../../daemon/server.js';
+import { runSvc } from '../helpers/cli.js';
+import { ROOT, spawnSvcd, startTestDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
+import { refundsBundle, REQUESTER } from '../integration/run-fixtures.js';
+
+const dir = tempDir('svc-gw-daemon-');
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+async function json(url: string, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<{ status: number; body: any }> {
+  const res = await fetch(url, {
+    method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
+    headers: { ...(init.body === undefined ? {} : { 'content-type': 'application/json' }), ...(init.headers ?? {}) },
+    body: init.body === undefined ? undefined : JSON.stringify(init.body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : null };
+}
+
+/** A run of the refunds bundle under a kernel-minted remit for the test tools. */
+async function runWithRemit(kernelUrl: string, d: TestDaemon, publisher: ReturnType<typeof generatePublisherKey>, remit: Record<string, unknown>): Promise<{ runId: string; token: string }> {
+  const bundle = refundsBundle();
+  const b = await json(`${kernelUrl}/v1/bundles`, { body: { bundle, signature: signBundle(bundle, publisher) } });
+  expect([200, 201]).toContain(b.status);
+  const m = await json(`${kernelUrl}/v1/remits`, {
+    body: { tools: ['test.*'], scopes: ['test:*'], grants: [], spend: { tokens: 1000, usd: 1 }, autonomy: 'supervised', ttl_seconds: 600, policy_set: [], requested_by: REQUESTER, ...remit },
+  });
+  expect(m.status).toBe(201);
+  const r = await json(`${kernelUrl}/v1/runs`, { body: { bundle_id: b.body.bundle_id, workflow: 'refund', input: { invoice_id: 'inv-1' }, remit_id: m.body.remit_id, requested_by: REQUESTER } });
+  expect(r.status).toBe(201);
+  void d;
+  return { runId: r.body.run_id, token: m.body.token };
+}
+
+async function eventsOf(kernelUrl: string, runId: string): Promise<any[]> {
+  return (await json(`${kernelUrl}/v1/runs/${runId}/events?limit=1000`)).body.events;
+}
+
+describe('one process: the in-process kernel link (decisions §9, §11)', () => {
+  it('verifies kernel-minted remits, appends tool.called and tool.refused to the run, and feeds the kernel tool catalog', async () => {
+    const publisher = generatePublisherKey();
+    const config = loadGatewayConfig({ data_dir: join(dir, 'one'), test_tools: true }, { env: {}, redactor: new Redactor() });
+    await using d = await startTestDaemon({ kernel: { publishers: [`${publisher.key_id}:${publisher.public_key}`] }, gateway: { config, listen: '127.0.0.1:0', canaryLoop: false } });
+    expect(d.gatewayUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const { runId, token } = await runWithRemit(d.kernelUrl!, d, publisher, {});
+    const gw = `${d.gatewayUrl}/v1/tools/call`;
+
+    const ok = await json(gw, { body: { remit_token: token, run_id: runId, step: 'lookup', tool: 'test.echo', args: { x: 1 } } });
+    expect(ok.body).toMatchObject({ ok: true, result: { echo: { x: 1 } } });
+    const refused = await json(gw, { body: { remit_token: token, run_id: runId, tool: 'test.write', args: {}, scope: 'other:*' } });
+    expect(refused.body.refusal.reason).toBe('scope_not_granted');
+    const malformed = await json(gw, { body: { remit_token: 'krt1.bad', run_id: runId, tool: 'test.echo', args: {} } });
+    expect(malformed.body.refusal.reason).toBe('token_malformed');
+
+    const evs = (await eventsOf(d.kernelUrl!, runId)).filter((e) => e.kind.startsWith('tool.'));
+    expect(evs.map((e) => [e.kind, e.payload.reason ?? e.payload.outcome])).toEqual([
+      ['tool.called', 'ok'],
+      ['tool.refused', 'scope_not_granted'],
+      ['tool.refused', 'token_malformed'],
+    ]);
+    expect(evs[0].payload).toMatchObject({ tool: 'test.echo', step: 'lookup', scopes: ['test:*'], replayed: false, args_hash: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    expect(evs[0].actor).toEqual({ id: 'gateway', role: 'gateway' });
+
+    const replay = await json(`${d.kernelUrl}/v1/runs/${runId}/replay`, { method: 'POST' });
+    expect(replay.body.chain_valid).toBe(true);
+
+    expect(await d.kernel!.toolCatalog!.describe('test.write')).toMatchObject({ id: 'test.write', writes: true });
+    expect(await d.kernel!.toolCatalog!.describe('nope.x')).toBeNull();
+  });
+});
+
+describe('two processes: the HTTP kernel link and the HTTP tool catalog (decisions §7, §9)', () => {
+  it('fetches the keys, posts tool.refused with the bearer alone and tool.called with X-Svc-Remit', async () => {
+    const publisher = generatePublisherKey();
+    const token = 'shared-bearer-token-123';
+    await using kd = await startTestDaemon({ token, kernel: { publishers: [`${publisher.key_id}:${publisher.public_key}`] } });
+    const auth = { authorization: `Bearer ${token}` };
+    const config = loadGatewayConfig({ data_dir: join(dir, 'two'), test_tools: true, kernel_url: kd.kernelUrl, token }, { env: {}, redactor: new Redactor() });
+    const gd = await startSvcd({ logger: silentLogger, kernel: false, gateway: { config, listen: '127.0.0.1:0', canaryLoop: false } });
+    try {
+      expect(gd.kernelUrl).toBeNull();
+      const bundle = refundsBundle();
+      const b = await json(`${kd.kernelUrl}/v1/bundles`, { body: { bundle, signature: signBundle(bundle, publisher) }, headers: auth });
+      const m = await json(`${kd.kernelUrl}/v1/remits`, {
+        headers: auth,
+        body: { tools: ['test.echo'], scopes: ['test:*'], grants: [], spend: { tokens: 10, usd: 1 }, autonomy: 'supervised', ttl_seconds: 600, policy_set: [], requested_by: REQUESTER },
+      });
+      const r = await json(`${kd.kernelUrl}/v1/runs`, { headers: auth, body: { bundle_id: b.body.bundle_id, workflow: 'refund', input: { invoice_id: 'i' }, remit_id: m.body.remit_id, requested_by: REQUESTER } });
+      const runId = r.body.run_id;
+      const call = (body: Record<string, unknown>) => json(`${gd.gatewayUrl}/v1/tools/call`, { headers: auth, body });
+      expect((await call({ remit_token: m.body.token, run_id: runId, tool: 'test.echo', args: {} })).body.ok).toBe(true);
+      expect((await call({ remit_token: m.body.token, run_id: runId, tool: 'test.write', args: {} })).body.refusal.reason).toBe('tool_not_in_remit');
+      expect((await call({ remit_token: 'krt1.x.y', run_id: runId, tool: 'test.echo', args: {} })).body.refusal.reason).toBe('token_malformed');
+      const evs = (await json(`${kd.kernelUrl}/v1/runs/${runId}/events?limit=1000`, { headers: auth })).body.events.filter((e: any) => e.kind.startsWith('tool.'));
+      expect(evs.map((e: any) => [e.kind, e.payload.reason ?? e.payload.outcome])).toEqual([
+        ['tool.called', 'ok'],
+        ['tool.refused', 'tool_not_in_remit'],
+        ['tool.refused', 'token_malformed'],
+      ]);
+      // Without the bearer the gateway answers 401.
+      expect((await json(`${gd.gatewayUrl}/v1/health`)).status).toBe(401);
+
+      const catalog = new HttpToolCatalog({ gatewayUrl: gd.gatewayUrl!, token });
+      expect(await catalog.describe('test.write')).toMatchObject({ writes: true, connector: 'test' });
+      expect(await catalog.describe('test.nothing')).toBeNull();
+    } finally {
+      await gd.close();
+    }
+  });
+});
+
+describe('the svcd binary (decisions §11) and `svc gateway` (CLI)', () => {
+  const WRAPPER = join(ROOT, 'fixtures/gateway/mcp-drift-wrapper.mjs');
+  const EVERYTHING = join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+  function isAlive(pid: number): boolean {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  it('serves the gateway beside the kernel, answers the CLI, and SIGTERM ends the MCP process group', async () => {
+    const cfg = join(dir, 'gateway.yaml');
+    writeFileSync(
+      cfg,
+      [
+        'connectors:',
+        '  - name: everything',
+        '    type: mcp',
+        `    command: [node, ${JSON.stringify(WRAPPER)}, --stderr-env, API_SECRET, --, node, ${JSON.stringify(EVERYTHING)}, stdio]`,
+        '    env: {API_SECRET: "${BIN_SECRET}"}',
+        '    probe: {tool: echo, args: {message: hi}}',
+      ].join('\n'),
+    );
+    const dataDir = join(dir, 'bin-kernel');
+    const gwData = join(dir, 'bin-gateway');
+    mkdirSync(dataDir, { recursive: true });
+    const secret = 'binary-secret-9911aa';
+    const svcd = await spawnSvcd(['--data-dir', dataDir, '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0', '--gateway-config', cfg], {
+      SVC_GATEWAY_TEST_TOOLS: '1',
+      SVC_GATEWAY_DATA: gwData,
+      BIN_SECRET: secret,
+      SVC_TOKEN: '',
+    });
+    try {
+      expect(svcd.kernelUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(svcd.gatewayUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      const env = { SVC_GATEWAY_URL: svcd.gatewayUrl!, SVC_TOKEN: '' };
+
+      const tools = await runSvc(['gateway', 'tools', '--json'], env);
+      expect(tools.code).toBe(0);
+      const ids = (JSON.parse(tools.stdout) as Array<{ id: string }>).map((t) => t.id);
+      expect(ids).toEqual(expect.arrayContaining(['everything.echo', 'test.echo', 'test.write']));
+      const human = await runSvc(['gateway', 'tools'], env);
+      expect(human.stdout).toMatch(/TOOL\s+WRITES\s+SCOPE/);
+
+      const m = await json(`${svcd.kernelUrl}/v1/remits`, {
+        body: { tools: ['test.echo', 'everything.*'], scopes: ['test:*', 'mcp:everything:*'], grants: [], spend: { tokens: 1, usd: 1 }, autonomy: 'supervised', ttl_seconds: 600, policy_set: [], requested_by: REQUESTER },
+      });
+      const call = await runSvc(['gateway', 'call', 'test.echo', '--args', '{"a":1}', '--remit-token', m.body.token], env);
+      expect(call.code).toBe(0);
+      expect(JSON.parse(call.stdout)).toEqual({ echo: { a: 1 } });
+      const refused = await runSvc(['gateway', 'call', 'test.write', '--remit-token', m.body.token, '--json'], env);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain('refused (tool_not_in_remit)');
+      expect(JSON.parse(refused.stdout).refusal.reason).toBe('tool_not_in_remit');
+      const usage = await runSvc(['gateway', 'call', 'test.echo', '--args', '[1]', '--remit-token', 'x'], env);
+      expect(usage.code).toBe(2);
+      const leak = await runSvc(['gateway', 'call', 'everything.get-env', '--remit-token', m.body.token, '--json'], env);
+      expect(leak.code).toBe(0);
+      expect(leak.stdout).toContain('API_SECRET');
+      expect(leak.stdout).not.toContain(secret);
+
+      await json(`${svcd.gatewayUrl}/v1/test/shape`, { body: { shape: {} } });
+      const probe = await runSvc(['gateway', 'probe', 'test'], env);
+      expect(probe.code).toBe(0);
+      expect(probe.stdout).toContain('test: failed (1 consecutive failure)');
+      expect(probe.stdout).toContain('missing: ok');
+      const canaries = await runSvc(['gateway', 'canaries', '--json'], env);
+      expect(JSON.parse(canaries.stdout)).toMatchObject({ test: { status: 'failed' }, everything: { status: 'healthy' } });
+      const release = await runSvc(['gateway', 'release', 'test', '--json'], env);
+      expect(JSON.parse(release.stdout)).toMatchObject({ connector: 'test', status: 'healthy' });
+      expect((await runSvc(['gateway', 'probe', 'nope'], env)).code).toBe(1);
+
+      const pids = [...svcd.stderr().matchAll(/child-pid=(\d+)/g)].map((x) => Number(x[1]));
+      expect(pids.length).toBeGreaterThanOrEqual(1);
+      expect(pids.every(isAlive)).toBe(true);
+      expect(await svcd.stop('SIGTERM')).toBe(0);
+      const deadline = Date.now() + 5000;
+      while (Date.now() < deadline && pids.some(isAlive)) await new Promise((r) => setTimeout(r, 50));
+      expect(pids.filter(isAlive)).toEqual([]);
+      expect(svcd.stderr()).not.toContain(secret);
+      expect(svcd.stderr()).toContain('API_SECRET=[REDACTED]');
+    } finally {
+      await svcd.stop('SIGKILL');
+    }
+  }, 60_000);
+
+  it('the gateway: section of --config, --no-kernel, --no-gateway, and the JSON startup line', async () => {
+    const cfg = join(dir, 'svcd.yaml');
+    writeFileSync(cfg, 'gateway:\n  test_tools: true\n  canary: {interval_seconds: 120}\n');
+    const svcd = await spawnSvcd(['--config', cfg, '--no-kernel', '--gateway-listen', '127.0.0.1:0'], { SVC_GATEWAY_DATA: join(dir, 'cfg-gw'), SVC_TOKEN: '', SVC_GATEWAY_TEST_TOOLS: '' });
+    try {
+      expect(svcd.kernelUrl).toBeNull();
+      const tools = (await json(`${svcd.gatewayUrl}/v1/tools`)).body as Array<{ id: string }>;
+      expect(tools.map((t) => t.id)).toContain('test.echo');
+    } finally {
+      expect(await svcd.stop()).toBe(0);
+    }
+    const noGw = await spawnSvcd(['--no-gateway', '--data-dir', join(dir, 'nogw'), '--kernel-listen', '127.0.0.1:0'], { SVC_TOKEN: '' });
+    try {
+      expect(noGw.gatewayUrl).toBeNull();
+      expect(noGw.kernelUrl).not.toBeNull();
+    } finally {
+      await noGw.stop();
+    }
+  }, 30_000);
+
+  it('a bad gateway config stops svcd at startup with every problem listed', async () => {
+    const cfg = join(dir, 'bad.yaml');
+    writeFileSync(cfg, 'listen: 5\nconnectors:\n  - {name: db, type: sqlite}\n  - {name: web, type: http, allowed_hosts: []}\n  - {name: m, type: mcp, command: [x], env: {K: "${MISSING_VAR_XYZ}"}}\n');
+    const err = await spawnSvcd(['--no-kernel', '--gateway-config', cfg, '--gateway-listen', '127.0.0.1:0'], { SVC_GATEWAY_DATA: join(dir, 'bad-gw'), SVC_TOKEN: '' }).catch((e: Error) => e);
+    expect(err).toBeInstanceOf(Error);
+    const msg = (err as Error).message;
+    expect(msg).toMatch(/svcd exited 1/);
+    for (const p of ['/listen: must be string', '/connectors/0/path: is required', '/connectors/1/allowed_hosts', 'MISSING_VAR_XYZ is not set']) expect(msg).toContain(p);
+  }, 30_000);
+});

@@ -1,0 +1,72 @@
+/**
+ * The idempotency store (interface 2.10, 4.2 call rules, 8; decisions §9): claim, replay,
+ * conflict, in flight, recovery of pending claims at start, and the 30-day expiry.
+ */
+import { rmSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import { IDEMPOTENCY_TTL_MS, IdempotencyStore } from '../../src/gateway/idempotency.js';
+import { tempDir } from '../helpers/daemon.js';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+async function open(clock = new ManualClock(0), dir = tempDir('svc-idem-')) {
+  dirs.push(dir);
+  return { store: await IdempotencyStore.open(dir, clock), clock, dir };
+}
+
+describe('idempotency store (decisions §9)', () => {
+  it('claim → pending (in flight) → complete → replay; other args conflict', async () => {
+    const { store } = await open();
+    expect(await store.claim('t.op', 'k', 'h1', false)).toEqual({ kind: 'claimed' });
+    expect(await store.claim('t.op', 'k', 'h1', false)).toEqual({ kind: 'in_flight' });
+    expect(await store.claim('t.op', 'k', 'h2', false)).toEqual({ kind: 'conflict' });
+    await store.complete('t.op', 'k', 200, { result: { x: 1 } });
+    expect(await store.claim('t.op', 'k', 'h1', false)).toEqual({ kind: 'replay', status: 200, body: { result: { x: 1 } } });
+    expect(await store.claim('t.op', 'k', 'h2', false)).toEqual({ kind: 'conflict' });
+    await store.close();
+  });
+
+  it('release drops a pending claim (upstream error) but never a stored result', async () => {
+    const { store } = await open();
+    await store.claim('t.op', 'a', 'h', true);
+    await store.release('t.op', 'a');
+    expect(await store.claim('t.op', 'a', 'h', true)).toEqual({ kind: 'claimed' });
+    await store.complete('t.op', 'a', 422, { ok: false });
+    await store.release('t.op', 'a');
+    expect((await store.claim('t.op', 'a', 'h', true)).kind).toBe('replay');
+    await store.close();
+  });
+
+  it('entries expire 30 days after they were stored (interface 8)', async () => {
+    const { store, clock } = await open();
+    await store.claim('t.op', 'k', 'h', false);
+    clock.advance(1000);
+    await store.complete('t.op', 'k', 200, {});
+    clock.advance(IDEMPOTENCY_TTL_MS - 1);
+    expect((await store.claim('t.op', 'k', 'h', false)).kind).toBe('replay');
+    clock.advance(1);
+    expect(await store.claim('t.op', 'k', 'other', false)).toEqual({ kind: 'claimed' });
+    await store.close();
+  });
+
+  it('at start, pending writes become unknown and pending reads are dropped; purge removes expired rows', async () => {
+    const { store, clock, dir } = await open();
+    await store.claim('t.write', 'w', 'h', true);
+    await store.claim('t.read', 'r', 'h', false);
+    await store.claim('t.old', 'o', 'h', false);
+    await store.complete('t.old', 'o', 200, {});
+    await store.close();
+    clock.advance(IDEMPOTENCY_TTL_MS + 1);
+    const again = await IdempotencyStore.open(dir, clock);
+    expect(await again.claim('t.write', 'w', 'h', true)).toEqual({ kind: 'unknown' });
+    expect(await again.claim('t.write', 'w', 'other', true)).toEqual({ kind: 'conflict' });
+    expect(await again.claim('t.read', 'r', 'h', false)).toEqual({ kind: 'claimed' });
+    const rows = await again.db.all<{ tool: string }>('SELECT tool FROM gateway_idempotency ORDER BY tool');
+    expect(rows.map((r) => r.tool)).toEqual(['t.read', 't.write']); // t.old was purged at start
+    await again.close();
+  });
+});

@@ -1,0 +1,122 @@
+/**
+ * Abandon and resume (interface 3 run rows, 4.1; decisions §6): compensations of completed
+ * steps in reverse order as `compensation` leases, `abandoning` until they end, then
+ * `abandoned`; 202 {compensations_scheduled}; abandon from parked and failed; 409 afterwards.
+ */
+import { describe, expect, it } from 'vitest';
+import { allEvents, APPROVER, getRun, lease, leaseAndComplete, propose, pushBundle, refundsBundle, runToAction, startRun, startRunDaemon } from './run-fixtures.js';
+
+describe('abandon (D §6)', () => {
+  it('compensates completed steps last first through compensation leases, then abandons', async () => {
+    await using d = await startRunDaemon();
+    const b = refundsBundle();
+    // lookup gets a compensation too, so the order can be seen
+    b.tools!['billing.unlookup'] = { writes: true };
+    b.workflows.refund!.steps[1]!.compensate = { tool: 'billing.unlookup', args: { invoice_id: '{{input.invoice_id}}', seen: '{{steps.lookup.output.rows}}' } };
+    const { run_id } = await startRun(d, await pushBundle(d, b), { autonomy: 'autonomous' });
+    await leaseAndComplete(d, { amount: 20 });
+    await leaseAndComplete(d, { rows: 2 });
+    await leaseAndComplete(d, { id: 'rf-77' });
+    expect((await getRun(d, run_id)).state).toBe('completed');
+    const late = await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'too late', actor: { id: 'ops-1', role: 'ops' } } });
+    expect(late.status).toBe(409);
+    expect(late.body.error.code).toBe('invalid_state');
+
+    // the same again, abandoned before the run completes: after refund, while nothing is leased
+    const second = await startRun(d, await pushBundle(d, b), { autonomy: 'autonomous' });
+    await leaseAndComplete(d, { amount: 20 });
+    await leaseAndComplete(d, { rows: 2 });
+    const inFlight = await lease(d, ['action']);
+    const ab = await d.kernel_(`/runs/${second.run_id}/abandon`, { body: { reason: 'customer withdrew', actor: { id: 'ops-1', role: 'ops' } } });
+    expect(ab.status).toBe(202);
+    expect(ab.body.compensations_scheduled).toBe(1); // only lookup completed; refund was in flight
+    expect((await d.kernel_(`/leases/${inFlight.body.lease_id}/complete`, { body: { output: { id: 'x' } } })).status).toBe(410);
+    const abandoning = await getRun(d, second.run_id);
+    expect(abandoning).toMatchObject({ state: 'abandoning', current_step: 'lookup' });
+    expect(abandoning.steps.lookup.state).toBe('compensating');
+
+    expect((await lease(d, ['model', 'tool', 'action'])).status).toBe(204); // compensations only go to compensation workers
+    const c = await lease(d, ['compensation']);
+    expect(c.body).toMatchObject({ run_id: second.run_id, step: 'lookup', kind: 'compensation', attempt: 1 });
+    expect(c.body.step_def).toEqual({ id: 'lookup', kind: 'compensation', compensates: 'lookup', tool: 'billing.unlookup', args: { invoice_id: 'inv-1', seen: 2 } });
+    const done = await d.kernel_(`/leases/${c.body.lease_id}/complete`, { body: { output: { undone: true } } });
+    expect(done.body).toEqual({ run_state: 'abandoned', next_step: null });
+    const run = await getRun(d, second.run_id);
+    expect(run).toMatchObject({ state: 'abandoned', current_step: null, error: null });
+    expect(run.steps.lookup.state).toBe('compensated');
+    expect(run.steps.refund.state).toBe('pending');
+    const kinds = (await allEvents(d, second.run_id)).map((e) => e.kind);
+    expect(kinds.slice(-4)).toEqual(['run.abandon_requested', 'step.leased', 'compensation.completed', 'run.abandoned']);
+  });
+
+  it('runs two compensations in reverse step order; a compensation reads its own step output', async () => {
+    await using d = await startRunDaemon();
+    const b = refundsBundle();
+    b.tools!['billing.unlookup'] = { writes: true };
+    b.workflows.refund!.steps[1]!.compensate = { tool: 'billing.unlookup', args: { rows: '{{steps.lookup.output.rows}}', amount: '{{steps.triage.output.amount}}' } };
+    b.workflows.refund!.steps.push({ id: 'notify', kind: 'tool', tool: 'billing.lookup', args: {} });
+    const { run_id } = await startRun(d, await pushBundle(d, b), { autonomy: 'autonomous' });
+    await leaseAndComplete(d, { amount: 20 });
+    await leaseAndComplete(d, { rows: 2 });
+    await leaseAndComplete(d, { id: 'rf-77' });
+    const ab = await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'wrong customer' } });
+    expect(ab.body.compensations_scheduled).toBe(2);
+    const first = await lease(d, ['compensation']);
+    expect(first.body.step).toBe('refund');
+    expect(first.body.step_def.args).toEqual({ refund_id: 'rf-77' });
+    expect(first.body.context.steps.refund).toEqual({ output: { id: 'rf-77' } });
+    // a failed compensation is retried (backoff), then the queue moves on
+    const f = await d.kernel_(`/leases/${first.body.lease_id}/fail`, { body: { error: { code: 'upstream_error', message: 'try later' } } });
+    expect(f.body.outcome).toBe('retry_scheduled');
+    const retried = await lease(d, ['compensation'], { wait_seconds: 5 });
+    expect(retried.body).toMatchObject({ step: 'refund', attempt: 2 });
+    expect((await d.kernel_(`/leases/${retried.body.lease_id}/complete`, { body: { output: { voided: true } } })).body).toEqual({ run_state: 'abandoning', next_step: 'lookup' });
+    const second = await lease(d, ['compensation']);
+    expect(second.body.step_def).toMatchObject({ tool: 'billing.unlookup', args: { rows: 2, amount: 20 } });
+    const failed = await d.kernel_(`/leases/${second.body.lease_id}/fail`, { body: { error: { code: 'gone', message: 'cannot undo' }, deterministic: true } });
+    expect(failed.body).toMatchObject({ outcome: 'failed', run_state: 'abandoned' });
+    const run = await getRun(d, run_id);
+    expect(run).toMatchObject({ state: 'abandoned', error: { code: 'compensation_failed' } });
+    expect(run.steps.refund.state).toBe('compensated');
+    expect(run.steps.lookup).toMatchObject({ state: 'failed', error: { code: 'gone' } });
+    expect(run.steps.triage.state).toBe('completed');
+    const last = (await allEvents(d, run_id)).pop();
+    expect(last).toMatchObject({ kind: 'run.abandoned', payload: { reason: 'wrong customer', compensated: ['refund'], failed: ['lookup'] } });
+  });
+
+  it('abandons at once when nothing needs compensating, also from parked (pending approval cancelled) and failed', async () => {
+    await using d = await startRunDaemon();
+    const { run_id, lease: l } = await runToAction(d);
+    const p = (await propose(d, l.lease_id, { tool: 'billing.refund', args: { amount: 900 } })).body;
+    expect((await getRun(d, run_id)).state).toBe('parked');
+    const ab = await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'not needed', actor: { id: 'ops-1', role: 'ops' } } });
+    expect(ab.status).toBe(202);
+    expect(ab.body.compensations_scheduled).toBe(0);
+    expect(await getRun(d, run_id)).toMatchObject({ state: 'abandoned', pending_approval_id: null });
+    expect((await d.kernel_(`/approvals/${p.approval_id}`)).body.state).toBe('cancelled');
+    const late = await d.kernel_(`/approvals/${p.approval_id}`, { body: { decision: 'approved', actor: APPROVER } });
+    expect(late.status).toBe(409);
+    expect((await d.kernel_('/metrics')).body).toMatch(/^svc_approvals_pending 0$/m);
+    const requested = (await allEvents(d, run_id)).find((e) => e.kind === 'run.abandon_requested');
+    expect(requested).toMatchObject({ payload: { reason: 'not needed', from_state: 'parked', compensations: [], cancelled_approval_ids: [p.approval_id] }, actor: { id: 'ops-1', role: 'ops' } });
+
+    const tiny = await startRun(d, await pushBundle(d), { spend: { tokens: 5, usd: 1 } });
+    await leaseAndComplete(d, { amount: 1 }, { tokens: 10, usd: 0 });
+    expect((await getRun(d, tiny.run_id)).state).toBe('failed');
+    const fromFailed = await d.kernel_(`/runs/${tiny.run_id}/abandon`, { body: { reason: 'clean up' } });
+    expect(fromFailed.status).toBe(202);
+    expect((await getRun(d, tiny.run_id)).state).toBe('abandoned');
+    expect((await d.kernel_(`/runs/${tiny.run_id}/abandon`, { body: { reason: 'again' } })).status).toBe(409);
+    expect((await d.kernel_(`/runs/${tiny.run_id}/resume`, { body: {} })).status).toBe(409);
+  });
+
+  it('validates the body: reason is required (400); unknown runs are 404', async () => {
+    await using d = await startRunDaemon();
+    const { run_id } = await startRun(d, await pushBundle(d));
+    for (const body of [{}, { reason: '' }, { reason: 5 }, { reason: 'x', actor: 5 }, { reason: 'x', extra: 1 }]) {
+      expect((await d.kernel_(`/runs/${run_id}/abandon`, { body })).status, JSON.stringify(body)).toBe(400);
+    }
+    expect((await d.kernel_('/runs/run_nope/abandon', { body: { reason: 'x' } })).status).toBe(404);
+    expect((await d.kernel_('/runs/run_nope/resume', { body: {} })).status).toBe(404);
+  });
+});

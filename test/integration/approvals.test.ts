@@ -1,0 +1,115 @@
+/**
+ * Approvals (interface 2.8, 3 approval rows; decisions 5.4): the inbox list and its filters,
+ * the decision with the approver check and no self-approval, already_decided, re-lease with
+ * approved_actions, and the approved:<id> / rejected:<id> rules.
+ */
+import { describe, expect, it } from 'vitest';
+import { allEvents, APPROVER, getRun, lease, propose, REQUESTER, runToAction, startRunDaemon } from './run-fixtures.js';
+
+const BIG = { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 500 } };
+
+describe('deciding an approval (I 3, D 5.4)', () => {
+  it('approved: run_state running, the step re-leased with the action in approved_actions, the same proposal allowed as approved:<id>', async () => {
+    await using d = await startRunDaemon();
+    const { run_id, lease: l } = await runToAction(d);
+    const p = (await propose(d, l.lease_id, BIG)).body;
+    const r = await d.kernel_(`/approvals/${p.approval_id}`, { body: { decision: 'approved', actor: APPROVER, reason: 'customer verified' } });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ run_id, run_state: 'running' });
+    const a = (await d.kernel_(`/approvals/${p.approval_id}`)).body;
+    expect(a).toMatchObject({ state: 'approved', decision: 'approved', actor: APPROVER, reason: 'customer verified', decided_at: expect.any(String) });
+    expect(await getRun(d, run_id)).toMatchObject({ state: 'running', parked_reason: null, pending_approval_id: null });
+
+    const l2 = await lease(d, ['action']);
+    expect(l2.body).toMatchObject({ step: 'refund', attempt: 1 });
+    expect(l2.body.context.approved_actions).toEqual([p.action_id]);
+    expect(l2.body.context.prior_events.map((e: any) => e.kind)).toEqual(['step.leased', 'action.decided', 'approval.requested', 'run.parked', 'approval.decided', 'run.resumed']);
+    const again = await propose(d, l2.body.lease_id, BIG);
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual({ action_id: p.action_id, decision: 'allow', rule: `approved:${p.approval_id}`, approval_id: p.approval_id });
+    expect((await d.kernel_(`/leases/${l2.body.lease_id}/complete`, { body: { output: { id: 'rf-1' } } })).body).toEqual({ run_state: 'completed', next_step: null });
+    const decided = (await allEvents(d, run_id)).find((e) => e.kind === 'approval.decided');
+    expect(decided).toMatchObject({ payload: { approval_id: p.approval_id, decision: 'approved', reason: 'customer verified', action_id: p.action_id, step: 'refund' }, actor: APPROVER });
+    expect((await d.kernel_('/metrics')).body).toMatch(/^svc_approvals_pending 0$/m);
+  });
+
+  it('rejected: run_state running, the rejection is in prior_events, the same proposal is denied as rejected:<id>', async () => {
+    await using d = await startRunDaemon();
+    const { run_id, lease: l } = await runToAction(d);
+    const p = (await propose(d, l.lease_id, BIG)).body;
+    const r = await d.kernel_(`/approvals/${p.approval_id}`, { body: { decision: 'rejected', actor: APPROVER, reason: 'too large' } });
+    expect(r.body).toMatchObject({ run_id, run_state: 'running' });
+    const l2 = await lease(d, ['action']);
+    expect(l2.body.context.approved_actions).toEqual([]);
+    const rejection = l2.body.context.prior_events.find((e: any) => e.kind === 'approval.decided');
+    expect(rejection.payload).toMatchObject({ decision: 'rejected', reason: 'too large' });
+    const again = await propose(d, l2.body.lease_id, BIG);
+    expect(again.status).toBe(403);
+    expect(again.body.error).toMatchObject({ code: 'action_denied', details: { rule: `rejected:${p.approval_id}`, approval_id: p.approval_id } });
+    // a different, smaller proposal is decided by the policy again
+    const small = await propose(d, l2.body.lease_id, { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 90 } });
+    expect(small.body).toMatchObject({ decision: 'allow', rule: 'refunds/small_refund' });
+  });
+
+  it('only the approver role may decide, never the requester; a second decision is 409 already_decided', async () => {
+    await using d = await startRunDaemon();
+    const { run_id, lease: l } = await runToAction(d);
+    const p = (await propose(d, l.lease_id, BIG)).body;
+    const wrongRole = await d.kernel_(`/approvals/${p.approval_id}`, { body: { decision: 'approved', actor: { id: 'sam', role: 'support' } } });
+    expect(wrongRole.status).toBe(403);
+    expect(wrongRole.body.error.code).toBe('not_the_approver');
+    const self = await d.kernel_(`/approvals/${p.approval_id}`, { body: { decision: 'approved', actor: { id: REQUESTER.id, role: 'finance' } } });
+    expect(self.status).toBe(403);
+    expect(self.body.error).toMatchObject({ code: 'not_the_approver', details: { reason: 'self_approval' } });
+    expect((await getRun(d, run_id)).state).toBe('parked');
+
+    expect((await d.kernel_(`/approvals/${p.approval_id}`, { body: { decision: 'approved', actor: APPROVER } })).status).toBe(200);
+    const second = await d.kernel_(`/approvals/${p.approval_id}`, { body: { decision: 'rejected', actor: { id: 'fin-2', role: 'finance' }, reason: 'late' } });
+    expect(second.status).toBe(409);
+    expect(second.body.error).toMatchObject({ code: 'already_decided', details: { state: 'approved' } });
+    expect((await d.kernel_(`/approvals/${p.approval_id}`)).body.state).toBe('approved');
+  });
+
+  it('validates the body and the id: 400 request_invalid, 404 not_found', async () => {
+    await using d = await startRunDaemon();
+    const { lease: l } = await runToAction(d);
+    const p = (await propose(d, l.lease_id, BIG)).body;
+    for (const body of [{}, { decision: 'maybe', actor: APPROVER }, { decision: 'approved' }, { decision: 'approved', actor: { id: 'x' } }, { decision: 'approved', actor: APPROVER, reason: 5 }]) {
+      const r = await d.kernel_(`/approvals/${p.approval_id}`, { body });
+      expect(r.status, JSON.stringify(body)).toBe(400);
+    }
+    expect((await d.kernel_('/approvals/apr_nope')).status).toBe(404);
+    const nf = await d.kernel_('/approvals/apr_nope', { body: { decision: 'approved', actor: APPROVER } });
+    expect(nf.status).toBe(404);
+    expect(nf.body.error.details).toEqual({ resource: 'approval', id: 'apr_nope' });
+  });
+});
+
+describe('GET /approvals (I 4.1, D 5.4)', () => {
+  it('lists {approvals, next} newest first, filtered by state and approver, paginated with opaque cursors', async () => {
+    await using d = await startRunDaemon();
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const { lease: l } = await runToAction(d);
+      ids.push((await propose(d, l.lease_id, BIG)).body.approval_id);
+    }
+    await d.kernel_(`/approvals/${ids[0]}`, { body: { decision: 'rejected', actor: APPROVER, reason: 'no' } });
+    const all = (await d.kernel_('/approvals')).body;
+    expect(all.approvals.map((a: any) => a.approval_id)).toEqual([...ids].reverse());
+    expect(all.next).toBeNull();
+    const pending = (await d.kernel_('/approvals?state=pending&approver=role:finance')).body;
+    expect(pending.approvals.map((a: any) => a.approval_id)).toEqual([ids[2], ids[1]]);
+    expect((await d.kernel_('/approvals?approver=role:legal')).body.approvals).toEqual([]);
+    const p1 = (await d.kernel_('/approvals?limit=2')).body;
+    expect(p1.approvals).toHaveLength(2);
+    expect(typeof p1.next).toBe('string');
+    const p2 = (await d.kernel_(`/approvals?limit=2&after=${encodeURIComponent(p1.next)}`)).body;
+    expect(p2.approvals.map((a: any) => a.approval_id)).toEqual([ids[0]]);
+    expect(p2.next).toBeNull();
+    for (const q of ['state=maybe', 'limit=0', 'limit=501', 'after=garbage']) {
+      const r = await d.kernel_(`/approvals?${q}`);
+      expect(r.status, q).toBe(400);
+    }
+    expect((await d.kernel_('/metrics')).body).toMatch(/^svc_approvals_pending 2$/m);
+  });
+});

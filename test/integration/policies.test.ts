@@ -1,0 +1,197 @@
+/**
+ * /v1/policies through a real svcd (interface 2.3, 4.1, 7.1; decisions 5.1–5.3, 10): immutable
+ * versions, reads, /policies/test against the written-down flips, pinning and deciding through
+ * the kernel's PolicyService.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { SvcError } from '../../src/errors.js';
+import { toPolicyAction, toPolicyRun } from '../../src/policy/corpus.js';
+import { ROOT, startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
+
+const read = (p: string) => readFileSync(join(ROOT, p), 'utf8');
+const v1 = read('fixtures/policies/refunds-v1.policy');
+const v2 = read('fixtures/policies/refunds-v2.policy');
+const corpus = JSON.parse(read('fixtures/corpora/refunds.json'));
+const written = JSON.parse(read('fixtures/corpora/refunds.flips.json'));
+
+async function pushBoth(d: TestDaemon) {
+  const a = await d.kernel_('/policies', { body: { name: 'refunds', version: '1.0.0', source: v1 } });
+  const b = await d.kernel_('/policies', { body: { name: 'refunds', version: '2.0.0', source: v2 } });
+  return [a, b] as const;
+}
+
+describe('POST /v1/policies (I 4.1, D 5)', () => {
+  it('creates a version (201), finds an identical re-post (200), refuses a changed source (409)', async () => {
+    await using d = await startTestDaemon();
+    const first = await d.kernel_('/policies', { body: { name: 'refunds', version: '1.0.0', source: v1 } });
+    expect(first.status).toBe(201);
+    expect(first.body).toEqual({ policy_id: expect.stringMatching(/^pol_[0-9A-HJKMNP-TV-Z]{26}$/), name: 'refunds', version: '1.0.0' });
+    const again = await d.kernel_('/policies', { body: { name: 'refunds', version: '1.0.0', source: v1 } });
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(first.body);
+    const changed = await d.kernel_('/policies', { body: { name: 'refunds', version: '1.0.0', source: v2 } });
+    expect(changed.status).toBe(409);
+    expect(changed.body.error).toMatchObject({ code: 'policy_version_exists', details: { name: 'refunds', version: '1.0.0', policy_id: first.body.policy_id } });
+  });
+
+  it('refuses a source that does not compile with line, column and message (422 policy_invalid)', async () => {
+    await using d = await startTestDaemon();
+    const res = await d.kernel_('/policies', { body: { name: 'bad', version: '1', source: 'allow ok when true\n\ndeny broken\n  when action.args.amount >' } });
+    expect(res.status).toBe(422);
+    expect(res.body.error).toMatchObject({ code: 'policy_invalid', details: { line: 4, column: 28, message: 'unexpected end of the condition' } });
+    const typed = await d.kernel_('/policies', { body: { name: 'bad', version: '1', source: 'deny x when action.tool > 1' } });
+    expect(typed.body.error).toMatchObject({ code: 'policy_invalid', details: { line: 1, column: 13, message: expect.stringMatching(/no such overload/) } });
+    expect((await d.kernel_('/policies')).body.policies).toEqual([]);
+  });
+
+  it('answers bad bodies with 400 request_invalid and a path', async () => {
+    await using d = await startTestDaemon();
+    const cases: Array<[unknown, string]> = [
+      [{ name: 'p', version: '1' }, '/source'],
+      [{ name: 'p@1', version: '1', source: 'allow a when true' }, '/name'],
+      [{ name: 'p', version: '1/2', source: 'allow a when true' }, '/version'],
+      [{ name: 'p', version: 1, source: 'allow a when true' }, '/version'],
+      [{ name: 'p', version: '1', source: 'allow a when true', extra: true }, '/extra'],
+    ];
+    for (const [body, path] of cases) {
+      const res = await d.kernel_('/policies', { body });
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({ code: 'request_invalid', details: { path } });
+    }
+    const notJson = await d.kernel_('/policies', { method: 'POST', body: 'allow a when true' });
+    expect(notJson.status).toBe(400);
+    expect(notJson.body.error.code).toBe('request_invalid');
+  });
+});
+
+describe('GET /v1/policies, /{name}, /{name}/{version} (I 4.1)', () => {
+  it('lists versions, returns the latest by name and an exact version', async () => {
+    await using d = await startTestDaemon();
+    const [a, b] = await pushBoth(d);
+    await d.kernel_('/policies', { body: { name: 'access', version: '1', source: 'deny nobody when false' } });
+    const list = await d.kernel_('/policies');
+    expect(list.status).toBe(200);
+    expect(list.body.policies.map((p: { name: string; version: string }) => `${p.name}@${p.version}`)).toEqual(['access@1', 'refunds@1.0.0', 'refunds@2.0.0']);
+    expect(list.body.policies[1]).toEqual({ policy_id: a.body.policy_id, name: 'refunds', version: '1.0.0', created_at: expect.any(String) });
+
+    const latest = await d.kernel_('/policies/refunds');
+    expect(latest.status).toBe(200);
+    expect(latest.body).toEqual({ policy_id: b.body.policy_id, name: 'refunds', version: '2.0.0', source: v2, created_at: expect.any(String) });
+    const exact = await d.kernel_('/policies/refunds/1.0.0');
+    expect(exact.body).toMatchObject({ policy_id: a.body.policy_id, version: '1.0.0', source: v1 });
+  });
+
+  it('"latest" is the most recently posted version', async () => {
+    await using d = await startTestDaemon();
+    await d.kernel_('/policies', { body: { name: 'p', version: '2.0.0', source: 'allow a when true' } });
+    await d.kernel_('/policies', { body: { name: 'p', version: '1.0.1', source: 'allow b when true' } });
+    expect((await d.kernel_('/policies/p')).body.version).toBe('1.0.1');
+  });
+
+  it('answers unknown names and versions with 404 not_found, resource policy', async () => {
+    await using d = await startTestDaemon();
+    await pushBoth(d);
+    const name = await d.kernel_('/policies/nope');
+    expect(name.status).toBe(404);
+    expect(name.body.error).toMatchObject({ code: 'not_found', details: { resource: 'policy', id: 'nope' } });
+    const version = await d.kernel_('/policies/refunds/9.9.9');
+    expect(version.status).toBe(404);
+    expect(version.body.error).toMatchObject({ code: 'not_found', details: { resource: 'policy', id: 'refunds@9.9.9' } });
+  });
+});
+
+describe('POST /v1/policies/test (D 5.3)', () => {
+  it('compares two stored versions over the corpus: the written-down flips', async () => {
+    await using d = await startTestDaemon();
+    await pushBoth(d);
+    const res = await d.kernel_('/policies/test', {
+      body: { policy_a: { name: 'refunds', version: '1.0.0' }, policy_b: { name: 'refunds', version: '2.0.0' }, corpus },
+    });
+    expect(res.status).toBe(200);
+    expect(res.body.cases).toBe(corpus.length);
+    expect(res.body.flips).toEqual(written.flips);
+    expect(res.body.policy_a).toEqual({ name: 'refunds', version: '1.0.0' });
+  });
+
+  it('compares a stored version with a source under test; no version means the latest', async () => {
+    await using d = await startTestDaemon();
+    await d.kernel_('/policies', { body: { name: 'refunds', version: '1.0.0', source: v1 } });
+    const res = await d.kernel_('/policies/test', { body: { policy_a: { name: 'refunds' }, policy_b: { source: v2 }, corpus } });
+    expect(res.status).toBe(200);
+    expect(res.body.flips).toEqual(written.flips);
+    expect(res.body.policy_b).toEqual({ name: 'refunds', source: true });
+  });
+
+  it('same policy on both sides: no flips', async () => {
+    await using d = await startTestDaemon();
+    await pushBoth(d);
+    const res = await d.kernel_('/policies/test', { body: { policy_a: { name: 'refunds', version: '2.0.0' }, policy_b: { name: 'refunds' }, corpus } });
+    expect(res.body).toMatchObject({ cases: corpus.length, flips: [] });
+  });
+
+  it('errors: unknown policy 404, bad source 422, bad case 400, bad body 400', async () => {
+    await using d = await startTestDaemon();
+    await pushBoth(d);
+    const unknown = await d.kernel_('/policies/test', { body: { policy_a: { name: 'ghost', version: '1' }, policy_b: { source: v2 }, corpus } });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error).toMatchObject({ code: 'not_found', details: { resource: 'policy' } });
+
+    const badSource = await d.kernel_('/policies/test', { body: { policy_a: { name: 'refunds' }, policy_b: { source: 'allow x when' }, corpus } });
+    expect(badSource.status).toBe(422);
+    expect(badSource.body.error).toMatchObject({ code: 'policy_invalid', details: { line: 1, column: 13 } });
+
+    const badCase = await d.kernel_('/policies/test', {
+      body: { policy_a: { name: 'refunds' }, policy_b: { source: v2 }, corpus: [...corpus.slice(0, 3), { action: { args: {} } }] },
+    });
+    expect(badCase.status).toBe(400);
+    expect(badCase.body.error).toMatchObject({ code: 'request_invalid', details: { path: '/corpus/3/action/tool' } });
+
+    const badAutonomy = await d.kernel_('/policies/test', {
+      body: { policy_a: { name: 'refunds' }, policy_b: { source: v2 }, corpus: [{ action: { tool: 'a.b' }, run: { remit: { autonomy: 'god' } } }] },
+    });
+    expect(badAutonomy.body.error).toMatchObject({ code: 'request_invalid', details: { path: '/corpus/0/run/remit/autonomy' } });
+
+    const both = await d.kernel_('/policies/test', { body: { policy_a: { name: 'refunds' }, policy_b: { source: v2, version: '1' }, corpus } });
+    expect(both.status).toBe(400);
+    expect(both.body.error).toMatchObject({ code: 'request_invalid', details: { path: '/policy_b' } });
+
+    const missing = await d.kernel_('/policies/test', { body: { policy_a: { name: 'refunds' }, corpus } });
+    expect(missing.status).toBe(400);
+    expect(missing.body.error).toMatchObject({ code: 'request_invalid', details: { path: '/policy_b' } });
+
+    const notArray = await d.kernel_('/policies/test', { body: { policy_a: { name: 'refunds' }, policy_b: { name: 'refunds' }, corpus: {} } });
+    expect(notArray.status).toBe(400);
+    expect(notArray.body.error).toMatchObject({ code: 'request_invalid', details: { path: '/corpus' } });
+  });
+});
+
+describe('kernel.policies: pin and decide (D 5.2)', () => {
+  it('pins names to their latest version and keeps name@version; unknown is 422 policy_not_found', async () => {
+    await using d = await startTestDaemon();
+    await pushBoth(d);
+    const policies = d.kernel!.policies;
+    expect(await policies.pin(['refunds'])).toEqual([{ name: 'refunds', version: '2.0.0' }]);
+    expect(await policies.pin(['refunds@1.0.0', 'refunds@1.0.0'])).toEqual([{ name: 'refunds', version: '1.0.0' }]);
+    for (const entry of ['ghost', 'refunds@7.0.0']) {
+      const err = await policies.pin([entry]).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(SvcError);
+      expect(err).toMatchObject({ code: 'policy_not_found', status: 422, details: { policy: entry } });
+    }
+  });
+
+  it('decides under pinned versions, compiled once per version', async () => {
+    await using d = await startTestDaemon();
+    await pushBoth(d);
+    const policies = d.kernel!.policies;
+    const action = toPolicyAction({ tool: 'billing.refund', args: { amount: 180 }, writes: true, system_of_record: true });
+    const run = toPolicyRun({ requested_by: { id: 'ana', role: 'agent', manager: 'support-lead' }, remit: { autonomy: 'supervised', grants: [] } });
+    const a = await policies.decide([{ name: 'refunds', version: '1.0.0' }], action, run);
+    expect(a).toMatchObject({ decision: 'approval_required', rule: 'refunds/large_refund', approver: 'role:finance' });
+    const b = await policies.decide([{ name: 'refunds', version: '2.0.0' }], action, run);
+    expect(b).toMatchObject({ decision: 'allow', rule: 'refunds/small_refund', approver: null });
+    expect(await policies.compiled({ name: 'refunds', version: '1.0.0' })).toBe(await policies.compiled({ name: 'refunds', version: '1.0.0' }));
+    expect(await policies.decide([], action, run)).toMatchObject({ decision: 'approval_required', rule: 'default/sor_write', approver: 'role:support-lead' });
+  });
+});

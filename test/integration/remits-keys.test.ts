@@ -1,0 +1,86 @@
+/**
+ * Keys around remits (decisions §2, §11): svcd refuses to start with a bad publisher key from
+ * any source, naming it; good keys are trusted from flags, SVC_PUBLISHERS and the config file;
+ * after `svcd keys rotate` a remit signed by the previous key still decodes as valid.
+ */
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { generatePublisherKey } from '../../src/keys/publishers.js';
+import { runSvc } from '../helpers/cli.js';
+import { ROOT, spawnSvcd, startTestDaemon, tempDir } from '../helpers/daemon.js';
+
+const smallOrder = Buffer.from('c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa', 'hex').toString('base64url');
+const short = Buffer.alloc(31, 7).toString('base64url');
+
+describe('publisher keys at startup (D §2)', () => {
+  it('startSvcd refuses a small-order or malformed publisher key, naming it', async () => {
+    await expect(startTestDaemon({ kernel: { publishers: [`evil:${smallOrder}`] } })).rejects.toThrow(/publisher key evil: .*small-order/);
+    await expect(startTestDaemon({ kernel: { publishers: [`short:${short}`] } })).rejects.toThrow(/publisher key short: public key is 31 bytes/);
+  });
+
+  it('the svcd binary exits non-zero, saying why, for a bad key from a flag, SVC_PUBLISHERS or the config file', async () => {
+    const good = generatePublisherKey();
+    const cfg = join(tempDir(), 'svcd.yaml');
+    writeFileSync(cfg, `kernel:\n  publishers:\n    - {key_id: cfgbad, public_key: ${short}}\n`);
+    const runs: Array<[string[], Record<string, string>, RegExp]> = [
+      [['--publisher', `flagbad:${smallOrder}`], {}, /publisher key flagbad: .*small-order/],
+      [[], { SVC_PUBLISHERS: `${good.key_id}:${good.public_key},envbad:${smallOrder}` }, /publisher key envbad: .*small-order/],
+      [['--config', cfg], {}, /publisher key cfgbad: public key is 31 bytes/],
+    ];
+    for (const [args, env, message] of runs) {
+      let failed: { status: number | null; stderr: string } | null = null;
+      try {
+        execFileSync(process.execPath, [join(ROOT, 'dist/daemon/main.js'), '--data-dir', tempDir(), '--kernel-listen', '127.0.0.1:0', '--no-gateway', ...args], {
+          env: { ...process.env, ...env },
+          stdio: ['ignore', 'pipe', 'pipe'],
+          timeout: 15_000,
+        });
+      } catch (err) {
+        const e = err as { status: number | null; stderr: Buffer };
+        failed = { status: e.status, stderr: e.stderr.toString() };
+      }
+      expect(failed, args.join(' ')).not.toBeNull();
+      expect(failed!.status).not.toBe(0);
+      expect(failed!.stderr).toMatch(message);
+    }
+  });
+
+  it('trusts good keys from the flag, SVC_PUBLISHERS and the config file together', async () => {
+    const [a, b, c] = [generatePublisherKey(), generatePublisherKey(), generatePublisherKey()];
+    const dir = tempDir();
+    const cfg = join(dir, 'svcd.yaml');
+    writeFileSync(cfg, `kernel:\n  publishers:\n    - {key_id: ${c.key_id}, public_key: ${c.public_key}}\n`);
+    await using d = await spawnSvcd(['--data-dir', dir, '--kernel-listen', '127.0.0.1:0', '--no-gateway', '--config', cfg, '--publisher', `${a.key_id}:${a.public_key}`], {
+      SVC_PUBLISHERS: `${b.key_id}:${b.public_key}`,
+    });
+    expect((await fetch(`${d.kernelUrl}/v1/health`)).status).toBe(200);
+    const code = await d.stop('SIGTERM');
+    expect(code, d.stderr()).toBe(0);
+  });
+});
+
+describe('rotation and remits (D §2, I 4.1 /keys previous)', () => {
+  it('a remit minted before `svcd keys rotate` still decodes as valid; new remits use the new key', async () => {
+    const dir = tempDir();
+    const args = ['--data-dir', dir, '--kernel-listen', '127.0.0.1:0', '--no-gateway'];
+    const mintArgs = ['remit', 'mint', '--tools', 'a.*', '--scopes', 'x:*', '--autonomy', 'observe', '--requested-by', 'i:r:m', '--spend-tokens', '1', '--spend-usd', '0'];
+    const first = await spawnSvcd(args);
+    const old = (await runSvc(['--kernel-url', first.kernelUrl!, ...mintArgs])).stdout.trim();
+    const oldKey = old.split('.')[1];
+    expect(await first.stop('SIGTERM')).toBe(0);
+
+    execFileSync(process.execPath, [join(ROOT, 'dist/daemon/main.js'), 'keys', 'rotate', '--data-dir', dir], { stdio: 'pipe' });
+
+    await using second = await spawnSvcd(args);
+    const keys = (await (await fetch(`${second.kernelUrl}/v1/keys`)).json()) as { key_id: string; previous: Array<{ key_id: string }> };
+    expect(keys.key_id).not.toBe(oldKey);
+    expect(keys.previous.map((p) => p.key_id)).toContain(oldKey);
+    const dec = await runSvc(['--kernel-url', second.kernelUrl!, 'remit', 'decode', old]);
+    expect(dec.code, dec.stdout + dec.stderr).toBe(0);
+    expect(dec.stdout).toMatch(new RegExp(`^valid: .* signed by ${oldKey}`));
+    const fresh = (await runSvc(['--kernel-url', second.kernelUrl!, ...mintArgs])).stdout.trim();
+    expect(fresh.split('.')[1]).toBe(keys.key_id);
+  });
+});

@@ -1,0 +1,247 @@
+/**
+ * Remit endpoints against the real svcd on port 0: interface 4.1 (POST /remits, derive, GET),
+ * 5.1 (auth), 5.4 (derive narrows), 7.1 and decisions §3, §10 (envelopes, 400/404, never 500).
+ */
+import { describe, expect, it } from 'vitest';
+import { encodeBase64url } from '../../src/encoding/base64url.js';
+import { verifyRemit } from '../../src/remit/verify.js';
+import type { TrustedKeys } from '../../src/types.js';
+import { startTestDaemon } from '../helpers/daemon.js';
+
+const mintBody = {
+  tools: ['billing.*', 'crm.lookup'],
+  scopes: ['sql:table:*', 'http:host:api.example.com'],
+  grants: ['pii', 'finance'],
+  spend: { tokens: 100_000, usd: 5 },
+  autonomy: 'supervised',
+  ttl_seconds: 600,
+  policy_set: ['refunds', 'baseline@1.0.0'],
+  requested_by: { id: 'ana', role: 'agent', manager: 'support-lead' },
+};
+
+async function keysOf(d: { kernel_: (p: string) => Promise<{ body: any }> }): Promise<TrustedKeys> {
+  const k = (await d.kernel_('/keys')).body;
+  const map = new Map<string, Uint8Array>([[k.key_id, Buffer.from(k.public_key, 'base64url')]]);
+  for (const p of k.previous) map.set(p.key_id, Buffer.from(p.public_key, 'base64url'));
+  return { lookup: (id) => map.get(id) ?? null };
+}
+
+describe('POST /v1/remits (I 4.1, D §3)', () => {
+  it('mints a signed remit: 201 {remit_id, token, expires_at}; the token verifies against /keys', async () => {
+    await using d = await startTestDaemon();
+    const before = Math.floor(Date.now() / 1000);
+    const res = await d.kernel_('/remits', { body: mintBody });
+    expect(res.status).toBe(201);
+    expect(Object.keys(res.body).sort()).toEqual(['expires_at', 'remit_id', 'token']);
+    expect(res.body.remit_id).toMatch(/^rmt_[0-9A-HJKMNP-TV-Z]{26}$/);
+    expect(res.body.token).toMatch(/^krt1\.cp-[A-Za-z0-9_-]{16}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/);
+    expect(res.body.expires_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z$/);
+
+    const v = verifyRemit(res.body.token, await keysOf(d), Math.floor(Date.now() / 1000), {});
+    expect(v.ok).toBe(true);
+    if (!v.ok) return;
+    const p = v.payload;
+    expect(p.rid).toBe(res.body.remit_id);
+    expect(p.iss).toBe((await d.kernel_('/keys')).body.key_id);
+    expect(p.iat).toBe(p.nbf);
+    expect(p.iat).toBeGreaterThanOrEqual(before);
+    expect(p.exp).toBe(p.iat + 600);
+    expect(new Date(res.body.expires_at).getTime()).toBe(p.exp * 1000);
+    expect(p).toMatchObject({ tools: mintBody.tools, scopes: mintBody.scopes, grants: mintBody.grants, spend: mintBody.spend, autonomy: 'supervised', policy_set: mintBody.policy_set, requested_by: mintBody.requested_by });
+    expect(p.run).toBeUndefined();
+    expect(p.parent).toBeUndefined();
+  });
+
+  it('defaults ttl_seconds to 3600, grants and policy_set to empty', async () => {
+    await using d = await startTestDaemon();
+    const { ttl_seconds: _t, grants: _g, policy_set: _p, ...minimal } = mintBody;
+    const res = await d.kernel_('/remits', { body: minimal });
+    expect(res.status).toBe(201);
+    const rec = (await d.kernel_(`/remits/${res.body.remit_id}`)).body;
+    expect(rec.exp - rec.iat).toBe(3600);
+    expect(rec.grants).toEqual([]);
+    expect(rec.policy_set).toEqual([]);
+  });
+
+  it('accepts the 30-day maximum ttl and refuses one second more', async () => {
+    await using d = await startTestDaemon();
+    expect((await d.kernel_('/remits', { body: { ...mintBody, ttl_seconds: 2_592_000 } })).status).toBe(201);
+    const over = await d.kernel_('/remits', { body: { ...mintBody, ttl_seconds: 2_592_001 } });
+    expect(over.status).toBe(400);
+    expect(over.body.error).toMatchObject({ code: 'request_invalid', details: { path: '/ttl_seconds' } });
+  });
+});
+
+describe('malformed bodies are 400 request_invalid with details.path, never 500 (D §10)', () => {
+  const cases: Array<[string, unknown, string]> = [
+    ['a JSON array', [mintBody], ''],
+    ['a JSON string', '"hello"', ''],
+    ['JSON null', 'null', ''],
+    ['no body', undefined, ''],
+    ['tools missing', { ...mintBody, tools: undefined }, '/tools'],
+    ['requested_by missing', { ...mintBody, requested_by: undefined }, '/requested_by'],
+    ['spend missing', { ...mintBody, spend: undefined }, '/spend'],
+    ['autonomy missing', { ...mintBody, autonomy: undefined }, '/autonomy'],
+    ['tools a string', { ...mintBody, tools: 'billing.*' }, '/tools'],
+    ['a tool not a string', { ...mintBody, tools: ['billing.*', 5] }, '/tools/1'],
+    ['a tool pattern with a mid glob', { ...mintBody, tools: ['billing.re*'] }, '/tools/0'],
+    ['a tool pattern without a connector', { ...mintBody, tools: ['*'] }, '/tools/0'],
+    ['a scope with an inner star', { ...mintBody, scopes: ['sql:*:x'] }, '/scopes/0'],
+    ['an empty scope', { ...mintBody, scopes: [''] }, '/scopes/0'],
+    ['grants an object', { ...mintBody, grants: { pii: true } }, '/grants'],
+    ['spend.tokens a string', { ...mintBody, spend: { tokens: '5', usd: 1 } }, '/spend/tokens'],
+    ['spend.tokens a float', { ...mintBody, spend: { tokens: 1.5, usd: 1 } }, '/spend/tokens'],
+    ['spend.usd negative', { ...mintBody, spend: { tokens: 1, usd: -1 } }, '/spend/usd'],
+    ['spend.usd missing', { ...mintBody, spend: { tokens: 1 } }, '/spend/usd'],
+    ['an unknown autonomy', { ...mintBody, autonomy: 'godmode' }, '/autonomy'],
+    ['ttl_seconds zero', { ...mintBody, ttl_seconds: 0 }, '/ttl_seconds'],
+    ['ttl_seconds a string', { ...mintBody, ttl_seconds: '60' }, '/ttl_seconds'],
+    ['a policy_set entry with two @', { ...mintBody, policy_set: ['a@1@2'] }, '/policy_set/0'],
+    ['a policy_set entry with a space', { ...mintBody, policy_set: ['my policy'] }, '/policy_set/0'],
+    ['requested_by without manager', { ...mintBody, requested_by: { id: 'a', role: 'b' } }, '/requested_by/manager'],
+    ['requested_by.id a number', { ...mintBody, requested_by: { id: 1, role: 'b', manager: 'c' } }, '/requested_by/id'],
+    ['an unknown field (a misspelt scope)', { ...mintBody, scope: ['x'] }, '/scope'],
+    ['too many tools', { ...mintBody, tools: Array.from({ length: 300 }, (_, i) => `c.op${i}`) }, '/tools'],
+  ];
+  for (const [name, body, path] of cases) {
+    it(`POST /remits with ${name}`, async () => {
+      await using d = await startTestDaemon();
+      const raw = typeof body === 'string' ? body : body === undefined ? undefined : JSON.stringify(body);
+      const res = await d.kernel_('/remits', { method: 'POST', body: raw, headers: { 'content-type': 'application/json' } });
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({ code: 'request_invalid', message: expect.any(String), details: { path } });
+    });
+  }
+
+  it('a remit too large for a 16 KiB token is a 400, not a token nobody can decode', async () => {
+    await using d = await startTestDaemon();
+    const scopes = Array.from({ length: 60 }, (_, i) => `sql:table:${'t'.repeat(300)}${i}`);
+    const res = await d.kernel_('/remits', { body: { ...mintBody, scopes } });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('request_invalid');
+  });
+
+  it('derive bodies are validated the same way', async () => {
+    await using d = await startTestDaemon();
+    const parent = (await d.kernel_('/remits', { body: mintBody })).body;
+    for (const [body, path] of [
+      [{ tools: 'x' }, '/tools'],
+      [{ autonomy: 'root' }, '/autonomy'],
+      [{ spend: { tokens: -1, usd: 0 } }, '/spend/tokens'],
+      [{ exp: 123 }, '/exp'],
+      [[], ''],
+    ] as const) {
+      const res = await d.kernel_(`/remits/${parent.remit_id}/derive`, { body });
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({ code: 'request_invalid', details: { path } });
+    }
+    const bad = await d.kernel_(`/remits/${parent.remit_id}/derive`, { method: 'POST', body: '{"tools": [', headers: { 'content-type': 'application/json' } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.code).toBe('request_invalid');
+  });
+});
+
+describe('GET /v1/remits/{id} and derive (I 4.1, 5.4, D §3, 8.3)', () => {
+  it('returns the payload plus parent_id and run_id', async () => {
+    await using d = await startTestDaemon();
+    const m = (await d.kernel_('/remits', { body: mintBody })).body;
+    const res = await d.kernel_(`/remits/${m.remit_id}`);
+    expect(res.status).toBe(200);
+    expect(Object.keys(res.body).sort()).toEqual(
+      ['autonomy', 'exp', 'grants', 'iat', 'iss', 'nbf', 'parent_id', 'policy_set', 'requested_by', 'rid', 'run_id', 'scopes', 'spend', 'tools'].sort(),
+    );
+    expect(res.body).toMatchObject({ rid: m.remit_id, parent_id: null, run_id: null, spend: mintBody.spend });
+  });
+
+  it('derives a narrower child: 201 {remit_id, parent_id, token, expires_at}, inheriting what is not given', async () => {
+    await using d = await startTestDaemon();
+    const m = (await d.kernel_('/remits', { body: mintBody })).body;
+    const res = await d.kernel_(`/remits/${m.remit_id}/derive`, { body: { tools: ['billing.refund'], scopes: ['sql:table:invoices'], spend: { tokens: 1000, usd: 1.25 }, ttl_seconds: 60 } });
+    expect(res.status).toBe(201);
+    expect(Object.keys(res.body).sort()).toEqual(['expires_at', 'parent_id', 'remit_id', 'token']);
+    expect(res.body.parent_id).toBe(m.remit_id);
+    const v = verifyRemit(res.body.token, await keysOf(d), Math.floor(Date.now() / 1000), { tool: 'billing.refund', scopes: ['sql:table:invoices'] });
+    expect(v.ok).toBe(true);
+    const rec = (await d.kernel_(`/remits/${res.body.remit_id}`)).body;
+    expect(rec).toMatchObject({
+      parent: m.remit_id,
+      parent_id: m.remit_id,
+      run_id: null,
+      tools: ['billing.refund'],
+      grants: mintBody.grants,
+      autonomy: 'supervised',
+      policy_set: mintBody.policy_set,
+      requested_by: mintBody.requested_by,
+      spend: { tokens: 1000, usd: 1.25 },
+    });
+    expect(rec.exp - rec.iat).toBe(60);
+  });
+
+  it('derive with no body inherits everything, taking what the parent has left (D 8.3)', async () => {
+    await using d = await startTestDaemon();
+    const m = (await d.kernel_('/remits', { body: mintBody })).body;
+    await d.kernel_(`/remits/${m.remit_id}/derive`, { body: { spend: { tokens: 40_000, usd: 2 } } });
+    const res = await d.kernel_(`/remits/${m.remit_id}/derive`, { method: 'POST' });
+    expect(res.status).toBe(201);
+    const rec = (await d.kernel_(`/remits/${res.body.remit_id}`)).body;
+    const parent = (await d.kernel_(`/remits/${m.remit_id}`)).body;
+    expect(rec.spend).toEqual({ tokens: 60_000, usd: 3 });
+    expect(rec.exp).toBe(parent.exp);
+    expect(rec.tools).toEqual(parent.tools);
+    const none = await d.kernel_(`/remits/${m.remit_id}/derive`, { body: { spend: { tokens: 1, usd: 0 } } });
+    expect(none.status).toBe(422);
+    expect(none.body.error).toMatchObject({ code: 'remit_widens', details: { field: 'spend' } });
+  });
+
+  it('a widening derive is 422 remit_widens with details.field (I 5.4)', async () => {
+    await using d = await startTestDaemon();
+    const m = (await d.kernel_('/remits', { body: mintBody })).body;
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ tools: ['crm.*'] }, 'tools'],
+      [{ scopes: ['http:host:*'] }, 'scopes'],
+      [{ grants: ['pii', 'secrets'] }, 'grants'],
+      [{ spend: { tokens: 100_001, usd: 1 } }, 'spend'],
+      [{ spend: { tokens: 1, usd: 5.01 } }, 'spend'],
+      [{ autonomy: 'autonomous' }, 'autonomy'],
+      [{ ttl_seconds: 601 }, 'exp'],
+      [{ policy_set: ['refunds'] }, 'policy_set'],
+      [{ requested_by: { id: 'bob', role: 'agent', manager: 'support-lead' } }, 'requested_by'],
+    ];
+    for (const [body, field] of cases) {
+      const res = await d.kernel_(`/remits/${m.remit_id}/derive`, { body });
+      expect(res.status, JSON.stringify(body)).toBe(422);
+      expect(res.body.error).toMatchObject({ code: 'remit_widens', message: expect.any(String), details: { field } });
+    }
+  });
+
+  it('unknown ids are 404 not_found with details.resource and details.id', async () => {
+    await using d = await startTestDaemon();
+    for (const id of ['rmt_01JAAAAAAAAAAAAAAAAAAAAAAA', 'nope', encodeBase64url('x')]) {
+      const get = await d.kernel_(`/remits/${id}`);
+      expect(get.status).toBe(404);
+      expect(get.body.error).toEqual({ code: 'not_found', message: expect.any(String), details: { resource: 'remit', id } });
+      const der = await d.kernel_(`/remits/${id}/derive`, { body: {} });
+      expect(der.status).toBe(404);
+      expect(der.body.error.details).toEqual({ resource: 'remit', id });
+    }
+  });
+});
+
+describe('auth on remit endpoints (I 5.1)', () => {
+  it('requires the bearer token when one is set', async () => {
+    await using d = await startTestDaemon({ token: 'remit-test-token' });
+    const noAuth = await fetch(`${d.kernelUrl}/v1/remits`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(mintBody) });
+    expect(noAuth.status).toBe(401);
+    expect(((await noAuth.json()) as { error: { code: string } }).error.code).toBe('unauthorized');
+    const get = await fetch(`${d.kernelUrl}/v1/remits/rmt_01JAAAAAAAAAAAAAAAAAAAAAAA`);
+    expect(get.status).toBe(401);
+    const ok = await d.kernel_('/remits', { body: mintBody });
+    expect(ok.status).toBe(201);
+  });
+
+  it('serves loopback clients without a token', async () => {
+    await using d = await startTestDaemon();
+    const res = await fetch(`${d.kernelUrl}/v1/remits`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(mintBody) });
+    expect(res.status).toBe(201);
+  });
+});

@@ -1,0 +1,125 @@
+/**
+ * Replay (interface 4.1, 6; decisions §7): a run with an approval, a rejection and an abandon
+ * replays with a valid chain, a matching state and no decision mismatch; an edited policy
+ * source, an edited event row and a deleted last event are each reported.
+ */
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { allEvents, APPROVER, getRun, lease, leaseAndComplete, propose, pushBundle, pushPolicy, refundsBundle, REFUNDS_POLICY, startRun, startRunDaemon, type RunDaemon } from './run-fixtures.js';
+
+/** A run through approval, rejection, allow-after-approval, deny-after-rejection, then abandon with a compensation. */
+async function eventfulRun(d: RunDaemon): Promise<{ run_id: string; approved: string; rejected: string }> {
+  const b = refundsBundle();
+  b.workflows.refund!.steps.push({ id: 'notify', kind: 'tool', tool: 'billing.lookup', args: { invoice_id: '{{input.invoice_id}}' } });
+  await pushPolicy(d, 'refunds', '1', REFUNDS_POLICY);
+  const { run_id } = await startRun(d, await pushBundle(d, b), { policy_set: ['refunds'] });
+  await leaseAndComplete(d, { amount: 150 });
+  await leaseAndComplete(d, { rows: [] });
+  const big = { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 150 } };
+  const bigger = { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 900 } };
+
+  const l1 = (await lease(d, ['action'])).body;
+  const approved = (await propose(d, l1.lease_id, big)).body.approval_id;
+  await d.kernel_(`/approvals/${approved}`, { body: { decision: 'approved', actor: APPROVER, reason: 'ok' } });
+  const l2 = (await lease(d, ['action'])).body;
+  const rejected = (await propose(d, l2.lease_id, bigger)).body.approval_id;
+  await d.kernel_(`/approvals/${rejected}`, { body: { decision: 'rejected', actor: APPROVER, reason: 'too much' } });
+  const l3 = (await lease(d, ['action'])).body;
+  expect((await propose(d, l3.lease_id, bigger)).status).toBe(403);
+  expect((await propose(d, l3.lease_id, big)).body.rule).toBe(`approved:${approved}`);
+  expect((await propose(d, l3.lease_id, { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 10 } })).body.rule).toBe('refunds/small_refund');
+  await d.kernel_(`/runs/${run_id}/events`, { body: { kind: 'tool.called', payload: { tool: 'billing.refund', ok: true } }, headers: { 'x-svc-lease': l3.lease_id } });
+  await d.kernel_(`/leases/${l3.lease_id}/complete`, { body: { output: { id: 'rf-5' }, usage: { tokens: 3, usd: 0.001 } } });
+  const ab = await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'customer withdrew', actor: { id: 'ops-1', role: 'ops' } } });
+  expect(ab.body.compensations_scheduled).toBe(1);
+  const c = (await lease(d, ['compensation'])).body;
+  expect(c.step_def.args).toEqual({ refund_id: 'rf-5' });
+  await d.kernel_(`/leases/${c.lease_id}/complete`, { body: { output: { voided: true } } });
+  expect((await getRun(d, run_id)).state).toBe('abandoned');
+  return { run_id, approved, rejected };
+}
+
+function openStore(d: RunDaemon): Database.Database {
+  return new Database(join(d.dataDir, 'kernel.db'));
+}
+
+describe('POST /runs/{id}/replay (D §7)', () => {
+  it('a run with an approval, a rejection and an abandon: valid chain, matching state, no decision mismatch', async () => {
+    await using d = await startRunDaemon();
+    const { run_id } = await eventfulRun(d);
+    const r = await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' });
+    expect(r.status).toBe(200);
+    const events = await allEvents(d, run_id);
+    expect(r.body).toMatchObject({ chain_valid: true, events: events.length, state_matches: true, decisions: 5, decision_mismatches: [], chain_errors: [] });
+    const stored = await getRun(d, run_id);
+    expect(r.body.state).toEqual(stored);
+    const kinds = new Set(events.map((e) => e.kind));
+    for (const k of ['action.decided', 'approval.requested', 'approval.decided', 'run.parked', 'run.resumed', 'run.abandon_requested', 'compensation.completed', 'run.abandoned', 'tool.called']) expect(kinds).toContain(k);
+  });
+
+  it('altering the stored source of a pinned policy makes replay report the mismatch', async () => {
+    await using d = await startRunDaemon();
+    const { run_id } = await eventfulRun(d);
+    const db = openStore(d);
+    db.prepare('UPDATE policies SET source = ? WHERE name = ? AND version = ?').run(REFUNDS_POLICY.replace('amount <= 100', 'amount <= 5').replace('amount > 100', 'amount > 1000'), 'refunds', '1');
+    db.close();
+    const r = (await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' })).body;
+    expect(r.chain_valid).toBe(true);
+    expect(r.state_matches).toBe(true);
+    const events = await allEvents(d, run_id);
+    const policyDecisions = events.filter((e) => e.kind === 'action.decided' && e.payload.source === 'policy');
+    // the two approval_required decisions are now no match (default rule), the small refund is no longer allowed by its rule
+    expect(r.decision_mismatches.map((m: any) => m.seq)).toEqual(policyDecisions.map((e) => e.seq));
+    expect(r.decision_mismatches[0]).toMatchObject({ recorded: { decision: 'approval_required', rule: 'refunds/large_refund' }, replayed: { decision: 'approval_required', rule: 'default/sor_write' } });
+    expect(r.decision_mismatches[2]).toMatchObject({ recorded: { decision: 'allow', rule: 'refunds/small_refund' }, replayed: { rule: 'default/sor_write' } });
+  });
+
+  it('an event row edited in the SQLite file is reported at its seq (and the state no longer matches)', async () => {
+    await using d = await startRunDaemon();
+    const { run_id } = await eventfulRun(d);
+    const events = await allEvents(d, run_id);
+    const target = events.find((e) => e.kind === 'step.completed' && e.payload.step === 'triage');
+    const db = openStore(d);
+    const row = db.prepare('SELECT payload FROM run_events WHERE run_id = ? AND seq = ?').get(run_id, target.seq) as { payload: string };
+    const payload = JSON.parse(row.payload);
+    payload.output.amount = 1;
+    db.prepare('UPDATE run_events SET payload = ? WHERE run_id = ? AND seq = ?').run(JSON.stringify(payload), run_id, target.seq);
+    db.close();
+    const r = (await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' })).body;
+    expect(r.chain_valid).toBe(false);
+    expect(r.chain_errors).toEqual([{ seq: target.seq, reason: 'hash_mismatch' }]);
+    expect(r.state_matches).toBe(false);
+    expect(r.state_differences).toContain('steps');
+  });
+
+  it('deleting the last event is reported as a head mismatch at the signed seq', async () => {
+    await using d = await startRunDaemon();
+    const { run_id } = await eventfulRun(d);
+    const last = (await getRun(d, run_id)).last_seq;
+    const db = openStore(d);
+    db.prepare('DELETE FROM run_events WHERE run_id = ? AND seq = ?').run(run_id, last);
+    db.close();
+    const r = (await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' })).body;
+    expect(r.chain_valid).toBe(false);
+    expect(r.chain_errors).toEqual([{ seq: last, reason: 'head_mismatch', detail: `signed head is seq ${last}, log ends at seq ${last - 1}` }]);
+    expect(r.events).toBe(last - 1);
+    expect(r.state_matches).toBe(false);
+    expect(r.state.state).toBe('abandoning');
+  });
+
+  it('a row edited into invalid JSON is reported, never a 500; unknown runs are 404', async () => {
+    await using d = await startRunDaemon();
+    const { run_id } = await startRun(d, await pushBundle(d));
+    await leaseAndComplete(d, { amount: 2 });
+    const db = openStore(d);
+    db.prepare('UPDATE run_events SET payload = ? WHERE run_id = ? AND seq = 2').run('{not json', run_id);
+    db.close();
+    const r = await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' });
+    expect(r.status).toBe(200);
+    expect(r.body.chain_errors).toEqual([{ seq: 2, reason: 'unparseable' }]);
+    expect(r.body.state_matches).toBe(false);
+    expect((await d.kernel_(`/runs/${run_id}/events`)).status).toBe(200);
+    expect((await d.kernel_('/runs/run_nope/replay', { method: 'POST' })).status).toBe(404);
+  });
+});

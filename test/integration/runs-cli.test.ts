@@ -1,0 +1,101 @@
+/**
+ * `svc run` against a live svcd (interface 4.1; decisions §6, §7, §11): the built binary, its
+ * output with and without --json, and its exit codes (0 ok, 1 failed or does not check out,
+ * 2 usage, 3 unreachable). Needs `npx tsc -p tsconfig.json` first.
+ */
+import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { runSvc } from '../helpers/cli.js';
+import { tempDir } from '../helpers/daemon.js';
+import { getRun, lease, leaseAndComplete, mintRemit, pushBundle, startRunDaemon } from './run-fixtures.js';
+
+describe('svc run (D §11)', () => {
+  it('start, show, list, events, replay, abandon, resume', async () => {
+    await using d = await startRunDaemon();
+    const env = { SVC_KERNEL_URL: d.kernelUrl! };
+    await pushBundle(d);
+    const remit = await mintRemit(d);
+    const inputFile = join(tempDir(), 'input.json');
+    writeFileSync(inputFile, JSON.stringify({ invoice_id: 'inv-42', ticket: 'refund me' }));
+
+    const start = await runSvc(['run', 'start', 'refunds', 'refund', '--input', `@${inputFile}`, '--remit', remit.remit_id], env);
+    expect(start.code, start.stderr).toBe(0);
+    const runId = start.stdout.trim();
+    expect(runId).toMatch(/^run_/);
+    expect((await getRun(d, runId)).input).toEqual({ invoice_id: 'inv-42', ticket: 'refund me' });
+
+    await leaseAndComplete(d, { amount: 12 }, { tokens: 250, usd: 0.5 });
+    const l = await lease(d, ['tool']);
+    await d.kernel_(`/leases/${l.body.lease_id}/fail`, { body: { error: { code: 'bad_rows', message: 'no such invoice' }, deterministic: true } });
+
+    const show = await runSvc(['run', 'show', runId], env);
+    expect(show.code).toBe(0);
+    expect(show.stdout).toMatch(/state\s+parked \(quarantine\)/);
+    expect(show.stdout).toMatch(/tokens\s+250 of 100000 tokens \(0%\)/);
+    expect(show.stdout).toMatch(/usd\s+0\.5000 of 5\.0000 USD \(10%\)/);
+    expect(show.stdout).toMatch(/triage\s+completed\s+1/);
+    expect(show.stdout).toMatch(/lookup \*\s+quarantined\s+1 .*bad_rows: no such invoice/);
+    const showJson = await runSvc(['--json', 'run', 'show', runId], env);
+    expect(JSON.parse(showJson.stdout)).toEqual(await getRun(d, runId));
+
+    const list = await runSvc(['run', 'list', '--state', 'parked'], env);
+    expect(list.stdout).toContain(runId);
+    expect(list.stdout).toMatch(/RUN\s+STATE/);
+    const listJson = JSON.parse((await runSvc(['--json', 'run', 'list'], env)).stdout);
+    expect(listJson.runs.map((r: any) => r.run_id)).toEqual([runId]);
+    expect(listJson.next).toBeNull();
+
+    const events = await runSvc(['--json', 'run', 'events', runId], env);
+    const lines = events.stdout.trim().split('\n').map((x) => JSON.parse(x));
+    expect(lines.map((e) => e.kind)).toEqual(['run.created', 'step.leased', 'step.completed', 'step.leased', 'step.failed', 'step.quarantined', 'run.parked']);
+    expect(lines.every((e) => e.type === 'event' && e.run_id === runId)).toBe(true);
+    const human = await runSvc(['run', 'events', runId, '--from-seq', '5'], env);
+    expect(human.stdout.trim().split('\n')).toHaveLength(3);
+    expect(human.stdout).toMatch(/^\s+5 .*step\.failed .*step=lookup attempt=1 error=bad_rows/m);
+
+    const replay = await runSvc(['run', 'replay', runId], env);
+    expect(replay.code).toBe(0);
+    expect(replay.stdout).toContain('replay: everything checks out');
+
+    const resume = await runSvc(['--actor', 'ops-1:ops', 'run', 'resume', runId], env);
+    expect(resume.code).toBe(0);
+    expect(resume.stdout.trim()).toBe(`run ${runId} running`);
+    expect((await runSvc(['run', 'resume', runId], env)).code).toBe(1); // not parked: 409 invalid_state
+
+    const ab = await runSvc(['--json', '--actor', 'ops-1:ops', 'run', 'abandon', runId, '--reason', 'wrong invoice'], env);
+    expect(ab.code).toBe(0);
+    expect(JSON.parse(ab.stdout)).toMatchObject({ compensations_scheduled: 0, state: 'abandoned' });
+    const followed = await runSvc(['run', 'events', runId, '--follow', '--from-seq', '8'], env);
+    expect(followed.code).toBe(0);
+    expect(followed.stdout).toMatch(/run\.resumed[\s\S]*run\.abandon_requested[\s\S]*run\.abandoned/);
+  });
+
+  it('run replay exits 1 when the log was tampered with; usage errors exit 2; no daemon exits 3', async () => {
+    await using d = await startRunDaemon();
+    const env = { SVC_KERNEL_URL: d.kernelUrl! };
+    const bundleId = await pushBundle(d);
+    const remit = await mintRemit(d);
+    const start = await runSvc(['--json', 'run', 'start', bundleId, 'refund', '--input', '{"invoice_id":"inv-1"}', '--remit', remit.remit_id, '--requested-by', 'ana:agent:finance'], env);
+    const runId = JSON.parse(start.stdout).run_id;
+    await leaseAndComplete(d, { amount: 1 });
+    const db = new Database(join(d.dataDir, 'kernel.db'));
+    db.prepare('DELETE FROM run_events WHERE run_id = ? AND seq = 3').run(runId);
+    db.close();
+    const replay = await runSvc(['run', 'replay', runId], env);
+    expect(replay.code).toBe(1);
+    expect(replay.stdout).toMatch(/chain valid\s+NO/);
+    expect(replay.stdout).toMatch(/seq 3: head_mismatch/);
+    expect(replay.stderr).toContain('does not check out');
+
+    expect((await runSvc(['run', 'start', bundleId, 'refund', '--input', '{nope', '--remit', remit.remit_id], env)).code).toBe(2);
+    expect((await runSvc(['run', 'start', bundleId, 'refund'], env)).code).toBe(2); // --remit is required
+    expect((await runSvc(['run', 'abandon', runId], env)).code).toBe(2); // --reason is required
+    const bad = await runSvc(['run', 'start', bundleId, 'refund', '--input', '{"invoice_id":5}', '--remit', (await mintRemit(d)).remit_id], env);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('input_invalid');
+    expect((await runSvc(['run', 'show', 'run_nope'], env)).code).toBe(1);
+    expect((await runSvc(['run', 'list'], { SVC_KERNEL_URL: 'http://127.0.0.1:9' })).code).toBe(3);
+  });
+});

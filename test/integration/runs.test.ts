@@ -1,0 +1,236 @@
+/**
+ * Runs over HTTP against the real svcd: interface 2.4, 2.6, 3, 4.1 (POST/GET /runs, leases,
+ * complete), decisions §6 (state object, list pagination), §7 (events), §8 (spend).
+ */
+import { describe, expect, it } from 'vitest';
+import { allEvents, getRun, lease, leaseAndComplete, mintRemit, pushBundle, refundsBundle, REQUESTER, startRun, startRunDaemon } from './run-fixtures.js';
+
+describe('a whole run over HTTP (I 2.4, 2.6, 4.1; D §6)', () => {
+  it('runs triage → lookup → refund to completed with every step output, usage and a signed head', async () => {
+    await using d = await startRunDaemon();
+    const bundleId = await pushBundle(d);
+    const { run_id, remit_id } = await startRun(d, bundleId, { autonomy: 'autonomous' });
+    expect(run_id).toMatch(/^run_[0-9A-HJKMNP-TV-Z]{26}$/);
+
+    const created = await getRun(d, run_id);
+    expect(created).toMatchObject({
+      run_id,
+      state: 'running',
+      parked_reason: null,
+      bundle_id: bundleId,
+      bundle: { name: 'refunds', version: '1.0.0' },
+      workflow: 'refund',
+      department: 'support',
+      input: { invoice_id: 'inv-1', ticket: 'please refund' },
+      requested_by: REQUESTER,
+      remit_id,
+      policies: [],
+      current_step: 'triage',
+      usage: { tokens: 0, usd: 0 },
+      budget: { tokens: 100_000, usd: 5 },
+      pending_approval_id: null,
+      output: null,
+      error: null,
+      last_seq: 1,
+    });
+    expect(created.steps.triage).toEqual({ state: 'pending', attempt: 1, output: null, error: null, started_at: null, ended_at: null });
+    expect(created.head_hash).toMatch(/^[0-9a-f]{64}$/);
+    expect(created.head_signature).toMatch(/^[A-Za-z0-9_-]{86}$/);
+
+    const t = await leaseAndComplete(d, { category: 'refund', amount: 42 }, { tokens: 100, usd: 0.02 });
+    expect(t.lease).toMatchObject({ run_id, step: 'triage', kind: 'model', attempt: 1, heartbeat_seconds: 20, ttl_seconds: 60 });
+    expect(t.lease.step_def).toMatchObject({ id: 'triage', kind: 'model', prompt: 'triage' });
+    const ctx = t.lease.context;
+    expect(ctx.input).toEqual({ invoice_id: 'inv-1', ticket: 'please refund' });
+    expect(ctx.steps).toEqual({});
+    expect(ctx.run).toMatchObject({ id: run_id, bundle: 'refunds', workflow: 'refund', requested_by: REQUESTER, department: 'support' });
+    expect(ctx.remit_token).toMatch(/^krt1\./);
+    expect(ctx.remit).toEqual({ autonomy: 'autonomous', grants: [], tools: ['billing.*'], scopes: ['sql:table:*'] });
+    expect(ctx.prompts).toEqual({ triage: 'Classify this ticket: {{input.ticket}}' });
+    expect(ctx.mock.triage.output).toEqual({ category: 'refund', amount: 50 });
+    expect(ctx.pacing).toEqual({ model: { max_concurrent: 2, min_interval_ms: 0 } });
+    expect(ctx.tools.map((x: any) => x.id)).toEqual(['billing.lookup']);
+    expect(ctx.approved_actions).toEqual([]);
+    expect(ctx.prior_events).toEqual([]);
+    expect(ctx.budget).toEqual({ tokens: 100_000, usd: 5, used_tokens: 0, used_usd: 0 });
+    expect(t.done).toEqual({ run_state: 'running', next_step: 'lookup' });
+
+    const l = await leaseAndComplete(d, { rows: [{ id: 'inv-1' }] });
+    expect(l.lease.step_def.args).toEqual({ invoice_id: 'inv-1' });
+    expect(l.lease.context.steps).toEqual({ triage: { output: { category: 'refund', amount: 42 } } });
+    expect(l.done).toEqual({ run_state: 'running', next_step: 'refund' });
+
+    const r = await leaseAndComplete(d, { id: 'rf-9' });
+    expect(r.lease.step_def.args).toEqual({ invoice_id: 'inv-1', amount: 42 });
+    expect(r.done).toEqual({ run_state: 'completed', next_step: null });
+
+    const done = await getRun(d, run_id);
+    expect(done.state).toBe('completed');
+    expect(done.output).toEqual({ id: 'rf-9' });
+    expect(done.current_step).toBeNull();
+    expect(done.usage).toEqual({ tokens: 120, usd: 0.04 });
+    for (const id of ['triage', 'lookup', 'refund']) expect(done.steps[id]).toMatchObject({ state: 'completed', attempt: 1 });
+    const kinds = (await allEvents(d, run_id)).map((e) => e.kind);
+    expect(kinds).toEqual(['run.created', 'step.leased', 'step.completed', 'step.leased', 'step.completed', 'step.leased', 'step.completed', 'run.completed']);
+    expect(done.last_seq).toBe(8);
+
+    const replay = await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' });
+    expect(replay.body).toMatchObject({ chain_valid: true, events: 8, state_matches: true, decisions: 0, decision_mismatches: [], chain_errors: [] });
+    expect(await lease(d)).toMatchObject({ status: 204 });
+  });
+});
+
+describe('POST /runs refusals (I 4.1 rule 2, 7.1; D §3, §10)', () => {
+  it('checks the bundle, workflow, input schema, requester and remit binding', async () => {
+    await using d = await startRunDaemon();
+    const bundleId = await pushBundle(d);
+    const remit = await mintRemit(d);
+    const base = { bundle_id: bundleId, workflow: 'refund', input: { invoice_id: 'inv-1' }, remit_id: remit.remit_id, requested_by: REQUESTER };
+
+    const badInput = await d.kernel_('/runs', { body: { ...base, input: { invoice: 5 } } });
+    expect(badInput.status).toBe(422);
+    expect(badInput.body.error.code).toBe('input_invalid');
+    expect(badInput.body.error.details.errors[0]).toEqual({ path: '/invoice_id', message: expect.any(String) });
+
+    const mismatch = await d.kernel_('/runs', { body: { ...base, requested_by: { ...REQUESTER, manager: 'nobody' } } });
+    expect(mismatch.status).toBe(422);
+    expect(mismatch.body.error.code).toBe('requester_mismatch');
+
+    const noBundle = await d.kernel_('/runs', { body: { ...base, bundle_id: 'bnd_nope' } });
+    expect(noBundle.status).toBe(404);
+    expect(noBundle.body.error.details).toEqual({ resource: 'bundle', id: 'bnd_nope' });
+    const noWorkflow = await d.kernel_('/runs', { body: { ...base, workflow: 'nope' } });
+    expect(noWorkflow.status).toBe(422);
+    expect(noWorkflow.body.error.code).toBe('workflow_not_found');
+    const noRemit = await d.kernel_('/runs', { body: { ...base, remit_id: 'rmt_nope' } });
+    expect(noRemit.status).toBe(404);
+
+    // requested_by defaults to the remit's requester
+    const { requested_by: _r, ...withoutRequester } = base;
+    const ok = await d.kernel_('/runs', { body: withoutRequester });
+    expect(ok.status).toBe(201);
+    expect(ok.body).toEqual({ run_id: expect.stringMatching(/^run_/), state: 'running' });
+    expect((await d.kernel_(`/remits/${remit.remit_id}`)).body.run_id).toBe(ok.body.run_id);
+
+    const again = await d.kernel_('/runs', { body: base });
+    expect(again.status).toBe(409);
+    expect(again.body.error.code).toBe('remit_bound');
+
+    for (const body of [{}, { ...base, bundle_id: 5 }, { ...base, extra: true }, { ...base, requested_by: { id: 'ana' } }, '[]']) {
+      const r = await d.kernel_('/runs', { body });
+      expect(r.status, JSON.stringify(body)).toBe(400);
+      expect(r.body.error.code).toBe('request_invalid');
+    }
+    expect((await d.kernel_('/runs/run_nope')).status).toBe(404);
+  });
+
+  it('pins the latest policy version at creation, or the named one (D 5.2)', async () => {
+    await using d = await startRunDaemon();
+    const bundleId = await pushBundle(d);
+    await d.kernel_('/policies', { body: { name: 'p', version: '1', source: 'allow a when action.tool == "x"\n' } });
+    await d.kernel_('/policies', { body: { name: 'p', version: '2', source: 'allow a when action.tool == "y"\n' } });
+    await d.kernel_('/policies', { body: { name: 'q', version: '1', source: 'allow b when action.tool == "z"\n' } });
+    const { run_id } = await startRun(d, bundleId, { policy_set: ['p', 'q@1'] });
+    expect((await getRun(d, run_id)).policies).toEqual([
+      { name: 'p', version: '2' },
+      { name: 'q', version: '1' },
+    ]);
+    const missing = await mintRemit(d, { policy_set: ['nope'] });
+    const r = await d.kernel_('/runs', { body: { bundle_id: bundleId, workflow: 'refund', input: { invoice_id: 'x' }, remit_id: missing.remit_id } });
+    expect(r.status).toBe(422);
+    expect(r.body.error.code).toBe('policy_not_found');
+  });
+});
+
+describe('GET /runs (D §6)', () => {
+  it('lists newest first with state and department filters and opaque cursors; next is null on the last page', async () => {
+    await using d = await startRunDaemon();
+    const support = await pushBundle(d);
+    const ops = await pushBundle(d, refundsBundle({ version: '2.0.0', department: 'ops' }));
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await startRun(d, i % 2 ? ops : support)).run_id);
+    await leaseAndComplete(d, { amount: 1 }, undefined, ['model']); // the oldest run moves on, still running
+    const l = await lease(d, ['model']);
+    await d.kernel_(`/leases/${l.body.lease_id}/fail`, { body: { error: { code: 'bad', message: 'x' }, deterministic: true } }); // ids[1] parked
+
+    const all = (await d.kernel_('/runs')).body;
+    expect(all.runs.map((r: any) => r.run_id)).toEqual([...ids].reverse());
+    expect(all.next).toBeNull();
+    expect(all.runs[0]).toEqual(await getRun(d, ids[4]!));
+
+    const seen: string[] = [];
+    let after: string | null = null;
+    let pages = 0;
+    do {
+      const q: string = after ? `?limit=2&after=${encodeURIComponent(after)}` : '?limit=2';
+      const page: any = (await d.kernel_(`/runs${q}`)).body;
+      expect(page.runs.length).toBeLessThanOrEqual(2);
+      seen.push(...page.runs.map((r: any) => r.run_id));
+      after = page.next;
+      pages++;
+    } while (after);
+    expect(seen).toEqual([...ids].reverse());
+    expect(pages).toBe(3);
+
+    expect((await d.kernel_('/runs?state=parked')).body.runs.map((r: any) => r.run_id)).toEqual([ids[1]]);
+    expect((await d.kernel_('/runs?department=ops')).body.runs.map((r: any) => r.run_id)).toEqual([ids[3], ids[1]]);
+    expect((await d.kernel_('/runs?department=ops&state=running')).body.runs.map((r: any) => r.run_id)).toEqual([ids[3]]);
+    for (const q of ['state=sleeping', 'limit=0', 'limit=501', 'limit=ten', 'after=not-a-cursor']) {
+      const r = await d.kernel_(`/runs?${q}`);
+      expect(r.status, q).toBe(400);
+      expect(r.body.error.code).toBe('request_invalid');
+    }
+    expect((await d.kernel_('/health')).body.runs).toEqual({ running: 4, parked: 1 });
+    const metrics = (await d.kernel_('/metrics')).body as string;
+    expect(metrics).toMatch(/^svc_runs\{state="running"\} 4$/m);
+    expect(metrics).toMatch(/^svc_runs\{state="parked"\} 1$/m);
+    expect(metrics).toMatch(/^svc_runs\{state="completed"\} 0$/m);
+    expect(metrics).toMatch(/^svc_steps_leased_total 2$/m);
+    expect(metrics).toMatch(/^svc_step_latency_seconds_count 1$/m);
+    expect(metrics).toMatch(/^svc_usage_usd_total\{department="support"\} 0.01$/m);
+  });
+});
+
+describe('spend (D §8, I 4.1 rules 5–6)', () => {
+  it('usage over the remit spend fails the run with budget_exhausted and a budget.exceeded event', async () => {
+    await using d = await startRunDaemon();
+    const { run_id } = await startRun(d, await pushBundle(d), { spend: { tokens: 1000, usd: 1 } });
+    const t = await leaseAndComplete(d, { amount: 1 }, { tokens: 600, usd: 0.5 });
+    expect(t.done).toEqual({ run_state: 'running', next_step: 'lookup' });
+    const l = await lease(d, ['tool']);
+    expect(l.body.context.budget).toEqual({ tokens: 1000, usd: 1, used_tokens: 600, used_usd: 0.5 });
+    const f = await d.kernel_(`/leases/${l.body.lease_id}/fail`, { body: { error: { code: 'upstream_error', message: 'x' }, usage: { tokens: 0, usd: 0.6 } } });
+    expect(f.body).toMatchObject({ outcome: 'failed', run_state: 'failed' });
+    const run = await getRun(d, run_id);
+    expect(run).toMatchObject({ state: 'failed', error: { code: 'budget_exhausted' }, usage: { tokens: 600, usd: 1.1 } });
+    const events = await allEvents(d, run_id);
+    expect(events.slice(-2).map((e) => e.kind)).toEqual(['budget.exceeded', 'run.failed']);
+    expect(events[events.length - 2].payload).toEqual({ step: 'lookup', usage: { tokens: 600, usd: 1.1 }, budget: { tokens: 1000, usd: 1 }, reserved: { tokens: 0, usd: 0 } });
+    expect((await lease(d)).status).toBe(204);
+  });
+
+  it('a sub-run only through derive: it records its parent, its spend is reserved from the parent budget', async () => {
+    await using d = await startRunDaemon();
+    const bundleId = await pushBundle(d);
+    const parent = await startRun(d, bundleId, { spend: { tokens: 1000, usd: 1 } });
+    await leaseAndComplete(d, { amount: 1 }, { tokens: 500, usd: 0 }); // parent usage 500 of 1000
+
+    const derived = await d.kernel_(`/remits/${parent.remit_id}/derive`, { body: { spend: { tokens: 600, usd: 0.5 } } });
+    expect(derived.status).toBe(201);
+    const child = await d.kernel_('/runs', { body: { bundle_id: bundleId, workflow: 'refund', input: { invoice_id: 'inv-2' }, remit_id: derived.body.remit_id } });
+    expect(child.status).toBe(201);
+    const childRun = await getRun(d, child.body.run_id);
+    expect(childRun).toMatchObject({ parent_run_id: parent.run_id, budget: { tokens: 600, usd: 0.5 }, requested_by: REQUESTER });
+
+    // 600 of the parent's 1000 are reserved: its 500 already used are now over what is left,
+    // so the parent fails before another step is handed out; the child runs on its reservation.
+    const next = await lease(d, ['model', 'tool']);
+    expect(next.body.run_id).toBe(child.body.run_id);
+    const p = await getRun(d, parent.run_id);
+    expect(p).toMatchObject({ state: 'failed', error: { code: 'budget_exhausted' } });
+    const exceeded = (await allEvents(d, parent.run_id)).find((e) => e.kind === 'budget.exceeded');
+    expect(exceeded.payload).toMatchObject({ usage: { tokens: 500 }, budget: { tokens: 1000 }, reserved: { tokens: 600, usd: 0.5 } });
+    const done = await d.kernel_(`/leases/${next.body.lease_id}/complete`, { body: { output: { amount: 1 }, usage: { tokens: 601, usd: 0 } } });
+    expect(done.body).toEqual({ run_state: 'failed', next_step: null });
+  });
+});

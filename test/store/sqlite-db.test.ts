@@ -1,0 +1,76 @@
+/**
+ * SqliteDb (decisions §11: better-sqlite3, WAL, synchronous FULL by default, migrations) runs
+ * the SqlDb contract against a real file in a temp dir, plus SQLite-specific checks.
+ */
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { KERNEL_MIGRATIONS } from '../../src/store/migrations.js';
+import { migrate, SqliteDb } from '../../src/store/sqlite-db.js';
+import { tempDir } from '../helpers/daemon.js';
+import { describeSqlDbContract } from './sql-db.contract.js';
+
+const dir = tempDir('svc-store-');
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let n = 0;
+const file = () => join(dir, `db-${n++}.sqlite`);
+
+describeSqlDbContract('SqliteDb (file-backed)', async () => new SqliteDb({ path: file() }));
+
+describe('SqliteDb specifics (D §11)', () => {
+  it('uses WAL and synchronous FULL by default; synchronous is configurable', async () => {
+    const db = new SqliteDb({ path: file() });
+    expect(db.raw.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(db.raw.pragma('synchronous', { simple: true })).toBe(2); // FULL
+    await db.close();
+    const normal = new SqliteDb({ path: file(), synchronous: 'NORMAL' });
+    expect(normal.raw.pragma('synchronous', { simple: true })).toBe(1);
+    await normal.close();
+  });
+
+  it('keeps committed data across a reopen', async () => {
+    const path = file();
+    const a = new SqliteDb({ path });
+    await a.exec('CREATE TABLE t (id TEXT PRIMARY KEY)');
+    await a.tx(async (tx) => void (await tx.run('INSERT INTO t (id) VALUES (?)', ['kept'])));
+    await a.close();
+    const b = new SqliteDb({ path });
+    expect(await b.all('SELECT id FROM t')).toEqual([{ id: 'kept' }]);
+    await b.close();
+  });
+
+  it('close is idempotent', async () => {
+    const db = new SqliteDb({ path: file() });
+    await db.close();
+    await expect(db.close()).resolves.toBeUndefined();
+  });
+
+  it('migrate applies each migration once, in order, and records it', async () => {
+    const db = new SqliteDb({ path: file() });
+    const steps = [
+      { id: 'test-001', sql: 'CREATE TABLE m (id TEXT PRIMARY KEY)' },
+      { id: 'test-002', sql: 'ALTER TABLE m ADD COLUMN v TEXT' },
+    ];
+    expect(await migrate(db, steps)).toEqual(['test-001', 'test-002']);
+    expect(await migrate(db, steps)).toEqual([]);
+    expect((await db.all<{ id: string }>('SELECT id FROM schema_migrations ORDER BY id')).map((r) => r.id)).toEqual(['test-001', 'test-002']);
+    await db.close();
+  });
+
+  it('a failing migration leaves nothing half-applied', async () => {
+    const db = new SqliteDb({ path: file() });
+    await expect(migrate(db, [{ id: 'bad-001', sql: 'CREATE TABLE ok_part (id TEXT); CREATE TABLE broken (' }])).rejects.toThrow();
+    expect(await db.get("SELECT name FROM sqlite_schema WHERE name = 'ok_part'")).toBeUndefined();
+    expect(await db.all('SELECT id FROM schema_migrations')).toEqual([]);
+    await db.close();
+  });
+
+  it('every kernel migration applies to a fresh store, with unique ids', async () => {
+    const db = new SqliteDb({ path: file() });
+    const ids = KERNEL_MIGRATIONS.map((m) => m.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(await migrate(db, KERNEL_MIGRATIONS)).toEqual(ids);
+    expect(await db.get("SELECT name FROM sqlite_schema WHERE type = 'table' AND name = 'remits'")).toEqual({ name: 'remits' });
+    await db.close();
+  });
+});

@@ -1,0 +1,248 @@
+/**
+ * Bundle validation (decisions 4, interface 7.1 bundle_invalid): one JSON Schema for every
+ * member, every problem listed with a JSON pointer, and the semantic checks (templates, step
+ * ids, prompts, tool references, input schemas).
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
+import { ROOT } from '../helpers/daemon.js';
+
+const refunds = () => parse(readFileSync(join(ROOT, 'fixtures/bundles/refunds.yaml'), 'utf8'));
+
+function minimal(): any {
+  return {
+    name: 'mini',
+    version: '0.1.0',
+    tools: { 'svc.read': { writes: false }, 'svc.write': { writes: true }, 'svc.undo': { writes: true } },
+    prompts: { ask: 'Q: {{input.q}}' },
+    workflows: {
+      main: {
+        input_schema: { type: 'object' },
+        steps: [
+          { id: 'think', kind: 'model', prompt: 'ask', tools: ['svc.read'] },
+          { id: 'do', kind: 'action', tool: 'svc.write', args: { x: '{{steps.think.output.x}}' }, compensate: { tool: 'svc.undo', args: { id: '{{steps.do.output.id}}' } } },
+        ],
+      },
+    },
+  };
+}
+
+function problemsOf(value: unknown): BundleProblem[] {
+  const r = validateBundle(value);
+  if (r.ok) throw new Error('expected problems');
+  return r.problems;
+}
+
+describe('valid bundles (D 4)', () => {
+  it('accepts the refunds fixture and a minimal bundle', () => {
+    expect(validateBundle(refunds())).toMatchObject({ ok: true });
+    expect(validateBundle(minimal())).toMatchObject({ ok: true });
+  });
+
+  it('accepts every optional member of decisions 4', () => {
+    const b = minimal();
+    Object.assign(b, {
+      description: 'd',
+      department: 'support',
+      systems_of_record: ['svc'],
+      mock: { think: { output: { x: 1 }, tool_calls: [{ tool: 'svc.read', args: {} }], actions: [{ tool: 'svc.write', args: {} }], usage: { tokens: 1, usd: 0.1 } } },
+      pacing: { model: { max_concurrent: 2, min_interval_ms: 250 }, action: { max_concurrent: 1 } },
+    });
+    Object.assign(b.workflows.main, { department: 'ops', description: 'x' });
+    Object.assign(b.workflows.main.steps[0], { output_schema: { type: 'object' }, retry: { max_attempts: 3, initial_delay_ms: 1000, max_delay_ms: 60000 }, timeout_seconds: 300 });
+    expect(validateBundle(b)).toMatchObject({ ok: true });
+  });
+
+  it('checks an input schema in the dialect its $schema names (draft-07 by default)', () => {
+    const b = minimal();
+    // prefixItems is a 2020-12 keyword (at least one item); draft-07 ignores it.
+    b.workflows.main.input_schema = { type: 'array', prefixItems: [] };
+    expect(validateBundle(b)).toMatchObject({ ok: true });
+    b.workflows.main.input_schema = { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'array', prefixItems: [{ type: 'string' }] };
+    expect(validateBundle(b)).toMatchObject({ ok: true });
+    b.workflows.main.input_schema.prefixItems = [];
+    expect(problemsOf(b)).toEqual([{ path: '/workflows/main/input_schema/prefixItems', message: expect.stringMatching(/^is not a valid JSON schema/) }]);
+  });
+});
+
+describe('schema problems, every one with its path (D 4)', () => {
+  it('lists them all at once', () => {
+    const b = minimal();
+    b.name = 'Mini!';
+    b.version = '1.0';
+    b.colour = 'blue';
+    b.tools.NotATool = {};
+    b.pacing = { model: { max_concurrent: 0 }, turbo: {} };
+    b.systems_of_record = 'billing';
+    b.workflows.main.steps.push({ id: 'bad id', kind: 'teleport' });
+    b.workflows.main.steps[1].retry = { max_attempts: 'three' };
+    b.workflows.other = { steps: [] };
+    const problems = problemsOf(b);
+    const expected: BundleProblem[] = [
+      { path: '/colour', message: 'is not a member of this object' },
+      { path: '/name', message: expect.stringMatching(/a-z/) },
+      { path: '/version', message: 'must be a semantic version such as 1.2.0' },
+      { path: '/systems_of_record', message: 'must be array' },
+      { path: '/tools/NotATool', message: 'must be a tool id <connector>.<operation>' },
+      { path: '/pacing/turbo', message: 'is not a member of this object' },
+      { path: '/pacing/model/max_concurrent', message: 'must be >= 1' },
+      { path: '/workflows/main/steps/1/retry/max_attempts', message: 'must be integer' },
+      { path: '/workflows/main/steps/2/id', message: expect.stringMatching(/letters, digits/) },
+      { path: '/workflows/main/steps/2/kind', message: 'must be model, tool or action' },
+      { path: '/workflows/other/input_schema', message: 'is required' },
+      { path: '/workflows/other/steps', message: 'must list at least one step' },
+    ];
+    for (const e of expected) expect(problems).toContainEqual(e);
+    expect(problems).toHaveLength(expected.length);
+  });
+
+  it('requires name, version and workflows', () => {
+    expect(problemsOf({})).toEqual([
+      { path: '/name', message: 'is required' },
+      { path: '/version', message: 'is required' },
+      { path: '/workflows', message: 'is required' },
+    ]);
+  });
+
+  it('a non-object is one problem at the root', () => {
+    expect(problemsOf([1])).toEqual([{ path: '', message: 'must be object' }]);
+  });
+
+  it('checks the members each step kind may have', () => {
+    const b = minimal();
+    b.workflows.main.steps[0].tool = 'svc.read';
+    b.workflows.main.steps[0].args = {};
+    delete b.workflows.main.steps[0].prompt;
+    b.workflows.main.steps[1].prompt = 'ask';
+    b.workflows.main.steps[1].tools = ['svc.read'];
+    delete b.workflows.main.steps[1].tool;
+    const problems = problemsOf(b);
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        { path: '/workflows/main/steps/0/prompt', message: 'is required' },
+        { path: '/workflows/main/steps/0/tool', message: expect.stringMatching(/tool and action steps/) },
+        { path: '/workflows/main/steps/0/args', message: 'is for tool and action steps' },
+        { path: '/workflows/main/steps/1/tool', message: 'is required' },
+        { path: '/workflows/main/steps/1/prompt', message: 'is for model steps' },
+        { path: '/workflows/main/steps/1/tools', message: expect.stringMatching(/model steps/) },
+      ]),
+    );
+  });
+
+  it('escapes JSON pointer segments', () => {
+    const b = minimal();
+    b.workflows['a/b~c'] = b.workflows.main;
+    delete b.workflows.main;
+    expect(problemsOf(b)).toContainEqual({ path: '/workflows/a~1b~0c', message: expect.stringMatching(/workflow name/) });
+  });
+});
+
+describe('semantic problems (D 4)', () => {
+  it('duplicate step ids', () => {
+    const b = minimal();
+    b.workflows.main.steps.push({ id: 'think', kind: 'tool', tool: 'svc.read' });
+    expect(problemsOf(b)).toEqual([{ path: '/workflows/main/steps/2/id', message: 'duplicate step id "think" (also step 0)' }]);
+  });
+
+  it('a template naming no step, a later step, or itself outside compensate', () => {
+    const b = minimal();
+    b.workflows.main.steps[1].args = { a: '{{steps.ghost.output.x}}', b: 'n={{steps.do.output.n}}', c: '{{steps.think.output.ok}}' };
+    b.workflows.main.steps.splice(1, 0, { id: 'early', kind: 'tool', tool: 'svc.read', args: { y: '{{steps.do.output.y}}' } });
+    expect(problemsOf(b)).toEqual([
+      { path: '/workflows/main/steps/1/args/y', message: 'template {{steps.do.output.y}} reads step "do", which does not run before this step' },
+      { path: '/workflows/main/steps/2/args/a', message: 'template {{steps.ghost.output.x}} names no step of workflow "main"' },
+      { path: '/workflows/main/steps/2/args/b', message: 'template {{steps.do.output.n}} reads step "do", which does not run before this step' },
+    ]);
+  });
+
+  it('a compensation may read its own step; templates in it are checked too', () => {
+    const b = minimal();
+    b.workflows.main.steps[1].compensate.args = { id: '{{steps.do.output.id}}', bad: '{{steps.nope.output}}', worse: '{{ input. }}' };
+    expect(problemsOf(b)).toEqual([
+      { path: '/workflows/main/steps/1/compensate/args/bad', message: 'template {{steps.nope.output}} names no step of workflow "main"' },
+      { path: '/workflows/main/steps/1/compensate/args/worse', message: expect.stringMatching(/^template \{\{ input\. \}\}: .*not a path/) },
+    ]);
+  });
+
+  it('malformed templates in args and prompts', () => {
+    const b = minimal();
+    b.workflows.main.steps[1].args = { a: '{{input.x', b: '{{ run.id }}' };
+    b.prompts.ask = 'Q: {{input..q}}';
+    expect(problemsOf(b)).toEqual([
+      { path: '/prompts/ask', message: expect.stringMatching(/^template \{\{input\.\.q\}\}: /) },
+      { path: '/workflows/main/steps/1/args/a', message: 'template {{input.x: unclosed template: "{{" without "}}"' },
+      { path: '/workflows/main/steps/1/args/b', message: 'template {{ run.id }}: a template reads "input.…" or "steps.<id>.output.…", not "run"' },
+    ]);
+  });
+
+  it('a prompt read by a step that runs before the step it names', () => {
+    const b = minimal();
+    b.prompts.ask = 'Use {{steps.do.output}}';
+    expect(problemsOf(b)).toEqual([
+      { path: '/workflows/main/steps/0/prompt', message: 'prompt "ask": template {{steps.do.output}} reads step "do", which does not run before this step' },
+    ]);
+  });
+
+  it('an unknown prompt', () => {
+    const b = minimal();
+    b.workflows.main.steps[0].prompt = 'nope';
+    expect(problemsOf(b)).toEqual([{ path: '/workflows/main/steps/0/prompt', message: 'unknown prompt "nope" (prompts: ask)' }]);
+  });
+
+  it('every tool reference must be declared in tools', () => {
+    const b = minimal();
+    b.workflows.main.steps[0].tools = ['svc.read', 'crm.search'];
+    b.workflows.main.steps[1].tool = 'crm.write';
+    b.workflows.main.steps[1].compensate.tool = 'crm.undo';
+    b.mock = { think: { tool_calls: [{ tool: 'crm.peek' }], actions: [{ tool: 'crm.act' }] } };
+    expect(problemsOf(b)).toEqual([
+      { path: '/workflows/main/steps/0/tools/1', message: 'tool "crm.search" is not declared in the bundle\'s tools' },
+      { path: '/workflows/main/steps/1/compensate/tool', message: 'tool "crm.undo" is not declared in the bundle\'s tools' },
+      { path: '/workflows/main/steps/1/tool', message: 'tool "crm.write" is not declared in the bundle\'s tools' },
+      { path: '/mock/think/tool_calls/0/tool', message: 'tool "crm.peek" is not declared in the bundle\'s tools' },
+      { path: '/mock/think/actions/0/tool', message: 'tool "crm.act" is not declared in the bundle\'s tools' },
+    ]);
+  });
+
+  it('input and output schemas must be valid JSON schemas', () => {
+    const b = minimal();
+    b.workflows.main.input_schema = { type: 'objekt' };
+    b.workflows.main.steps[0].output_schema = { type: 'object', properties: { a: { minimum: 'zero' } } };
+    expect(problemsOf(b)).toEqual([
+      { path: '/workflows/main/input_schema/type', message: expect.stringMatching(/^is not a valid JSON schema/) },
+      { path: '/workflows/main/steps/0/output_schema/properties/a/minimum', message: expect.stringMatching(/^is not a valid JSON schema/) },
+    ]);
+  });
+
+  it('a schema that does not compile (bad $ref)', () => {
+    const b = minimal();
+    b.workflows.main.input_schema = { $ref: '#/definitions/nothing' };
+    expect(problemsOf(b)).toEqual([{ path: '/workflows/main/input_schema', message: expect.stringMatching(/^is not a valid JSON schema: .*nothing/) }]);
+  });
+
+  it('a mock script must name a step', () => {
+    const b = minimal();
+    b.mock = { ghost: { output: {} } };
+    expect(problemsOf(b)).toEqual([{ path: '/mock/ghost', message: 'mock script names no step of any workflow ("ghost")' }]);
+  });
+
+  it('refuses nesting deeper than 64 levels before walking it', () => {
+    const b = minimal();
+    let deep: unknown = 'x';
+    for (let i = 0; i < 100_000; i++) deep = [deep];
+    b.workflows.main.steps[1].args = { deep };
+    const [p] = problemsOf(b);
+    expect(p!.message).toBe('is nested deeper than 64 levels');
+    expect(p!.path).toMatch(/^\/workflows\/main\/steps\/1\/args\/deep(\/0)+$/);
+  });
+
+  it('semantic checks also run when the schema fails, so one pass lists everything', () => {
+    const b = minimal();
+    b.version = 'one';
+    b.workflows.main.steps[0].prompt = 'nope';
+    expect(problemsOf(b).map((p) => p.path)).toEqual(['/version', '/workflows/main/steps/0/prompt']);
+  });
+});

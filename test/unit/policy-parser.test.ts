@@ -1,0 +1,170 @@
+/**
+ * The policy language of decisions 5.1: the rule syntax, CEL parse and type errors, each
+ * reported as policy_invalid with the exact 1-based line and column in the whole source.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { SvcError } from '../../src/errors.js';
+import { compilePolicy, lintPolicy } from '../../src/policy/compile.js';
+
+const ref = { name: 'p', version: '1' };
+
+/** The first problem of a source, as compilePolicy reports it. */
+function firstError(source: string): { line: number; column: number; message: string } {
+  try {
+    compilePolicy(ref, source);
+  } catch (err) {
+    expect(err).toBeInstanceOf(SvcError);
+    const e = err as SvcError;
+    expect(e.code).toBe('policy_invalid');
+    expect(e.status).toBe(422);
+    return e.details as { line: number; column: number; message: string };
+  }
+  throw new Error(`expected policy_invalid for ${JSON.stringify(source)}`);
+}
+
+function at(source: string, line: number, column: number, message: RegExp): void {
+  const e = firstError(source);
+  expect({ line: e.line, column: e.column }).toEqual({ line, column });
+  expect(e.message).toMatch(message);
+}
+
+describe('rule syntax (D 5.1)', () => {
+  it('compiles the example of decisions 5.1', () => {
+    const p = compilePolicy(ref, [
+      '# refunds policy',
+      'deny export_without_pii',
+      '  when action.tool.startsWith("crm.export") && !run.remit.grants("pii")',
+      '',
+      'require_approval large_refund by "role:finance"',
+      '  when action.tool == "billing.refund" && action.args.amount > 100',
+      '',
+      'allow small_refund',
+      '  when action.tool == "billing.refund" && action.args.amount <= 100',
+    ].join('\n'));
+    expect(p.rules.map((r) => [r.name, r.decision, r.approver, r.line])).toEqual([
+      ['export_without_pii', 'deny', null, 2],
+      ['large_refund', 'approval_required', 'role:finance', 5],
+      ['small_refund', 'allow', null, 8],
+    ]);
+  });
+
+  it('unknown effect', () => at('# c\npermit x when true', 2, 1, /unknown effect "permit"/));
+  it('unknown effect on a later rule, indented', () => at('allow a when true\n   grant b when true', 2, 4, /unknown effect "grant"/));
+  it('missing rule name', () => at('allow when true', 1, 7, /expected a rule name after "allow"/));
+  it('rule name that is a reserved word', () => at('deny in when true', 1, 6, /expected a rule name/));
+  it('missing name at the end of the source', () => at('allow a when true\ndeny', 2, 5, /expected a rule name after "deny", found the end/));
+  it('"by" on an allow rule', () => at('allow x by "role:a" when true', 1, 9, /only/));
+  it('"by" on a deny rule', () => at('deny x\n  by "role:a"\n  when true', 2, 3, /require_approval rules only/));
+  it('approver without the role: prefix', () => at('require_approval a by "finance" when true', 1, 23, /role:<role>/));
+  it('approver with an empty role', () => at('require_approval a by "role:" when true', 1, 23, /role:<role>/));
+  it('approver that is not a string', () => at('require_approval a by finance when true', 1, 23, /expected an approver string/));
+  it('"by" with nothing after it', () => at('require_approval a by when true', 1, 23, /expected an approver string/));
+  it('missing "when" before the next rule: reported where the rule stops', () => at('allow x\ndeny y when true', 1, 8, /expected "when"/));
+  it('missing "when", another token instead', () => at('allow x true', 1, 9, /expected "when" and a condition, found "true"/));
+  it('empty condition', () => at('allow x when\ndeny y when true', 1, 13, /expected a condition after "when"/));
+  it('empty condition at the end of the source', () => at('allow x when   # nothing\n', 1, 13, /expected a condition/));
+  it('text before the first rule', () => at('  action.tool == 1\nallow x when true', 1, 3, /expected a rule/));
+  it('duplicate rule names point at the second name', () => at('allow a when true\n\ndeny a when false', 3, 6, /duplicate rule name "a" \(first defined at line 1, column 7\)/));
+  it('a byte-order mark before the first rule is not text', () => expect(compilePolicy(ref, '\uFEFFallow a when true').rules).toHaveLength(1));
+  it('an empty policy', () => at('# only a comment\n', 1, 1, /at least one rule/));
+  it('unterminated string (tokenizer)', () => at('allow a when action.tool == "abc', 1, 29, /unterminated string/));
+});
+
+describe('CEL syntax errors map into the whole source (D 5.1)', () => {
+  it('unexpected token on the third line of a condition', () =>
+    at('allow a\n  when action.tool == "x" &&\n       action.args.amount >> 3', 3, 28, /Unexpected token/));
+  it('condition that ends too early', () => at('deny a when action.writes &&', 1, 29, /unexpected end of the condition/));
+  it('unexpected character', () => at('allow a when action.tool == `x`', 1, 29, /Unexpected character/));
+  it('assignment instead of comparison', () => at('allow a\n  when action.tool = "x"', 2, 20, /Unexpected character: =/));
+  it('invalid escape sequence', () => at('allow a when action.tool == "\\q"', 1, 30, /Invalid escape sequence/));
+  it('a second rule after a valid one', () => at('allow a when true\n\n# next\ndeny b when action.tool ==', 4, 27, /unexpected end/));
+  it('depth limit (parse limits)', () => at('allow a when ' + '('.repeat(40) + 'true' + ')'.repeat(40), 1, 46, /maxDepth/));
+  it('"#" inside a string is not a comment', () => at('deny a when action.tool == "#x" && action.nope', 1, 43, /No such key: nope/));
+  it('a comment line inside a condition is skipped', () =>
+    at('allow a when action.tool == "x" ||\n  # a comment line\n  run.remit.grants(1)', 3, 3, /Remit\.grants\(int\)/));
+  it('columns count code points, not UTF-16 units', () => at('deny a when action.summary == "😀" && action.nope', 1, 45, /nope/));
+  it('a triple-quoted string spanning lines keeps later positions exact', () =>
+    at("allow a when '''multi\nline''' == action.tool && action.nope", 2, 34, /nope/));
+  it('a // comment inside a condition', () => at('deny a when action.writes // why\n  && action.nope', 2, 13, /nope/));
+});
+
+describe('CEL type errors against action and run (D 5.1)', () => {
+  it('operator on the wrong types', () => at('allow a when action.tool + 1 == 2', 1, 14, /no such overload: string \+ int/));
+  it('unknown field of action', () => at('deny a when action.nope', 1, 20, /No such key: nope/));
+  it('unknown field of run.remit', () => at('deny a when run.remit.grant_list == []', 1, 23, /No such key: grant_list/));
+  it('unknown variable', () => at('deny a when actor.id == "x"', 1, 13, /Unknown variable: actor/));
+  it('grants with a non-string argument', () => at('deny a when run.remit.grants(1)', 1, 13, /Remit\.grants\(int\)/));
+  it('a condition that is not a bool', () => at('allow a when action.tool', 1, 14, /must be a bool, but this one is string/));
+  it('heterogeneous list literal', () => at('allow a when [1, "a"] == []', 1, 18, /same type/));
+  it('a second rule on line 5', () => at('allow a when true\n\n\n\ndeny b when run.usage.tokens == "x"', 5, 13, /no such overload/));
+  it('typed fields of run are usable', () => {
+    expect(() =>
+      compilePolicy(ref, [
+        'deny a when run.usage.tokens > 1000 && run.usage.usd > 2.5',
+        'deny b when run.requested_by.manager == "x" && run.department == "y" && run.bundle == "z"',
+        'deny c when run.remit.autonomy == "observe" || "billing.*" in run.remit.tools || size(run.remit.scopes) == 0',
+        'deny d when has(run.input.x) && run.input.x > 3 && run.id.startsWith("run_")',
+        'deny e when action.writes && action.system_of_record && action.connector == "billing" && action.operation == "refund"',
+        'deny f when action.summary.contains("x") && action.args.exists(k, k == "amount")',
+      ].join('\n')),
+    ).not.toThrow();
+  });
+});
+
+describe('lint lists every problem in source order (D 5.1)', () => {
+  it('collects header, duplicate and CEL problems across rules', () => {
+    const problems = lintPolicy(['permit x when action.writes', 'allow y when action.tool + 1', 'deny y when action.nope', 'allow z by "role:x" when true'].join('\n'));
+    expect(problems.map((p) => [p.line, p.column])).toEqual([
+      [1, 1],
+      [2, 14],
+      [3, 6],
+      [3, 20],
+      [4, 9],
+    ]);
+  });
+
+  it('policy_invalid carries every problem in details.problems', () => {
+    try {
+      compilePolicy(ref, 'deny a when action.nope\ndeny b when action.nada');
+      throw new Error('unreachable');
+    } catch (err) {
+      const e = err as SvcError;
+      expect(e.details.problems).toEqual([
+        { line: 1, column: 20, message: 'No such key: nope' },
+        { line: 2, column: 20, message: 'No such key: nada' },
+      ]);
+      expect(e.message).toBe('line 1, column 20: No such key: nope');
+    }
+  });
+});
+
+describe('the parser only ever returns a policy or policy_invalid (property)', () => {
+  const check = (source: string) => {
+    try {
+      const p = compilePolicy(ref, source);
+      expect(p.rules.length).toBeGreaterThan(0);
+    } catch (err) {
+      expect(err).toBeInstanceOf(SvcError);
+      const e = err as SvcError;
+      expect(e.code).toBe('policy_invalid');
+      const { line, column, message } = e.details as { line: number; column: number; message: string };
+      expect(Number.isInteger(line) && line >= 1 && line <= source.split('\n').length).toBe(true);
+      expect(Number.isInteger(column) && column >= 1).toBe(true);
+      expect(typeof message).toBe('string');
+    }
+  };
+
+  it('for arbitrary text', () => {
+    fc.assert(fc.property(fc.string({ unit: 'grapheme', maxLength: 200 }), check), { numRuns: 400 });
+  });
+
+  it('for token soup close to the grammar', () => {
+    const piece = fc.constantFrom(
+      'allow', 'deny', 'require_approval', 'permit', 'when', 'by', ' ', ' ', '\n', '\n  ', '#c\n', '// c\n', 'x', 'y',
+      '"role:finance"', '"a"', "'b'", '"', "'''", 'r"\\', 'b"', 'action.tool', 'action.args.amount', 'run.remit.grants("pii")',
+      'run.input', '==', '>', '&&', '||', '!', '(', ')', '[', ']', '{', '}', ',', '.', '1', '2.5', 'true', 'null', 'in', '😀', 'has(', '?', ':',
+    );
+    fc.assert(fc.property(fc.array(piece, { maxLength: 40 }).map((a) => a.join('')), check), { numRuns: 1500 });
+  });
+});

@@ -1,0 +1,69 @@
+// `svc worker` (the built binary): flag validation (usage errors exit 2), logs on stderr only,
+// a step run against a fake kernel and gateway (I 4.1, 4.2), and SIGINT finishing cleanly.
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseWorkerFlags } from '../../cli/commands/worker.js';
+import { runSvc } from '../helpers/cli.js';
+import { ROOT } from '../helpers/daemon.js';
+import { FakeGateway, FakeKernel, makeLease, until } from './fakes.js';
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+describe('svc worker flags', () => {
+  it('parses defaults and lists', () => {
+    expect(parseWorkerFlags({})).toEqual({ kinds: ['model', 'tool', 'action', 'compensation'], provider: 'mock', concurrency: 1, workerId: undefined, ttlSeconds: 60, waitSeconds: 20, graceMs: 30_000, maxTurns: 16 });
+    expect(parseWorkerFlags({ kinds: 'tool, action,tool', provider: 'openai', concurrency: '4', workerId: 'w-1', graceSeconds: '0' })).toMatchObject({ kinds: ['tool', 'action'], provider: 'openai', concurrency: 4, workerId: 'w-1', graceMs: 0 });
+  });
+
+  it.each([
+    [['--kinds', 'tool,bogus'], 'unknown kind "bogus"'],
+    [['--provider', 'claude'], '--provider must be one of mock, openai'],
+    [['--concurrency', '0'], '--concurrency must be between 1 and 256'],
+    [['--concurrency', 'two'], '--concurrency must be a whole number'],
+    [['--wait-seconds', '31'], '--wait-seconds must be between 0 and 30'],
+    [['--worker-id', 'has space'], '--worker-id may use'],
+  ])('svc worker %j exits 2 with a one-line reason', async (args, reason) => {
+    const r = await runSvc(['worker', ...args]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(reason);
+    expect(r.stdout).toBe('');
+  });
+});
+
+describe('svc worker process', () => {
+  it('runs a leased step, logs JSON lines to stderr, and exits 0 on SIGINT', async () => {
+    const kernel = await new FakeKernel().start();
+    const gateway = await new FakeGateway().start();
+    cleanups.push(async () => {
+      await kernel.close();
+      await gateway.close();
+    });
+    gateway.define('billing.lookup_invoice', () => ({ rows: [{ id: 'INV-1' }] }));
+    const child = spawn(process.execPath, [join(ROOT, 'dist/cli/index.js'), 'worker', '--kinds', 'tool', '--worker-id', 'cli-w', '--wait-seconds', '1', '--kernel-url', kernel.url, '--gateway-url', gateway.url], {
+      env: { ...process.env, SVC_LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    cleanups.push(async () => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
+    const lease = makeLease({ step: 'lookup', step_def: { id: 'lookup', kind: 'tool', tool: 'billing.lookup_invoice', args: {} } });
+    kernel.offer(lease);
+    await until(() => kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`).length === 1, 10_000, 'complete');
+    expect(kernel.calls('POST', '/v1/leases')[0]!.body).toMatchObject({ worker_id: 'cli-w', kinds: ['tool'] });
+    child.kill('SIGINT');
+    expect(await exited).toBe(0);
+    expect(stdout).toBe('');
+    const lines = stderr.trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines.map((l) => l.msg)).toEqual(expect.arrayContaining(['worker started', 'step started', 'step completed', 'worker stopped']));
+    expect(lines.find((l) => l.msg === 'step completed')).toMatchObject({ svc: 'worker', step: 'lookup', run_state: 'completed' });
+  });
+});

@@ -1,0 +1,265 @@
+// Interface 5.5 (grants and the data boundary): detectors, field classes from tool descriptors,
+// redaction paths and counts, and the property that nothing of an ungranted class gets through.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { DataBoundary, fieldClassesOf, marker, redactText, redactValue, redactionNote } from '../../src/worker/data-boundary.js';
+import { BUILTIN_DETECTORS, detect, findAll, isCardNumber, luhnValid } from '../../src/worker/detectors.js';
+
+describe('detectors (I 5.5 built-in classes)', () => {
+  it('Luhn accepts valid card numbers and rejects one-digit changes', () => {
+    expect(luhnValid('4111111111111111')).toBe(true);
+    expect(luhnValid('4111111111111112')).toBe(false);
+    expect(luhnValid('378282246310005')).toBe(true); // Amex test number
+    expect(luhnValid('')).toBe(false);
+  });
+
+  it('card numbers need a network prefix, 13–19 digits and a valid Luhn sum', () => {
+    expect(isCardNumber('4111 1111 1111 1111')).toBe(true);
+    expect(isCardNumber('5555-5555-5555-4444')).toBe(true);
+    expect(isCardNumber('378282246310005')).toBe(true);
+    expect(isCardNumber('6011111111111117')).toBe(true);
+    // Epoch milliseconds pass Luhn sometimes but start with 1: no card network.
+    expect(isCardNumber('1732262400000')).toBe(false);
+    expect(isCardNumber('4111111111111112')).toBe(false);
+    expect(isCardNumber('411111111111')).toBe(false);
+  });
+
+  it.each([
+    ['email', 'write to jane.doe+billing@example.co.uk today', 'jane.doe+billing@example.co.uk', 'pii'],
+    ['phone', 'call +44 20 7946 0958 now', '+44 20 7946 0958', 'pii'],
+    ['phone', 'call (415) 555-2671 now', '(415) 555-2671', 'pii'],
+    ['phone', 'call 415-555-2671.', '415-555-2671', 'pii'],
+    ['us_ssn', 'ssn 123-45-6789 on file', '123-45-6789', 'pii'],
+    ['uk_nino', 'NI number AB 12 34 56 C here', 'AB 12 34 56 C', 'pii'],
+    ['card_number', 'card 4111 1111 1111 1111 exp 12/30', '4111 1111 1111 1111', 'pci'],
+    ['card_number', 'ref 0 4000000000006 ok', '4000000000006', 'pci'],
+  ])('finds %s in text', (name, text, value, cls) => {
+    const f = detect(text);
+    expect(f).toHaveLength(1);
+    expect(f[0]).toMatchObject({ detector: name, value, class: cls });
+  });
+
+  it.each([
+    'invoice INV-2024-0001 for 129.99 USD',
+    'dated 2026-11-22T10:00:00.000Z',
+    'order 1732262400000',
+    'ssn-like but never issued 000-12-3456 and 666-12-3456 and 900-12-3456',
+    'run_01JD7ZQ3ZK8M9W6Y0X5T2B4N1C and sql:table:invoices',
+    'version 1.2.3 and ip 10.0.0.1',
+  ])('finds nothing in ordinary text: %s', (text) => {
+    expect(detect(text)).toEqual([]);
+  });
+
+  it('detect resolves overlaps, findAll keeps them', () => {
+    const text = 'x 4111111111111111@example.com';
+    expect(findAll(text).length).toBeGreaterThan(detect(text).length);
+    expect(detect(text)).toHaveLength(1);
+  });
+});
+
+describe('redaction (I 5.5: ungranted content replaced by [REDACTED:<class>])', () => {
+  const descriptors = [
+    { id: 'billing.lookup_invoice', data_classes: { email: 'pii', name: 'pii' } },
+    { id: 'billing.cards', data_classes: { 'card.number': 'pci' } },
+    { id: 'broken', data_classes: null as unknown as Record<string, string> },
+  ];
+  const fieldClasses = fieldClassesOf(descriptors);
+
+  it('reads field classes from descriptors', () => {
+    expect(fieldClasses).toEqual({ email: 'pii', name: 'pii', 'card.number': 'pci' });
+  });
+
+  it('replaces classified fields whole and reports path and count', () => {
+    const result = { rows: [{ id: 'INV-1', name: 'Jane Doe', email: 'jane@example.com', amount: 120 }] };
+    const r = redactValue(result, { grants: [], fieldClasses }, '/calls/1/result');
+    expect(r.value).toEqual({ rows: [{ id: 'INV-1', name: '[REDACTED:pii]', email: '[REDACTED:pii]', amount: 120 }] });
+    expect(r.redactions).toEqual(
+      expect.arrayContaining([
+        { class: 'pii', path: '/calls/1/result/rows/0/name', count: 1 },
+        { class: 'pii', path: '/calls/1/result/rows/0/email', count: 1 },
+      ]),
+    );
+    expect(r.redactions).toHaveLength(2);
+    expect(result.rows[0]!.email).toBe('jane@example.com'); // input untouched
+  });
+
+  it('granted classes pass; other classes inside them are still redacted', () => {
+    const v = { email: 'jane@example.com', note: 'card 4111111111111111' };
+    const r = redactValue(v, { grants: ['pii'], fieldClasses });
+    expect(r.value).toEqual({ email: 'jane@example.com', note: 'card [REDACTED:pci]' });
+    expect(r.redactions).toEqual([{ class: 'pci', path: '/note', count: 1 }]);
+    const all = redactValue(v, { grants: ['pii', 'pci'], fieldClasses });
+    expect(all.value).toEqual(v);
+    expect(all.redactions).toEqual([]);
+  });
+
+  it('counts several findings in one string at one path', () => {
+    const r = redactValue({ body: 'a@x.io, b@y.io and c@z.io' }, { grants: [] });
+    expect(r.value).toEqual({ body: '[REDACTED:pii], [REDACTED:pii] and [REDACTED:pii]' });
+    expect(r.redactions).toEqual([{ class: 'pii', path: '/body', count: 3 }]);
+  });
+
+  it('dotted field classes match the end of the path only', () => {
+    const v = { card: { number: '12', brand: 'visa' }, number: 7 };
+    const r = redactValue(v, { grants: [], fieldClasses });
+    expect(r.value).toEqual({ card: { number: '[REDACTED:pci]', brand: 'visa' }, number: 7 });
+  });
+
+  it('field names compare case-insensitively and objects under a class go whole', () => {
+    const r = redactValue({ Email: { primary: 'x' } }, { grants: [], fieldClasses });
+    expect(r.value).toEqual({ Email: '[REDACTED:pii]' });
+  });
+
+  it('redacts object keys and numbers that are card numbers', () => {
+    const r = redactValue({ 'jane@example.com': { pan: 4111111111111111 } }, { grants: [] });
+    expect(r.value).toEqual({ '[REDACTED:pii]': { pan: '[REDACTED:pci]' } });
+    expect(r.redactions).toEqual(
+      expect.arrayContaining([
+        { class: 'pii', path: '/[REDACTED:pii]', count: 1 },
+        { class: 'pci', path: '/[REDACTED:pii]/pan', count: 1 },
+      ]),
+    );
+  });
+
+  it('a value read out of a classified field (names) is classified too', () => {
+    const r = redactValue('Jane Doe', { grants: [], fieldClasses }, '/steps/lookup/output/rows/0/name', ['rows', 'name']);
+    expect(r.value).toBe('[REDACTED:pii]');
+    expect(r.redactions).toEqual([{ class: 'pii', path: '/steps/lookup/output/rows/0/name', count: 1 }]);
+  });
+
+  it('a literal found once is removed wherever it appears later (DataBoundary memory)', () => {
+    const b = new DataBoundary({ grants: [], fieldClasses });
+    const first = b.redact({ rows: [{ name: 'Jane Doe', email: 'jane@example.com' }] }, '/calls/1/result');
+    expect(first.value).toEqual({ rows: [{ name: '[REDACTED:pii]', email: '[REDACTED:pii]' }] });
+    const later = b.redact({ note: 'Jane Doe wrote from jane@example.com about INV-1' }, '/calls/2/result');
+    expect(later.value).toEqual({ note: '[REDACTED:pii] wrote from [REDACTED:pii] about INV-1' });
+    expect(later.redactions).toEqual([{ class: 'pii', path: '/calls/2/result/note', count: 2 }]);
+  });
+
+  it('short or purely small-number classified values are not scrubbed elsewhere', () => {
+    const b = new DataBoundary({ grants: [], fieldClasses: { age: 'pii', name: 'pii' } });
+    const r = b.redact({ age: 42, name: 'Al', text: 'Al is 42 and owes 42 USD' });
+    expect(r.value).toEqual({ age: '[REDACTED:pii]', name: '[REDACTED:pii]', text: 'Al is 42 and owes 42 USD' });
+  });
+
+  it('escapes JSON-pointer tokens in paths', () => {
+    const r = redactValue({ 'a/b': { '~c': 'x@y.io' } }, { grants: [] });
+    expect(r.redactions).toEqual([{ class: 'pii', path: '/a~1b/~0c', count: 1 }]);
+  });
+
+  it('redactText reports at the given path', () => {
+    const r = redactText('mail jane@example.com or call 415-555-2671', { grants: [] }, '/prompt');
+    expect(r.value).toBe('mail [REDACTED:pii] or call [REDACTED:pii]');
+    expect(r.redactions).toEqual([{ class: 'pii', path: '/prompt', count: 2 }]);
+  });
+
+  it('the note payload carries class, path and count, never the content', () => {
+    const r = redactValue({ email: 'jane@example.com' }, { grants: [], fieldClasses });
+    const note = redactionNote(r.redactions[0]!, { step: 'triage' });
+    expect(note).toEqual({ type: 'redaction', class: 'pii', path: '/email', count: 1, step: 'triage' });
+    expect(JSON.stringify(note)).not.toContain('jane');
+  });
+});
+
+// ---------------------------------------------------------------- properties
+
+const label = fc.stringMatching(/^[a-z][a-z0-9]{0,7}$/);
+const emailArb = fc.tuple(label, label, fc.constantFrom('com', 'io', 'co.uk', 'example')).map(([u, d, t]) => `${u}@${d}.${t}`);
+const cardArb = fc
+  .tuple(fc.constantFrom('4', '51', '55', '37', '6011', '2221'), fc.integer({ min: 13, max: 19 }), fc.array(fc.integer({ min: 0, max: 9 }), { minLength: 19, maxLength: 19 }))
+  .map(([prefix, len, digits]) => {
+    const body = (prefix + digits.join('')).slice(0, len - 1);
+    for (let check = 0; check < 10; check++) if (luhnValid(body + check)) return body + check;
+    return body + '0';
+  });
+const ssnArb = fc
+  .tuple(fc.integer({ min: 1, max: 899 }), fc.integer({ min: 1, max: 99 }), fc.integer({ min: 1, max: 9999 }))
+  .filter(([a]) => a !== 666)
+  .map(([a, b, c]) => `${String(a).padStart(3, '0')}-${String(b).padStart(2, '0')}-${String(c).padStart(4, '0')}`);
+const phoneArb = fc.tuple(fc.integer({ min: 200, max: 999 }), fc.integer({ min: 200, max: 999 }), fc.integer({ min: 0, max: 9999 })).map(([a, b, c]) => `(${a}) ${b}-${String(c).padStart(4, '0')}`);
+const secretArb = fc.oneof(
+  emailArb.map((v) => ({ v, cls: 'pii' })),
+  cardArb.map((v) => ({ v, cls: 'pci' })),
+  ssnArb.map((v) => ({ v, cls: 'pii' })),
+  phoneArb.map((v) => ({ v, cls: 'pii' })),
+);
+const filler = fc.string({ maxLength: 12 });
+const textWithSecrets = fc.array(fc.tuple(filler, secretArb), { minLength: 1, maxLength: 4 }).map((parts) => ({
+  text: parts.map(([f, s]) => `${f} ${s.v} `).join(''),
+  secrets: parts.map(([, s]) => s),
+}));
+const jsonWithText = (leaf: fc.Arbitrary<unknown>) =>
+  fc.letrec<{ node: unknown }>((tie) => ({
+    node: fc.oneof({ depthSize: 'small', withCrossShrink: true }, leaf, fc.array(tie('node'), { maxLength: 3 }), fc.dictionary(fc.string({ maxLength: 6 }), tie('node'), { maxKeys: 3 })),
+  })).node;
+
+/** Every string, number and object key inside a JSON value. */
+function collectStrings(v: unknown, out: string[] = []): string[] {
+  if (typeof v === 'string' || typeof v === 'number') out.push(String(v));
+  else if (Array.isArray(v)) v.forEach((x) => collectStrings(x, out));
+  else if (v && typeof v === 'object')
+    for (const [k, x] of Object.entries(v)) {
+      out.push(k);
+      collectStrings(x, out);
+    }
+  return out;
+}
+
+describe('properties of the boundary (I 5.5)', () => {
+  const grantSets = fc.subarray(['pii', 'pci']);
+
+  it('output never contains a detected value of an ungranted class', () => {
+    fc.assert(
+      fc.property(jsonWithText(fc.oneof(textWithSecrets.map((t) => t.text), fc.string(), fc.integer())), grantSets, (value, grants) => {
+        const r = redactValue(value, { grants });
+        const ungranted = BUILTIN_DETECTORS.filter((d) => !grants.includes(d.class));
+        // Every value any ungranted detector finds in the input is gone from the output...
+        const before = collectStrings(value).flatMap((s) => findAll(s, ungranted).map((f) => f.value));
+        const after = collectStrings(r.value);
+        for (const secret of before) expect(after.filter((s) => s.includes(secret))).toEqual([]);
+        // ...and nothing an ungranted detector would find is left anywhere.
+        for (const s of collectStrings(r.value)) expect(findAll(s, ungranted)).toEqual([]);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('planted secrets of ungranted classes never survive, granted ones always do', () => {
+    fc.assert(
+      fc.property(textWithSecrets, grantSets, ({ text, secrets }, grants) => {
+        const r = redactText(text, { grants }, '/t');
+        for (const s of secrets) {
+          if (grants.includes(s.cls)) expect(r.value).toContain(s.v);
+          else expect(r.value).not.toContain(s.v);
+        }
+        const total = r.redactions.reduce((n, x) => n + x.count, 0);
+        expect(total).toBeGreaterThanOrEqual(secrets.filter((s) => !grants.includes(s.cls)).length > 0 ? 1 : 0);
+        for (const x of r.redactions) expect(grants).not.toContain(x.class);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('is idempotent: redacting twice changes nothing more and reports nothing', () => {
+    fc.assert(
+      fc.property(jsonWithText(fc.oneof(textWithSecrets.map((t) => t.text), fc.string())), grantSets, (value, grants) => {
+        const once = redactValue(value, { grants });
+        const twice = redactValue(once.value, { grants });
+        expect(twice.value).toEqual(once.value);
+        expect(twice.redactions).toEqual([]);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('markers name only ungranted classes', () => {
+    fc.assert(
+      fc.property(textWithSecrets, grantSets, ({ text }, grants) => {
+        const r = redactText(text, { grants });
+        for (const m of r.value.matchAll(/\[REDACTED:([a-z]+)\]/g)) expect(grants).not.toContain(m[1]);
+        expect(marker('pii')).toBe('[REDACTED:pii]');
+      }),
+      { numRuns: 200 },
+    );
+  });
+});

@@ -1,0 +1,447 @@
+// The worker runtime against a fake kernel and a fake gateway that implement the contract of
+// interface 2.6, 4.1 and 4.2 (decisions §4 pacing, §6 leases and failures, 5.4 approvals, §9).
+import { afterEach, describe, expect, it } from 'vitest';
+import { sha256Hex } from '../../src/encoding/canonical-json.js';
+import type { WorkerEventMap } from '../../src/worker/events.js';
+import { MockProvider } from '../../src/worker/providers/mock.js';
+import type { Provider, ProviderRequest } from '../../src/worker/providers/provider.js';
+import type { Lease } from '../../src/worker/types.js';
+import { Worker, type WorkerOptions } from '../../src/worker/worker.js';
+import { FakeGateway, FakeKernel, makeLease, until } from './fakes.js';
+
+type Ev = { name: keyof WorkerEventMap; payload: any; at: number };
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+async function setup(opts: Partial<WorkerOptions> = {}) {
+  const kernel = await new FakeKernel().start();
+  const gateway = await new FakeGateway().start();
+  const worker = new Worker({ kernelUrl: kernel.url, gatewayUrl: gateway.url, provider: new MockProvider(), waitSeconds: 1, workerId: 'w-test', ...opts });
+  const events: Ev[] = [];
+  for (const name of ['step:start', 'step:done', 'step:error', 'step:parked', 'step:lost', 'step:activity', 'poll:error'] as const) {
+    worker.on(name, (payload) => events.push({ name, payload, at: Date.now() }));
+  }
+  cleanups.push(async () => {
+    await worker.stop({ graceMs: 0 });
+    await kernel.close();
+    await gateway.close();
+  });
+  worker.start();
+  /** Offers a lease and waits for the step's end event. */
+  const run = async (lease: Lease, ms = 5000): Promise<Ev> => {
+    kernel.offer(lease);
+    let found: Ev | undefined;
+    await until(() => (found = events.find((e) => ['step:done', 'step:error', 'step:parked', 'step:lost'].includes(e.name) && e.payload.lease_id === lease.lease_id)) !== undefined, ms, `end of ${lease.step}`);
+    return found!;
+  };
+  return { kernel, gateway, worker, events, run };
+}
+
+const key = (...parts: Array<string | number>) => sha256Hex(parts.join('/'));
+
+describe('tool steps (I 4.2 call; D §9 idempotency)', () => {
+  it('calls the gateway with the remit token and sha256(run/step/0), completes with the result and usage', async () => {
+    const { kernel, gateway, run } = await setup();
+    gateway.define('billing.lookup_invoice', (args) => ({ rows: [{ id: args.invoice_id, amount: 120 }] }));
+    const lease = makeLease({ step: 'lookup', step_def: { id: 'lookup', kind: 'tool', tool: 'billing.lookup_invoice', args: { invoice_id: 'INV-1' } } });
+    const end = await run(lease);
+    expect(end.name).toBe('step:done');
+    const call = gateway.toolCalls('billing.lookup_invoice')[0]!;
+    expect(call.body).toEqual({
+      remit_token: lease.context.remit_token,
+      run_id: lease.run_id,
+      step: 'lookup',
+      lease_id: lease.lease_id,
+      tool: 'billing.lookup_invoice',
+      args: { invoice_id: 'INV-1' },
+      idempotency_key: key(lease.run_id, 'lookup', 0),
+      scope: null,
+    });
+    const complete = kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)[0]!;
+    expect(complete.body).toEqual({ output: { rows: [{ id: 'INV-1', amount: 120 }] }, usage: { tokens: 0, usd: 0 } });
+    expect(kernel.calls('POST', '/v1/leases')[0]!.body).toMatchObject({ worker_id: 'w-test', kinds: ['model', 'tool', 'action', 'compensation'], ttl_seconds: 60, wait_seconds: 1 });
+  });
+
+  it.each([
+    [503, { ok: false, error: { code: 'connector_quarantined', message: 'q', details: {} } }, 'connector_quarantined', false],
+    [502, { ok: false, error: { code: 'upstream_error', message: 'boom', details: {}, circuit: 'open' } }, 'upstream_error', false],
+    [422, { ok: false, error: { code: 'args_invalid', message: 'bad', details: {} } }, 'args_invalid', true],
+    [422, { ok: false, error: { code: 'deterministic_failure', message: 'no', details: {} } }, 'deterministic_failure', true],
+    [409, { ok: false, error: { code: 'idempotency_conflict', message: 'x', details: {} } }, 'idempotency_conflict', true],
+    [409, { ok: false, error: { code: 'idempotency_in_flight', message: 'x', details: {} } }, 'idempotency_in_flight', false],
+    [403, { ok: false, refusal: { reason: 'scope_not_granted', detail: 'sql:table:x' } }, 'tool_refused', true],
+  ])('a gateway %i fails the step with the right code and deterministic flag (%s)', async (status, body, code, deterministic) => {
+    const { kernel, gateway, run } = await setup();
+    gateway.define('billing.lookup_invoice', () => ({ status, body }));
+    const lease = makeLease({ step: 'lookup', step_def: { id: 'lookup', kind: 'tool', tool: 'billing.lookup_invoice', args: {} } });
+    const end = await run(lease);
+    expect(end.name).toBe('step:error');
+    const fail = kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)[0]!;
+    expect(fail.body.error.code).toBe(code);
+    expect(fail.body.deterministic).toBe(deterministic);
+    expect(fail.body.usage).toEqual({ tokens: 0, usd: 0 });
+    if (code === 'tool_refused') expect(fail.body.error.message).toContain('scope_not_granted');
+  });
+
+  it('a gateway that cannot be reached is a non-deterministic network_error', async () => {
+    const { kernel, run } = await setup({ gatewayUrl: 'http://127.0.0.1:1' });
+    const lease = makeLease({ step: 'lookup', step_def: { id: 'lookup', kind: 'tool', tool: 'billing.lookup_invoice', args: {} } });
+    await run(lease);
+    const fail = kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)[0]!;
+    expect(fail.body).toMatchObject({ error: { code: 'network_error' }, deterministic: false });
+  });
+
+  it('a step without a tool fails deterministically (step_invalid)', async () => {
+    const { kernel, run } = await setup();
+    const a = makeLease({ step: 'x', step_def: { id: 'x', kind: 'tool' } });
+    await run(a);
+    expect(kernel.calls('POST', `/v1/leases/${a.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'step_invalid' }, deterministic: true });
+  });
+
+  it('a kernel 422 output_invalid on complete becomes a deterministic failure', async () => {
+    const { kernel, gateway, run } = await setup();
+    gateway.define('billing.lookup_invoice', () => ({ rows: [] }));
+    kernel.completeReply = () => ({ status: 422, body: { error: { code: 'output_invalid', message: '/rows must have 1 item', details: {} } } });
+    const lease = makeLease({ step: 'lookup', step_def: { id: 'lookup', kind: 'tool', tool: 'billing.lookup_invoice', args: {} } });
+    await run(lease);
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'output_invalid' }, deterministic: true });
+  });
+});
+
+describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
+  it('heartbeats every heartbeat_seconds and a 410 aborts the step at once, reporting nothing', async () => {
+    const { kernel, gateway, run } = await setup();
+    gateway.define('billing.slow', () => new Promise((resolve) => setTimeout(() => resolve({ done: true }), 30_000)));
+    let beats = 0;
+    kernel.heartbeatReply = () => (++beats >= 2 ? { status: 410, body: { error: { code: 'lease_expired', message: 'parked', details: {} } } } : null);
+    const lease = makeLease({ step: 'slow', heartbeat_seconds: 1, step_def: { id: 'slow', kind: 'tool', tool: 'billing.slow', args: {} } });
+    const t0 = Date.now();
+    const end = await run(lease, 6000);
+    expect(end.name).toBe('step:lost');
+    expect(Date.now() - t0).toBeLessThan(3500);
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/heartbeat`).length).toBe(2);
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)).toEqual([]);
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)).toEqual([]);
+    // The worker hung up on the gateway rather than waiting for the answer.
+    await until(() => gateway.abandoned.some((r) => r.body?.tool === 'billing.slow'), 2000, 'gateway call abandoned');
+  });
+
+  it('stop({graceMs: 0}) aborts a running step and fails it as worker_shutdown (retryable)', async () => {
+    const { kernel, gateway, worker, events } = await setup();
+    gateway.define('billing.slow', () => new Promise((r) => setTimeout(() => r({ late: true }), 10_000)));
+    const lease = makeLease({ step: 'slow', step_def: { id: 'slow', kind: 'tool', tool: 'billing.slow', args: {} } });
+    kernel.offer(lease);
+    await until(() => events.some((e) => e.name === 'step:start'));
+    await worker.stop({ graceMs: 0 });
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'worker_shutdown' }, deterministic: false });
+  });
+
+  it('stop() with a grace lets a running step finish and complete', async () => {
+    const { kernel, gateway, worker, events } = await setup();
+    gateway.define('billing.slow', () => new Promise((r) => setTimeout(() => r({ finished: true }), 300)));
+    const lease = makeLease({ step: 'slow', step_def: { id: 'slow', kind: 'tool', tool: 'billing.slow', args: {} } });
+    kernel.offer(lease);
+    await until(() => events.some((e) => e.name === 'step:start'));
+    await worker.stop({ graceMs: 5000 });
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)[0]!.body.output).toEqual({ finished: true });
+  });
+
+  it('a step over its timeout_seconds fails as step_timeout (not deterministic)', async () => {
+    const { kernel, gateway, run } = await setup();
+    gateway.define('billing.slow', () => new Promise((r) => setTimeout(() => r({}), 5000)));
+    const lease = makeLease({ step: 'slow', step_def: { id: 'slow', kind: 'tool', tool: 'billing.slow', args: {}, timeout_seconds: 1 } });
+    await run(lease);
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'step_timeout' }, deterministic: false });
+  });
+});
+
+describe('action steps (I 2.7, 3; D 5.4)', () => {
+  const refundDef = { id: 'refund', kind: 'action', tool: 'billing.refund', args: { invoice_id: 'INV-1', amount: 150 } };
+
+  it('allow executes through the gateway under a key bound to the action id', async () => {
+    const { kernel, gateway, run } = await setup();
+    gateway.define('billing.refund', (a) => ({ id: 'rf_1', ...a }), { writes: true });
+    kernel.decide = () => ({ status: 200, body: { action_id: 'act_abc', decision: 'allow', rule: 'refunds/small', approval_id: null } });
+    const lease = makeLease({ step: 'refund', step_def: refundDef });
+    await run(lease);
+    const proposal = kernel.calls('POST', `/v1/leases/${lease.lease_id}/actions`)[0]!;
+    expect(proposal.body).toEqual({ action: { tool: 'billing.refund', args: { invoice_id: 'INV-1', amount: 150 }, summary: 'billing.refund {"invoice_id":"INV-1","amount":150}' } });
+    expect(gateway.toolCalls('billing.refund')[0]!.body.idempotency_key).toBe(key(lease.run_id, 'refund', 'action', 'act_abc'));
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)[0]!.body.output).toEqual({ id: 'rf_1', invoice_id: 'INV-1', amount: 150 });
+  });
+
+  it('deny (403 action_denied) is a deterministic failure and nothing executes', async () => {
+    const { kernel, gateway, run } = await setup();
+    gateway.define('billing.refund', () => ({ id: 'rf_1' }), { writes: true });
+    kernel.decide = () => ({ status: 403, body: { error: { code: 'action_denied', message: 'denied', details: { action_id: 'act_x', rule: 'refunds/too_big' } } } });
+    const lease = makeLease({ step: 'refund', step_def: refundDef });
+    await run(lease);
+    const fail = kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)[0]!;
+    expect(fail.body).toMatchObject({ error: { code: 'action_denied' }, deterministic: true });
+    expect(fail.body.error.message).toContain('refunds/too_big');
+    expect(gateway.executions.get('billing.refund') ?? 0).toBe(0);
+  });
+
+  it('approval_required stops the step; the approved re-lease executes it exactly once, even leased again', async () => {
+    const { kernel, gateway, run } = await setup();
+    gateway.define('billing.refund', (a) => ({ id: 'rf_9', amount: a.amount }), { writes: true });
+    const approved = new Set<string>();
+    kernel.decide = (_a, lease) =>
+      lease.context.approved_actions.includes('act_r')
+        ? { status: 200, body: { action_id: 'act_r', decision: 'allow', rule: 'approved:apr_1', approval_id: 'apr_1' } }
+        : { status: 200, body: { action_id: 'act_r', decision: 'approval_required', rule: 'refunds/large', approval_id: 'apr_1' } };
+    const first = makeLease({ step: 'refund', step_def: refundDef });
+    const end1 = await run(first);
+    expect(end1.name).toBe('step:parked');
+    expect(end1.payload).toMatchObject({ action_id: 'act_r', approval_id: 'apr_1' });
+    expect(kernel.calls('POST', `/v1/leases/${first.lease_id}/complete`)).toEqual([]);
+    expect(kernel.calls('POST', `/v1/leases/${first.lease_id}/fail`)).toEqual([]);
+    expect(gateway.executions.get('billing.refund') ?? 0).toBe(0);
+
+    approved.add('act_r');
+    const second = makeLease({ step: 'refund', step_def: refundDef }, { approved_actions: ['act_r'] });
+    expect((await run(second)).name).toBe('step:done');
+    // The worker died after executing but before completing: the step is leased once more.
+    const third = makeLease({ step: 'refund', step_def: refundDef }, { approved_actions: ['act_r'] });
+    expect((await run(third)).name).toBe('step:done');
+    expect(gateway.executions.get('billing.refund')).toBe(1);
+    const keys = gateway.toolCalls('billing.refund').map((c) => c.body.idempotency_key);
+    expect(keys).toHaveLength(2);
+    expect(new Set(keys).size).toBe(1);
+    expect(kernel.calls('POST', `/v1/leases/${third.lease_id}/complete`)[0]!.body.output).toEqual({ id: 'rf_9', amount: 150 });
+  });
+});
+
+describe('compensation leases (D §6 abandon)', () => {
+  it('calls the compensate tool with its rendered args through the gateway', async () => {
+    const { kernel, gateway, run } = await setup();
+    gateway.define('billing.void_refund', (a) => ({ voided: a.refund_id }), { writes: true });
+    const lease = makeLease({ step: 'refund', kind: 'compensation', step_def: { id: 'refund', kind: 'action', tool: 'billing.refund', compensate: { tool: 'billing.void_refund', args: { refund_id: 'rf_9' } } } });
+    await run(lease);
+    const call = gateway.toolCalls('billing.void_refund')[0]!;
+    expect(call.body.args).toEqual({ refund_id: 'rf_9' });
+    expect(call.body.idempotency_key).toBe(key(lease.run_id, 'refund', 'compensate'));
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/actions`)).toEqual([]);
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)[0]!.body.output).toEqual({ voided: 'rf_9' });
+  });
+});
+
+/** A provider that counts calls and delegates to the mock. */
+class CountingMock implements Provider {
+  readonly name = 'mock';
+  readonly requests: ProviderRequest[] = [];
+  private inner = new MockProvider();
+  complete(req: ProviderRequest) {
+    this.requests.push({ ...req, messages: req.messages.slice() });
+    return this.inner.complete(req);
+  }
+}
+
+describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', () => {
+  const triage = { id: 'triage', kind: 'model', prompt: 'triage', tools: ['billing.lookup_invoice'] };
+
+  it('renders the prompt, redacts an ungranted email before the provider, notes it, and completes', async () => {
+    const provider = new CountingMock();
+    const { kernel, gateway, run } = await setup({ provider });
+    gateway.define('billing.lookup_invoice', (a) => ({ rows: [{ id: a.invoice_id, amount: 150, email: 'jane@example.com', note: 'call 415-555-2671' }] }), { data_classes: { email: 'pii' } });
+    const lease = makeLease(
+      { step: 'triage', step_def: triage },
+      {
+        input: { invoice_id: 'INV-1', ticket: 'Refund please, reach me at jane@example.com' },
+        prompts: { triage: 'Ticket: {{input.ticket}} (invoice {{input.invoice_id}})' },
+        mock: { triage: { tool_calls: [{ tool: 'billing.lookup_invoice', args: { invoice_id: '{{input.invoice_id}}' } }], output: { category: 'refund', amount: 150 }, usage: { tokens: 42, usd: 0.01 } } },
+      },
+    );
+    const end = await run(lease);
+    expect(end.name).toBe('step:done');
+    expect(provider.requests).toHaveLength(2);
+    const sent = JSON.stringify(provider.requests.map((r) => r.messages));
+    expect(sent).not.toContain('jane@example.com');
+    expect(sent).not.toContain('415-555-2671');
+    expect(sent).toContain('Ticket: \\"Refund please, reach me at [REDACTED:pii]\\" (invoice \\"INV-1\\")');
+    // The tool got the real (rendered) args; the gateway is inside the boundary.
+    expect(gateway.toolCalls('billing.lookup_invoice')[0]!.body).toMatchObject({ args: { invoice_id: 'INV-1' }, idempotency_key: key(lease.run_id, 'triage', 1) });
+    const notes = kernel.eventsOf(lease.run_id, 'note').map((e) => e.payload);
+    expect(notes).toEqual([
+      { type: 'redaction', class: 'pii', path: '/input/ticket', count: 1, source: 'worker', step: 'triage', call_index: 0 },
+      { type: 'redaction', class: 'pii', path: '/calls/1/result/rows/0/email', count: 1, source: 'worker', step: 'triage', call_index: 2 },
+      { type: 'redaction', class: 'pii', path: '/calls/1/result/rows/0/note', count: 1, source: 'worker', step: 'triage', call_index: 2 },
+    ]);
+    expect(JSON.stringify(kernel.eventsOf(lease.run_id))).not.toContain('jane@example.com');
+    const models = kernel.eventsOf(lease.run_id, 'model.called').map((e) => e.payload);
+    expect(models.map((m) => m.call_index)).toEqual([0, 2]);
+    const complete = kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)[0]!;
+    expect(complete.body).toEqual({ output: { category: 'refund', amount: 150 }, usage: { tokens: 42, usd: 0.01 } });
+  });
+
+  it('with the class granted, the provider sees the content and no note is posted', async () => {
+    const provider = new CountingMock();
+    const { kernel, gateway, run } = await setup({ provider });
+    gateway.define('billing.lookup_invoice', () => ({ rows: [{ email: 'jane@example.com' }] }), { data_classes: { email: 'pii' } });
+    const lease = makeLease(
+      { step: 'triage', step_def: triage },
+      { remit: { autonomy: 'supervised', grants: ['pii'], tools: ['billing.*'], scopes: ['sql:table:*'] }, prompts: { triage: 'go' }, mock: { triage: { tool_calls: [{ tool: 'billing.lookup_invoice', args: {} }], output: {} } } },
+    );
+    await run(lease);
+    expect(JSON.stringify(provider.requests.map((r) => r.messages))).toContain('jane@example.com');
+    expect(kernel.eventsOf(lease.run_id, 'note')).toEqual([]);
+  });
+
+  it('a missing prompt or template value fails deterministically', async () => {
+    const { kernel, run } = await setup();
+    const a = makeLease({ step: 'triage', step_def: triage }, { prompts: {}, mock: { triage: { output: {} } } });
+    await run(a);
+    expect(kernel.calls('POST', `/v1/leases/${a.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'prompt_not_found' }, deterministic: true });
+    const b = makeLease({ step: 'triage', step_def: triage }, { prompts: { triage: 'x {{input.nope}}' }, mock: { triage: { output: {} } } });
+    await run(b);
+    expect(kernel.calls('POST', `/v1/leases/${b.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'template_error' }, deterministic: true });
+    const c = makeLease({ step: 'triage', step_def: triage }, { prompts: { triage: 'x' }, mock: {} });
+    await run(c);
+    expect(kernel.calls('POST', `/v1/leases/${c.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'mock_script_missing' }, deterministic: true });
+  });
+
+  it('parks on an action, then resumes from prior_events: no model call, tool call or action runs twice', async () => {
+    const provider = new CountingMock();
+    const { kernel, gateway, run } = await setup({ provider });
+    gateway.define('billing.lookup_invoice', (a) => ({ rows: [{ id: a.invoice_id, amount: 150 }] }));
+    gateway.define('billing.refund', (a) => ({ id: 'rf_1', ...a }), { writes: true });
+    kernel.decide = (action, lease) => {
+      const id = 'act_' + sha256Hex(JSON.stringify(action)).slice(0, 8);
+      return lease.context.approved_actions.includes(id)
+        ? { status: 200, body: { action_id: id, decision: 'allow', rule: 'approved:apr_1', approval_id: 'apr_1' } }
+        : { status: 200, body: { action_id: id, decision: 'approval_required', rule: 'refunds/large', approval_id: 'apr_1' } };
+    };
+    const ctx = {
+      input: { invoice_id: 'INV-7' },
+      prompts: { triage: 'Handle {{input.invoice_id}}' },
+      mock: {
+        triage: {
+          tool_calls: [{ tool: 'billing.lookup_invoice', args: { invoice_id: '{{input.invoice_id}}' } }],
+          actions: [{ tool: 'billing.refund', args: { invoice_id: '{{input.invoice_id}}', amount: 150 }, summary: 'Refund INV-7' }],
+          output: { refunded: true },
+          usage: { tokens: 100, usd: 0.02 },
+        },
+      },
+    };
+    const first = makeLease({ step: 'triage', step_def: triage }, ctx);
+    const end1 = await run(first);
+    expect(end1.name).toBe('step:parked');
+    expect(provider.requests).toHaveLength(2); // tool calls, then the action
+    const actionId = end1.payload.action_id as string;
+
+    // The kernel re-leases the step with the approval and the run's events since the first lease.
+    const second = makeLease({ step: 'triage', step_def: triage }, { ...ctx, approved_actions: [actionId], prior_events: kernel.eventsOf(first.run_id) });
+    const end2 = await run(second);
+    expect(end2.name).toBe('step:done');
+    // Only the final answer was asked of the provider; turns 0 and 1 were replayed.
+    expect(provider.requests).toHaveLength(3);
+    expect(provider.requests[2]!.turn).toBe(2);
+    expect(gateway.executions.get('billing.lookup_invoice')).toBe(1);
+    expect(gateway.executions.get('billing.refund')).toBe(1);
+    const proposals = kernel.calls('POST', '/v1/leases/').filter((r) => r.path.endsWith('/actions')).map((r) => r.body);
+    expect(proposals).toHaveLength(2);
+    expect(proposals[0]).toEqual(proposals[1]);
+    // Usage of the parked lease (never reported) is reported by the lease that completes.
+    expect(kernel.calls('POST', `/v1/leases/${second.lease_id}/complete`)[0]!.body).toEqual({ output: { refunded: true }, usage: { tokens: 100, usd: 0.02 } });
+  });
+
+  it('usage already reported by a failed lease is not reported again after the retry', async () => {
+    const provider = new CountingMock();
+    const { kernel, gateway, run } = await setup({ provider });
+    let fails = 1;
+    gateway.define('billing.lookup_invoice', () => (fails-- > 0 ? { status: 502, body: { ok: false, error: { code: 'upstream_error', message: 'x', details: {} } } } : { rows: [] }));
+    const ctx = { prompts: { triage: 'go' }, mock: { triage: { tool_calls: [{ tool: 'billing.lookup_invoice', args: {} }], output: { ok: 1 }, usage: { tokens: 10, usd: 0 } } } };
+    const first = makeLease({ step: 'triage', step_def: triage }, ctx);
+    await run(first);
+    expect(kernel.calls('POST', `/v1/leases/${first.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'upstream_error' }, deterministic: false, usage: { tokens: 10, usd: 0 } });
+    const second = makeLease({ step: 'triage', step_def: triage }, { ...ctx, prior_events: kernel.eventsOf(first.run_id) });
+    await run(second);
+    expect(provider.requests).toHaveLength(2); // turn 0 replayed, only turn 1 asked
+    expect(kernel.calls('POST', `/v1/leases/${second.lease_id}/complete`)[0]!.body.usage).toEqual({ tokens: 0, usd: 0 });
+  });
+
+  it('after a quarantine the step starts afresh with new idempotency keys', async () => {
+    const provider = new CountingMock();
+    const { kernel, gateway, run } = await setup({ provider });
+    gateway.define('billing.lookup_invoice', () => ({ rows: [] }));
+    const ctx = { prompts: { triage: 'go' }, mock: { triage: { tool_calls: [{ tool: 'billing.lookup_invoice', args: {} }], output: { ok: 1 } } } };
+    const first = makeLease({ step: 'triage', step_def: triage }, ctx);
+    await run(first);
+    kernel.append(first.run_id, 'step.quarantined', { step: 'triage', attempt: 1, reason: 'deterministic' });
+    const second = makeLease({ step: 'triage', step_def: triage }, { ...ctx, prior_events: kernel.eventsOf(first.run_id) });
+    await run(second);
+    expect(provider.requests).toHaveLength(4);
+    const keys = gateway.toolCalls('billing.lookup_invoice').map((c) => c.body.idempotency_key);
+    expect(keys).toEqual([key(first.run_id, 'triage', 1), key(first.run_id, 'triage', 1, 'r1')]);
+  });
+});
+
+describe('pacing (D §4 pacing: max_concurrent, min_interval_ms per worker)', () => {
+  it('max_concurrent 1 runs one tool step at a time even with --concurrency 3', async () => {
+    const { kernel, gateway, run } = await setup({ concurrency: 3 });
+    let now = 0;
+    let peak = 0;
+    gateway.define('billing.slow', () => {
+      now += 1;
+      peak = Math.max(peak, now);
+      return new Promise((r) => setTimeout(() => { now -= 1; r({ ok: true }); }, 150));
+    });
+    const leases = [1, 2, 3].map((i) => makeLease({ step: `s${i}`, step_def: { id: `s${i}`, kind: 'tool', tool: 'billing.slow', args: {} } }, { pacing: { tool: { max_concurrent: 1 } } }));
+    await Promise.all(leases.map((l) => run(l)));
+    expect(peak).toBe(1);
+    expect(kernel.calls('POST', '/v1/leases/').filter((r) => r.path.endsWith('/complete'))).toHaveLength(3);
+  });
+
+  it('without pacing, --concurrency 3 runs three at once', async () => {
+    const { gateway, run } = await setup({ concurrency: 3 });
+    let now = 0;
+    let peak = 0;
+    // A barrier: each call waits until all three are in flight (or 3 s pass, if they never are).
+    const waiting: Array<() => void> = [];
+    gateway.define('billing.slow', () => {
+      now += 1;
+      peak = Math.max(peak, now);
+      return new Promise((r) => {
+        const done = () => r({ ok: true });
+        waiting.push(done);
+        if (now === 3) waiting.splice(0).forEach((f) => f());
+        else setTimeout(done, 3000);
+      });
+    });
+    const leases = [1, 2, 3].map((i) => makeLease({ step: `s${i}`, step_def: { id: `s${i}`, kind: 'tool', tool: 'billing.slow', args: {} } }));
+    await Promise.all(leases.map((l) => run(l)));
+    expect(peak).toBe(3);
+  });
+
+  it('min_interval_ms spaces the starts of steps of one kind', async () => {
+    const { gateway, run, events } = await setup({ concurrency: 3 });
+    gateway.define('billing.fast', () => ({ ok: true }));
+    const leases = [1, 2, 3].map((i) => makeLease({ step: `f${i}`, step_def: { id: `f${i}`, kind: 'tool', tool: 'billing.fast', args: {} } }, { pacing: { tool: { min_interval_ms: 200 } } }));
+    const t0 = Date.now();
+    await Promise.all(leases.map((l) => run(l)));
+    const starts = events.filter((e) => e.name === 'step:start').map((e) => e.at).sort((a, b) => a - b);
+    expect(starts).toHaveLength(3);
+    expect(starts[1]! - starts[0]!).toBeGreaterThanOrEqual(195);
+    expect(starts[2]! - starts[1]!).toBeGreaterThanOrEqual(195);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(400);
+  });
+});
+
+describe('polling (I 4.1 POST /leases)', () => {
+  it('asks only for the kinds it serves and reports an unreachable kernel as poll:error', async () => {
+    const { kernel, events } = await setup({ kinds: ['tool', 'compensation'] });
+    await until(() => kernel.calls('POST', '/v1/leases').length > 0);
+    expect(kernel.calls('POST', '/v1/leases')[0]!.body.kinds).toEqual(['tool', 'compensation']);
+    const w = new Worker({ kernelUrl: 'http://127.0.0.1:1', gatewayUrl: 'http://127.0.0.1:1', provider: new MockProvider(), pollBackoffMs: { initial: 20, max: 40 } });
+    const errors: string[] = [];
+    w.on('poll:error', (e) => errors.push(e.error));
+    w.start();
+    await until(() => errors.length >= 2);
+    await w.stop({ graceMs: 0 });
+    expect(errors[0]).toContain('cannot reach');
+    expect(events.filter((e) => e.name === 'poll:error')).toEqual([]);
+  });
+});
