@@ -19,6 +19,8 @@ export interface KernelFileConfig {
   synchronous?: SqliteSynchronous;
   /** Allowed clock skew for remit validity, seconds. (Default: 0) */
   clock_skew_seconds?: number;
+  /** Gateway address for tool descriptors when the gateway runs in another process; SVC_GATEWAY_URL wins. */
+  gateway_url?: string;
 }
 
 export interface SvcdFileConfig {

@@ -57,7 +57,7 @@ async function serve(flags: Flags): Promise<void> {
     token,
     logger,
     gateway: gatewayConfig ? { config: gatewayConfig, listen: flags.gatewayListen } : false,
-    gatewayUrl: process.env.SVC_GATEWAY_URL || ((k as { gateway_url?: string }).gateway_url ?? null),
+    gatewayUrl: process.env.SVC_GATEWAY_URL || (k.gateway_url ?? null),
     kernel: flags.kernel
       ? {
           listen: flags.kernelListen ?? k.listen ?? '127.0.0.1:7401',
