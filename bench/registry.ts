@@ -1,7 +1,8 @@
 /** Every benchmark `npm run bench` knows, in the order they run. */
 import type { Benchmark } from './lib/harness.js';
+import { gatewayBenchmark } from './gateway.js';
 import { kernelBenchmark } from './kernel.js';
 import { policyBenchmark } from './policy.js';
 import { remitBenchmark } from './remit.js';
 
-export const BENCHMARKS: Benchmark[] = [remitBenchmark, policyBenchmark, kernelBenchmark];
+export const BENCHMARKS: Benchmark[] = [remitBenchmark, policyBenchmark, gatewayBenchmark, kernelBenchmark];

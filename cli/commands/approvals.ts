@@ -107,6 +107,11 @@ export function registerApprovals(program: Command): void {
           throw usageError('the inbox needs a terminal; use "svc approvals list", "approve ID" or "reject ID --reason R"');
         }
         const g = globals(cmd);
+        // Ink decides at import time whether it runs "in CI" (CI or CONTINUOUS_INTEGRATION set)
+        // and then draws only the last frame on exit. The inbox runs only on a terminal, where
+        // a person is looking at it, so it always wants live frames.
+        delete process.env.CI;
+        delete process.env.CONTINUOUS_INTEGRATION;
         const { openInbox } = await import('../tui/open-inbox.js');
         await openInbox({ kernelUrl: g.kernelUrl, token: g.token, actor });
       }),
