@@ -13,6 +13,17 @@ export interface RunResult {
   changes: number;
 }
 
+/** How a transaction's commit is made durable. */
+export interface TxOptions {
+  /**
+   * False: the commit survives a crash of the process at once, and a power loss once the
+   * next durable commit or the periodic sync (within 100 ms) has run — PostgreSQL's
+   * `synchronous_commit = off`. For writes whose loss on power failure is harmless (audit
+   * notes, idempotency entries of read-only tools). (Default: true)
+   */
+  durable?: boolean;
+}
+
 export interface SqlDb {
   readonly dialect: 'sqlite' | 'postgres';
   /** First row, or undefined. */
@@ -26,7 +37,7 @@ export interface SqlDb {
    * at all. Calls on the handle passed to `fn` are inside the transaction; a nested `tx` on
    * that handle joins it.
    */
-  tx<T>(fn: (db: SqlDb) => Promise<T>): Promise<T>;
+  tx<T>(fn: (db: SqlDb) => Promise<T>, opts?: TxOptions): Promise<T>;
   close(): Promise<void>;
 }
 

@@ -3,12 +3,19 @@
  * synchronous, so a transaction spanning `await`s would interleave with other callers on
  * the same connection; an async mutex therefore serializes transactions (and plain calls
  * wait for the running transaction), which matches SQLite's single-writer model anyway.
+ *
+ * Group commit: with `synchronous` FULL (the default) a commit would fsync the WAL, about
+ * 0.3 ms on these disks and blocking the event loop. Instead each transaction commits with
+ * NORMAL (no fsync) and its caller then waits for a sync barrier: one small FULL commit whose
+ * fsync covers every WAL frame written before it. Callers that committed meanwhile share the
+ * barrier, so N concurrent transactions cost one fsync, and nothing is acknowledged before
+ * it is as durable as FULL would have made it.
  */
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { AsyncMutex } from './async-mutex.js';
-import type { Migration, RunResult, SqlDb, SqlValue } from './sql-db.js';
+import type { Migration, RunResult, SqlDb, SqlValue, TxOptions } from './sql-db.js';
 
 export type SqliteSynchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
 
@@ -57,7 +64,7 @@ class SqliteHandle implements SqlDb {
   async exec(sql: string): Promise<void> {
     this.db.exec(sql);
   }
-  async tx<T>(fn: (db: SqlDb) => Promise<T>): Promise<T> {
+  async tx<T>(fn: (db: SqlDb) => Promise<T>, _opts?: TxOptions): Promise<T> {
     return fn(this); // already inside the transaction
   }
   async close(): Promise<void> {
@@ -69,17 +76,30 @@ class SqliteHandle implements SqlDb {
 export class SqliteDb implements SqlDb {
   readonly dialect = 'sqlite' as const;
   readonly raw: Db;
+  /** The durability asked for (PRAGMA synchronous), which group commit provides. */
+  readonly synchronous: SqliteSynchronous;
   private readonly mutex = new AsyncMutex();
   private readonly handle: SqliteHandle;
+  private readonly syncLevel: 'FULL' | 'EXTRA' | null;
   private closed = false;
+  /** Commits not yet covered by an fsync. */
+  private unsynced = false;
+  /** The next barrier, while it has not started: later committers join it. */
+  private nextBarrier: Promise<void> | null = null;
+  private lazyTimer: NodeJS.Timeout | null = null;
 
   constructor(opts: SqliteDbOptions) {
     if (opts.path !== ':memory:') mkdirSync(dirname(opts.path), { recursive: true });
     this.raw = new Database(opts.path);
     this.raw.pragma('journal_mode = WAL');
-    this.raw.pragma(`synchronous = ${opts.synchronous ?? 'FULL'}`);
+    const level = opts.synchronous ?? 'FULL';
+    this.synchronous = level;
+    // Group commit applies when every commit must reach the disk (FULL, EXTRA) on a file.
+    this.syncLevel = (level === 'FULL' || level === 'EXTRA') && opts.path !== ':memory:' ? level : null;
+    this.raw.pragma(`synchronous = ${this.syncLevel ? 'NORMAL' : level}`);
     this.raw.pragma('foreign_keys = ON');
     this.raw.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
+    if (this.syncLevel) this.raw.exec('CREATE TABLE IF NOT EXISTS svc_sync_barrier (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL); INSERT OR IGNORE INTO svc_sync_barrier VALUES (1, 0);');
     this.handle = new SqliteHandle(this.raw, new Map());
   }
 
@@ -89,29 +109,78 @@ export class SqliteDb implements SqlDb {
   all<T>(sql: string, params?: readonly SqlValue[]): Promise<T[]> {
     return this.mutex.run(() => this.handle.all<T>(sql, params));
   }
+  /** A single statement in its own durable transaction. */
   run(sql: string, params?: readonly SqlValue[]): Promise<RunResult> {
-    return this.mutex.run(() => this.handle.run(sql, params));
+    return this.tx((h) => h.run(sql, params));
   }
   exec(sql: string): Promise<void> {
-    return this.mutex.run(() => this.handle.exec(sql));
+    return this.tx((h) => h.exec(sql));
   }
 
-  tx<T>(fn: (db: SqlDb) => Promise<T>): Promise<T> {
-    return this.mutex.run(async () => {
+  async tx<T>(fn: (db: SqlDb) => Promise<T>, opts: TxOptions = {}): Promise<T> {
+    const result = await this.mutex.run(async () => {
       this.raw.exec('BEGIN IMMEDIATE');
       try {
-        const result = await fn(this.handle);
+        const r = await fn(this.handle);
         this.raw.exec('COMMIT');
-        return result;
+        if (this.syncLevel) this.unsynced = true;
+        return r;
       } catch (err) {
         if (this.raw.inTransaction) this.raw.exec('ROLLBACK');
         throw err;
       }
     });
+    if (this.syncLevel) {
+      if (opts.durable === false) this.syncSoon();
+      else await this.sync();
+    }
+    return result;
+  }
+
+  /** fsync'd barrier commits so far (tests and metrics). */
+  barriers(): number {
+    return this.syncLevel ? (this.raw.prepare('SELECT n FROM svc_sync_barrier WHERE id = 1').pluck().get() as number) : 0;
+  }
+
+  /** Resolves once every commit made before the call is on disk. */
+  sync(): Promise<void> {
+    if (!this.syncLevel) return Promise.resolve();
+    this.nextBarrier ??= new Promise<void>((resolve, reject) => {
+      // setImmediate: let transactions already queued commit first and share this fsync.
+      setImmediate(() => {
+        this.mutex
+          .run(() => {
+            this.nextBarrier = null; // committers from here on need the next barrier
+            if (!this.unsynced || this.closed) return;
+            this.unsynced = false;
+            this.raw.pragma(`synchronous = ${this.syncLevel}`);
+            try {
+              this.raw.prepare('UPDATE svc_sync_barrier SET n = n + 1 WHERE id = 1').run();
+            } finally {
+              this.raw.pragma('synchronous = NORMAL');
+            }
+          })
+          .then(resolve, reject);
+      });
+    });
+    return this.nextBarrier;
+  }
+
+  /** A non-durable commit reaches the disk within 100 ms even if nothing else commits. */
+  private syncSoon(): void {
+    if (this.lazyTimer) return;
+    this.lazyTimer = setTimeout(() => {
+      this.lazyTimer = null;
+      void this.sync().catch(() => undefined);
+    }, 100);
+    this.lazyTimer.unref();
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
+    if (this.lazyTimer) clearTimeout(this.lazyTimer);
+    this.lazyTimer = null;
+    await this.sync();
     this.closed = true;
     await this.mutex.run(() => this.raw.close());
   }

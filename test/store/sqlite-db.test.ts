@@ -18,14 +18,50 @@ const file = () => join(dir, `db-${n++}.sqlite`);
 describeSqlDbContract('SqliteDb (file-backed)', async () => new SqliteDb({ path: file() }));
 
 describe('SqliteDb specifics (D §11)', () => {
-  it('uses WAL and synchronous FULL by default; synchronous is configurable', async () => {
+  it('uses WAL and synchronous FULL by default, through group commit; synchronous is configurable', async () => {
     const db = new SqliteDb({ path: file() });
     expect(db.raw.pragma('journal_mode', { simple: true })).toBe('wal');
-    expect(db.raw.pragma('synchronous', { simple: true })).toBe(2); // FULL
+    expect(db.synchronous).toBe('FULL');
+    // Commits run with NORMAL; FULL durability comes from the fsync'd barrier commit.
+    expect(db.raw.pragma('synchronous', { simple: true })).toBe(1);
     await db.close();
     const normal = new SqliteDb({ path: file(), synchronous: 'NORMAL' });
+    expect(normal.synchronous).toBe('NORMAL');
     expect(normal.raw.pragma('synchronous', { simple: true })).toBe(1);
+    expect(normal.barriers()).toBe(0);
     await normal.close();
+  });
+
+  it('acknowledges a durable commit only after an fsync barrier that follows it (group commit)', async () => {
+    const db = new SqliteDb({ path: file() });
+    await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');
+    const before = db.barriers();
+    await db.tx(async (tx) => void (await tx.run('INSERT INTO t (id) VALUES (1)')));
+    expect(db.barriers()).toBe(before + 1);
+    await db.close();
+  });
+
+  it('lets concurrent transactions share one fsync', async () => {
+    const db = new SqliteDb({ path: file() });
+    await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');
+    const before = db.barriers();
+    await Promise.all(Array.from({ length: 20 }, (_, i) => db.tx(async (tx) => void (await tx.run('INSERT INTO t (id) VALUES (?)', [i])))));
+    const used = db.barriers() - before;
+    expect(used).toBeGreaterThanOrEqual(1);
+    expect(used).toBeLessThan(5);
+    expect((await db.all('SELECT id FROM t')).length).toBe(20);
+    await db.close();
+  });
+
+  it('returns a non-durable commit at once and syncs it within 100 ms', async () => {
+    const db = new SqliteDb({ path: file() });
+    await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');
+    const before = db.barriers();
+    await db.tx(async (tx) => void (await tx.run('INSERT INTO t (id) VALUES (1)')), { durable: false });
+    expect(db.barriers()).toBe(before);
+    await new Promise((r) => setTimeout(r, 250));
+    expect(db.barriers()).toBe(before + 1);
+    await db.close();
   });
 
   it('keeps committed data across a reopen', async () => {
