@@ -1,16 +1,18 @@
 /**
- * A kernel under test for benchmarks: the real svcd factory on port 0 with a temp data dir,
- * a trusted bench publisher, a one-step bundle, and helpers to mint remits and run cycles
- * over HTTP exactly as a worker would.
+ * A kernel under test for benchmarks: the built svcd as its own process (as in production,
+ * and as the queue baselines' servers are) on port 0 with a temp data dir, a trusted bench
+ * publisher, a one-step bundle, and helpers to mint remits and run cycles over HTTP exactly
+ * as a worker would.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startSvcd, type RunningSvcd } from '../../daemon/server.js';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { packageRoot } from '../../src/version.js';
 import { canonicalJson } from '../../src/encoding/canonical-json.js';
 import { encodeBase64url } from '../../src/encoding/base64url.js';
 import { generateKeyPair, signBytes } from '../../src/keys/ed25519.js';
-import { silentLogger } from '../../src/log/logger.js';
 import type { SqliteSynchronous } from '../../src/store/sqlite-db.js';
 import { httpJson } from './http.js';
 
@@ -31,7 +33,7 @@ export const BENCH_BUNDLE = {
 export interface KernelFixture {
   url: string;
   bundleId: string;
-  daemon: RunningSvcd;
+  child: ChildProcess;
   post(path: string, body: unknown): Promise<{ status: number; body: any }>;
   mintRemit(): Promise<string>;
   close(): Promise<void>;
@@ -41,12 +43,18 @@ export async function startKernelFixture(synchronous: SqliteSynchronous = 'FULL'
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-kernel-'));
   const pub = generateKeyPair();
   const keyId = 'bench-publisher';
-  const daemon = await startSvcd({
-    logger: silentLogger,
-    token: null,
-    kernel: { dataDir, listen: '127.0.0.1:0', synchronous, publishers: [`${keyId}:${encodeBase64url(pub.publicKey)}`] },
-  } as Parameters<typeof startSvcd>[0]);
-  const url = `${daemon.kernelUrl}/v1`;
+  const config = join(dataDir, 'svcd.yaml');
+  writeFileSync(config, `kernel:\n  synchronous: ${synchronous}\n`);
+  const child = spawn(
+    process.execPath,
+    [join(packageRoot(), 'dist/daemon/main.js'), '--config', config, '--data-dir', dataDir, '--kernel-listen', '127.0.0.1:0', '--no-gateway', '--publisher', `${keyId}:${encodeBase64url(pub.publicKey)}`],
+    { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, SVC_LOG_LEVEL: 'warn' } },
+  );
+  const line = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).once('line', resolve);
+    child.once('exit', (code) => reject(new Error(`svcd exited ${code} before starting`)));
+  });
+  const url = `${JSON.parse(line).kernel as string}/v1`;
   const post = (path: string, body: unknown) => httpJson('POST', url + path, body);
   const signature = encodeBase64url(signBytes(pub.seed, Buffer.from(canonicalJson(BENCH_BUNDLE))));
   const b = await post('/bundles', { bundle: BENCH_BUNDLE, signature: { key_id: keyId, signature } });
@@ -55,7 +63,7 @@ export async function startKernelFixture(synchronous: SqliteSynchronous = 'FULL'
   return {
     url,
     bundleId: b.body.bundle_id,
-    daemon,
+    child,
     post,
     async mintRemit() {
       const r = await post('/remits', { tools: ['test.*'], scopes: ['test:*'], grants: [], spend: { tokens: 1_000_000, usd: 1000 }, autonomy: 'autonomous', ttl_seconds: 3600, policy_set: [], requested_by });
@@ -63,7 +71,9 @@ export async function startKernelFixture(synchronous: SqliteSynchronous = 'FULL'
       return r.body.remit_id as string;
     },
     async close() {
-      await daemon.close();
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
       rmSync(dataDir, { recursive: true, force: true });
     },
   };

@@ -4,6 +4,8 @@
  * loopback-only operation when no token is configured (interface 5.1, decisions §10).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { SvcError, isSvcError } from '../../src/errors.js';
 import type { Logger } from '../../src/log/logger.js';
@@ -30,8 +32,10 @@ function digest(s: string): Buffer {
 
 /** Constant-time bearer check: both sides hashed first so lengths never leak either. */
 export function bearerMatches(header: string | undefined, token: string): boolean {
-  if (!header || !header.startsWith('Bearer ')) return false;
-  return timingSafeEqual(digest(header.slice(7)), digest(token));
+  // The scheme name is case-insensitive (RFC 9110 §11.1).
+  const m = header === undefined ? null : /^bearer +(.*)$/is.exec(header);
+  if (!m) return false;
+  return timingSafeEqual(digest(m[1]!), digest(token));
 }
 
 /** Maps anything thrown inside fastify to an SvcError. */
@@ -73,8 +77,41 @@ export interface CommonOptions {
   logger: Logger;
 }
 
+/** The renderer installCommon registered for each listener (read by renderFrameworkError). */
+const renderers = new WeakMap<object, ErrorRenderer>();
+
+/**
+ * fastify's `frameworkErrors`: errors the router raises before routing (a URL that does not
+ * decode, a path parameter over maxParamLength). Both are a 400 request_invalid in the
+ * listener's own envelope, never fastify's default body.
+ */
+export function renderFrameworkError(err: FastifyError, req: FastifyRequest, reply: FastifyReply): void {
+  const render = renderers.get(req.server) ?? renderKernelError;
+  const message = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is too long' : 'the request URL is not valid (bad percent-encoding)';
+  void reply.status(400).send(render(new SvcError('request_invalid', message, { path: '/url' })));
+}
+
+/**
+ * fastify's `clientErrorHandler` (`this` is the instance): a request Node's parser refuses
+ * (headers over the size limit, a malformed request line, a client timeout) is answered in the
+ * listener's envelope too, then the connection is closed.
+ */
+export function renderClientError(this: FastifyInstance, err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed || !socket.writable) return;
+  const render = renderers.get(this) ?? renderKernelError;
+  let svc: SvcError;
+  if (err.code === 'HPE_HEADER_OVERFLOW') svc = new SvcError('request_invalid', 'request headers are too large', { path: '/headers' }, 431);
+  else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') svc = new SvcError('request_invalid', 'the request was not received in time', { path: '' }, 408);
+  else svc = new SvcError('request_invalid', 'the request is not valid HTTP', { path: '' });
+  const body = JSON.stringify(render(svc));
+  socket.end(
+    `HTTP/1.1 ${svc.status} ${STATUS_CODES[svc.status] ?? 'Error'}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
 /** Installs parsing, errors, not-found and auth on a fastify instance. */
 export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
+  renderers.set(app, opts.render);
   // One JSON parser for every content type: an empty body is "no body", bad JSON is a 400.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
@@ -97,7 +134,16 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
     void reply.status(404).send(opts.render(svc));
   });
 
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+
   app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
+    if (closing) {
+      const svc = new SvcError('unavailable', 'the service is shutting down', {});
+      return reply.status(503).header('Connection', 'close').send(opts.render(svc));
+    }
     if (opts.token !== null) {
       if (!bearerMatches(req.headers.authorization, opts.token)) {
         const svc = new SvcError('unauthorized', 'missing or wrong bearer token', {});

@@ -1,5 +1,6 @@
 /** fastify construction options shared by the kernel and gateway listeners. */
 import type { FastifyServerOptions } from 'fastify';
+import { renderClientError, renderFrameworkError } from './common.js';
 
 export const ONE_MIB = 1024 * 1024;
 
@@ -7,8 +8,16 @@ export function fastifyOptions(bodyLimit = ONE_MIB): FastifyServerOptions {
   return {
     logger: false, // svc's own structured logger writes to stderr (daemon/http/common.ts)
     bodyLimit,
-    return503OnClosing: true,
+    // Requests that arrive during a drain get a 503 in the listener's envelope from
+    // installCommon (fastify's own 503 body is not an envelope).
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
+    // A malformed URL (`/v1/runs/%ZZ`) or an over-long path parameter is answered by the
+    // router before any hook runs: render it as the listener's error envelope (decisions §10).
+    frameworkErrors: renderFrameworkError,
+    clientErrorHandler: renderClientError,
+    // Unknown ids of any plausible length are a 404 not_found from the route, not a router 400.
+    routerOptions: { maxParamLength: 1024 },
     ajv: {
       // Bodies are validated, never rewritten: wrong types are a 400, not a silent coercion.
       customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false },

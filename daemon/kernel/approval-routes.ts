@@ -8,11 +8,11 @@ import { APPROVAL_STATES, type ApprovalState, type DecideBody } from '../../src/
 import type { Kernel } from '../../src/kernel/kernel.js';
 import { intQuery } from '../http/common.js';
 import { ACTOR_SCHEMA, stringQuery } from './run-routes.js';
+import { knownApproval } from './known-ids.js';
 
 const decideBody = {
   type: 'object',
   required: ['decision', 'actor'],
-  additionalProperties: false,
   properties: {
     decision: { enum: ['approved', 'rejected'] },
     actor: ACTOR_SCHEMA,
@@ -43,7 +43,7 @@ export async function approvalRoutes(app: FastifyInstance, kernel: Kernel): Prom
 
   app.get<{ Params: { id: string } }>('/approvals/:id', async (req) => approvals.get(req.params.id));
 
-  app.post<{ Params: { id: string }; Body: DecideBody }>('/approvals/:id', { schema: { body: decideBody } }, async (req) => {
+  app.post<{ Params: { id: string }; Body: DecideBody }>('/approvals/:id', { preValidation: knownApproval(kernel), schema: { body: decideBody } }, async (req) => {
     const r = await approvals.decide(req.params.id, req.body);
     return { run_id: r.run_id, run_state: r.run_state, approval: r.approval };
   });

@@ -6,11 +6,11 @@ import type { FastifyInstance } from 'fastify';
 import { SvcError } from '../../src/errors.js';
 import type { Kernel } from '../../src/kernel/kernel.js';
 import { intQuery } from '../http/common.js';
+import { knownRun } from './known-ids.js';
 
 const postBody = {
   type: 'object',
   required: ['kind'],
-  additionalProperties: false,
   properties: {
     kind: { type: 'string', minLength: 1, maxLength: 64 },
     payload: { type: 'object' },
@@ -33,7 +33,7 @@ export async function eventRoutes(app: FastifyInstance, kernel: Kernel): Promise
 
   app.post<{ Params: { id: string }; Body: { kind: string; payload?: Record<string, unknown>; actor?: unknown } }>(
     '/runs/:id/events',
-    { schema: { body: postBody } },
+    { preValidation: knownRun(kernel), schema: { body: postBody } },
     async (req, reply) => {
       const lease = header(req.headers['x-svc-lease'], 'X-Svc-Lease');
       const remit = header(req.headers['x-svc-remit'], 'X-Svc-Remit');

@@ -4,18 +4,20 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Kernel } from '../../src/kernel/kernel.js';
+import { knownLease } from './known-ids.js';
 import { LEASE_KINDS, LEASE_TTL, MAX_WAIT_SECONDS, type CompleteBody, type FailBody, type LeaseRequest } from '../../src/kernel/leases.js';
 
 /** Spend of the step; other members (a model name, say) are ignored. */
 const usage = {
   type: 'object',
-  properties: { tokens: { type: 'integer', minimum: 0 }, usd: { type: 'number', minimum: 0 } },
+  // Bounded like a remit's spend: an unbounded usd (1e308) would sum to Infinity, which no
+  // event can carry (JCS has no Infinity).
+  properties: { tokens: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER }, usd: { type: 'number', minimum: 0, maximum: 1e12 } },
 } as const;
 
 const leaseBody = {
   type: 'object',
   required: ['worker_id', 'kinds'],
-  additionalProperties: false,
   properties: {
     worker_id: { type: 'string', minLength: 1, maxLength: 256 },
     kinds: { type: 'array', minItems: 1, maxItems: 4, items: { enum: LEASE_KINDS } },
@@ -26,14 +28,12 @@ const leaseBody = {
 
 const completeBody = {
   type: 'object',
-  additionalProperties: false,
   properties: { output: {}, usage },
 } as const;
 
 const failBody = {
   type: 'object',
   required: ['error'],
-  additionalProperties: false,
   properties: {
     error: {
       type: 'object',
@@ -48,7 +48,6 @@ const failBody = {
 const actionBody = {
   type: 'object',
   required: ['action'],
-  additionalProperties: false,
   properties: {
     action: {
       type: 'object',
@@ -60,6 +59,7 @@ const actionBody = {
 
 export async function leaseRoutes(app: FastifyInstance, kernel: Kernel): Promise<void> {
   const leases = kernel.runs.leases;
+  const preValidation = knownLease(kernel);
 
   // Long polls must not hold up a drain: wake them when the listener starts closing.
   app.addHook('preClose', async () => {
@@ -69,27 +69,41 @@ export async function leaseRoutes(app: FastifyInstance, kernel: Kernel): Promise
 
   app.post<{ Body: LeaseRequest }>('/leases', { schema: { body: leaseBody } }, async (req, reply) => {
     const gone = new AbortController();
+    let handed: string | null = null;
+    // A worker that dies while long-polling must not be handed a lease it can never see: when
+    // the response cannot be delivered (the client went away before it was flushed), the
+    // lease is released at once and the step is ready again with the same attempt.
+    const release = (leaseId: string) => {
+      leases.releaseUndelivered(leaseId).catch((err: unknown) => kernel.logger.warn('could not release an undelivered lease', { lease_id: leaseId, err: String(err) }));
+    };
     reply.raw.on('close', () => {
-      if (!reply.raw.writableFinished) gone.abort();
+      if (reply.raw.writableFinished) return;
+      gone.abort();
+      if (handed !== null) release(handed);
     });
     const lease = await leases.acquire(req.body, gone.signal);
     if (!lease) return reply.status(204).send();
+    if (gone.signal.aborted || reply.raw.destroyed) {
+      release(lease.lease_id);
+      return reply.status(204).send();
+    }
+    handed = lease.lease_id;
     return lease;
   });
 
   app.post<{ Params: { id: string } }>('/leases/:id/heartbeat', async (req) => leases.heartbeat(req.params.id));
 
-  app.post<{ Params: { id: string }; Body: CompleteBody }>('/leases/:id/complete', { schema: { body: completeBody } }, async (req) =>
+  app.post<{ Params: { id: string }; Body: CompleteBody }>('/leases/:id/complete', { preValidation, schema: { body: completeBody } }, async (req) =>
     leases.complete(req.params.id, req.body),
   );
 
   app.post<{ Params: { id: string }; Body: FailBody & { error: { code: string; message?: string } } }>(
     '/leases/:id/fail',
-    { schema: { body: failBody } },
+    { preValidation, schema: { body: failBody } },
     async (req) => leases.fail(req.params.id, { ...req.body, error: { code: req.body.error.code, message: req.body.error.message ?? '' } }),
   );
 
-  app.post<{ Params: { id: string }; Body: { action: Record<string, unknown> } }>('/leases/:id/actions', { schema: { body: actionBody } }, async (req) => {
+  app.post<{ Params: { id: string }; Body: { action: Record<string, unknown> } }>('/leases/:id/actions', { preValidation, schema: { body: actionBody } }, async (req) => {
     const r = await kernel.runs.actions.propose(req.params.id, req.body.action);
     return { action_id: r.action_id, decision: r.decision, rule: r.rule, approval_id: r.approval_id };
   });

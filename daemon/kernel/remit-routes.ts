@@ -5,6 +5,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Kernel } from '../../src/kernel/kernel.js';
+import { knownRemit } from './known-ids.js';
 
 export async function remitRoutes(app: FastifyInstance, kernel: Kernel): Promise<void> {
   app.post('/remits', async (req, reply) => {
@@ -12,7 +13,7 @@ export async function remitRoutes(app: FastifyInstance, kernel: Kernel): Promise
     return reply.status(201).send(created);
   });
 
-  app.post<{ Params: { id: string } }>('/remits/:id/derive', async (req, reply) => {
+  app.post<{ Params: { id: string } }>('/remits/:id/derive', { preValidation: knownRemit(kernel) }, async (req, reply) => {
     const created = await kernel.remits.derive(req.params.id, req.body);
     return reply.status(201).send(created);
   });

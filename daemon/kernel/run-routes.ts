@@ -8,11 +8,11 @@ import type { Kernel } from '../../src/kernel/kernel.js';
 import { RUN_STATES, type Actor, type CreateRunBody } from '../../src/kernel/run-engine.js';
 import type { RunState } from '../../src/types.js';
 import { intQuery } from '../http/common.js';
+import { knownRun } from './known-ids.js';
 
 const requester = {
   type: 'object',
   required: ['id', 'role', 'manager'],
-  additionalProperties: false,
   properties: { id: { type: 'string', minLength: 1 }, role: { type: 'string', minLength: 1 }, manager: { type: 'string', minLength: 1 } },
 } as const;
 
@@ -26,7 +26,6 @@ export const ACTOR_SCHEMA = {
 const createBody = {
   type: 'object',
   required: ['bundle_id', 'workflow', 'remit_id'],
-  additionalProperties: false,
   properties: {
     bundle_id: { type: 'string', minLength: 1, maxLength: 128 },
     workflow: { type: 'string', minLength: 1, maxLength: 128 },
@@ -42,13 +41,11 @@ const RECORDED_ACTOR = { anyOf: [{ type: 'object' }, { type: 'string', maxLength
 const abandonBody = {
   type: 'object',
   required: ['reason'],
-  additionalProperties: false,
   properties: { reason: { type: 'string', minLength: 1, maxLength: 4096 }, actor: RECORDED_ACTOR },
 } as const;
 
 const resumeBody = {
   type: ['object', 'null'],
-  additionalProperties: false,
   properties: { actor: RECORDED_ACTOR, reason: { type: 'string', maxLength: 4096 } },
 } as const;
 
@@ -70,6 +67,7 @@ export function stringQuery(value: unknown, name: string): string | undefined {
 
 export async function runRoutes(app: FastifyInstance, kernel: Kernel): Promise<void> {
   const runs = kernel.runs;
+  const preValidation = knownRun(kernel);
 
   app.post<{ Body: CreateRunBody }>('/runs', { schema: { body: createBody } }, async (req, reply) => {
     const created = await runs.create(req.body);
@@ -92,7 +90,7 @@ export async function runRoutes(app: FastifyInstance, kernel: Kernel): Promise<v
 
   app.post<{ Params: { id: string }; Body: { reason: string; actor?: Actor } }>(
     '/runs/:id/abandon',
-    { schema: { body: abandonBody } },
+    { preValidation, schema: { body: abandonBody } },
     async (req, reply) => {
       const r = await runs.abandon(req.params.id, req.body.reason, req.body.actor ?? null);
       return reply.status(202).send({ compensations_scheduled: r.compensations_scheduled, run_id: req.params.id, state: r.state });
@@ -101,7 +99,7 @@ export async function runRoutes(app: FastifyInstance, kernel: Kernel): Promise<v
 
   app.post<{ Params: { id: string }; Body: { actor?: Actor } | null }>(
     '/runs/:id/resume',
-    { schema: { body: resumeBody } },
+    { preValidation, schema: { body: resumeBody } },
     async (req) => runs.resume(req.params.id, req.body?.actor ?? null),
   );
 }

@@ -69,6 +69,12 @@ export interface LeaseExpiredPayload {
   attempt: number;
   /** The attempt the step will make next; null when attempts ran out (a step.quarantined follows). */
   next_attempt: number | null;
+  /**
+   * Absent (or `ttl`) when the ttl ran out. `undelivered` when the lease never reached its
+   * worker (the long poll's client went away first): the lease is released at once and the
+   * step is ready again with the same attempt (`next_attempt` = `attempt`).
+   */
+  reason?: 'ttl' | 'undelivered';
 }
 
 export interface ActionDecidedPayload {

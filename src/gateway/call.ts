@@ -86,14 +86,12 @@ export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise
 
   const runOfCall = (): string | null => req.run_id ?? payload?.run ?? null;
 
-  const emit = async (ev: GatewayEvent): Promise<void> => {
-    const runId = runOfCall();
-    if (!runId) return;
+  const emitTo = async (runId: string, ev: GatewayEvent, remitHeader: boolean): Promise<void> => {
     const safe: GatewayEvent = { ...ev, payload: d.redactor.redactValue(ev.payload) };
     let timer: NodeJS.Timeout | undefined;
     try {
       await Promise.race([
-        d.link().appendEvent(runId, safe, tokenGood ? token : undefined),
+        d.link().appendEvent(runId, safe, remitHeader ? token : undefined),
         new Promise((_, reject) => {
           timer = setTimeout(() => reject(new Error(`no answer within ${d.eventTimeoutMs} ms`)), d.eventTimeoutMs);
         }),
@@ -104,6 +102,10 @@ export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise
       clearTimeout(timer);
     }
   };
+  const emit = async (ev: GatewayEvent): Promise<void> => {
+    const runId = runOfCall();
+    if (runId) await emitTo(runId, ev, tokenGood);
+  };
 
   const finish = (res: CallResponse, outcome: string): CallResponse => {
     d.metrics.calls.inc({ tool: toolLabel, outcome });
@@ -111,13 +113,17 @@ export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise
     return { ...res, body: d.redactor.redactValue(res.body) };
   };
 
-  const refuse = async (reason: RefusalReason, detail: string): Promise<CallResponse> => {
+  /** `boundRun`: the run a verified token is bound to when it is not the call's (remit_run_mismatch). */
+  const refuse = async (reason: RefusalReason, detail: string, boundRun?: string): Promise<CallResponse> => {
     d.metrics.refusals.inc({ reason });
-    await emit({
+    const ev: GatewayEvent = {
       kind: 'tool.refused',
-      payload: { tool: req.tool, reason, detail, step: req.step ?? null, lease_id: req.lease_id ?? null },
+      payload: { tool: req.tool, reason, detail, step: req.step ?? null, lease_id: req.lease_id ?? null, run_id: req.run_id ?? null },
       actor: GATEWAY_ACTOR,
-    });
+    };
+    // Interface 5.3: the refusal is recorded on the call's run and, for a token bound to
+    // another run, on that run too (its owner learns that its remit was presented elsewhere).
+    await Promise.all([emit(ev), boundRun !== undefined && boundRun !== runOfCall() ? emitTo(boundRun, ev, true) : Promise.resolve()]);
     return finish({ status: 403, body: { ok: false, refusal: { reason, detail } } }, 'refused');
   };
 
@@ -133,8 +139,12 @@ export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise
   const check = (call: RemitCallCheck) => verifyRemit(token, keys, now, call, { skewSeconds: d.skewSeconds });
   const v = check({ run_id: req.run_id ?? null });
   if (!v.ok) {
-    // Bound to another run: the token checks out, but not for this run; no remit header.
-    if (v.reason === 'remit_run_mismatch') payload = null;
+    // Bound to another run: the token checks out, but not for this run; no remit header there.
+    if (v.reason === 'remit_run_mismatch') {
+      payload = null;
+      const bound = check({});
+      return refuse(v.reason, v.detail, bound.ok ? bound.payload.run : undefined);
+    }
     return refuse(v.reason, v.detail);
   }
   payload = v.payload;

@@ -120,6 +120,9 @@ export class Gateway {
         }),
       );
       gw.metrics.circuitOpen.set({ connector: c.name }, 0);
+      // Interface 4.2 metrics exist from the start: one zero sample per tool, so a scrape before
+      // the first call already shows svc_gateway_calls_total.
+      for (const t of c.tools()) gw.metrics.calls.inc({ tool: t.descriptor.id, outcome: 'ok' }, 0);
     }
     try {
       gw.storeValue = await IdempotencyStore.open(config.data_dir, gw.clock);

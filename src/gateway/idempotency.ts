@@ -90,7 +90,12 @@ export class IdempotencyStore {
     await this.purgeExpired();
   }
 
-  /** Claims (tool, key) for a call with `argsHash`, or says why it cannot run. */
+  /**
+   * Claims (tool, key) for a call with `argsHash`, or says why it cannot run. A write's claim
+   * is on disk before the upstream call (group commit): after a power loss it is found
+   * pending and becomes `unknown`, never a second execution. A read's claim need not be: a
+   * read that runs twice changes nothing.
+   */
   async claim(tool: string, key: string, argsHash: string, writes: boolean): Promise<ClaimResult> {
     const now = this.clock.now();
     return this.db.tx(async (t) => {
@@ -107,21 +112,30 @@ export class IdempotencyStore {
         [tool, key, argsHash, writes ? 1 : 0, new Date(now).toISOString(), now + IDEMPOTENCY_TTL_MS],
       );
       return { kind: 'claimed' } as const;
-    });
+    }, { durable: writes });
   }
 
-  /** Stores the outcome of a claimed call; it replays for 30 days from now. */
+  /**
+   * Stores the outcome of a claimed call; it replays for 30 days from now. Not waited on for
+   * the disk: if a power loss takes it, the durable claim of a write is still pending and
+   * becomes `unknown` (409, never a second execution), and a read simply runs again.
+   */
   async complete(tool: string, key: string, status: number, body: unknown): Promise<void> {
     const now = this.clock.now();
-    await this.db.run(
-      "UPDATE gateway_idempotency SET state = 'done', status = ?, body = ?, stored_at = ?, expires_at = ? WHERE tool = ? AND idem_key = ? AND state = 'pending'",
-      [status, JSON.stringify(body), new Date(now).toISOString(), now + IDEMPOTENCY_TTL_MS, tool, key],
+    await this.db.tx(
+      (t) =>
+        t.run(
+          "UPDATE gateway_idempotency SET state = 'done', status = ?, body = ?, stored_at = ?, expires_at = ? WHERE tool = ? AND idem_key = ? AND state = 'pending'",
+          [status, JSON.stringify(body), new Date(now).toISOString(), now + IDEMPOTENCY_TTL_MS, tool, key],
+        ),
+      { durable: false },
     );
   }
 
   /** Drops a claim whose call did not happen or failed upstream, so a retry can run. */
   async release(tool: string, key: string): Promise<void> {
-    await this.db.run("DELETE FROM gateway_idempotency WHERE tool = ? AND idem_key = ? AND state = 'pending'", [tool, key]);
+    // Lost on a power failure, a write's claim stays and turns `unknown`: the safe side.
+    await this.db.tx((t) => t.run("DELETE FROM gateway_idempotency WHERE tool = ? AND idem_key = ? AND state = 'pending'", [tool, key]), { durable: false });
   }
 
   /** Deletes expired entries; returns how many. */

@@ -393,6 +393,29 @@ export class LeaseService {
     return expired;
   }
 
+  /**
+   * A lease handed out by a long poll whose client was gone before the response reached it
+   * (the worker died while waiting): released at once, and the step is ready again with the
+   * same attempt, so it neither waits out the ttl nor spends an attempt. Recorded as
+   * `lease.expired` with `reason: "undelivered"`; not counted in svc_leases_expired_total.
+   * Returns false when the lease was no longer active.
+   */
+  async releaseUndelivered(leaseId: string): Promise<boolean> {
+    const lease = normalizeLease(await this.k.db.get<LeaseRow>('SELECT * FROM leases WHERE lease_id = ?', [leaseId]));
+    if (!lease || lease.status !== 'active') return false;
+    return this.e.mutate(lease.run_id, async (w) => {
+      const cur = normalizeLease(await w.tx.get<LeaseRow>('SELECT * FROM leases WHERE lease_id = ?', [leaseId]));
+      if (!cur || cur.status !== 'active') return false;
+      await this.endLease(w, leaseId, 'released');
+      const s = w.model.steps[lease.step];
+      if (!s || s.lease_id !== leaseId) return true;
+      const attempt = lease.kind === 'compensation' ? s.compensation_attempt : s.attempt;
+      const p: LeaseExpiredPayload = { lease_id: leaseId, step: lease.step, kind: lease.kind as LeaseKind, attempt, next_attempt: attempt, reason: 'undelivered' };
+      await w.append({ kind: 'lease.expired', payload: p as never, actor: KERNEL_ACTOR });
+      return true;
+    });
+  }
+
   // ------------------------------------------------------------------ event sequences
 
   private async scheduleRetry(w: RunWriter, step: string, kind: LeaseKind, attempt: number, delayMs: number): Promise<void> {

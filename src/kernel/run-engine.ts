@@ -8,7 +8,7 @@ import { isoTime } from '../clock.js';
 import { canonicalJson } from '../encoding/canonical-json.js';
 import { SvcError, notFound } from '../errors.js';
 import { eventHash, signHead } from '../events/event-hash.js';
-import { isExternalKind } from '../events/kinds.js';
+import { ALL_EVENT_KINDS, isExternalKind } from '../events/kinds.js';
 import type { RunAbandonRequestedPayload, RunCreatedPayload, RunResumedPayload } from '../events/payloads.js';
 import { newId } from '../ids.js';
 import { globalRedactor } from '../log/logger.js';
@@ -86,6 +86,11 @@ export class RunEngine {
     this.stopping = false;
     const rows = await this.k.db.all<{ state: string; n: number }>('SELECT state, COUNT(*) AS n FROM runs GROUP BY state');
     for (const s of RUN_STATES) this.k.metrics.runs.set({ state: s }, Number(rows.find((r) => r.state === s)?.n ?? 0));
+    // Every series of interface 4.1 is exposed from the start, at 0 (a scrape before the first
+    // run still shows svc_events_total and svc_usage_usd_total samples).
+    for (const kind of ALL_EVENT_KINDS) this.k.metrics.events.inc({ kind }, 0);
+    const departments = await this.k.db.all<{ department: string }>('SELECT DISTINCT department FROM runs');
+    for (const d of departments) this.k.metrics.usageUsd.inc({ department: d.department }, 0);
     await this.approvals.refreshGauge();
     this.sweeper.start();
   }
@@ -230,6 +235,7 @@ export class RunEngine {
       return { writer: w };
     });
     this.afterCommit(null, writer.model, [ev, ...writer.appended]);
+    this.k.metrics.usageUsd.inc({ department: model.department }, 0); // the series exists from the run's start
     return { run_id: runId, state: writer.model.state };
   }
 

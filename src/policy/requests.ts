@@ -21,7 +21,6 @@ const source = { type: 'string', maxLength: MAX_POLICY_SOURCE };
 /** JSON Schema of the POST /v1/policies body. */
 export const POLICY_POST_SCHEMA = {
   type: 'object',
-  additionalProperties: false,
   required: ['name', 'version', 'source'],
   properties: { name, version, source },
 } as const;
@@ -29,11 +28,10 @@ export const POLICY_POST_SCHEMA = {
 /** JSON Schema of the POST /v1/policies/test body. */
 export const POLICY_TEST_SCHEMA = {
   type: 'object',
-  additionalProperties: false,
   required: ['policy_a', 'policy_b', 'corpus'],
   properties: {
-    policy_a: { type: 'object', additionalProperties: false, required: ['name'], properties: { name, version } },
-    policy_b: { type: 'object', additionalProperties: false, properties: { name, version, source } },
+    policy_a: { type: 'object', required: ['name'], properties: { name, version } },
+    policy_b: { type: 'object', properties: { name, version, source } },
     corpus: { type: 'array', maxItems: MAX_CORPUS_CASES, items: { type: 'object' } },
   },
 } as const;

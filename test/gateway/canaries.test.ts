@@ -50,7 +50,7 @@ describe('quarantine and the repair request (interface 3, 2.10)', () => {
       contract: { tool: 'test.shape', required: { ok: 'bool' } },
       observed_shape: { ok: 'string', extra: ['number'] },
       diff: { type_mismatch: [{ field: 'ok', expected: 'bool', actual: 'string' }] },
-      probe: { tool: 'shape', args: { shape: { ok: 'yes', extra: [1, 2] } } },
+      probe: { tool: 'test.shape', args: { shape: { ok: 'yes', extra: [1, 2] } } },
     });
 
     const blocked = await g.call({ remit_token: token(), tool: 'test.echo', args: {} });

@@ -209,7 +209,7 @@ describe('complete (I 4.1, D §6)', () => {
     await using d = await startRunDaemon();
     await startRun(d, await pushBundle(d));
     const l = await lease(d, ['model']);
-    for (const body of [{ output: 1, usage: { tokens: -1 } }, { output: 1, usage: { tokens: 1.5 } }, { output: 1, usage: { usd: 'x' } }, { extra: 1 }, '[1]']) {
+    for (const body of [{ output: 1, usage: { tokens: -1 } }, { output: 1, usage: { tokens: 1.5 } }, { output: 1, usage: { usd: 'x' } }, '[1]']) {
       const r = await d.kernel_(`/leases/${l.body.lease_id}/complete`, { body });
       expect(r.status, JSON.stringify(body)).toBe(400);
     }

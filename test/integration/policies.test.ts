@@ -53,7 +53,6 @@ describe('POST /v1/policies (I 4.1, D 5)', () => {
       [{ name: 'p@1', version: '1', source: 'allow a when true' }, '/name'],
       [{ name: 'p', version: '1/2', source: 'allow a when true' }, '/version'],
       [{ name: 'p', version: 1, source: 'allow a when true' }, '/version'],
-      [{ name: 'p', version: '1', source: 'allow a when true', extra: true }, '/extra'],
     ];
     for (const [body, path] of cases) {
       const res = await d.kernel_('/policies', { body });

@@ -116,7 +116,7 @@ describe('POST /runs refusals (I 4.1 rule 2, 7.1; D §3, §10)', () => {
     expect(again.status).toBe(409);
     expect(again.body.error.code).toBe('remit_bound');
 
-    for (const body of [{}, { ...base, bundle_id: 5 }, { ...base, extra: true }, { ...base, requested_by: { id: 'ana' } }, '[]']) {
+    for (const body of [{}, { ...base, bundle_id: 5 }, { ...base, requested_by: { id: 'ana' } }, '[]']) {
       const r = await d.kernel_('/runs', { body });
       expect(r.status, JSON.stringify(body)).toBe(400);
       expect(r.body.error.code).toBe('request_invalid');

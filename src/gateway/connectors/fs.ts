@@ -11,7 +11,7 @@ import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { FsConnectorConfig } from '../config.js';
 import { compileInputSchema } from '../schema-validator.js';
-import { ConnectorSetupError, descriptor, DeterministicFailure, ScopeRefusal, UpstreamError, type Connector, type ConnectorTool } from './types.js';
+import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, ScopeRefusal, UpstreamError, type Connector, type ConnectorTool } from './types.js';
 
 const PATH = { type: 'string', minLength: 1, maxLength: 4096, description: 'relative to the root, or absolute under it' };
 export const FS_SCHEMAS = {
@@ -81,6 +81,8 @@ export class FsConnector implements Connector {
 
   /** The real path of `p`: symlinks resolved as far as the path exists; refused outside the root. */
   async resolveReal(p: unknown): Promise<string> {
+    // A NUL byte can name no file: bad input (422), not an upstream failure (decisions §10).
+    if (typeof p === 'string' && p.includes('\0')) throw new ArgsInvalid('path contains a NUL byte', '/path');
     const target = resolve(this.realRoot, typeof p === 'string' && p !== '' ? p : '.');
     const rest: string[] = [];
     let cur = target;

@@ -19,8 +19,8 @@ const TOOLS = {
   fail: { writes: false, description: 'Always an upstream error', schema: ANY, contract: {} },
   flaky: {
     writes: false,
-    description: 'fail_times upstream errors per key, then {ok: true}',
-    schema: { type: 'object', required: ['key'], properties: { key: { type: 'string', minLength: 1 }, fail_times: { type: 'integer', minimum: 0 } } },
+    description: 'fail_times (default 1) upstream errors per key (default ""), then {ok: true}',
+    schema: { type: 'object', properties: { key: { type: 'string' }, fail_times: { type: 'integer', minimum: 0 } } },
     contract: { ok: 'bool' },
   },
   sleep: {
@@ -53,7 +53,8 @@ export class TestConnector implements Connector {
   }));
 
   get probe(): ProbeConfig {
-    return { tool: 'shape', args: { shape: this.shape } };
+    // The full tool id, as decisions §9 names it ("the probe calls test.shape").
+    return { tool: 'test.shape', args: { shape: this.shape } };
   }
 
   /** Sets what the next probes of test.shape return (POST /v1/test/shape). */
@@ -84,7 +85,7 @@ export class TestConnector implements Connector {
       case 'fail':
         throw new UpstreamError('test.fail always fails');
       case 'flaky': {
-        const key = String(args.key);
+        const key = typeof args.key === 'string' ? args.key : '';
         const failTimes = typeof args.fail_times === 'number' ? args.fail_times : 1;
         const seen = this.failures.get(key) ?? 0;
         if (seen < failTimes) {

@@ -1,0 +1,23 @@
+/**
+ * `preValidation` hooks for routes with an id in the path: an unknown id is 404 not_found
+ * (decisions §10, `details.resource`, `details.id`) whatever the body, so a caller probing an
+ * id never gets a 400 about a body that could not have mattered.
+ */
+import type { FastifyRequest } from 'fastify';
+import { notFound } from '../../src/errors.js';
+import type { Kernel } from '../../src/kernel/kernel.js';
+
+type Hook = (req: FastifyRequest) => Promise<void>;
+
+function known(kernel: Kernel, resource: string, sql: string): Hook {
+  return async (req) => {
+    const id = (req.params as { id?: string }).id ?? '';
+    const row = await kernel.db.get(sql, [id]);
+    if (!row) throw notFound(resource, id);
+  };
+}
+
+export const knownRun = (k: Kernel): Hook => known(k, 'run', 'SELECT 1 AS x FROM runs WHERE run_id = ?');
+export const knownLease = (k: Kernel): Hook => known(k, 'lease', 'SELECT 1 AS x FROM leases WHERE lease_id = ?');
+export const knownApproval = (k: Kernel): Hook => known(k, 'approval', 'SELECT 1 AS x FROM approvals WHERE approval_id = ?');
+export const knownRemit = (k: Kernel): Hook => known(k, 'remit', 'SELECT 1 AS x FROM remits WHERE remit_id = ?');

@@ -1,0 +1,139 @@
+/**
+ * Conformance of the kernel listener to interface 5.1, 7.1 and decisions §10 found by a
+ * black-box review: every error is the `{error: {code, message, details}}` envelope (also the
+ * router's own errors and a drain), an unknown id is 404 not_found whatever the body, the
+ * bearer scheme is case-insensitive, and every metric of I 4.1 has samples from the start.
+ */
+import type { AddressInfo } from 'node:net';
+import { connect } from 'node:net';
+import Fastify from 'fastify';
+import { describe, expect, it } from 'vitest';
+import { installCommon, renderKernelError } from '../../daemon/http/common.js';
+import { fastifyOptions } from '../../daemon/http/fastify-options.js';
+import { silentLogger } from '../../src/log/logger.js';
+import { startTestDaemon } from '../helpers/daemon.js';
+
+function envelope(body: any, code: string): void {
+  expect(body).toEqual({ error: { code, message: expect.any(String), details: expect.any(Object) } });
+}
+
+describe('D §10 / I 7.1: router errors use the envelope', () => {
+  it('a URL that does not decode is 400 request_invalid, not fastify\'s body', async () => {
+    await using d = await startTestDaemon();
+    const res = await fetch(`${d.kernelUrl}/v1/runs/%ZZ`);
+    expect(res.status).toBe(400);
+    envelope(await res.json(), 'request_invalid');
+  });
+
+  it('a long unknown id is 404 not_found with details.resource and details.id', async () => {
+    await using d = await startTestDaemon();
+    const id = `run_${'x'.repeat(300)}`;
+    const res = await d.kernel_(`/runs/${id}`);
+    expect(res.status).toBe(404);
+    expect(res.body.error).toMatchObject({ code: 'not_found', details: { resource: 'run', id } });
+    const huge = await fetch(`${d.kernelUrl}/v1/runs/${'y'.repeat(5000)}`);
+    expect(huge.status).toBe(400);
+    envelope(await huge.json(), 'request_invalid');
+  });
+
+  it('a request that arrives during a drain is 503 in the envelope', async () => {
+    // A bare listener with the common installation and one route that holds its connection.
+    const app = Fastify(fastifyOptions());
+    installCommon(app, { token: null, render: renderKernelError, logger: silentLogger });
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    app.get('/hold', async () => {
+      await held;
+      return { ok: true };
+    });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const { port } = app.server.address() as AddressInfo;
+    const sock = connect(port, '127.0.0.1');
+    let raw = '';
+    sock.on('data', (b) => (raw += b.toString()));
+    sock.write('GET /hold HTTP/1.1\r\nhost: x\r\n\r\n');
+    await new Promise((r) => setTimeout(r, 100));
+    const closed = app.close();
+    await new Promise((r) => setTimeout(r, 50));
+    sock.write('GET /v1/health HTTP/1.1\r\nhost: x\r\n\r\n'); // pipelined behind the held request
+    await new Promise((r) => setTimeout(r, 100));
+    release();
+    await closed;
+    await new Promise((r) => (sock.destroyed ? r(null) : sock.once('close', r)));
+    expect(raw).toMatch(/^HTTP\/1\.1 200/);
+    const second = raw.slice(raw.indexOf('HTTP/1.1', 5));
+    expect(second).toMatch(/^HTTP\/1\.1 503/);
+    envelope(JSON.parse(second.slice(second.indexOf('\r\n\r\n') + 4)), 'unavailable');
+  });
+});
+
+describe('D §10: requests Node refuses before fastify sees them use the envelope', () => {
+  it('headers over the limit are 431 with the request_invalid envelope; a garbage request line is 400', async () => {
+    await using d = await startTestDaemon();
+    const res = await fetch(`${d.kernelUrl}/v1/health`, { headers: { 'x-svc-remit': 'a'.repeat(20_000) } });
+    expect(res.status).toBe(431);
+    envelope(await res.json(), 'request_invalid');
+    const { port } = new URL(d.kernelUrl!);
+    const raw = await new Promise<string>((resolve) => {
+      const sock = connect(Number(port), '127.0.0.1');
+      let out = '';
+      sock.on('data', (b) => (out += b.toString()));
+      sock.on('close', () => resolve(out));
+      sock.write('NOT A REQUEST\r\n\r\n');
+    });
+    expect(raw).toMatch(/^HTTP\/1\.1 400/);
+    envelope(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4)), 'request_invalid');
+  });
+});
+
+describe('D §10: an unknown id is 404 not_found before the body is judged', () => {
+  it('holds on every POST path with an id, for an empty, an array and a wrong body', async () => {
+    await using d = await startTestDaemon();
+    const paths: Array<[string, string, string]> = [
+      ['/runs/run_nope/events', 'run', 'run_nope'],
+      ['/runs/run_nope/abandon', 'run', 'run_nope'],
+      ['/runs/run_nope/resume', 'run', 'run_nope'],
+      ['/runs/run_nope/replay', 'run', 'run_nope'],
+      ['/leases/lse_nope/heartbeat', 'lease', 'lse_nope'],
+      ['/leases/lse_nope/complete', 'lease', 'lse_nope'],
+      ['/leases/lse_nope/fail', 'lease', 'lse_nope'],
+      ['/leases/lse_nope/actions', 'lease', 'lse_nope'],
+      ['/approvals/apr_nope', 'approval', 'apr_nope'],
+      ['/remits/rmt_nope/derive', 'remit', 'rmt_nope'],
+    ];
+    for (const [path, resource, id] of paths) {
+      for (const body of ['{}', '[]', '{"reason": 5, "error": "x", "action": 1, "decision": "maybe", "tools": "x"}']) {
+        const res = await d.kernel_(path, { method: 'POST', body });
+        expect([path, body, res.status]).toEqual([path, body, 404]);
+        expect(res.body.error).toMatchObject({ code: 'not_found', details: { resource, id } });
+      }
+    }
+  });
+});
+
+describe('I 5.1: bearer auth', () => {
+  it('accepts the scheme in any case and refuses a wrong token with 401 unauthorized', async () => {
+    await using d = await startTestDaemon({ token: 'tok-123' });
+    for (const scheme of ['Bearer', 'bearer', 'BEARER']) {
+      const res = await fetch(`${d.kernelUrl}/v1/health`, { headers: { authorization: `${scheme} tok-123` } });
+      expect([scheme, res.status]).toEqual([scheme, 200]);
+    }
+    const bad = await fetch(`${d.kernelUrl}/v1/health`, { headers: { authorization: 'bearer tok-1234' } });
+    expect(bad.status).toBe(401);
+    envelope(await bad.json(), 'unauthorized');
+  });
+});
+
+describe('I 4.1 kernel metrics', () => {
+  it('exposes all seven metric names with samples before any run (svc_events_total per kind at 0)', async () => {
+    await using d = await startTestDaemon();
+    const text: string = (await d.kernel_('/metrics')).body;
+    for (const name of ['svc_runs', 'svc_steps_leased_total', 'svc_step_latency_seconds', 'svc_usage_usd_total', 'svc_approvals_pending', 'svc_leases_expired_total', 'svc_events_total']) {
+      expect(text).toContain(`# TYPE ${name} `);
+    }
+    expect(text).toMatch(/^svc_runs\{state="running"\} 0$/m);
+    expect(text).toMatch(/^svc_events_total\{kind="run.created"\} 0$/m);
+    expect(text).toMatch(/^svc_events_total\{kind="note"\} 0$/m);
+    expect(text).toMatch(/^svc_step_latency_seconds_count 0$/m);
+  });
+});
