@@ -6,7 +6,6 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import { SvcError } from '../../src/errors.js';
 import type { Gateway } from '../../src/gateway/gateway.js';
-import { bodyProblem } from '../../src/gateway/json-limits.js';
 import { globalRedactor, type Logger, type Redactor } from '../../src/log/logger.js';
 import { installCommon, type ErrorRenderer } from '../http/common.js';
 import { fastifyOptions } from '../http/fastify-options.js';
@@ -29,12 +28,6 @@ export async function buildGatewayApp(gateway: Gateway, opts: GatewayAppOptions)
   const app = Fastify(fastifyOptions());
   const redactor = opts.redactor ?? globalRedactor;
   installCommon(app, { token: opts.token, render: renderGatewayError, logger: opts.logger });
-  // Decisions §10: a body nested too deep for the recursive walks after parsing, or with a
-  // number JSON cannot carry (1e400), is a 400, not a 500.
-  app.addHook('preValidation', async (req) => {
-    const p = bodyProblem(req.body);
-    if (p !== null) throw new SvcError('request_invalid', p.message, { path: p.path });
-  });
   // The last line of defence: nothing registered as a secret leaves in a body.
   app.addHook('onSend', async (_req, _reply, payload) => (typeof payload === 'string' && redactor.size > 0 ? redactor.redact(payload) : payload));
   await app.register(gatewayRoutes, { prefix: '/v1', gateway });

@@ -7,6 +7,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { bodyProblem } from '../../src/encoding/json-limits.js';
 import { SvcError, isSvcError } from '../../src/errors.js';
 import type { Logger } from '../../src/log/logger.js';
 
@@ -122,6 +123,13 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
     } catch {
       done(new SvcError('request_invalid', 'request body is not valid JSON', { path: '' }), undefined);
     }
+  });
+
+  // Decisions §10: a body nested too deep for the recursive walks after parsing (hashing,
+  // canonical JSON, redaction), or with a number JSON cannot carry (1e400), is a 400.
+  app.addHook('preValidation', async (req) => {
+    const p = bodyProblem(req.body);
+    if (p !== null) throw new SvcError('request_invalid', p.message, { path: p.path });
   });
 
   app.setErrorHandler((err, _req, reply) => {

@@ -15,7 +15,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
-import { bodyProblem, MAX_BODY_DEPTH, tooDeepAt } from '../../src/gateway/json-limits.js';
+import { bodyProblem, MAX_BODY_DEPTH, tooDeepAt } from '../../src/encoding/json-limits.js';
 import { tempDir } from '../helpers/daemon.js';
 import { mintToken, remitPayload, testSigner, type TestSigner } from '../helpers/remit-token.js';
 import { metricValue, startGateway, type TestGateway } from './helpers.js';

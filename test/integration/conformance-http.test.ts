@@ -137,3 +137,23 @@ describe('I 4.1 kernel metrics', () => {
     expect(text).toMatch(/^svc_step_latency_seconds_count 0$/m);
   });
 });
+
+describe('JSON svc cannot carry is a 400 on the kernel too (D §10)', () => {
+  it('refuses 1e400 and 5000-deep payloads on events, actions and complete with the path', async () => {
+    const { startRunDaemon, pushBundle, startRun, lease } = await import('./run-fixtures.js');
+    await using d = await startRunDaemon();
+    const { run_id } = await startRun(d, await pushBundle(d));
+    const l = await lease(d, ['model']);
+    const h = { 'x-svc-lease': l.body.lease_id, 'content-type': 'application/json' };
+    const huge = await d.kernel_(`/runs/${run_id}/events`, { method: 'POST', body: '{"kind":"note","payload":{"x":1e400},"actor":null}', headers: h });
+    expect(huge.status).toBe(400);
+    expect(huge.body.error).toMatchObject({ code: 'request_invalid', details: { path: '/payload/x' } });
+    const deep = '{"output":' + '['.repeat(5000) + ']'.repeat(5000) + ',"usage":{"tokens":0,"usd":0}}';
+    const c = await d.kernel_(`/leases/${l.body.lease_id}/complete`, { method: 'POST', body: deep, headers: { 'content-type': 'application/json' } });
+    expect(c.status).toBe(400);
+    expect(c.body.error.code).toBe('request_invalid');
+    const a = await d.kernel_(`/leases/${l.body.lease_id}/actions`, { method: 'POST', body: '{"action":{"tool":"billing.refund","args":{"amount":1e400}}}', headers: { 'content-type': 'application/json' } });
+    expect(a.status).toBe(400);
+    expect(a.body.error.details.path).toBe('/action/args/amount');
+  });
+});

@@ -1,5 +1,5 @@
 /**
- * Bounds on request bodies the gateway parses (decisions §10: no input yields a 500).
+ * Bounds on request bodies both listeners parse (decisions §10: no input yields a 500).
  * - A body nested thousands of levels deep parses fine but overflows the stack of every
  *   recursive walk after it (canonical hashing, redaction, serialisation).
  * - A number too large for a double (`1e400`) parses to Infinity, which JSON cannot carry back
@@ -7,7 +7,7 @@
  * Both are refused up front as 400 `request_invalid` with `details.path`.
  */
 
-/** Deepest nesting of objects and arrays accepted in a gateway request body. */
+/** Deepest nesting of objects and arrays accepted in a request body. */
 export const MAX_BODY_DEPTH = 64;
 
 export interface BodyProblem {
@@ -21,7 +21,7 @@ function token(k: string): string {
 }
 
 /**
- * The first value of a parsed JSON body the gateway cannot work with: nested deeper than `max`
+ * The first value of a parsed JSON body svc cannot work with: nested deeper than `max`
  * levels (the body itself is level 1 when it is an object or array), or a number that is not
  * finite. Null when there is none. Iterative, so it cannot overflow the stack itself.
  */
