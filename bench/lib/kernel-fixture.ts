@@ -47,7 +47,7 @@ export async function startKernelFixture(synchronous: SqliteSynchronous = 'FULL'
   writeFileSync(config, `kernel:\n  synchronous: ${synchronous}\n`);
   const child = spawn(
     process.execPath,
-    [join(packageRoot(), 'dist/daemon/main.js'), '--config', config, '--data-dir', dataDir, '--kernel-listen', '127.0.0.1:0', '--no-gateway', '--publisher', `${keyId}:${encodeBase64url(pub.publicKey)}`],
+    [...(process.env.SVC_BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.SVC_BENCH_PROFILE_DIR}`] : []), join(packageRoot(), 'dist/daemon/main.js'), '--config', config, '--data-dir', dataDir, '--kernel-listen', '127.0.0.1:0', '--no-gateway', '--publisher', `${keyId}:${encodeBase64url(pub.publicKey)}`],
     { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, SVC_LOG_LEVEL: 'warn' } },
   );
   const line = await new Promise<string>((resolve, reject) => {

@@ -4,6 +4,7 @@
  * one transaction that appends the events, folds them with the reducer and stores the new state
  * and signed head together. After the commit, metrics move and waiting lease requests wake.
  */
+import type { TxOptions } from '../store/sql-db.js';
 import { isoTime } from '../clock.js';
 import { canonicalJson } from '../encoding/canonical-json.js';
 import { SvcError, notFound } from '../errors.js';
@@ -118,7 +119,7 @@ export class RunEngine {
    * Runs `fn` on one run inside a transaction; everything `fn` appends commits with the new
    * state and signed head, or nothing does. `fn` must only use `w.tx` for the store.
    */
-  async mutate<T>(runId: string, fn: (w: RunWriter) => Promise<T>): Promise<T> {
+  async mutate<T>(runId: string, fn: (w: RunWriter) => Promise<T>, opts: TxOptions = {}): Promise<T> {
     const { result, writer } = await this.k.db.tx(async (tx) => {
       const row = await loadRunRow(tx, runId);
       if (!row) throw notFound('run', runId);
@@ -126,7 +127,7 @@ export class RunEngine {
       const result = await fn(w);
       await w.flush();
       return { result, writer: w };
-    });
+    }, opts);
     this.afterCommit(writer.before, writer.model, writer.appended);
     return result;
   }
@@ -309,10 +310,18 @@ export class RunEngine {
     if (!isExternalKind(ev.kind)) {
       throw new SvcError('event_kind_not_external', `event kind ${ev.kind} may not be posted; external kinds are note, tool.called, tool.refused, model.called`, { kind: ev.kind });
     }
-    return this.mutate(runId, async (w) => {
-      const [e] = await w.append({ kind: ev.kind, payload: ev.payload ?? {}, actor: (ev.actor ?? null) as RunEvent['actor'] });
-      return { seq: e!.seq, hash: e!.hash };
-    });
+    // External kinds record what happened elsewhere (notes, model and tool calls, refusals)
+    // and change no run state, so they need not wait for the disk: a power loss within the
+    // 100 ms sync window loses at most an audit line or makes a model call run again, never
+    // a side effect twice (the gateway's idempotency claims for writes are durable).
+    return this.mutate(
+      runId,
+      async (w) => {
+        const [e] = await w.append({ kind: ev.kind, payload: ev.payload ?? {}, actor: (ev.actor ?? null) as RunEvent['actor'] });
+        return { seq: e!.seq, hash: e!.hash };
+      },
+      { durable: false },
+    );
   }
 
   /**
