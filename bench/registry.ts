@@ -4,5 +4,6 @@ import { gatewayBenchmark } from './gateway.js';
 import { kernelBenchmark } from './kernel.js';
 import { policyBenchmark } from './policy.js';
 import { remitBenchmark } from './remit.js';
+import { replayBenchmark } from './replay.js';
 
-export const BENCHMARKS: Benchmark[] = [remitBenchmark, policyBenchmark, gatewayBenchmark, kernelBenchmark];
+export const BENCHMARKS: Benchmark[] = [remitBenchmark, policyBenchmark, replayBenchmark, gatewayBenchmark, kernelBenchmark];

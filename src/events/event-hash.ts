@@ -4,7 +4,7 @@
  * `{run_id, seq, hash}` is signed with the control-plane key after every append, so a log cut
  * short at its end no longer matches its signed head.
  */
-import { canonicalHash, canonicalJson } from '../encoding/canonical-json.js';
+import { canonicalJson, sha256Hex } from '../encoding/canonical-json.js';
 import { decodeBase64url, encodeBase64url } from '../encoding/base64url.js';
 import { verifyBytes } from '../keys/ed25519.js';
 import type { RunEvent, TrustedKeys } from '../types.js';
@@ -21,7 +21,26 @@ export interface HashedEventFields {
 
 /** Hex sha256 of the canonical JSON of the event with its run id. */
 export function eventHash(runId: string, ev: HashedEventFields): string {
-  return canonicalHash({ run_id: runId, seq: ev.seq, prev_hash: ev.prev_hash, kind: ev.kind, payload: ev.payload, actor: ev.actor, at: ev.at });
+  return sha256Hex(eventHashInput(runId, ev));
+}
+
+/**
+ * JCS({run_id, seq, prev_hash, kind, payload, actor, at}), written with its members already
+ * in JCS order (actor, at, kind, payload, prev_hash, run_id, seq) so that only `payload` and
+ * `actor` go through the general canonicalizer: replay hashes every event of a log. RFC 8785
+ * serializes strings as JSON.stringify does, and `seq` is a safe integer. Equal to
+ * canonicalJson of the object (test/unit/events-chain.test.ts checks it as a property).
+ */
+export function eventHashInput(runId: string, ev: HashedEventFields): string {
+  if (!Number.isSafeInteger(ev.seq)) return canonicalJson({ run_id: runId, seq: ev.seq, prev_hash: ev.prev_hash, kind: ev.kind, payload: ev.payload, actor: ev.actor, at: ev.at });
+  const members: string[] = [];
+  if (ev.actor !== undefined) members.push(`"actor":${canonicalJson(ev.actor)}`);
+  if (ev.at !== undefined) members.push(`"at":${JSON.stringify(ev.at)}`);
+  if (ev.kind !== undefined) members.push(`"kind":${JSON.stringify(ev.kind)}`);
+  if (ev.payload !== undefined) members.push(`"payload":${canonicalJson(ev.payload)}`);
+  if (ev.prev_hash !== undefined) members.push(`"prev_hash":${JSON.stringify(ev.prev_hash)}`);
+  members.push(`"run_id":${JSON.stringify(runId)}`, `"seq":${JSON.stringify(ev.seq)}`);
+  return `{${members.join(',')}}`;
 }
 
 /** A run's head: the last event's seq and hash. seq 0 / "" for an empty log. */

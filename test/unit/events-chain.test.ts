@@ -134,3 +134,28 @@ describe('event kinds (D §7)', () => {
     for (const kind of ALL_EVENT_KINDS) expect(page, kind).toContain(kind.replace(/-/g, '\\-'));
   });
 });
+
+describe('event hash input (D §7)', () => {
+  it('is exactly JCS({run_id, seq, prev_hash, kind, payload, actor, at}) for any event', async () => {
+    const fc = await import('fast-check');
+    const { eventHashInput } = await import('../../src/events/event-hash.js');
+    const { canonicalJson } = await import('../../src/encoding/canonical-json.js');
+    const json = fc.jsonValue({ maxDepth: 4 }).filter((v) => !(typeof v === 'number' && Object.is(v, -0)));
+    fc.assert(
+      fc.property(
+        fc.string(),
+        fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }),
+        fc.string(),
+        fc.string(),
+        fc.dictionary(fc.string(), json),
+        fc.oneof(fc.constant(null), fc.string(), fc.dictionary(fc.string(), json)),
+        fc.string(),
+        (runId, seq, prev, kind, payload, actor, at) => {
+          const ev = { seq, prev_hash: prev, kind, payload: payload as Record<string, unknown>, actor: actor as never, at };
+          expect(eventHashInput(runId, ev)).toBe(canonicalJson({ run_id: runId, seq, prev_hash: prev, kind, payload, actor, at }));
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+});
