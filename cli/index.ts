@@ -4,8 +4,7 @@
  * registers itself; this file holds the global options and the single catch that maps
  * errors to exit codes (cli/exit.ts).
  */
-import { realpathSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { isMainModule } from '../src/util/main-module.js';
 import { Command, CommanderError } from 'commander';
 import { VERSION } from '../src/version.js';
 import { CliError, EXIT } from './exit.js';
@@ -68,14 +67,7 @@ export async function runCli(argv: string[]): Promise<number> {
   }
 }
 
-function invokedDirectly(): boolean {
-  try {
-    return process.argv[1] !== undefined && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url);
-  } catch {
-    return false;
-  }
-}
 
-if (invokedDirectly()) {
+if (isMainModule(import.meta.url)) {
   void runCli(process.argv.slice(2)).then((code) => process.exit(code));
 }

@@ -4,7 +4,8 @@
  * to a fresh SQLite file. Used by the quickstart and the end-to-end tests; runnable on its own:
  *   node dist/quickstart/billing-db.js PATH
  */
-import { existsSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { isMainModule } from '../src/util/main-module.js';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
@@ -34,15 +35,8 @@ export function createBillingDb(path: string): string {
   return file;
 }
 
-function invokedDirectly(): boolean {
-  try {
-    return process.argv[1] !== undefined && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url);
-  } catch {
-    return false;
-  }
-}
 
-if (invokedDirectly()) {
+if (isMainModule(import.meta.url)) {
   const target = process.argv[2];
   if (!target) {
     process.stderr.write('usage: node dist/quickstart/billing-db.js PATH\n');

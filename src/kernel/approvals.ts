@@ -7,7 +7,7 @@ import { isoTime } from '../clock.js';
 import { SvcError, notFound } from '../errors.js';
 import type { ApprovalDecidedPayload, RunResumedPayload } from '../events/payloads.js';
 import type { PolicyAction, RunState } from '../types.js';
-import { decodeCursor, encodeCursor } from './cursor.js';
+import { pageNewestFirst } from './cursor.js';
 import type { RunEngine } from './run-engine.js';
 
 /** Approval states: `cancelled` when its run was abandoned before a decision. */
@@ -94,31 +94,14 @@ export class ApprovalService {
 
   /** GET /v1/approvals: newest first; `{approvals, next}`. */
   async list(q: ApprovalListQuery): Promise<{ approvals: ApprovalObject[]; next: string | null }> {
-    const limit = q.limit ?? 50;
-    const where: string[] = [];
-    const params: string[] = [];
-    if (q.state) {
-      where.push('state = ?');
-      params.push(q.state);
-    }
-    if (q.approver) {
-      where.push('approver = ?');
-      params.push(q.approver);
-    }
-    if (q.run_id) {
-      where.push('run_id = ?');
-      params.push(q.run_id);
-    }
-    if (q.after) {
-      where.push('approval_id < ?');
-      params.push(decodeCursor(q.after));
-    }
-    const rows = await this.e.k.db.all<ApprovalRow>(
-      `SELECT * FROM approvals ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY approval_id DESC LIMIT ${limit + 1}`,
-      params,
-    );
-    const page = rows.slice(0, limit);
-    return { approvals: page.map(approvalObject), next: rows.length > limit ? encodeCursor(page[page.length - 1]!.approval_id) : null };
+    const { page, next } = await pageNewestFirst<ApprovalRow>(this.e.k.db, {
+      table: 'approvals',
+      idColumn: 'approval_id',
+      filters: { state: q.state, approver: q.approver, run_id: q.run_id },
+      after: q.after,
+      limit: q.limit ?? 50,
+    });
+    return { approvals: page.map(approvalObject), next };
   }
 
   /** GET /v1/approvals/{id}. */

@@ -5,6 +5,7 @@
  */
 import { decodeBase64url, encodeBase64url } from '../encoding/base64url.js';
 import { SvcError } from '../errors.js';
+import type { SqlDb } from '../store/sql-db.js';
 
 export function encodeCursor(lastId: string): string {
   return encodeBase64url(JSON.stringify({ v: 1, id: lastId }));
@@ -26,4 +27,28 @@ export function decodeCursor(cursor: string, param = 'after'): string {
     throw new SvcError('request_invalid', `${param} is not a cursor this service issued`, { path: `/querystring/${param}` });
   }
   return id;
+}
+
+/**
+ * One page of `table`, newest first by `idColumn`, with equality filters (undefined ones are
+ * left out) and the opaque cursor. Table and column names come from code, never from input.
+ */
+export async function pageNewestFirst<Row extends object>(
+  db: SqlDb,
+  q: { table: string; idColumn: string; filters: Record<string, string | undefined>; after?: string; limit: number },
+): Promise<{ page: Row[]; next: string | null }> {
+  const where: string[] = [];
+  const params: string[] = [];
+  for (const [column, value] of Object.entries(q.filters)) {
+    if (value === undefined) continue;
+    where.push(`${column} = ?`);
+    params.push(value);
+  }
+  if (q.after) {
+    where.push(`${q.idColumn} < ?`);
+    params.push(decodeCursor(q.after));
+  }
+  const rows = await db.all<Row>(`SELECT * FROM ${q.table} ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY ${q.idColumn} DESC LIMIT ${q.limit + 1}`, params);
+  const page = rows.slice(0, q.limit);
+  return { page, next: rows.length > q.limit ? encodeCursor(String((page[page.length - 1] as Record<string, unknown>)[q.idColumn])) : null };
 }

@@ -16,7 +16,7 @@ import { globalRedactor } from '../log/logger.js';
 import type { Bundle, Requester, RunEvent, RunState, RunStateObject, Spend, StepDef, StoredBundle, WorkflowDef } from '../types.js';
 import { ApprovalService } from './approvals.js';
 import { ActionService } from './actions.js';
-import { decodeCursor, encodeCursor } from './cursor.js';
+import { pageNewestFirst } from './cursor.js';
 import type { Kernel } from './kernel.js';
 import { LeaseService } from './leases.js';
 import { WorkNotifier } from './notifier.js';
@@ -256,27 +256,14 @@ export class RunEngine {
 
   /** GET /v1/runs: newest first, filtered, cursor-paginated (decisions §6). */
   async list(q: RunListQuery): Promise<{ runs: Array<RunStateObject & { parent_run_id: string | null }>; next: string | null }> {
-    const limit = q.limit ?? 50;
-    const where: string[] = [];
-    const params: string[] = [];
-    if (q.state) {
-      where.push('state = ?');
-      params.push(q.state);
-    }
-    if (q.department) {
-      where.push('department = ?');
-      params.push(q.department);
-    }
-    if (q.after) {
-      where.push('run_id < ?');
-      params.push(decodeCursor(q.after));
-    }
-    const rows = await this.k.db.all<RunRow>(
-      `SELECT * FROM runs ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY run_id DESC LIMIT ${limit + 1}`,
-      params,
-    );
-    const page = rows.slice(0, limit);
-    return { runs: page.map(runStateOf), next: rows.length > limit ? encodeCursor(page[page.length - 1]!.run_id) : null };
+    const { page, next } = await pageNewestFirst<RunRow>(this.k.db, {
+      table: 'runs',
+      idColumn: 'run_id',
+      filters: { state: q.state, department: q.department },
+      after: q.after,
+      limit: q.limit ?? 50,
+    });
+    return { runs: page.map(runStateOf), next };
   }
 
   /** GET /v1/health run counts. */
