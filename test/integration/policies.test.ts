@@ -194,3 +194,22 @@ describe('kernel.policies: pin and decide (D 5.2)', () => {
     expect(await policies.decide([], action, run)).toMatchObject({ decision: 'approval_required', rule: 'default/sor_write', approver: 'role:support-lead' });
   });
 });
+
+describe('POST /v1/policies/test body limit (D 5.3, D §10, docs/design.md)', () => {
+  it('takes a 10,000-case corpus of several MiB, and refuses over 8 MiB with 413', async () => {
+    await using d = await startTestDaemon();
+    expect((await d.kernel_('/policies', { body: { name: 'big', version: '1', source: 'allow a when action.tool == "x.y"' } })).status).toBe(201);
+    const action = { tool: 'billing.refund', args: { amount: 10, note: 'x'.repeat(200) } };
+    const corpus = Array.from({ length: 10_000 }, () => ({ action, run: { department: 'support' } }));
+    const body = { policy_a: { name: 'big', version: '1' }, policy_b: { source: 'deny a when true' }, corpus };
+    expect(JSON.stringify(body).length).toBeGreaterThan(2 * 1024 * 1024);
+    const ok = await d.kernel_('/policies/test', { body });
+    expect(ok.status).toBe(200);
+    expect(ok.body.cases).toBe(10_000);
+    const tooBig = await d.kernel_('/policies/test', { body: { ...body, pad: 'x'.repeat(9 * 1024 * 1024) } });
+    expect(tooBig.status).toBe(413);
+    expect(tooBig.body.error.code).toBe('payload_too_large');
+    const remit = await d.kernel_('/remits', { body: { pad: 'x'.repeat(1024 * 1024 + 10) } });
+    expect(remit.status).toBe(413);
+  });
+});
