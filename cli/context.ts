@@ -26,14 +26,39 @@ export function globals(cmd: Command): GlobalOptions {
   };
 }
 
+/** The address a command is about to use; one that is not an http(s) URL is a usage error naming its source. */
+function checkedUrl(cmd: Command, which: 'kernel' | 'gateway'): string {
+  const flag = cmd.optsWithGlobals<Partial<GlobalOptions>>()[which === 'kernel' ? 'kernelUrl' : 'gatewayUrl'];
+  const value = which === 'kernel' ? globals(cmd).kernelUrl : globals(cmd).gatewayUrl;
+  const source = flag ? `--${which}-url` : which === 'kernel' ? 'SVC_KERNEL_URL' : 'SVC_GATEWAY_URL';
+  let ok = false;
+  try {
+    ok = ['http:', 'https:'].includes(new URL(value).protocol);
+  } catch {
+    ok = false;
+  }
+  if (!ok) throw usageError(`${source} must be an http:// or https:// URL, got "${value}"`);
+  return value;
+}
+
+/** The kernel address, checked (exit 2 when malformed). */
+export function kernelUrlOf(cmd: Command): string {
+  return checkedUrl(cmd, 'kernel');
+}
+
+/** The gateway address, checked (exit 2 when malformed). */
+export function gatewayUrlOf(cmd: Command): string {
+  return checkedUrl(cmd, 'gateway');
+}
+
 export function kernelClient(cmd: Command): SvcHttpClient {
   const g = globals(cmd);
-  return new SvcHttpClient({ baseUrl: g.kernelUrl, token: g.token });
+  return new SvcHttpClient({ baseUrl: kernelUrlOf(cmd), token: g.token });
 }
 
 export function gatewayClient(cmd: Command): SvcHttpClient {
   const g = globals(cmd);
-  return new SvcHttpClient({ baseUrl: g.gatewayUrl, token: g.token });
+  return new SvcHttpClient({ baseUrl: gatewayUrlOf(cmd), token: g.token });
 }
 
 /** `--actor id:role` → {id, role}; usage error when missing or malformed. */

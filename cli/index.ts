@@ -24,9 +24,13 @@ export function buildProgram(): Command {
     .option('--kernel-url <url>', 'kernel address (default: SVC_KERNEL_URL or http://127.0.0.1:7401)')
     .option('--gateway-url <url>', 'gateway address (default: SVC_GATEWAY_URL or http://127.0.0.1:7402)')
     .option('--token <token>', 'bearer token (default: SVC_TOKEN)')
-    .option('--actor <id:role>', 'who you are, for approvals and abandon (default: SVC_ACTOR)')
+    .option('--actor <id:role>', 'who you are, for approvals, abandon and resume (default: SVC_ACTOR)')
     .option('--json', 'print data as JSON (NDJSON for streams)')
     .showHelpAfterError('(run with --help for usage)')
+    .addHelpText(
+      'after',
+      '\nEvery command takes --help. Exit status: 0 ok, 1 refused or failed by the service,\n2 usage error, 3 svcd unreachable. Manual: man -l man/svc.1 in the source tree.\n\nExample (svcd running on 127.0.0.1:7401):\n  svc keys show\n  svc run list --state parked',
+    )
     .exitOverride();
   // Commands register here (each file: cli/commands/<name>.ts). Subcommands inherit exitOverride.
   registerApprovals(program);
@@ -62,7 +66,10 @@ export async function runCli(argv: string[]): Promise<number> {
       process.stderr.write(`svc: ${err.message}\n`);
       return err.exitCode;
     }
-    process.stderr.write(`svc: ${(err as Error).stack ?? String(err)}\n`);
+    // Anything else: one line, the stack only when asked for (SVC_LOG_LEVEL=debug).
+    const e = err as Error & { code?: unknown };
+    if (process.env.SVC_LOG_LEVEL === 'debug') process.stderr.write(`svc: ${e?.stack ?? String(err)}\n`);
+    else process.stderr.write(`svc: ${typeof e?.code === 'string' ? `${e.code}: ` : ''}${e?.message ?? String(err)} (SVC_LOG_LEVEL=debug prints the stack)\n`);
     return EXIT.failed;
   }
 }

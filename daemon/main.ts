@@ -97,7 +97,10 @@ async function serve(flags: Flags): Promise<void> {
 }
 
 export function buildProgram(): Command {
+  // exitOverride first, so that subcommands inherit it and the one catch in main() maps
+  // every usage error to exit 2, as svc does.
   const program = new Command('svcd')
+    .exitOverride()
     .description('svc daemon: the run kernel (default 127.0.0.1:7401) and the tool gateway (default 127.0.0.1:7402)')
     .version(VERSION)
     .option('--config <file>', 'YAML or JSON config with kernel: and gateway: sections')
@@ -126,7 +129,7 @@ export function buildProgram(): Command {
 }
 
 async function main(): Promise<void> {
-  const program = buildProgram().exitOverride();
+  const program = buildProgram();
   try {
     await program.parseAsync(process.argv);
   } catch (err) {

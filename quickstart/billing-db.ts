@@ -5,8 +5,8 @@
  *   node dist/quickstart/billing-db.js PATH
  */
 import { isMainModule } from '../src/util/main-module.js';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 
@@ -23,6 +23,7 @@ export function repoRoot(): string {
 /** Creates the billing database at `path` (replacing any file there); returns its absolute path. */
 export function createBillingDb(path: string): string {
   const file = resolve(path);
+  mkdirSync(dirname(file), { recursive: true });
   for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(file + suffix, { force: true });
   const sql = readFileSync(resolve(repoRoot(), 'fixtures/demo/billing.sql'), 'utf8');
   const db = new Database(file);

@@ -11,14 +11,14 @@ import { Option } from 'commander';
 import { ApiError, ApprovalsApi, UnreachableError, approverOf, type Actor, type Approval, type ApprovalDecision, type ApprovalState } from '../tui/approvals-api.js';
 import { CliError, EXIT, usageError } from '../exit.js';
 import { errorFromBody } from '../http-client.js';
-import { actorOf, globals, output, table } from '../context.js';
+import { actorOf, globals, kernelUrlOf, output, table } from '../context.js';
 
 /** `--state` values: an approval state, or `all` for no state filter. */
 export const LIST_STATES = ['pending', 'approved', 'rejected', 'cancelled', 'all'] as const;
 
 function apiOf(cmd: Command): ApprovalsApi {
   const g = globals(cmd);
-  return new ApprovalsApi({ baseUrl: g.kernelUrl, token: g.token });
+  return new ApprovalsApi({ baseUrl: kernelUrlOf(cmd), token: g.token });
 }
 
 /** Maps the approvals client's failures to the CLI's exit codes (cli/exit.ts). */
@@ -113,7 +113,7 @@ export function registerApprovals(program: Command): void {
         delete process.env.CI;
         delete process.env.CONTINUOUS_INTEGRATION;
         const { openInbox } = await import('../tui/open-inbox.js');
-        await openInbox({ kernelUrl: g.kernelUrl, token: g.token, actor });
+        await openInbox({ kernelUrl: kernelUrlOf(cmd), token: g.token, actor });
       }),
     );
 
@@ -133,20 +133,23 @@ export function registerApprovals(program: Command): void {
     );
 
   approvals
-    .command('approve <id>')
+    .command('approve')
     .description('approve a pending approval as --actor')
-    .option('--reason <text>', 'why (recorded with the decision)', '')
+    .argument('<id>', 'approval id (apr_…), as svc approvals list shows it')
+    .option('--reason <text>', 'why, recorded with the decision (optional)')
+    .addHelpText('after', '\nExample:\n  svc approvals approve apr_01J… --actor fin-1:finance --reason "duplicate charge"')
     .action(
-      run(async (id: string, opts: { reason: string }, cmd: Command) => {
-        const res = await handleDecide(apiOf(cmd), id, 'approved', actorOf(cmd), opts.reason);
+      run(async (id: string, opts: { reason?: string }, cmd: Command) => {
+        const res = await handleDecide(apiOf(cmd), id, 'approved', actorOf(cmd), opts.reason ?? '');
         output(cmd, res, (r: typeof res) => `approved ${r.approval_id}; run ${r.run_id} is ${r.run_state}`);
       }),
     );
 
   approvals
-    .command('reject <id>')
+    .command('reject')
     .description('reject a pending approval as --actor; a reason is required')
-    .requiredOption('--reason <text>', 'why (recorded with the decision and seen by the run)')
+    .argument('<id>', 'approval id (apr_…), as svc approvals list shows it')
+    .requiredOption('--reason <text>', 'why, recorded with the decision and seen by the run (required)')
     .action(
       run(async (id: string, opts: { reason: string }, cmd: Command) => {
         if (!opts.reason.trim()) throw usageError('--reason must not be empty');

@@ -17,7 +17,7 @@ import { bundleId, signBundle, type BundleSignature, type PublisherKeyFile } fro
 import { validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
 import type { StoredBundle } from '../../src/types.js';
 import { kernelClient, output, table } from '../context.js';
-import { CliError, EXIT } from '../exit.js';
+import { CliError, EXIT, fsReason } from '../exit.js';
 import type { SvcHttpClient } from '../http-client.js';
 
 /** What a bundle file holds: a bundle, and its signature when the file is a signed document. */
@@ -32,7 +32,7 @@ export function readDataFile(file: string): unknown {
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new CliError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, EXIT.failed);
+    throw new CliError(`cannot read ${file}: ${fsReason(err)}`, EXIT.failed);
   }
   try {
     return parseYaml(text, { prettyErrors: true });
@@ -156,7 +156,7 @@ export function registerBundle(program: Command): void {
     .command('sign')
     .description('sign a bundle with a publisher key; writes {bundle, signature} as JSON')
     .argument('<file>', 'bundle (YAML or JSON)')
-    .requiredOption('--key <keyfile>', 'publisher key pair file {key_id, public_key, private_key}')
+    .requiredOption('--key <keyfile>', 'publisher key pair file {key_id, public_key, private_key}, as svc keys gen writes it (required)')
     .option('-o, --output <out>', 'write the signed bundle to OUT instead of stdout')
     .action(function (this: Command, file: string, o: { key: string; output?: string }) {
       const signed = handleSign(file, o.key);
@@ -181,6 +181,7 @@ export function registerBundle(program: Command): void {
     .description('post a bundle to the kernel; an unsigned bundle is signed first when --key is given')
     .argument('<file>', 'bundle (YAML or JSON) or signed document')
     .option('--key <keyfile>', 'publisher key pair file used when FILE is unsigned')
+    .addHelpText('after', '\nExample:\n  svc bundle push fixtures/bundles/refunds.yaml --key fixtures/keys/demo-publisher.json')
     .action(async function (this: Command, file: string, o: { key?: string }) {
       const r = await handlePush(kernelClient(this), file, o.key);
       output(this, r, (x: PushResult) => `${x.status === 'created' ? 'created' : 'already stored'}: ${x.name} ${x.version} ${x.bundle_id}`);
@@ -200,7 +201,7 @@ export function registerBundle(program: Command): void {
   bundle
     .command('show')
     .description('print a stored bundle (YAML; JSON with --json)')
-    .argument('<bundle_id>')
+    .argument('<bundle_id>', 'bundle id (bnd_…), as svc bundle list shows it')
     .action(async function (this: Command, id: string) {
       output(this, await handleShow(kernelClient(this), id), (b: StoredBundle) => toYaml(b, { lineWidth: 0 }));
     });

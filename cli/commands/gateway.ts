@@ -14,7 +14,7 @@ import type { Command } from 'commander';
 import type { CanaryStatus } from '../../src/gateway/canaries.js';
 import type { ToolDescriptor } from '../../src/types.js';
 import { gatewayClient, globals, output, table } from '../context.js';
-import { usageError } from '../exit.js';
+import { fsReason, usageError } from '../exit.js';
 import { errorFromBody, type SvcHttpClient } from '../http-client.js';
 
 export async function handleTools(client: SvcHttpClient): Promise<ToolDescriptor[]> {
@@ -53,7 +53,7 @@ export function parseArgs(value: string | undefined, readFile: (path: string) =>
     try {
       text = readFile(value.slice(1));
     } catch (err) {
-      throw usageError(`cannot read ${where}: ${(err as Error).message}`);
+      throw usageError(`cannot read ${where}: ${fsReason(err)}`);
     }
   }
   let parsed: unknown;
@@ -164,6 +164,7 @@ export function registerGateway(program: Command): void {
     .option('--lease-id <id>', 'the lease id, recorded in events')
     .option('--idempotency-key <key>', 'replay the stored result on a repeat')
     .option('--scope <pattern>', 'narrow the call to this scope')
+    .addHelpText('after', '\nExample:\n  svc gateway call billing.lookup_invoice --args \'{"invoice_id":"inv_1001"}\' --remit-token "$TOKEN"')
     .action(async function (this: Command, tool: string, f: CallFlags) {
       const answer = await handleCall(gatewayClient(this), tool, f);
       if (globals(this).json) output(this, answer);

@@ -14,7 +14,7 @@ import { lintPolicy } from '../../src/policy/compile.js';
 import type { PolicySummary, PolicyTestResult } from '../../src/policy/policy-service.js';
 import type { StoredPolicy } from '../../src/types.js';
 import { globals, kernelClient, output, table } from '../context.js';
-import { CliError, EXIT, usageError } from '../exit.js';
+import { CliError, EXIT, fsReason, usageError } from '../exit.js';
 import type { SvcHttpClient } from '../http-client.js';
 import { readDataFile } from './bundle.js';
 
@@ -28,7 +28,7 @@ function readSource(file: string): string {
   try {
     return readFileSync(file, 'utf8');
   } catch (err) {
-    throw new CliError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, EXIT.failed);
+    throw new CliError(`cannot read ${file}: ${fsReason(err)}`, EXIT.failed);
   }
 }
 
@@ -142,7 +142,7 @@ export function registerPolicy(program: Command): void {
   policy
     .command('lint')
     .description('check a policy file offline; prints FILE:LINE:COL: message per problem, exit 1 when there are any')
-    .argument('<file>')
+    .argument('<file>', 'policy source file (man svc-policy(5))')
     .action(function (this: Command, file: string) {
       const r = handleLint(file);
       if (globals(this).json) process.stdout.write(JSON.stringify(r) + '\n');
@@ -154,9 +154,10 @@ export function registerPolicy(program: Command): void {
   policy
     .command('push')
     .description('post a policy version (versions are immutable)')
-    .argument('<file>')
-    .requiredOption('--name <name>', 'policy name')
-    .requiredOption('--version <version>', 'policy version, e.g. 1.0.0')
+    .argument('<file>', 'policy source file')
+    .requiredOption('--name <name>', 'policy name (required)')
+    .requiredOption('--version <version>', 'policy version, e.g. 1.0.0 (required)')
+    .addHelpText('after', '\nExample:\n  svc policy push fixtures/policies/refunds-v1.policy --name refunds --version 1.0.0')
     .action(async function (this: Command, file: string, o: { name: string; version: string }) {
       const r = await handlePush(kernelClient(this), file, o.name, o.version);
       output(this, r, (x: PushResult) => `${x.status === 'created' ? 'created' : 'already stored'}: ${x.name}@${x.version} ${x.policy_id}`);
@@ -183,9 +184,10 @@ export function registerPolicy(program: Command): void {
     .command('test')
     .description('decide every corpus case under A alone and B alone; print the cases whose decision flips')
     .argument('<corpus>', 'JSON or YAML list of {action, run}')
-    .requiredOption('--a <ref>', 'policy A: NAME or NAME@VERSION')
-    .requiredOption('--b <ref>', 'policy B: NAME, NAME@VERSION, or a policy source FILE')
+    .requiredOption('--a <ref>', 'policy A, pushed already: NAME or NAME@VERSION (required)')
+    .requiredOption('--b <ref>', 'policy B: NAME, NAME@VERSION, or a policy source FILE (required)')
     .option('--fail-on-flip', 'exit 1 when any case flips (for CI)')
+    .addHelpText('after', '\nExample:\n  svc policy test fixtures/corpora/refunds.json --a refunds@1.0.0 \\\n    --b fixtures/policies/refunds-v2.policy --fail-on-flip')
     .action(async function (this: Command, corpusFile: string, o: { a: string; b: string; failOnFlip?: boolean }) {
       const r = await handleTest(kernelClient(this), corpusFile, o.a, o.b);
       const { corpus: _corpus, ...data } = r;

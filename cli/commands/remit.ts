@@ -211,18 +211,25 @@ function readToken(arg: string): string {
 export function registerRemit(program: Command): void {
   const remit = program.command('remit').description('mint, derive, show and decode remits (signed capability grants)');
 
-  addCreateFlags(remit.command('mint').description('mint a remit (POST /v1/remits); prints the token')).action(async function (this: Command, f: CreateFlags) {
-    printCreated(this, await handleMint(kernelClient(this), f));
-  });
+  addCreateFlags(remit.command('mint').description('mint a remit (POST /v1/remits); prints the token'))
+    .addHelpText(
+      'after',
+      "\nRequired: --tools, --scopes, --autonomy, --requested-by, --spend-tokens and --spend-usd.\n\nExample:\n  TOKEN=$(svc remit mint --tools 'billing.*' --scopes 'sql:table:*' --autonomy supervised \\\n    --requested-by ana:agent:support-lead --spend-usd 5 --spend-tokens 100000)",
+    )
+    .action(async function (this: Command, f: CreateFlags) {
+      printCreated(this, await handleMint(kernelClient(this), f));
+    });
 
   addCreateFlags(
     remit
       .command('derive')
       .description('derive a narrower remit from ID (POST /v1/remits/ID/derive); flags not given are inherited')
       .argument('<id>', 'parent remit id'),
-  ).action(async function (this: Command, id: string, f: CreateFlags) {
-    printCreated(this, await handleDerive(kernelClient(this), id, f));
-  });
+  )
+    .addHelpText('after', '\nExample:\n  svc remit derive rmt_01J… --tools billing.refund --spend-usd 1 --spend-tokens 10000 --ttl 600')
+    .action(async function (this: Command, id: string, f: CreateFlags) {
+      printCreated(this, await handleDerive(kernelClient(this), id, f));
+    });
 
   remit
     .command('show')

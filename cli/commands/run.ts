@@ -15,7 +15,7 @@ import { Option, type Command } from 'commander';
 import type { ReplayReport } from '../../src/kernel/replay.js';
 import type { RunEvent, RunStateObject } from '../../src/types.js';
 import { globals, kernelClient, output, table } from '../context.js';
-import { CliError, EXIT, usageError } from '../exit.js';
+import { CliError, EXIT, fsReason, usageError } from '../exit.js';
 import type { SvcHttpClient } from '../http-client.js';
 import { parseRequestedBy } from './remit.js';
 
@@ -34,7 +34,7 @@ export function parseInput(value: string | undefined, readFile: (path: string) =
     try {
       text = readFile(path);
     } catch (err) {
-      throw usageError(`cannot read ${where}: ${(err as Error).message}`);
+      throw usageError(`cannot read ${where}: ${fsReason(err)}`);
     }
   }
   try {
@@ -180,6 +180,8 @@ function summarize(payload: Record<string, unknown>): string {
   }
   if (p.error && typeof p.error === 'object') parts.push(`error=${p.error.code}`);
   if (p.action && typeof p.action === 'object' && p.action.tool) parts.push(`tool=${p.action.tool}`);
+  // A redaction note (svc-events(7)): what was redacted and where, never the content.
+  if (p.type === 'redaction') parts.push(`redacted ${p.count ?? 1} ${p.class} at ${p.path}`);
   return parts.join(' ');
 }
 
@@ -238,8 +240,12 @@ export function registerRun(program: Command): void {
     .argument('<bundle>', 'bundle id (bnd_…) or NAME[@VERSION]')
     .argument('<workflow>', 'workflow name')
     .option('--input <json>', 'the input: @FILE, @- for stdin, or inline JSON (default: {})')
-    .requiredOption('--remit <id>', 'the remit the run uses (bound to it)')
+    .requiredOption('--remit <id>', 'the remit the run uses; it is bound to the run (required)')
     .option('--requested-by <id:role:manager>', "the requester (default: the remit's)")
+    .addHelpText(
+      'after',
+      '\nExample:\n  svc run start refunds refund --remit rmt_01J… \\\n    --input \'{"ticket_id":"T-1","customer_id":"cus_001","invoice_id":"inv_1001","message":"charged twice"}\'',
+    )
     .action(async function (this: Command, bundle: string, workflow: string, f: StartFlags) {
       const r = await handleStart(kernelClient(this), bundle, workflow, f);
       if (globals(this).json) output(this, r);
@@ -314,7 +320,7 @@ export function registerRun(program: Command): void {
     .command('abandon')
     .description('abandon a run: compensations of completed steps run last first, then the run is abandoned')
     .argument('<id>', 'run id')
-    .requiredOption('--reason <text>', 'why (recorded in the log)')
+    .requiredOption('--reason <text>', 'why, recorded in the log (required)')
     .action(async function (this: Command, id: string, f: { reason: string }) {
       const r = await handleAbandon(kernelClient(this), id, f.reason, optionalActor(this));
       output(this, r, (x: typeof r) => `run ${id} ${x.state ?? 'abandoning'}: ${x.compensations_scheduled} compensation(s) scheduled`);

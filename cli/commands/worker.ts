@@ -14,7 +14,7 @@ import { createLogger, type Logger, type LogLevel } from '../../src/log/logger.j
 import type { LeaseKind } from '../../src/types.js';
 import { createProvider, PROVIDER_NAMES, type ProviderName } from '../../src/worker/providers/index.js';
 import { ALL_KINDS, Worker, type WorkerOptions } from '../../src/worker/worker.js';
-import { globals } from '../context.js';
+import { gatewayUrlOf, globals, kernelUrlOf } from '../context.js';
 import { usageError } from '../exit.js';
 
 export interface WorkerFlags {
@@ -115,7 +115,7 @@ export function registerWorker(program: Command): void {
   program
     .command('worker')
     .description('run steps for the kernel: lease, execute through the gateway and a model provider, report')
-    .option('--kinds <list>', `step kinds to lease, comma separated (default: ${ALL_KINDS.join(',')})`)
+    .option('--kinds <list>', `step kinds to lease, comma-separated (default: ${ALL_KINDS.join(',')})`)
     .option('--provider <name>', `model provider: ${PROVIDER_NAMES.join(' or ')} (default: mock)`)
     .option('--concurrency <n>', 'steps run at once (default: 1)')
     .option('--worker-id <id>', 'name shown in leases and events (default: <host>-<pid>-<random>)')
@@ -127,6 +127,6 @@ export function registerWorker(program: Command): void {
       const settings = parseWorkerFlags(flags);
       const g = globals(this);
       const logger = createLogger({ level: (process.env.SVC_LOG_LEVEL as LogLevel | undefined) ?? 'info', base: { svc: 'worker' } });
-      await handleWorker(settings, { kernelUrl: g.kernelUrl, gatewayUrl: g.gatewayUrl, token: g.token }, logger);
+      await handleWorker(settings, { kernelUrl: kernelUrlOf(this), gatewayUrl: gatewayUrlOf(this), token: g.token }, logger);
     });
 }

@@ -1,0 +1,94 @@
+/**
+ * The mistakes a newcomer makes first, against the built binary (decisions §11; exit codes of
+ * cli/exit.ts: 0 ok, 1 refused or failed, 2 usage, 3 unreachable): a malformed daemon address,
+ * an unreachable daemon, a file that does not exist, and help that says what is required.
+ * Run `npx tsc -p tsconfig.json` first.
+ */
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { eventLine } from '../../cli/commands/run.js';
+import { runSvc } from '../helpers/cli.js';
+import { ROOT } from '../helpers/daemon.js';
+
+const oneLine = (s: string) => s.trimEnd().split('\n');
+
+describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
+  it('a --kernel-url that is not an http(s) URL is a usage error naming the flag, not "unreachable"', async () => {
+    const r = await runSvc(['--kernel-url', 'nonsense', 'run', 'list']);
+    expect(r.code).toBe(2);
+    expect(oneLine(r.stderr)).toEqual(['svc: --kernel-url must be an http:// or https:// URL, got "nonsense"']);
+  });
+
+  it('a malformed SVC_KERNEL_URL / --gateway-url names where it came from', async () => {
+    const env = await runSvc(['keys', 'show'], { SVC_KERNEL_URL: 'ftp://example' });
+    expect(env.code).toBe(2);
+    expect(env.stderr).toContain('SVC_KERNEL_URL must be an http:// or https:// URL, got "ftp://example"');
+    const gw = await runSvc(['--gateway-url', 'nope', 'gateway', 'tools']);
+    expect(gw.code).toBe(2);
+    expect(gw.stderr).toContain('--gateway-url must be an http:// or https:// URL');
+  });
+
+  it('offline commands do not care about the daemon address', async () => {
+    const r = await runSvc(['bundle', 'validate', join(ROOT, 'fixtures/bundles/refunds.yaml')], { SVC_KERNEL_URL: 'nonsense' });
+    expect(r.code).toBe(0);
+  });
+
+  it('no daemon: exit 3 with one line naming the URL', async () => {
+    const r = await runSvc(['--kernel-url', 'http://127.0.0.1:1', 'run', 'show', 'run_x']);
+    expect(r.code).toBe(3);
+    expect(oneLine(r.stderr)).toHaveLength(1);
+    expect(r.stderr).toMatch(/^svc: cannot reach svcd at http:\/\/127\.0\.0\.1:1 \(.+\); is it running\?\n$/);
+  });
+});
+
+describe('files that are not there', () => {
+  it('says "no such file" in words (exit 1), never a stack or an errno alone', async () => {
+    for (const args of [['bundle', 'validate', '/nonexistent/x.yaml'], ['policy', 'lint', '/nonexistent/x.policy']]) {
+      const r = await runSvc(args);
+      expect(r.code).toBe(1);
+      expect(oneLine(r.stderr)).toEqual([`svc: cannot read ${args[2]}: no such file`]);
+    }
+  });
+
+  it('an --input @FILE that is missing is a usage error (exit 2)', async () => {
+    const { parseInput } = await import('../../cli/commands/run.js');
+    expect(() => parseInput('@/nonexistent/in.json')).toThrow('cannot read /nonexistent/in.json: no such file');
+  });
+});
+
+describe('help a newcomer can act on', () => {
+  it('marks required options and describes every argument', async () => {
+    const start = await runSvc(['run', 'start', '--help']);
+    expect(start.code).toBe(0);
+    expect(start.stdout).toMatch(/--remit <id>\s+the remit the run uses; it is bound to the\s+run \(required\)/);
+    expect(start.stdout).toContain('Example:');
+    const approve = await runSvc(['approvals', 'approve', '--help']);
+    expect(approve.stdout).toMatch(/id\s+approval id \(apr_…\)/);
+    expect(approve.stdout).not.toContain('(default: "")');
+    const mint = await runSvc(['remit', 'mint', '--help']);
+    expect(mint.stdout).toContain('Required: --tools, --scopes, --autonomy, --requested-by, --spend-tokens and --spend-usd.');
+    const top = await runSvc(['--help']);
+    expect(top.stdout).toContain('Exit status: 0 ok, 1 refused or failed by the service');
+  });
+
+  it('approve without --reason still sends an empty reason (no commander default needed)', async () => {
+    // The option lost its '' default in the help; the command must still reach the daemon.
+    const r = await runSvc(['--kernel-url', 'http://127.0.0.1:1', '--actor', 'fin-1:finance', 'approvals', 'approve', 'apr_x']);
+    expect(r.code).toBe(3);
+  });
+});
+
+describe('svc run events: redaction notes (svc-events(7) note {type: redaction})', () => {
+  it('shows what was redacted and where, never the content', () => {
+    const line = eventLine({
+      seq: 6,
+      hash: 'h',
+      prev_hash: 'p',
+      kind: 'note',
+      payload: { type: 'redaction', class: 'pii', path: '/input/message', count: 1, source: 'worker', step: 'triage', call_index: 0 },
+      actor: { id: 'w-1', role: 'worker' },
+      at: '2026-01-01T00:00:00.000Z',
+    });
+    expect(line).toMatch(/note\s+w-1:worker\s+step=triage redacted 1 pii at \/input\/message$/);
+  });
+});
