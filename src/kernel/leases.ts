@@ -71,7 +71,12 @@ export interface FailBody {
   usage?: Partial<Spend>;
 }
 
-export type FailOutcome = 'retry_scheduled' | 'quarantined' | 'parked' | 'failed';
+/**
+ * Interface 3 names exactly two outcomes. Everything that is not a retry is `quarantined`:
+ * the step will not run again by itself. `run_state` in the response says what became of the
+ * run (parked for `quarantine` or `connector_quarantined`, failed over budget, abandoned).
+ */
+export type FailOutcome = 'retry_scheduled' | 'quarantined';
 
 /** `heartbeat_seconds` = ttl/3 rounded down, at least 1 (decisions §6). */
 export function heartbeatSeconds(ttl: number): number {
@@ -326,7 +331,7 @@ export class LeaseService {
       if (isComp) {
         if (deterministic || lease.attempt >= policy.max_attempts) {
           await this.failCompensation(w, lease.step, lease.attempt, leaseId, error);
-          outcome = 'failed';
+          outcome = 'quarantined';
         } else {
           await this.scheduleRetry(w, lease.step, 'compensation', lease.attempt + 1, delay);
           outcome = 'retry_scheduled';
@@ -334,11 +339,11 @@ export class LeaseService {
         }
       } else if (budgetExceeded(w.model.usage, w.model.budget, reserved)) {
         await this.failForBudget(w, lease.step, reserved);
-        outcome = 'failed';
+        outcome = 'quarantined';
       } else if (error.code === 'connector_quarantined') {
         const parked: RunParkedPayload = { reason: 'connector_quarantined', step: lease.step, lease_id: leaseId };
         await w.append({ kind: 'run.parked', payload: parked as never, actor: KERNEL_ACTOR });
-        outcome = 'parked';
+        outcome = 'quarantined';
       } else if (deterministic || lease.attempt >= policy.max_attempts) {
         await this.quarantine(w, lease.step, lease.attempt, deterministic ? 'deterministic' : 'max_attempts');
         outcome = 'quarantined';

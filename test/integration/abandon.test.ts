@@ -74,7 +74,7 @@ describe('abandon (D §6)', () => {
     const second = await lease(d, ['compensation']);
     expect(second.body.step_def).toMatchObject({ tool: 'billing.unlookup', args: { rows: 2, amount: 20 } });
     const failed = await d.kernel_(`/leases/${second.body.lease_id}/fail`, { body: { error: { code: 'gone', message: 'cannot undo' }, deterministic: true } });
-    expect(failed.body).toMatchObject({ outcome: 'failed', run_state: 'abandoned' });
+    expect(failed.body).toMatchObject({ outcome: 'quarantined', run_state: 'abandoned' });
     const run = await getRun(d, run_id);
     expect(run).toMatchObject({ state: 'abandoned', error: { code: 'compensation_failed' } });
     expect(run.steps.refund.state).toBe('compensated');

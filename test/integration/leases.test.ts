@@ -284,7 +284,7 @@ describe('fail: retries with backoff, quarantine, resume (I 3, D §6)', () => {
     const { run_id } = await startRun(d, await pushBundle(d));
     const l = await lease(d, ['model']);
     const f = await d.kernel_(`/leases/${l.body.lease_id}/fail`, { body: { error: { code: 'connector_quarantined', message: 'billing is quarantined' } } });
-    expect(f.body).toMatchObject({ outcome: 'parked', delay_ms: null, run_state: 'parked' });
+    expect(f.body).toMatchObject({ outcome: 'quarantined', delay_ms: null, run_state: 'parked' });
     expect(await getRun(d, run_id)).toMatchObject({ state: 'parked', parked_reason: 'connector_quarantined', steps: { triage: { state: 'pending', attempt: 1 } } });
     await d.kernel_(`/runs/${run_id}/resume`, { body: {} });
     expect((await lease(d, ['model'])).body.attempt).toBe(1);

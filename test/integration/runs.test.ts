@@ -200,7 +200,7 @@ describe('spend (D §8, I 4.1 rules 5–6)', () => {
     const l = await lease(d, ['tool']);
     expect(l.body.context.budget).toEqual({ tokens: 1000, usd: 1, used_tokens: 600, used_usd: 0.5 });
     const f = await d.kernel_(`/leases/${l.body.lease_id}/fail`, { body: { error: { code: 'upstream_error', message: 'x' }, usage: { tokens: 0, usd: 0.6 } } });
-    expect(f.body).toMatchObject({ outcome: 'failed', run_state: 'failed' });
+    expect(f.body).toMatchObject({ outcome: 'quarantined', run_state: 'failed' });
     const run = await getRun(d, run_id);
     expect(run).toMatchObject({ state: 'failed', error: { code: 'budget_exhausted' }, usage: { tokens: 600, usd: 1.1 } });
     const events = await allEvents(d, run_id);
