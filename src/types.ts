@@ -213,11 +213,9 @@ export interface StepStatus {
   ended_at: string | null;
 }
 
-/** GET /v1/runs/{id} (decisions §6). */
-export interface RunStateObject {
+/** What a run is started with and never changes: fixed by `run.created`. */
+export interface RunIdentity {
   run_id: string;
-  state: RunState;
-  parked_reason: ParkedReason | null;
   bundle_id: string;
   bundle: { name: string; version: string };
   workflow: string;
@@ -226,6 +224,12 @@ export interface RunStateObject {
   requested_by: Requester;
   remit_id: string;
   policies: PolicyRef[];
+}
+
+/** GET /v1/runs/{id} (decisions §6). */
+export interface RunStateObject extends RunIdentity {
+  state: RunState;
+  parked_reason: ParkedReason | null;
   current_step: string | null;
   steps: Record<string, StepStatus>;
   usage: Spend;

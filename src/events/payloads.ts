@@ -2,19 +2,10 @@
  * Payload shapes of the kernel's event kinds (decisions §7; man/svc-events.7). The engine
  * builds them, the reducer folds them, replay re-reads them: one definition for all three.
  */
-import type { Decision, ErrorInfo, LeaseKind, ParkedReason, PolicyAction, PolicyRef, PolicyRunContext, Requester, RunState, Spend, StepKind } from '../types.js';
+import type { RunIdentity, Decision, ErrorInfo, LeaseKind, ParkedReason, PolicyAction, PolicyRef, PolicyRunContext, RunState, Spend, StepKind } from '../types.js';
 
-export interface RunCreatedPayload {
-  run_id: string;
-  bundle_id: string;
-  bundle: { name: string; version: string };
-  workflow: string;
-  department: string;
-  input: unknown;
-  requested_by: Requester;
-  remit_id: string;
+export interface RunCreatedPayload extends RunIdentity {
   parent_run_id: string | null;
-  policies: PolicyRef[];
   budget: Spend;
   steps: Array<{ id: string; kind: StepKind; compensate: boolean }>;
 }

@@ -22,7 +22,7 @@ import type {
   StepQuarantinedPayload,
   StepRetryScheduledPayload,
 } from '../events/payloads.js';
-import type { ErrorInfo, LeaseKind, ParkedReason, PolicyRef, Requester, RunState, RunStateObject, Spend, StepKind, StepState, StepStatus } from '../types.js';
+import type { ErrorInfo, LeaseKind, ParkedReason, RunIdentity, RunState, RunStateObject, Spend, StepKind, StepState, StepStatus } from '../types.js';
 
 /** One step as the reducer tracks it: the public status plus what leasing needs. */
 export interface StepModel extends StepStatus {
@@ -43,19 +43,10 @@ export interface StepModel extends StepStatus {
 }
 
 /** The whole state of a run. `publicState` projects it to the GET /v1/runs/{id} object. */
-export interface RunModel {
-  run_id: string;
+export interface RunModel extends RunIdentity {
   state: RunState;
   parked_reason: ParkedReason | null;
-  bundle_id: string;
-  bundle: { name: string; version: string };
-  workflow: string;
-  department: string;
-  input: unknown;
-  requested_by: Requester;
-  remit_id: string;
   parent_run_id: string | null;
-  policies: PolicyRef[];
   budget: Spend;
   usage: Spend;
   current_step: string | null;
