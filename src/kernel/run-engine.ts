@@ -120,26 +120,37 @@ export class RunEngine {
    * state and signed head, or nothing does. `fn` must only use `w.tx` for the store.
    */
   async mutate<T>(runId: string, fn: (w: RunWriter) => Promise<T>, opts: TxOptions = {}): Promise<T> {
-    const { result, writer } = await this.k.db.tx(async (tx) => {
+    let writer: RunWriter | null = null;
+    // Wake long-polls as soon as the change commits: a woken worker's lease is acknowledged
+    // only after its own durable commit, whose fsync covers this transaction too.
+    const wake = () => writer && this.wakeFor(writer.model);
+    const { result } = await this.k.db.tx(async (tx) => {
       const row = await loadRunRow(tx, runId);
       if (!row) throw notFound('run', runId);
       const w = new RunWriter(tx, row, this.writerDeps);
       const result = await fn(w);
       await w.flush();
-      return { result, writer: w };
-    }, opts);
-    this.afterCommit(writer.before, writer.model, writer.appended);
+      writer = w;
+      return { result };
+    }, { ...opts, onCommitted: wake });
+    const w = writer as RunWriter | null;
+    if (w) this.afterCommit(w.before, w.model, w.appended, false);
     return result;
   }
 
   /** Metrics and wake-ups for a committed change. */
-  afterCommit(before: RunModel | null, after: RunModel, events: readonly RunEvent[]): void {
+  afterCommit(before: RunModel | null, after: RunModel, events: readonly RunEvent[], wake = true): void {
     for (const e of events) this.k.metrics.events.inc({ kind: e.kind });
     if (!before || before.state !== after.state) {
       if (before) this.k.metrics.runs.dec({ state: before.state });
       this.k.metrics.runs.inc({ state: after.state });
     }
-    const work = workItem(after);
+    if (wake) this.wakeFor(after);
+  }
+
+  /** Wakes long-polling lease requests for the work this run now offers, if any. */
+  private wakeFor(model: RunModel): void {
+    const work = workItem(model);
     if (work) this.notifier.notify(work.kind);
   }
 
@@ -192,6 +203,7 @@ export class RunEngine {
     ev.payload = globalRedactor.redactValue(ev.payload);
     ev.hash = eventHash(runId, ev);
     const model = initialModel(ev);
+    let created: RunWriter | null = null;
     const { writer } = await this.k.db.tx(async (tx) => {
       const bound = await this.k.remits.bindToRun(tx, body.remit_id, runId);
       const head = { run_id: runId, seq: 1, hash: ev.hash };
@@ -233,9 +245,10 @@ export class RunEngine {
       // A workflow without steps is complete the moment it starts.
       if (model.current_step === null) await w.append({ kind: 'run.completed', payload: { output: null }, actor: KERNEL_ACTOR });
       await w.flush();
+      created = w;
       return { writer: w };
-    });
-    this.afterCommit(null, writer.model, [ev, ...writer.appended]);
+    }, { onCommitted: () => created && this.wakeFor(created.model) });
+    this.afterCommit(null, writer.model, [ev, ...writer.appended], false);
     this.k.metrics.usageUsd.inc({ department: model.department }, 0); // the series exists from the run's start
     return { run_id: runId, state: writer.model.state };
   }

@@ -22,6 +22,12 @@ export interface TxOptions {
    * notes, idempotency entries of read-only tools). (Default: true)
    */
   durable?: boolean;
+  /**
+   * Called once the transaction has committed, before its commit is on disk. For wake-ups
+   * whose effect cannot be acknowledged before a later durable commit covers this one (a
+   * woken long-poll must itself commit a lease first). Never for acknowledgements.
+   */
+  onCommitted?: () => void;
 }
 
 export interface SqlDb {

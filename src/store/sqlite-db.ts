@@ -124,6 +124,11 @@ export class SqliteDb implements SqlDb {
         const r = await fn(this.handle);
         this.raw.exec('COMMIT');
         if (this.syncLevel) this.unsynced = true;
+        try {
+          opts.onCommitted?.();
+        } catch {
+          /* committed is committed: a failing hook must not report the transaction as failed */
+        }
         return r;
       } catch (err) {
         if (this.raw.inTransaction) this.raw.exec('ROLLBACK');

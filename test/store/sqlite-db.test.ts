@@ -110,3 +110,24 @@ describe('SqliteDb specifics (D §11)', () => {
     await db.close();
   });
 });
+
+describe('onCommitted (decisions §6 long-poll wake-ups)', () => {
+  it('runs after COMMIT and before the fsync barrier, never on rollback, and cannot fail the commit', async () => {
+    const { mkdtempSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const db = new SqliteDb({ path: join(mkdtempSync(join(tmpdir(), 'svc-oncommit-')), 'db.sqlite') });
+    await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');
+    const before = db.barriers();
+    let seen: number | null = null;
+    await db.tx(async (tx) => void (await tx.run('INSERT INTO t (id) VALUES (1)')), { onCommitted: () => (seen = db.barriers()) });
+    expect(seen).toBe(before); // called before this commit's barrier
+    expect(db.barriers()).toBe(before + 1);
+    let called = false;
+    await expect(db.tx(async () => { throw new Error('boom'); }, { onCommitted: () => (called = true) })).rejects.toThrow('boom');
+    expect(called).toBe(false);
+    await expect(db.tx(async (tx) => void (await tx.run('INSERT INTO t (id) VALUES (2)')), { onCommitted: () => { throw new Error('hook'); } })).resolves.toBeUndefined();
+    expect((await db.all('SELECT id FROM t ORDER BY id')).length).toBe(2);
+    await db.close();
+  });
+});
