@@ -6,8 +6,8 @@
  */
 import React, { useEffect, useMemo, useRef, useState } from 'react';
 import { Box, Text, useInput } from 'ink';
-import type { Actor, Approval, ApprovalDecision, EventView, RunView } from './approvals-api.js';
-import type { Connection } from './inbox-source.js';
+import type { Actor, Approval, ApprovalDecision } from './approvals-api.js';
+import type { InboxSnapshot } from './inbox-source.js';
 import { matchesFilter } from './inbox-source.js';
 import { ApprovalDetail, DETAIL_FIXED_ROWS } from './ApprovalDetail.js';
 import { ApprovalList } from './ApprovalList.js';
@@ -21,18 +21,9 @@ export interface Notice {
   text: string;
 }
 
-export interface InboxProps {
-  /** `role:<role>` */
-  approver: string;
+/** The data layer's snapshot (approver, url, connection, approvals, runs, events) plus screen state. */
+export interface InboxProps extends InboxSnapshot {
   actor: Actor;
-  /** Kernel address, named on the unreachable screen. */
-  url: string;
-  connection: Connection;
-  loaded: boolean;
-  /** Pending approvals, newest first. */
-  approvals: Approval[];
-  runs: Readonly<Record<string, RunView>>;
-  events: Readonly<Record<string, EventView[]>>;
   /** One status line under the detail (the last decision's result). */
   notice?: Notice | null;
   /** Set while a decision is in flight; keys that decide are ignored meanwhile. */
