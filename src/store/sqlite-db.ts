@@ -16,6 +16,7 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { AsyncMutex } from './async-mutex.js';
 import type { Migration, RunResult, SqlDb, SqlValue, TxOptions } from './sql-db.js';
+import { FALLBACK_AUTOCHECKPOINT_PAGES, SQLITE_AUTOCHECKPOINT_PAGES, WalCheckpointer } from './wal-checkpointer.js';
 
 export type SqliteSynchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
 
@@ -29,6 +30,9 @@ export interface SqliteDbOptions {
 }
 
 type Db = Database.Database;
+
+/** What SQLite truncates the WAL to when it rewinds it (it otherwise keeps its largest size). */
+const WAL_SIZE_LIMIT_BYTES = 16 * 1024 * 1024;
 
 class SqliteHandle implements SqlDb {
   readonly dialect = 'sqlite' as const;
@@ -87,6 +91,9 @@ export class SqliteDb implements SqlDb {
   /** The next barrier, while it has not started: later committers join it. */
   private nextBarrier: Promise<void> | null = null;
   private lazyTimer: NodeJS.Timeout | null = null;
+  private readonly busyTimeoutMs: number;
+  /** Runs WAL checkpoints on a worker thread (file-backed stores only). */
+  readonly checkpointer: WalCheckpointer | null = null;
 
   constructor(opts: SqliteDbOptions) {
     if (opts.path !== ':memory:') mkdirSync(dirname(opts.path), { recursive: true });
@@ -98,7 +105,20 @@ export class SqliteDb implements SqlDb {
     this.syncLevel = (level === 'FULL' || level === 'EXTRA') && opts.path !== ':memory:' ? level : null;
     this.raw.pragma(`synchronous = ${this.syncLevel ? 'NORMAL' : level}`);
     this.raw.pragma('foreign_keys = ON');
-    this.raw.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
+    this.busyTimeoutMs = opts.busyTimeoutMs ?? 5000;
+    this.raw.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
+    if (opts.path !== ':memory:') {
+      this.raw.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
+      this.raw.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`); // a burst's WAL shrinks back once rewound
+      this.checkpointer = new WalCheckpointer(
+        this.raw.name,
+        level,
+        () => this.mutex.run(() => this.rewindWal()),
+        () => {
+          if (!this.closed) this.raw.pragma(`wal_autocheckpoint = ${SQLITE_AUTOCHECKPOINT_PAGES}`);
+        },
+      );
+    }
     if (this.syncLevel) this.raw.exec('CREATE TABLE IF NOT EXISTS svc_sync_barrier (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL); INSERT OR IGNORE INTO svc_sync_barrier VALUES (1, 0);');
     this.handle = new SqliteHandle(this.raw, new Map());
   }
@@ -124,6 +144,7 @@ export class SqliteDb implements SqlDb {
         const r = await fn(this.handle);
         this.raw.exec('COMMIT');
         if (this.syncLevel) this.unsynced = true;
+        this.checkpointer?.afterCommit();
         try {
           opts.onCommitted?.();
         } catch {
@@ -140,6 +161,21 @@ export class SqliteDb implements SqlDb {
       else await this.sync();
     }
     return result;
+  }
+
+  /**
+   * After a background checkpoint: copies the frames written meanwhile and rewinds the WAL,
+   * between two transactions. Never waits for another process's reader (busy_timeout 0): a
+   * busy rewind is simply left to the next round.
+   */
+  private rewindWal(): void {
+    if (this.closed) return;
+    this.raw.pragma('busy_timeout = 0');
+    try {
+      this.raw.pragma('wal_checkpoint(RESTART)');
+    } finally {
+      this.raw.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
+    }
   }
 
   /** fsync'd barrier commits so far (tests and metrics). */
@@ -187,6 +223,7 @@ export class SqliteDb implements SqlDb {
     this.lazyTimer = null;
     await this.sync();
     this.closed = true;
+    await this.checkpointer?.close(); // its connection first: the last one to close removes the WAL
     await this.mutex.run(() => this.raw.close());
   }
 }

@@ -2,11 +2,12 @@
  * SqliteDb (decisions §11: better-sqlite3, WAL, synchronous FULL by default, migrations) runs
  * the SqlDb contract against a real file in a temp dir, plus SQLite-specific checks.
  */
-import { rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { KERNEL_MIGRATIONS } from '../../src/store/migrations.js';
 import { migrate, SqliteDb } from '../../src/store/sqlite-db.js';
+import { COMMITS_PER_CHECKPOINT } from '../../src/store/wal-checkpointer.js';
 import { tempDir } from '../helpers/daemon.js';
 import { describeSqlDbContract } from './sql-db.contract.js';
 
@@ -128,6 +129,48 @@ describe('onCommitted (decisions §6 long-poll wake-ups)', () => {
     expect(called).toBe(false);
     await expect(db.tx(async (tx) => void (await tx.run('INSERT INTO t (id) VALUES (2)')), { onCommitted: () => { throw new Error('hook'); } })).resolves.toBeUndefined();
     expect((await db.all('SELECT id FROM t ORDER BY id')).length).toBe(2);
+    await db.close();
+  });
+});
+
+describe('WAL checkpoints off the event loop (bench/README.md, docs/design.md "Store")', () => {
+  it('checkpoints on a worker thread every COMMITS_PER_CHECKPOINT commits and rewinds the WAL', async () => {
+    const path = file();
+    const db = new SqliteDb({ path });
+    await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)');
+    // SQLite's own automatic checkpoint is only the fallback, far above the worker's interval.
+    expect(db.raw.pragma('wal_autocheckpoint', { simple: true })).toBeGreaterThan(COMMITS_PER_CHECKPOINT * 10);
+    const body = 'x'.repeat(3000); // about one WAL frame per row
+    const commits = COMMITS_PER_CHECKPOINT * 3;
+    for (let i = 0; i < commits; i++) {
+      await db.tx(async (tx) => void (await tx.run('INSERT INTO t (body) VALUES (?)', [body])), { durable: false });
+      if (i % 16 === 0) await new Promise((r) => setImmediate(r)); // let the worker's answers in, as requests do
+    }
+    await db.checkpointer!.checkpoint(); // waits for one in flight, or runs one more
+    expect(db.checkpointer!.completed).toBeGreaterThanOrEqual(1);
+    // Rewound: the next writer starts the WAL over, so it holds only that commit's frames.
+    await db.tx(async (tx) => void (await tx.run('INSERT INTO t (body) VALUES (?)', [body])), { durable: false });
+    const [state] = db.raw.pragma('wal_checkpoint(PASSIVE)') as Array<{ log: number }>;
+    expect(state!.log).toBeLessThan(10);
+    await db.close();
+    expect(existsSync(`${path}-wal`)).toBe(false); // both connections closed: SQLite removed the WAL
+    const again = new SqliteDb({ path });
+    expect(await again.get('SELECT COUNT(*) AS n FROM t')).toEqual({ n: commits + 1 });
+    await again.close();
+  });
+
+  it('a store that never reaches the interval never starts a worker', async () => {
+    const db = new SqliteDb({ path: file() });
+    await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');
+    await db.tx(async (tx) => void (await tx.run('INSERT INTO t (id) VALUES (1)')));
+    expect(db.checkpointer!.completed).toBe(0);
+    expect((db.checkpointer as unknown as { worker: unknown }).worker).toBeNull();
+    await db.close();
+  });
+
+  it('in-memory stores have no checkpointer', async () => {
+    const db = new SqliteDb({ path: ':memory:' });
+    expect(db.checkpointer).toBeNull();
     await db.close();
   });
 });
