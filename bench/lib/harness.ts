@@ -52,8 +52,12 @@ export async function throughput(rounds: number, ops: number, fn: () => Promise<
   return out;
 }
 
-/** Per-call latencies in ms of `n` sequential calls of `fn` (after `warmup` unmeasured calls). */
-export async function latencies(n: number, fn: (i: number) => Promise<void>, warmup = Math.min(50, n)): Promise<number[]> {
+/**
+ * Per-call latencies in ms of `n` sequential calls of `fn`, after `warmup` unmeasured calls
+ * (a quarter of `n`, at most 500: enough for V8 to optimise the path being measured, so that
+ * whichever variant runs first is not charged for the JIT).
+ */
+export async function latencies(n: number, fn: (i: number) => Promise<void>, warmup = Math.min(500, Math.ceil(n / 4))): Promise<number[]> {
   for (let i = 0; i < warmup; i++) await fn(-1 - i);
   const out: number[] = [];
   for (let i = 0; i < n; i++) {
