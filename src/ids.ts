@@ -32,9 +32,21 @@ function encodeTime(ms: number): string {
   return out;
 }
 
+// Random bytes are drawn 4 KiB at a time: one randomBytes call per id was a measurable part
+// of a run's creation (bench/README.md).
+const POOL_BYTES = 4096;
+let pool = Buffer.alloc(0);
+let poolAt = POOL_BYTES;
+
 function freshRandom(): number[] {
-  const bytes = randomBytes(16);
-  return Array.from({ length: 16 }, (_, i) => bytes[i]! % 32);
+  if (poolAt + 16 > pool.length) {
+    pool = randomBytes(POOL_BYTES);
+    poolAt = 0;
+  }
+  const out = new Array<number>(16);
+  for (let i = 0; i < 16; i++) out[i] = pool[poolAt + i]! & 31;
+  poolAt += 16;
+  return out;
 }
 
 function increment(digits: number[]): number[] {

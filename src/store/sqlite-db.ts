@@ -91,6 +91,8 @@ export class SqliteDb implements SqlDb {
   /** The next barrier, while it has not started: later committers join it. */
   private nextBarrier: Promise<void> | null = null;
   private lazyTimer: NodeJS.Timeout | null = null;
+  /** The barrier's statements, prepared once (it runs after nearly every durable commit). */
+  private barrier: { full: Database.Statement; bump: Database.Statement; normal: Database.Statement } | null = null;
   private readonly busyTimeoutMs: number;
   /** Runs WAL checkpoints on a worker thread (file-backed stores only). */
   readonly checkpointer: WalCheckpointer | null = null;
@@ -194,11 +196,16 @@ export class SqliteDb implements SqlDb {
             this.nextBarrier = null; // committers from here on need the next barrier
             if (!this.unsynced || this.closed) return;
             this.unsynced = false;
-            this.raw.pragma(`synchronous = ${this.syncLevel}`);
+            const b = (this.barrier ??= {
+              full: this.raw.prepare(`PRAGMA synchronous = ${this.syncLevel}`),
+              bump: this.raw.prepare('UPDATE svc_sync_barrier SET n = n + 1 WHERE id = 1'),
+              normal: this.raw.prepare('PRAGMA synchronous = NORMAL'),
+            });
+            b.full.run();
             try {
-              this.raw.prepare('UPDATE svc_sync_barrier SET n = n + 1 WHERE id = 1').run();
+              b.bump.run();
             } finally {
-              this.raw.pragma('synchronous = NORMAL');
+              b.normal.run();
             }
           })
           .then(resolve, reject);
