@@ -25,8 +25,12 @@ import { Worker } from 'node:worker_threads';
 export const COMMITS_PER_CHECKPOINT = 250;
 /** SQLite's default automatic checkpoint (pages), restored if the worker fails. */
 export const SQLITE_AUTOCHECKPOINT_PAGES = 1000;
-/** The owner's own automatic checkpoint (pages), only reached when the background one falls behind. */
-export const FALLBACK_AUTOCHECKPOINT_PAGES = 16_000;
+/**
+ * The owner's own automatic checkpoint (pages), reached only when the background one falls
+ * behind: big transactions, or a caller that never yields to the event loop, where the worker's
+ * answer (and so the rewind) waits. Kept low enough that reads never look through a huge WAL.
+ */
+export const FALLBACK_AUTOCHECKPOINT_PAGES = 4_000;
 
 // The worker is plain CommonJS given as a string (`eval`), so that it runs the same from the
 // TypeScript sources under vitest and from dist/.
