@@ -2,7 +2,7 @@
  * RFC 8785 (JCS) canonical JSON through the maintained `canonicalize` package, and the
  * hashes built on it: bundle ids, event hashes and action ids are computed over these bytes.
  */
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 import canonicalizeImpl from 'canonicalize';
 
 const canonicalizeFn = canonicalizeImpl as unknown as (value: unknown) => string | undefined;
@@ -14,8 +14,12 @@ export function canonicalJson(value: unknown): string {
   return text;
 }
 
+// crypto.hash (Node ≥ 20.12) hashes in one call, about twice as fast as a Hash object for the
+// short inputs of event hashes; the engines field allows older 20.x, which takes the fallback.
+const oneShot = (crypto as { hash?: (algorithm: string, data: string | Uint8Array, encoding: 'hex') => string }).hash;
+
 export function sha256Hex(data: string | Uint8Array): string {
-  return createHash('sha256').update(data).digest('hex');
+  return oneShot ? oneShot('sha256', data, 'hex') : crypto.createHash('sha256').update(data).digest('hex');
 }
 
 /** sha256 hex of the canonical JSON of `value`. */

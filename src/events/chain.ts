@@ -4,11 +4,13 @@
  * rows as stored, so a row edited in the database is caught here.
  */
 import type { TrustedKeys } from '../types.js';
-import { eventHash, verifyHead, type HashedEventFields, type RunHead } from './event-hash.js';
+import { storedEventHashMatches, verifyHead, type HashedEventFields, type RunHead } from './event-hash.js';
 
 /** One stored event row; payload and actor may fail to parse when the row was tampered with. */
 export interface StoredEventRow extends HashedEventFields {
   hash: string;
+  /** payload and actor exactly as stored, when the caller has them (the fast path of replay). */
+  stored?: { payload: string; actor: string };
 }
 
 export type ChainErrorReason =
@@ -40,7 +42,7 @@ export function verifyChain(runId: string, events: readonly (StoredEventRow & { 
     if (ev.seq !== expectSeq) errors.push({ seq: ev.seq, reason: 'seq_gap', detail: `expected seq ${expectSeq}` });
     if (ev.prev_hash !== prevHash) errors.push({ seq: ev.seq, reason: 'prev_hash_mismatch' });
     if (ev.unparseable) errors.push({ seq: ev.seq, reason: 'unparseable' });
-    else if (eventHash(runId, ev) !== ev.hash) errors.push({ seq: ev.seq, reason: 'hash_mismatch' });
+    else if (!storedEventHashMatches(runId, ev, ev.stored)) errors.push({ seq: ev.seq, reason: 'hash_mismatch' });
     prevHash = ev.hash;
     expectSeq = ev.seq + 1;
   }

@@ -33,14 +33,47 @@ export function eventHash(runId: string, ev: HashedEventFields): string {
  */
 export function eventHashInput(runId: string, ev: HashedEventFields): string {
   if (!Number.isSafeInteger(ev.seq)) return canonicalJson({ run_id: runId, seq: ev.seq, prev_hash: ev.prev_hash, kind: ev.kind, payload: ev.payload, actor: ev.actor, at: ev.at });
+  return eventHashInputOfTexts(runId, ev, ev.payload === undefined ? undefined : canonicalJson(ev.payload), ev.actor === undefined ? undefined : canonicalJson(ev.actor));
+}
+
+/** The canonical texts of an event's payload and actor, as the store keeps them. */
+export interface CanonicalEventTexts {
+  payload: string;
+  actor: string;
+}
+
+/** JCS texts of payload and actor: written to the store, so that replay can hash the stored text as it is. */
+export function canonicalEventTexts(ev: Pick<HashedEventFields, 'payload' | 'actor'>): CanonicalEventTexts {
+  return { payload: canonicalJson(ev.payload), actor: canonicalJson(ev.actor ?? null) };
+}
+
+/** eventHashInput with payload and actor given as their JCS texts (`seq` a safe integer). */
+function eventHashInputOfTexts(runId: string, ev: Omit<HashedEventFields, 'payload' | 'actor'>, payloadText: string | undefined, actorText: string | undefined): string {
   const members: string[] = [];
-  if (ev.actor !== undefined) members.push(`"actor":${canonicalJson(ev.actor)}`);
+  if (actorText !== undefined) members.push(`"actor":${actorText}`);
   if (ev.at !== undefined) members.push(`"at":${JSON.stringify(ev.at)}`);
   if (ev.kind !== undefined) members.push(`"kind":${JSON.stringify(ev.kind)}`);
-  if (ev.payload !== undefined) members.push(`"payload":${canonicalJson(ev.payload)}`);
+  if (payloadText !== undefined) members.push(`"payload":${payloadText}`);
   if (ev.prev_hash !== undefined) members.push(`"prev_hash":${JSON.stringify(ev.prev_hash)}`);
   members.push(`"run_id":${JSON.stringify(runId)}`, `"seq":${JSON.stringify(ev.seq)}`);
   return `{${members.join(',')}}`;
+}
+
+/** The hash of an event whose payload and actor are already JCS texts (the live path computes them once). */
+export function eventHashOfTexts(runId: string, ev: Omit<HashedEventFields, 'payload' | 'actor'>, texts: CanonicalEventTexts): string {
+  return sha256Hex(eventHashInputOfTexts(runId, ev, texts.payload, texts.actor));
+}
+
+/**
+ * Whether a stored event's hash matches, reading payload and actor as stored. The writer stores
+ * their JCS texts, so hashing the stored text is enough when it matches: sha256 then says the
+ * text is the canonical form of what was hashed. Only when it does not (a row written before
+ * texts were stored canonically, or one edited since) are the parsed values canonicalized, so a
+ * reformatted but equal row is not reported.
+ */
+export function storedEventHashMatches(runId: string, ev: HashedEventFields & { hash: string }, stored?: { payload: string; actor: string }): boolean {
+  if (stored && Number.isSafeInteger(ev.seq) && eventHashOfTexts(runId, ev, stored) === ev.hash) return true;
+  return eventHash(runId, ev) === ev.hash;
 }
 
 /** A run's head: the last event's seq and hash. seq 0 / "" for an empty log. */

@@ -47,11 +47,11 @@ export interface ReplayReport {
   replay_error: string | null;
 }
 
-type ParsedRow = RunEvent & { unparseable?: boolean };
+type ParsedRow = RunEvent & { unparseable?: boolean; stored?: { payload: string; actor: string } };
 
 function parseRow(r: EventRow): ParsedRow {
   try {
-    return { seq: r.seq, hash: r.hash, prev_hash: r.prev_hash, kind: r.kind, payload: JSON.parse(r.payload), actor: JSON.parse(r.actor), at: r.at };
+    return { seq: r.seq, hash: r.hash, prev_hash: r.prev_hash, kind: r.kind, payload: JSON.parse(r.payload), actor: JSON.parse(r.actor), at: r.at, stored: { payload: r.payload, actor: r.actor } };
   } catch {
     return { seq: r.seq, hash: r.hash, prev_hash: r.prev_hash, kind: r.kind, payload: {}, actor: null, at: r.at, unparseable: true };
   }

@@ -8,7 +8,7 @@ import type { TxOptions } from '../store/sql-db.js';
 import { isoTime } from '../clock.js';
 import { canonicalJson } from '../encoding/canonical-json.js';
 import { SvcError, notFound } from '../errors.js';
-import { eventHash, signHead } from '../events/event-hash.js';
+import { canonicalEventTexts, eventHashOfTexts, signHead } from '../events/event-hash.js';
 import { ALL_EVENT_KINDS, isExternalKind } from '../events/kinds.js';
 import type { RunAbandonRequestedPayload, RunCreatedPayload, RunResumedPayload } from '../events/payloads.js';
 import { newId } from '../ids.js';
@@ -201,7 +201,8 @@ export class RunEngine {
     };
     const ev: RunEvent = { seq: 1, hash: '', prev_hash: '', kind: 'run.created', payload: payload as unknown as Record<string, unknown>, actor: { id: requestedBy.id, role: requestedBy.role }, at: isoTime(now) };
     ev.payload = globalRedactor.redactValue(ev.payload);
-    ev.hash = eventHash(runId, ev);
+    const texts = canonicalEventTexts(ev); // stored as hashed (RunWriter.append says why)
+    ev.hash = eventHashOfTexts(runId, ev, texts);
     const model = initialModel(ev);
     let created: RunWriter | null = null;
     const { writer } = await this.k.db.tx(async (tx) => {
@@ -237,8 +238,8 @@ export class RunEngine {
         ev.hash,
         '',
         ev.kind,
-        JSON.stringify(ev.payload),
-        JSON.stringify(ev.actor),
+        texts.payload,
+        texts.actor,
         ev.at,
       ]);
       const w = new RunWriter(tx, row, this.writerDeps);

@@ -5,7 +5,7 @@
  * events therefore commit together or not at all.
  */
 import { isoTime, type Clock } from '../clock.js';
-import { eventHash, signHead } from '../events/event-hash.js';
+import { canonicalEventTexts, eventHashOfTexts, signHead } from '../events/event-hash.js';
 import type { Redactor } from '../log/logger.js';
 import type { SqlDb } from '../store/sql-db.js';
 import type { RemitPayload, RunEvent, RunStateObject } from '../types.js';
@@ -127,7 +127,9 @@ export class RunWriter {
       const payload = this.deps.redactor.redactValue(d.payload);
       const actor = this.deps.redactor.redactValue(d.actor ?? null);
       const ev: RunEvent = { seq: this.seq + 1, hash: '', prev_hash: this.head, kind: d.kind, payload, actor, at: isoTime(this.deps.clock.now()) };
-      ev.hash = eventHash(this.row.run_id, ev);
+      // Stored as their JCS texts, the very bytes hashed: replay hashes the stored text as it is.
+      const texts = canonicalEventTexts(ev);
+      ev.hash = eventHashOfTexts(this.row.run_id, ev, texts);
       this.model = reduce(this.model, ev);
       await this.tx.run('INSERT INTO run_events (run_id, seq, hash, prev_hash, kind, payload, actor, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)', [
         this.row.run_id,
@@ -135,8 +137,8 @@ export class RunWriter {
         ev.hash,
         ev.prev_hash,
         ev.kind,
-        JSON.stringify(ev.payload),
-        JSON.stringify(ev.actor),
+        texts.payload,
+        texts.actor,
         ev.at,
       ]);
       this.seq = ev.seq;

@@ -159,3 +159,33 @@ describe('event hash input (D §7)', () => {
     );
   });
 });
+
+describe('stored texts (D §7; bench/README.md "replay")', () => {
+  it('an event stored as its JCS texts hashes the same from the texts as from the values', async () => {
+    const fc = await import('fast-check');
+    const { canonicalEventTexts, eventHashOfTexts } = await import('../../src/events/event-hash.js');
+    const json = fc.jsonValue({ maxDepth: 4 }).filter((v) => !(typeof v === 'number' && Object.is(v, -0)));
+    fc.assert(
+      fc.property(fc.dictionary(fc.string(), json), fc.oneof(fc.constant(null), fc.string(), fc.dictionary(fc.string(), json)), (payload, actor) => {
+        const ev = { seq: 5, prev_hash: 'ab', kind: 'note', payload: payload as Record<string, unknown>, actor: actor as never, at: '2026-11-23T10:00:00.000Z' };
+        const texts = canonicalEventTexts(ev);
+        expect(eventHashOfTexts('run_X', ev, texts)).toBe(eventHash('run_X', ev));
+        expect(JSON.parse(texts.payload)).toEqual(payload); // what is stored reads back as written
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('verifyChain accepts stored texts as written, reformatted but equal rows, and catches edited ones', async () => {
+    const { canonicalEventTexts } = await import('../../src/events/event-hash.js');
+    const runId = 'run_T';
+    const withTexts = chain(runId, 4).map((e) => ({ ...e, stored: canonicalEventTexts(e) }));
+    expect(verifyChain(runId, withTexts, headOf(runId, withTexts), keys)).toEqual([]);
+    // A row written before texts were stored canonically (other key order, spaces): still valid.
+    const reformatted = withTexts.map((e, i) => (i === 2 ? { ...e, stored: { payload: `{ "text": ${JSON.stringify(e.payload.text)}, "i": ${e.payload.i} }`, actor: ` ${JSON.stringify(e.actor)}` } } : e));
+    expect(verifyChain(runId, reformatted, headOf(runId, reformatted), keys)).toEqual([]);
+    // Edited: the text and the value it parses to differ from what was hashed.
+    const edited = withTexts.map((e, i) => (i === 2 ? { ...e, payload: { ...e.payload, i: 99 }, stored: { payload: JSON.stringify({ ...e.payload, i: 99 }), actor: e.stored.actor } } : e));
+    expect(verifyChain(runId, edited, headOf(runId, edited), keys)).toEqual([{ seq: 3, reason: 'hash_mismatch' }]);
+  });
+});
