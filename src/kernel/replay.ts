@@ -49,7 +49,7 @@ export interface ReplayReport {
 
 type ParsedRow = RunEvent & { unparseable?: boolean; stored?: { payload: string; actor: string } };
 
-function parseRow(r: EventRow): ParsedRow {
+function parseRow(r: Omit<EventRow, 'run_id'>): ParsedRow {
   try {
     return { seq: r.seq, hash: r.hash, prev_hash: r.prev_hash, kind: r.kind, payload: JSON.parse(r.payload), actor: JSON.parse(r.actor), at: r.at, stored: { payload: r.payload, actor: r.actor } };
   } catch {
@@ -69,7 +69,9 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
   const k = e.k;
   const row = await loadRunRow(k.db, runId);
   if (!row) throw notFound('run', runId);
-  const rows = await k.db.all<EventRow>('SELECT * FROM run_events WHERE run_id = ? ORDER BY seq', [runId]);
+  // Not `*`: run_id is known, and every column read is a string made per row (about half a
+  // microsecond each here, a measurable part of replaying 100,000 events).
+  const rows = await k.db.all<Omit<EventRow, 'run_id'>>('SELECT seq, hash, prev_hash, kind, payload, actor, at FROM run_events WHERE run_id = ? ORDER BY seq', [runId]);
   const events = rows.map(parseRow);
 
   const chainErrors = verifyChain(runId, events, { run_id: runId, seq: row.last_seq, hash: row.head_hash, signature: row.head_signature, key_id: row.head_key_id }, k.keys);
