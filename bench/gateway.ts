@@ -86,10 +86,16 @@ export const gatewayBenchmark: Benchmark = {
       rows.push({ label: 'sqlite select direct', unit: 'ms', samples: directSql, better: 'lower' });
       const warmSql = await latencies(n, () => call('billing.lookup', { invoice_id: 'inv_1001' }));
       rows.push({ label: 'sqlite select via gateway (cache warm)', unit: 'ms', samples: warmSql, better: 'lower', baseline: 'sqlite select direct' });
+      const coldSql = await latencies(n, async () => {
+        clearVerifiedTokenCache();
+        await call('billing.lookup', { invoice_id: 'inv_1001' });
+      });
+      rows.push({ label: 'sqlite select via gateway (cache cold)', unit: 'ms', samples: coldSql, better: 'lower', baseline: 'sqlite select direct' });
 
       rows.push(overheadRow('overhead test.echo (warm)', warmEcho, directEcho));
       rows.push(overheadRow('overhead test.echo (cold)', coldEcho, directEcho));
       rows.push(overheadRow('overhead sqlite select (warm)', warmSql, directSql));
+      rows.push(overheadRow('overhead sqlite select (cold)', coldSql, directSql));
       return rows;
     } finally {
       await d.close();
