@@ -7,12 +7,12 @@
  * checkpoints instead: they never take the write lock, so commits continue meanwhile. SQLite
  * rewinds the WAL only when a writer begins with every frame copied, which a busy writer never
  * sees after a background checkpoint; so the owner then finishes with a RESTART checkpoint of
- * its own between two transactions, which copies only the few frames written meanwhile and
- * rewinds the WAL (about 1 ms instead of a whole checkpoint's 5–10 ms).
+ * its own between two transactions, which copies only the frames written meanwhile and
+ * rewinds the WAL (3 ms on average under load here, every 250 commits: about 12 µs a commit).
  *
  * The worker starts with the first checkpoint, so the many small stores of a test run never
- * start one. The owning connection keeps a much higher automatic
- * checkpoint as a safety net should the worker fall behind or fail.
+ * start one. The owning connection keeps SQLite's automatic checkpoint at a higher threshold
+ * as a safety net should the worker fall behind or fail.
  */
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
