@@ -7,7 +7,7 @@
 import { isoTime, type Clock } from '../clock.js';
 import { canonicalEventTexts, eventHashOfTexts, signHead } from '../events/event-hash.js';
 import type { Redactor } from '../log/logger.js';
-import type { SqlDb } from '../store/sql-db.js';
+import type { SqlDb, SqlValue } from '../store/sql-db.js';
 import type { RemitPayload, RunEvent, RunStateObject } from '../types.js';
 import { publicState, reduce, workItem, type RunModel } from './reducer.js';
 
@@ -104,6 +104,8 @@ export class RunWriter {
   readonly appended: RunEvent[] = [];
   private seq: number;
   private head: string;
+  /** What the runs row holds now in its indexed columns (flush sets only what differs). */
+  private stored: { state: string; work: { kind: string | null; step: string | null; readyAt: number | null } };
 
   constructor(
     readonly tx: SqlDb,
@@ -112,6 +114,7 @@ export class RunWriter {
   ) {
     this.model = JSON.parse(row.model) as RunModel;
     this.before = this.model;
+    this.stored = { state: row.state, work: { kind: row.work_kind, step: row.work_step, readyAt: row.work_ready_at === null ? null : Number(row.work_ready_at) } };
     this.seq = row.last_seq;
     this.head = row.head_hash;
   }
@@ -149,28 +152,31 @@ export class RunWriter {
     return out;
   }
 
-  /** Writes the state, work columns and the newly signed head (no-op when nothing was appended). */
+  /**
+   * Writes the state, work columns and the newly signed head (no-op when nothing was appended).
+   * `state` and the work columns are set only when they changed: each is indexed, and setting
+   * an indexed column rewrites its index page even to the same value (a WAL frame per index on
+   * every external event and lease; bench/README.md).
+   */
   async flush(): Promise<void> {
     if (this.appended.length === 0) return;
     const head = { run_id: this.row.run_id, seq: this.seq, hash: this.head };
     const signature = signHead((m) => this.deps.keys.sign(m), head);
     const work = workItem(this.model);
-    await this.tx.run(
-      `UPDATE runs SET state = ?, model = ?, last_seq = ?, head_hash = ?, head_signature = ?, head_key_id = ?,
-         work_kind = ?, work_step = ?, work_ready_at = ?, updated_at = ? WHERE run_id = ?`,
-      [
-        this.model.state,
-        JSON.stringify(this.model),
-        this.seq,
-        this.head,
-        signature,
-        this.deps.keys.keyId,
-        work?.kind ?? null,
-        work?.step ?? null,
-        work ? Date.parse(work.ready_at) : null,
-        this.model.updated_at,
-        this.row.run_id,
-      ],
-    );
+    const sets = ['model = ?', 'last_seq = ?', 'head_hash = ?', 'head_signature = ?', 'head_key_id = ?', 'updated_at = ?'];
+    const params: SqlValue[] = [JSON.stringify(this.model), this.seq, this.head, signature, this.deps.keys.keyId, this.model.updated_at];
+    const stored = this.stored;
+    if (this.model.state !== stored.state) {
+      sets.push('state = ?');
+      params.push(this.model.state);
+    }
+    const next = { kind: work?.kind ?? null, step: work?.step ?? null, readyAt: work ? Date.parse(work.ready_at) : null };
+    if (next.kind !== stored.work.kind || next.step !== stored.work.step || next.readyAt !== stored.work.readyAt) {
+      sets.push('work_kind = ?', 'work_step = ?', 'work_ready_at = ?');
+      params.push(next.kind, next.step, next.readyAt);
+    }
+    params.push(this.row.run_id);
+    await this.tx.run(`UPDATE runs SET ${sets.join(', ')} WHERE run_id = ?`, params);
+    this.stored = { state: this.model.state, work: next };
   }
 }

@@ -1,0 +1,96 @@
+/**
+ * What the kernel writes per change, kept small (bench/README.md, docs/design.md "Store"):
+ * partial indexes for the rows queries ask for, and a runs row whose indexed columns (state,
+ * work_*) are set only when they change — yet always right, whatever the sequence of changes
+ * (decisions §6: leasing reads the work columns).
+ */
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { canonicalJson } from '../../src/encoding/canonical-json.js';
+import { encodeBase64url } from '../../src/encoding/base64url.js';
+import { generateKeyPair, signBytes } from '../../src/keys/ed25519.js';
+import { Kernel } from '../../src/kernel/kernel.js';
+import { silentLogger } from '../../src/log/logger.js';
+import type { SqliteDb } from '../../src/store/sqlite-db.js';
+import { tempDir } from '../helpers/daemon.js';
+
+const REQUESTER = { id: 'ana', role: 'agent', manager: 'lead' };
+const BUNDLE = {
+  name: 'writes',
+  version: '1.0.0',
+  description: 'two tool steps',
+  department: 'ops',
+  tools: { 'test.echo': { writes: false } },
+  workflows: { two: { input_schema: { type: 'object' }, steps: [{ id: 'a', kind: 'tool', tool: 'test.echo', args: {} }, { id: 'b', kind: 'tool', tool: 'test.echo', args: {} }] } },
+};
+
+const dir = tempDir('svc-kernel-writes-');
+let kernel: Kernel;
+let bundleId: string;
+
+beforeAll(async () => {
+  const pub = generateKeyPair();
+  kernel = await Kernel.open({ dataDir: join(dir, 'k'), logger: silentLogger, publishers: [`p:${encodeBase64url(pub.publicKey)}`] });
+  const posted = await kernel.bundles.post({ bundle: BUNDLE, signature: { key_id: 'p', signature: encodeBase64url(signBytes(pub.seed, Buffer.from(canonicalJson(BUNDLE)))) } });
+  bundleId = posted.bundle_id;
+});
+afterAll(async () => {
+  await kernel.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const raw = () => (kernel.db as SqliteDb).raw;
+const row = (runId: string) => raw().prepare('SELECT state, work_kind, work_step, work_ready_at FROM runs WHERE run_id = ?').get(runId) as Record<string, unknown>;
+
+async function newRun(): Promise<string> {
+  const remit = await kernel.remits.mint({ tools: ['test.*'], scopes: ['test:*'], grants: [], spend: { tokens: 1000, usd: 1 }, autonomy: 'autonomous', ttl_seconds: 3600, policy_set: [], requested_by: REQUESTER });
+  return (await kernel.runs.create({ bundle_id: bundleId, workflow: 'two', input: {}, remit_id: remit.remit_id, requested_by: REQUESTER })).run_id;
+}
+
+describe('partial indexes (migrations remits-002, runs-002)', () => {
+  it('index only the rows their queries ask for', () => {
+    const sqlOf = (name: string) => (raw().prepare("SELECT sql FROM sqlite_schema WHERE type = 'index' AND name = ?").get(name) as { sql: string }).sql;
+    expect(sqlOf('remits_parent')).toMatch(/WHERE parent_id IS NOT NULL$/);
+    expect(sqlOf('remits_run')).toMatch(/WHERE run_id IS NOT NULL$/);
+    expect(sqlOf('runs_parent')).toMatch(/WHERE parent_run_id IS NOT NULL$/);
+    expect(sqlOf('leases_active')).toMatch(/WHERE status = 'active'$/);
+    expect(sqlOf('leases_run')).toMatch(/WHERE status = 'active'$/);
+  });
+
+  it('are still the ones the sweeper and abandon use', () => {
+    const plan = (sql: string) => (raw().prepare(`EXPLAIN QUERY PLAN ${sql}`).all() as Array<{ detail: string }>).map((r) => r.detail).join(' | ');
+    expect(plan("SELECT * FROM leases WHERE status = 'active' AND expires_at <= 0 ORDER BY expires_at LIMIT 200")).toContain('leases_active');
+    expect(plan("SELECT lease_id FROM leases WHERE run_id = 'r' AND status = 'active'")).toContain('leases_run');
+  });
+});
+
+describe('runs row: indexed columns set only when they change (run-store flush)', () => {
+  it('stays right through external events, leases, completions and the end of the run', async () => {
+    const runId = await newRun();
+    const ready = row(runId);
+    expect(ready).toMatchObject({ state: 'running', work_kind: 'tool', work_step: 'a' });
+    expect(typeof ready.work_ready_at).toBe('number');
+
+    await kernel.runs.appendExternalEvent(runId, { kind: 'note', payload: { text: 'n' }, actor: 'w' });
+    expect(row(runId)).toEqual(ready); // nothing indexed changed, nothing indexed was set
+
+    const a = await kernel.runs.leases.acquire({ worker_id: 'w', kinds: ['tool'], ttl_seconds: 60, wait_seconds: 0 });
+    expect(a?.run_id).toBe(runId);
+    expect(row(runId)).toMatchObject({ state: 'running', work_kind: null, work_step: null, work_ready_at: null });
+    await kernel.runs.appendExternalEvent(runId, { kind: 'tool.called', payload: { tool: 'test.echo' }, actor: 'gateway' });
+    expect(row(runId)).toMatchObject({ state: 'running', work_kind: null });
+
+    await kernel.runs.leases.complete(a!.lease_id, { output: {} });
+    expect(row(runId)).toMatchObject({ state: 'running', work_kind: 'tool', work_step: 'b' });
+    const b = await kernel.runs.leases.acquire({ worker_id: 'w', kinds: ['tool'], ttl_seconds: 60, wait_seconds: 0 });
+    expect(b?.step).toBe('b');
+    await kernel.runs.leases.complete(b!.lease_id, { output: {} });
+    expect(row(runId)).toEqual({ state: 'completed', work_kind: null, work_step: null, work_ready_at: null });
+
+    // The stored state still equals the replayed one (decisions §7).
+    const report = await kernel.runs.replay(runId);
+    expect(report.state_matches).toBe(true);
+    expect(report.chain_valid).toBe(true);
+  });
+});
