@@ -1,4 +1,8 @@
-/** graphile-worker 0.16 on PostgreSQL: addJob → LISTEN/NOTIFY dispatch → task resolves. */
+/**
+ * graphile-worker 0.16 on PostgreSQL: addJob → LISTEN/NOTIFY dispatch → task resolves. Every
+ * benchmark run starts from a dropped schema and every round from an emptied, vacuumed jobs
+ * table, as svc starts from an empty store (dead rows of earlier rounds slowed later ones).
+ */
 import { Logger, makeWorkerUtils, run, type Runner, type WorkerUtils } from 'graphile-worker';
 
 const quiet = new Logger(() => () => {});
@@ -12,9 +16,13 @@ export function graphileAdapter(connectionString: string): QueueAdapter {
   return {
     name: 'graphile-worker',
     async reset() {
-      utils ??= await makeWorkerUtils({ pgPool: pool, logger: quiet });
+      if (!utils) {
+        await pool.query('DROP SCHEMA IF EXISTS graphile_worker CASCADE');
+        utils = await makeWorkerUtils({ pgPool: pool, logger: quiet });
+      }
       await utils.migrate();
       await pool.query('DELETE FROM graphile_worker._private_jobs');
+      await pool.query('VACUUM ANALYZE graphile_worker._private_jobs');
     },
     async enqueue(i) {
       await utils!.addJob('svc_bench', { i });
