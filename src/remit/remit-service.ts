@@ -103,7 +103,12 @@ export class RemitService {
   }
 
   private async row(db: SqlDb, remitId: string): Promise<RemitRow> {
-    const row = await db.get<RemitRow>('SELECT * FROM remits WHERE remit_id = ?', [remitId]);
+    const row = await db.get<RemitRow>(
+      `SELECT r.remit_id, r.parent_id, b.run_id, r.payload, r.token, b.bound_payload, b.bound_token,
+              r.spend_tokens, r.spend_usd_micro, r.reserved_tokens, r.reserved_usd_micro, r.exp
+       FROM remits r LEFT JOIN remit_bindings b ON b.remit_id = r.remit_id WHERE r.remit_id = ?`,
+      [remitId],
+    );
     if (!row) throw notFound('remit', remitId);
     return row;
   }
@@ -275,12 +280,12 @@ export class RemitService {
     }
     const payload = orderedPayload({ ...base, run: runId, iss: this.k.keys.keyId });
     const token = encodeToken(payload, this.k.keys);
-    const res = await db.run('UPDATE remits SET run_id = ?, bound_payload = ?, bound_token = ?, bound_at = ? WHERE remit_id = ? AND run_id IS NULL', [
+    const res = await db.run('INSERT INTO remit_bindings (remit_id, run_id, bound_payload, bound_token, bound_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (remit_id) DO NOTHING', [
+      remitId,
       runId,
       canonicalJson(payload),
       token,
       isoTime(this.k.clock.now()),
-      remitId,
     ]);
     if (res.changes !== 1) throw new SvcError('remit_bound', `remit ${remitId} is already bound to a run`, { remit_id: remitId });
     return { token, payload };

@@ -94,3 +94,35 @@ describe('runs row: indexed columns set only when they change (run-store flush)'
     expect(report.chain_valid).toBe(true);
   });
 });
+
+describe('remit bindings in a table of their own (migration remits-003)', () => {
+  it('binding a remit writes a remit_bindings row and leaves the remit row as minted', async () => {
+    const runId = await newRun();
+    const remitId = (raw().prepare('SELECT remit_id FROM runs WHERE run_id = ?').get(runId) as { remit_id: string }).remit_id;
+    expect(raw().prepare('SELECT run_id, bound_payload, bound_token FROM remits WHERE remit_id = ?').get(remitId)).toEqual({ run_id: null, bound_payload: null, bound_token: null });
+    const b = raw().prepare('SELECT run_id, bound_token FROM remit_bindings WHERE remit_id = ?').get(remitId) as { run_id: string; bound_token: string };
+    expect(b.run_id).toBe(runId);
+    expect(await kernel.remits.tokenFor(remitId)).toBe(b.bound_token);
+    expect((await kernel.remits.get(remitId)).run_id).toBe(runId);
+    // A second run cannot bind it (decisions §3).
+    await expect(kernel.runs.create({ bundle_id: bundleId, workflow: 'two', input: {}, remit_id: remitId, requested_by: REQUESTER })).rejects.toMatchObject({ code: 'remit_bound' });
+  });
+
+  it('carries bindings made before it into remit_bindings', async () => {
+    const { SqliteDb: Db, migrate } = await import('../../src/store/sqlite-db.js');
+    const { REMIT_MIGRATIONS } = await import('../../src/remit/schema.js');
+    const db = new Db({ path: join(dir, 'old-remits.db') });
+    const before = REMIT_MIGRATIONS.filter((m) => m.id !== 'remits-003-bindings');
+    await migrate(db, before);
+    await db.run(
+      `INSERT INTO remits (remit_id, parent_id, run_id, payload, token, bound_payload, bound_token, spend_tokens, spend_usd_micro, exp, created_at, bound_at)
+       VALUES ('rmt_old', NULL, 'run_old', '{}', 'tok', '{"run":"run_old"}', 'bound-tok', 1, 1, 9999999999, '2026-11-01T00:00:00.000Z', '2026-11-02T00:00:00.000Z')`,
+    );
+    await db.run(`INSERT INTO remits (remit_id, parent_id, run_id, payload, token, spend_tokens, spend_usd_micro, exp, created_at) VALUES ('rmt_free', NULL, NULL, '{}', 'tok2', 1, 1, 9999999999, '2026-11-01T00:00:00.000Z')`);
+    expect(await migrate(db, REMIT_MIGRATIONS)).toEqual(['remits-003-bindings']);
+    expect(await db.all('SELECT remit_id, run_id, bound_payload, bound_token, bound_at FROM remit_bindings')).toEqual([
+      { remit_id: 'rmt_old', run_id: 'run_old', bound_payload: '{"run":"run_old"}', bound_token: 'bound-tok', bound_at: '2026-11-02T00:00:00.000Z' },
+    ]);
+    await db.close();
+  });
+});
