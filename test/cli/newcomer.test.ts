@@ -92,3 +92,18 @@ describe('svc run events: redaction notes (svc-events(7) note {type: redaction})
     expect(line).toMatch(/note\s+w-1:worker\s+step=triage redacted 1 pii at \/input\/message$/);
   });
 });
+
+describe('the installed commands (README: npx svc, npx svcd)', () => {
+  it('are executable after a build, so `npx svc` works after `npm test` rebuilt dist/', async () => {
+    const { readFileSync, statSync } = await import('node:fs');
+    const { execFileSync } = await import('node:child_process');
+    const { bin } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { bin: Record<string, string> };
+    expect(Object.keys(bin).sort()).toEqual(['svc', 'svcd']);
+    for (const rel of Object.values(bin)) {
+      expect(statSync(join(ROOT, rel)).mode & 0o111, `${rel} is executable`).not.toBe(0);
+      expect(readFileSync(join(ROOT, rel), 'utf8').startsWith('#!/usr/bin/env node\n'), `${rel} has a node shebang`).toBe(true);
+    }
+    // Run directly, as npm's bin link does (no `node` in front).
+    expect(execFileSync(join(ROOT, bin.svc!), ['--version'], { encoding: 'utf8' }).trim()).toMatch(/^\d+\.\d+\.\d+/);
+  });
+});
