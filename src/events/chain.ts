@@ -4,13 +4,13 @@
  * rows as stored, so a row edited in the database is caught here.
  */
 import type { TrustedKeys } from '../types.js';
-import { storedEventHashMatches, verifyHead, type HashedEventFields, type RunHead } from './event-hash.js';
+import { storedEventHashMatches, verifyHead, type CanonicalEventTexts, type HashedEventFields, type RunHead } from './event-hash.js';
 
 /** One stored event row; payload and actor may fail to parse when the row was tampered with. */
 export interface StoredEventRow extends HashedEventFields {
   hash: string;
   /** payload and actor exactly as stored, when the caller has them (the fast path of replay). */
-  stored?: { payload: string; actor: string };
+  stored?: CanonicalEventTexts;
 }
 
 export type ChainErrorReason =

@@ -71,7 +71,7 @@ export function eventHashOfTexts(runId: string, ev: Omit<HashedEventFields, 'pay
  * texts were stored canonically, or one edited since) are the parsed values canonicalized, so a
  * reformatted but equal row is not reported.
  */
-export function storedEventHashMatches(runId: string, ev: HashedEventFields & { hash: string }, stored?: { payload: string; actor: string }): boolean {
+export function storedEventHashMatches(runId: string, ev: HashedEventFields & { hash: string }, stored?: CanonicalEventTexts): boolean {
   if (stored && Number.isSafeInteger(ev.seq) && eventHashOfTexts(runId, ev, stored) === ev.hash) return true;
   return eventHash(runId, ev) === ev.hash;
 }

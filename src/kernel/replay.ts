@@ -6,7 +6,7 @@
  */
 import { canonicalJson, sha256Hex } from '../encoding/canonical-json.js';
 import { notFound } from '../errors.js';
-import { verifyChain, type ChainError } from '../events/chain.js';
+import { verifyChain, type ChainError, type StoredEventRow } from '../events/chain.js';
 import type { ActionDecidedPayload, ApprovalDecidedPayload, ApprovalRequestedPayload } from '../events/payloads.js';
 import { compilePolicy, type CompiledPolicy } from '../policy/compile.js';
 import { decide } from '../policy/decide.js';
@@ -47,7 +47,7 @@ export interface ReplayReport {
   replay_error: string | null;
 }
 
-type ParsedRow = RunEvent & { unparseable?: boolean; stored?: { payload: string; actor: string } };
+type ParsedRow = RunEvent & Pick<StoredEventRow, 'stored'> & { unparseable?: boolean };
 
 function parseRow(r: Omit<EventRow, 'run_id'>): ParsedRow {
   try {
