@@ -60,4 +60,9 @@ export const REMIT_MIGRATIONS: Migration[] = [
         FROM remits WHERE run_id IS NOT NULL AND bound_payload IS NOT NULL AND bound_token IS NOT NULL;
     `,
   },
+  {
+    // remits.run_id is no longer written (remits-003): its index would only hold old rows.
+    id: 'remits-004-drop-run-index',
+    sql: `DROP INDEX remits_run;`,
+  },
 ];

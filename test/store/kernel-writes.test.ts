@@ -48,11 +48,12 @@ async function newRun(): Promise<string> {
   return (await kernel.runs.create({ bundle_id: bundleId, workflow: 'two', input: {}, remit_id: remit.remit_id, requested_by: REQUESTER })).run_id;
 }
 
-describe('partial indexes (migrations remits-002, runs-002)', () => {
+describe('partial indexes (migrations remits-002, runs-002, remits-004)', () => {
   it('index only the rows their queries ask for', () => {
     const sqlOf = (name: string) => (raw().prepare("SELECT sql FROM sqlite_schema WHERE type = 'index' AND name = ?").get(name) as { sql: string }).sql;
     expect(sqlOf('remits_parent')).toMatch(/WHERE parent_id IS NOT NULL$/);
-    expect(sqlOf('remits_run')).toMatch(/WHERE run_id IS NOT NULL$/);
+    // remits_run went with remits.run_id's last writer (remits-003, remits-004).
+    expect(raw().prepare("SELECT name FROM sqlite_schema WHERE name = 'remits_run'").get()).toBeUndefined();
     expect(sqlOf('runs_parent')).toMatch(/WHERE parent_run_id IS NOT NULL$/);
     expect(sqlOf('leases_active')).toMatch(/WHERE status = 'active'$/);
     expect(sqlOf('leases_run')).toMatch(/WHERE status = 'active'$/);
@@ -112,14 +113,14 @@ describe('remit bindings in a table of their own (migration remits-003)', () => 
     const { SqliteDb: Db, migrate } = await import('../../src/store/sqlite-db.js');
     const { REMIT_MIGRATIONS } = await import('../../src/remit/schema.js');
     const db = new Db({ path: join(dir, 'old-remits.db') });
-    const before = REMIT_MIGRATIONS.filter((m) => m.id !== 'remits-003-bindings');
+    const before = REMIT_MIGRATIONS.filter((m) => m.id < 'remits-003');
     await migrate(db, before);
     await db.run(
       `INSERT INTO remits (remit_id, parent_id, run_id, payload, token, bound_payload, bound_token, spend_tokens, spend_usd_micro, exp, created_at, bound_at)
        VALUES ('rmt_old', NULL, 'run_old', '{}', 'tok', '{"run":"run_old"}', 'bound-tok', 1, 1, 9999999999, '2026-11-01T00:00:00.000Z', '2026-11-02T00:00:00.000Z')`,
     );
     await db.run(`INSERT INTO remits (remit_id, parent_id, run_id, payload, token, spend_tokens, spend_usd_micro, exp, created_at) VALUES ('rmt_free', NULL, NULL, '{}', 'tok2', 1, 1, 9999999999, '2026-11-01T00:00:00.000Z')`);
-    expect(await migrate(db, REMIT_MIGRATIONS)).toEqual(['remits-003-bindings']);
+    expect(await migrate(db, REMIT_MIGRATIONS)).toEqual(['remits-003-bindings', 'remits-004-drop-run-index']);
     expect(await db.all('SELECT remit_id, run_id, bound_payload, bound_token, bound_at FROM remit_bindings')).toEqual([
       { remit_id: 'rmt_old', run_id: 'run_old', bound_payload: '{"run":"run_old"}', bound_token: 'bound-tok', bound_at: '2026-11-02T00:00:00.000Z' },
     ]);
