@@ -1,0 +1,119 @@
+/**
+ * Group commit's sync barrier (decisions §11: synchronous FULL by default; docs/design.md
+ * "Store"): every durable commit is acknowledged only after an fdatasync of the WAL that
+ * started after it; a barrier covering several commits runs on the thread pool so the event
+ * loop keeps committing meanwhile; a lone commit's barrier runs inline. node:fs is wrapped
+ * (not replaced) to count and, where a test needs it, hold back the real fdatasync calls.
+ */
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { SqliteDb } from '../../src/store/sqlite-db.js';
+import { tempDir } from '../helpers/daemon.js';
+
+const fsCalls = vi.hoisted(() => ({
+  async: 0,
+  inline: 0,
+  /** Set by a test: runs before the real fdatasync's callback (a slow disk, or an error). */
+  hold: null as null | ((done: (err: NodeJS.ErrnoException | null) => void, err: NodeJS.ErrnoException | null) => void),
+}));
+
+vi.mock('node:fs', async (importOriginal) => {
+  const fs = await importOriginal<typeof import('node:fs')>();
+  return {
+    ...fs,
+    fdatasync(fd: number, cb: (err: NodeJS.ErrnoException | null) => void) {
+      fsCalls.async++;
+      fs.fdatasync(fd, (err) => (fsCalls.hold ? fsCalls.hold(cb, err) : cb(err)));
+    },
+    fdatasyncSync(fd: number) {
+      fsCalls.inline++;
+      fs.fdatasyncSync(fd);
+    },
+  };
+});
+
+const dir = tempDir('svc-group-commit-');
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let n = 0;
+async function store(): Promise<SqliteDb> {
+  const db = new SqliteDb({ path: join(dir, `db-${n++}.sqlite`) });
+  await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');
+  return db;
+}
+const insert = (db: SqliteDb, id: number, onCommitted?: () => void) => db.tx(async (tx) => void (await tx.run('INSERT INTO t (id) VALUES (?)', [id])), { onCommitted });
+
+beforeEach(() => {
+  fsCalls.async = 0;
+  fsCalls.inline = 0;
+  fsCalls.hold = null;
+});
+
+describe('group commit barrier (D §11, docs/design.md "Store")', () => {
+  it('syncs a lone commit inline, with one fdatasync of the WAL', async () => {
+    const db = await store();
+    fsCalls.inline = 0;
+    await insert(db, 1);
+    expect(fsCalls).toMatchObject({ inline: 1, async: 0 });
+    expect(db.barriers()).toBeGreaterThanOrEqual(1);
+    await db.close();
+  });
+
+  it('covers concurrent commits with one fdatasync on the thread pool', async () => {
+    const db = await store();
+    fsCalls.inline = 0;
+    const before = db.barriers();
+    await Promise.all(Array.from({ length: 20 }, (_, i) => insert(db, i)));
+    expect(fsCalls.async).toBe(1);
+    expect(fsCalls.inline).toBe(0);
+    expect(db.barriers()).toBe(before + 1);
+    await db.close();
+  });
+
+  it('keeps committing while a barrier waits for the disk, and acknowledges later commits only after the next barrier', async () => {
+    const db = await store();
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let holding = true;
+    fsCalls.hold = (done, err) => {
+      if (!holding) return done(err);
+      holding = false;
+      void held.then(() => done(err)); // the first barrier's disk is slow
+    };
+    const acked: string[] = [];
+    const first = Promise.all([insert(db, 1), insert(db, 2)]).then(() => acked.push('first'));
+    await vi.waitFor(() => expect(fsCalls.async).toBe(1)); // the first barrier is on the disk
+    let committed = false;
+    const second = Promise.all([insert(db, 3, () => (committed = true)), insert(db, 4)]).then(() => acked.push('second'));
+    await vi.waitFor(() => expect(committed).toBe(true)); // the event loop was free to commit
+    expect(acked).toEqual([]); // nothing acknowledged while its fsync is outstanding
+    expect(fsCalls.async).toBe(1); // the second batch waits for a barrier that starts after it
+    release();
+    await Promise.all([first, second]);
+    expect(acked).toEqual(['first', 'second']);
+    expect(fsCalls.async).toBe(2);
+    expect((await db.all('SELECT id FROM t ORDER BY id')).length).toBe(4);
+    await db.close();
+  });
+
+  it('reports a failed fsync to every transaction it covered; the next barrier syncs afresh', async () => {
+    const db = await store();
+    fsCalls.hold = (done) => {
+      fsCalls.hold = null;
+      done(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }));
+    };
+    const results = await Promise.allSettled([insert(db, 1), insert(db, 2)]);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    expect((results[0] as PromiseRejectedResult).reason.message).toMatch(/EIO/);
+    await expect(Promise.all([insert(db, 3), insert(db, 4)])).resolves.toHaveLength(2);
+    await db.close();
+  });
+
+  it('does not fsync for a non-FULL store', async () => {
+    const db = new SqliteDb({ path: join(dir, `db-${n++}.sqlite`), synchronous: 'NORMAL' });
+    await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');
+    await Promise.all([insert(db as SqliteDb, 1), insert(db as SqliteDb, 2)]);
+    expect(fsCalls).toMatchObject({ inline: 0, async: 0 });
+    await db.close();
+  });
+});
