@@ -299,6 +299,7 @@ export class RunEngine {
 
   /** Events with fromSeq <= seq < toSeq, the most recent `max` of them. */
   async eventRange(runId: string, fromSeq: number, toSeq: number, max = 1000): Promise<RunEvent[]> {
+    if (fromSeq >= toSeq) return []; // a step's first lease: nothing before it (no query)
     const rows = await this.k.db.all<EventRow>('SELECT * FROM run_events WHERE run_id = ? AND seq >= ? AND seq < ? ORDER BY seq DESC LIMIT ?', [runId, fromSeq, toSeq, max]);
     return rows.reverse().map(safeParseEventRow);
   }
