@@ -1,9 +1,10 @@
 /**
- * Group commit's sync barrier (decisions §11: synchronous FULL by default; docs/design.md
- * "Store"): every durable commit is acknowledged only after an fdatasync of the WAL that
- * started after it; a barrier covering several commits runs on the thread pool so the event
- * loop keeps committing meanwhile; a lone commit's barrier runs inline. node:fs is wrapped
- * (not replaced) to count and, where a test needs it, hold back the real fdatasync calls.
+ * Group commit's sync barrier (decisions §11: the embedded SQLite store in WAL; docs/design.md
+ * "Store": synchronous FULL by default, through group commit): every durable commit is
+ * acknowledged only after an fdatasync of the WAL that started after it; a barrier covering
+ * several commits runs on the thread pool so the event loop keeps committing meanwhile; a
+ * lone commit's barrier runs inline. node:fs is wrapped (not replaced) to count and, where a
+ * test needs it, hold back the real fdatasync calls.
  */
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -49,7 +50,7 @@ beforeEach(() => {
   fsCalls.hold = null;
 });
 
-describe('group commit barrier (D §11, docs/design.md "Store")', () => {
+describe('group commit barrier (D §11 SQLite store; docs/design.md "Store")', () => {
   it('syncs a lone commit inline, with one fdatasync of the WAL', async () => {
     const db = await store();
     fsCalls.inline = 0;
