@@ -96,7 +96,7 @@ export class SqliteDb implements SqlDb {
   /** The barrier's fdatasync while it runs (one at a time: the next one waits for it). */
   private inflight: Promise<void> | null = null;
   private fsyncs = 0;
-  /** The WAL file, opened at the first barrier (SQLite creates it with the first write). */
+  /** The WAL file, opened at the first barrier (SQLite creates it when it opens the database). */
   private walFd: number | null = null;
   private lazyTimer: NodeJS.Timeout | null = null;
   private readonly busyTimeoutMs: number;
@@ -205,8 +205,8 @@ export class SqliteDb implements SqlDb {
       this.unsynced = 0;
       const fd = this.openWal();
       if (covered === 1) {
-        // A lone commit: nothing else is running that the event loop could get on with, and
-        // the hand-off to the thread pool and back costs 50–100 µs on these machines.
+        // A lone commit: most likely one caller at a time, with nothing else for the event
+        // loop to get on with, and the hand-off to the pool and back costs 50–100 µs here.
         fdatasyncSync(fd);
         this.fsyncs++;
         return;
