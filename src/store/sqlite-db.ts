@@ -208,16 +208,15 @@ export class SqliteDb implements SqlDb {
         // A lone commit: most likely one caller at a time, with nothing else for the event
         // loop to get on with, and the hand-off to the pool and back costs 50–100 µs here.
         fdatasyncSync(fd);
-        this.fsyncs++;
-        return;
+      } else {
+        this.inflight = new Promise<void>((resolve, reject) => fdatasync(fd, (err) => (err ? reject(err) : resolve())));
+        try {
+          await this.inflight;
+        } finally {
+          this.inflight = null;
+        }
       }
-      this.inflight = new Promise<void>((resolve, reject) => fdatasync(fd, (err) => (err ? reject(err) : resolve())));
-      try {
-        await this.inflight;
-        this.fsyncs++;
-      } finally {
-        this.inflight = null;
-      }
+      this.fsyncs++;
     })();
     return this.nextBarrier;
   }

@@ -113,7 +113,7 @@ describe('group commit barrier (D §11 SQLite store; docs/design.md "Store")', (
   it('does not fsync for a non-FULL store', async () => {
     const db = new SqliteDb({ path: join(dir, `db-${n++}.sqlite`), synchronous: 'NORMAL' });
     await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');
-    await Promise.all([insert(db as SqliteDb, 1), insert(db as SqliteDb, 2)]);
+    await Promise.all([insert(db, 1), insert(db, 2)]);
     expect(fsCalls).toMatchObject({ inline: 0, async: 0 });
     await db.close();
   });
