@@ -14,18 +14,30 @@ import type { Benchmark, BenchContext, Row } from './lib/harness.js';
 import { httpJson } from './lib/http.js';
 import { REQUESTER, startKernelFixture, type KernelFixture } from './lib/kernel-fixture.js';
 import { nowMs } from './lib/stats.js';
+import { phase, sampleSvcd, type SvcdPhase, type SvcdSample } from './lib/svcd-probe.js';
 
 /** Write transactions one kernel cycle commits: create run, lease, complete. */
 export const TX_PER_CYCLE = 3;
 
-function svcAdapter(k: KernelFixture, remitsNeeded: () => number): QueueAdapter {
+/** svc as a queue, and what svcd spent from the first cycle to the last completion. */
+function svcAdapter(k: KernelFixture, remitsNeeded: () => number): QueueAdapter & { phase(): Promise<SvcdPhase> } {
   let remits: string[] = [];
+  let start: Promise<SvcdSample> | null = null;
+  let end: Promise<SvcdSample> | null = null;
+  const sample = () => sampleSvcd(k.child.pid!, k.url);
   return {
     name: 'svc',
     async reset() {
       remits = [];
       const n = remitsNeeded();
       for (let i = 0; i < n; i++) remits.push(await k.mintRemit());
+      start = sample();
+      await start;
+      end = null;
+    },
+    async phase() {
+      if (!start || !end) throw new Error('no measured phase');
+      return phase(await start, await end, remits.length);
     },
     async enqueue(i) {
       const r = await k.post('/runs', { bundle_id: k.bundleId, workflow: 'cycle', input: { i }, remit_id: remits[i], requested_by: REQUESTER });
@@ -33,6 +45,7 @@ function svcAdapter(k: KernelFixture, remitsNeeded: () => number): QueueAdapter 
     },
     async startWorkers(concurrency, onDone) {
       let running = true;
+      let completed = 0;
       const loops = Array.from({ length: concurrency }, async (_, w) => {
         while (running) {
           const l = await k.post('/leases', { worker_id: `bench-${w}`, kinds: ['tool'], ttl_seconds: 60, wait_seconds: 1 });
@@ -40,6 +53,7 @@ function svcAdapter(k: KernelFixture, remitsNeeded: () => number): QueueAdapter 
           if (l.status !== 200) throw new Error(`lease failed: ${JSON.stringify(l.body)}`);
           const c = await k.post(`/leases/${l.body.lease_id}/complete`, { output: { echo: l.body.step_def?.args ?? {} }, usage: { tokens: 0, usd: 0 } });
           if (c.status !== 200) throw new Error(`complete failed: ${JSON.stringify(c.body)}`);
+          if (++completed === remits.length) end = sample(); // before the idle long-polls run out
           onDone();
         }
       });
@@ -99,9 +113,12 @@ export const kernelBenchmark: Benchmark = {
         // The disk's fsync time drifts by ±30 % over minutes on these machines, so the ceiling
         // is measured beside each round it is compared with, not once at the start.
         const ceiling: number[] = [];
+        const spent: SvcdPhase[] = [];
         const samples = await repeat(rounds, async () => {
           ceiling.push(ceilingCycles());
-          return measureCycles(svc, c, jobs);
+          const cycles = await measureCycles(svc, c, jobs);
+          spent.push(await svc.phase());
+          return cycles;
         });
         const ceilingLabel = `sqlite ceiling beside c=${c} (${TX_PER_CYCLE} tx/cycle)`;
         rows.push({ label: ceilingLabel, unit: 'cycles/s', samples: ceiling, better: 'higher' });
@@ -114,6 +131,13 @@ export const kernelBenchmark: Benchmark = {
           target: { ratioAtLeast: 0.5, note: '≥ 0.5× ceiling' },
           compare: queues.map((q) => ({ label: `${q.name} c=${c}`, ratioAtLeast: 2 })),
         });
+        // Where a cycle's time goes (bench/README.md "Why the kernel targets are not met").
+        if (spent.every((p) => p.cpuMsPerCycle !== null)) {
+          rows.push({ label: `svcd CPU, all threads, c=${c}`, unit: 'ms/cycle', samples: spent.map((p) => p.cpuMsPerCycle!), better: 'lower' });
+          rows.push({ label: `svcd event loop on CPU c=${c}`, unit: '% of wall', samples: spent.map((p) => p.loopBusyPercent!), better: 'lower' });
+        }
+        rows.push({ label: `durable commit's wait for fsync c=${c}`, unit: 'ms', samples: spent.map((p) => p.syncWaitMs), better: 'lower' });
+        rows.push({ label: `transactions per fsync c=${c}`, unit: 'tx', samples: spent.map((p) => p.transactionsPerFsync), better: 'higher' });
         for (const q of queues) {
           ctx.log(`${q.name} c=${c}`);
           rows.push({ label: `${q.name} c=${c}`, unit: 'cycles/s', samples: await repeat(rounds, () => measureCycles(q, c, jobs)), better: 'higher' });

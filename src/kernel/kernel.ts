@@ -83,10 +83,11 @@ export class Kernel implements KernelDeps {
     const clock = options.clock ?? systemClock;
     const logger = options.logger ?? createLogger();
     loadPublishers(options.publishers ?? []); // a bad publisher key refuses before the store opens
-    const db = options.db ?? new SqliteDb({ path: join(options.dataDir, 'kernel.db'), synchronous: options.synchronous });
+    const metrics = new KernelMetrics();
+    const db = options.db ?? new SqliteDb({ path: join(options.dataDir, 'kernel.db'), synchronous: options.synchronous, observer: metrics.groupCommit });
     await migrate(db, KERNEL_MIGRATIONS);
     const keys = KeyRing.load(options.dataDir, options.signingKey ?? process.env.SVC_SIGNING_KEY);
-    const kernel = new Kernel(db, keys, clock, logger, new KernelMetrics(), options);
+    const kernel = new Kernel(db, keys, clock, logger, metrics, options);
     await kernel.runs.start();
     return kernel;
   }

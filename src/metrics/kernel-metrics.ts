@@ -1,5 +1,6 @@
-/** The kernel metrics of interface 4.1, one prom-client registry per kernel instance. */
+/** The kernel metrics of interface 4.1 (and the store's, docs/design.md), one prom-client registry per kernel instance. */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { GroupCommitObserver } from '../store/sqlite-db.js';
 
 export class KernelMetrics {
   readonly registry = new Registry();
@@ -15,6 +16,24 @@ export class KernelMetrics {
   readonly approvalsPending = new Gauge({ name: 'svc_approvals_pending', help: 'Approvals waiting for a decision', registers: [this.registry] });
   readonly leasesExpired = new Counter({ name: 'svc_leases_expired_total', help: 'Leases that expired before completion', registers: [this.registry] });
   readonly events = new Counter({ name: 'svc_events_total', help: 'Run events appended, by kind', labelNames: ['kind'], registers: [this.registry] });
+  // Beyond interface 4.1 (docs/design.md "Store"): what group commit costs a request.
+  readonly storeSyncWait = new Histogram({
+    name: 'svc_store_commit_sync_seconds',
+    help: "Seconds a durable store commit waited for the group-commit fsync that covered it",
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5],
+    registers: [this.registry],
+  });
+  readonly storeFsyncs = new Counter({ name: 'svc_store_fsyncs_total', help: 'Group-commit fsyncs of the store', registers: [this.registry] });
+  readonly storeFsyncTransactions = new Counter({ name: 'svc_store_fsync_transactions_total', help: 'Transactions made durable by group-commit fsyncs', registers: [this.registry] });
+
+  /** Hooks for the store's group commit (SqliteDbOptions.observer). */
+  readonly groupCommit: GroupCommitObserver = {
+    durableWait: (seconds) => this.storeSyncWait.observe(seconds),
+    fsync: (transactions) => {
+      this.storeFsyncs.inc();
+      this.storeFsyncTransactions.inc(transactions);
+    },
+  };
 
   text(): Promise<string> {
     return this.registry.metrics();

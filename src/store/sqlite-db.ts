@@ -30,6 +30,15 @@ export interface SqliteDbOptions {
   synchronous?: SqliteSynchronous;
   /** Milliseconds to wait on a lock held by another process. (Default: 5000) */
   busyTimeoutMs?: number;
+  /** Observes group commit (metrics): how long each durable commit waited, and each fsync. */
+  observer?: GroupCommitObserver;
+}
+
+export interface GroupCommitObserver {
+  /** A durable transaction's wait from its COMMIT to the end of the fsync that covered it. */
+  durableWait(seconds: number): void;
+  /** A barrier's fdatasync of the WAL, with the transactions it covered. */
+  fsync(transactions: number): void;
 }
 
 type Db = Database.Database;
@@ -100,6 +109,7 @@ export class SqliteDb implements SqlDb {
   private walFd: number | null = null;
   private lazyTimer: NodeJS.Timeout | null = null;
   private readonly busyTimeoutMs: number;
+  private readonly observer: GroupCommitObserver | undefined;
   /** Runs WAL checkpoints on a worker thread (file-backed stores only). */
   readonly checkpointer: WalCheckpointer | null = null;
 
@@ -114,6 +124,7 @@ export class SqliteDb implements SqlDb {
     this.raw.pragma(`synchronous = ${this.syncLevel ? 'NORMAL' : level}`);
     this.raw.pragma('foreign_keys = ON');
     this.busyTimeoutMs = opts.busyTimeoutMs ?? 5000;
+    this.observer = opts.observer;
     this.raw.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
     if (opts.path !== ':memory:') {
       this.raw.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
@@ -167,7 +178,11 @@ export class SqliteDb implements SqlDb {
     });
     if (this.syncLevel) {
       if (opts.durable === false) this.syncSoon();
-      else await this.sync();
+      else {
+        const committedAt = performance.now();
+        await this.sync();
+        this.observer?.durableWait((performance.now() - committedAt) / 1000);
+      }
     }
     return result;
   }
@@ -217,6 +232,7 @@ export class SqliteDb implements SqlDb {
         }
       }
       this.fsyncs++;
+      this.observer?.fsync(covered);
     })();
     return this.nextBarrier;
   }

@@ -136,6 +136,19 @@ describe('I 4.1 kernel metrics', () => {
     expect(text).toMatch(/^svc_events_total\{kind="note"\} 0$/m);
     expect(text).toMatch(/^svc_step_latency_seconds_count 0$/m);
   });
+
+  it('adds the store\'s group-commit metrics (docs/design.md "Store"): each durable commit\'s wait for its fsync, and the fsyncs', async () => {
+    const { startRunDaemon, pushBundle, startRun } = await import('./run-fixtures.js');
+    await using d = await startRunDaemon({ synchronous: 'FULL' }); // the default outside tests
+    const sample = async (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await d.kernel_('/metrics')).body)?.[1]);
+    const waits = await sample('svc_store_commit_sync_seconds_count');
+    const fsyncs = await sample('svc_store_fsyncs_total');
+    await startRun(d, await pushBundle(d)); // the bundle and the run: two durable commits at least
+    expect(await sample('svc_store_commit_sync_seconds_count')).toBeGreaterThanOrEqual(waits + 2);
+    expect(await sample('svc_store_fsyncs_total')).toBeGreaterThan(fsyncs);
+    expect(await sample('svc_store_fsync_transactions_total')).toBeGreaterThanOrEqual(await sample('svc_store_fsyncs_total'));
+    expect(await sample('svc_store_commit_sync_seconds_sum')).toBeGreaterThan(0);
+  });
 });
 
 describe('JSON svc cannot carry is a 400 on the kernel too (D §10)', () => {

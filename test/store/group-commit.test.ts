@@ -110,6 +110,23 @@ describe('group commit barrier (D §11 SQLite store; docs/design.md "Store")', (
     await db.close();
   });
 
+  it('tells its observer (kernel metrics) each durable commit\'s wait and each fsync with the transactions it covered', async () => {
+    const waits: number[] = [];
+    const fsyncs: number[] = [];
+    const db = new SqliteDb({ path: join(dir, `db-${n++}.sqlite`), observer: { durableWait: (s) => waits.push(s), fsync: (t) => fsyncs.push(t) } });
+    await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');
+    waits.length = 0;
+    fsyncs.length = 0;
+    await Promise.all([insert(db, 1), insert(db, 2), insert(db, 3)]);
+    expect(fsyncs).toEqual([3]);
+    expect(waits).toHaveLength(3);
+    for (const s of waits) expect(s).toBeGreaterThan(0);
+    await db.tx(async (tx) => void (await tx.run('INSERT INTO t (id) VALUES (4)')), { durable: false });
+    expect(waits).toHaveLength(3); // a non-durable commit does not wait
+    await db.close(); // its barrier covers the non-durable commit
+    expect(fsyncs).toEqual([3, 1]);
+  });
+
   it('does not fsync for a non-FULL store', async () => {
     const db = new SqliteDb({ path: join(dir, `db-${n++}.sqlite`), synchronous: 'NORMAL' });
     await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');
