@@ -2,8 +2,9 @@
  * Group commit's sync barrier (decisions §11: the embedded SQLite store in WAL; docs/design.md
  * "Store": synchronous FULL by default, through group commit): every durable commit is
  * acknowledged only after an fdatasync of the WAL that started after it; a barrier covering
- * several commits runs on the thread pool so the event loop keeps committing meanwhile; a
- * lone commit's barrier runs inline. node:fs is wrapped (not replaced) to count and, where a
+ * several commits, or one while other transactions are in flight, runs on the thread pool so
+ * the event loop keeps serving meanwhile; a lone commit's barrier with nothing else in flight
+ * runs inline. node:fs is wrapped (not replaced) to count and, where a
  * test needs it, hold back the real fdatasync calls.
  */
 import { rmSync } from 'node:fs';
@@ -57,6 +58,24 @@ describe('group commit barrier (D §11 SQLite store; docs/design.md "Store")', (
     await insert(db, 1);
     expect(fsCalls).toMatchObject({ inline: 1, async: 0 });
     expect(db.barriers()).toBeGreaterThanOrEqual(1);
+    await db.close();
+  });
+
+  it('syncs a lone commit on the pool when another transaction is in flight, so the loop can serve it meanwhile', async () => {
+    const db = await store();
+    fsCalls.inline = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const first = insert(db, 1);
+    const second = db.tx(async (tx) => {
+      await gate; // still running when the first commit's barrier starts
+      await tx.run('INSERT INTO t (id) VALUES (2)');
+    });
+    await first;
+    expect(fsCalls).toMatchObject({ async: 1, inline: 0 });
+    release();
+    await second; // now alone: inline
+    expect(fsCalls).toMatchObject({ async: 1, inline: 1 });
     await db.close();
   });
 
