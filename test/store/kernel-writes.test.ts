@@ -66,6 +66,38 @@ describe('partial indexes (migrations remits-002, runs-002, remits-004)', () => 
   });
 });
 
+describe('the lease scan reads runs_work alone, in order (migration runs-003)', () => {
+  const plan = (sql: string, ...args: unknown[]) => (raw().prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...args) as Array<{ detail: string }>).map((r) => r.detail).join(' | ');
+  const scan = (kinds: number) => `SELECT run_id FROM runs WHERE work_kind IN (${Array(kinds).fill('?').join(', ')}) AND work_ready_at <= ? ORDER BY work_ready_at, run_id LIMIT 8`;
+
+  it('indexes only runs with work, with run_id, so one kind needs no sort and no table read', () => {
+    const sql = (raw().prepare("SELECT sql FROM sqlite_schema WHERE name = 'runs_work'").get() as { sql: string }).sql;
+    expect(sql).toMatch(/\(work_kind, work_ready_at, run_id\) WHERE work_kind IS NOT NULL$/);
+    expect(plan(scan(1), 'tool', 0)).toBe('SEARCH runs USING COVERING INDEX runs_work (work_kind=? AND work_ready_at<?)');
+    expect(plan(scan(3), 'model', 'tool', 'action', 0)).toContain('COVERING INDEX runs_work');
+    expect(plan('SELECT MIN(work_ready_at) AS t FROM runs WHERE work_kind IN (?, ?) AND work_ready_at > ?', 'model', 'tool', 0)).toContain('COVERING INDEX runs_work');
+  });
+
+  it('still hands out the oldest ready run of the kinds asked for, and forgets finished runs', async () => {
+    const first = await newRun();
+    const second = await newRun();
+    const withWork = (raw().prepare('SELECT count(*) AS n FROM runs INDEXED BY runs_work WHERE work_kind IS NOT NULL').get() as { n: number }).n;
+    const a = await kernel.runs.leases.acquire({ worker_id: 'w', kinds: ['model', 'tool'], ttl_seconds: 60, wait_seconds: 0 });
+    expect(a?.run_id).toBe(first);
+    const b = await kernel.runs.leases.acquire({ worker_id: 'w', kinds: ['action', 'tool'], ttl_seconds: 60, wait_seconds: 0 });
+    expect(b?.run_id).toBe(second);
+    // Leased runs have no ready work: their entries left the index.
+    expect((raw().prepare('SELECT count(*) AS n FROM runs INDEXED BY runs_work WHERE work_kind IS NOT NULL').get() as { n: number }).n).toBe(withWork - 2);
+    for (const l of [a!, b!]) await kernel.runs.leases.complete(l.lease_id, { output: {} });
+    // Drain both runs (their second step) so later tests start from no ready work.
+    for (let i = 0; i < 2; i++) {
+      const next = await kernel.runs.leases.acquire({ worker_id: 'w', kinds: ['tool'], ttl_seconds: 60, wait_seconds: 0 });
+      await kernel.runs.leases.complete(next!.lease_id, { output: {} });
+    }
+    expect(raw().prepare("SELECT count(*) AS n FROM runs WHERE run_id IN (?, ?) AND state = 'completed'").get(first, second)).toEqual({ n: 2 });
+  });
+});
+
 describe('runs row: indexed columns set only when they change (run-store flush)', () => {
   it('stays right through external events, leases, completions and the end of the run', async () => {
     const runId = await newRun();
