@@ -177,6 +177,15 @@ export function reduce(model: RunModel, ev: ReducibleEvent): RunModel {
   return applyEvent(structuredClone(model), ev);
 }
 
+/**
+ * The next state, applied to `model` itself: for a caller that owns its copy (a run writer
+ * inside its transaction, the replay fold) and would otherwise clone it per event. On a
+ * TransitionError `model` is left half-changed: the caller discards it.
+ */
+export function reduceInPlace(model: RunModel, ev: ReducibleEvent): RunModel {
+  return applyEvent(model, ev);
+}
+
 /** The transition itself, applied to `m` in place (callers own `m`). */
 function applyEvent(m: RunModel, ev: ReducibleEvent): RunModel {
   m.updated_at = ev.at;

@@ -9,7 +9,7 @@ import { canonicalEventTexts, eventHashOfTexts, signHead } from '../events/event
 import type { Redactor } from '../log/logger.js';
 import type { SqlDb, SqlValue } from '../store/sql-db.js';
 import type { RemitPayload, RunEvent, RunStateObject } from '../types.js';
-import { publicState, reduce, workItem, type RunModel } from './reducer.js';
+import { publicState, reduceInPlace, workItem, type RunModel } from './reducer.js';
 
 /** A row of `runs`. */
 export interface RunRow {
@@ -99,8 +99,15 @@ export interface WriterDeps {
 
 /** Appends to one run inside a transaction; `flush` writes the run row. */
 export class RunWriter {
+  /**
+   * The state after the events appended so far: `before` itself until the first append, then
+   * the writer's own copy (parsed afresh from the row), which later appends change in place.
+   * Code that holds on to `model` across an append sees the change.
+   */
   model: RunModel;
+  /** The state the transaction started from; never changed. */
   readonly before: RunModel;
+  private ownsModel = false;
   readonly appended: RunEvent[] = [];
   private seq: number;
   private head: string;
@@ -133,7 +140,12 @@ export class RunWriter {
       // Stored as their JCS texts, the very bytes hashed: replay hashes the stored text as it is.
       const texts = canonicalEventTexts(ev);
       ev.hash = eventHashOfTexts(this.row.run_id, ev, texts);
-      this.model = reduce(this.model, ev);
+      // One copy per transaction rather than a structuredClone per event (bench/README.md).
+      if (!this.ownsModel) {
+        this.model = JSON.parse(this.row.model) as RunModel;
+        this.ownsModel = true;
+      }
+      this.model = reduceInPlace(this.model, ev);
       await this.tx.run('INSERT INTO run_events (run_id, seq, hash, prev_hash, kind, payload, actor, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)', [
         this.row.run_id,
         ev.seq,

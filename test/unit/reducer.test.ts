@@ -4,7 +4,7 @@
  * path and replay both fold with this function, so these rows pin both.
  */
 import { describe, expect, it } from 'vitest';
-import { compensationsFor, foldEvents, initialModel, publicState, reduce, TransitionError, workItem, type RunModel } from '../../src/kernel/reducer.js';
+import { compensationsFor, foldEvents, initialModel, publicState, reduce, reduceInPlace, TransitionError, workItem, type RunModel } from '../../src/kernel/reducer.js';
 
 type Ev = { kind: string; payload: Record<string, unknown> };
 
@@ -359,5 +359,38 @@ describe('reducer transitions (D §6, §7; I 3)', () => {
       ['budget', 'bundle', 'bundle_id', 'created_at', 'current_step', 'department', 'error', 'input', 'output', 'parent_run_id', 'parked_reason', 'pending_approval_id', 'policies', 'remit_id', 'requested_by', 'run_id', 'state', 'steps', 'updated_at', 'usage', 'workflow'].sort(),
     );
     expect(Object.keys(s.steps.a!).sort()).toEqual(['attempt', 'ended_at', 'error', 'output', 'started_at', 'state']);
+  });
+});
+
+describe('RunWriter folds its events in place on its own copy (bench/README.md item 17)', () => {
+  it('reduceInPlace ends where reduce ends, for every transition of the table', () => {
+    for (const row of rows.filter((r) => !r.refuses)) {
+      const ev = { seq: row.before.length + 2, kind: row.event.kind, payload: row.event.payload, at: AT(row.before.length + 1) };
+      expect(reduceInPlace(fold(row.before), ev), row.name).toEqual(apply(row.before, row.event));
+    }
+  });
+
+  it('keeps `before` as the state it started from, and ends where the pure fold ends', async () => {
+    const { RunWriter } = await import('../../src/kernel/run-store.js');
+    const { globalRedactor } = await import('../../src/log/logger.js');
+    const start = fold([E.leased('a', 1)]);
+    const row = { run_id: 'run_1', model: JSON.stringify(start), last_seq: 2, head_hash: 'h2', state: start.state, work_kind: null, work_step: null, work_ready_at: null };
+    const writes: unknown[] = [];
+    const tx = { run: async (_sql: string, params: unknown[]) => void writes.push(params) };
+    let t = 0;
+    const deps = { clock: { now: () => Date.parse(AT(10 + t++)) }, keys: { keyId: 'k', sign: () => new Uint8Array(64) }, redactor: globalRedactor };
+    const w = new RunWriter(tx as never, row as never, deps as never);
+    const held = w.model; // before the first append: the starting state itself
+    expect(held).toBe(w.before);
+    await w.append({ kind: 'step.completed', payload: E.completed('a', 1).payload, actor: 'w' }, { kind: 'note', payload: { text: 'n' }, actor: 'w' });
+    await w.append({ kind: 'step.leased', payload: E.leased('b', 1).payload, actor: 'w' });
+    expect(w.before).toEqual(start); // never changed, nor what was held of it
+    expect(held).toEqual(start);
+    expect(w.model).not.toBe(w.before);
+    let pure = start;
+    for (const ev of w.appended) pure = reduce(pure, ev);
+    expect(w.model).toEqual(pure);
+    expect(pure.current_step).toBe('b');
+    expect(writes).toHaveLength(3);
   });
 });
