@@ -10,10 +10,9 @@
  * of the WAL file, which covers every frame written before it, as FULL's own fsync at COMMIT
  * does. When the barrier covers several commits it runs on libuv's thread pool, so the event
  * loop goes on serving requests (and committing the next batch) while the disk works; a
- * barrier for a lone commit with no other transaction in flight runs inline, where the
- * hand-off would only add latency. Either
- * way N concurrent transactions cost one fsync, and nothing is acknowledged before it is as
- * durable as FULL would have made it.
+ * barrier for a lone commit with no other transaction open runs inline, where the hand-off
+ * would only add latency. Either way N concurrent transactions cost one fsync, and nothing is
+ * acknowledged before it is as durable as FULL would have made it.
  */
 import { closeSync, fdatasync, fdatasyncSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -102,7 +101,7 @@ export class SqliteDb implements SqlDb {
   /** Commits since the last barrier started: the ones it has yet to cover. */
   private unsynced = 0;
   /** Transactions begun and not yet acknowledged or failed (waiting, running or syncing). */
-  private inFlight = 0;
+  private openTransactions = 0;
   /** The next barrier, while it has not started: later committers join it. */
   private nextBarrier: Promise<void> | null = null;
   /** The barrier's fdatasync while it runs (one at a time: the next one waits for it). */
@@ -161,11 +160,11 @@ export class SqliteDb implements SqlDb {
   }
 
   async tx<T>(fn: (db: SqlDb) => Promise<T>, opts: TxOptions = {}): Promise<T> {
-    this.inFlight++;
+    this.openTransactions++;
     try {
       return await this.commitAndSync(fn, opts);
     } finally {
-      this.inFlight--;
+      this.openTransactions--;
     }
   }
 
@@ -231,7 +230,7 @@ export class SqliteDb implements SqlDb {
       const covered = this.unsynced;
       this.unsynced = 0;
       const fd = this.openWal();
-      if (covered === 1 && this.inFlight <= 1) {
+      if (covered === 1 && this.openTransactions <= 1) {
         // A lone commit and nothing else in flight: the event loop has nothing to get on with,
         // and the hand-off to the pool and back costs 50–100 µs here. With another
         // transaction in flight (a second client, even at one worker and one producer) the
