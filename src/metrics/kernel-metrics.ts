@@ -19,7 +19,7 @@ export class KernelMetrics {
   // Beyond interface 4.1 (docs/design.md "Store"): what group commit costs a request.
   readonly storeSyncWait = new Histogram({
     name: 'svc_store_commit_sync_seconds',
-    help: "Seconds a durable store commit waited for the group-commit fsync that covered it",
+    help: 'Seconds a durable store commit waited for the group-commit fsync that covered it (synchronous FULL or EXTRA)',
     buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5],
     registers: [this.registry],
   });
