@@ -34,7 +34,8 @@ export interface SvcdPhase {
 /** utime + stime of /proc/PID[/task/TID]/stat in ms (USER_HZ is 100 on Linux). */
 function procCpuMs(path: string): number | null {
   try {
-    const fields = readFileSync(path, 'utf8').split(') ')[1]!.split(' ');
+    const text = readFileSync(path, 'utf8');
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' '); // the name may hold ') '
     return (Number(fields[11]) + Number(fields[12])) * 10;
   } catch {
     return null;
@@ -47,12 +48,16 @@ function metric(text: string, name: string): number {
 }
 
 export async function sampleSvcd(pid: number, kernelUrl: string): Promise<SvcdSample> {
+  // Clock and CPU first: the metrics request below is not part of the measured phase.
+  const at = performance.now();
+  const cpuMs = procCpuMs(`/proc/${pid}/stat`);
+  const loopCpuMs = procCpuMs(`/proc/${pid}/task/${pid}/stat`);
   const res = await httpJson('GET', `${kernelUrl}/metrics`);
   const text = typeof res.body === 'string' ? res.body : '';
   return {
-    at: performance.now(),
-    cpuMs: procCpuMs(`/proc/${pid}/stat`),
-    loopCpuMs: procCpuMs(`/proc/${pid}/task/${pid}/stat`),
+    at,
+    cpuMs,
+    loopCpuMs,
     syncWaitSeconds: metric(text, 'svc_store_commit_sync_seconds_sum'),
     durableCommits: metric(text, 'svc_store_commit_sync_seconds_count'),
     fsyncs: metric(text, 'svc_store_fsyncs_total'),

@@ -100,9 +100,11 @@ export interface WriterDeps {
 /** Appends to one run inside a transaction; `flush` writes the run row. */
 export class RunWriter {
   /**
-   * The state after the events appended so far: `before` itself until the first append, then
-   * the writer's own copy (parsed afresh from the row), which later appends change in place.
-   * Code that holds on to `model` across an append sees the change.
+   * The state after the events appended so far: `before` itself until the first append, which
+   * replaces it with the writer's own copy (parsed afresh from the row); later appends change
+   * that copy in place. So a reference taken before any append keeps the starting state, and
+   * one taken after an append sees the next ones. Never assign into it: before the first
+   * append that would change `before`, and the first append would drop it.
    */
   model: RunModel;
   /** The state the transaction started from; never changed. */

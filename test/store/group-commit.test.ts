@@ -146,6 +146,25 @@ describe('group commit barrier (D §11 SQLite store; docs/design.md "Store")', (
     expect(fsyncs).toEqual([3, 1]);
   });
 
+  it('a throwing observer costs a sample, never a durable commit', async () => {
+    const db = new SqliteDb({
+      path: join(dir, `db-${n++}.sqlite`),
+      observer: {
+        durableWait: () => {
+          throw new Error('metrics broke');
+        },
+        fsync: () => {
+          throw new Error('metrics broke');
+        },
+      },
+    });
+    await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');
+    await expect(Promise.all([insert(db, 1), insert(db, 2)])).resolves.toHaveLength(2);
+    await expect(insert(db, 3)).resolves.toBeUndefined();
+    expect((await db.all('SELECT id FROM t')).length).toBe(3);
+    await db.close();
+  });
+
   it('does not fsync for a non-FULL store', async () => {
     const db = new SqliteDb({ path: join(dir, `db-${n++}.sqlite`), synchronous: 'NORMAL' });
     await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');

@@ -95,6 +95,8 @@ describe('the lease scan reads runs_work alone, in order (migration runs-003)', 
       await kernel.runs.leases.complete(next!.lease_id, { output: {} });
     }
     expect(raw().prepare("SELECT count(*) AS n FROM runs WHERE run_id IN (?, ?) AND state = 'completed'").get(first, second)).toEqual({ n: 2 });
+    // Finished: no work, so not in the index either (it held them again between the steps).
+    expect((raw().prepare('SELECT count(*) AS n FROM runs INDEXED BY runs_work WHERE work_kind IS NOT NULL').get() as { n: number }).n).toBe(withWork - 2);
   });
 });
 

@@ -4,7 +4,7 @@
  * path and replay both fold with this function, so these rows pin both.
  */
 import { describe, expect, it } from 'vitest';
-import { compensationsFor, foldEvents, initialModel, publicState, reduce, reduceInPlace, TransitionError, workItem, type RunModel } from '../../src/kernel/reducer.js';
+import { compensationsFor, foldEvents, initialModel, publicState, reduce, TransitionError, workItem, type RunModel } from '../../src/kernel/reducer.js';
 
 type Ev = { kind: string; payload: Record<string, unknown> };
 
@@ -363,13 +363,6 @@ describe('reducer transitions (D §6, §7; I 3)', () => {
 });
 
 describe('RunWriter folds its events in place on its own copy (bench/README.md item 17)', () => {
-  it('reduceInPlace ends where reduce ends, for every transition of the table', () => {
-    for (const row of rows.filter((r) => !r.refuses)) {
-      const ev = { seq: row.before.length + 2, kind: row.event.kind, payload: row.event.payload, at: AT(row.before.length + 1) };
-      expect(reduceInPlace(fold(row.before), ev), row.name).toEqual(apply(row.before, row.event));
-    }
-  });
-
   it('keeps `before` as the state it started from, and ends where the pure fold ends', async () => {
     const { RunWriter } = await import('../../src/kernel/run-store.js');
     const { globalRedactor } = await import('../../src/log/logger.js');
