@@ -98,6 +98,8 @@ export class SqliteDb implements SqlDb {
   private readonly handle: SqliteHandle;
   private readonly syncLevel: 'FULL' | 'EXTRA' | null;
   private closed = false;
+  /** A read transaction that plain reads share until the turn ends (beginSharedRead). */
+  private sharedRead = false;
   /** Commits since the last barrier started: the ones it has yet to cover. */
   private unsynced = 0;
   /** Transactions begun and not yet acknowledged or failed (queued, running or syncing). */
@@ -146,10 +148,39 @@ export class SqliteDb implements SqlDb {
   }
 
   get<T>(sql: string, params?: readonly SqlValue[]): Promise<T | undefined> {
-    return this.mutex.run(() => this.handle.get<T>(sql, params));
+    return this.mutex.run(() => {
+      this.beginSharedRead();
+      return this.handle.get<T>(sql, params);
+    });
   }
   all<T>(sql: string, params?: readonly SqlValue[]): Promise<T[]> {
-    return this.mutex.run(() => this.handle.all<T>(sql, params));
+    return this.mutex.run(() => {
+      this.beginSharedRead();
+      return this.handle.all<T>(sql, params);
+    });
+  }
+
+  /**
+   * Plain reads share one read transaction until the event loop's turn ends. Each read
+   * transaction of its own costs SQLite two lock calls on the WAL index (`fcntl`; with the
+   * read-mark update after a write, four): 6.3 µs a point read here against 1.5 µs inside a
+   * transaction, and a kernel cycle made nine such reads (bench/README.md). Reads between two
+   * writes see every commit before them as before: a transaction ends the shared read first,
+   * and this connection is the only writer that matters (another process's commit made during
+   * the turn is seen from the next turn on, as if the read had come a moment earlier).
+   */
+  private beginSharedRead(): void {
+    if (this.sharedRead) return;
+    this.raw.exec('BEGIN');
+    this.sharedRead = true;
+    setImmediate(() => this.endSharedRead());
+  }
+
+  /** Safe without the mutex: a transaction ends the shared read before it begins its own. */
+  private endSharedRead(): void {
+    if (!this.sharedRead) return;
+    this.sharedRead = false;
+    if (this.raw.inTransaction && this.raw.open) this.raw.exec('COMMIT');
   }
   /** A single statement in its own durable transaction. */
   run(sql: string, params?: readonly SqlValue[]): Promise<RunResult> {
@@ -170,6 +201,7 @@ export class SqliteDb implements SqlDb {
 
   private async commitAndSync<T>(fn: (db: SqlDb) => Promise<T>, opts: TxOptions): Promise<T> {
     const result = await this.mutex.run(async () => {
+      this.endSharedRead();
       this.raw.exec('BEGIN IMMEDIATE');
       try {
         const r = await fn(this.handle);
@@ -205,6 +237,7 @@ export class SqliteDb implements SqlDb {
    */
   private rewindWal(): void {
     if (this.closed) return;
+    this.endSharedRead(); // a reader would keep the WAL from being rewound
     this.raw.pragma('busy_timeout = 0');
     try {
       this.raw.pragma('wal_checkpoint(RESTART)');
@@ -288,7 +321,10 @@ export class SqliteDb implements SqlDb {
     if (this.walFd !== null) closeSync(this.walFd);
     this.walFd = null;
     await this.checkpointer?.close(); // its connection first: the last one to close removes the WAL
-    await this.mutex.run(() => this.raw.close());
+    await this.mutex.run(() => {
+      this.endSharedRead();
+      this.raw.close();
+    });
   }
 }
 

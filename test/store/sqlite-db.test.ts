@@ -4,7 +4,8 @@
  */
 import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import Database from 'better-sqlite3';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { KERNEL_MIGRATIONS } from '../../src/store/migrations.js';
 import { migrate, SqliteDb } from '../../src/store/sqlite-db.js';
 import { COMMITS_PER_CHECKPOINT } from '../../src/store/wal-checkpointer.js';
@@ -133,6 +134,70 @@ describe('onCommitted (decisions §6 long-poll wake-ups)', () => {
   });
 });
 
+describe('plain reads share one read transaction per turn (bench/README.md item 18)', () => {
+  const turn = () => new Promise((r) => setImmediate(r));
+  const begins = (db: SqliteDb) => {
+    const exec = vi.spyOn(db.raw, 'exec');
+    return () => exec.mock.calls.filter(([sql]) => /^BEGIN/.test(sql)).length;
+  };
+
+  it('reads in one turn take one read transaction, which ends with the turn', async () => {
+    const db = new SqliteDb({ path: file() });
+    await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');
+    await turn();
+    const count = begins(db);
+    await db.get('SELECT COUNT(*) AS n FROM t');
+    await db.all('SELECT id FROM t');
+    await db.get('SELECT COUNT(*) AS n FROM t');
+    expect(count()).toBe(1);
+    expect(db.raw.inTransaction).toBe(true);
+    await turn();
+    expect(db.raw.inTransaction).toBe(false);
+    await db.get('SELECT COUNT(*) AS n FROM t');
+    expect(count()).toBe(2);
+    await db.close();
+  });
+
+  it('a transaction in the same turn ends the shared read; reads after it see its commit', async () => {
+    const db = new SqliteDb({ path: file() });
+    await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');
+    expect(await db.get('SELECT COUNT(*) AS n FROM t')).toEqual({ n: 0 });
+    await db.tx(async (tx) => void (await tx.run('INSERT INTO t (id) VALUES (1)')), { durable: false });
+    expect(await db.get('SELECT COUNT(*) AS n FROM t')).toEqual({ n: 1 });
+    await db.run('INSERT INTO t (id) VALUES (2)');
+    expect(await db.all('SELECT id FROM t ORDER BY id')).toEqual([{ id: 1 }, { id: 2 }]);
+    await db.close();
+  });
+
+  it("sees another process's commit from the next turn on, and never blocks it", async () => {
+    const path = file();
+    const db = new SqliteDb({ path });
+    await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');
+    const other = new Database(path);
+    other.pragma('busy_timeout = 0'); // a read that blocked the writer would fail here at once
+    expect(await db.get('SELECT COUNT(*) AS n FROM t')).toEqual({ n: 0 });
+    other.prepare('INSERT INTO t (id) VALUES (1)').run();
+    expect(await db.get('SELECT COUNT(*) AS n FROM t')).toEqual({ n: 0 }); // the turn's snapshot
+    await turn();
+    expect(await db.get('SELECT COUNT(*) AS n FROM t')).toEqual({ n: 1 });
+    other.close();
+    await db.close();
+  });
+
+  it('a failing read leaves the store usable, and close ends a shared read', async () => {
+    const path = file();
+    const db = new SqliteDb({ path });
+    await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');
+    await expect(db.get('SELECT nope FROM t')).rejects.toThrow(/no such column/);
+    await db.tx(async (tx) => void (await tx.run('INSERT INTO t (id) VALUES (1)')));
+    expect(await db.get('SELECT COUNT(*) AS n FROM t')).toEqual({ n: 1 });
+    await db.close(); // with the shared read still open
+    const again = new SqliteDb({ path });
+    expect(await again.get('SELECT COUNT(*) AS n FROM t')).toEqual({ n: 1 });
+    await again.close();
+  });
+});
+
 describe('WAL checkpoints off the event loop (bench/README.md, docs/design.md "Store")', () => {
   it('checkpoints on a worker thread every COMMITS_PER_CHECKPOINT commits and rewinds the WAL', async () => {
     const path = file();
@@ -144,7 +209,10 @@ describe('WAL checkpoints off the event loop (bench/README.md, docs/design.md "S
     const commits = COMMITS_PER_CHECKPOINT * 3;
     for (let i = 0; i < commits; i++) {
       await db.tx(async (tx) => void (await tx.run('INSERT INTO t (body) VALUES (?)', [body])), { durable: false });
-      if (i % 16 === 0) await new Promise((r) => setImmediate(r)); // let the worker's answers in, as requests do
+      if (i % 16 === 0) {
+        await db.get('SELECT COUNT(*) AS n FROM t'); // a shared read open when the worker's answer comes
+        await new Promise((r) => setImmediate(r)); // let the worker's answers in, as requests do
+      }
     }
     await db.checkpointer!.checkpoint(); // waits for one in flight, or runs one more
     expect(db.checkpointer!.completed).toBeGreaterThanOrEqual(1);
