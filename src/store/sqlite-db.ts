@@ -170,7 +170,7 @@ export class SqliteDb implements SqlDb {
    * the turn is seen from the next turn on, as if the read had come a moment earlier).
    */
   private beginSharedRead(): void {
-    if (this.sharedRead) return;
+    if (this.sharedRead || this.raw.inTransaction) return; // (the latter: a caller of `raw`'s own)
     this.raw.exec('BEGIN');
     this.sharedRead = true;
     setImmediate(() => this.endSharedRead());
@@ -180,7 +180,7 @@ export class SqliteDb implements SqlDb {
   private endSharedRead(): void {
     if (!this.sharedRead) return;
     this.sharedRead = false;
-    if (this.raw.inTransaction && this.raw.open) this.raw.exec('COMMIT');
+    if (this.raw.open && this.raw.inTransaction) this.raw.exec('COMMIT');
   }
   /** A single statement in its own durable transaction. */
   run(sql: string, params?: readonly SqlValue[]): Promise<RunResult> {
