@@ -93,8 +93,7 @@ export class ActionService {
       if (lease.kind === 'compensation') {
         throw new SvcError('invalid_state', 'a compensation lease runs its compensate tool directly; it proposes no actions', { lease_id: leaseId });
       }
-      const { row, model } = await this.e.model(lease.run_id);
-      const remit = JSON.parse(row.remit_payload) as RemitPayload;
+      const { model, remit } = await this.e.modelAndRemit(lease.run_id);
       const stored = await k.bundles.get(model.bundle_id);
       const id = actionId(model.run_id, lease.step, proposal);
       const action = await enrichAction(k, stored.bundle, proposal);

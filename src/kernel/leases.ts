@@ -154,7 +154,7 @@ export class LeaseService {
 
   /** Prepares outside the transaction (bundle, templates, reservations), then commits the lease. */
   private async leaseRun(runId: string, workerId: string, kinds: LeaseKind[], ttl: number): Promise<LeaseObject | 'stale' | 'skipped'> {
-    const { model } = await this.e.model(runId);
+    const model = await this.e.model(runId);
     const item = workItem(model);
     if (!item || !kinds.includes(item.kind)) return 'stale';
     const { stored, def } = await this.e.stepDefOf(model, item.step);
@@ -273,7 +273,7 @@ export class LeaseService {
   /** POST /v1/leases/{id}/complete: `{run_state, next_step}`. */
   async complete(leaseId: string, body: CompleteBody): Promise<{ run_state: RunState; next_step: string | null }> {
     const lease = await this.active(leaseId);
-    const { model } = await this.e.model(lease.run_id);
+    const model = await this.e.model(lease.run_id);
     const { def } = await this.e.stepDefOf(model, lease.step);
     const output = body.output === undefined ? null : body.output;
     if (lease.kind !== 'compensation' && def.output_schema !== undefined) {
@@ -311,7 +311,7 @@ export class LeaseService {
   /** POST /v1/leases/{id}/fail: `{outcome, delay_ms}` (decisions §6). */
   async fail(leaseId: string, body: FailBody): Promise<{ outcome: FailOutcome; delay_ms: number | null; run_state: RunState }> {
     const lease = await this.active(leaseId);
-    const { model } = await this.e.model(lease.run_id);
+    const model = await this.e.model(lease.run_id);
     const { def } = await this.e.stepDefOf(model, lease.step);
     const isComp = lease.kind === 'compensation';
     const policy = retryPolicy(isComp ? ((def.compensate as { retry?: StepDef['retry'] } | undefined)?.retry ?? def.retry) : def.retry);
@@ -368,7 +368,7 @@ export class LeaseService {
 
   /** Expires one lease (decisions §6): the step is ready again with attempt + 1. */
   async expire(lease: LeaseRow): Promise<boolean> {
-    const { model } = await this.e.model(lease.run_id);
+    const model = await this.e.model(lease.run_id);
     let maxAttempts = retryPolicy(undefined).max_attempts;
     try {
       const { def } = await this.e.stepDefOf(model, lease.step);

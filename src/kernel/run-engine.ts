@@ -13,7 +13,7 @@ import { ALL_EVENT_KINDS, isExternalKind } from '../events/kinds.js';
 import type { RunAbandonRequestedPayload, RunCreatedPayload, RunResumedPayload } from '../events/payloads.js';
 import { newId } from '../ids.js';
 import { globalRedactor } from '../log/logger.js';
-import type { Bundle, Requester, RunEvent, RunState, RunStateObject, Spend, StepDef, StoredBundle, WorkflowDef } from '../types.js';
+import type { Bundle, RemitPayload, Requester, RunEvent, RunState, RunStateObject, Spend, StepDef, StoredBundle, WorkflowDef } from '../types.js';
 import { ApprovalService } from './approvals.js';
 import { ActionService } from './actions.js';
 import { pageNewestFirst } from './cursor.js';
@@ -22,7 +22,7 @@ import { LeaseService } from './leases.js';
 import { WorkNotifier } from './notifier.js';
 import { compensationsFor, initialModel, isTerminal, roundUsd, workItem, type RunModel } from './reducer.js';
 import { replayRun, type ReplayReport } from './replay.js';
-import { KERNEL_ACTOR, loadRunRow, parseEventRow, runStateOf, RunWriter, type EventRow, type RunRow, type WriterDeps } from './run-store.js';
+import { KERNEL_ACTOR, loadRunRow, loadWriterRow, parseEventRow, runStateOf, RunWriter, type EventRow, type RunRow, type WriterDeps } from './run-store.js';
 import { schemaCheck } from './schema-check.js';
 import { Sweeper } from './sweeper.js';
 
@@ -125,7 +125,7 @@ export class RunEngine {
     // only after its own durable commit, whose fsync covers this transaction too.
     const wake = () => writer && this.wakeFor(writer.model);
     const { result } = await this.k.db.tx(async (tx) => {
-      const row = await loadRunRow(tx, runId);
+      const row = await loadWriterRow(tx, runId);
       if (!row) throw notFound('run', runId);
       const w = new RunWriter(tx, row, this.writerDeps);
       const result = await fn(w);
@@ -261,11 +261,18 @@ export class RunEngine {
     return runStateOf(row);
   }
 
-  /** The reducer state of a run (internal fields included). */
-  async model(runId: string): Promise<{ row: RunRow; model: RunModel }> {
-    const row = await loadRunRow(this.k.db, runId);
+  /** The reducer state of a run (internal fields included); only that column is read. */
+  async model(runId: string): Promise<RunModel> {
+    const row = await this.k.db.get<{ model: string }>('SELECT model FROM runs WHERE run_id = ?', [runId]);
     if (!row) throw notFound('run', runId);
-    return { row, model: JSON.parse(row.model) as RunModel };
+    return JSON.parse(row.model) as RunModel;
+  }
+
+  /** The reducer state of a run and the run-bound remit's payload. */
+  async modelAndRemit(runId: string): Promise<{ model: RunModel; remit: RemitPayload }> {
+    const row = await this.k.db.get<{ model: string; remit_payload: string }>('SELECT model, remit_payload FROM runs WHERE run_id = ?', [runId]);
+    if (!row) throw notFound('run', runId);
+    return { model: JSON.parse(row.model) as RunModel, remit: JSON.parse(row.remit_payload) as RemitPayload };
   }
 
   /** GET /v1/runs: newest first, filtered, cursor-paginated (decisions §6). */
