@@ -6,7 +6,6 @@
  */
 import type { TxOptions } from '../store/sql-db.js';
 import { isoTime } from '../clock.js';
-import { canonicalJson } from '../encoding/canonical-json.js';
 import { SvcError, notFound } from '../errors.js';
 import { canonicalEventTexts, eventHashOfTexts, signHead } from '../events/event-hash.js';
 import { ALL_EVENT_KINDS, isExternalKind } from '../events/kinds.js';
@@ -218,7 +217,7 @@ export class RunEngine {
         remit_id: body.remit_id,
         parent_run_id: parentRunId,
         remit_token: bound.token,
-        remit_payload: canonicalJson(bound.payload),
+        remit_payload: bound.payloadText,
         model: JSON.stringify(model),
         last_seq: 1,
         head_hash: ev.hash,

@@ -11,7 +11,7 @@ import type { SqlDb } from '../store/sql-db.js';
 import { AUTONOMY_ORDER, type RemitCallCheck, type RemitPayload, type RemitRecord, type Spend, type TrustedKeys, type VerifyResult } from '../types.js';
 import { uncoveredScope, uncoveredTool } from './patterns.js';
 import { parseDeriveRequest, parseMintRequest } from './requests.js';
-import { MAX_TOKEN_LENGTH, encodeToken, type TokenSigner } from './token.js';
+import { MAX_TOKEN_LENGTH, encodeCanonicalToken, encodeToken, type TokenSigner } from './token.js';
 import { verifyRemit } from './verify.js';
 
 /** What the service needs from the kernel (the Kernel itself satisfies it). */
@@ -272,7 +272,7 @@ export class RemitService {
    * valid. Issues the run-bound token: same rid, the payload plus `run`, signed with the
    * current key.
    */
-  async bindToRun(db: SqlDb, remitId: string, runId: string): Promise<{ token: string; payload: RemitPayload }> {
+  async bindToRun(db: SqlDb, remitId: string, runId: string): Promise<{ token: string; payload: RemitPayload; payloadText: string }> {
     const row = await this.row(db, remitId);
     if (row.run_id !== null) throw new SvcError('remit_bound', `remit ${remitId} is already bound to run ${row.run_id}`, { remit_id: remitId, run_id: row.run_id });
     const base = JSON.parse(row.payload) as RemitPayload;
@@ -284,16 +284,17 @@ export class RemitService {
       throw new SvcError('remit_invalid', `remit ${remitId} is not valid before ${isoTime(base.nbf * 1000)}`, { remit_id: remitId, reason: 'remit_not_yet_valid' });
     }
     const payload = orderedPayload({ ...base, run: runId, iss: this.k.keys.keyId });
-    const token = encodeToken(payload, this.k.keys);
+    const payloadText = canonicalJson(payload); // the token's bytes, the binding's and the run's copy
+    const token = encodeCanonicalToken(payload, payloadText, this.k.keys);
     const res = await db.run('INSERT INTO remit_bindings (remit_id, run_id, bound_payload, bound_token, bound_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (remit_id) DO NOTHING', [
       remitId,
       runId,
-      canonicalJson(payload),
+      payloadText,
       token,
       isoTime(this.k.clock.now()),
     ]);
     if (res.changes !== 1) throw new SvcError('remit_bound', `remit ${remitId} is already bound to a run`, { remit_id: remitId });
-    return { token, payload };
+    return { token, payload, payloadText };
   }
 
   /** Interface 5.3 steps 1–7 against the kernel's keys, clock and configured skew. */

@@ -41,8 +41,13 @@ export type DecodeResult = ({ ok: true } & DecodedToken) | { ok: false; detail: 
 
 /** Issues a token: the payload's canonical JSON bytes, signed with `signer`. */
 export function encodeToken(payload: RemitPayload, signer: TokenSigner): string {
+  return encodeCanonicalToken(payload, canonicalJson(payload), signer);
+}
+
+/** `encodeToken` for a caller that already holds `canonicalJson(payload)` (and stores it too). */
+export function encodeCanonicalToken(payload: RemitPayload, canonical: string, signer: TokenSigner): string {
   if (payload.iss !== signer.keyId) throw new Error(`payload iss ${payload.iss} does not name the signing key ${signer.keyId}`);
-  const bytes = Buffer.from(canonicalJson(payload), 'utf8');
+  const bytes = Buffer.from(canonical, 'utf8');
   return [TOKEN_PREFIX, signer.keyId, encodeBase64url(bytes), encodeBase64url(signer.sign(bytes))].join('.');
 }
 
