@@ -166,8 +166,9 @@ export class SqliteDb implements SqlDb {
    * read-mark update after a write, four): 6.3 µs a point read here against 1.5 µs inside a
    * transaction, and a kernel cycle made nine such reads (bench/README.md). Reads between two
    * writes see every commit before them as before: a transaction ends the shared read first,
-   * and this connection is the only writer that matters (another process's commit made during
-   * the turn is seen from the next turn on, as if the read had come a moment earlier).
+   * and svcd's connection is the only writer of its store (the CLI goes through HTTP). Were
+   * another process to write the file, its commit would be seen once the shared read ends,
+   * at most one turn of the event loop later, as if the read had come a moment earlier.
    */
   private beginSharedRead(): void {
     if (this.sharedRead || this.raw.inTransaction) return; // (the latter: a caller of `raw`'s own)
@@ -180,7 +181,18 @@ export class SqliteDb implements SqlDb {
   private endSharedRead(): void {
     if (!this.sharedRead) return;
     this.sharedRead = false;
-    if (this.raw.open && this.raw.inTransaction) this.raw.exec('COMMIT');
+    if (!this.raw.open || !this.raw.inTransaction) return;
+    try {
+      this.raw.exec('COMMIT');
+    } catch {
+      // A read-only COMMIT does not fail in practice; if one did, the connection must still
+      // never be left inside a transaction nobody owns (every later BEGIN would fail).
+      try {
+        this.raw.exec('ROLLBACK');
+      } catch {
+        /* nothing left to undo */
+      }
+    }
   }
   /** A single statement in its own durable transaction. */
   run(sql: string, params?: readonly SqlValue[]): Promise<RunResult> {

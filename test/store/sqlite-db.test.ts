@@ -184,6 +184,24 @@ describe('plain reads share one read transaction per turn (bench/README.md item 
     await db.close();
   });
 
+  it('a shared read whose COMMIT fails is rolled back, never left open', async () => {
+    const db = new SqliteDb({ path: file() });
+    await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');
+    await db.get('SELECT COUNT(*) AS n FROM t');
+    const exec = db.raw.exec.bind(db.raw);
+    let failed = 0;
+    vi.spyOn(db.raw, 'exec').mockImplementation((sql: string) => {
+      if (sql === 'COMMIT' && failed++ === 0) throw new Error('disk I/O error');
+      return exec(sql);
+    });
+    await turn(); // the turn ends the shared read: its COMMIT throws, in a setImmediate
+    expect(failed).toBe(1);
+    expect(db.raw.inTransaction).toBe(false);
+    await db.tx(async (tx) => void (await tx.run('INSERT INTO t (id) VALUES (1)')));
+    expect(await db.get('SELECT COUNT(*) AS n FROM t')).toEqual({ n: 1 });
+    await db.close();
+  });
+
   it('a failing read leaves the store usable, and close ends a shared read', async () => {
     const path = file();
     const db = new SqliteDb({ path });
