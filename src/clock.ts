@@ -28,7 +28,18 @@ export function epochSeconds(clock: Clock): number {
   return Math.floor(clock.now() / 1000);
 }
 
-/** ISO 8601 UTC with milliseconds (decisions §1). */
+let lastMs = NaN;
+let lastIso = '';
+
+/**
+ * ISO 8601 UTC with milliseconds (decisions §1). A request asks for the same instant many
+ * times over (each event's `at`, the model's `updated_at`, ready and expiry times), and a
+ * Date plus its string were ≈1 % of a kernel cycle: the last answer is kept.
+ */
 export function isoTime(ms: number): string {
-  return new Date(ms).toISOString();
+  if (ms !== lastMs) {
+    lastIso = new Date(ms).toISOString(); // throws RangeError for NaN or out-of-range, as before
+    lastMs = ms;
+  }
+  return lastIso;
 }
