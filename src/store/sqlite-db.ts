@@ -19,7 +19,7 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { AsyncMutex } from './async-mutex.js';
 import type { Migration, RunResult, SqlDb, SqlValue, TxOptions } from './sql-db.js';
-import { FALLBACK_AUTOCHECKPOINT_PAGES, SQLITE_AUTOCHECKPOINT_PAGES, WalCheckpointer } from './wal-checkpointer.js';
+import { FALLBACK_AUTOCHECKPOINT_PAGES, SQLITE_AUTOCHECKPOINT_PAGES, WalCheckpointer, type CheckpointResult } from './wal-checkpointer.js';
 
 export type SqliteSynchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
 
@@ -112,7 +112,6 @@ export class SqliteDb implements SqlDb {
   /** The WAL file, opened at the first barrier (SQLite creates it when it opens the database). */
   private walFd: number | null = null;
   private lazyTimer: NodeJS.Timeout | null = null;
-  private readonly busyTimeoutMs: number;
   private readonly observer: GroupCommitObserver | undefined;
   /** Runs WAL checkpoints on a worker thread (file-backed stores only). */
   readonly checkpointer: WalCheckpointer | null = null;
@@ -127,16 +126,15 @@ export class SqliteDb implements SqlDb {
     this.syncLevel = (level === 'FULL' || level === 'EXTRA') && opts.path !== ':memory:' ? level : null;
     this.raw.pragma(`synchronous = ${this.syncLevel ? 'NORMAL' : level}`);
     this.raw.pragma('foreign_keys = ON');
-    this.busyTimeoutMs = opts.busyTimeoutMs ?? 5000;
     this.observer = opts.observer;
-    this.raw.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
+    this.raw.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
     if (opts.path !== ':memory:') {
       this.raw.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
       this.raw.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`); // a burst's WAL shrinks back once rewound
       this.checkpointer = new WalCheckpointer(
         this.raw.name,
         level,
-        () => this.mutex.run(() => this.rewindWal()),
+        (restart) => this.mutex.run(() => this.rewindWal(restart)),
         () => {
           if (!this.closed) this.raw.pragma(`wal_autocheckpoint = ${SQLITE_AUTOCHECKPOINT_PAGES}`);
         },
@@ -243,19 +241,15 @@ export class SqliteDb implements SqlDb {
   }
 
   /**
-   * After a background checkpoint: copies the frames written meanwhile and rewinds the WAL,
-   * between two transactions. Never waits for another process's reader (busy_timeout 0): a
-   * busy rewind is simply left to the next round.
+   * After a background checkpoint, between two transactions: the worker copies the frames
+   * written meanwhile and rewinds the WAL while this connection holds the mutex, so none of its
+   * transactions is open. The event loop is free meanwhile; the store's callers wait.
    */
-  private rewindWal(): void {
+  private async rewindWal(restart: () => Promise<CheckpointResult>): Promise<void> {
     if (this.closed) return;
     this.endSharedRead(); // a reader would keep the WAL from being rewound
-    this.raw.pragma('busy_timeout = 0');
-    try {
-      this.raw.pragma('wal_checkpoint(RESTART)');
-    } finally {
-      this.raw.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
-    }
+    const r = await restart();
+    if (!r.ok) throw new Error(`WAL rewind failed: ${r.error}`);
   }
 
   /** Metrics must never turn a durable commit into a reported failure. */

@@ -245,6 +245,54 @@ describe('WAL checkpoints off the event loop (bench/README.md, docs/design.md "S
     await again.close();
   });
 
+  it('rewinds on the worker, not the event loop: the owner never runs a checkpoint itself', async () => {
+    const path = file();
+    const db = new SqliteDb({ path });
+    await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)');
+    const pragma = vi.spyOn(db.raw, 'pragma');
+    const body = 'x'.repeat(3000);
+    for (let i = 0; i < COMMITS_PER_CHECKPOINT * 2; i++) {
+      await db.tx(async (tx) => void (await tx.run('INSERT INTO t (body) VALUES (?)', [body])), { durable: false });
+    }
+    await db.checkpointer!.checkpoint();
+    expect(db.checkpointer!.completed).toBeGreaterThanOrEqual(1);
+    expect(pragma.mock.calls.filter(([sql]) => /checkpoint/i.test(String(sql)))).toEqual([]);
+    pragma.mockRestore();
+    // Rewound all the same: the next commit starts the WAL over.
+    await db.tx(async (tx) => void (await tx.run('INSERT INTO t (body) VALUES (?)', [body])), { durable: false });
+    const [state] = db.raw.pragma('wal_checkpoint(PASSIVE)') as Array<{ log: number }>;
+    expect(state!.log).toBeLessThan(10);
+    await db.close();
+  });
+
+  it("another process's reader only postpones the rewind: nothing waits for it, the next round catches up", async () => {
+    const path = file();
+    const db = new SqliteDb({ path });
+    await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)');
+    const body = 'x'.repeat(3000);
+    const commit = () => db.tx(async (tx) => void (await tx.run('INSERT INTO t (body) VALUES (?)', [body])), { durable: false });
+    for (let i = 0; i < 20; i++) await commit();
+    const reader = new Database(path);
+    reader.exec('BEGIN');
+    reader.prepare('SELECT COUNT(*) AS n FROM t').get(); // holds its snapshot, and so the WAL
+    for (let i = 0; i < 20; i++) await commit();
+    const t0 = performance.now();
+    const r = await db.checkpointer!.checkpoint();
+    expect(performance.now() - t0).toBeLessThan(2000); // not the 5 s busy timeout
+    expect(r.ok).toBe(true); // the PASSIVE part copied what it could
+    await commit();
+    const held = db.raw.pragma('wal_checkpoint(PASSIVE)') as Array<{ log: number }>;
+    expect(held[0]!.log).toBeGreaterThan(40); // not rewound while the reader holds it
+    reader.exec('COMMIT');
+    reader.close();
+    await db.checkpointer!.checkpoint();
+    await commit();
+    const [state] = db.raw.pragma('wal_checkpoint(PASSIVE)') as Array<{ log: number }>;
+    expect(state!.log).toBeLessThan(10);
+    expect(await db.get('SELECT COUNT(*) AS n FROM t')).toEqual({ n: 42 });
+    await db.close();
+  });
+
   it('a store that never reaches the interval never starts a worker', async () => {
     const db = new SqliteDb({ path: file() });
     await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');
