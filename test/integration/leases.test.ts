@@ -23,6 +23,21 @@ describe('long polls (D §6 wait_seconds)', () => {
     expect(createdAt - started).toBeGreaterThanOrEqual(300);
   });
 
+  it('a waiting lease request gets a step whose lease expires meanwhile, soon after it expires', async () => {
+    await using d = await startRunDaemon();
+    const bundleId = await pushBundle(d);
+    const { run_id } = await startRun(d, bundleId);
+    const first = await lease(d, ['model'], { ttl_seconds: 1 });
+    const leasedAt = Date.now();
+    expect(first.body).toMatchObject({ run_id, attempt: 1 });
+    const again = await lease(d, ['model'], { wait_seconds: 5 });
+    const waited = Date.now() - leasedAt;
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({ run_id, attempt: 2 });
+    expect(waited).toBeGreaterThanOrEqual(950);
+    expect(waited).toBeLessThan(1800); // not the sweeper's tick nor wait_seconds: woken for the expiry
+  });
+
   it('an idle request answers 204 after wait_seconds, and at once without it', async () => {
     await using d = await startRunDaemon();
     let t = Date.now();

@@ -1,0 +1,93 @@
+/**
+ * Expired leases and acquire (decisions §6: "An expired lease makes the step ready again with
+ * attempt + 1"): a lease request sweeps expired leases first, so the step is handed out again
+ * at once, but no more often than every ACQUIRE_SWEEP_MS of the kernel's clock (bench/README.md
+ * item 22). Runs the kernel in-process on a real SQLite file with a manual clock.
+ */
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import { canonicalJson } from '../../src/encoding/canonical-json.js';
+import { encodeBase64url } from '../../src/encoding/base64url.js';
+import { generateKeyPair, signBytes } from '../../src/keys/ed25519.js';
+import { Kernel } from '../../src/kernel/kernel.js';
+import { ACQUIRE_SWEEP_MS } from '../../src/kernel/leases.js';
+import { silentLogger } from '../../src/log/logger.js';
+import { tempDir } from '../helpers/daemon.js';
+
+const REQUESTER = { id: 'ana', role: 'agent', manager: 'lead' };
+const BUNDLE = {
+  name: 'sweep',
+  version: '1.0.0',
+  description: 'one tool step',
+  department: 'ops',
+  tools: { 'test.echo': { writes: false } },
+  workflows: { one: { input_schema: { type: 'object' }, steps: [{ id: 'a', kind: 'tool', tool: 'test.echo', args: {} }] } },
+};
+
+const dir = tempDir('svc-lease-sweep-');
+const clock = new ManualClock();
+let kernel: Kernel;
+let bundleId: string;
+
+beforeAll(async () => {
+  const pub = generateKeyPair();
+  kernel = await Kernel.open({ dataDir: join(dir, 'k'), clock, logger: silentLogger, publishers: [`p:${encodeBase64url(pub.publicKey)}`] });
+  const posted = await kernel.bundles.post({ bundle: BUNDLE, signature: { key_id: 'p', signature: encodeBase64url(signBytes(pub.seed, Buffer.from(canonicalJson(BUNDLE)))) } });
+  bundleId = posted.bundle_id;
+});
+afterAll(async () => {
+  await kernel.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function newRun(): Promise<string> {
+  const remit = await kernel.remits.mint({ tools: ['test.*'], scopes: ['test:*'], grants: [], spend: { tokens: 1000, usd: 1 }, autonomy: 'autonomous', ttl_seconds: 3600, policy_set: [], requested_by: REQUESTER });
+  return (await kernel.runs.create({ bundle_id: bundleId, workflow: 'one', input: {}, remit_id: remit.remit_id, requested_by: REQUESTER })).run_id;
+}
+
+const acquire = (ttl = 1) => kernel.runs.leases.acquire({ worker_id: 'w', kinds: ['tool'], ttl_seconds: ttl, wait_seconds: 0 });
+
+describe('acquire and expired leases (D §6)', () => {
+  it('hands an expired lease\'s step out again at once, with attempt + 1', async () => {
+    const runId = await newRun();
+    const first = await acquire(1);
+    expect(first).toMatchObject({ run_id: runId, step: 'a', attempt: 1 });
+    expect(await acquire()).toBeNull(); // still leased
+    clock.advance(1_000); // expires_at is reached
+    const again = await acquire();
+    expect(again).toMatchObject({ run_id: runId, step: 'a', attempt: 2 });
+    const kinds = (await kernel.runs.events(runId)).events.map((e) => e.kind);
+    expect(kinds).toEqual(['run.created', 'step.leased', 'lease.expired', 'step.leased']);
+    await kernel.runs.leases.complete(again!.lease_id, { output: {}, usage: { tokens: 0, usd: 0 } });
+  });
+
+  it('sweeps at most every ACQUIRE_SWEEP_MS of the clock, however many requests come', async () => {
+    const sweep = vi.spyOn(kernel.runs.leases, 'sweep');
+    clock.advance(ACQUIRE_SWEEP_MS);
+    for (let i = 0; i < 20; i++) expect(await acquire()).toBeNull();
+    // One from the first request; the periodic sweeper (every 500 ms of real time) may add one.
+    expect(sweep.mock.calls.length).toBeGreaterThanOrEqual(1);
+    expect(sweep.mock.calls.length).toBeLessThanOrEqual(2);
+    const before = sweep.mock.calls.length;
+    clock.advance(ACQUIRE_SWEEP_MS - 1);
+    await acquire();
+    clock.advance(1);
+    await acquire();
+    expect(sweep.mock.calls.length - before).toBeGreaterThanOrEqual(1);
+    expect(sweep.mock.calls.length - before).toBeLessThanOrEqual(2);
+    sweep.mockRestore();
+  });
+
+  it('a clock set back does not stop the sweeps', async () => {
+    const t = clock.now();
+    clock.set(t + 50_000);
+    expect(await acquire()).toBeNull(); // a sweep at t + 50 s
+    clock.set(t); // set back
+    const runId = await newRun();
+    expect(await acquire(1)).toMatchObject({ run_id: runId, attempt: 1 });
+    clock.set(t + 1_000); // expired, and still before the last sweep's time
+    expect(await acquire()).toMatchObject({ run_id: runId, attempt: 2 });
+  });
+});
