@@ -247,6 +247,22 @@ describe('http connector (decisions §9: allowed_hosts, redirects, timeouts)', (
     const both = await gw.call({ remit_token: t(), tool: 'web.post', args: { url: `http://127.0.0.1:${port}/echo`, json: {}, body: 'x' } });
     expect(both.body.error.code).toBe('args_invalid');
   });
+
+  it('a header fetch would refuse is args_invalid before any request, and never opens the circuit (I 7.2, D §9)', async () => {
+    const before = hits.length;
+    for (const headers of [{ 'bad header': 'x' }, { 'x-ok': 'line\r\nInjected: 1' }, { 'x/y': 'z' }, { 'x-nul': 'a\u0000b' }]) {
+      for (let i = 0; i < 6; i++) {
+        const res = await gw.call({ remit_token: t(), tool: 'web.get', args: { url: `http://127.0.0.1:${port}/json`, headers } });
+        expect(res.status).toBe(422);
+        expect(res.body.error.code).toBe('args_invalid');
+        expect(res.body.error.details.errors[0].path).toBe(`/headers/${Object.keys(headers)[0]!.replace('/', '~1')}`);
+      }
+    }
+    expect(hits.length).toBe(before);
+    const fine = await gw.call({ remit_token: t(), tool: 'web.get', args: { url: `http://127.0.0.1:${port}/json`, headers: { 'x-fine': 'yes' } } });
+    expect(fine.status).toBe(200);
+    expect(fine.body.circuit).toBeUndefined();
+  });
 });
 
 describe('fs connector (decisions §9: real paths, symlinks that escape the root)', () => {

@@ -50,6 +50,22 @@ function parseUrl(raw: unknown): URL {
   return url;
 }
 
+/**
+ * Caller headers fetch would refuse (a name that is not an HTTP token, a value with CR, LF or
+ * NUL): bad arguments (422), found before the call, so they never reach the circuit breaker
+ * as an upstream error.
+ */
+function checkHeaders(raw: unknown): void {
+  for (const [name, value] of Object.entries((raw ?? {}) as Record<string, string>)) {
+    try {
+      new Headers([[name, value]]);
+    } catch {
+      const at = `/headers/${name.replaceAll('~', '~0').replaceAll('/', '~1')}`;
+      throw new ArgsInvalid(`header ${JSON.stringify(name)} is not a valid HTTP header name and value`, at);
+    }
+  }
+}
+
 async function readLimited(res: Response, max: number, signal: AbortSignal): Promise<string> {
   if (!res.body) return '';
   const reader = res.body.getReader();
@@ -111,6 +127,7 @@ export class HttpConnector implements Connector {
 
   async deriveScopes(_operation: string, args: Record<string, unknown>): Promise<string[]> {
     const url = parseUrl(args.url);
+    checkHeaders(args.headers);
     const host = url.hostname.toLowerCase();
     if (!hostAllowed(this.cfg.allowed_hosts, host)) throw new ScopeRefusal(`host ${host} is not in allowed_hosts of connector ${this.name}`);
     return [`http:host:${host}`];
