@@ -133,6 +133,10 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
     expect(tablesTouched(db, 'SELECT c.name FROM invoices i JOIN customers c ON c.id = i.customer_id WHERE i.id = :id', ['id']).sort()).toEqual(['customers', 'invoices']);
     expect(tablesTouched(db, 'SELECT * FROM big_invoices', []).sort()).toEqual(['customers', 'invoices']);
     expect(tablesTouched(db, "INSERT INTO refunds (invoice_id, amount, at) VALUES (1, 1, 'x')", []).sort()).toEqual(['audit', 'refunds']);
+    // Reading the schema discloses every table's definition: it is a table touched too.
+    expect(tablesTouched(db, 'SELECT name, sql FROM sqlite_schema WHERE name = :n', ['n'])).toEqual(['sqlite_schema']);
+    expect(tablesTouched(db, "SELECT sql FROM sqlite_master WHERE type = 'table'", [])).toEqual(['sqlite_schema']);
+    expect(tablesTouched(db, 'SELECT i.id, s.name FROM invoices i, sqlite_schema s', []).sort()).toEqual(['invoices', 'sqlite_schema']);
     db.close();
     expect(namedParameters("SELECT ':fake', \"a:b\" FROM t -- :c\nWHERE x = :x /* :y */ AND y = :now AND z = :x")).toEqual({ names: ['x', 'now'], others: [] });
     expect(namedParameters('SELECT ? , @a, $b').others).toEqual(['?', '@a', '$b']);

@@ -64,9 +64,15 @@ export function namedParameters(sql: string): { names: string[]; others: string[
   return { names, others };
 }
 
-/** Tables a statement reads or writes, from its EXPLAIN program (triggers and views included). */
+/**
+ * Tables a statement reads or writes, from its EXPLAIN program (triggers and views included).
+ * The schema table itself counts (page 1, which `sqlite_schema` does not list): reading it
+ * discloses every table's definition, so it takes a grant of `sql:table:sqlite_schema`. Other
+ * `sqlite_` tables (`sqlite_sequence`, `sqlite_stat1`) are SQLite's bookkeeping for the tables
+ * they serve, which already need their own grants.
+ */
 export function tablesTouched(db: Database.Database, sql: string, params: string[]): string[] {
-  const roots = new Map<number, string>();
+  const roots = new Map<number, string>([[1, 'sqlite_schema']]);
   for (const r of db.prepare("SELECT type, name, tbl_name, rootpage FROM sqlite_schema WHERE rootpage > 0").all() as Array<{ type: string; name: string; tbl_name: string; rootpage: number }>) {
     roots.set(r.rootpage, r.type === 'index' ? r.tbl_name : r.name);
   }
@@ -77,7 +83,7 @@ export function tablesTouched(db: Database.Database, sql: string, params: string
     if (op.opcode !== 'OpenRead' && op.opcode !== 'OpenWrite' && op.opcode !== 'ReopenIdx') continue;
     if (op.p3 !== 0) continue; // 1 = temp, >1 = attached databases: not this connector's tables
     const name = roots.get(op.p2);
-    if (name && !name.startsWith('sqlite_') && !tables.includes(name)) tables.push(name);
+    if (name && (name === 'sqlite_schema' || !name.startsWith('sqlite_')) && !tables.includes(name)) tables.push(name);
   }
   return tables;
 }
