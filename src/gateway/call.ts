@@ -102,9 +102,11 @@ export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise
       clearTimeout(timer);
     }
   };
+  // A refusal goes with the bearer alone (decisions §7): the token may be the bad one, or a
+  // good one of another remit, which the kernel would refuse as this run's credential.
   const emit = async (ev: GatewayEvent): Promise<void> => {
     const runId = runOfCall();
-    if (runId) await emitTo(runId, ev, tokenGood);
+    if (runId) await emitTo(runId, ev, tokenGood && ev.kind !== 'tool.refused');
   };
 
   const finish = (res: CallResponse, outcome: string): CallResponse => {

@@ -23,14 +23,21 @@ export interface KernelLink {
    * caches may refresh when it does not know it.
    */
   trustedKeys(keyIdHint?: string): Promise<TrustedKeys>;
-  /** Appends an external event to a run; `remitToken` is sent when it verified. */
+  /**
+   * Appends an external event to a run under the kernel's own rule for POST /runs/{id}/events
+   * (decisions §7): with `remitToken`, only if it is that run's remit; without one, only
+   * `tool.refused` (the bearer alone). Both links apply it, so where an event lands does not
+   * depend on whether the gateway runs beside the kernel or apart from it.
+   */
   appendEvent(runId: string, ev: GatewayEvent, remitToken?: string): Promise<void>;
 }
 
 /** The part of the kernel the in-process link uses (the run engine may not be attached yet). */
 export interface KernelLike {
   keys: TrustedKeys;
-  runs?: { appendExternalEvent(runId: string, ev: { kind: string; payload: Record<string, unknown>; actor: unknown }): Promise<unknown> } | null;
+  runs?: {
+    postExternalEvent(runId: string, ev: { kind: string; payload: Record<string, unknown>; actor: unknown }, cred: { remit?: string }): Promise<unknown>;
+  } | null;
 }
 
 /** The kernel in the same process: keys by reference, events through the run engine. */
@@ -46,16 +53,16 @@ export class InProcessKernelLink implements KernelLink {
     return this.kernel.keys;
   }
 
-  async appendEvent(runId: string, ev: GatewayEvent): Promise<void> {
+  async appendEvent(runId: string, ev: GatewayEvent, remitToken?: string): Promise<void> {
     const runs = (this.kernel as { runs?: KernelLike['runs'] }).runs;
-    if (!runs || typeof runs.appendExternalEvent !== 'function') {
+    if (!runs || typeof runs.postExternalEvent !== 'function') {
       if (!this.warned) {
         this.warned = true;
         this.logger?.warn('the kernel has no run engine attached; gateway events are not recorded', { kind: ev.kind });
       }
       return;
     }
-    await runs.appendExternalEvent(runId, { kind: ev.kind, payload: ev.payload, actor: ev.actor });
+    await runs.postExternalEvent(runId, { kind: ev.kind, payload: ev.payload, actor: ev.actor }, remitToken === undefined ? {} : { remit: remitToken });
   }
 }
 

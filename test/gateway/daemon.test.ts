@@ -51,6 +51,26 @@ async function eventsOf(kernelUrl: string, runId: string): Promise<any[]> {
   return (await json(`${kernelUrl}/v1/runs/${runId}/events?limit=1000`)).body.events;
 }
 
+/**
+ * A valid remit of no run (unbound) presented with another run's id: steps 1–4 pass (interface
+ * 5.3: `run` is not set), but it is not that run's remit, so the kernel takes no tool.called
+ * on that run from it (decisions §7, POST /runs/{id}/events); a refusal is still recorded
+ * there, with the bearer alone. The same whether the gateway is in svcd's process or not.
+ */
+async function foreignRemitCalls(kernelUrl: string, gatewayUrl: string, runId: string, headers: Record<string, string> = {}): Promise<void> {
+  const m = await json(`${kernelUrl}/v1/remits`, {
+    headers,
+    body: { tools: ['test.echo'], scopes: ['test:*'], grants: [], spend: { tokens: 10, usd: 1 }, autonomy: 'supervised', ttl_seconds: 600, policy_set: [], requested_by: REQUESTER },
+  });
+  expect(m.status).toBe(201);
+  const before = (await json(`${kernelUrl}/v1/runs/${runId}/events?limit=1000`, { headers })).body.events.length;
+  const call = (body: Record<string, unknown>) => json(`${gatewayUrl}/v1/tools/call`, { headers, body: { remit_token: m.body.token, run_id: runId, ...body } });
+  expect((await call({ tool: 'test.echo', args: { n: 1 } })).body.ok).toBe(true);
+  expect((await call({ tool: 'test.write', args: {} })).body.refusal.reason).toBe('tool_not_in_remit');
+  const after = (await json(`${kernelUrl}/v1/runs/${runId}/events?limit=1000`, { headers })).body.events.slice(before);
+  expect(after.map((e: any) => [e.kind, e.payload.reason ?? e.payload.outcome])).toEqual([['tool.refused', 'tool_not_in_remit']]);
+}
+
 describe('one process: the in-process kernel link (decisions §9, §11)', () => {
   it('verifies kernel-minted remits, appends tool.called and tool.refused to the run, and feeds the kernel tool catalog', async () => {
     const publisher = generatePublisherKey();
@@ -81,6 +101,8 @@ describe('one process: the in-process kernel link (decisions §9, §11)', () => 
 
     expect(await d.kernel!.toolCatalog!.describe('test.write')).toMatchObject({ id: 'test.write', writes: true });
     expect(await d.kernel!.toolCatalog!.describe('nope.x')).toBeNull();
+
+    await foreignRemitCalls(d.kernelUrl!, d.gatewayUrl!, runId);
   });
 });
 
@@ -112,6 +134,7 @@ describe('two processes: the HTTP kernel link and the HTTP tool catalog (decisio
         ['tool.refused', 'tool_not_in_remit'],
         ['tool.refused', 'token_malformed'],
       ]);
+      await foreignRemitCalls(kd.kernelUrl!, gd.gatewayUrl!, runId, auth);
       // Without the bearer the gateway answers 401.
       expect((await json(`${gd.gatewayUrl}/v1/health`)).status).toBe(401);
 
