@@ -110,6 +110,12 @@ export function renderClientError(this: FastifyInstance, err: NodeJS.ErrnoExcept
   );
 }
 
+/** A route's path (`/v1/runs/:id/events`) as a pattern for a request's path. */
+export function routePathPattern(url: string): RegExp {
+  const segments = url.split('/').map((seg) => (seg.startsWith(':') ? '[^/]+' : seg === '*' ? '.*' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+  return new RegExp(`^${segments.join('/')}$`);
+}
+
 /** Installs parsing, errors, not-found and auth on a fastify instance. */
 export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   renderers.set(app, opts.render);
@@ -139,8 +145,21 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
     void reply.status(svc.status).send(opts.render(svc));
   });
 
+  // A known path asked with another method is 405 with `Allow`, not a 404 that would say the
+  // path does not exist. (Routes register after this, so the hook sees every one.)
+  const routes: Array<{ path: RegExp; method: string }> = [];
+  app.addHook('onRoute', (r) => {
+    for (const method of [r.method].flat()) routes.push({ path: routePathPattern(r.url), method });
+  });
   app.setNotFoundHandler((req, reply) => {
-    const svc = new SvcError('not_found', `no route ${req.method} ${req.url.split('?')[0]}`, { resource: 'route', id: req.url.split('?')[0] });
+    const path = req.url.split('?')[0]!;
+    const allowed = [...new Set(routes.filter((r) => r.path.test(path)).map((r) => r.method))];
+    if (allowed.length > 0 && !allowed.includes(req.method)) {
+      const svc = new SvcError('method_not_allowed', `${req.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`, { method: req.method, allowed });
+      void reply.status(405).header('allow', allowed.join(', ')).send(opts.render(svc));
+      return;
+    }
+    const svc = new SvcError('not_found', `no route ${req.method} ${path}`, { resource: 'route', id: path });
     void reply.status(404).send(opts.render(svc));
   });
 

@@ -4,14 +4,17 @@
  * router's own errors and a drain), an unknown id is 404 not_found whatever the body, the
  * bearer scheme is case-insensitive, and every metric of I 4.1 has samples from the start.
  */
+import { rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { connect } from 'node:net';
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { installCommon, renderKernelError } from '../../daemon/http/common.js';
 import { fastifyOptions } from '../../daemon/http/fastify-options.js';
-import { silentLogger } from '../../src/log/logger.js';
-import { startTestDaemon } from '../helpers/daemon.js';
+import { loadGatewayConfig } from '../../src/gateway/config.js';
+import { Redactor, silentLogger } from '../../src/log/logger.js';
+import { startTestDaemon, tempDir } from '../helpers/daemon.js';
 
 function envelope(body: any, code: string): void {
   expect(body).toEqual({ error: { code, message: expect.any(String), details: expect.any(Object) } });
@@ -23,6 +26,30 @@ describe('D §10 / I 7.1: router errors use the envelope', () => {
     const res = await fetch(`${d.kernelUrl}/v1/runs/%ZZ`);
     expect(res.status).toBe(400);
     envelope(await res.json(), 'request_invalid');
+  });
+
+  it('a known path with another method is 405 method_not_allowed with Allow; an unknown path stays 404', async () => {
+    const dir = tempDir('svc-405-');
+    const config = loadGatewayConfig({ data_dir: join(dir, 'gw') }, { env: {}, redactor: new Redactor() });
+    await using d = await startTestDaemon({ gateway: { config, listen: '127.0.0.1:0', canaryLoop: false } });
+    const del = await fetch(`${d.kernelUrl}/v1/health`, { method: 'DELETE' });
+    expect(del.status).toBe(405);
+    expect(del.headers.get('allow')).toBe('GET, HEAD');
+    const body = await del.json();
+    envelope(body, 'method_not_allowed');
+    expect(body.error.details).toEqual({ method: 'DELETE', allowed: ['GET', 'HEAD'] });
+    const put = await fetch(`${d.kernelUrl}/v1/runs/run_x/events`, { method: 'PUT' });
+    expect(put.status).toBe(405);
+    expect(put.headers.get('allow')).toBe('GET, HEAD, POST');
+    // The gateway's listener too, in its own envelope (I 7.2).
+    const gw = await fetch(`${d.gatewayUrl}/v1/tools/call`);
+    expect(gw.status).toBe(405);
+    expect(gw.headers.get('allow')).toBe('POST');
+    expect(await gw.json()).toMatchObject({ ok: false, error: { code: 'method_not_allowed' } });
+    const nf = await fetch(`${d.kernelUrl}/v1/runs/run_x/nothing`);
+    expect(nf.status).toBe(404);
+    envelope(await nf.json(), 'not_found');
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('a long unknown id is 404 not_found with details.resource and details.id', async () => {
