@@ -15,7 +15,7 @@ import { createLogger, type Logger } from '../log/logger.js';
 import { KernelMetrics } from '../metrics/kernel-metrics.js';
 import { KERNEL_MIGRATIONS } from '../store/migrations.js';
 import type { SqlDb } from '../store/sql-db.js';
-import type { ToolCatalog } from '../types.js';
+import type { Spend, ToolCatalog } from '../types.js';
 import { migrate, SqliteDb, type SqliteSynchronous } from '../store/sqlite-db.js';
 
 export interface KernelOptions {
@@ -90,6 +90,14 @@ export class Kernel implements KernelDeps {
     const kernel = new Kernel(db, keys, clock, logger, metrics, options);
     await kernel.runs.start();
     return kernel;
+  }
+
+  /** Usage of a run so far, in the caller's transaction (RemitServiceDeps.spentByRun). */
+  async spentByRun(db: SqlDb, runId: string): Promise<Spend> {
+    const row = await db.get<{ model: string }>('SELECT model FROM runs WHERE run_id = ?', [runId]);
+    if (!row) return { tokens: 0, usd: 0 };
+    const usage = (JSON.parse(row.model) as { usage?: Spend }).usage;
+    return { tokens: Number(usage?.tokens ?? 0), usd: Number(usage?.usd ?? 0) };
   }
 
   /** Counts for GET /v1/health. */

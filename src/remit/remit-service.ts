@@ -20,6 +20,12 @@ export interface RemitServiceDeps {
   keys: TokenSigner & TrustedKeys;
   clock: Clock;
   options: { clockSkewSeconds?: number };
+  /**
+   * What the run a remit is bound to has spent so far, read in the caller's transaction. The
+   * run engine owns runs, so it answers; without it (the remit service on its own) a bound
+   * remit counts as unspent.
+   */
+  spentByRun?(db: SqlDb, runId: string): Promise<Spend>;
 }
 
 /** 201 body of POST /v1/remits. */
@@ -146,7 +152,8 @@ export class RemitService {
   /**
    * POST /v1/remits/{id}/derive: a child that is a subset of the parent in every field
    * (interface 5.4; 422 remit_widens with details.field), unbound, recording `parent`, with
-   * its spend reserved from the parent's unreserved budget (decisions 8.3).
+   * its spend reserved from the parent's remaining budget: its spend less other children's
+   * reservations and its run's usage (decisions §3, 8.3).
    */
   async derive(parentId: string, body: unknown): Promise<DeriveResult> {
     const req = parseDeriveRequest(body);
@@ -170,7 +177,13 @@ export class RemitService {
       const badGrant = grants.find((g) => !parent.grants.includes(g));
       if (badGrant !== undefined) throw widens('grants', `grant ${badGrant} is not granted by the parent`, { value: badGrant });
 
-      const left = { tokens: row.spend_tokens - row.reserved_tokens, usdMicro: row.spend_usd_micro - row.reserved_usd_micro };
+      // What is left: the spend, less what other children reserved and what the parent's own
+      // run has used (a derive may never hand out budget the parent already spent).
+      const used = row.run_id !== null && this.k.spentByRun ? await this.k.spentByRun(db, row.run_id) : { tokens: 0, usd: 0 };
+      const left = {
+        tokens: row.spend_tokens - row.reserved_tokens - used.tokens,
+        usdMicro: row.spend_usd_micro - row.reserved_usd_micro - usdMicro(used.usd),
+      };
       let spend: Spend;
       if (req.spend) {
         const wantMicro = usdMicro(req.spend.usd);
@@ -179,11 +192,11 @@ export class RemitService {
         }
         if (req.spend.tokens > left.tokens || wantMicro > left.usdMicro) {
           const available = { tokens: Math.max(0, left.tokens), usd: Math.max(0, left.usdMicro) / 1_000_000 };
-          throw widens('spend', `spend ${JSON.stringify(req.spend)} exceeds what the parent has not reserved for other children ${JSON.stringify(available)}`, { requested: req.spend, available });
+          throw widens('spend', `spend ${JSON.stringify(req.spend)} exceeds what the parent has left (not spent by its run, not reserved for other children) ${JSON.stringify(available)}`, { requested: req.spend, available, used });
         }
         spend = { tokens: req.spend.tokens, usd: req.spend.usd };
       } else {
-        // Inherited: whatever the parent has not yet reserved for other children.
+        // Inherited: whatever the parent has neither spent nor reserved for other children.
         spend = { tokens: Math.max(0, left.tokens), usd: Math.max(0, left.usdMicro) / 1_000_000 };
       }
 

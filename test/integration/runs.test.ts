@@ -213,24 +213,37 @@ describe('spend (D §8, I 4.1 rules 5–6)', () => {
     await using d = await startRunDaemon();
     const bundleId = await pushBundle(d);
     const parent = await startRun(d, bundleId, { spend: { tokens: 1000, usd: 1 } });
-    await leaseAndComplete(d, { amount: 1 }, { tokens: 500, usd: 0 }); // parent usage 500 of 1000
+    await leaseAndComplete(d, { amount: 1 }, { tokens: 500, usd: 0.25 }); // parent usage 500 of 1000
 
-    const derived = await d.kernel_(`/remits/${parent.remit_id}/derive`, { body: { spend: { tokens: 600, usd: 0.5 } } });
+    // D §3: reserved from the parent's remaining budget, which its run's usage has cut to 500
+    // tokens and 0.75 usd (D 8.3: more is remit_widens on spend).
+    const over = await d.kernel_(`/remits/${parent.remit_id}/derive`, { body: { spend: { tokens: 600, usd: 0.5 } } });
+    expect(over.status).toBe(422);
+    expect(over.body.error).toMatchObject({ code: 'remit_widens', details: { field: 'spend', available: { tokens: 500, usd: 0.75 } } });
+    const derived = await d.kernel_(`/remits/${parent.remit_id}/derive`, { body: { spend: { tokens: 400, usd: 0.5 } } });
     expect(derived.status).toBe(201);
     const child = await d.kernel_('/runs', { body: { bundle_id: bundleId, workflow: 'refund', input: { invoice_id: 'inv-2' }, remit_id: derived.body.remit_id } });
     expect(child.status).toBe(201);
     const childRun = await getRun(d, child.body.run_id);
-    expect(childRun).toMatchObject({ parent_run_id: parent.run_id, budget: { tokens: 600, usd: 0.5 }, requested_by: REQUESTER });
+    expect(childRun).toMatchObject({ parent_run_id: parent.run_id, budget: { tokens: 400, usd: 0.5 }, requested_by: REQUESTER });
+    // Inheriting takes only what is left: 100 tokens, 0.25 usd.
+    const rest = await d.kernel_(`/remits/${parent.remit_id}/derive`, { body: {} });
+    expect(rest.status).toBe(201);
+    expect((await d.kernel_(`/remits/${rest.body.remit_id}`)).body.spend).toEqual({ tokens: 100, usd: 0.25 });
 
-    // 600 of the parent's 1000 are reserved: its 500 already used are now over what is left,
-    // so the parent fails before another step is handed out; the child runs on its reservation.
+    // The parent keeps running on what it has not handed out: 500 used of 1000 − 500 reserved.
     const next = await lease(d, ['model', 'tool']);
-    expect(next.body.run_id).toBe(child.body.run_id);
+    expect(next.body.run_id).toBe(parent.run_id);
+    expect(next.body.context.budget).toMatchObject({ tokens: 1000, used_tokens: 500 });
+    // One token more than that, and it fails: the reservations are the children's.
+    const done = await d.kernel_(`/leases/${next.body.lease_id}/complete`, { body: { output: { amount: 1 }, usage: { tokens: 1, usd: 0 } } });
+    expect(done.body).toEqual({ run_state: 'failed', next_step: null });
     const p = await getRun(d, parent.run_id);
     expect(p).toMatchObject({ state: 'failed', error: { code: 'budget_exhausted' } });
     const exceeded = (await allEvents(d, parent.run_id)).find((e) => e.kind === 'budget.exceeded');
-    expect(exceeded.payload).toMatchObject({ usage: { tokens: 500 }, budget: { tokens: 1000 }, reserved: { tokens: 600, usd: 0.5 } });
-    const done = await d.kernel_(`/leases/${next.body.lease_id}/complete`, { body: { output: { amount: 1 }, usage: { tokens: 601, usd: 0 } } });
-    expect(done.body).toEqual({ run_state: 'failed', next_step: null });
+    expect(exceeded.payload).toMatchObject({ usage: { tokens: 501 }, budget: { tokens: 1000 }, reserved: { tokens: 500, usd: 0.75 } });
+    // The child runs on its reservation.
+    const c = await lease(d, ['model', 'tool']);
+    expect(c.body.run_id).toBe(child.body.run_id);
   });
 });
