@@ -10,6 +10,7 @@ import { startSvcd } from '../daemon/server.js';
 import { silentLogger } from '../src/log/logger.js';
 import { compilePolicy } from '../src/policy/compile.js';
 import { comparePolicies, normalizeCorpus } from '../src/policy/corpus.js';
+import { testInSlices } from '../src/policy/corpus-slices.js';
 import { decide } from '../src/policy/decide.js';
 import type { PolicyAction, PolicyRunContext } from '../src/types.js';
 import { throughput, type Benchmark, type Row } from './lib/harness.js';
@@ -108,8 +109,16 @@ export const policyBenchmark: Benchmark = {
       const samples: number[] = [];
       for (let r = 0; r < ctx.rounds; r++) {
         const t0 = nowMs();
-        const res = await httpJson('POST', `${url}/policies/test`, { policy_a: { name: 'bench', version: '1.0.0' }, policy_b: { name: 'bench', version: '2.0.0' }, corpus: raw });
-        if (res.status !== 200) throw new Error(`policies/test failed: ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`);
+        // In slices of at most 1 MiB a request (decisions §10), as `svc policy test` sends it.
+        const result = await testInSlices(
+          async (body) => {
+            const res = await httpJson('POST', `${url}/policies/test`, body);
+            if (res.status !== 200) throw new Error(`policies/test failed: ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`);
+            return res.body;
+          },
+          { policy_a: { name: 'bench', version: '1.0.0' }, policy_b: { name: 'bench', version: '2.0.0' }, corpus: raw },
+        );
+        if (result.cases !== cases.length) throw new Error(`policies/test answered ${result.cases} cases of ${cases.length}`);
         samples.push((cases.length / (nowMs() - t0)) * 1000);
       }
       rows.push({ label: `POST /policies/test (${cases.length} cases)`, unit: 'cases/s', better: 'higher', baseline: 'compare in-process', samples });

@@ -11,6 +11,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import type { Command } from 'commander';
 import { lintPolicy } from '../../src/policy/compile.js';
+import { testInSlices } from '../../src/policy/corpus-slices.js';
 import type { PolicySummary, PolicyTestResult } from '../../src/policy/policy-service.js';
 import type { StoredPolicy } from '../../src/types.js';
 import { globals, kernelClient, output, table } from '../context.js';
@@ -106,8 +107,9 @@ export async function handleTest(client: SvcHttpClient, corpusFile: string, a: s
   const bIsFile = existsSync(b) && statSync(b).isFile();
   const policyB = bIsFile ? { source: readSource(b) } : parseRef(b, '--b');
   try {
-    const res = await client.request<PolicyTestResult>('POST', '/policies/test', { policy_a: policyA, policy_b: policyB, corpus });
-    return { ...res.body, corpus };
+    // The kernel takes 1 MiB a request (decisions §10): a larger corpus goes in slices.
+    const result = await testInSlices(async (body) => (await client.request<PolicyTestResult>('POST', '/policies/test', body)).body, { policy_a: policyA, policy_b: policyB, corpus });
+    return { ...result, corpus };
   } catch (err) {
     const e = err as CliError;
     const env = (e.body as { error?: { code?: string; details?: { problems?: LintProblem[] } } } | undefined)?.error;

@@ -7,13 +7,6 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Kernel } from '../../src/kernel/kernel.js';
-import { ONE_MIB } from '../http/fastify-options.js';
-
-/**
- * A corpus of the 10,000 cases the service accepts is a few MiB, so /policies/test takes
- * bodies up to 8 MiB like /bundles; every other endpoint keeps 1 MiB (decisions §10).
- */
-export const POLICY_TEST_BODY_LIMIT = 8 * ONE_MIB;
 
 export async function policyRoutes(app: FastifyInstance, kernel: Kernel): Promise<void> {
   app.post('/policies', async (req, reply) => {
@@ -29,5 +22,7 @@ export async function policyRoutes(app: FastifyInstance, kernel: Kernel): Promis
     kernel.policies.get(req.params.name, req.params.version),
   );
 
-  app.post('/policies/test', { bodyLimit: POLICY_TEST_BODY_LIMIT }, async (req) => kernel.policies.test(req.body));
+  // 1 MiB like every body but a bundle's (decisions §10); clients send a larger corpus in
+  // slices (src/policy/corpus-slices.ts).
+  app.post('/policies/test', async (req) => kernel.policies.test(req.body));
 }

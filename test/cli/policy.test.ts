@@ -130,4 +130,23 @@ describe('svc policy test (D 5.3)', () => {
     const usage = await runSvc([...url, 'policy', 'test', CORPUS, '--a', 'refunds@', '--b', V1]);
     expect(usage.code).toBe(2);
   });
+
+  it('sends a corpus over the 1 MiB body limit in slices and numbers the flips across them (D §10)', async () => {
+    await using d = await startTestDaemon();
+    const url = ['--kernel-url', d.kernelUrl!];
+    await runSvc([...url, 'policy', 'push', V1, '--name', 'refunds', '--version', '1.0.0']);
+    await runSvc([...url, 'policy', 'push', V2, '--name', 'refunds', '--version', '2.0.0']);
+    const cases = JSON.parse(readFileSync(CORPUS, 'utf8')) as Array<{ action: { args: Record<string, unknown> } }>;
+    const copies = 25;
+    const big = Array.from({ length: copies }, () => cases.map((c) => ({ ...c, action: { ...c.action, args: { ...c.action.args, memo: 'm'.repeat(2000) } } }))).flat();
+    const file = join(tempDir(), 'big.json');
+    writeFileSync(file, JSON.stringify(big));
+    expect(readFileSync(file).length).toBeGreaterThan(1024 * 1024);
+    const r = await runSvc([...url, '--json', 'policy', 'test', file, '--a', 'refunds@1.0.0', '--b', 'refunds@2.0.0']);
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect(out.cases).toBe(big.length);
+    const expected = Array.from({ length: copies }, (_, i) => written.flips.map((f: { index: number }) => ({ ...f, index: f.index + i * cases.length }))).flat();
+    expect(out.flips).toEqual(expected);
+  });
 });

@@ -35,7 +35,7 @@ describe('D §10 / I 7.1: router errors use the envelope', () => {
     const del = await fetch(`${d.kernelUrl}/v1/health`, { method: 'DELETE' });
     expect(del.status).toBe(405);
     expect(del.headers.get('allow')).toBe('GET, HEAD');
-    const body = await del.json();
+    const body = (await del.json()) as any;
     envelope(body, 'method_not_allowed');
     expect(body.error.details).toEqual({ method: 'DELETE', allowed: ['GET', 'HEAD'] });
     const put = await fetch(`${d.kernelUrl}/v1/runs/run_x/events`, { method: 'PUT' });

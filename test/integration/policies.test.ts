@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SvcError } from '../../src/errors.js';
 import { toPolicyAction, toPolicyRun } from '../../src/policy/corpus.js';
+import { corpusSlices, POLICY_TEST_BODY_BYTES, testInSlices } from '../../src/policy/corpus-slices.js';
 import { ROOT, startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 
 const read = (p: string) => readFileSync(join(ROOT, p), 'utf8');
@@ -195,21 +196,45 @@ describe('kernel.policies: pin and decide (D 5.2)', () => {
   });
 });
 
-describe('POST /v1/policies/test body limit (D 5.3, D §10, docs/design.md)', () => {
-  it('takes a 10,000-case corpus of several MiB, and refuses over 8 MiB with 413', async () => {
+describe('POST /v1/policies/test body limit (D 5.3, D §10)', () => {
+  it('refuses a body over 1 MiB with 413; a 10,000-case corpus goes in slices with the same flips', async () => {
     await using d = await startTestDaemon();
-    expect((await d.kernel_('/policies', { body: { name: 'big', version: '1', source: 'allow a when action.tool == "x.y"' } })).status).toBe(201);
-    const action = { tool: 'billing.refund', args: { amount: 10, note: 'x'.repeat(200) } };
-    const corpus = Array.from({ length: 10_000 }, () => ({ action, run: { department: 'support' } }));
-    const body = { policy_a: { name: 'big', version: '1' }, policy_b: { source: 'deny a when true' }, corpus };
+    expect((await d.kernel_('/policies', { body: { name: 'big', version: '1', source: 'allow a when action.args.amount < 5000' } })).status).toBe(201);
+    const corpus = Array.from({ length: 10_000 }, (_, i) => ({ action: { tool: 'billing.refund', args: { amount: i, note: 'x'.repeat(200) } }, run: { department: 'support' } }));
+    const body = { policy_a: { name: 'big' }, policy_b: { source: 'allow a when action.args.amount < 7000' }, corpus };
     expect(JSON.stringify(body).length).toBeGreaterThan(2 * 1024 * 1024);
-    const ok = await d.kernel_('/policies/test', { body });
-    expect(ok.status).toBe(200);
-    expect(ok.body.cases).toBe(10_000);
-    const tooBig = await d.kernel_('/policies/test', { body: { ...body, pad: 'x'.repeat(9 * 1024 * 1024) } });
-    expect(tooBig.status).toBe(413);
-    expect(tooBig.body.error.code).toBe('payload_too_large');
+    const whole = await d.kernel_('/policies/test', { body });
+    expect(whole.status).toBe(413);
+    expect(whole.body.error.code).toBe('payload_too_large');
     const remit = await d.kernel_('/remits', { body: { pad: 'x'.repeat(1024 * 1024 + 10) } });
     expect(remit.status).toBe(413);
+
+    let requests = 0;
+    const result = await testInSlices(async (b) => {
+      requests++;
+      expect(JSON.stringify(b).length).toBeLessThanOrEqual(POLICY_TEST_BODY_BYTES);
+      const r = await d.kernel_('/policies/test', { body: b });
+      expect(r.status).toBe(200);
+      return r.body;
+    }, body);
+    expect(requests).toBeGreaterThan(2);
+    expect(result.cases).toBe(10_000);
+    expect(result.policy_a).toEqual({ name: 'big', version: '1' });
+    // Amounts 5000–6999 flip from the default to allow, numbered across the slices.
+    expect(result.flips.map((f) => f.index)).toEqual(Array.from({ length: 2000 }, (_, i) => 5000 + i));
+    expect(result.flips[0]).toMatchObject({ b: 'allow' });
+  });
+});
+
+describe('corpusSlices', () => {
+  it('keeps order, stays within the budget, and gives an oversize case a slice of its own', () => {
+    const corpus = [{ a: 'x'.repeat(10) }, { a: 'y'.repeat(50) }, { a: 'z' }, { a: 'w'.repeat(500) }, { a: 'v' }];
+    const slices = corpusSlices(corpus, 100);
+    expect(slices.flat()).toEqual(corpus);
+    for (const s of slices) if (s.length > 1) expect(Buffer.byteLength(JSON.stringify(s))).toBeLessThanOrEqual(100);
+    expect(slices).toContainEqual([{ a: 'w'.repeat(500) }]);
+    expect(corpusSlices([], 100)).toEqual([[]]);
+    // The kernel's case limit holds too, however small the cases.
+    expect(corpusSlices(Array.from({ length: 25 }, () => ({})), 1e6, 10).map((s) => s.length)).toEqual([10, 10, 5]);
   });
 });
