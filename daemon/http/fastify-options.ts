@@ -1,13 +1,19 @@
 /** fastify construction options shared by the kernel and gateway listeners. */
-import type { FastifyServerOptions } from 'fastify';
+import type { FastifyHttpOptions } from 'fastify';
+import type { Server } from 'node:http';
 import { renderClientError, renderFrameworkError } from './common.js';
 
 export const ONE_MIB = 1024 * 1024;
 
-export function fastifyOptions(bodyLimit = ONE_MIB): FastifyServerOptions {
+export function fastifyOptions(bodyLimit = ONE_MIB): FastifyHttpOptions<Server> {
   return {
     logger: false, // svc's own structured logger writes to stderr (daemon/http/common.ts)
     bodyLimit,
+    // Node's default 16 KiB for all headers together would answer an over-long X-Svc-Remit
+    // with 431 before the route sees it; decisions §3 makes a token over 16 KiB
+    // token_malformed, so an oversize credential is a 401 credential_invalid (D §10). Larger
+    // header blocks are still 431 in the envelope (renderClientError).
+    http: { maxHeaderSize: 64 * 1024 },
     // Requests that arrive during a drain get a 503 in the listener's envelope from
     // installCommon (fastify's own 503 body is not an envelope).
     return503OnClosing: false,

@@ -15,6 +15,7 @@ import { fastifyOptions } from '../../daemon/http/fastify-options.js';
 import { loadGatewayConfig } from '../../src/gateway/config.js';
 import { Redactor, silentLogger } from '../../src/log/logger.js';
 import { startTestDaemon, tempDir } from '../helpers/daemon.js';
+import { pushBundle, startRun, startRunDaemon } from './run-fixtures.js';
 
 function envelope(body: any, code: string): void {
   expect(body).toEqual({ error: { code, message: expect.any(String), details: expect.any(Object) } });
@@ -94,10 +95,26 @@ describe('D §10 / I 7.1: router errors use the envelope', () => {
   });
 });
 
+describe('D §3, §10: a remit header over 16 KiB is a credential error, not a header-size error', () => {
+  it('an X-Svc-Remit of 17,000 characters is 401 credential_invalid (token_malformed)', async () => {
+    await using d = await startRunDaemon();
+    const { run_id } = await startRun(d, await pushBundle(d));
+    const res = await fetch(`${d.kernelUrl}/v1/runs/${run_id}/events`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-svc-remit': `krt1.${'a'.repeat(17_000)}` },
+      body: JSON.stringify({ kind: 'note', payload: {}, actor: null }),
+    });
+    expect(res.status).toBe(401);
+    const body = (await res.json()) as any;
+    envelope(body, 'credential_invalid');
+    expect(body.error.details).toMatchObject({ header: 'X-Svc-Remit', reason: 'token_malformed' });
+  });
+});
+
 describe('D §10: requests Node refuses before fastify sees them use the envelope', () => {
   it('headers over the limit are 431 with the request_invalid envelope; a garbage request line is 400', async () => {
     await using d = await startTestDaemon();
-    const res = await fetch(`${d.kernelUrl}/v1/health`, { headers: { 'x-svc-remit': 'a'.repeat(20_000) } });
+    const res = await fetch(`${d.kernelUrl}/v1/health`, { headers: { 'x-svc-remit': 'a'.repeat(70_000) } });
     expect(res.status).toBe(431);
     envelope(await res.json(), 'request_invalid');
     const { port } = new URL(d.kernelUrl!);
