@@ -9,15 +9,22 @@ import type { Kernel } from '../../src/kernel/kernel.js';
 
 type Hook = (req: FastifyRequest) => Promise<void>;
 
-function known(kernel: Kernel, resource: string, sql: string): Hook {
+/**
+ * The row a hook found, for the route to start from instead of reading it again (the lease
+ * route: one read a completion fewer; the route's own transaction re-reads what it relies on).
+ */
+export const knownRows = new WeakMap<FastifyRequest, unknown>();
+
+function known(kernel: Kernel, resource: string, sql: string, keep = false): Hook {
   return async (req) => {
     const id = (req.params as { id?: string }).id ?? '';
     const row = await kernel.db.get(sql, [id]);
     if (!row) throw notFound(resource, id);
+    if (keep) knownRows.set(req, row);
   };
 }
 
 export const knownRun = (k: Kernel): Hook => known(k, 'run', 'SELECT 1 AS x FROM runs WHERE run_id = ?');
-export const knownLease = (k: Kernel): Hook => known(k, 'lease', 'SELECT 1 AS x FROM leases WHERE lease_id = ?');
+export const knownLease = (k: Kernel): Hook => known(k, 'lease', 'SELECT * FROM leases WHERE lease_id = ?', true);
 export const knownApproval = (k: Kernel): Hook => known(k, 'approval', 'SELECT 1 AS x FROM approvals WHERE approval_id = ?');
 export const knownRemit = (k: Kernel): Hook => known(k, 'remit', 'SELECT 1 AS x FROM remits WHERE remit_id = ?');

@@ -4,8 +4,9 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Kernel } from '../../src/kernel/kernel.js';
-import { knownLease } from './known-ids.js';
+import { knownLease, knownRows } from './known-ids.js';
 import { LEASE_KINDS, LEASE_TTL, MAX_WAIT_SECONDS, type CompleteBody, type FailBody, type LeaseRequest } from '../../src/kernel/leases.js';
+import type { LeaseRow } from '../../src/kernel/run-store.js';
 
 /** Spend of the step; other members (a model name, say) are ignored. */
 const usage = {
@@ -94,7 +95,7 @@ export async function leaseRoutes(app: FastifyInstance, kernel: Kernel): Promise
   app.post<{ Params: { id: string } }>('/leases/:id/heartbeat', async (req) => leases.heartbeat(req.params.id));
 
   app.post<{ Params: { id: string }; Body: CompleteBody }>('/leases/:id/complete', { preValidation, schema: { body: completeBody } }, async (req) =>
-    leases.complete(req.params.id, req.body),
+    leases.complete(req.params.id, req.body, knownRows.get(req) as LeaseRow | undefined),
   );
 
   app.post<{ Params: { id: string }; Body: FailBody & { error: { code: string; message?: string } } }>(

@@ -162,7 +162,8 @@ export class LeaseService {
 
   /** Prepares outside the transaction (bundle, templates, reservations), then commits the lease. */
   private async leaseRun(runId: string, workerId: string, kinds: LeaseKind[], ttl: number): Promise<LeaseObject | 'stale' | 'skipped'> {
-    const model = await this.e.model(runId);
+    const read = await this.e.modelRead(runId);
+    const model = read.model;
     const item = workItem(model);
     if (!item || !kinds.includes(item.kind)) return 'stale';
     const { stored, def } = await this.e.stepDefOf(model, item.step);
@@ -199,7 +200,7 @@ export class LeaseService {
         [leaseId, runId, item.step, item.kind, attempt, workerId, ttl, expiresAt, now],
       );
       return { leaseId, attempt, expiresAt, leasedSeq: ev!.seq, model: w.model, remitToken: w.row.remit_token, remit: w.remit };
-    });
+    }, { read });
     if (outcome === 'stale' || outcome === 'skipped') return outcome;
     this.k.metrics.stepsLeased.inc();
     const step = outcome.model.steps[item.step]!;
@@ -240,8 +241,9 @@ export class LeaseService {
   // ------------------------------------------------------------------ the lease lifecycle
 
   /** The lease if it is active; expires it on access when its time ran out (then 410). */
-  async active(leaseId: string): Promise<LeaseRow> {
-    const lease = normalizeLease(await this.k.db.get<LeaseRow>('SELECT * FROM leases WHERE lease_id = ?', [leaseId]));
+  async active(leaseId: string, known?: LeaseRow): Promise<LeaseRow> {
+    const row = known?.lease_id === leaseId ? known : await this.k.db.get<LeaseRow>('SELECT * FROM leases WHERE lease_id = ?', [leaseId]);
+    const lease = normalizeLease(row);
     if (!lease) throw notFound('lease', leaseId);
     if (lease.status !== 'active') throw leaseGone(lease);
     if (lease.expires_at <= this.k.clock.now()) {
@@ -279,9 +281,11 @@ export class LeaseService {
   }
 
   /** POST /v1/leases/{id}/complete: `{run_state, next_step}`. */
-  async complete(leaseId: string, body: CompleteBody): Promise<{ run_state: RunState; next_step: string | null }> {
-    const lease = await this.active(leaseId);
-    const model = await this.e.model(lease.run_id);
+  /** `known`: the lease's row as the route's hook read it (one read fewer), re-checked here. */
+  async complete(leaseId: string, body: CompleteBody, known?: LeaseRow): Promise<{ run_state: RunState; next_step: string | null }> {
+    const lease = await this.active(leaseId, known);
+    const read = await this.e.modelRead(lease.run_id);
+    const model = read.model;
     const { def } = await this.e.stepDefOf(model, lease.step);
     const output = body.output === undefined ? null : body.output;
     if (lease.kind !== 'compensation' && def.output_schema !== undefined) {
@@ -310,7 +314,7 @@ export class LeaseService {
       await this.endLease(w, leaseId, 'completed');
       const m = w.model;
       return { run_state: m.state, next_step: m.state === 'running' || m.state === 'abandoning' ? m.current_step : null, department: m.department };
-    });
+    }, { read });
     this.k.metrics.stepLatency.observe(Math.max(0, this.k.clock.now() - lease.leased_at) / 1000);
     if (usage.usd > 0) this.k.metrics.usageUsd.inc({ department: result.department }, usage.usd);
     return { run_state: result.run_state, next_step: result.next_step };

@@ -57,6 +57,20 @@ export interface RunEngineOptions {
 /** A human or service that asked for something, as recorded on events. */
 export type Actor = { id: string; role: string } | Record<string, unknown> | string | null;
 
+/** A run's model as read before a transaction: the text and what it parsed to. */
+export interface ModelRead {
+  text: string;
+  model: RunModel;
+}
+
+export interface MutateOptions extends TxOptions {
+  /**
+   * The model the caller read before the transaction: when the row still holds the same text,
+   * the writer starts from it instead of parsing the row again. It must not have been changed.
+   */
+  read?: ModelRead;
+}
+
 export class RunEngine {
   readonly notifier = new WorkNotifier();
   readonly leases: LeaseService;
@@ -118,7 +132,8 @@ export class RunEngine {
    * Runs `fn` on one run inside a transaction; everything `fn` appends commits with the new
    * state and signed head, or nothing does. `fn` must only use `w.tx` for the store.
    */
-  async mutate<T>(runId: string, fn: (w: RunWriter) => Promise<T>, opts: TxOptions = {}): Promise<T> {
+  async mutate<T>(runId: string, fn: (w: RunWriter) => Promise<T>, opts: MutateOptions = {}): Promise<T> {
+    const { read, ...txOpts } = opts;
     let writer: RunWriter | null = null;
     // Wake long-polls as soon as the change commits: a woken worker's lease is acknowledged
     // only after its own durable commit, whose fsync covers this transaction too.
@@ -126,12 +141,12 @@ export class RunEngine {
     const { result } = await this.k.db.tx(async (tx) => {
       const row = await loadWriterRow(tx, runId);
       if (!row) throw notFound('run', runId);
-      const w = new RunWriter(tx, row, this.writerDeps);
+      const w = new RunWriter(tx, row, this.writerDeps, read);
       const result = await fn(w);
       await w.flush();
       writer = w;
       return { result };
-    }, { ...opts, onCommitted: wake });
+    }, { ...txOpts, onCommitted: wake });
     const w = writer as RunWriter | null;
     if (w) this.afterCommit(w.before, w.model, w.appended, false);
     return result;
@@ -262,9 +277,14 @@ export class RunEngine {
 
   /** The reducer state of a run (internal fields included); only that column is read. */
   async model(runId: string): Promise<RunModel> {
+    return (await this.modelRead(runId)).model;
+  }
+
+  /** `model` with the text it was parsed from, which `mutate` can reuse (MutateOptions.read). */
+  async modelRead(runId: string): Promise<ModelRead> {
     const row = await this.k.db.get<{ model: string }>('SELECT model FROM runs WHERE run_id = ?', [runId]);
     if (!row) throw notFound('run', runId);
-    return JSON.parse(row.model) as RunModel;
+    return { text: row.model, model: JSON.parse(row.model) as RunModel };
   }
 
   /** The reducer state of a run and the run-bound remit's payload. */

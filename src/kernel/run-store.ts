@@ -132,8 +132,10 @@ export class RunWriter {
     readonly tx: SqlDb,
     readonly row: WriterRow,
     private readonly deps: WriterDeps,
+    /** The model as the caller read it before the transaction, reused when still current. */
+    read?: { text: string; model: RunModel },
   ) {
-    this.model = JSON.parse(row.model) as RunModel;
+    this.model = read !== undefined && read.text === row.model ? read.model : (JSON.parse(row.model) as RunModel);
     this.before = this.model;
     this.stored = { state: row.state, work: { kind: row.work_kind, step: row.work_step, readyAt: row.work_ready_at === null ? null : Number(row.work_ready_at) } };
     this.seq = row.last_seq;

@@ -386,4 +386,24 @@ describe('RunWriter folds its events in place on its own copy (bench/README.md i
     expect(pure.current_step).toBe('b');
     expect(writes).toHaveLength(3);
   });
+
+  it('starts from the model its caller read when the row still holds that text, and never changes it', async () => {
+    const { RunWriter } = await import('../../src/kernel/run-store.js');
+    const { globalRedactor } = await import('../../src/log/logger.js');
+    const start = fold([E.leased('a', 1)]);
+    const text = JSON.stringify(start);
+    const row = { run_id: 'run_1', model: text, last_seq: 2, head_hash: 'h2', state: start.state, work_kind: null, work_step: null, work_ready_at: null };
+    const tx = { run: async () => undefined };
+    const deps = { clock: { now: () => Date.parse(AT(10)) }, keys: { keyId: 'k', sign: () => new Uint8Array(64) }, redactor: globalRedactor };
+    const read = { text, model: JSON.parse(text) };
+    const w = new RunWriter(tx as never, row as never, deps as never, read);
+    expect(w.before).toBe(read.model); // no second parse
+    await w.append({ kind: 'step.completed', payload: E.completed('a', 1).payload, actor: 'w' });
+    expect(read.model).toEqual(start); // the caller's copy is untouched by the append
+    // A row that moved on since the read: the writer parses the row, not the stale read.
+    const moved = fold([E.leased('a', 1), E.completed('a', 1)]);
+    const stale = new RunWriter(tx as never, { ...row, model: JSON.stringify(moved) } as never, deps as never, read);
+    expect(stale.before).not.toBe(read.model);
+    expect(stale.before).toEqual(moved);
+  });
 });
