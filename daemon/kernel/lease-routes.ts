@@ -101,7 +101,7 @@ export async function leaseRoutes(app: FastifyInstance, kernel: Kernel): Promise
   app.post<{ Params: { id: string }; Body: FailBody & { error: { code: string; message?: string } } }>(
     '/leases/:id/fail',
     { preValidation, schema: { body: failBody } },
-    async (req) => leases.fail(req.params.id, { ...req.body, error: { code: req.body.error.code, message: req.body.error.message ?? '' } }),
+    async (req) => leases.fail(req.params.id, { ...req.body, error: { code: req.body.error.code, message: req.body.error.message ?? '' } }, knownRows.get(req) as LeaseRow | undefined),
   );
 
   app.post<{ Params: { id: string }; Body: { action: Record<string, unknown> } }>('/leases/:id/actions', { preValidation, schema: { body: actionBody } }, async (req) => {

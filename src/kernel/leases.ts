@@ -321,8 +321,8 @@ export class LeaseService {
   }
 
   /** POST /v1/leases/{id}/fail: `{outcome, delay_ms}` (decisions §6). */
-  async fail(leaseId: string, body: FailBody): Promise<{ outcome: FailOutcome; delay_ms: number | null; run_state: RunState }> {
-    const lease = await this.active(leaseId);
+  async fail(leaseId: string, body: FailBody, known?: LeaseRow): Promise<{ outcome: FailOutcome; delay_ms: number | null; run_state: RunState }> {
+    const lease = await this.active(leaseId, known);
     const model = await this.e.model(lease.run_id);
     const { def } = await this.e.stepDefOf(model, lease.step);
     const isComp = lease.kind === 'compensation';
