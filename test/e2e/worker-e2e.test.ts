@@ -124,3 +124,34 @@ describe('e2e: abandon with compensation (D §6 abandon)', () => {
     expect(worker.stderr()).toContain('"kind":"compensation"');
   });
 });
+
+describe('e2e: an action proposed inside a model step (I 3; D 5.4 action_id, D §6 prior_events)', () => {
+  it('is approved once: the re-leased step replays the model answer and proposes the very same action', { timeout: 40_000 }, async () => {
+    await using demo = await startDemoDaemon();
+    await using worker = spawnWorker(demo);
+    // The triage model proposes the refund itself, with no summary and its args' keys out of
+    // sorted order: the worker writes the summary, and it must write the same one after the
+    // model answer comes back from the event log (whose payloads are canonical JSON).
+    const bundle = structuredClone(REFUNDS_BUNDLE);
+    bundle.name = 'refunds-in-model';
+    bundle.mock.triage.actions = [{ tool: 'billing.refund', args: { ticket_id: '{{input.ticket_id}}', invoice_id: '{{input.invoice_id}}', amount: 180, reason: 'duplicate' } }];
+    bundle.workflows.refund.steps = bundle.workflows.refund.steps.filter((s: any) => s.id !== 'refund');
+    const ids = await publish(demo.kernelUrl, bundle);
+    const runId = await startRun(demo.kernelUrl, ids, TICKET);
+    const parked = await waitRun(demo.kernelUrl, runId, (s) => s.state === 'parked', 15_000, () => worker.stderr());
+    expect(parked.current_step).toBe('triage');
+    const approvalId = parked.pending_approval_id as string;
+    await ok(demo.kernelUrl, 'POST', `/approvals/${approvalId}`, { decision: 'approved', actor: FINANCE, reason: 'duplicate charge' });
+
+    const done = await waitRun(demo.kernelUrl, runId, (s) => s.state !== 'running' && s.pending_approval_id !== approvalId, 15_000, () => worker.stderr());
+    expect(done.state).toBe('completed');
+    expect(demo.query(`SELECT amount FROM refunds WHERE invoice_id = 'inv_1001'`)).toEqual([{ amount: 180 }]);
+    const log = await events(demo.kernelUrl, runId);
+    const decided = log.filter((e) => e.kind === 'action.decided').map((e) => [e.payload.action_id, e.payload.decision]);
+    expect(decided).toEqual([
+      [decided[0]![0], 'approval_required'],
+      [decided[0]![0], 'allow'],
+    ]);
+    expect(log.filter((e) => e.kind === 'approval.requested')).toHaveLength(1);
+  });
+});

@@ -3,6 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/encoding/canonical-json.js';
 import type { WorkerEventMap } from '../../src/worker/events.js';
+import { actionSummary } from '../../src/worker/executors/action.js';
 import { MockProvider } from '../../src/worker/providers/mock.js';
 import type { Provider, ProviderRequest } from '../../src/worker/providers/provider.js';
 import type { Lease } from '../../src/worker/types.js';
@@ -168,9 +169,18 @@ describe('action steps (I 2.7, 3; D 5.4)', () => {
     const lease = makeLease({ step: 'refund', step_def: refundDef });
     await run(lease);
     const proposal = kernel.calls('POST', `/v1/leases/${lease.lease_id}/actions`)[0]!;
-    expect(proposal.body).toEqual({ action: { tool: 'billing.refund', args: { invoice_id: 'INV-1', amount: 150 }, summary: 'billing.refund {"invoice_id":"INV-1","amount":150}' } });
+    expect(proposal.body).toEqual({ action: { tool: 'billing.refund', args: { invoice_id: 'INV-1', amount: 150 }, summary: 'billing.refund {"amount":150,"invoice_id":"INV-1"}' } });
     expect(gateway.toolCalls('billing.refund')[0]!.body.idempotency_key).toBe(key(lease.run_id, 'refund', 'action', 'act_abc'));
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)[0]!.body.output).toEqual({ id: 'rf_1', invoice_id: 'INV-1', amount: 150 });
+  });
+
+  it('the summary it writes does not depend on the order of the arguments (it is part of the action id)', () => {
+    const a = actionSummary('billing.refund', { invoice_id: 'INV-1', amount: 150, meta: { z: 1, a: 2 } });
+    const b = actionSummary('billing.refund', { meta: { a: 2, z: 1 }, amount: 150, invoice_id: 'INV-1' });
+    expect(a).toBe('billing.refund {"amount":150,"invoice_id":"INV-1","meta":{"a":2,"z":1}}');
+    expect(b).toBe(a);
+    expect(actionSummary('billing.refund', { x: 'y'.repeat(300) })).toHaveLength(200);
+    expect(actionSummary('billing.refund', { x: 1 }, 'Refund INV-1')).toBe('Refund INV-1');
   });
 
   it('deny (403 action_denied) is a deterministic failure and nothing executes', async () => {

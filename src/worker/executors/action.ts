@@ -4,15 +4,21 @@
  * exactly once); on `approval_required` stop (the kernel parked the run and released the
  * lease); on `deny` fail deterministically.
  */
+import { canonicalJson } from '../../encoding/canonical-json.js';
 import { StepError } from '../errors.js';
 import type { StepRuntime } from '../step-runtime.js';
 import type { StepOutcome } from '../types.js';
 import { isArgs } from './tool.js';
 
-/** The summary approvers read: the step's own, else the tool and its arguments. */
+/**
+ * The summary approvers read: the step's own, else the tool and its arguments. The arguments
+ * are written as canonical JSON because the summary is part of the action, hence of its id
+ * (decisions 5.4): a model answer replayed from the event log after a park has its keys in
+ * another order, and must still propose the action that was approved.
+ */
 export function actionSummary(tool: string, args: Record<string, unknown>, given?: unknown): string {
   if (typeof given === 'string' && given.trim() !== '') return given;
-  const text = `${tool} ${JSON.stringify(args)}`;
+  const text = `${tool} ${canonicalJson(args)}`;
   return text.length <= 200 ? text : text.slice(0, 199) + '…';
 }
 
