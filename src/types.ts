@@ -107,6 +107,12 @@ export interface MockStepScript {
   tool_calls?: Array<{ tool: string; args?: Record<string, unknown> }>;
   actions?: Array<Record<string, unknown>>;
   usage?: Partial<Spend>;
+  /** What the model "said" with every answer. */
+  text?: string;
+  /** Waited before every answer. */
+  delay_ms?: number;
+  /** The first answer fails with this, on every attempt. */
+  error?: { code: string; message?: string; deterministic?: boolean };
 }
 
 export interface Bundle {

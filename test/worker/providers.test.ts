@@ -53,6 +53,42 @@ describe('mock provider (D §4 mock scripts)', () => {
   });
 });
 
+describe('mock provider: text, delay_ms and error (svc-bundle(5) mock; D §6 failures)', () => {
+  it('text is the assistant text of every answer; the output stays the step output', async () => {
+    const p = new MockProvider();
+    const s = { tool_calls: [{ tool: 'a.b' }], output: { ok: true }, text: 'Looking it up.' };
+    expect(await p.complete(req({ turn: 0, mock: s }))).toMatchObject({ content: 'Looking it up.', calls: [{ tool: 'a.b' }] });
+    expect(await p.complete(req({ turn: 1, mock: s }))).toMatchObject({ content: 'Looking it up.', calls: [], output: { ok: true } });
+  });
+
+  it('error fails the first answer on every attempt, with its code, message and deterministic flag', async () => {
+    const p = new MockProvider();
+    await expect(p.complete(req({ mock: { output: 1, error: { code: 'provider_error', message: 'upstream 503' } } }))).rejects.toMatchObject({
+      code: 'provider_error',
+      message: 'upstream 503',
+      deterministic: false,
+    });
+    // A known code keeps its own flag unless the script says otherwise; an unknown one is retryable.
+    await expect(p.complete(req({ mock: { error: { code: 'output_invalid' } } }))).rejects.toMatchObject({ code: 'output_invalid', deterministic: true, message: 'the mock script of step triage fails with output_invalid' });
+    await expect(p.complete(req({ mock: { error: { code: 'output_invalid', deterministic: false } } }))).rejects.toMatchObject({ deterministic: false });
+    await expect(p.complete(req({ mock: { error: { code: 'rate_limited' } } }))).rejects.toMatchObject({ code: 'rate_limited', deterministic: false });
+    // Later turns (a step resumed after a park replays the first) answer normally.
+    expect((await p.complete(req({ turn: 1, mock: { output: 1, error: { code: 'provider_error' } } }))).output).toBe(1);
+  });
+
+  it('delay_ms is waited before an answer, and the step abort cuts it short with its reason', async () => {
+    const p = new MockProvider();
+    const t0 = performance.now();
+    await p.complete(req({ mock: { output: 1, delay_ms: 150 } }));
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(140);
+    const ac = new AbortController();
+    const t1 = performance.now();
+    setTimeout(() => ac.abort(new StepError('step_timeout', 'too slow')), 50);
+    await expect(p.complete(req({ mock: { output: 1, delay_ms: 60_000 }, signal: ac.signal }))).rejects.toMatchObject({ code: 'step_timeout' });
+    expect(performance.now() - t1).toBeLessThan(5_000);
+  });
+});
+
 describe('OpenAI-compatible provider (fake chat-completions server)', () => {
   it('reads SVC_OPENAI_* from the environment', () => {
     expect(openAiOptionsFromEnv({ SVC_OPENAI_BASE_URL: 'http://x/v1', SVC_OPENAI_API_KEY: 'sk-1', SVC_OPENAI_MODEL: 'm', SVC_OPENAI_USD_PER_1M_INPUT: '2.5', SVC_OPENAI_TIMEOUT_MS: '' })).toEqual({

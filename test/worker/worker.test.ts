@@ -300,6 +300,16 @@ describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', 
     expect(kernel.eventsOf(lease.run_id, 'note')).toEqual([]);
   });
 
+  it('a mock error is reported as the step failure; a mock delay over timeout_seconds is a step_timeout', async () => {
+    const { kernel, run } = await setup();
+    const failing = makeLease({ step: 'triage', step_def: triage }, { prompts: { triage: 'x' }, mock: { triage: { output: 1, error: { code: 'provider_error', message: 'scripted outage' } } } });
+    expect((await run(failing)).name).toBe('step:error');
+    expect(kernel.calls('POST', `/v1/leases/${failing.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'provider_error', message: 'scripted outage' }, deterministic: false });
+    const slow = makeLease({ step: 'triage', step_def: { ...triage, timeout_seconds: 1 } }, { prompts: { triage: 'x' }, mock: { triage: { output: 1, delay_ms: 30_000 } } });
+    await run(slow);
+    expect(kernel.calls('POST', `/v1/leases/${slow.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'step_timeout' }, deterministic: false });
+  });
+
   it('a missing prompt or template value fails deterministically', async () => {
     const { kernel, run } = await setup();
     const a = makeLease({ step: 'triage', step_def: triage }, { prompts: {}, mock: { triage: { output: {} } } });

@@ -4,6 +4,11 @@
  * as up to three answers: first the tool calls (when any), then the actions (when any), then
  * the output. It is stateless (the turn number picks the answer), so a run resumed after a park
  * sees exactly the same answers. `usage` is charged on the first answer only.
+ *
+ * `text` is the assistant text of every answer (else the final answer's text is the output's
+ * JSON); `delay_ms` is waited before every answer, and the step's abort (timeout, shutdown,
+ * lost lease) cuts it short; `error` makes the first answer fail, on every attempt, as a
+ * provider would, so retries and failures can be rehearsed without a model.
  */
 import type { MockStepScript } from '../../types.js';
 import { abortReason, StepError } from '../errors.js';
@@ -45,6 +50,29 @@ export function mockPhases(script: MockStepScript): Array<Pick<ProviderResponse,
   return phases;
 }
 
+/** The failure a script's `error` stands for; its code's own `deterministic` unless the script says. */
+export function mockError(step: string, error: unknown): StepError | null {
+  if (!isRecord(error) || typeof error.code !== 'string' || error.code === '') return null;
+  const message = typeof error.message === 'string' && error.message !== '' ? error.message : `the mock script of step ${step} fails with ${error.code}`;
+  return new StepError(error.code, message, typeof error.deterministic === 'boolean' ? error.deterministic : undefined);
+}
+
+/** Waits `ms`, or rejects with the abort reason as soon as the signal fires. */
+function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(abortReason(signal));
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(abortReason(signal));
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
 export class MockProvider implements Provider {
   readonly name = 'mock';
 
@@ -52,13 +80,20 @@ export class MockProvider implements Provider {
     if (req.signal.aborted) throw abortReason(req.signal);
     if (!req.mock || !isRecord(req.mock)) throw new StepError('mock_script_missing', `bundle has no mock script for step ${req.step}`, true);
     const script: MockStepScript = req.mock;
+    const delayMs = Math.max(0, Math.floor(Number(script.delay_ms) || 0));
+    if (delayMs > 0) await abortableDelay(delayMs, req.signal);
+    if (req.turn === 0) {
+      const failure = mockError(req.step, script.error);
+      if (failure) throw failure;
+    }
     const phases = mockPhases(script);
     const phase = phases[Math.min(req.turn, phases.length - 1)]!;
     const usage =
       req.turn === 0
         ? { tokens: Math.max(0, Math.floor(Number(script.usage?.tokens) || 0)), usd: Math.max(0, Number(script.usage?.usd) || 0) }
         : { ...ZERO_USAGE };
-    const content = phase.calls.length === 0 ? JSON.stringify(phase.output) : null;
+    const text = typeof script.text === 'string' ? script.text : null;
+    const content = text ?? (phase.calls.length === 0 ? JSON.stringify(phase.output) : null);
     return { content, output: phase.output, calls: phase.calls, usage, model: 'mock' };
   }
 }
