@@ -61,9 +61,10 @@ export interface LeaseExpiredPayload {
   /** The attempt the step will make next; null when attempts ran out (a step.quarantined follows). */
   next_attempt: number | null;
   /**
-   * Absent (or `ttl`) when the ttl ran out. `undelivered` when the lease never reached its
-   * worker (the long poll's client went away first): the lease is released at once and the
-   * step is ready again with the same attempt (`next_attempt` = `attempt`).
+   * `ttl` when the ttl ran out (absent in logs written before 2026-11-25, read as `ttl`).
+   * `undelivered` when the lease never reached its worker (the long poll's client went away
+   * first): the lease is released at once and the step is ready again with the same attempt
+   * (`next_attempt` = `attempt`).
    */
   reason?: 'ttl' | 'undelivered';
 }

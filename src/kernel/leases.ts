@@ -411,7 +411,7 @@ export class LeaseService {
       const isComp = lease.kind === 'compensation';
       const attempt = isComp ? s.compensation_attempt : s.attempt;
       const next = attempt < maxAttempts ? attempt + 1 : null;
-      const p: LeaseExpiredPayload = { lease_id: lease.lease_id, step: lease.step, kind: lease.kind as LeaseKind, attempt, next_attempt: next };
+      const p: LeaseExpiredPayload = { lease_id: lease.lease_id, step: lease.step, kind: lease.kind as LeaseKind, attempt, next_attempt: next, reason: 'ttl' };
       await w.append({ kind: 'lease.expired', payload: p as never, actor: KERNEL_ACTOR });
       if (next === null) {
         const error = { code: 'lease_expired', message: `lease ${lease.lease_id} expired on attempt ${attempt} of ${maxAttempts}` };

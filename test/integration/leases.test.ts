@@ -166,7 +166,8 @@ describe('heartbeat and expiry (I 3 lease rows, D §6)', () => {
     expect(again.body.lease_id).not.toBe(first.body.lease_id);
     const events = await allEvents(d, run_id);
     const expired = events.find((e) => e.kind === 'lease.expired');
-    expect(expired.payload).toEqual({ lease_id: first.body.lease_id, step: 'triage', kind: 'model', attempt: 1, next_attempt: 2 });
+    // svc-events(7): a ttl expiry says so (`undelivered` is the other reason).
+    expect(expired.payload).toEqual({ lease_id: first.body.lease_id, step: 'triage', kind: 'model', attempt: 1, next_attempt: 2, reason: 'ttl' });
     expect(again.body.context.prior_events.map((e: any) => e.kind)).toEqual(['step.leased', 'lease.expired']);
     const metrics = (await d.kernel_('/metrics')).body as string;
     expect(metrics).toMatch(/^svc_leases_expired_total 1$/m);
