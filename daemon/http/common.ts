@@ -167,6 +167,13 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   app.addHook('preClose', async () => {
     closing = true;
   });
+  // Node closes the connections that are idle when the drain starts, never those that go idle
+  // later: a response finished during the drain (a tool call, a woken long poll) would leave its
+  // keep-alive connection open until the client dropped it, and hold svcd to its deadline.
+  app.addHook('onSend', (_req, reply, payload, done) => {
+    if (closing) reply.header('Connection', 'close');
+    done(null, payload);
+  });
 
   // A hook that answers the request itself sends the reply and does not call `done`.
   app.addHook('onRequest', (req: FastifyRequest, reply: FastifyReply, done: () => void) => {

@@ -45,7 +45,7 @@ export interface Demo extends AsyncDisposable {
 }
 
 /** svcd with the demo gateway config over a fresh billing database, trusting the demo key. */
-export async function startDemoDaemon(): Promise<Demo> {
+export async function startDemoDaemon(env: Record<string, string> = {}): Promise<Demo> {
   const dir = tempDir('svc-e2e-');
   const dbPath = createBillingDb(join(dir, 'billing.db'));
   copyFileSync(join(ROOT, 'fixtures/demo/gateway.yaml'), join(dir, 'gateway.yaml'));
@@ -55,7 +55,7 @@ export async function startDemoDaemon(): Promise<Demo> {
     '--gateway-listen', '127.0.0.1:0',
     '--gateway-config', join(dir, 'gateway.yaml'),
     '--publisher', `${DEMO_KEY.key_id}:${DEMO_KEY.public_key}`,
-  ]);
+  ], env);
   return {
     dir,
     dbPath,
