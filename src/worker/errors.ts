@@ -18,7 +18,7 @@ export const WORKER_ERROR_CODES = {
   deterministic_failure: { deterministic: true, doc: 'the tool failed in a way a retry will not fix' },
   idempotency_conflict: { deterministic: true, doc: 'the same call key was used with other arguments' },
   idempotency_outcome_unknown: { deterministic: true, doc: 'a write with this key was cut off; a human must check it' },
-  idempotency_in_flight: { deterministic: false, doc: 'the same call is still executing elsewhere' },
+  idempotency_in_flight: { deterministic: false, doc: 'the same call is still executing elsewhere (after waiting up to 60 s for it)' },
   connector_quarantined: { deterministic: false, doc: 'a canary quarantined the connector; the kernel parks the run' },
   upstream_error: { deterministic: false, doc: 'the tool upstream failed (or its circuit is open)' },
   gateway_error: { deterministic: false, doc: 'the gateway answered with an unexpected status' },
@@ -63,6 +63,22 @@ export function abortReason(signal: AbortSignal): Error {
   const r: unknown = signal.reason;
   if (r instanceof Error) return r;
   return new StepError('worker_shutdown', typeof r === 'string' ? r : 'step aborted');
+}
+
+/** Waits `ms`, or rejects with the abort reason as soon as the signal fires. */
+export function delayUnlessAborted(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(abortReason(signal));
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(abortReason(signal!));
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
 }
 
 /** Throws the abort reason when the signal has fired. */

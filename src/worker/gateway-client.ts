@@ -3,7 +3,7 @@
  * turned into a StepError whose `deterministic` flag says whether a retry could help.
  */
 import type { ToolDescriptor } from '../types.js';
-import { StepError } from './errors.js';
+import { delayUnlessAborted, StepError } from './errors.js';
 import { errorOf, requestJson, type PeerOptions } from './http.js';
 
 export interface ToolCallRequest {
@@ -42,16 +42,31 @@ export class GatewayClient {
     readonly peer: PeerOptions,
     /** How long GET /v1/tools is cached, ms. (Default: 30000) */
     private readonly cacheMs = 30_000,
+    /** How long a call waits for the same call in flight elsewhere, ms. (Default: 60000) */
+    private readonly inFlightWaitMs = 60_000,
   ) {}
 
-  /** Calls a tool; returns the 200 body or throws a StepError mapped from the answer. */
+  /**
+   * Calls a tool; returns the 200 body or throws a StepError mapped from the answer.
+   *
+   * A 409 `idempotency_in_flight` means the same call (same key) is still executing: a step
+   * re-leased after its worker died while the first call runs on. The worker waits as
+   * `Retry-After` says and asks again, so it gets that execution's stored result instead of
+   * failing an attempt; after `inFlightWaitMs` (or when the step is aborted) it gives up.
+   */
   async call(req: ToolCallRequest, signal?: AbortSignal): Promise<ToolCallResult> {
-    const res = await requestJson(this.peer, 'POST', '/tools/call', req, { signal });
-    const body = res.body as Record<string, any> | null;
-    if (res.status === 200 && body?.ok === true) {
-      return { result: body.result, scope: body.scope ?? null, scopes: body.scopes ?? (body.scope ? [body.scope] : []), replayed: Boolean(body.replayed), latency_ms: Number(body.latency_ms) || 0 };
+    const giveUpAt = Date.now() + this.inFlightWaitMs;
+    for (;;) {
+      const res = await requestJson(this.peer, 'POST', '/tools/call', req, { signal });
+      const body = res.body as Record<string, any> | null;
+      if (res.status === 200 && body?.ok === true) {
+        return { result: body.result, scope: body.scope ?? null, scopes: body.scopes ?? (body.scope ? [body.scope] : []), replayed: Boolean(body.replayed), latency_ms: Number(body.latency_ms) || 0 };
+      }
+      const failure = gatewayFailure(req.tool, res.status, body);
+      const wait = failure.code === 'idempotency_in_flight' ? retryAfterMs(res.headers.get('retry-after')) : null;
+      if (wait === null || Date.now() + wait > giveUpAt) throw failure;
+      await delayUnlessAborted(wait, signal);
     }
-    throw gatewayFailure(req.tool, res.status, body);
   }
 
   /** The tool descriptors the gateway serves (cached); [] when it cannot be reached. */
@@ -69,6 +84,12 @@ export class GatewayClient {
     }
     return this.cache?.tools ?? [];
   }
+}
+
+/** `Retry-After` in seconds (decisions §9) as ms: 1 s when absent or unreadable, at most 30 s. */
+export function retryAfterMs(header: string | null): number {
+  const s = Number(header);
+  return Number.isFinite(s) && s > 0 ? Math.min(30, s) * 1000 : 1000;
 }
 
 /** Maps a gateway error answer to the step failure the worker reports. */

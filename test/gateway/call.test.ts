@@ -8,6 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { IdempotencyStore } from '../../src/gateway/idempotency.js';
 import { canonicalHash } from '../../src/encoding/canonical-json.js';
+import { StepError } from '../../src/worker/errors.js';
+import { GatewayClient, retryAfterMs } from '../../src/worker/gateway-client.js';
 import { mintToken, rawToken, remitPayload, testSigner, type TestSigner } from '../helpers/remit-token.js';
 import { metricValue, startGateway, type TestGateway } from './helpers.js';
 
@@ -165,6 +167,28 @@ describe('idempotency (interface 4.2 rules 1–2, decisions §9)', () => {
     expect((await slow).status).toBe(200);
     const after = await gw.call({ remit_token: t, tool: 'test.sleep', args: { ms: 400 }, idempotency_key: 'k-slow' });
     expect(after.body.replayed).toBe(true);
+  });
+
+  it("the worker's client waits out a call in flight elsewhere and gets its stored result (D §9 Retry-After)", async () => {
+    const t = token();
+    const req = { remit_token: t, run_id: 'run_x', step: 's', lease_id: 'lse_x', tool: 'test.sleep', args: { ms: 1200 }, idempotency_key: 'k-wait', scope: null };
+    const first = gw.call(req);
+    await new Promise((r) => setTimeout(r, 100));
+    const client = new GatewayClient({ baseUrl: gw.url });
+    const second = await client.call(req);
+    expect(second.replayed).toBe(true);
+    expect((await first).body.replayed).toBe(false);
+    // It gives up after its wait budget (or when the step aborts), still retryable.
+    gw.call({ ...req, idempotency_key: 'k-wait-2' });
+    await new Promise((r) => setTimeout(r, 100));
+    const impatient = new GatewayClient({ baseUrl: gw.url }, 30_000, 0);
+    await expect(impatient.call({ ...req, idempotency_key: 'k-wait-2' })).rejects.toMatchObject({ code: 'idempotency_in_flight', deterministic: false });
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(new StepError('step_timeout', 'too slow')), 200);
+    await expect(client.call({ ...req, idempotency_key: 'k-wait-2' }, ac.signal)).rejects.toMatchObject({ code: 'step_timeout' });
+    expect(retryAfterMs(null)).toBe(1000);
+    expect(retryAfterMs('3')).toBe(3000);
+    expect(retryAfterMs('3600')).toBe(30_000);
   });
 
   it('an upstream error releases the claim so a retry with the same key runs', async () => {

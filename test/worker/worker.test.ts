@@ -72,7 +72,6 @@ describe('tool steps (I 4.2 call; D §9 idempotency)', () => {
     [422, { ok: false, error: { code: 'args_invalid', message: 'bad', details: {} } }, 'args_invalid', true],
     [422, { ok: false, error: { code: 'deterministic_failure', message: 'no', details: {} } }, 'deterministic_failure', true],
     [409, { ok: false, error: { code: 'idempotency_conflict', message: 'x', details: {} } }, 'idempotency_conflict', true],
-    [409, { ok: false, error: { code: 'idempotency_in_flight', message: 'x', details: {} } }, 'idempotency_in_flight', false],
     [403, { ok: false, refusal: { reason: 'scope_not_granted', detail: 'sql:table:x' } }, 'tool_refused', true],
   ])('a gateway %i fails the step with the right code and deterministic flag (%s)', async (status, body, code, deterministic) => {
     const { kernel, gateway, run } = await setup();
@@ -85,6 +84,20 @@ describe('tool steps (I 4.2 call; D §9 idempotency)', () => {
     expect(fail.body.deterministic).toBe(deterministic);
     expect(fail.body.usage).toEqual({ tokens: 0, usd: 0 });
     if (code === 'tool_refused') expect(fail.body.error.message).toContain('scope_not_granted');
+  });
+
+  it('a 409 idempotency_in_flight is waited out as Retry-After says, then the call is asked again (D §9)', async () => {
+    const { kernel, gateway, run } = await setup();
+    let n = 0;
+    gateway.define('billing.lookup_invoice', () => (n++ === 0 ? { status: 409, body: { ok: false, error: { code: 'idempotency_in_flight', message: 'x', details: {} } }, headers: { 'retry-after': '1' } } : { rows: [] }));
+    const lease = makeLease({ step: 'lookup', step_def: { id: 'lookup', kind: 'tool', tool: 'billing.lookup_invoice', args: {} } });
+    const end = await run(lease);
+    expect(end.name).toBe('step:done');
+    const calls = gateway.toolCalls('billing.lookup_invoice');
+    expect(calls).toHaveLength(2);
+    expect(calls[1]!.at - calls[0]!.at).toBeGreaterThanOrEqual(900);
+    expect(calls[1]!.body.idempotency_key).toBe(calls[0]!.body.idempotency_key);
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)).toEqual([]);
   });
 
   it('a gateway that cannot be reached is a non-deterministic network_error', async () => {

@@ -11,7 +11,7 @@
  * provider would, so retries and failures can be rehearsed without a model.
  */
 import type { MockStepScript } from '../../types.js';
-import { abortReason, StepError } from '../errors.js';
+import { abortReason, delayUnlessAborted, StepError } from '../errors.js';
 import { ZERO_USAGE } from '../types.js';
 import type { Provider, ProviderCall, ProviderRequest, ProviderResponse } from './provider.js';
 
@@ -57,22 +57,6 @@ export function mockError(step: string, error: unknown): StepError | null {
   return new StepError(error.code, message, typeof error.deterministic === 'boolean' ? error.deterministic : undefined);
 }
 
-/** Waits `ms`, or rejects with the abort reason as soon as the signal fires. */
-function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(abortReason(signal));
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(abortReason(signal));
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
 export class MockProvider implements Provider {
   readonly name = 'mock';
 
@@ -81,7 +65,7 @@ export class MockProvider implements Provider {
     if (!req.mock || !isRecord(req.mock)) throw new StepError('mock_script_missing', `bundle has no mock script for step ${req.step}`, true);
     const script: MockStepScript = req.mock;
     const delayMs = Math.max(0, Math.floor(Number(script.delay_ms) || 0));
-    if (delayMs > 0) await abortableDelay(delayMs, req.signal);
+    if (delayMs > 0) await delayUnlessAborted(delayMs, req.signal);
     if (req.turn === 0) {
       const failure = mockError(req.step, script.error);
       if (failure) throw failure;
