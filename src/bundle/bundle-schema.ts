@@ -105,7 +105,8 @@ const mockScriptSchema = {
       type: 'object',
       additionalProperties: false,
       required: ['code'],
-      properties: { code: { type: 'string' }, message: { type: 'string' }, deterministic: { type: 'boolean' } },
+      // The bounds of POST /v1/leases/{id}/fail, which reports it.
+      properties: { code: { type: 'string', minLength: 1, maxLength: 128 }, message: { type: 'string', maxLength: 65_536 }, deterministic: { type: 'boolean' } },
     },
   },
 };

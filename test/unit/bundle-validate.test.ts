@@ -223,6 +223,16 @@ describe('semantic problems (D 4)', () => {
     expect(problemsOf(b)).toEqual([{ path: '/workflows/main/input_schema', message: expect.stringMatching(/^is not a valid JSON schema: .*nothing/) }]);
   });
 
+  it("a mock error fits what POST /v1/leases/{id}/fail accepts (code 1–128 characters)", () => {
+    const b = minimal();
+    b.mock = { think: { error: { code: 'provider_error', message: 'scripted', deterministic: false }, delay_ms: 10, text: 'hm' } };
+    expect(validateBundle(b).ok).toBe(true);
+    b.mock = { think: { error: { code: '' } } };
+    expect(problemsOf(b).map((p) => p.path)).toEqual(['/mock/think/error/code']);
+    b.mock = { think: { error: { code: 'x'.repeat(129) } } };
+    expect(problemsOf(b).map((p) => p.path)).toEqual(['/mock/think/error/code']);
+  });
+
   it('a mock script must name a step', () => {
     const b = minimal();
     b.mock = { ghost: { output: {} } };
