@@ -14,7 +14,7 @@ import type { Command } from 'commander';
 import { parse as parseYaml, stringify as toYaml } from 'yaml';
 import type { BundleSummary } from '../../src/bundle/bundle-service.js';
 import { bundleId, signBundle, type BundleSignature, type PublisherKeyFile } from '../../src/bundle/sign.js';
-import { validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
+import { undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
 import type { StoredBundle } from '../../src/types.js';
 import { kernelClient, output, table } from '../context.js';
 import { CliError, EXIT, fsReason } from '../exit.js';
@@ -72,6 +72,8 @@ export interface ValidateResult {
   ok: boolean;
   file: string;
   problems: BundleProblem[];
+  /** Tools named but not declared in `tools`: reported, never a reason to refuse. */
+  warnings: BundleProblem[];
   name?: string;
   version?: string;
   bundle_id?: string;
@@ -82,9 +84,10 @@ export interface ValidateResult {
 export function handleValidate(file: string): ValidateResult {
   const { bundle, signature } = readBundleFile(file);
   const r = validateBundle(bundle);
+  const warnings = undeclaredTools(bundle);
   const signed = signature && typeof signature.key_id === 'string' ? { signed_by: signature.key_id } : {};
-  if (!r.ok) return { ok: false, file, problems: r.problems, ...signed };
-  return { ok: true, file, problems: [], name: r.bundle.name, version: r.bundle.version, bundle_id: bundleId(r.bundle), ...signed };
+  if (!r.ok) return { ok: false, file, problems: r.problems, warnings, ...signed };
+  return { ok: true, file, problems: [], warnings, name: r.bundle.name, version: r.bundle.version, bundle_id: bundleId(r.bundle), ...signed };
 }
 
 /** `svc bundle sign`: validates, then signs JCS(bundle); returns the signed document. */
@@ -146,6 +149,7 @@ export function registerBundle(program: Command): void {
     .argument('<file>', 'bundle (YAML or JSON) or signed document')
     .action(function (this: Command, file: string) {
       const r = handleValidate(file);
+      for (const w of r.warnings) process.stderr.write(`${file}: ${w.path}: warning: ${w.message}\n`);
       output(this, r, (x: ValidateResult) =>
         x.ok ? `${file}: valid bundle ${x.name} ${x.version} (${x.bundle_id})${x.signed_by ? `, signed by ${x.signed_by}` : ''}` : formatProblems(file, x.problems),
       );

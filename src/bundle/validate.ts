@@ -7,11 +7,14 @@
  *   workflow (a step's `compensate` may also read its own output); prompts are checked the
  *   same way for every model step that uses them;
  * - a step's `prompt` names an entry of `prompts`;
- * - every tool a step, a compensation or a mock script names is declared in `tools`
- *   (declaring tools is how a bundle states what it needs from the gateway);
  * - `input_schema` and `output_schema` are JSON schemas that compile (draft-07, or 2020-12
  *   when `$schema` says so);
  * - every `mock` entry names a step of some workflow.
+ *
+ * A tool a step, a compensation or a mock script names without declaring it in `tools` is
+ * not a problem (decisions §4's own sample names undeclared tools; the remit and the gateway
+ * bound what a run may call): `undeclaredTools` lists them as notes, which `svc bundle
+ * validate` prints as warnings.
  *
  * Problems carry a JSON pointer into the bundle. The checks are written defensively so they
  * also run on a bundle that fails the schema: one pass lists everything.
@@ -132,16 +135,9 @@ function jsonSchemaProblems(schema: unknown, path: string): BundleProblem[] {
 /** The semantic checks (see the file comment). */
 function semanticProblems(bundle: Obj): BundleProblem[] {
   const problems: BundleProblem[] = [];
-  const tools = isObj(bundle.tools) ? bundle.tools : {};
   const prompts = isObj(bundle.prompts) ? bundle.prompts : {};
   const workflows = isObj(bundle.workflows) ? bundle.workflows : {};
   const allStepIds = new Set<string>();
-
-  const checkTool = (tool: unknown, path: string) => {
-    if (typeof tool === 'string' && !Object.prototype.hasOwnProperty.call(tools, tool)) {
-      problems.push({ path, message: `tool "${tool}" is not declared in the bundle's tools` });
-    }
-  };
 
   // Prompt templates: well formed (checked once, at the prompt).
   for (const [name, text] of Object.entries(prompts)) {
@@ -189,7 +185,6 @@ function semanticProblems(bundle: Obj): BundleProblem[] {
       const sp = `${wfPath}/steps/${i}`;
       if (s.args !== undefined) checkRefs(s.args, `${sp}/args`, i, null);
       if (isObj(s.compensate)) {
-        checkTool(s.compensate.tool, `${sp}/compensate/tool`);
         if (s.compensate.args !== undefined) checkRefs(s.compensate.args, `${sp}/compensate/args`, i, typeof s.id === 'string' ? s.id : null);
       }
       if (s.kind === 'model' && typeof s.prompt === 'string') {
@@ -200,8 +195,6 @@ function semanticProblems(bundle: Obj): BundleProblem[] {
           checkRefs(prompts[s.prompt], '', i, null, `${sp}/prompt`, `prompt "${s.prompt}":`);
         }
       }
-      checkTool(s.tool, `${sp}/tool`);
-      if (Array.isArray(s.tools)) s.tools.forEach((t, j) => checkTool(t, `${sp}/tools/${j}`));
       if (s.output_schema !== undefined) problems.push(...jsonSchemaProblems(s.output_schema, `${sp}/output_schema`));
     });
   }
@@ -210,11 +203,41 @@ function semanticProblems(bundle: Obj): BundleProblem[] {
   for (const [stepId, script] of Object.entries(mock)) {
     const mp = `/mock/${escapePointer(stepId)}`;
     if (!allStepIds.has(stepId)) problems.push({ path: mp, message: `mock script names no step of any workflow ("${stepId}")` });
-    if (!isObj(script)) continue;
-    if (Array.isArray(script.tool_calls)) script.tool_calls.forEach((c, j) => isObj(c) && checkTool(c.tool, `${mp}/tool_calls/${j}/tool`));
-    if (Array.isArray(script.actions)) script.actions.forEach((a, j) => isObj(a) && checkTool(a.tool, `${mp}/actions/${j}/tool`));
   }
   return problems;
+}
+
+/**
+ * Tools the bundle names (a step's `tool`, a model step's `tools`, `compensate.tool`, a mock
+ * script's tool calls and actions) that its `tools` map does not declare: notes for the
+ * author, not problems (see the file comment).
+ */
+export function undeclaredTools(bundle: unknown): BundleProblem[] {
+  if (!isObj(bundle)) return [];
+  const tools = isObj(bundle.tools) ? bundle.tools : {};
+  const notes: BundleProblem[] = [];
+  const check = (tool: unknown, path: string) => {
+    if (typeof tool === 'string' && !Object.prototype.hasOwnProperty.call(tools, tool)) {
+      notes.push({ path, message: `tool "${tool}" is not declared in the bundle's tools` });
+    }
+  };
+  for (const [wfName, wf] of Object.entries(isObj(bundle.workflows) ? bundle.workflows : {})) {
+    if (!isObj(wf) || !Array.isArray(wf.steps)) continue;
+    wf.steps.forEach((s, i) => {
+      if (!isObj(s)) return;
+      const sp = `/workflows/${escapePointer(wfName)}/steps/${i}`;
+      check(s.tool, `${sp}/tool`);
+      if (Array.isArray(s.tools)) s.tools.forEach((t, j) => check(t, `${sp}/tools/${j}`));
+      if (isObj(s.compensate)) check(s.compensate.tool, `${sp}/compensate/tool`);
+    });
+  }
+  for (const [stepId, script] of Object.entries(isObj(bundle.mock) ? bundle.mock : {})) {
+    if (!isObj(script)) continue;
+    const mp = `/mock/${escapePointer(stepId)}`;
+    if (Array.isArray(script.tool_calls)) script.tool_calls.forEach((c, j) => isObj(c) && check(c.tool, `${mp}/tool_calls/${j}/tool`));
+    if (Array.isArray(script.actions)) script.actions.forEach((a, j) => isObj(a) && check(a.tool, `${mp}/actions/${j}/tool`));
+  }
+  return notes;
 }
 
 /** Validates a bundle value; lists every problem with its JSON pointer. Never throws. */

@@ -17,6 +17,14 @@ const signed = (bundle: unknown, key: PublisherKeyFile = demo) => ({ bundle, sig
 const daemon = () => startTestDaemon({ kernel: { publishers: [`${demo.key_id}:${demo.public_key}`] } });
 
 describe('POST /v1/bundles (I 4.1, D 4)', () => {
+  it("accepts decisions 4's sample bundle as written (201)", async () => {
+    await using d = await daemon();
+    const sample = parse(readFileSync(join(ROOT, 'fixtures/bundles/decisions-example.yaml'), 'utf8'));
+    const r = await d.kernel_('/bundles', { body: signed(sample) });
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    expect(r.body).toEqual({ bundle_id: bundleId(sample), name: 'refunds', version: '1.2.0' });
+  });
+
   it('stores a signed bundle (201), finds it again on an identical re-post (200), refuses other content (409)', async () => {
     await using d = await daemon();
     const b = refunds();

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
+import { undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
 import { ROOT } from '../helpers/daemon.js';
 
 const refunds = () => parse(readFileSync(join(ROOT, 'fixtures/bundles/refunds.yaml'), 'utf8'));
@@ -40,6 +40,12 @@ describe('valid bundles (D 4)', () => {
   it('accepts the refunds fixture and a minimal bundle', () => {
     expect(validateBundle(refunds())).toMatchObject({ ok: true });
     expect(validateBundle(minimal())).toMatchObject({ ok: true });
+  });
+
+  it("accepts decisions 4's own sample bundle, verbatim (its undeclared tools are notes)", () => {
+    const sample = parse(readFileSync(join(ROOT, 'fixtures/bundles/decisions-example.yaml'), 'utf8'));
+    expect(validateBundle(sample)).toMatchObject({ ok: true });
+    expect(undeclaredTools(sample).map((n) => n.path)).toEqual(['/workflows/refund/steps/0/tools/0', '/workflows/refund/steps/1/compensate/tool']);
   });
 
   it('accepts every optional member of decisions 4', () => {
@@ -192,19 +198,21 @@ describe('semantic problems (D 4)', () => {
     expect(problemsOf(b)).toEqual([{ path: '/workflows/main/steps/0/prompt', message: 'unknown prompt "nope" (prompts: ask)' }]);
   });
 
-  it('every tool reference must be declared in tools', () => {
+  it('a tool named but not declared in tools is a note, not a problem', () => {
     const b = minimal();
     b.workflows.main.steps[0].tools = ['svc.read', 'crm.search'];
     b.workflows.main.steps[1].tool = 'crm.write';
     b.workflows.main.steps[1].compensate.tool = 'crm.undo';
     b.mock = { think: { tool_calls: [{ tool: 'crm.peek' }], actions: [{ tool: 'crm.act' }] } };
-    expect(problemsOf(b)).toEqual([
+    expect(validateBundle(b).ok).toBe(true);
+    expect(undeclaredTools(b)).toEqual([
       { path: '/workflows/main/steps/0/tools/1', message: 'tool "crm.search" is not declared in the bundle\'s tools' },
-      { path: '/workflows/main/steps/1/compensate/tool', message: 'tool "crm.undo" is not declared in the bundle\'s tools' },
       { path: '/workflows/main/steps/1/tool', message: 'tool "crm.write" is not declared in the bundle\'s tools' },
+      { path: '/workflows/main/steps/1/compensate/tool', message: 'tool "crm.undo" is not declared in the bundle\'s tools' },
       { path: '/mock/think/tool_calls/0/tool', message: 'tool "crm.peek" is not declared in the bundle\'s tools' },
       { path: '/mock/think/actions/0/tool', message: 'tool "crm.act" is not declared in the bundle\'s tools' },
     ]);
+    expect(undeclaredTools(minimal())).toEqual([]);
   });
 
   it('input and output schemas must be valid JSON schemas', () => {
