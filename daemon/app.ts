@@ -16,6 +16,6 @@ export interface KernelAppOptions {
 export async function buildKernelApp(kernel: Kernel, opts: KernelAppOptions): Promise<FastifyInstance> {
   const app = Fastify(fastifyOptions());
   installCommon(app, { token: opts.token, render: renderKernelError, logger: kernel.logger });
-  await app.register(kernelPlugin, { prefix: '/v1', kernel });
+  await app.register(kernelPlugin, { prefix: '/v1', kernel, bearerRequired: opts.token !== null });
   return app;
 }

@@ -24,7 +24,12 @@ function header(value: string | string[] | undefined, name: string): string | un
   return value;
 }
 
-export async function eventRoutes(app: FastifyInstance, kernel: Kernel): Promise<void> {
+/**
+ * `bearer`: the listener checks a bearer token, so every request that reaches a route carried
+ * it. Only then is the bearer a credential for `tool.refused` (decisions §7); a listener
+ * without a token has no bearer, and every post needs X-Svc-Lease or X-Svc-Remit (I 5.2).
+ */
+export async function eventRoutes(app: FastifyInstance, kernel: Kernel, opts: { bearer: boolean }): Promise<void> {
   app.get<{ Params: { id: string }; Querystring: Record<string, unknown> }>('/runs/:id/events', async (req) => {
     const fromSeq = intQuery(req.query.from_seq, 'from_seq', 1, 0, Number.MAX_SAFE_INTEGER);
     const limit = intQuery(req.query.limit, 'limit', 100, 1, 1000);
@@ -40,7 +45,7 @@ export async function eventRoutes(app: FastifyInstance, kernel: Kernel): Promise
       const created = await kernel.runs.postExternalEvent(
         req.params.id,
         { kind: req.body.kind, payload: req.body.payload ?? {}, actor: req.body.actor ?? null },
-        { lease, remit: lease === undefined ? remit : undefined },
+        { lease, remit: lease === undefined ? remit : undefined, bearer: opts.bearer },
       );
       return reply.status(201).send(created);
     },

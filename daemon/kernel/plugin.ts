@@ -13,14 +13,14 @@ import { eventRoutes } from './event-routes.js';
 import { leaseRoutes } from './lease-routes.js';
 import { approvalRoutes } from './approval-routes.js';
 
-export async function kernelPlugin(app: FastifyInstance, opts: { kernel: Kernel }): Promise<void> {
+export async function kernelPlugin(app: FastifyInstance, opts: { kernel: Kernel; /** Every request carried the kernel's bearer token (one is configured). */ bearerRequired?: boolean }): Promise<void> {
   const { kernel } = opts;
   await systemRoutes(app, kernel);
   await remitRoutes(app, kernel);
   await bundleRoutes(app, kernel);
   await policyRoutes(app, kernel);
   await runRoutes(app, kernel);
-  await eventRoutes(app, kernel);
+  await eventRoutes(app, kernel, { bearer: opts.bearerRequired === true });
   await leaseRoutes(app, kernel);
   await approvalRoutes(app, kernel);
 }

@@ -36,7 +36,7 @@ export interface KernelLink {
 export interface KernelLike {
   keys: TrustedKeys;
   runs?: {
-    postExternalEvent(runId: string, ev: { kind: string; payload: Record<string, unknown>; actor: unknown }, cred: { remit?: string }): Promise<unknown>;
+    postExternalEvent(runId: string, ev: { kind: string; payload: Record<string, unknown>; actor: unknown }, cred: { remit?: string; bearer?: boolean }): Promise<unknown>;
   } | null;
 }
 
@@ -62,7 +62,7 @@ export class InProcessKernelLink implements KernelLink {
       }
       return;
     }
-    await runs.postExternalEvent(runId, { kind: ev.kind, payload: ev.payload, actor: ev.actor }, remitToken === undefined ? {} : { remit: remitToken });
+    await runs.postExternalEvent(runId, { kind: ev.kind, payload: ev.payload, actor: ev.actor }, remitToken === undefined ? { bearer: true } : { remit: remitToken });
   }
 }
 

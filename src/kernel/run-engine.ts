@@ -355,12 +355,13 @@ export class RunEngine {
   /**
    * POST /v1/runs/{id}/events: an external event with X-Svc-Lease (an active lease of this
    * run) or X-Svc-Remit (a valid token of this run's remit). `tool.refused` may come with the
-   * kernel bearer alone (decisions §7: the gateway's remit token may be the bad one).
+   * kernel bearer alone (decisions §7: the gateway's remit token may be the bad one): `bearer`
+   * says the caller proved it, by the listener's token or by being the in-process gateway.
    */
   async postExternalEvent(
     runId: string,
     ev: { kind: string; payload: Record<string, unknown>; actor: unknown },
-    cred: { lease?: string; remit?: string },
+    cred: { lease?: string; remit?: string; bearer?: boolean },
   ): Promise<{ seq: number; hash: string }> {
     const row = await loadRunRow(this.k.db, runId);
     if (!row) throw notFound('run', runId);
@@ -371,7 +372,7 @@ export class RunEngine {
       const res = this.k.remits.verify(cred.remit, { run_id: runId });
       if (!res.ok) throw new SvcError('credential_invalid', `X-Svc-Remit is refused: ${res.reason}`, { header: 'X-Svc-Remit', reason: res.reason });
       if (res.payload.rid !== row.remit_id) throw new SvcError('credential_invalid', "X-Svc-Remit is not this run's remit", { header: 'X-Svc-Remit', reason: 'remit_run_mismatch' });
-    } else if (ev.kind !== 'tool.refused') {
+    } else if (ev.kind !== 'tool.refused' || cred.bearer !== true) {
       throw new SvcError('credential_required', 'posting events needs an X-Svc-Lease or X-Svc-Remit header', {});
     }
     return this.appendExternalEvent(runId, ev);

@@ -107,14 +107,32 @@ describe('POST /runs/{id}/events (I 5.2, D §7, §10)', () => {
     expect(ended.body.error.code).toBe('credential_invalid');
   });
 
-  it('accepts the run-bound remit token (X-Svc-Remit) and tool.refused with the bearer alone', async () => {
-    await using d = await startRunDaemon();
+  it('accepts the run-bound remit token (X-Svc-Remit) and tool.refused with the bearer alone (D §7)', async () => {
+    await using d = await startRunDaemon({}, 'kernel-bearer-123');
     const { run_id } = await startRun(d, await pushBundle(d));
     const l = await lease(d, ['model']);
     const ok = await d.kernel_(`/runs/${run_id}/events`, { body: { kind: 'model.called', payload: { tokens: 5 } }, headers: { 'x-svc-remit': l.body.context.remit_token } });
     expect(ok.status).toBe(201);
     const refused = await d.kernel_(`/runs/${run_id}/events`, { body: { kind: 'tool.refused', payload: { reason: 'signature_invalid' }, actor: { service: 'gateway' } } });
     expect(refused.status).toBe(201);
+    // The bearer stands in for the headers only for tool.refused.
+    const note = await d.kernel_(`/runs/${run_id}/events`, { body: { kind: 'note', payload: {} } });
+    expect(note.status).toBe(401);
+    expect(note.body.error.code).toBe('credential_required');
+  });
+
+  it('without a configured token there is no bearer: tool.refused needs a header like any kind (I 5.2)', async () => {
+    await using d = await startRunDaemon();
+    const { run_id } = await startRun(d, await pushBundle(d));
+    for (const headers of [{}, { authorization: 'Bearer anything' }] as Array<Record<string, string>>) {
+      const r = await d.kernel_(`/runs/${run_id}/events`, { body: { kind: 'tool.refused', payload: {}, actor: {} }, headers });
+      expect(r.status, JSON.stringify(headers)).toBe(401);
+      expect(r.body.error.code).toBe('credential_required');
+    }
+    const l = await lease(d, ['model']);
+    const withLease = await d.kernel_(`/runs/${run_id}/events`, { body: { kind: 'tool.refused', payload: {}, actor: {} }, headers: { 'x-svc-lease': l.body.lease_id } });
+    expect(withLease.status).toBe(201);
+    expect((await allEvents(d, run_id)).filter((e: any) => e.kind === 'tool.refused')).toHaveLength(1);
   });
 
   it('validates the body and the run: 400 request_invalid, 404 not_found', async () => {

@@ -17,9 +17,9 @@ export const REQUESTER = { id: 'ana', role: 'agent', manager: 'finance' } as con
 export const APPROVER = { id: 'fin-1', role: 'finance' } as const;
 
 /** svcd in-process on port 0, trusting one new publisher key. */
-export async function startRunDaemon(kernel: Record<string, unknown> = {}): Promise<RunDaemon> {
+export async function startRunDaemon(kernel: Record<string, unknown> = {}, token: string | null = null): Promise<RunDaemon> {
   const publisher = generatePublisherKey();
-  const d = await startTestDaemon({ kernel: { publishers: [`${publisher.key_id}:${publisher.public_key}`], ...kernel } });
+  const d = await startTestDaemon({ token, kernel: { publishers: [`${publisher.key_id}:${publisher.public_key}`], ...kernel } });
   return Object.assign(d, { publisher });
 }
 
