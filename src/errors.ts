@@ -46,7 +46,6 @@ export const ERROR_CODES = {
   idempotency_outcome_unknown: { status: 409, doc: 'a write with this key was in flight when the gateway stopped' },
   upstream_error: { status: 502, doc: 'upstream failure; error.circuit is "open" when the breaker is open' },
   connector_quarantined: { status: 503, doc: 'a canary quarantined the connector' },
-  connector_not_found: { status: 404, doc: 'gateway has no such connector' },
   internal: { status: 500, doc: 'a bug: no request input should ever produce it' },
 } as const satisfies Record<string, { status: number; doc: string }>;
 

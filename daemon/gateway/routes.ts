@@ -31,7 +31,8 @@ const CONNECTOR_PARAMS = {
 } as const;
 
 function connectorNotFound(name: string): SvcError {
-  return new SvcError('connector_not_found', `no connector ${name}`, { resource: 'connector', id: name });
+  // Decisions §10: an unknown id is 404 not_found with the resource and the id.
+  return new SvcError('not_found', `no connector ${name}`, { resource: 'connector', id: name });
 }
 
 export async function gatewayRoutes(app: FastifyInstance, opts: { gateway: Gateway }): Promise<void> {

@@ -326,7 +326,8 @@ describe('gateway HTTP surface (interface 4.2, 7.2; decisions §9, §10)', () =>
     }
     const nf = await gw.req('POST', '/canaries/nope/probe');
     expect(nf.status).toBe(404);
-    expect(nf.body).toMatchObject({ ok: false, error: { code: 'connector_not_found' } });
+    // D §10: an unknown id is not_found, naming the resource.
+    expect(nf.body).toMatchObject({ ok: false, error: { code: 'not_found', details: { resource: 'connector', id: 'nope' } } });
     expect((await gw.req('GET', '/nowhere')).body).toMatchObject({ ok: false, error: { code: 'not_found' } });
   });
 
