@@ -9,6 +9,7 @@
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Clock } from '../clock.js';
+import { SvcError } from '../errors.js';
 import { isoTime } from '../clock.js';
 import type { Logger, Redactor } from '../log/logger.js';
 import type { CanaryConfig, ProbeConfig } from './config.js';
@@ -233,15 +234,18 @@ export class Canaries {
     this.deps.logger.info('connector released', { connector: s.connector, by });
   }
 
-  /** Operator release (POST /v1/canaries/{c}/release): the connector serves calls again. */
+  /**
+   * Operator release (POST /v1/canaries/{c}/release): a quarantined connector serves calls
+   * again. Interface 3 has release only from quarantined, so any other status is 409
+   * invalid_state (decisions §10), not a silent reset of the failure count.
+   */
   async release(connector: string): Promise<CanaryStatus> {
     const s = this.states.get(connector);
     if (!s) throw new Error(`no connector ${connector}`);
-    if (s.status === 'quarantined') await this.releaseState(s, 'operator');
-    else {
-      s.status = 'healthy';
-      s.consecutive_failures = 0;
+    if (s.status !== 'quarantined') {
+      throw new SvcError('invalid_state', `connector ${connector} is ${s.status}, not quarantined; only a quarantine is released`, { connector, status: s.status });
     }
+    await this.releaseState(s, 'operator');
     this.publish(s);
     return this.status(connector)!;
   }

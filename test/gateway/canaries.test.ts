@@ -64,6 +64,10 @@ describe('quarantine and the repair request (interface 3, 2.10)', () => {
     const released = await g.req('POST', '/canaries/test/release');
     expect(released.status).toBe(200);
     expect(released.body).toMatchObject({ connector: 'test', status: 'healthy', consecutive_failures: 0, quarantined_at: null });
+    // I 3: release is a transition out of quarantined only; D §10: otherwise 409 invalid_state.
+    const again = await g.req('POST', '/canaries/test/release');
+    expect(again.status).toBe(409);
+    expect(again.body).toMatchObject({ ok: false, error: { code: 'invalid_state', details: { connector: 'test', status: 'healthy' } } });
     expect(status(await g.metrics())).toBe(1);
     expect((await g.call({ remit_token: token(), tool: 'test.echo', args: {} })).status).toBe(200);
   });
