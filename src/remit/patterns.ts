@@ -75,6 +75,8 @@ export function uncoveredScope(parents: readonly string[], children: readonly st
 
 const TOOL_PATTERN = /^[^\s.*]+\.(\*|[^\s*]+)$/;
 const SCOPE_PATTERN = /^[^\s*]*\*?$/;
+/** An exact scope: `<system>:<kind>:<key>`, none empty (the key may hold more colons, as a host's port or an IPv6 address does). */
+const EXACT_SCOPE = /^[^:]+:[^:]+:.+$/;
 
 /**
  * Why a tool pattern is not well formed, or null when it is: `<connector>.<operation>` or
@@ -87,10 +89,15 @@ export function toolPatternProblem(pattern: string): string | null {
   return null;
 }
 
-/** Why a scope pattern is not well formed, or null: no whitespace, `*` only at the end. */
+/**
+ * Why a scope pattern is not well formed, or null (interface 2.1): an exact scope is
+ * `<system>:<kind>:<key>`; a pattern ending in `*` matches a prefix, so any prefix will do
+ * (`*`, `sql:*`, `sql:table:inv*`); no whitespace, `*` only at the end.
+ */
 export function scopePatternProblem(pattern: string): string | null {
   if (pattern.length === 0) return 'is empty';
   if (pattern.length > 512) return 'is longer than 512 characters';
   if (!SCOPE_PATTERN.test(pattern)) return 'may contain "*" only as its last character and no whitespace';
+  if (!pattern.endsWith('*') && !EXACT_SCOPE.test(pattern)) return 'must be <system>:<kind>:<key>, or a prefix ending in "*"';
   return null;
 }

@@ -88,6 +88,7 @@ describe('malformed bodies are 400 request_invalid with details.path, never 500 
     ['a tool pattern without a connector', { ...mintBody, tools: ['*'] }, '/tools/0'],
     ['a scope with an inner star', { ...mintBody, scopes: ['sql:*:x'] }, '/scopes/0'],
     ['an empty scope', { ...mintBody, scopes: [''] }, '/scopes/0'],
+    ['an exact scope that is not <system>:<kind>:<key> (I 2.1)', { ...mintBody, scopes: ['sql:table:*', 'nocolons'] }, '/scopes/1'],
     ['grants an object', { ...mintBody, grants: { pii: true } }, '/grants'],
     ['spend.tokens a string', { ...mintBody, spend: { tokens: '5', usd: 1 } }, '/spend/tokens'],
     ['spend.tokens a float', { ...mintBody, spend: { tokens: 1.5, usd: 1 } }, '/spend/tokens'],

@@ -79,8 +79,10 @@ describe('pattern syntax (request validation)', () => {
     for (const bad of ['', '*', 'billing', 'billing.', '.refund', 'billing.re*', '*.refund', 'bill ing.x', 'billing.**', 'a.*.b']) expect(toolPatternProblem(bad), bad).not.toBeNull();
   });
   it('scope patterns', () => {
-    for (const ok of ['sql:table:x', 'sql:table:*', '*', 'http:host:api.example.com', 'fs:path:/srv/data', 'test:*']) expect(scopePatternProblem(ok), ok).toBeNull();
+    for (const ok of ['sql:table:x', 'sql:table:*', '*', 'sql:*', 'sql:table:inv*', 'http:host:api.example.com', 'http:host:[::1]:8080', 'fs:path:/srv/data', 'test:*']) expect(scopePatternProblem(ok), ok).toBeNull();
     for (const bad of ['', 'sql:*:x', 'sql:table:**', 'a b', 'x\n']) expect(scopePatternProblem(bad), JSON.stringify(bad)).not.toBeNull();
+    // I 2.1: an exact scope is <system>:<kind>:<key>, none of them empty.
+    for (const bad of ['nocolons', 'sql:table', 'sql:table:', ':table:x', 'sql::x']) expect(scopePatternProblem(bad), bad).toMatch(/<system>:<kind>:<key>/);
   });
 });
 
