@@ -9,12 +9,12 @@
  * `call` prints the result (the whole answer with --json); a refusal or error exits 1 with
  * the reason on stderr (and the body on stdout with --json).
  */
-import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import type { CanaryStatus } from '../../src/gateway/canaries.js';
 import type { ToolDescriptor } from '../../src/types.js';
 import { gatewayClient, globals, output, table } from '../context.js';
-import { fsReason, usageError } from '../exit.js';
+import { usageError } from '../exit.js';
+import { jsonArgument, type ReadFile } from '../json-argument.js';
 import { errorFromBody, type SvcHttpClient } from '../http-client.js';
 
 export async function handleTools(client: SvcHttpClient): Promise<ToolDescriptor[]> {
@@ -44,26 +44,8 @@ export interface CallFlags {
 }
 
 /** `--args`: inline JSON, `@FILE` or `@-` (stdin); must be a JSON object. */
-export function parseArgs(value: string | undefined, readFile: (path: string) => string = (p) => readFileSync(p === '-' ? 0 : p, 'utf8')): Record<string, unknown> {
-  if (value === undefined) return {};
-  let text = value;
-  let where = '--args';
-  if (value.startsWith('@')) {
-    where = value === '@-' ? 'stdin' : value.slice(1);
-    try {
-      text = readFile(value.slice(1));
-    } catch (err) {
-      throw usageError(`cannot read ${where}: ${fsReason(err)}`);
-    }
-  }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch (err) {
-    throw usageError(`${where} is not JSON: ${(err as Error).message}`);
-  }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw usageError(`${where} must be a JSON object`);
-  return parsed as Record<string, unknown>;
+export function parseArgs(value: string | undefined, readFile?: ReadFile): Record<string, unknown> {
+  return value === undefined ? {} : (jsonArgument(value, { flag: '--args', object: true, readFile }) as Record<string, unknown>);
 }
 
 /** The 200 body of POST /v1/tools/call. */

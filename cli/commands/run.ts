@@ -10,12 +10,12 @@
  * BUNDLE is a bundle id (`bnd_…`) or NAME[@VERSION] (the newest version when none is given).
  * Each handler returns data; `registerRun` wires them to argv.
  */
-import { readFileSync } from 'node:fs';
 import { Option, type Command } from 'commander';
 import type { ReplayReport } from '../../src/kernel/replay.js';
 import type { RunEvent, RunStateObject } from '../../src/types.js';
 import { globals, kernelClient, output, table } from '../context.js';
-import { CliError, EXIT, fsReason, usageError } from '../exit.js';
+import { CliError, EXIT, usageError } from '../exit.js';
+import { jsonArgument, type ReadFile } from '../json-argument.js';
 import type { SvcHttpClient } from '../http-client.js';
 import { parseRequestedBy } from './remit.js';
 
@@ -24,24 +24,8 @@ export const RUN_STATES = ['running', 'parked', 'completed', 'failed', 'abandoni
 type Run = RunStateObject & { parent_run_id?: string | null };
 
 /** `--input`: `@FILE`, `@-` (stdin) or inline JSON. */
-export function parseInput(value: string | undefined, readFile: (path: string) => string = (p) => readFileSync(p === '-' ? 0 : p, 'utf8')): unknown {
-  if (value === undefined) return {};
-  let text = value;
-  let where = '--input';
-  if (value.startsWith('@')) {
-    const path = value.slice(1);
-    where = path === '-' ? 'stdin' : path;
-    try {
-      text = readFile(path);
-    } catch (err) {
-      throw usageError(`cannot read ${where}: ${fsReason(err)}`);
-    }
-  }
-  try {
-    return JSON.parse(text);
-  } catch (err) {
-    throw usageError(`${where} is not JSON: ${(err as Error).message}`);
-  }
+export function parseInput(value: string | undefined, readFile?: ReadFile): unknown {
+  return value === undefined ? {} : jsonArgument(value, { flag: '--input', readFile });
 }
 
 /** A bundle id from `bnd_…` or `NAME[@VERSION]` (the newest version of NAME when none is given). */
@@ -65,7 +49,8 @@ export interface StartFlags {
 
 /** POST /v1/runs. */
 export async function handleStart(client: SvcHttpClient, bundle: string, workflow: string, f: StartFlags): Promise<{ run_id: string; state: string }> {
-  const body: Record<string, unknown> = { bundle_id: await resolveBundle(client, bundle), workflow, input: parseInput(f.input), remit_id: f.remit };
+  const input = parseInput(f.input); // local mistakes first, before asking the daemon anything
+  const body: Record<string, unknown> = { bundle_id: await resolveBundle(client, bundle), workflow, input, remit_id: f.remit };
   if (f.requestedBy !== undefined) body.requested_by = parseRequestedBy(f.requestedBy);
   return (await client.request<{ run_id: string; state: string }>('POST', '/runs', body)).body;
 }

@@ -41,6 +41,20 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
   });
 });
 
+describe('usage errors (svc(1) DIAGNOSTICS: one line each)', () => {
+  it('a missing argument, an unknown command or option: one "svc:" line with the hint, exit 2', async () => {
+    for (const [args, text] of [
+      [['run', 'show'], "missing required argument 'id'"],
+      [['nosuch'], "unknown command 'nosuch'"],
+      [['run', 'list', '--bogus'], "unknown option '--bogus'"],
+    ] as const) {
+      const r = await runSvc([...args]);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(oneLine(r.stderr)).toEqual([`svc: ${text} (run with --help for usage)`]);
+    }
+  });
+});
+
 describe('files that are not there', () => {
   it('says "no such file" in words (exit 1), never a stack or an errno alone', async () => {
     for (const args of [['bundle', 'validate', '/nonexistent/x.yaml'], ['policy', 'lint', '/nonexistent/x.policy']]) {
@@ -50,9 +64,23 @@ describe('files that are not there', () => {
     }
   });
 
-  it('an --input @FILE that is missing is a usage error (exit 2)', async () => {
-    const { parseInput } = await import('../../cli/commands/run.js');
-    expect(() => parseInput('@/nonexistent/in.json')).toThrow('cannot read /nonexistent/in.json: no such file');
+  it('an --input or --args @FILE that is missing fails like any other file (exit 1); bad inline JSON is usage (exit 2)', async () => {
+    const gw = ['--gateway-url', 'http://127.0.0.1:1', 'gateway', 'call', 'test.echo', '--remit-token', 'krt1.x.y.z'];
+    const missing = [
+      ['--kernel-url', 'http://127.0.0.1:1', 'run', 'start', 'b', 'w', '--remit', 'rmt_x', '--input', '@/nonexistent/in.json'],
+      [...gw, '--args', '@/nonexistent/args.json'],
+    ];
+    for (const args of missing) {
+      const r = await runSvc(args);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(oneLine(r.stderr)).toEqual([expect.stringMatching(/^svc: cannot read \/nonexistent\/\w+\.json: no such file$/)]);
+    }
+    const inline = await runSvc([...gw, '--args', '{not json']);
+    expect(inline.code).toBe(2);
+    expect(inline.stderr).toMatch(/^svc: --args is not JSON/);
+    const notObject = await runSvc([...gw, '--args', '[1]']);
+    expect(notObject.code).toBe(2);
+    expect(notObject.stderr).toContain('--args must be a JSON object');
   });
 });
 
@@ -68,7 +96,8 @@ describe('help a newcomer can act on', () => {
     const mint = await runSvc(['remit', 'mint', '--help']);
     expect(mint.stdout).toContain('Required: --tools, --scopes, --autonomy, --requested-by, --spend-tokens and --spend-usd.');
     const top = await runSvc(['--help']);
-    expect(top.stdout).toContain('Exit status: 0 ok, 1 refused or failed by the service');
+    expect(top.stdout).toContain('Exit status: 0 ok, 1 refused or failed (by the service, or a');
+    expect(top.stdout).toContain('2 usage error, 3 svcd unreachable');
   });
 
   it('approve without --reason still sends an empty reason (no commander default needed)', async () => {
