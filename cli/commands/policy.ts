@@ -184,6 +184,7 @@ export function registerPolicy(program: Command): void {
 
   policy
     .command('test')
+    .alias('diff')
     .description('decide every corpus case under A alone and B alone; print the cases whose decision flips')
     .argument('<corpus>', 'JSON or YAML list of {action, run}')
     .requiredOption('--a <ref>', 'policy A, pushed already: NAME or NAME@VERSION (required)')

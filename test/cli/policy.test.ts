@@ -106,6 +106,10 @@ describe('svc policy test (D 5.3)', () => {
     const j = await runSvc([...url, '--json', 'policy', 'test', CORPUS, '--a', 'refunds@1.0.0', '--b', 'refunds@2.0.0']);
     expect(j.code).toBe(0);
     expect(JSON.parse(j.stdout)).toMatchObject({ cases: written.cases, flips: written.flips });
+    // `svc policy diff` is the same command (the policy diff over a corpus).
+    const diff = await runSvc([...url, '--json', 'policy', 'diff', CORPUS, '--a', 'refunds@1.0.0', '--b', 'refunds@2.0.0']);
+    expect(diff.code).toBe(0);
+    expect(JSON.parse(diff.stdout)).toEqual(JSON.parse(j.stdout));
   });
 
   it('takes B from a policy file; --fail-on-flip exits 1 on flips and 0 without', async () => {
