@@ -136,7 +136,22 @@ export async function handleList(client: SvcHttpClient): Promise<{ bundles: Bund
   return (await client.request<{ bundles: BundleSummary[] }>('GET', '/bundles')).body;
 }
 
-export async function handleShow(client: SvcHttpClient, id: string): Promise<StoredBundle> {
+/** A bundle id from `bnd_…` or `NAME[@VERSION]` (the newest version of NAME when none is given). */
+export async function resolveBundle(client: SvcHttpClient, ref: string): Promise<string> {
+  if (ref.startsWith('bnd_')) return ref;
+  const at = ref.lastIndexOf('@');
+  const name = at > 0 ? ref.slice(0, at) : ref;
+  const version = at > 0 ? ref.slice(at + 1) : null;
+  const list = (await client.request<{ bundles: Array<{ bundle_id: string; name: string; version: string; created_at: string }> }>('GET', '/bundles')).body.bundles;
+  const matches = list.filter((b) => b.name === name && (version === null || b.version === version));
+  if (matches.length === 0) throw new CliError(`no bundle ${ref} on the kernel (svc bundle list shows what there is)`, EXIT.failed);
+  matches.sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : 0));
+  return matches[matches.length - 1]!.bundle_id;
+}
+
+/** `svc bundle show REF`: a bundle id, or NAME[@VERSION] as run start takes it. */
+export async function handleShow(client: SvcHttpClient, ref: string): Promise<StoredBundle> {
+  const id = await resolveBundle(client, ref);
   return (await client.request<StoredBundle>('GET', `/bundles/${encodeURIComponent(id)}`)).body;
 }
 
@@ -205,7 +220,7 @@ export function registerBundle(program: Command): void {
   bundle
     .command('show')
     .description('print a stored bundle (YAML; JSON with --json)')
-    .argument('<bundle_id>', 'bundle id (bnd_…), as svc bundle list shows it')
+    .argument('<bundle>', 'bundle id (bnd_…), or NAME[@VERSION] (the newest such)')
     .action(async function (this: Command, id: string) {
       output(this, await handleShow(kernelClient(this), id), (b: StoredBundle) => toYaml(b, { lineWidth: 0 }));
     });

@@ -17,6 +17,7 @@ import { globals, kernelClient, output, table } from '../context.js';
 import { CliError, EXIT, usageError } from '../exit.js';
 import { jsonArgument, type ReadFile } from '../json-argument.js';
 import type { SvcHttpClient } from '../http-client.js';
+import { resolveBundle } from './bundle.js';
 import { parseRequestedBy } from './remit.js';
 
 export const RUN_STATES = ['running', 'parked', 'completed', 'failed', 'abandoning', 'abandoned'] as const;
@@ -28,18 +29,6 @@ export function parseInput(value: string | undefined, readFile?: ReadFile): unkn
   return value === undefined ? {} : jsonArgument(value, { flag: '--input', readFile });
 }
 
-/** A bundle id from `bnd_…` or `NAME[@VERSION]` (the newest version of NAME when none is given). */
-export async function resolveBundle(client: SvcHttpClient, ref: string): Promise<string> {
-  if (ref.startsWith('bnd_')) return ref;
-  const at = ref.lastIndexOf('@');
-  const name = at > 0 ? ref.slice(0, at) : ref;
-  const version = at > 0 ? ref.slice(at + 1) : null;
-  const list = (await client.request<{ bundles: Array<{ bundle_id: string; name: string; version: string; created_at: string }> }>('GET', '/bundles')).body.bundles;
-  const matches = list.filter((b) => b.name === name && (version === null || b.version === version));
-  if (matches.length === 0) throw new CliError(`no bundle ${ref} on the kernel (svc bundle list shows what there is)`, EXIT.failed);
-  matches.sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : 0));
-  return matches[matches.length - 1]!.bundle_id;
-}
 
 export interface StartFlags {
   input?: string;

@@ -126,6 +126,14 @@ describe('svc bundle push, list, show against svcd (I 4.1)', () => {
     expect(parse(show.stdout)).toMatchObject({ bundle_id: id, name: 'refunds', bundle: refunds, signature: { key_id: 'demo-publisher' } });
     const showJson = await runSvc([...url, '--json', 'bundle', 'show', id]);
     expect(JSON.parse(showJson.stdout).bundle).toEqual(refunds);
+    // By name, as run start takes it: NAME (the newest) or NAME@VERSION.
+    for (const ref of ['refunds', 'refunds@1.0.0']) {
+      const byName = await runSvc([...url, '--json', 'bundle', 'show', ref]);
+      expect(JSON.parse(byName.stdout).bundle_id, ref).toBe(id);
+    }
+    const noSuch = await runSvc([...url, 'bundle', 'show', 'refunds@9.9.9']);
+    expect(noSuch.code).toBe(1);
+    expect(noSuch.stderr).toContain('no bundle refunds@9.9.9 on the kernel');
   });
 
   it('reports refusals with exit 1: unsigned, other content, invalid, unknown id', async () => {
