@@ -104,7 +104,9 @@ export interface TestOutput extends PolicyTestResult {
 export async function handleTest(client: SvcHttpClient, corpusFile: string, a: string, b: string): Promise<TestOutput> {
   const corpus = readCorpus(corpusFile);
   const policyA = parseRef(a, '--a');
-  const bIsFile = existsSync(b) && statSync(b).isFile();
+  // A name never holds a '/' or ends in .policy: such a value is a file, and a missing one
+  // is said to be missing rather than refused as a malformed name.
+  const bIsFile = (existsSync(b) && statSync(b).isFile()) || b.includes('/') || b.endsWith('.policy');
   const policyB = bIsFile ? { source: readSource(b) } : parseRef(b, '--b');
   try {
     // The kernel takes 1 MiB a request (decisions §10): a larger corpus goes in slices.

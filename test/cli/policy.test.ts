@@ -121,6 +121,11 @@ describe('svc policy test (D 5.3)', () => {
     expect(JSON.parse(file.stdout).flips).toEqual(written.flips);
     expect(file.stderr).toMatch(/9 flips \(--fail-on-flip\)/);
 
+    // A --b that looks like a file and is not there is said to be missing, not a bad name.
+    const typo = await runSvc([...url, 'policy', 'test', CORPUS, '--a', 'refunds', '--b', './typo.policy']);
+    expect(typo.code).toBe(1);
+    expect(typo.stderr.trim()).toBe('svc: cannot read ./typo.policy: no such file');
+
     const same = await runSvc([...url, 'policy', 'test', CORPUS, '--a', 'refunds@1.0.0', '--b', V1, '--fail-on-flip']);
     expect(same.code).toBe(0);
     expect(same.stdout.trim()).toBe(`0 flips in ${written.cases} cases: A = refunds@1.0.0, B = refunds (source)`);
