@@ -218,8 +218,10 @@ describe('the svcd binary (decisions §11) and `svc gateway` (CLI)', () => {
       expect(probe.stdout).toContain('missing: ok');
       const canaries = await runSvc(['gateway', 'canaries', '--json'], env);
       expect(JSON.parse(canaries.stdout)).toMatchObject({ test: { status: 'failed' }, everything: { status: 'healthy' } });
+      // Only a quarantine is released (I 3); a failing connector is 409 invalid_state, exit 1.
       const release = await runSvc(['gateway', 'release', 'test', '--json'], env);
-      expect(JSON.parse(release.stdout)).toMatchObject({ connector: 'test', status: 'healthy' });
+      expect(release.code).toBe(1);
+      expect(JSON.parse(release.stdout)).toMatchObject({ ok: false, error: { code: 'invalid_state', details: { connector: 'test', status: 'failed' } } });
       expect((await runSvc(['gateway', 'probe', 'nope'], env)).code).toBe(1);
 
       const pids = [...svcd.stderr().matchAll(/child-pid=(\d+)/g)].map((x) => Number(x[1]));

@@ -238,7 +238,10 @@ const seg = fc.constantFrom('a', 'b', 'ab');
 const toolPattern = fc.tuple(seg, fc.oneof(seg, fc.constant('*'))).map(([c, o]) => `${c}.${o}`);
 const toolId = fc.tuple(seg, seg).map(([c, o]) => `${c}.${o}`);
 const scopeText = fc.array(fc.constantFrom('a', 'b', ':'), { minLength: 1, maxLength: 5 }).map((xs) => xs.join(''));
-const scopePattern = fc.tuple(scopeText, fc.boolean()).map(([s, g]) => (g ? s + '*' : s));
+// An exact scope is <system>:<kind>:<key> (I 2.1); a glob may be any prefix.
+const exactScope = fc.tuple(seg, seg, fc.constantFrom('a', 'b', 'a:b')).map(([s, k, x]) => `${s}:${k}:${x}`);
+const scopePattern = fc.oneof(exactScope, scopeText.map((s) => s + '*'), fc.constant('*'));
+const callScope = fc.oneof(exactScope, scopeText);
 
 describe('a derived remit never permits a tool or scope its parent does not (property, I 5.4)', () => {
   it('holds for random parents, derive requests and calls', async () => {
@@ -249,7 +252,7 @@ describe('a derived remit never permits a tool or scope its parent does not (pro
         fc.option(fc.uniqueArray(toolPattern, { maxLength: 4 }), { nil: undefined }),
         fc.option(fc.uniqueArray(scopePattern, { maxLength: 4 }), { nil: undefined }),
         fc.array(toolId, { minLength: 1, maxLength: 8 }),
-        fc.array(scopeText, { minLength: 1, maxLength: 8 }),
+        fc.array(callScope, { minLength: 1, maxLength: 8 }),
         async (pTools, pScopes, cTools, cScopes, ids, scopes) => {
           const parent = await svc.mint({ ...base, tools: pTools, scopes: pScopes });
           let child: RemitPayload;
