@@ -22,7 +22,7 @@ import type { Canaries } from './canaries.js';
 import { argsErrors } from './schema-validator.js';
 import { abortable, abortMessage, ArgsInvalid, DeterministicFailure, ScopeRefusal, UpstreamError, type Connector, type ConnectorTool } from './connectors/types.js';
 import type { IdempotencyStore } from './idempotency.js';
-import type { GatewayEvent, KernelLink } from './kernel-link.js';
+import { isCredentialRefusal, type EventCredential, type GatewayEvent, type KernelLink } from './kernel-link.js';
 import type { GatewayMetrics } from './metrics.js';
 
 /** The body of POST /v1/tools/call (interface 4.2). */
@@ -86,27 +86,43 @@ export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise
 
   const runOfCall = (): string | null => req.run_id ?? payload?.run ?? null;
 
-  const emitTo = async (runId: string, ev: GatewayEvent, remitHeader: boolean): Promise<void> => {
+  /**
+   * Appends `ev` with the first of `creds` the kernel accepts (decisions §7): a credential it
+   * refuses (a remit of another run, an ended lease) passes the event to the next, so a
+   * refusal is recorded whether the gateway runs beside the kernel or apart from it, with or
+   * without a kernel token. Best effort under one deadline: a failed append is logged.
+   */
+  const emitTo = async (runId: string, ev: GatewayEvent, creds: EventCredential[]): Promise<void> => {
     const safe: GatewayEvent = { ...ev, payload: d.redactor.redactValue(ev.payload) };
     let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${d.eventTimeoutMs} ms`)), d.eventTimeoutMs);
+    });
     try {
-      await Promise.race([
-        d.link().appendEvent(runId, safe, remitHeader ? token : undefined),
-        new Promise((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`no answer within ${d.eventTimeoutMs} ms`)), d.eventTimeoutMs);
-        }),
-      ]);
+      for (const [i, cred] of creds.entries()) {
+        try {
+          await Promise.race([d.link().appendEvent(runId, safe, cred), deadline]);
+          return;
+        } catch (err) {
+          if (!isCredentialRefusal(err) || i === creds.length - 1) throw err;
+        }
+      }
     } catch (err) {
       d.logger.warn('cannot append gateway event', { kind: ev.kind, run_id: runId, err: d.redactor.redact((err as Error).message) });
     } finally {
       clearTimeout(timer);
     }
   };
-  // A refusal goes with the bearer alone (decisions §7): the token may be the bad one, or a
-  // good one of another remit, which the kernel would refuse as this run's credential.
+  // The call's run: its remit when the token verified, then the call's lease, then (for a
+  // refusal only) the bearer alone, since the token may be the bad one.
   const emit = async (ev: GatewayEvent): Promise<void> => {
     const runId = runOfCall();
-    if (runId) await emitTo(runId, ev, tokenGood && ev.kind !== 'tool.refused');
+    if (!runId) return;
+    const creds: EventCredential[] = [];
+    if (tokenGood) creds.push({ remit: token });
+    if (typeof req.lease_id === 'string' && req.lease_id !== '') creds.push({ lease: req.lease_id });
+    if (ev.kind === 'tool.refused') creds.push({ bearer: true });
+    await emitTo(runId, ev, creds);
   };
 
   const finish = (res: CallResponse, outcome: string): CallResponse => {
@@ -125,7 +141,7 @@ export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise
     };
     // Interface 5.3: the refusal is recorded on the call's run and, for a token bound to
     // another run, on that run too (its owner learns that its remit was presented elsewhere).
-    await Promise.all([emit(ev), boundRun !== undefined && boundRun !== runOfCall() ? emitTo(boundRun, ev, true) : Promise.resolve()]);
+    await Promise.all([emit(ev), boundRun !== undefined && boundRun !== runOfCall() ? emitTo(boundRun, ev, [{ remit: token }, { bearer: true }]) : Promise.resolve()]);
     return finish({ status: 403, body: { ok: false, refusal: { reason, detail } } }, 'refused');
   };
 

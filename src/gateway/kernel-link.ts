@@ -17,6 +17,18 @@ export interface GatewayEvent {
   actor: unknown;
 }
 
+/**
+ * The credential an event is posted with (interface 5.2, decisions §7): the run's remit token
+ * (X-Svc-Remit), one of its active leases (X-Svc-Lease), or the kernel bearer alone, which the
+ * kernel accepts for `tool.refused` only and only where a bearer is configured (or in-process).
+ */
+export type EventCredential = { remit: string } | { lease: string } | { bearer: true };
+
+/** Whether an append failed because the kernel refused the credential, so another may do. */
+export function isCredentialRefusal(err: unknown): boolean {
+  return err instanceof SvcError && (err.code === 'credential_invalid' || err.code === 'credential_required');
+}
+
 export interface KernelLink {
   /**
    * The keys remits are verified with. `keyIdHint` is the key id the token names: a link that
@@ -25,18 +37,19 @@ export interface KernelLink {
   trustedKeys(keyIdHint?: string): Promise<TrustedKeys>;
   /**
    * Appends an external event to a run under the kernel's own rule for POST /runs/{id}/events
-   * (decisions §7): with `remitToken`, only if it is that run's remit; without one, only
-   * `tool.refused` (the bearer alone). Both links apply it, so where an event lands does not
-   * depend on whether the gateway runs beside the kernel or apart from it.
+   * (decisions §7): a remit only if it is that run's remit, a lease only if it is active on
+   * that run, the bearer alone only for `tool.refused`. Both links apply it (a refused
+   * credential throws an SvcError that `isCredentialRefusal` recognises), so where an event
+   * lands does not depend on whether the gateway runs beside the kernel or apart from it.
    */
-  appendEvent(runId: string, ev: GatewayEvent, remitToken?: string): Promise<void>;
+  appendEvent(runId: string, ev: GatewayEvent, cred: EventCredential): Promise<void>;
 }
 
 /** The part of the kernel the in-process link uses (the run engine may not be attached yet). */
 export interface KernelLike {
   keys: TrustedKeys;
   runs?: {
-    postExternalEvent(runId: string, ev: { kind: string; payload: Record<string, unknown>; actor: unknown }, cred: { remit?: string; bearer?: boolean }): Promise<unknown>;
+    postExternalEvent(runId: string, ev: { kind: string; payload: Record<string, unknown>; actor: unknown }, cred: { lease?: string; remit?: string; bearer?: boolean }): Promise<unknown>;
   } | null;
 }
 
@@ -53,7 +66,7 @@ export class InProcessKernelLink implements KernelLink {
     return this.kernel.keys;
   }
 
-  async appendEvent(runId: string, ev: GatewayEvent, remitToken?: string): Promise<void> {
+  async appendEvent(runId: string, ev: GatewayEvent, cred: EventCredential): Promise<void> {
     const runs = (this.kernel as { runs?: KernelLike['runs'] }).runs;
     if (!runs || typeof runs.postExternalEvent !== 'function') {
       if (!this.warned) {
@@ -62,7 +75,7 @@ export class InProcessKernelLink implements KernelLink {
       }
       return;
     }
-    await runs.postExternalEvent(runId, { kind: ev.kind, payload: ev.payload, actor: ev.actor }, remitToken === undefined ? { bearer: true } : { remit: remitToken });
+    await runs.postExternalEvent(runId, { kind: ev.kind, payload: ev.payload, actor: ev.actor }, cred);
   }
 }
 
@@ -139,8 +152,12 @@ export class HttpKernelLink implements KernelLink {
     return this.keys;
   }
 
-  async appendEvent(runId: string, ev: GatewayEvent, remitToken?: string): Promise<void> {
-    const headers = this.headers({ 'content-type': 'application/json', ...(remitToken ? { 'x-svc-remit': remitToken } : {}) });
+  async appendEvent(runId: string, ev: GatewayEvent, cred: EventCredential): Promise<void> {
+    const headers = this.headers({
+      'content-type': 'application/json',
+      ...('remit' in cred ? { 'x-svc-remit': cred.remit } : {}),
+      ...('lease' in cred ? { 'x-svc-lease': cred.lease } : {}),
+    });
     const res = await fetch(`${this.base}/v1/runs/${encodeURIComponent(runId)}/events`, {
       method: 'POST',
       headers,
@@ -149,7 +166,20 @@ export class HttpKernelLink implements KernelLink {
     });
     if (!res.ok) {
       const text = await res.text().catch(() => '');
-      throw new Error(`POST /v1/runs/${runId}/events answered ${res.status} ${text.slice(0, 200)}`);
+      const code = res.status === 401 ? errorCodeOf(text) : null;
+      const message = `POST /v1/runs/${runId}/events answered ${res.status} ${text.slice(0, 200)}`;
+      if (code === 'credential_invalid' || code === 'credential_required') throw new SvcError(code, message, {});
+      throw new Error(message);
     }
+  }
+}
+
+/** `error.code` of a kernel error envelope, or null. */
+function errorCodeOf(text: string): string | null {
+  try {
+    const code = (JSON.parse(text) as { error?: { code?: unknown } }).error?.code;
+    return typeof code === 'string' ? code : null;
+  } catch {
+    return null;
   }
 }

@@ -4,7 +4,7 @@
  * metric; idempotency (interface 4.2 call rules, decisions §9); quarantine and circuit order;
  * tool.called audit events; the gateway error bodies (interface 7.2).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { IdempotencyStore } from '../../src/gateway/idempotency.js';
 import { canonicalHash } from '../../src/encoding/canonical-json.js';
@@ -28,6 +28,9 @@ function refusalsOf(text: string, reason: string) {
   return metricValue(text, 'svc_gateway_refusals_total', { reason });
 }
 
+/** Refusals of steps 1–4: the token itself is what failed. */
+const TOKEN_STEPS = new Set(['token_malformed', 'signature_invalid', 'remit_expired', 'remit_not_yet_valid', 'remit_run_mismatch']);
+
 describe('interface 5.3 refusals, one per step, each with event and metric', () => {
   const other = testSigner();
   const cases: Array<{ reason: string; body: () => Record<string, unknown> }> = [
@@ -49,15 +52,16 @@ describe('interface 5.3 refusals, one per step, each with event and metric', () 
     it(`${c.reason} (#${i}): 403 body, tool.refused event on the run, svc_gateway_refusals_total`, async () => {
       const runId = `run_REFUSE${i}`;
       const before = refusalsOf(await gw.metrics(), c.reason);
-      const res = await gw.call({ ...c.body(), run_id: runId, step: 's1', lease_id: 'lse_1' });
+      const body = c.body();
+      const res = await gw.call({ ...body, run_id: runId, step: 's1', lease_id: 'lse_1' });
       expect(res.status).toBe(403);
       expect(res.body).toEqual({ ok: false, refusal: { reason: c.reason, detail: expect.any(String) } });
       const events = gw.link.events.filter((e) => e.runId === runId);
       expect(events).toHaveLength(1);
       expect(events[0]).toMatchObject({ kind: 'tool.refused', payload: { reason: c.reason, step: 's1', lease_id: 'lse_1' }, actor: { id: 'gateway' } });
-      // D §7: every refusal is posted with the bearer alone, whether or not the token verified
-      // (a good token of another remit would not be accepted as this run's credential).
-      expect(events[0]!.remitToken).toBeUndefined();
+      // D §7: posted with the remit when the token verified (steps 5–7), else with the
+      // call's lease (the token is the bad one); the bearer alone is the last resort.
+      expect(events[0]!.cred).toEqual(TOKEN_STEPS.has(c.reason) ? { lease: 'lse_1' } : { remit: body.remit_token });
       expect(refusalsOf(await gw.metrics(), c.reason)).toBe(before + 1);
     });
   }
@@ -67,6 +71,36 @@ describe('interface 5.3 refusals, one per step, each with event and metric', () 
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ ok: true, result: { echo: { a: 1 } }, scope: 'test:*', scopes: ['test:*'], replayed: false });
     expect(typeof res.body.latency_ms).toBe('number');
+  });
+});
+
+describe('decisions §7: the credential an event is posted with falls back when the kernel refuses it', () => {
+  afterEach(() => {
+    gw.link.refuses = () => false;
+  });
+  it('a refusal: remit refused (not the run\'s remit) → the lease; lease refused too → the bearer alone', async () => {
+    gw.link.refuses = (_run, cred) => 'remit' in cred;
+    const t = token({ tools: ['test.echo'] });
+    await gw.call({ remit_token: t, run_id: 'run_FALLBACK1', step: 's', lease_id: 'lse_F1', tool: 'test.write', args: {} });
+    const [first] = gw.link.events.filter((e) => e.runId === 'run_FALLBACK1');
+    expect(first).toMatchObject({ kind: 'tool.refused', cred: { lease: 'lse_F1' }, refused: [{ remit: t }] });
+
+    gw.link.refuses = (_run, cred) => !('bearer' in cred);
+    await gw.call({ remit_token: t, run_id: 'run_FALLBACK2', step: 's', lease_id: 'lse_F2', tool: 'test.write', args: {} });
+    const [second] = gw.link.events.filter((e) => e.runId === 'run_FALLBACK2');
+    expect(second).toMatchObject({ kind: 'tool.refused', cred: { bearer: true }, refused: [{ remit: t }, { lease: 'lse_F2' }] });
+  });
+  it('tool.called never falls back to the bearer alone (only tool.refused may use it)', async () => {
+    const tried: unknown[] = [];
+    gw.link.refuses = (run, cred) => {
+      if (run === 'run_FALLBACK3') tried.push(cred);
+      return run === 'run_FALLBACK3';
+    };
+    const t = token();
+    const res = await gw.call({ remit_token: t, run_id: 'run_FALLBACK3', step: 's', lease_id: 'lse_F3', tool: 'test.echo', args: {} });
+    expect(res.status).toBe(200); // an event that cannot be recorded never fails the call
+    expect(tried).toEqual([{ remit: t }, { lease: 'lse_F3' }]);
+    expect(gw.link.events.filter((e) => e.runId === 'run_FALLBACK3')).toEqual([]);
   });
 });
 
@@ -129,7 +163,7 @@ describe('tool.called audit events (no secrets, args hashed)', () => {
       latency_ms: expect.any(Number),
     });
     expect(JSON.stringify(evs)).not.toContain('"value"');
-    expect(evs[0]!.remitToken).toBe(t);
+    expect(evs[0]!.cred).toEqual({ remit: t });
   });
 });
 

@@ -92,10 +92,10 @@ describe('interface 5.3 step 4: remit_run_mismatch is recorded on the bound run 
     const bound = gw.link.events.filter((e) => e.runId === 'run_BOUND1');
     expect(called).toHaveLength(1);
     expect(called[0]).toMatchObject({ kind: 'tool.refused', payload: { reason: 'remit_run_mismatch', run_id: 'run_CALLED1' } });
-    expect(called[0]!.remitToken).toBeUndefined();
+    expect(called[0]!.cred).toEqual({ bearer: true }); // no lease given, the token is not this run's
     expect(bound).toHaveLength(1);
     expect(bound[0]).toMatchObject({ kind: 'tool.refused', payload: { reason: 'remit_run_mismatch', run_id: 'run_CALLED1' } });
-    expect(bound[0]!.remitToken).toBe(t);
+    expect(bound[0]!.cred).toEqual({ remit: t });
   });
 
   it('call without run_id: the bound run still gets its tool.refused event', async () => {

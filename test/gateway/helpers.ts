@@ -10,25 +10,40 @@ import { buildGatewayApp } from '../../daemon/gateway/app.js';
 import type { Clock } from '../../src/clock.js';
 import { loadGatewayConfig } from '../../src/gateway/config.js';
 import { Gateway, type GatewayOptions } from '../../src/gateway/gateway.js';
-import type { GatewayEvent, KernelLink } from '../../src/gateway/kernel-link.js';
+import type { EventCredential, GatewayEvent, KernelLink } from '../../src/gateway/kernel-link.js';
+import { SvcError } from '../../src/errors.js';
 import { Redactor, silentLogger, type Logger } from '../../src/log/logger.js';
 import type { TrustedKeys } from '../../src/types.js';
 import { tempDir } from '../helpers/daemon.js';
 
 export interface RecordedEvent extends GatewayEvent {
   runId: string;
-  remitToken: string | undefined;
+  /** The credential the kernel accepted the event with. */
+  cred: EventCredential;
+  /** Credentials tried before it and refused (see `refuses`). */
+  refused: EventCredential[];
 }
 
-/** A KernelLink that trusts `keys` and records events instead of sending them. */
+/**
+ * A KernelLink that trusts `keys` and records events instead of sending them. `refuses`
+ * plays the kernel's credential check: a credential it returns true for is refused as the
+ * kernel would (credential_invalid), so the gateway's fallback can be observed.
+ */
 export class RecordingLink implements KernelLink {
   readonly events: RecordedEvent[] = [];
+  refuses: (runId: string, cred: EventCredential) => boolean = () => false;
+  private tried: EventCredential[] = [];
   constructor(public keys: TrustedKeys) {}
   async trustedKeys(): Promise<TrustedKeys> {
     return this.keys;
   }
-  async appendEvent(runId: string, ev: GatewayEvent, remitToken?: string): Promise<void> {
-    this.events.push({ runId, ...ev, remitToken });
+  async appendEvent(runId: string, ev: GatewayEvent, cred: EventCredential): Promise<void> {
+    if (this.refuses(runId, cred)) {
+      this.tried.push(cred);
+      throw new SvcError('credential_invalid', 'refused by the test link', {});
+    }
+    this.events.push({ runId, ...ev, cred, refused: this.tried });
+    this.tried = [];
   }
   /** Events of one kind, oldest first. */
   of(kind: string): RecordedEvent[] {
