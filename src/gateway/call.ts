@@ -280,7 +280,11 @@ export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise
       connector.call(tool.operation, args, {
         signal: controller.signal,
         now: () => d.clock.now(),
-        scopeGranted: (s) => anyScopeMatches(granted, s) && (requestScope === null || scopeMatches(requestScope, s)),
+        enterScope: (s) => {
+          if (!anyScopeMatches(granted, s) || (requestScope !== null && !scopeMatches(requestScope, s))) return false;
+          if (!scopes.includes(s)) scopes.push(s);
+          return true;
+        },
       }),
       controller.signal,
     );

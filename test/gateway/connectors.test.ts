@@ -114,6 +114,7 @@ beforeAll(async () => {
           },
         },
         { name: 'web', type: 'http', allowed_hosts: ['127.0.0.1'], headers: { 'x-api-key': '${CRM_API_KEY}' }, timeout_ms: 400 },
+        { name: 'web2', type: 'http', allowed_hosts: ['127.0.0.1', 'localhost'] },
         { name: 'files', type: 'fs', root },
       ],
     },
@@ -229,6 +230,18 @@ describe('http connector (decisions §9: allowed_hosts, redirects, timeouts)', (
     expect(off.status).toBe(200);
     expect(off.body.result).toMatchObject({ status: 302, headers: { location: `http://localhost:${port}/json?q=escaped` } });
     expect(hits.filter((h) => h.includes('escaped')).length).toBe(before);
+  });
+
+  it('a redirect to another granted host adds its scope to the response and the tool.called event (I 4.2 rule 3)', async () => {
+    const both = remit(['web2.*'], ['http:host:127.0.0.1', 'http:host:localhost']);
+    const run = 'run_REDIRECT_SCOPES';
+    const res = await gw.call({ remit_token: both, run_id: run, tool: 'web2.get', args: { url: `http://127.0.0.1:${port}/redirect-off` } });
+    expect(res.body).toMatchObject({ ok: true, scope: 'http:host:127.0.0.1', scopes: ['http:host:127.0.0.1', 'http:host:localhost'], result: { status: 200, json: { q: 'escaped' } } });
+    const [called] = gw.link.events.filter((e) => e.runId === run && e.kind === 'tool.called');
+    expect(called!.payload.scopes).toEqual(['http:host:127.0.0.1', 'http:host:localhost']);
+    // Not granted: not followed, and not reported as touched.
+    const one = await gw.call({ remit_token: remit(['web2.*'], ['http:host:127.0.0.1']), tool: 'web2.get', args: { url: `http://127.0.0.1:${port}/redirect-off` } });
+    expect(one.body).toMatchObject({ scopes: ['http:host:127.0.0.1'], result: { status: 302 } });
   });
 
   it('a 5xx is a 502 upstream_error, a 4xx is a result, a timeout is a 502', async () => {

@@ -170,7 +170,7 @@ export class HttpConnector implements Connector {
         }
         const host = next?.hostname.toLowerCase() ?? '';
         const followable =
-          next !== null && (next.protocol === 'http:' || next.protocol === 'https:') && hostAllowed(this.cfg.allowed_hosts, host) && ctx.scopeGranted(`http:host:${host}`);
+          next !== null && (next.protocol === 'http:' || next.protocol === 'https:') && hostAllowed(this.cfg.allowed_hosts, host) && ctx.enterScope(`http:host:${host}`);
         if (followable) {
           await res.body?.cancel().catch(() => {});
           if (res.status === 303 || ((res.status === 301 || res.status === 302) && method === 'POST')) {

@@ -23,8 +23,13 @@ export interface CallContext {
   signal: AbortSignal;
   /** Epoch milliseconds (the gateway's clock). */
   now(): number;
-  /** True when the call's remit (and request scope) grant `scope`; used for http redirects. */
-  scopeGranted(scope: string): boolean;
+  /**
+   * The call is about to touch one more scope than its arguments named (an http redirect to
+   * another host): true when the remit (and the request's scope) grant it, and then the scope
+   * joins the call's `scopes` in the response and its `tool.called` event (interface 4.2
+   * rule 3: a call is granted, and reports, every scope it touches).
+   */
+  enterScope(scope: string): boolean;
 }
 
 export interface Connector {
