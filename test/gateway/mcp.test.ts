@@ -147,6 +147,10 @@ describe('call', () => {
     expect(ok.body).toMatchObject({ ok: true, scope: `mcp:fsmcp:${file}`, result: { content: [{ type: 'text', text: 'alpha from mcp' }] } });
     const denied = await gw.call({ remit_token: token(['fsmcp.read_text_file'], ['mcp:fsmcp:/etc/*']), tool: 'fsmcp.read_text_file', args: { path: file } });
     expect(denied.body.refusal).toMatchObject({ reason: 'scope_not_granted', detail: expect.stringContaining(`mcp:fsmcp:${file}`) });
+    // An empty value would name no scope at all (a bare `mcp:fsmcp:`): args_invalid.
+    const empty = await gw.call({ remit_token: token(['fsmcp.read_text_file'], ['mcp:fsmcp:*']), tool: 'fsmcp.read_text_file', args: { path: '' } });
+    expect(empty.status).toBe(422);
+    expect(empty.body.error).toMatchObject({ code: 'args_invalid', message: expect.stringContaining('non-empty string or a number') });
   });
 
   it('a tool without readOnlyHint is a write: refused under propose', async () => {

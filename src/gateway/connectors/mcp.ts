@@ -203,7 +203,9 @@ export class McpConnector implements Connector {
     const tool = this.list.get(operation);
     if (!tool?.scopeArg) return [`mcp:${this.name}:*`];
     const v = args[tool.scopeArg];
-    if (typeof v !== 'string' && typeof v !== 'number') throw new ArgsInvalid(`argument ${tool.scopeArg} names the scope (x-svc-scope) and must be a string`, `/${tool.scopeArg}`);
+    if (!((typeof v === 'string' && v !== '') || (typeof v === 'number' && Number.isFinite(v)))) {
+      throw new ArgsInvalid(`argument ${tool.scopeArg} names the scope (x-svc-scope) and must be a non-empty string or a number`, `/${tool.scopeArg}`);
+    }
     return [`mcp:${this.name}:${String(v)}`];
   }
 
