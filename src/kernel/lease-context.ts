@@ -5,9 +5,9 @@
  * of the step's tools, approved actions, prior events, budget).
  */
 import { renderTemplates } from '../bundle/templates.js';
-import type { Bundle, LeaseKind, RemitPayload, Requester, RunEvent, StepDef, ToolDescriptor } from '../types.js';
+import type { Bundle, LeaseKind, RemitPayload, Requester, RunEvent, Spend, StepDef, ToolDescriptor } from '../types.js';
 import type { Kernel } from './kernel.js';
-import type { RunModel } from './reducer.js';
+import { roundUsd, type RunModel } from './reducer.js';
 
 /** A tool descriptor as a lease carries it: the gateway's, plus what the kernel decided. */
 export interface LeaseToolDescriptor extends ToolDescriptor {
@@ -102,6 +102,8 @@ export interface ContextParts {
   remitToken: string;
   remit: RemitPayload;
   priorEvents: RunEvent[];
+  /** Spend derived remits reserved from the run's remit (decisions 8.3): not this run's to use. */
+  reserved: Spend;
 }
 
 export async function buildLeaseContext(k: Pick<Kernel, 'toolCatalog'>, p: ContextParts): Promise<LeaseContext> {
@@ -129,6 +131,13 @@ export async function buildLeaseContext(k: Pick<Kernel, 'toolCatalog'>, p: Conte
     pacing: p.bundle.pacing ?? {},
     approved_actions: [...(m.steps[p.step]?.approved_actions ?? [])],
     prior_events: p.priorEvents,
-    budget: { tokens: m.budget.tokens, usd: m.budget.usd, used_tokens: m.usage.tokens, used_usd: m.usage.usd },
+    // What this run may spend in all: its remit's spend less what derived remits reserved, so
+    // a worker reads its headroom as budget − used, the same line the kernel fails the run at.
+    budget: {
+      tokens: m.budget.tokens - p.reserved.tokens,
+      usd: roundUsd(m.budget.usd - p.reserved.usd),
+      used_tokens: m.usage.tokens,
+      used_usd: m.usage.usd,
+    },
   };
 }

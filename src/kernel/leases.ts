@@ -22,7 +22,7 @@ import type {
 import { newId } from '../ids.js';
 import type { ErrorInfo, LeaseKind, RunState, Spend, StepDef } from '../types.js';
 import { buildLeaseContext, renderStepDef, type LeaseContext } from './lease-context.js';
-import { workItem, type RunModel } from './reducer.js';
+import { roundUsd, workItem, type RunModel } from './reducer.js';
 import { retryDelayMs, retryPolicy } from './retry.js';
 import { budgetExceeded, type RunEngine } from './run-engine.js';
 import { KERNEL_ACTOR, normalizeLease, type LeaseRow, type RunWriter } from './run-store.js';
@@ -214,6 +214,7 @@ export class LeaseService {
       remitToken: outcome.remitToken,
       remit: outcome.remit,
       priorEvents: prior,
+      reserved: prepared.reserved,
     });
     return {
       lease_id: outcome.leaseId,
@@ -465,7 +466,7 @@ export class LeaseService {
     const m = w.model;
     const exceeded: BudgetExceededPayload = { step, usage: m.usage, budget: m.budget, reserved };
     const failed: RunFailedPayload = {
-      error: { code: 'budget_exhausted', message: `usage ${JSON.stringify(m.usage)} exceeds the remit's spend ${JSON.stringify(m.budget)}` },
+      error: { code: 'budget_exhausted', message: budgetMessage(m.usage, m.budget, reserved) },
       step,
     };
     await w.append({ kind: 'budget.exceeded', payload: exceeded as never, actor: KERNEL_ACTOR }, { kind: 'run.failed', payload: failed as never, actor: KERNEL_ACTOR });
@@ -485,3 +486,10 @@ export class LeaseService {
   }
 }
 
+
+/** Why a run failed `budget_exhausted`, naming the reservation when derived remits hold one. */
+function budgetMessage(usage: Spend, budget: Spend, reserved: Spend): string {
+  if (reserved.tokens === 0 && reserved.usd === 0) return `usage ${JSON.stringify(usage)} exceeds the remit's spend ${JSON.stringify(budget)}`;
+  const left = { tokens: budget.tokens - reserved.tokens, usd: roundUsd(budget.usd - reserved.usd) };
+  return `usage ${JSON.stringify(usage)} exceeds ${JSON.stringify(left)}: the remit's spend ${JSON.stringify(budget)} less ${JSON.stringify(reserved)} reserved by derived remits`;
+}

@@ -234,12 +234,14 @@ describe('spend (D §8, I 4.1 rules 5–6)', () => {
     // The parent keeps running on what it has not handed out: 500 used of 1000 − 500 reserved.
     const next = await lease(d, ['model', 'tool']);
     expect(next.body.run_id).toBe(parent.run_id);
-    expect(next.body.context.budget).toMatchObject({ tokens: 1000, used_tokens: 500 });
+    // The lease shows that line: the remit's spend less the children's reservations (D §8, 8.3).
+    expect(next.body.context.budget).toEqual({ tokens: 500, usd: 0.25, used_tokens: 500, used_usd: 0.25 });
     // One token more than that, and it fails: the reservations are the children's.
     const done = await d.kernel_(`/leases/${next.body.lease_id}/complete`, { body: { output: { amount: 1 }, usage: { tokens: 1, usd: 0 } } });
     expect(done.body).toEqual({ run_state: 'failed', next_step: null });
     const p = await getRun(d, parent.run_id);
     expect(p).toMatchObject({ state: 'failed', error: { code: 'budget_exhausted' } });
+    expect(p.error.message).toContain('less {"tokens":500,"usd":0.75} reserved by derived remits');
     const exceeded = (await allEvents(d, parent.run_id)).find((e) => e.kind === 'budget.exceeded');
     expect(exceeded.payload).toMatchObject({ usage: { tokens: 501 }, budget: { tokens: 1000 }, reserved: { tokens: 500, usd: 0.75 } });
     // The child runs on its reservation.
