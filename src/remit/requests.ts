@@ -41,6 +41,9 @@ const stringList = (maxLength: number, extra: Record<string, unknown> = {}) => (
   items: { type: 'string', minLength: 1, maxLength, ...extra },
 });
 
+/** Largest `spend.usd` (a billion dollars; its micro-dollars stay exact in a double). */
+export const MAX_SPEND_USD = 1e9;
+
 const properties = {
   tools: stringList(256),
   scopes: stringList(512),
@@ -51,7 +54,8 @@ const properties = {
     required: ['tokens', 'usd'],
     properties: {
       tokens: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
-      usd: { type: 'number', minimum: 0, maximum: 1e12 },
+      // Micro-dollars must stay exact integers (2^53 ≈ 9.0e15): a billion dollars is the cap.
+      usd: { type: 'number', minimum: 0, maximum: MAX_SPEND_USD },
     },
   },
   autonomy: { type: 'string', enum: [...AUTONOMY_ORDER] },
@@ -113,6 +117,10 @@ function check<T>(validate: ValidateFunction, body: unknown): T {
   }
   if (!validate(body)) throw fromAjv(validate.errors);
   const b = body as DeriveRequest;
+  // Spend is kept, compared and reserved in whole micro-dollars (decisions 8.3), so the token
+  // states the amount rounded to them: signed as given but narrowed as rounded, a child could
+  // state more than its parent (1.0000004 under 1).
+  if (b.spend !== undefined) b.spend = { ...b.spend, usd: wholeMicroUsd(b.spend.usd) };
   b.tools?.forEach((t, i) => {
     const problem = toolPatternProblem(t);
     if (problem) throw new SvcError('request_invalid', `tool pattern "${t}" ${problem}`, { path: `/tools/${i}` });
@@ -122,6 +130,11 @@ function check<T>(validate: ValidateFunction, body: unknown): T {
     if (problem) throw new SvcError('request_invalid', `scope pattern "${s}" ${problem}`, { path: `/scopes/${i}` });
   });
   return body as T;
+}
+
+/** `usd` rounded to whole micro-dollars (the unit spend is counted in). */
+export function wholeMicroUsd(usd: number): number {
+  return Math.round(usd * 1_000_000) / 1_000_000;
 }
 
 /** Validates a mint body; fills the defaults of the optional members. */

@@ -215,6 +215,28 @@ describe('GET /v1/remits/{id} and derive (I 4.1, 5.4, D §3, 8.3)', () => {
     }
   });
 
+  it('spend.usd is counted in whole micro-dollars: the token states the rounded amount, so no child outgrows its parent (I 5.4, D 8.3)', async () => {
+    await using d = await startTestDaemon();
+    const m = (await d.kernel_('/remits', { body: { ...mintBody, spend: { tokens: 10, usd: 1.0000004 } } })).body;
+    expect((await d.kernel_(`/remits/${m.remit_id}`)).body.spend).toEqual({ tokens: 10, usd: 1 });
+    // 1.0000004 rounds to the parent's 1: allowed, and signed as 1, never as more.
+    const even = await d.kernel_(`/remits/${m.remit_id}/derive`, { body: { spend: { tokens: 1, usd: 1.0000004 } } });
+    expect(even.status).toBe(201);
+    const payload = JSON.parse(Buffer.from(even.body.token.split('.')[2], 'base64url').toString('utf8'));
+    expect(payload.spend).toEqual({ tokens: 1, usd: 1 });
+    // Nothing is left now: three sub-micro reservations cannot add up to more than the parent.
+    const tiny = (await d.kernel_('/remits', { body: { ...mintBody, spend: { tokens: 10, usd: 0.000001 } } })).body;
+    const first = await d.kernel_(`/remits/${tiny.remit_id}/derive`, { body: { spend: { tokens: 1, usd: 0.0000006 } } });
+    expect(first.status).toBe(201);
+    const second = await d.kernel_(`/remits/${tiny.remit_id}/derive`, { body: { spend: { tokens: 1, usd: 0.0000006 } } });
+    expect(second.status).toBe(422);
+    expect(second.body.error).toMatchObject({ code: 'remit_widens', details: { field: 'spend' } });
+    // Above a billion dollars micro-dollars would stop being exact: 400.
+    const huge = await d.kernel_('/remits', { body: { ...mintBody, spend: { tokens: 10, usd: 1e11 } } });
+    expect(huge.status).toBe(400);
+    expect(huge.body.error).toMatchObject({ code: 'request_invalid', details: { path: '/spend/usd' } });
+  });
+
   it('unknown ids are 404 not_found with details.resource and details.id', async () => {
     await using d = await startTestDaemon();
     for (const id of ['rmt_01JAAAAAAAAAAAAAAAAAAAAAAA', 'nope', encodeBase64url('x')]) {
