@@ -5,7 +5,8 @@
  * - step ids are unique within a workflow;
  * - templates are well formed and `{{steps.<id>…}}` names an earlier step of the same
  *   workflow (a step's `compensate` may also read its own output); prompts are checked the
- *   same way for every model step that uses them;
+ *   same way for every model step that uses them, and a step's mock script (which the worker
+ *   renders like its prompt) for every step of that id;
  * - a step's `prompt` names an entry of `prompts`;
  * - `input_schema` and `output_schema` are JSON schemas that compile (draft-07, or 2020-12
  *   when `$schema` says so);
@@ -196,6 +197,10 @@ function semanticProblems(bundle: Obj): BundleProblem[] {
         }
       }
       if (s.output_schema !== undefined) problems.push(...jsonSchemaProblems(s.output_schema, `${sp}/output_schema`));
+      // The worker renders a step's whole mock script like its prompt (decisions §4 paths).
+      if (typeof s.id === 'string' && isObj(bundle.mock) && Object.prototype.hasOwnProperty.call(bundle.mock, s.id)) {
+        checkRefs(bundle.mock[s.id], `/mock/${escapePointer(s.id)}`, i, null);
+      }
     });
   }
 
@@ -204,7 +209,12 @@ function semanticProblems(bundle: Obj): BundleProblem[] {
     const mp = `/mock/${escapePointer(stepId)}`;
     if (!allStepIds.has(stepId)) problems.push({ path: mp, message: `mock script names no step of any workflow ("${stepId}")` });
   }
-  return problems;
+  // A mock script of a step id that several workflows share is checked in each: report once.
+  const seen = new Set<string>();
+  return problems.filter((p) => {
+    const key = `${p.path}\n${p.message}`;
+    return seen.has(key) ? false : (seen.add(key), true);
+  });
 }
 
 /**

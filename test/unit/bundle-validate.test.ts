@@ -247,6 +247,33 @@ describe('semantic problems (D 4)', () => {
     expect(problemsOf(b)).toEqual([{ path: '/mock/ghost', message: 'mock script names no step of any workflow ("ghost")' }]);
   });
 
+  it("a mock script's templates are checked like the step's prompt (D 4: input.* or an earlier step's output)", () => {
+    const b = minimal();
+    b.workflows.main.steps.push({ id: 'think2', kind: 'model', prompt: 'ask' });
+    b.mock = { think2: { tool_calls: [{ tool: 'svc.read', args: { q: '{{input.q}}', x: '{{steps.think.output.x}}' } }], output: { y: 'was {{steps.think.output}}' } } };
+    expect(validateBundle(b).ok).toBe(true);
+    b.mock = {
+      think: {
+        tool_calls: [{ tool: 'svc.read', args: { home: '{{env.HOME}}', open: '{{input.q', later: '{{steps.do.output}}', ghost: '{{steps.nope.output}}' } }],
+        actions: [{ tool: 'svc.write', args: { self: '{{steps.think.output.x}}' } }],
+      },
+    };
+    expect(problemsOf(b).map((p) => p.path).sort()).toEqual([
+      '/mock/think/actions/0/args/self',
+      '/mock/think/tool_calls/0/args/ghost',
+      '/mock/think/tool_calls/0/args/home',
+      '/mock/think/tool_calls/0/args/later',
+      '/mock/think/tool_calls/0/args/open',
+    ]);
+  });
+
+  it('a step id shared by two workflows: its mock script is checked in each, each problem reported once', () => {
+    const b = minimal();
+    b.workflows.other = { input_schema: { type: 'object' }, steps: [{ id: 'think', kind: 'model', prompt: 'ask' }] };
+    b.mock = { think: { output: { z: '{{env.X}}' } } };
+    expect(problemsOf(b).map((p) => p.path)).toEqual(['/mock/think/output/z']);
+  });
+
   it('refuses nesting deeper than 64 levels before walking it', () => {
     const b = minimal();
     let deep: unknown = 'x';
