@@ -9,6 +9,9 @@
  * - A `step.quarantined` event for the step starts a new segment: after an operator resumes a
  *   quarantined step it runs afresh (replaying the answers that led to the quarantine would
  *   only repeat it), with idempotency keys of its own.
+ * - The gateway's `tool.called` events give each idempotency key's last outcome, so an action
+ *   whose stored deterministic failure is what quarantined the step can run afresh after the
+ *   resume while one that executed keeps its key (`StepRuntime.actionKey`).
  * - Usage: the answers recorded since the step's last `step.failed` were never reported to the
  *   kernel (their lease ended by a park or expired); the lease that finally completes or fails
  *   the step reports them.
@@ -47,6 +50,7 @@ export class StepHistory {
     /** How many times the step was quarantined before this lease (0 normally). */
     readonly segment: number,
     private readonly calls: Map<number, RecordedModelCall>,
+    private readonly toolOutcomes: Map<string, string> = new Map(),
   ) {}
 
   static empty(): StepHistory {
@@ -57,6 +61,7 @@ export class StepHistory {
   static from(events: readonly PriorEvent[] | undefined, step: string): StepHistory {
     let segment = 0;
     let calls = new Map<number, RecordedModelCall>();
+    const toolOutcomes = new Map<string, string>();
     const sorted = [...(Array.isArray(events) ? events : [])].filter((e) => isRecord(e) && typeof e.kind === 'string').sort((a, b) => (a.seq ?? 0) - (b.seq ?? 0));
     for (const e of sorted) {
       const p = isRecord(e.payload) ? e.payload : {};
@@ -64,6 +69,8 @@ export class StepHistory {
       if (e.kind === 'step.quarantined') {
         segment += 1;
         calls = new Map();
+      } else if (e.kind === 'tool.called' && typeof p.idempotency_key === 'string' && typeof p.outcome === 'string') {
+        toolOutcomes.set(p.idempotency_key, p.outcome);
       } else if (e.kind === 'step.failed' && p.kind !== 'compensation') {
         for (const c of calls.values()) c.reported = true;
       } else if (e.kind === 'model.called' && p.source === WORKER_EVENT_SOURCE && Number.isInteger(p.call_index)) {
@@ -74,7 +81,12 @@ export class StepHistory {
         calls.set(p.call_index as number, { seq: e.seq, response, usage: response.usage, reported: false });
       }
     }
-    return new StepHistory(segment, calls);
+    return new StepHistory(segment, calls, toolOutcomes);
+  }
+
+  /** The outcome the gateway last recorded for a call of this step under `key`, if any. */
+  toolOutcome(key: string): string | undefined {
+    return this.toolOutcomes.get(key);
   }
 
   /** The recorded answer of the model call at `index`, when an earlier lease made it. */

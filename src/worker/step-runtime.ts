@@ -75,9 +75,21 @@ export class StepRuntime {
     return this.history.segment === 0 ? idempotencyKey(run_id, step, index) : idempotencyKey(run_id, step, index, `r${this.history.segment}`);
   }
 
-  /** The key of an approved action: bound to the action id, so it executes once per step. */
+  /**
+   * The key of an approved action: bound to the action id, so it executes once per step, also
+   * across a quarantine and resume — unless the gateway's answer under that key was a stored
+   * deterministic failure (provably not executed, and what quarantined the step): then each
+   * resume after it moves the action to a key of that segment (`/r<n>`), so an operator who
+   * fixed the cause and resumed gets a fresh execution instead of the same stored failure.
+   */
   actionKey(actionId: string): string {
-    return idempotencyKey(this.lease.run_id, this.lease.step, 'action', actionId);
+    const { run_id, step } = this.lease;
+    const keyOf = (segment: number) => (segment === 0 ? idempotencyKey(run_id, step, 'action', actionId) : idempotencyKey(run_id, step, 'action', actionId, `r${segment}`));
+    let key = keyOf(0);
+    for (let segment = 1; segment <= this.history.segment; segment++) {
+      if (this.history.toolOutcome(key) === 'deterministic_failure') key = keyOf(segment);
+    }
+    return key;
   }
 
   /** The key of this step's compensation. */

@@ -187,6 +187,34 @@ describe('action steps (I 2.7, 3; D 5.4)', () => {
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)[0]!.body.output).toEqual({ id: 'rf_1', invoice_id: 'INV-1', amount: 150 });
   });
 
+  it('after a resume an action whose stored deterministic failure quarantined the step runs afresh; one that executed keeps its key (D §6, §9)', async () => {
+    const { kernel, gateway, run } = await setup();
+    let broken = true;
+    gateway.define('billing.refund', (a) => (broken ? { status: 422, body: { ok: false, error: { code: 'deterministic_failure', message: 'amount over the invoice total', details: {} } } } : { id: 'rf_2', ...a }), { writes: true });
+    kernel.decide = () => ({ status: 200, body: { action_id: 'act_abc', decision: 'allow', rule: 'refunds/small', approval_id: null } });
+    const first = makeLease({ step: 'refund', step_def: refundDef });
+    await run(first);
+    expect(kernel.calls('POST', `/v1/leases/${first.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'deterministic_failure' }, deterministic: true });
+    const key0 = key(first.run_id, 'refund', 'action', 'act_abc');
+    // What the gateway records for the call, then the kernel's quarantine; the operator fixes the cause and resumes.
+    kernel.append(first.run_id, 'tool.called', { step: 'refund', tool: 'billing.refund', idempotency_key: key0, outcome: 'deterministic_failure' });
+    kernel.append(first.run_id, 'step.quarantined', { step: 'refund', attempt: 1, reason: 'deterministic' });
+    broken = false;
+    const second = makeLease({ step: 'refund', step_def: refundDef }, { prior_events: kernel.eventsOf(first.run_id) });
+    await run(second);
+    const key1 = key(first.run_id, 'refund', 'action', 'act_abc', 'r1');
+    expect(gateway.toolCalls('billing.refund').map((c) => c.body.idempotency_key)).toEqual([key0, key1]);
+    expect(kernel.calls('POST', `/v1/leases/${second.lease_id}/complete`)[0]!.body.output).toMatchObject({ id: 'rf_2' });
+
+    // Executed under key1, then quarantined for something else: a second resume keeps key1, so
+    // the gateway answers from its store and the refund is never issued twice.
+    kernel.append(first.run_id, 'tool.called', { step: 'refund', tool: 'billing.refund', idempotency_key: key1, outcome: 'ok' });
+    kernel.append(first.run_id, 'step.quarantined', { step: 'refund', attempt: 1, reason: 'deterministic' });
+    const third = makeLease({ step: 'refund', step_def: refundDef }, { prior_events: kernel.eventsOf(first.run_id) });
+    await run(third);
+    expect(gateway.toolCalls('billing.refund').map((c) => c.body.idempotency_key)).toEqual([key0, key1, key1]);
+  });
+
   it('the summary it writes does not depend on the order of the arguments (it is part of the action id)', () => {
     const a = actionSummary('billing.refund', { invoice_id: 'INV-1', amount: 150, meta: { z: 1, a: 2 } });
     const b = actionSummary('billing.refund', { meta: { a: 2, z: 1 }, amount: 150, invoice_id: 'INV-1' });
