@@ -215,10 +215,7 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
     this.inflight.set(lease.lease_id, { info, abort });
     const stopHeartbeat = this.heartbeat(lease, abort);
     const timeoutS = Number(lease.step_def?.timeout_seconds);
-    const timeout =
-      Number.isFinite(timeoutS) && timeoutS > 0
-        ? setTimeout(() => abort.abort(new StepError('step_timeout', `step ran longer than its timeout of ${timeoutS} s`)), timeoutS * 1000)
-        : null;
+    let timeout: NodeJS.Timeout | null = null;
     const rt = new StepRuntime(lease, abort.signal, {
       kernel: this.kernel,
       gateway: this.gateway,
@@ -231,6 +228,11 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
     try {
       const bundle = lease.context?.run?.bundle ?? '';
       release = await this.gate.acquire(`${bundle}\u0000${kind}`, lease.context?.pacing?.[kind], abort.signal);
+      // timeout_seconds bounds the attempt itself: a step waiting for its pacing slot has not
+      // started, and must not time out (and spend an attempt) without having run.
+      if (Number.isFinite(timeoutS) && timeoutS > 0) {
+        timeout = setTimeout(() => abort.abort(new StepError('step_timeout', `step ran longer than its timeout of ${timeoutS} s`)), timeoutS * 1000);
+      }
       this.emit('step:start', info);
       const executor = EXECUTORS[kind];
       if (!executor) throw new StepError('step_invalid', `this worker cannot run steps of kind "${kind}"`, true);

@@ -456,6 +456,17 @@ describe('pacing (D §4 pacing: max_concurrent, min_interval_ms per worker)', ()
     expect(kernel.calls('POST', '/v1/leases/').filter((r) => r.path.endsWith('/complete'))).toHaveLength(3);
   });
 
+  it('timeout_seconds starts when the step starts: waiting for a pacing slot does not time it out', async () => {
+    const { kernel, gateway, run } = await setup({ concurrency: 2 });
+    gateway.define('billing.slow', (a) => new Promise((r) => setTimeout(() => r({ ok: true }), Number(a.ms))));
+    const pacing = { pacing: { tool: { max_concurrent: 1 } } };
+    const long = makeLease({ step: 'long', step_def: { id: 'long', kind: 'tool', tool: 'billing.slow', args: { ms: 1500 } } }, pacing);
+    const short = makeLease({ step: 'short', step_def: { id: 'short', kind: 'tool', tool: 'billing.slow', args: { ms: 10 }, timeout_seconds: 1 } }, pacing);
+    const [a, b] = await Promise.all([run(long), run(short)]);
+    expect([a.name, b.name]).toEqual(['step:done', 'step:done']); // short waited ≈1.5 s for its slot, then ran in 10 ms
+    expect(kernel.calls('POST', `/v1/leases/${short.lease_id}/fail`)).toEqual([]);
+  });
+
   it('without pacing, --concurrency 3 runs three at once', async () => {
     const { gateway, run } = await setup({ concurrency: 3 });
     let now = 0;
