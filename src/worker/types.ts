@@ -68,6 +68,8 @@ export interface Lease {
   attempt: number;
   expires_at: string;
   heartbeat_seconds: number;
+  /** The lease's ttl, when the kernel says (it does: decisions §6). */
+  ttl_seconds?: number;
   /** Present when the kernel says which kind it leased (else derived from step_def). */
   kind?: LeaseKind;
   step_def: LeasedStepDef;

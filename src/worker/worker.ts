@@ -271,7 +271,10 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
   /** Heartbeats every heartbeat_seconds; aborts the step on 410 or once the lease has run out. */
   private heartbeat(lease: Lease, abort: AbortController): () => void {
     let expiresAt = Date.parse(lease.expires_at);
-    const every = Math.max(1, Number(lease.heartbeat_seconds) || 1) * 1000;
+    // heartbeat_seconds is ttl/3 rounded down but at least 1 (decisions §6), which at a ttl of
+    // 1 or 2 s lands on or near the expiry itself: never wait more than a third of the ttl.
+    const ttlMs = (Number(lease.ttl_seconds) || (expiresAt - Date.now()) / 1000) * 1000;
+    const every = Math.max(250, Math.min(Math.max(1, Number(lease.heartbeat_seconds) || 1) * 1000, Number.isFinite(ttlMs) ? ttlMs / 3 : Infinity));
     let busy = false;
     const timer = setInterval(() => {
       if (busy || abort.signal.aborted) return;

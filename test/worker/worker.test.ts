@@ -143,6 +143,15 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
     await until(() => gateway.abandoned.some((r) => r.body?.tool === 'billing.slow'), 2000, 'gateway call abandoned');
   });
 
+  it('a ttl of 1 s (heartbeat_seconds 1 = the ttl) is heartbeated every third of it, so the lease is kept', async () => {
+    const { kernel, gateway, run } = await setup();
+    gateway.define('billing.slow', () => new Promise((resolve) => setTimeout(() => resolve({ done: true }), 1200)));
+    const lease = makeLease({ step: 'slow', ttl_seconds: 1, heartbeat_seconds: 1, expires_at: new Date(Date.now() + 1000).toISOString(), step_def: { id: 'slow', kind: 'tool', tool: 'billing.slow', args: {} } });
+    const end = await run(lease, 5000);
+    expect(end.name).toBe('step:done');
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/heartbeat`).length).toBeGreaterThanOrEqual(3);
+  });
+
   it('stop({graceMs: 0}) aborts a running step and fails it as worker_shutdown (retryable)', async () => {
     const { kernel, gateway, worker, events } = await setup();
     gateway.define('billing.slow', () => new Promise((r) => setTimeout(() => r({ late: true }), 10_000)));
