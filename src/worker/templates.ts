@@ -23,6 +23,14 @@ export function templatePaths(text: string): string[] {
   return [...text.matchAll(TEMPLATE)].map((m) => m[1]!);
 }
 
+/** The paths the templates in any string of `value` read (a mock script, say), in order. */
+export function deepTemplatePaths(value: unknown): string[] {
+  if (typeof value === 'string') return templatePaths(value);
+  if (Array.isArray(value)) return value.flatMap(deepTemplatePaths);
+  if (value && typeof value === 'object') return Object.values(value).flatMap(deepTemplatePaths);
+  return [];
+}
+
 /** The value at `path` in `ctx`; `found: false` when any segment is missing. */
 export function lookup(ctx: unknown, path: string): { found: boolean; value: unknown } {
   let cur: unknown = ctx;

@@ -337,6 +337,24 @@ describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', 
     expect(complete.body).toEqual({ output: { category: 'refund', amount: 150 }, usage: { tokens: 42, usd: 0.01 } });
   });
 
+  it('what a mock script reads crosses the boundary like a prompt, and is noted once per path (I 5.5)', async () => {
+    const provider = new CountingMock();
+    const { kernel, run } = await setup({ provider });
+    const lease = makeLease(
+      { step: 'triage', step_def: { id: 'triage', kind: 'model', prompt: 'triage' } },
+      {
+        input: { email: 'zed@example.com', ticket: 'from zed@example.com' },
+        prompts: { triage: 'Ticket: {{input.ticket}}' },
+        mock: { triage: { output: { email: '{{input.email}}', ticket: '{{input.ticket}}' } } },
+      },
+    );
+    const end = await run(lease);
+    expect(end.name).toBe('step:done');
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)[0]!.body.output).toEqual({ email: '[REDACTED:pii]', ticket: 'from [REDACTED:pii]' });
+    const notes = kernel.eventsOf(lease.run_id, 'note').map((e) => e.payload.path);
+    expect(notes).toEqual(['/input/ticket', '/input/email']); // the ticket, which the prompt reads too, once
+  });
+
   it('with the class granted, the provider sees the content and no note is posted', async () => {
     const provider = new CountingMock();
     const { kernel, gateway, run } = await setup({ provider });

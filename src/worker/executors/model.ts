@@ -23,7 +23,7 @@ import { StepError, throwIfAborted } from '../errors.js';
 import type { ChatMessage, ProviderCall, ProviderResponse, ProviderTool } from '../providers/provider.js';
 import { WORKER_EVENT_SOURCE } from '../step-history.js';
 import type { StepRuntime } from '../step-runtime.js';
-import { lookup, pathSegments, renderDeep, renderPrompt, templatePaths, type Resolver } from '../templates.js';
+import { deepTemplatePaths, lookup, pathSegments, renderDeep, renderPrompt, templatePaths, type Resolver } from '../templates.js';
 import type { StepOutcome } from '../types.js';
 import { actionSummary, proposeAndExecute } from './action.js';
 import { isArgs } from './tool.js';
@@ -150,6 +150,14 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
   const mockScript = ctx.mock?.[lease.step];
   if (mockScript && typeof mockScript === 'object') checkTemplates(mockScript, raw, `mock ${lease.step}`);
   const mock = mockScript && typeof mockScript === 'object' ? (renderDeep(mockScript, boundaryResolver(raw, context.ctx), `mock ${lease.step}`) as typeof mockScript) : undefined;
+  // The mock provider stands in for a model: what its script reads crosses the boundary like
+  // a prompt, and each redaction in it is noted too (interface 5.5), once per path.
+  if (mock) {
+    const noted = new Set(pending.map((r) => `${r.class}\u0000${r.path}`));
+    for (const r of relevant(context.redactions, deepTemplatePaths(mockScript))) {
+      if (!noted.has(`${r.class}\u0000${r.path}`)) pending.push(r);
+    }
+  }
 
   const messages: ChatMessage[] = [
     { role: 'system', content: systemPrompt(rt, def.output_schema, tools) },
