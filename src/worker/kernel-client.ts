@@ -1,8 +1,15 @@
 /**
  * The kernel endpoints a worker uses (interface 4.1): leases, heartbeats, complete, fail,
  * action proposals and external events. A 410 on any lease call is a LeaseLostError.
+ *
+ * Calls made under a lease (complete, fail, proposals, events) ride out a kernel that cannot
+ * be reached or answers 503 (a restart, a drain) while the lease is still the worker's: given
+ * `until` (the lease's expiry, ms), they retry with backoff until just before it. Repeating a
+ * call that did reach the kernel before the connection broke is harmless: a second complete or
+ * fail of the lease is a 410, a repeated proposal has the same action id, a repeated
+ * `model.called` the same call index.
  */
-import { LeaseLostError, StepError } from './errors.js';
+import { delayUnlessAborted, LeaseLostError, StepError } from './errors.js';
 import { errorOf, requestJson, type JsonResponse, type PeerOptions } from './http.js';
 import type { Lease, Usage } from './types.js';
 
@@ -24,8 +31,37 @@ export interface ProposalResult {
 /** External event kinds a worker posts (decisions §7). */
 export type WorkerEventKind = 'note' | 'model.called' | 'tool.called';
 
+/** Options of a call made under a lease. */
+export interface LeaseCallOptions {
+  signal?: AbortSignal;
+  /** Epoch ms until which an unreachable kernel is retried (the lease's expiry); none: no retry. */
+  until?: () => number;
+}
+
+/** First and longest wait between retries of a lease call, ms. */
+export const LEASE_RETRY_MS = { first: 250, max: 2000 } as const;
+
 export class KernelClient {
   constructor(readonly peer: PeerOptions) {}
+
+  private async leaseRequest(method: string, path: string, body: unknown, opts: LeaseCallOptions & { headers?: Record<string, string> }): Promise<JsonResponse> {
+    let wait: number = LEASE_RETRY_MS.first;
+    for (;;) {
+      let unreachable: StepError;
+      try {
+        const res = await requestJson(this.peer, method, path, body, { headers: opts.headers, signal: opts.signal });
+        if (res.status !== 503) return res;
+        unreachable = kernelError(`${method} ${path}`, res);
+        if (opts.until === undefined) return res;
+      } catch (err) {
+        if (!(err instanceof StepError && err.code === 'network_error')) throw err;
+        unreachable = err;
+      }
+      if (opts.until === undefined || Date.now() + wait >= opts.until()) throw unreachable;
+      await delayUnlessAborted(wait, opts.signal);
+      wait = Math.min(wait * 2, LEASE_RETRY_MS.max);
+    }
+  }
 
   /** Asks for a step; null when the kernel had nothing within `wait_seconds` (204). */
   async lease(req: LeaseRequest, signal?: AbortSignal): Promise<Lease | null> {
@@ -43,8 +79,8 @@ export class KernelClient {
   }
 
   /** Completes the step; a 422 `output_invalid` becomes a deterministic StepError. */
-  async complete(leaseId: string, output: unknown, usage: Usage): Promise<{ run_state: string; next_step: string | null }> {
-    const res = await requestJson(this.peer, 'POST', `/leases/${encodeURIComponent(leaseId)}/complete`, { output: output ?? null, usage });
+  async complete(leaseId: string, output: unknown, usage: Usage, opts: LeaseCallOptions = {}): Promise<{ run_state: string; next_step: string | null }> {
+    const res = await this.leaseRequest('POST', `/leases/${encodeURIComponent(leaseId)}/complete`, { output: output ?? null, usage }, opts);
     if (res.status === 200) return res.body as { run_state: string; next_step: string | null };
     const e = errorOf(res.body);
     if (res.status === 422 && e?.code === 'output_invalid') throw new StepError('output_invalid', e.message || 'step output fails output_schema', true);
@@ -52,8 +88,8 @@ export class KernelClient {
   }
 
   /** Fails the step with the error and whether a retry could help. */
-  async fail(leaseId: string, error: { code: string; message: string }, deterministic: boolean, usage: Usage): Promise<{ outcome: string; delay_ms: number }> {
-    const res = await requestJson(this.peer, 'POST', `/leases/${encodeURIComponent(leaseId)}/fail`, { error, deterministic, usage });
+  async fail(leaseId: string, error: { code: string; message: string }, deterministic: boolean, usage: Usage, opts: LeaseCallOptions = {}): Promise<{ outcome: string; delay_ms: number }> {
+    const res = await this.leaseRequest('POST', `/leases/${encodeURIComponent(leaseId)}/fail`, { error, deterministic, usage }, opts);
     if (res.status === 200) return res.body as { outcome: string; delay_ms: number };
     throw leaseError(leaseId, 'fail', res);
   }
@@ -62,8 +98,8 @@ export class KernelClient {
    * Proposes an action. A deny comes back as a result with decision `deny` (the kernel's 403
    * `action_denied`), so callers decide how to fail.
    */
-  async propose(leaseId: string, action: { tool: string; args: Record<string, unknown>; summary: string }, signal?: AbortSignal): Promise<ProposalResult> {
-    const res = await requestJson(this.peer, 'POST', `/leases/${encodeURIComponent(leaseId)}/actions`, { action }, { signal });
+  async propose(leaseId: string, action: { tool: string; args: Record<string, unknown>; summary: string }, opts: LeaseCallOptions = {}): Promise<ProposalResult> {
+    const res = await this.leaseRequest('POST', `/leases/${encodeURIComponent(leaseId)}/actions`, { action }, opts);
     if (res.status === 200 || res.status === 201) return res.body as ProposalResult;
     const e = errorOf(res.body);
     if (res.status === 403 && e?.code === 'action_denied') {
@@ -74,8 +110,8 @@ export class KernelClient {
   }
 
   /** Appends an external event to the run under the lease. */
-  async postEvent(runId: string, leaseId: string, kind: WorkerEventKind, payload: Record<string, unknown>, actor: unknown, signal?: AbortSignal): Promise<{ seq: number; hash: string }> {
-    const res = await requestJson(this.peer, 'POST', `/runs/${encodeURIComponent(runId)}/events`, { kind, payload, actor }, { headers: { 'x-svc-lease': leaseId }, signal });
+  async postEvent(runId: string, leaseId: string, kind: WorkerEventKind, payload: Record<string, unknown>, actor: unknown, opts: LeaseCallOptions = {}): Promise<{ seq: number; hash: string }> {
+    const res = await this.leaseRequest('POST', `/runs/${encodeURIComponent(runId)}/events`, { kind, payload, actor }, { ...opts, headers: { 'x-svc-lease': leaseId } });
     if (res.status === 201 || res.status === 200) return res.body as { seq: number; hash: string };
     throw leaseError(leaseId, `post ${kind} event`, res);
   }

@@ -27,6 +27,8 @@ export interface StepRuntimeDeps {
   /** Most provider answers in one model step. (Default: 16) */
   maxTurns?: number;
   onActivity?: (a: StepActivity) => void;
+  /** The lease's expiry as the heartbeats keep it (epoch ms): kernel calls retry until then. */
+  leaseExpiresAt?: () => number;
 }
 
 /** sha256 hex of the parts joined by `/`: the idempotency key of one call. */
@@ -112,7 +114,7 @@ export class StepRuntime {
   /** Proposes an action to the kernel (allow, deny, or approval_required). */
   async propose(action: { tool: string; args: Record<string, unknown>; summary: string }): Promise<ProposalResult> {
     throwIfAborted(this.signal);
-    const r = await this.deps.kernel.propose(this.lease.lease_id, action, this.signal);
+    const r = await this.deps.kernel.propose(this.lease.lease_id, action, { signal: this.signal, until: this.deps.leaseExpiresAt });
     this.deps.onActivity?.({ type: 'proposal', tool: action.tool, action_id: r.action_id, decision: r.decision, rule: r.rule, approval_id: r.approval_id ?? null });
     return r;
   }
@@ -120,7 +122,7 @@ export class StepRuntime {
   /** Appends an external event to the run under this lease. */
   async postEvent(kind: WorkerEventKind, payload: Record<string, unknown>): Promise<void> {
     throwIfAborted(this.signal);
-    await this.deps.kernel.postEvent(this.lease.run_id, this.lease.lease_id, kind, payload, this.actor, this.signal);
+    await this.deps.kernel.postEvent(this.lease.run_id, this.lease.lease_id, kind, payload, this.actor, { signal: this.signal, until: this.deps.leaseExpiresAt });
   }
 
   /** Descriptors of the tools this step may touch: the lease context's, completed by the gateway's. */

@@ -213,7 +213,11 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
     const info: StepInfo = { lease_id: lease.lease_id, run_id: lease.run_id, step: lease.step, kind, attempt: lease.attempt };
     const abort = new AbortController();
     this.inflight.set(lease.lease_id, { info, abort });
-    const stopHeartbeat = this.heartbeat(lease, abort);
+    // The lease's expiry as heartbeats move it: calls under the lease retry an unreachable
+    // kernel until then (a restart costs a pause, not the attempt and its model answers).
+    const held = { expiresAt: Date.parse(lease.expires_at) };
+    const until = () => held.expiresAt;
+    const stopHeartbeat = this.heartbeat(lease, abort, held);
     const timeoutS = Number(lease.step_def?.timeout_seconds);
     let timeout: NodeJS.Timeout | null = null;
     const rt = new StepRuntime(lease, abort.signal, {
@@ -223,6 +227,7 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
       workerId: this.workerId,
       maxTurns: this.opts.maxTurns,
       onActivity: (activity) => this.emit('step:activity', { ...info, activity }),
+      leaseExpiresAt: until,
     });
     let release: (() => void) | null = null;
     try {
@@ -242,7 +247,7 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
         this.emit('step:parked', { ...info, action_id: outcome.action_id, approval_id: outcome.approval_id, usage: outcome.usage });
         return;
       }
-      const r = await this.kernel.complete(lease.lease_id, outcome.output, outcome.usage);
+      const r = await this.kernel.complete(lease.lease_id, outcome.output, outcome.usage, { until });
       this.emit('step:done', { ...info, run_state: r.run_state, next_step: r.next_step ?? null, usage: outcome.usage, duration_ms: Date.now() - started });
     } catch (caught) {
       const err = abort.signal.aborted && !(caught instanceof StepError && caught.code === 'output_invalid') ? abortReason(abort.signal) : caught;
@@ -253,7 +258,7 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
       const e = err instanceof StepError ? err : new StepError('internal', `worker bug: ${(err as Error)?.stack ?? String(err)}`, false);
       const error = { code: e.code, message: globalRedactor.redact(e.message).slice(0, 2000) };
       try {
-        const r = await this.kernel.fail(lease.lease_id, error, e.deterministic, rt.usage);
+        const r = await this.kernel.fail(lease.lease_id, error, e.deterministic, rt.usage, { until });
         this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: r.outcome ?? null, usage: rt.usage, duration_ms: Date.now() - started });
       } catch (reportErr) {
         if (reportErr instanceof LeaseLostError) this.emit('step:lost', { ...info, reason: reportErr.message });
@@ -269,11 +274,10 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
   }
 
   /** Heartbeats every heartbeat_seconds; aborts the step on 410 or once the lease has run out. */
-  private heartbeat(lease: Lease, abort: AbortController): () => void {
-    let expiresAt = Date.parse(lease.expires_at);
+  private heartbeat(lease: Lease, abort: AbortController, held: { expiresAt: number }): () => void {
     // heartbeat_seconds is ttl/3 rounded down but at least 1 (decisions §6), which at a ttl of
     // 1 or 2 s lands on or near the expiry itself: never wait more than a third of the ttl.
-    const ttlMs = (Number(lease.ttl_seconds) || (expiresAt - Date.now()) / 1000) * 1000;
+    const ttlMs = (Number(lease.ttl_seconds) || (held.expiresAt - Date.now()) / 1000) * 1000;
     const every = Math.max(250, Math.min(Math.max(1, Number(lease.heartbeat_seconds) || 1) * 1000, Number.isFinite(ttlMs) ? ttlMs / 3 : Infinity));
     let busy = false;
     const timer = setInterval(() => {
@@ -283,11 +287,11 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
         .heartbeat(lease.lease_id)
         .then((r) => {
           const t = Date.parse(r?.expires_at);
-          if (Number.isFinite(t)) expiresAt = t;
+          if (Number.isFinite(t)) held.expiresAt = t;
         })
         .catch((err: unknown) => {
           if (err instanceof LeaseLostError) abort.abort(err);
-          else if (Number.isFinite(expiresAt) && Date.now() > expiresAt) abort.abort(new LeaseLostError(lease.lease_id, `lease ${lease.lease_id} ran out while heartbeats failed`));
+          else if (Number.isFinite(held.expiresAt) && Date.now() > held.expiresAt) abort.abort(new LeaseLostError(lease.lease_id, `lease ${lease.lease_id} ran out while heartbeats failed`));
         })
         .finally(() => {
           busy = false;
