@@ -355,6 +355,20 @@ describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', 
     expect(notes).toEqual(['/input/ticket', '/input/email']); // the ticket, which the prompt reads too, once
   });
 
+  it('--max-turns: the calls of the last allowed answer are not run; the step fails model_loop_exceeded (deterministic)', async () => {
+    const { kernel, gateway, run } = await setup({ maxTurns: 2 });
+    gateway.define('billing.lookup_invoice', () => ({ rows: [] }));
+    // The mock answers with its tool calls, then its actions, then its output: three answers.
+    const lease = makeLease(
+      { step: 'triage', step_def: triage },
+      { prompts: { triage: 'go' }, mock: { triage: { tool_calls: [{ tool: 'billing.lookup_invoice', args: {} }], actions: [{ tool: 'billing.refund', args: { amount: 5 } }], output: {} } } },
+    );
+    await run(lease);
+    expect(gateway.toolCalls('billing.lookup_invoice')).toHaveLength(1); // answer 1's call runs
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/actions`)).toEqual([]); // answer 2's action is never proposed
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'model_loop_exceeded' }, deterministic: true });
+  });
+
   it('with the class granted, the provider sees the content and no note is posted', async () => {
     const provider = new CountingMock();
     const { kernel, gateway, run } = await setup({ provider });

@@ -210,6 +210,9 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
     if (response.calls.length === 0) {
       return { type: 'completed', output: response.output === undefined ? null : response.output, usage: rt.usage };
     }
+    // No answer may follow the last allowed one, so its calls' results could never be used:
+    // do not run them (a write would be proposed, executed or parked for nothing).
+    if (turn === maxTurns - 1) break;
 
     for (const call of response.calls) {
       const i = index++;
@@ -220,7 +223,7 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
       messages.push({ role: 'tool', call_id: call.id, tool: call.tool, content: JSON.stringify(r.value ?? null) });
     }
   }
-  throw new StepError('model_loop_exceeded', `the model made ${maxTurns} answers without a final output`, true);
+  throw new StepError('model_loop_exceeded', `the model made ${maxTurns} answers without a final output (the calls of the last one were not run)`, true);
 }
 
 type CallResult = { type: 'value'; value: unknown } | { type: 'parked'; action_id: string; approval_id: string | null };
