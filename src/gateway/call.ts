@@ -227,10 +227,21 @@ export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise
     await audit(outcome, false);
     return finish(res, outcome);
   };
+  /** The idempotency store failed (a disk error, say): logged, and a 503 saying what happened. */
+  const storeFailed = (what: string, err: unknown, consequence: string): CallResponse => {
+    const message = d.redactor.redact((err as Error)?.message ?? String(err));
+    d.logger.error(`idempotency store: cannot ${what}`, { tool: req.tool, err: message });
+    return gatewayError('unavailable', `the idempotency store cannot ${what} (${message}); ${consequence}`, { tool: req.tool, idempotency_key: key });
+  };
 
   // Idempotency: replay, conflict, in flight, unknown.
   if (key !== null) {
-    const claim = await d.store.claim(req.tool, key, argsHash, writes);
+    let claim: Awaited<ReturnType<IdempotencyStore['claim']>>;
+    try {
+      claim = await d.store.claim(req.tool, key, argsHash, writes);
+    } catch (err) {
+      return failWith(storeFailed('claim', err, 'nothing ran'), 'store_failed');
+    }
     switch (claim.kind) {
       case 'replay': {
         await audit(claim.status === 200 ? 'ok' : 'deterministic_failure', true);
@@ -253,8 +264,16 @@ export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise
         break;
     }
   }
+  // Nothing ran under the claim: free the key so a retry can run. A store that cannot even
+  // do that is logged; the pending claim then turns `unknown` (a write) or drops (a read) at
+  // the next start, which errs on the side of never running twice.
   const release = async () => {
-    if (key !== null) await d.store.release(req.tool, key);
+    if (key === null) return;
+    try {
+      await d.store.release(req.tool, key);
+    } catch (err) {
+      d.logger.error('idempotency store: cannot release a claim', { tool: req.tool, err: d.redactor.redact((err as Error).message) });
+    }
   };
 
   // Quarantine, then the circuit.
@@ -275,8 +294,9 @@ export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise
   const timer = setTimeout(() => controller.abort(new Error(`${req.tool} timed out after ${connector.timeoutMs} ms`)), connector.timeoutMs);
   const requestScope = req.scope ?? null;
   const granted = payload.scopes;
+  let result: unknown;
   try {
-    const result = await abortable(
+    result = await abortable(
       connector.call(tool.operation, args, {
         signal: controller.signal,
         now: () => d.clock.now(),
@@ -288,17 +308,19 @@ export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise
       }),
       controller.signal,
     );
-    breaker.success();
-    const safeResult = d.redactor.redactValue(result);
-    const stored = { result: safeResult, scope: scopes[0] ?? null, scopes };
-    if (key !== null) await d.store.complete(req.tool, key, 200, stored);
-    await audit('ok', false);
-    return finish({ status: 200, body: { ok: true, ...stored, replayed: false, latency_ms: elapsedMs() } }, 'ok');
   } catch (err) {
     if (err instanceof DeterministicFailure) {
       breaker.success(); // the upstream answered
       const res = gatewayError('deterministic_failure', err.message, d.redactor.redactValue(err.details));
-      if (key !== null) await d.store.complete(req.tool, key, res.status, d.redactor.redactValue(res.body));
+      if (key !== null) {
+        try {
+          await d.store.complete(req.tool, key, res.status, d.redactor.redactValue(res.body));
+        } catch (storeErr) {
+          // The upstream refused, so nothing happened: a retry may run again.
+          await release();
+          return failWith(storeFailed('store a deterministic failure', storeErr, 'the upstream refused the call; a retry may run it'), 'store_failed');
+        }
+      }
       return failWith(res, 'deterministic_failure');
     }
     if (err instanceof ArgsInvalid) {
@@ -321,4 +343,20 @@ export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise
   } finally {
     clearTimeout(timer);
   }
+
+  // The upstream did it. From here the claim must never be released: a store that cannot
+  // keep the result leaves the key pending, so a repeat waits (409 in flight) and, after a
+  // restart, a write is `unknown` — never executed twice.
+  breaker.success();
+  const safeResult = d.redactor.redactValue(result);
+  const stored = { result: safeResult, scope: scopes[0] ?? null, scopes };
+  if (key !== null) {
+    try {
+      await d.store.complete(req.tool, key, 200, stored);
+    } catch (err) {
+      return failWith(storeFailed('store the result', err, 'the call ran; its key stays claimed so it cannot run again'), 'store_failed');
+    }
+  }
+  await audit('ok', false);
+  return finish({ status: 200, body: { ok: true, ...stored, replayed: false, latency_ms: elapsedMs() } }, 'ok');
 }

@@ -243,6 +243,45 @@ describe('idempotency (interface 4.2 rules 1–2, decisions §9)', () => {
   });
 });
 
+describe('a failing idempotency store never lets a write run twice (decisions §9, §10)', () => {
+  it('result not stored after the upstream ran: 503 unavailable, and the key stays claimed', async () => {
+    const store = gw.gateway.store;
+    const complete = store.complete.bind(store);
+    store.complete = async () => {
+      throw new Error('disk I/O error');
+    };
+    try {
+      const t = token();
+      const first = await gw.call({ remit_token: t, tool: 'test.write', args: { n: 1 }, idempotency_key: 'k-store-fails' });
+      expect(first.status).toBe(503);
+      expect(first.body).toMatchObject({ ok: false, error: { code: 'unavailable', message: expect.stringContaining('cannot run again') } });
+      // Not released: a repeat does not execute the write again.
+      const again = await gw.call({ remit_token: t, tool: 'test.write', args: { n: 1 }, idempotency_key: 'k-store-fails' });
+      expect(again.status).toBe(409);
+      expect(again.body.error.code).toBe('idempotency_in_flight');
+    } finally {
+      store.complete = complete;
+    }
+  });
+
+  it('a claim the store cannot make: 503 unavailable before anything runs', async () => {
+    const store = gw.gateway.store;
+    const claim = store.claim.bind(store);
+    store.claim = async () => {
+      throw new Error('database is locked');
+    };
+    try {
+      const res = await gw.call({ remit_token: token(), tool: 'test.write', args: { n: 2 }, idempotency_key: 'k-claim-fails' });
+      expect(res.status).toBe(503);
+      expect(res.body).toMatchObject({ ok: false, error: { code: 'unavailable', message: expect.stringContaining('nothing ran') } });
+    } finally {
+      store.claim = claim;
+    }
+    const ok = await gw.call({ remit_token: token(), tool: 'test.write', args: { n: 2 }, idempotency_key: 'k-claim-fails' });
+    expect(ok.body).toMatchObject({ ok: true, replayed: false });
+  });
+});
+
 describe('idempotency across a restart (decisions §9: pending write → unknown)', () => {
   it('a write claimed when the gateway stopped is 409 idempotency_outcome_unknown, never run again; a pending read may run', async () => {
     const signer2 = testSigner();
