@@ -327,7 +327,7 @@ export class LeaseService {
     const model = await this.e.model(lease.run_id);
     const { def } = await this.e.stepDefOf(model, lease.step);
     const isComp = lease.kind === 'compensation';
-    const policy = retryPolicy(isComp ? ((def.compensate as { retry?: StepDef['retry'] } | undefined)?.retry ?? def.retry) : def.retry);
+    const policy = retryPolicy(def.retry); // a compensation retries with its step's policy
     const usage = usageOf(body.usage);
     const error: ErrorInfo = { code: body.error.code, message: body.error.message };
     const deterministic = body.deterministic === true;
@@ -396,12 +396,14 @@ export class LeaseService {
   /** Expires one lease (decisions §6): the step is ready again with attempt + 1. */
   async expire(lease: LeaseRow): Promise<boolean> {
     const model = await this.e.model(lease.run_id);
+    // A compensation retries with its step's policy. Bundles are immutable, so a step the
+    // bundle lacks is a bug: say so, and expire the lease under the default policy rather than
+    // leave it (and every lease after it in this sweep) active forever.
     let maxAttempts = retryPolicy(undefined).max_attempts;
     try {
-      const { def } = await this.e.stepDefOf(model, lease.step);
-      maxAttempts = retryPolicy(lease.kind === 'compensation' ? ((def.compensate as { retry?: StepDef['retry'] } | undefined)?.retry ?? def.retry) : def.retry).max_attempts;
-    } catch {
-      /* keep the default */
+      maxAttempts = retryPolicy((await this.e.stepDefOf(model, lease.step)).def.retry).max_attempts;
+    } catch (err) {
+      this.k.logger.error('expiring a lease whose step the bundle lacks', { lease_id: lease.lease_id, run_id: lease.run_id, step: lease.step, err: (err as Error).message });
     }
     const expired = await this.e.mutate(lease.run_id, async (w) => {
       const cur = normalizeLease(await w.tx.get<LeaseRow>('SELECT * FROM leases WHERE lease_id = ?', [lease.lease_id]));
