@@ -90,7 +90,7 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
       gatewayUrl = urlOf(app);
       if (kernel) kernel.toolCatalog = gateway.catalog;
     } else if (kernel && opts.gatewayUrl) {
-      kernel.toolCatalog = new HttpToolCatalog({ gatewayUrl: opts.gatewayUrl, token });
+      kernel.toolCatalog = new HttpToolCatalog({ gatewayUrl: opts.gatewayUrl, token, logger });
     }
   } catch (err) {
     for (const app of apps) await app.close();

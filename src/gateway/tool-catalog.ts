@@ -3,6 +3,7 @@
  * come from the gateway's descriptors, never from the worker): in-process from a running
  * gateway, or over HTTP from GET {gateway_url}/v1/tools with a short cache.
  */
+import type { Logger } from '../log/logger.js';
 import type { ToolCatalog, ToolDescriptor } from '../types.js';
 
 /** Descriptors straight from a gateway in the same process. */
@@ -25,9 +26,15 @@ export interface HttpToolCatalogOptions {
   /** (Default: 5000) */
   timeoutMs?: number;
   now?: () => number;
+  /** Where a failed refresh is reported (at most once per refresh, so every 5 s at most). */
+  logger?: Logger;
 }
 
-/** Descriptors from a gateway over HTTP; an unreachable gateway describes nothing (null). */
+/**
+ * Descriptors from a gateway over HTTP; an unreachable gateway describes nothing (null), which
+ * makes every tool a write to a system of record (decisions 5.2 fails safe), so a failure is
+ * logged: an operator seeing every action wait for approval learns why.
+ */
 export class HttpToolCatalog implements ToolCatalog {
   private byId: Map<string, ToolDescriptor> | null = null;
   private fetchedAt = -Infinity;
@@ -56,10 +63,17 @@ export class HttpToolCatalog implements ToolCatalog {
     const mayRefresh = age >= (this.opts.minRefreshMs ?? 5000);
     const unknown = this.byId === null || !this.byId.has(toolId);
     if (expired || (unknown && mayRefresh)) {
-      this.fetching ??= this.refresh().finally(() => {
-        this.fetching = null;
-      });
-      await this.fetching.catch(() => {});
+      this.fetching ??= this.refresh()
+        .catch((err: unknown) => {
+          this.opts.logger?.warn('cannot read the gateway tool descriptors; unknown tools count as writes to a system of record', {
+            gateway_url: this.opts.gatewayUrl,
+            err: (err as Error).message,
+          });
+        })
+        .finally(() => {
+          this.fetching = null;
+        });
+      await this.fetching;
     }
     return this.byId?.get(toolId) ?? null;
   }

@@ -141,6 +141,14 @@ describe('two processes: the HTTP kernel link and the HTTP tool catalog (decisio
       const catalog = new HttpToolCatalog({ gatewayUrl: gd.gatewayUrl!, token });
       expect(await catalog.describe('test.write')).toMatchObject({ writes: true, connector: 'test' });
       expect(await catalog.describe('test.nothing')).toBeNull();
+      // A wrong token: nothing is described (fail safe, D 5.2), and the operator is told once
+      // per refresh, however many lookups were waiting on it.
+      const warnings: Array<Record<string, unknown>> = [];
+      const logger = { ...silentLogger, warn: (msg: string, fields?: Record<string, unknown>) => void warnings.push({ msg, ...fields }) };
+      const wrong = new HttpToolCatalog({ gatewayUrl: gd.gatewayUrl!, token: 'not-the-token', logger });
+      expect(await Promise.all([wrong.describe('test.write'), wrong.describe('test.echo')])).toEqual([null, null]);
+      expect(warnings).toEqual([expect.objectContaining({ msg: expect.stringContaining('cannot read the gateway tool descriptors'), err: 'GET /v1/tools answered 401' })]);
+      expect(JSON.stringify(warnings)).not.toContain(token);
     } finally {
       await gd.close();
     }
