@@ -44,9 +44,10 @@ const abandonBody = {
   properties: { reason: { type: 'string', minLength: 1, maxLength: 4096 }, actor: RECORDED_ACTOR },
 } as const;
 
+/** Interface 4.1: `{actor}`; other members are ignored like on every kernel body but remits. */
 const resumeBody = {
   type: ['object', 'null'],
-  properties: { actor: RECORDED_ACTOR, reason: { type: 'string', maxLength: 4096 } },
+  properties: { actor: RECORDED_ACTOR },
 } as const;
 
 /** `?state=` value, or a 400 naming the allowed ones. */
