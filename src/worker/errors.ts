@@ -6,7 +6,7 @@
 
 /** Codes the worker reports in `POST /v1/leases/{id}/fail` (documented in man/svc-worker.1). */
 export const WORKER_ERROR_CODES = {
-  template_error: { deterministic: true, doc: 'a prompt or mock template names a missing value' },
+  template_invalid: { deterministic: true, doc: 'a prompt or mock template names a missing value' },
   prompt_not_found: { deterministic: true, doc: "the step's prompt is not in the bundle's prompts" },
   mock_script_missing: { deterministic: true, doc: 'the mock provider has no script for this step' },
   step_invalid: { deterministic: true, doc: 'the leased step definition lacks a field its kind needs' },

@@ -3,7 +3,7 @@
  * step's prompt and the mock provider's script. Paths read `input.*` and `steps.<id>.output.*`;
  * a string that is exactly one template yields the raw value, an embedded template its JSON
  * text (a string embeds quoted, which also marks where data begins and ends in a prompt). A
- * missing value is a deterministic `template_error`.
+ * missing value is a deterministic `template_invalid`.
  */
 import { StepError } from './errors.js';
 
@@ -41,15 +41,15 @@ export function lookup(ctx: unknown, path: string): { found: boolean; value: unk
   return { found: true, value: cur };
 }
 
-/** Reads the value of one template path (throws `template_error` when there is none). */
+/** Reads the value of one template path (throws `template_invalid` when there is none). */
 export type Resolver = (path: string, where: string) => unknown;
 
 /** The resolver of decisions §4 over a `{input, steps}` context. */
 export function contextResolver(ctx: unknown): Resolver {
   return (path, where) => {
-    if (!/^(input|steps)(\.|\[|$)/.test(path)) throw new StepError('template_error', `${where}: template {{${path}}} must read input.* or steps.<id>.output.*`, true);
+    if (!/^(input|steps)(\.|\[|$)/.test(path)) throw new StepError('template_invalid', `${where}: template {{${path}}} must read input.* or steps.<id>.output.*`, true);
     const r = lookup(ctx, path);
-    if (!r.found || r.value === undefined) throw new StepError('template_error', `${where}: template {{${path}}} names no value`, true);
+    if (!r.found || r.value === undefined) throw new StepError('template_invalid', `${where}: template {{${path}}} names no value`, true);
     return r.value;
   };
 }

@@ -399,7 +399,7 @@ describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', 
     expect(kernel.calls('POST', `/v1/leases/${a.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'prompt_not_found' }, deterministic: true });
     const b = makeLease({ step: 'triage', step_def: triage }, { prompts: { triage: 'x {{input.nope}}' }, mock: { triage: { output: {} } } });
     await run(b);
-    expect(kernel.calls('POST', `/v1/leases/${b.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'template_error' }, deterministic: true });
+    expect(kernel.calls('POST', `/v1/leases/${b.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'template_invalid' }, deterministic: true });
     const c = makeLease({ step: 'triage', step_def: triage }, { prompts: { triage: 'x' }, mock: {} });
     await run(c);
     expect(kernel.calls('POST', `/v1/leases/${c.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'mock_script_missing' }, deterministic: true });

@@ -61,9 +61,9 @@ function redactContext(boundary: DataBoundary, input: unknown, steps: Record<str
 /** Resolves template paths against the raw context (so a missing value is a template error) but returns the redacted value. */
 function boundaryResolver(raw: unknown, redacted: unknown): Resolver {
   return (path, where) => {
-    if (!/^(input|steps)(\.|\[|$)/.test(path)) throw new StepError('template_error', `${where}: template {{${path}}} must read input.* or steps.<id>.output.*`, true);
+    if (!/^(input|steps)(\.|\[|$)/.test(path)) throw new StepError('template_invalid', `${where}: template {{${path}}} must read input.* or steps.<id>.output.*`, true);
     const r = lookup(raw, path);
-    if (!r.found || r.value === undefined) throw new StepError('template_error', `${where}: template {{${path}}} names no value`, true);
+    if (!r.found || r.value === undefined) throw new StepError('template_invalid', `${where}: template {{${path}}} names no value`, true);
     let cur: unknown = redacted;
     for (const seg of pathSegments(path)) {
       if (isMarker(cur)) return cur;
@@ -76,13 +76,13 @@ function boundaryResolver(raw: unknown, redacted: unknown): Resolver {
 /**
  * Checks a template against the raw context with the kernel's own renderer (decisions §4), so
  * the worker accepts exactly the templates the kernel does; a failure is a deterministic
- * `template_error`.
+ * `template_invalid`.
  */
 function checkTemplates(value: unknown, raw: { input: unknown; steps: Record<string, { output: unknown }> }, where: string): void {
   try {
     renderTemplates(value, raw);
   } catch (err) {
-    if (err instanceof TemplateError) throw new StepError('template_error', `${where}: ${err.message}`, true);
+    if (err instanceof TemplateError) throw new StepError('template_invalid', `${where}: ${err.message}`, true);
     throw err;
   }
 }
