@@ -205,7 +205,7 @@ function semanticProblems(bundle: Obj): BundleProblem[] {
   }
 
   const mock = isObj(bundle.mock) ? bundle.mock : {};
-  for (const [stepId, script] of Object.entries(mock)) {
+  for (const stepId of Object.keys(mock)) {
     const mp = `/mock/${escapePointer(stepId)}`;
     if (!allStepIds.has(stepId)) problems.push({ path: mp, message: `mock script names no step of any workflow ("${stepId}")` });
   }

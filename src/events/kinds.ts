@@ -1,6 +1,6 @@
 /**
  * Every run event kind (decisions §7) with a one-line meaning. The payload of each kind is
- * documented in man/svc-events.7; `test/unit/events-kinds.test.ts` checks that page names
+ * documented in man/svc-events.7; `test/unit/events-chain.test.ts` checks that page names
  * every kind listed here.
  */
 

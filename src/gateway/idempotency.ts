@@ -5,7 +5,8 @@
  * deterministic failures are stored (`done`); upstream errors delete the claim so a retry can
  * run. A write still `pending` when the gateway stopped is marked `unknown` at the next start:
  * its outcome cannot be known, so a repeat is refused rather than executed twice. Entries
- * expire 30 days after they were stored.
+ * expire 30 days after they were stored: a claim treats an expired entry as absent at once,
+ * and the rows are deleted at start and every hour after (`PURGE_EVERY_MS`).
  *
  * The same file keeps the canaries' quarantine records, so a quarantine survives a restart.
  * One gateway process owns a data dir: startup recovery assumes no other live claimant.
@@ -17,6 +18,9 @@ import { migrate, SqliteDb } from '../store/sqlite-db.js';
 
 /** Interface 8: idempotency entry lifetime. */
 export const IDEMPOTENCY_TTL_MS = 30 * 24 * 3600 * 1000;
+
+/** How often a running gateway deletes expired entries. */
+export const PURGE_EVERY_MS = 3600 * 1000;
 
 export const GATEWAY_MIGRATIONS: Migration[] = [
   {
@@ -61,16 +65,26 @@ interface Row {
 }
 
 export class IdempotencyStore {
+  private purgeTimer: NodeJS.Timeout | null = null;
+
   private constructor(
     readonly db: SqlDb,
     private readonly clock: Clock,
   ) {}
 
-  /** Opens `<dataDir>/gateway.db` and recovers claims left pending by the previous process. */
-  static async open(dataDir: string, clock: Clock, db?: SqlDb): Promise<IdempotencyStore> {
+  /**
+   * Opens `<dataDir>/gateway.db`, recovers claims left pending by the previous process and
+   * deletes expired entries now and every `purgeEveryMs` (0: only now).
+   */
+  static async open(dataDir: string, clock: Clock, db?: SqlDb, purgeEveryMs = PURGE_EVERY_MS): Promise<IdempotencyStore> {
     const store = new IdempotencyStore(db ?? new SqliteDb({ path: join(dataDir, 'gateway.db'), synchronous: 'FULL' }), clock);
     await migrate(store.db, GATEWAY_MIGRATIONS);
     await store.recover();
+    if (purgeEveryMs > 0) {
+      // A purge that fails is tried again at the next tick; claims already ignore expired rows.
+      store.purgeTimer = setInterval(() => void store.purgeExpired().catch(() => {}), purgeEveryMs);
+      store.purgeTimer.unref();
+    }
     return store;
   }
 
@@ -161,6 +175,7 @@ export class IdempotencyStore {
   }
 
   async close(): Promise<void> {
+    if (this.purgeTimer) clearInterval(this.purgeTimer);
     await this.db.close();
   }
 }

@@ -114,7 +114,7 @@ export class ApprovalService {
   /**
    * POST /v1/approvals/{id} (decisions 5.4): the actor's role must be the approver's and the
    * actor must not be the run's requester (403 not_the_approver); a second decision is 409
-   * already_decided. Returns `{run_id, run_state}`.
+   * already_decided. Returns `{run_id, run_state}` (the route's answer) and the decided approval.
    */
   async decide(approvalId: string, body: DecideBody): Promise<{ run_id: string; run_state: RunState; approval: ApprovalObject }> {
     const k = this.e.k;

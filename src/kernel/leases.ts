@@ -281,8 +281,10 @@ export class LeaseService {
     return { expires_at: isoTime(expiresAt) };
   }
 
-  /** POST /v1/leases/{id}/complete: `{run_state, next_step}`. */
-  /** `known`: the lease's row as the route's hook read it (one read fewer), re-checked here. */
+  /**
+   * POST /v1/leases/{id}/complete: `{run_state, next_step}`. `known`: the lease's row as the
+   * route's hook read it (one read fewer), re-checked here.
+   */
   async complete(leaseId: string, body: CompleteBody, known?: LeaseRow): Promise<{ run_state: RunState; next_step: string | null }> {
     const lease = await this.active(leaseId, known);
     const read = await this.e.modelRead(lease.run_id);

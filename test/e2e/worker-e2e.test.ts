@@ -8,7 +8,7 @@ import { FINANCE, REFUNDS_BUNDLE, TICKET, events, ok, publish, spawnWorker, star
 describe('e2e: data boundary (I 5.5) with the OpenAI-compatible provider', () => {
   it('a tool result holding an email under a remit without pii: note events, and the provider never got the address', { timeout: 40_000 }, async () => {
     await using demo = await startDemoDaemon();
-    await using openai = await new FakeOpenAi((body, n) => {
+    await using openai = await new FakeOpenAi((_body, n) => {
       if (n === 0) return chatAnswer({ toolCalls: [{ id: 'call_1', name: 'billing__lookup_invoice', args: { invoice_id: 'inv_1001' } }] });
       return chatAnswer({ content: JSON.stringify({ category: 'refund', amount: 40, reason: 'duplicate charge' }) });
     }).start();

@@ -69,4 +69,19 @@ describe('idempotency store (decisions §9)', () => {
     expect(rows.map((r) => r.tool)).toEqual(['t.read', 't.write']); // t.old was purged at start
     await again.close();
   });
+
+  it('a running store deletes expired rows on its own, not only at start', async () => {
+    const clock = new ManualClock(0);
+    const dir = tempDir('svc-idem-');
+    dirs.push(dir);
+    const store = await IdempotencyStore.open(dir, clock, undefined, 20);
+    await store.claim('t.op', 'k', 'h', false);
+    await store.complete('t.op', 'k', 200, {});
+    clock.advance(IDEMPOTENCY_TTL_MS + 1);
+    const count = async () => (await store.db.all('SELECT 1 FROM gateway_idempotency')).length;
+    const deadline = Date.now() + 2000;
+    while ((await count()) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(await count()).toBe(0);
+    await store.close();
+  });
 });
