@@ -76,11 +76,6 @@ export function notFound(resource: string, id: string): SvcError {
   return new SvcError('not_found', `${resource} ${id} not found`, { resource, id });
 }
 
-/** Shorthand for a 400 with the JSON pointer of the offending field. */
-export function requestInvalid(message: string, path = ''): SvcError {
-  return new SvcError('request_invalid', message, { path });
-}
-
 export function isSvcError(err: unknown): err is SvcError {
   return err instanceof SvcError;
 }

@@ -128,11 +128,6 @@ export interface Bundle {
   workflows: Record<string, WorkflowDef>;
 }
 
-export interface SignedBundle {
-  bundle: Bundle;
-  signature: { key_id: string; signature: string };
-}
-
 export interface StoredBundle {
   bundle_id: string;
   name: string;

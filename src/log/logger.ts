@@ -2,7 +2,6 @@
  * Structured logs: one JSON object per line on stderr. Every line passes through the
  * redactor so a `${VAR}` value registered by the gateway config can never be printed.
  */
-import { Writable } from 'node:stream';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 const LEVELS: Record<LogLevel, number> = { debug: 20, info: 30, warn: 40, error: 50 };
@@ -70,16 +69,6 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
     error: (m, f) => write('error', m, f),
     child: (f) => createLogger({ ...opts, base: { ...base, ...f } }),
   };
-}
-
-/** A stream for fastify's logger that redacts each line before it reaches `target`. */
-export function redactingStream(target: NodeJS.WritableStream = process.stderr, redactor: Redactor = globalRedactor): Writable {
-  return new Writable({
-    write(chunk, _enc, cb) {
-      target.write(redactor.redact(chunk.toString()));
-      cb();
-    },
-  });
 }
 
 /** A logger that prints nothing (tests). */
