@@ -78,7 +78,7 @@ export class Gateway {
 
   private constructor(
     readonly config: GatewayConfig,
-    private readonly opts: GatewayOptions,
+    opts: GatewayOptions,
   ) {
     this.clock = opts.clock ?? systemClock;
     this.logger = opts.logger ?? createLogger({ base: { svc: 'gateway' } });
