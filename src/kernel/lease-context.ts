@@ -7,7 +7,8 @@
 import { renderTemplates } from '../bundle/templates.js';
 import type { Bundle, LeaseKind, RemitPayload, Requester, RunEvent, Spend, StepDef, ToolDescriptor } from '../types.js';
 import type { Kernel } from './kernel.js';
-import { roundUsd, type RunModel } from './reducer.js';
+import { roundUsd } from '../spend.js';
+import type { RunModel } from './reducer.js';
 
 /** A tool descriptor as a lease carries it: the gateway's, plus what the kernel decided. */
 export interface LeaseToolDescriptor extends ToolDescriptor {

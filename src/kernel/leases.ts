@@ -22,7 +22,8 @@ import type {
 import { newId } from '../ids.js';
 import type { ErrorInfo, LeaseKind, RunState, Spend, StepDef } from '../types.js';
 import { buildLeaseContext, renderStepDef, type LeaseContext } from './lease-context.js';
-import { roundUsd, workItem, type RunModel } from './reducer.js';
+import { roundUsd } from '../spend.js';
+import { workItem, type RunModel } from './reducer.js';
 import { retryDelayMs, retryPolicy } from './retry.js';
 import { budgetExceeded, type RunEngine } from './run-engine.js';
 import { KERNEL_ACTOR, normalizeLease, type LeaseRow, type RunWriter } from './run-store.js';

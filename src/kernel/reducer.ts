@@ -22,6 +22,7 @@ import type {
   StepQuarantinedPayload,
   StepRetryScheduledPayload,
 } from '../events/payloads.js';
+import { addSpend } from '../spend.js';
 import type { ErrorInfo, LeaseKind, ParkedReason, RunIdentity, RunState, RunStateObject, Spend, StepKind, StepState, StepStatus } from '../types.js';
 
 /** One step as the reducer tracks it: the public status plus what leasing needs. */
@@ -90,15 +91,6 @@ export function isTerminal(state: RunState): boolean {
   return TERMINAL.includes(state);
 }
 
-function addSpend(a: Spend, b: Spend | undefined): Spend {
-  if (!b) return a;
-  return { tokens: a.tokens + (Number(b.tokens) || 0), usd: roundUsd(a.usd + (Number(b.usd) || 0)) };
-}
-
-/** USD sums are kept to 1e-9 so that float noise cannot make replay differ from the live path. */
-export function roundUsd(x: number): number {
-  return Math.round(x * 1e9) / 1e9;
-}
 
 function newStep(def: { id: string; kind: StepKind; compensate: boolean }): StepModel {
   return {

@@ -7,6 +7,7 @@ import { epochSeconds, isoTime, type Clock } from '../clock.js';
 import { canonicalJson } from '../encoding/canonical-json.js';
 import { SvcError, notFound } from '../errors.js';
 import { newId } from '../ids.js';
+import { usdMicro } from '../spend.js';
 import type { SqlDb } from '../store/sql-db.js';
 import { AUTONOMY_ORDER, type RemitCallCheck, type RemitPayload, type RemitRecord, type Spend, type TrustedKeys, type VerifyResult } from '../types.js';
 import { uncoveredScope, uncoveredTool } from './patterns.js';
@@ -57,10 +58,6 @@ interface RemitRow {
 /** Room a run-bound token needs beyond the unbound one (`"run":"run_…"`, re-signed). */
 const BINDING_HEADROOM = 256;
 
-/** usd as integer micro-dollars, so reservations add up exactly. */
-export function usdMicro(usd: number): number {
-  return Math.round(usd * 1_000_000);
-}
 
 /** The payload with its members in interface 2.1 order (JSON from the store is sorted). */
 export function orderedPayload(p: RemitPayload): RemitPayload {

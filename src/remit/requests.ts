@@ -8,6 +8,7 @@
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { SvcError } from '../errors.js';
+import { wholeMicroUsd } from '../spend.js';
 import { AUTONOMY_ORDER, type Autonomy, type Requester, type Spend } from '../types.js';
 import { scopePatternProblem, toolPatternProblem } from './patterns.js';
 
@@ -130,11 +131,6 @@ function check<T>(validate: ValidateFunction, body: unknown): T {
     if (problem) throw new SvcError('request_invalid', `scope pattern "${s}" ${problem}`, { path: `/scopes/${i}` });
   });
   return body as T;
-}
-
-/** `usd` rounded to whole micro-dollars (the unit spend is counted in). */
-export function wholeMicroUsd(usd: number): number {
-  return Math.round(usd * 1_000_000) / 1_000_000;
 }
 
 /** Validates a mint body; fills the defaults of the optional members. */

@@ -10,7 +10,8 @@ import type { GatewayClient, ToolCallResult } from './gateway-client.js';
 import type { KernelClient, ProposalResult, WorkerEventKind } from './kernel-client.js';
 import type { Provider } from './providers/provider.js';
 import { StepHistory } from './step-history.js';
-import { addUsage, ZERO_USAGE, type Lease, type Usage } from './types.js';
+import { addSpend } from '../spend.js';
+import { ZERO_USAGE, type Lease, type Usage } from './types.js';
 
 /** Something a step did that the Worker re-emits as a typed event. */
 export type StepActivity =
@@ -65,7 +66,7 @@ export class StepRuntime {
   }
 
   addUsage(u: Partial<Usage> | undefined): void {
-    this.used = addUsage(this.used, u);
+    this.used = addSpend(this.used, u);
   }
 
   /**

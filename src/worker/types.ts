@@ -81,14 +81,6 @@ export type Usage = Spend;
 
 export const ZERO_USAGE: Usage = Object.freeze({ tokens: 0, usd: 0 }) as Usage;
 
-export function addUsage(a: Usage, b: Partial<Usage> | undefined): Usage {
-  return { tokens: a.tokens + (Number(b?.tokens) || 0), usd: roundUsd(a.usd + (Number(b?.usd) || 0)) };
-}
-
-/** Keeps float sums of dollars from printing 0.30000000000000004. */
-export function roundUsd(usd: number): number {
-  return Math.round(usd * 1e9) / 1e9;
-}
 
 /** How an executor ended a step (the worker turns it into complete, fail or nothing). */
 export type StepOutcome =

@@ -12,7 +12,7 @@
  */
 import { globalRedactor } from '../../log/logger.js';
 import { abortReason, StepError } from '../errors.js';
-import { roundUsd } from '../types.js';
+import { roundUsd } from '../../spend.js';
 import type { ChatMessage, Provider, ProviderCall, ProviderRequest, ProviderResponse, ProviderTool } from './provider.js';
 
 export interface OpenAiOptions {

@@ -1,0 +1,28 @@
+/**
+ * Spend arithmetic shared by the kernel, the remit service and the worker (decisions §8):
+ * token counts are integers; dollars are summed as floats rounded to 1e-9, so float noise
+ * cannot make a replayed sum differ from the live one, and narrowed and reserved as whole
+ * micro-dollars, so reservations add up exactly.
+ */
+import type { Spend } from './types.js';
+
+/** A dollar sum rounded to 1e-9 (also keeps 0.30000000000000004 from showing). */
+export function roundUsd(usd: number): number {
+  return Math.round(usd * 1e9) / 1e9;
+}
+
+/** `a + b`, reading a partial or malformed `b` as zero where it says nothing usable. */
+export function addSpend(a: Spend, b: Partial<Spend> | undefined): Spend {
+  if (!b) return a;
+  return { tokens: a.tokens + (Number(b.tokens) || 0), usd: roundUsd(a.usd + (Number(b.usd) || 0)) };
+}
+
+/** Dollars as integer micro-dollars. */
+export function usdMicro(usd: number): number {
+  return Math.round(usd * 1_000_000);
+}
+
+/** Dollars rounded to whole micro-dollars (the unit a remit's spend is counted in). */
+export function wholeMicroUsd(usd: number): number {
+  return usdMicro(usd) / 1_000_000;
+}
