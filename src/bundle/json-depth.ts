@@ -4,6 +4,8 @@
  * come after this check.
  */
 
+import { pointerToken } from '../encoding/json-pointer.js';
+
 /** The JSON pointer of the first value nested deeper than `limit` levels, or null. */
 export function tooDeep(value: unknown, limit: number): string | null {
   const stack: Array<[unknown, number, string]> = [[value, 0, '']];
@@ -12,7 +14,7 @@ export function tooDeep(value: unknown, limit: number): string | null {
     if (v === null || typeof v !== 'object') continue;
     if (depth >= limit) return pointer;
     if (Array.isArray(v)) v.forEach((x, i) => stack.push([x, depth + 1, `${pointer}/${i}`]));
-    else for (const [k, x] of Object.entries(v)) stack.push([x, depth + 1, `${pointer}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`]);
+    else for (const [k, x] of Object.entries(v)) stack.push([x, depth + 1, `${pointer}/${pointerToken(k)}`]);
   }
   return null;
 }

@@ -9,6 +9,7 @@
  * Grammar: `{{` spaces? root ( `.` segment )* spaces? `}}`, root `input` or `steps`, a segment
  * `[A-Za-z0-9_-]+` (a number indexes a list). Every `{{` starts a template.
  */
+import { pointerToken } from '../encoding/json-pointer.js';
 import { SvcError } from '../errors.js';
 
 /** The context templates read. */
@@ -78,9 +79,6 @@ function scan(text: string): Scanned[] {
   return out;
 }
 
-function escapePointer(key: string): string {
-  return key.replace(/~/g, '~0').replace(/\//g, '~1');
-}
 
 /** Every template inside `value` (strings at any depth; object keys are not templates). */
 export function templateRefs(value: unknown, base = ''): TemplateRef[] {
@@ -91,7 +89,7 @@ export function templateRefs(value: unknown, base = ''): TemplateRef[] {
     } else if (Array.isArray(v)) {
       v.forEach((x, i) => walk(x, `${pointer}/${i}`));
     } else if (v !== null && typeof v === 'object') {
-      for (const [k, x] of Object.entries(v)) walk(x, `${pointer}/${escapePointer(k)}`);
+      for (const [k, x] of Object.entries(v)) walk(x, `${pointer}/${pointerToken(k)}`);
     }
   };
   walk(value, base);

@@ -23,6 +23,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import formatsModule from 'ajv-formats';
+import { pointerToken } from '../encoding/json-pointer.js';
 import type { Bundle } from '../types.js';
 import { BUNDLE_SCHEMA } from './bundle-schema.js';
 import { tooDeep } from './json-depth.js';
@@ -70,9 +71,6 @@ function schemaDialects(): { draft07: Ajv; draft2020: Ajv2020 } {
   return dialects;
 }
 
-function escapePointer(key: string): string {
-  return key.replace(/~/g, '~0').replace(/\//g, '~1');
-}
 
 function schemaProblems(errors: ErrorObject[]): BundleProblem[] {
   const out: BundleProblem[] = [];
@@ -84,13 +82,13 @@ function schemaProblems(errors: ErrorObject[]): BundleProblem[] {
     const propertyName = (e as ErrorObject & { propertyName?: string }).propertyName ?? params.propertyName;
     let message = e.message ?? 'is invalid';
     if (e.keyword === 'required' && params.missingProperty !== undefined) {
-      path += `/${escapePointer(params.missingProperty)}`;
+      path += `/${pointerToken(params.missingProperty)}`;
       message = 'is required';
     } else if (e.keyword === 'additionalProperties' && params.additionalProperty !== undefined) {
-      path += `/${escapePointer(params.additionalProperty)}`;
+      path += `/${pointerToken(params.additionalProperty)}`;
       message = 'is not a member of this object';
     } else if (propertyName !== undefined) {
-      path += `/${escapePointer(propertyName)}`;
+      path += `/${pointerToken(propertyName)}`;
     }
     const custom = (e.parentSchema as { 'x-message'?: string } | undefined)?.['x-message'];
     if (custom && MESSAGE_KEYWORDS.has(e.keyword)) message = custom;
@@ -142,14 +140,14 @@ function semanticProblems(bundle: Obj): BundleProblem[] {
 
   // Prompt templates: well formed (checked once, at the prompt).
   for (const [name, text] of Object.entries(prompts)) {
-    for (const ref of templateRefs(text, `/prompts/${escapePointer(name)}`)) {
+    for (const ref of templateRefs(text, `/prompts/${pointerToken(name)}`)) {
       if (ref.error) problems.push({ path: ref.pointer, message: `template ${ref.template}: ${ref.error}` });
     }
   }
 
   for (const [wfName, wf] of Object.entries(workflows)) {
     if (!isObj(wf)) continue;
-    const wfPath = `/workflows/${escapePointer(wfName)}`;
+    const wfPath = `/workflows/${pointerToken(wfName)}`;
     problems.push(...jsonSchemaProblems(wf.input_schema, `${wfPath}/input_schema`));
     const steps = Array.isArray(wf.steps) ? wf.steps : [];
     const index = new Map<string, number>();
@@ -199,14 +197,14 @@ function semanticProblems(bundle: Obj): BundleProblem[] {
       if (s.output_schema !== undefined) problems.push(...jsonSchemaProblems(s.output_schema, `${sp}/output_schema`));
       // The worker renders a step's whole mock script like its prompt (decisions §4 paths).
       if (typeof s.id === 'string' && isObj(bundle.mock) && Object.prototype.hasOwnProperty.call(bundle.mock, s.id)) {
-        checkRefs(bundle.mock[s.id], `/mock/${escapePointer(s.id)}`, i, null);
+        checkRefs(bundle.mock[s.id], `/mock/${pointerToken(s.id)}`, i, null);
       }
     });
   }
 
   const mock = isObj(bundle.mock) ? bundle.mock : {};
   for (const stepId of Object.keys(mock)) {
-    const mp = `/mock/${escapePointer(stepId)}`;
+    const mp = `/mock/${pointerToken(stepId)}`;
     if (!allStepIds.has(stepId)) problems.push({ path: mp, message: `mock script names no step of any workflow ("${stepId}")` });
   }
   // A mock script of a step id that several workflows share is checked in each: report once.
@@ -235,7 +233,7 @@ export function undeclaredTools(bundle: unknown): BundleProblem[] {
     if (!isObj(wf) || !Array.isArray(wf.steps)) continue;
     wf.steps.forEach((s, i) => {
       if (!isObj(s)) return;
-      const sp = `/workflows/${escapePointer(wfName)}/steps/${i}`;
+      const sp = `/workflows/${pointerToken(wfName)}/steps/${i}`;
       check(s.tool, `${sp}/tool`);
       if (Array.isArray(s.tools)) s.tools.forEach((t, j) => check(t, `${sp}/tools/${j}`));
       if (isObj(s.compensate)) check(s.compensate.tool, `${sp}/compensate/tool`);
@@ -243,7 +241,7 @@ export function undeclaredTools(bundle: unknown): BundleProblem[] {
   }
   for (const [stepId, script] of Object.entries(isObj(bundle.mock) ? bundle.mock : {})) {
     if (!isObj(script)) continue;
-    const mp = `/mock/${escapePointer(stepId)}`;
+    const mp = `/mock/${pointerToken(stepId)}`;
     if (Array.isArray(script.tool_calls)) script.tool_calls.forEach((c, j) => isObj(c) && check(c.tool, `${mp}/tool_calls/${j}/tool`));
     if (Array.isArray(script.actions)) script.actions.forEach((a, j) => isObj(a) && check(a.tool, `${mp}/actions/${j}/tool`));
   }

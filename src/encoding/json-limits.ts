@@ -6,6 +6,7 @@
  *   and canonical JSON (RFC 8785) refuses: the arguments hash would throw.
  * Both are refused up front as 400 `request_invalid` with `details.path`.
  */
+import { pointerToken } from './json-pointer.js';
 
 /** Deepest nesting of objects and arrays accepted in a request body. */
 export const MAX_BODY_DEPTH = 64;
@@ -16,9 +17,6 @@ export interface BodyProblem {
   message: string;
 }
 
-function token(k: string): string {
-  return k.replace(/~/g, '~0').replace(/\//g, '~1');
-}
 
 /**
  * The first value of a parsed JSON body svc cannot work with: nested deeper than `max`
@@ -35,7 +33,7 @@ export function bodyProblem(value: unknown, max: number = MAX_BODY_DEPTH): BodyP
     const entries: Array<[string, unknown]> = Array.isArray(v) ? v.map((x, i) => [String(i), x]) : Object.entries(v as Record<string, unknown>);
     for (let i = entries.length - 1; i >= 0; i--) {
       const [k, x] = entries[i]!;
-      stack.push({ v: x, depth: depth + 1, path: `${path}/${token(k)}` });
+      stack.push({ v: x, depth: depth + 1, path: `${path}/${pointerToken(k)}` });
     }
   }
   return null;

@@ -7,6 +7,7 @@
  * Pure: no I/O. The worker posts one `note` event per returned Redaction (class, JSON-pointer
  * path and count, never the content).
  */
+import { pointerToken } from '../encoding/json-pointer.js';
 import type { ToolDescriptor } from '../types.js';
 import { BUILTIN_DETECTORS, findAll, type Detector } from './detectors.js';
 
@@ -42,10 +43,6 @@ export function marker(cls: string): string {
   return `[REDACTED:${cls}]`;
 }
 
-/** Escapes one JSON-pointer reference token. */
-export function pointerToken(key: string | number): string {
-  return String(key).replace(/~/g, '~0').replace(/\//g, '~1');
-}
 
 /** Field classes of a set of tool descriptors (later descriptors win on a clash). */
 export function fieldClassesOf(descriptors: Iterable<Partial<ToolDescriptor> | null | undefined>): Record<string, string> {

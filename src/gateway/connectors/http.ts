@@ -5,6 +5,7 @@
  * redirect is returned unfollowed, as the 3xx response it is. A 5xx or 429 answer is an
  * upstream error (it counts for the circuit breaker); other statuses are results.
  */
+import { pointerToken } from '../../encoding/json-pointer.js';
 import type { HttpConnectorConfig } from '../config.js';
 import { compileInputSchema } from '../schema-validator.js';
 import { abortMessage, ArgsInvalid, descriptor, ScopeRefusal, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
@@ -60,7 +61,7 @@ function checkHeaders(raw: unknown): void {
     try {
       new Headers([[name, value]]);
     } catch {
-      const at = `/headers/${name.replaceAll('~', '~0').replaceAll('/', '~1')}`;
+      const at = `/headers/${pointerToken(name)}`;
       throw new ArgsInvalid(`header ${JSON.stringify(name)} is not a valid HTTP header name and value`, at);
     }
   }

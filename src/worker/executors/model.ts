@@ -17,6 +17,7 @@
  * seen it.
  */
 import { renderTemplates, TemplateError } from '../../bundle/templates.js';
+import { pointerToken } from '../../encoding/json-pointer.js';
 import type { ToolDescriptor } from '../../types.js';
 import { DataBoundary, fieldClassesOf, redactionNote, type Redaction } from '../data-boundary.js';
 import { StepError, throwIfAborted } from '../errors.js';
@@ -34,7 +35,7 @@ const RECOVERABLE_TOOL_ERRORS = new Set(['args_invalid', 'tool_not_found']);
 /** JSON pointer of a template path: `steps.a.output.rows[0]` → `/steps/a/output/rows/0`. */
 export function pointerOfPath(path: string): string {
   return pathSegments(path)
-    .map((s) => '/' + s.replace(/~/g, '~0').replace(/\//g, '~1'))
+    .map((s) => '/' + pointerToken(s))
     .join('');
 }
 
@@ -51,7 +52,7 @@ function redactContext(boundary: DataBoundary, input: unknown, steps: Record<str
   const ids = Object.keys(steps ?? {});
   const r = boundary.redactParts([
     { value: input, path: '/input' },
-    ...ids.map((id) => ({ value: steps[id]?.output, path: `/steps/${id.replace(/~/g, '~0').replace(/\//g, '~1')}/output` })),
+    ...ids.map((id) => ({ value: steps[id]?.output, path: `/steps/${pointerToken(id)}/output` })),
   ]);
   const redSteps: Record<string, { output: unknown }> = {};
   ids.forEach((id, i) => (redSteps[id] = { output: r.values[i + 1] }));
