@@ -5,17 +5,19 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { SvcError } from '../../src/errors.js';
+import { gatewayError } from '../../src/gateway/call.js';
 import type { Gateway } from '../../src/gateway/gateway.js';
 import { globalRedactor, type Logger, type Redactor } from '../../src/log/logger.js';
 import { installCommon, type ErrorRenderer } from '../http/common.js';
 import { fastifyOptions } from '../http/fastify-options.js';
 import { gatewayRoutes } from './routes.js';
 
-/** The gateway error body; a 502 from an open breaker carries `error.circuit: "open"`. */
-export const renderGatewayError: ErrorRenderer = (err: SvcError) => ({
-  ok: false,
-  error: { code: err.code, message: err.message, details: err.details, ...(err.details.circuit === 'open' ? { circuit: 'open' } : {}) },
-});
+/**
+ * The gateway error body of an error thrown on a gateway route (decisions §9): the same
+ * `gatewayError` the call path answers with (which adds `error.circuit` itself when a
+ * breaker is open).
+ */
+export const renderGatewayError: ErrorRenderer = (err: SvcError) => gatewayError(err.code, err.message, err.details).body;
 
 export interface GatewayAppOptions {
   /** Bearer token; null means loopback clients only (decisions §9). */
