@@ -3,6 +3,7 @@
  * builds them, the reducer folds them, replay re-reads them: one definition for all three.
  */
 import type { RunIdentity, Decision, ErrorInfo, LeaseKind, ParkedReason, PolicyAction, PolicyRef, PolicyRunContext, RunState, Spend, StepKind } from '../types.js';
+import type { KernelEventKind } from './kinds.js';
 
 export interface RunCreatedPayload extends RunIdentity {
   parent_run_id: string | null;
@@ -169,3 +170,30 @@ export interface RunAbandonedPayload {
   compensated: string[];
   failed: string[];
 }
+
+/** Each kernel kind's payload: what a run writer accepts for it (and the reducer reads back). */
+export interface KernelEventPayloads {
+  'run.created': RunCreatedPayload;
+  'step.leased': StepLeasedPayload;
+  'step.completed': StepCompletedPayload;
+  'step.failed': StepFailedPayload;
+  'step.retry_scheduled': StepRetryScheduledPayload;
+  'step.quarantined': StepQuarantinedPayload;
+  'lease.expired': LeaseExpiredPayload;
+  'action.decided': ActionDecidedPayload;
+  'approval.requested': ApprovalRequestedPayload;
+  'approval.decided': ApprovalDecidedPayload;
+  'run.parked': RunParkedPayload;
+  'run.resumed': RunResumedPayload;
+  'run.completed': RunCompletedPayload;
+  'run.failed': RunFailedPayload;
+  'run.abandon_requested': RunAbandonRequestedPayload;
+  'compensation.completed': CompensationCompletedPayload;
+  'compensation.failed': CompensationFailedPayload;
+  'run.abandoned': RunAbandonedPayload;
+  'budget.exceeded': BudgetExceededPayload;
+}
+
+/** Compiles only while the map above names every kernel kind and nothing else. */
+type SameKeys<A, B> = [A] extends [B] ? ([B] extends [A] ? true : never) : never;
+export const PAYLOADS_NAME_EVERY_KERNEL_KIND: SameKeys<keyof KernelEventPayloads, KernelEventKind> = true;

@@ -142,15 +142,15 @@ export class ActionService {
           matched: decided.matched,
           errors: decided.errors,
         };
-        await w.append({ kind: 'action.decided', payload: payload as never, actor: { worker_id: lease.worker_id } });
+        await w.append({ kind: 'action.decided', payload: payload, actor: { worker_id: lease.worker_id } });
         if (decided.decision === 'approval_required') {
           if (created) {
             const req: ApprovalRequestedPayload = { approval_id: approvalId!, step: lease.step, action_id: id, action, rule: decided.rule, approver: approver! };
-            await w.append({ kind: 'approval.requested', payload: req as never, actor: KERNEL_ACTOR });
+            await w.append({ kind: 'approval.requested', payload: req, actor: KERNEL_ACTOR });
           }
           // Interface 4.1 rule 4: park for the human and release the lease at once.
           const parked: RunParkedPayload = { reason: 'human', step: lease.step, approval_id: approvalId, lease_id: leaseId };
-          await w.append({ kind: 'run.parked', payload: parked as never, actor: KERNEL_ACTOR });
+          await w.append({ kind: 'run.parked', payload: parked, actor: KERNEL_ACTOR });
           await w.tx.run("UPDATE leases SET status = 'released', ended_at = ? WHERE lease_id = ? AND status = 'active'", [isoTime(now), leaseId]);
         }
         return { action_id: id, decision: decided.decision, rule: decided.rule, approval_id: approvalId, approver: approver ?? null };

@@ -155,10 +155,10 @@ export class ApprovalService {
       const parkedForThis = m.state === 'parked' && m.parked_reason === 'human' && m.pending_approval_id === approvalId;
       const p: ApprovalDecidedPayload = { approval_id: approvalId, step: a.step, action_id: a.action_id, decision: body.decision, reason };
       const actor = { id: body.actor.id, role: body.actor.role };
-      await w.append({ kind: 'approval.decided', payload: p as never, actor });
+      await w.append({ kind: 'approval.decided', payload: p, actor });
       if (parkedForThis) {
         const r: RunResumedPayload = { reason: 'human', step: m.current_step, via: 'approval', approval_id: approvalId };
-        await w.append({ kind: 'run.resumed', payload: r as never, actor });
+        await w.append({ kind: 'run.resumed', payload: r, actor });
       }
       const row = await w.tx.get<ApprovalRow>('SELECT * FROM approvals WHERE approval_id = ?', [approvalId]);
       return { run_id: a.run_id, run_state: w.model.state, approval: approvalObject(row!) };

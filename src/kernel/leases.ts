@@ -185,7 +185,7 @@ export class LeaseService {
           await this.failCompensation(w, item.step, s.compensation_attempt, null, error);
         } else {
           const failed: StepFailedPayload = { step: item.step, kind: item.kind, attempt: s.attempt, lease_id: null, error, deterministic: true, usage: { tokens: 0, usd: 0 } };
-          await w.append({ kind: 'step.failed', payload: failed as never, actor: KERNEL_ACTOR });
+          await w.append({ kind: 'step.failed', payload: failed, actor: KERNEL_ACTOR });
           await this.quarantine(w, item.step, s.attempt, 'deterministic');
         }
         return 'skipped' as const;
@@ -194,7 +194,7 @@ export class LeaseService {
       const attempt = item.kind === 'compensation' ? s.compensation_attempt : s.attempt;
       const expiresAt = now + ttl * 1000;
       const payload: StepLeasedPayload = { step: item.step, kind: item.kind, attempt, lease_id: leaseId, worker_id: workerId, expires_at: isoTime(expiresAt) };
-      const [ev] = await w.append({ kind: 'step.leased', payload: payload as never, actor: { worker_id: workerId } });
+      const [ev] = await w.append({ kind: 'step.leased', payload: payload, actor: { worker_id: workerId } });
       await w.tx.run(
         `INSERT INTO leases (lease_id, run_id, step, kind, attempt, worker_id, status, ttl_seconds, expires_at, leased_at, ended_at)
          VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, NULL)`,
@@ -307,11 +307,11 @@ export class LeaseService {
       await this.requireActive(w, leaseId);
       if (lease.kind === 'compensation') {
         const p: CompensationCompletedPayload = { step: lease.step, attempt: lease.attempt, lease_id: leaseId, output, usage };
-        await w.append({ kind: 'compensation.completed', payload: p as never, actor: { worker_id: lease.worker_id } });
+        await w.append({ kind: 'compensation.completed', payload: p, actor: { worker_id: lease.worker_id } });
         await this.abandonedIfDone(w);
       } else {
         const p: StepCompletedPayload = { step: lease.step, attempt: lease.attempt, lease_id: leaseId, output, usage };
-        await w.append({ kind: 'step.completed', payload: p as never, actor: { worker_id: lease.worker_id } });
+        await w.append({ kind: 'step.completed', payload: p, actor: { worker_id: lease.worker_id } });
         if (budgetExceeded(w.model.usage, w.model.budget, reserved)) await this.failForBudget(w, lease.step, reserved);
         else if (w.model.current_step === null) await w.append({ kind: 'run.completed', payload: { output }, actor: KERNEL_ACTOR });
       }
@@ -340,7 +340,7 @@ export class LeaseService {
       await this.requireActive(w, leaseId);
       const actor = { worker_id: lease.worker_id };
       const failed: StepFailedPayload = { step: lease.step, kind: lease.kind as LeaseKind, attempt: lease.attempt, lease_id: leaseId, error, deterministic, usage };
-      await w.append({ kind: 'step.failed', payload: failed as never, actor });
+      await w.append({ kind: 'step.failed', payload: failed, actor });
       await this.endLease(w, leaseId, 'failed');
       let outcome: FailOutcome;
       let delayMs: number | null = null;
@@ -358,7 +358,7 @@ export class LeaseService {
         outcome = 'quarantined';
       } else if (error.code === 'connector_quarantined') {
         const parked: RunParkedPayload = { reason: 'connector_quarantined', step: lease.step, lease_id: leaseId };
-        await w.append({ kind: 'run.parked', payload: parked as never, actor: KERNEL_ACTOR });
+        await w.append({ kind: 'run.parked', payload: parked, actor: KERNEL_ACTOR });
         outcome = 'quarantined';
       } else if (deterministic || lease.attempt >= policy.max_attempts) {
         await this.quarantine(w, lease.step, lease.attempt, deterministic ? 'deterministic' : 'max_attempts');
@@ -418,7 +418,7 @@ export class LeaseService {
       const attempt = isComp ? s.compensation_attempt : s.attempt;
       const next = attempt < maxAttempts ? attempt + 1 : null;
       const p: LeaseExpiredPayload = { lease_id: lease.lease_id, step: lease.step, kind: lease.kind as LeaseKind, attempt, next_attempt: next, reason: 'ttl' };
-      await w.append({ kind: 'lease.expired', payload: p as never, actor: KERNEL_ACTOR });
+      await w.append({ kind: 'lease.expired', payload: p, actor: KERNEL_ACTOR });
       if (next === null) {
         const error = { code: 'lease_expired', message: `lease ${lease.lease_id} expired on attempt ${attempt} of ${maxAttempts}` };
         if (isComp) await this.failCompensation(w, lease.step, attempt, null, error);
@@ -448,7 +448,7 @@ export class LeaseService {
       if (!s || s.lease_id !== leaseId) return true;
       const attempt = lease.kind === 'compensation' ? s.compensation_attempt : s.attempt;
       const p: LeaseExpiredPayload = { lease_id: leaseId, step: lease.step, kind: lease.kind as LeaseKind, attempt, next_attempt: attempt, reason: 'undelivered' };
-      await w.append({ kind: 'lease.expired', payload: p as never, actor: KERNEL_ACTOR });
+      await w.append({ kind: 'lease.expired', payload: p, actor: KERNEL_ACTOR });
       return true;
     });
   }
@@ -457,13 +457,13 @@ export class LeaseService {
 
   private async scheduleRetry(w: RunWriter, step: string, kind: LeaseKind, attempt: number, delayMs: number): Promise<void> {
     const p: StepRetryScheduledPayload = { step, kind, attempt, delay_ms: delayMs, ready_at: isoTime(this.k.clock.now() + delayMs) };
-    await w.append({ kind: 'step.retry_scheduled', payload: p as never, actor: KERNEL_ACTOR });
+    await w.append({ kind: 'step.retry_scheduled', payload: p, actor: KERNEL_ACTOR });
   }
 
   private async quarantine(w: RunWriter, step: string, attempt: number, reason: StepQuarantinedPayload['reason']): Promise<void> {
     const q: StepQuarantinedPayload = { step, attempt, reason };
     const parked: RunParkedPayload = { reason: 'quarantine', step };
-    await w.append({ kind: 'step.quarantined', payload: q as never, actor: KERNEL_ACTOR }, { kind: 'run.parked', payload: parked as never, actor: KERNEL_ACTOR });
+    await w.append({ kind: 'step.quarantined', payload: q, actor: KERNEL_ACTOR }, { kind: 'run.parked', payload: parked, actor: KERNEL_ACTOR });
   }
 
   /** `budget.exceeded` then `run.failed` with budget_exhausted (decisions §8). */
@@ -474,12 +474,12 @@ export class LeaseService {
       error: { code: 'budget_exhausted', message: budgetMessage(m.usage, m.budget, reserved) },
       step,
     };
-    await w.append({ kind: 'budget.exceeded', payload: exceeded as never, actor: KERNEL_ACTOR }, { kind: 'run.failed', payload: failed as never, actor: KERNEL_ACTOR });
+    await w.append({ kind: 'budget.exceeded', payload: exceeded, actor: KERNEL_ACTOR }, { kind: 'run.failed', payload: failed, actor: KERNEL_ACTOR });
   }
 
   private async failCompensation(w: RunWriter, step: string, attempt: number, leaseId: string | null, error: ErrorInfo): Promise<void> {
     const p: CompensationFailedPayload = { step, attempt, lease_id: leaseId, error };
-    await w.append({ kind: 'compensation.failed', payload: p as never, actor: KERNEL_ACTOR });
+    await w.append({ kind: 'compensation.failed', payload: p, actor: KERNEL_ACTOR });
     await this.abandonedIfDone(w);
   }
 

@@ -214,7 +214,7 @@ export class RunEngine {
       budget: { tokens: remit.spend.tokens, usd: remit.spend.usd },
       steps: wf.steps.map((s) => ({ id: s.id, kind: s.kind, compensate: Boolean(s.compensate) })),
     };
-    const ev: RunEvent = { seq: 1, hash: '', prev_hash: '', kind: 'run.created', payload: payload as unknown as Record<string, unknown>, actor: { id: requestedBy.id, role: requestedBy.role }, at: isoTime(now) };
+    const ev: RunEvent = { seq: 1, hash: '', prev_hash: '', kind: 'run.created', payload: payload as unknown as RunEvent['payload'], actor: { id: requestedBy.id, role: requestedBy.role }, at: isoTime(now) };
     ev.payload = globalRedactor.redactValue(ev.payload);
     const texts = canonicalEventTexts(ev); // stored as hashed (RunWriter.append says why)
     ev.hash = eventHashOfTexts(runId, ev, texts);
@@ -339,6 +339,7 @@ export class RunEngine {
     if (!isExternalKind(ev.kind)) {
       throw new SvcError('event_kind_not_external', `event kind ${ev.kind} may not be posted; external kinds are note, tool.called, tool.refused, model.called`, { kind: ev.kind });
     }
+    const kind = ev.kind;
     // External kinds record what happened elsewhere (notes, model and tool calls, refusals)
     // and change no run state, so they need not wait for the disk: a power loss within the
     // 100 ms sync window loses at most an audit line or makes a model call run again, never
@@ -346,7 +347,7 @@ export class RunEngine {
     return this.mutate(
       runId,
       async (w) => {
-        const [e] = await w.append({ kind: ev.kind, payload: ev.payload ?? {}, actor: (ev.actor ?? null) as RunEvent['actor'] });
+        const [e] = await w.append({ kind, payload: ev.payload ?? {}, actor: (ev.actor ?? null) as RunEvent['actor'] });
         return { seq: e!.seq, hash: e!.hash };
       },
       { durable: false },
@@ -389,7 +390,7 @@ export class RunEngine {
         throw new SvcError('invalid_state', `run ${runId} is ${m.state}; only a parked run can be resumed`, { run_id: runId, state: m.state });
       }
       const payload: RunResumedPayload = { reason: m.parked_reason, step: m.current_step, via: 'resume' };
-      await w.append({ kind: 'run.resumed', payload: payload as unknown as Record<string, unknown>, actor: actor as RunEvent['actor'] });
+      await w.append({ kind: 'run.resumed', payload, actor: actor as RunEvent['actor'] });
       return { run_id: runId, state: w.model.state };
     });
   }
@@ -421,7 +422,7 @@ export class RunEngine {
         released_lease_id: active[0]?.lease_id ?? null,
         cancelled_approval_ids: pending.map((p) => p.approval_id),
       };
-      await w.append({ kind: 'run.abandon_requested', payload: payload as unknown as Record<string, unknown>, actor: actor as RunEvent['actor'] });
+      await w.append({ kind: 'run.abandon_requested', payload, actor: actor as RunEvent['actor'] });
       if (compensations.length === 0) {
         await w.append({ kind: 'run.abandoned', payload: { reason, compensated: [], failed: [] }, actor: KERNEL_ACTOR });
       }

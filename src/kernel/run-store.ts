@@ -6,6 +6,8 @@
  */
 import { isoTime, type Clock } from '../clock.js';
 import { canonicalEventTexts, eventHashOfTexts, signHead } from '../events/event-hash.js';
+import type { ExternalEventKind, KernelEventKind } from '../events/kinds.js';
+import type { KernelEventPayloads } from '../events/payloads.js';
 import type { Redactor } from '../log/logger.js';
 import type { SqlDb, SqlValue } from '../store/sql-db.js';
 import type { RemitPayload, RunEvent, RunStateObject } from '../types.js';
@@ -62,11 +64,10 @@ export interface LeaseRow {
 }
 
 /** An event before the chain fields are filled in. */
-export interface EventDraft {
-  kind: string;
-  payload: Record<string, unknown>;
-  actor: RunEvent['actor'];
-}
+/** An event to append: a kernel kind with its own payload shape, or an external kind. */
+export type EventDraft =
+  | { [K in KernelEventKind]: { kind: K; payload: KernelEventPayloads[K]; actor: RunEvent['actor'] } }[KernelEventKind]
+  | { kind: ExternalEventKind; payload: Record<string, unknown>; actor: RunEvent['actor'] };
 
 /** The kernel's own actor on the events it appends. */
 export const KERNEL_ACTOR = 'kernel';
@@ -150,7 +151,8 @@ export class RunWriter {
   async append(...drafts: EventDraft[]): Promise<RunEvent[]> {
     const out: RunEvent[] = [];
     for (const d of drafts) {
-      const payload = this.deps.redactor.redactValue(d.payload);
+      // Every payload is a JSON object; the typed shapes above lack index signatures.
+      const payload = this.deps.redactor.redactValue(d.payload as unknown as Record<string, unknown>);
       const actor = this.deps.redactor.redactValue(d.actor ?? null);
       const ev: RunEvent = { seq: this.seq + 1, hash: '', prev_hash: this.head, kind: d.kind, payload, actor, at: isoTime(this.deps.clock.now()) };
       // Stored as their JCS texts, the very bytes hashed: replay hashes the stored text as it is.

@@ -375,8 +375,8 @@ describe('RunWriter folds its events in place on its own copy (bench/README.md i
     const w = new RunWriter(tx as never, row as never, deps as never);
     const held = w.model; // before the first append: the starting state itself
     expect(held).toBe(w.before);
-    await w.append({ kind: 'step.completed', payload: E.completed('a', 1).payload, actor: 'w' }, { kind: 'note', payload: { text: 'n' }, actor: 'w' });
-    await w.append({ kind: 'step.leased', payload: E.leased('b', 1).payload, actor: 'w' });
+    await w.append({ kind: 'step.completed', payload: E.completed('a', 1).payload as never, actor: 'w' }, { kind: 'note', payload: { text: 'n' }, actor: 'w' });
+    await w.append({ kind: 'step.leased', payload: E.leased('b', 1).payload as never, actor: 'w' });
     expect(w.before).toEqual(start); // never changed, nor what was held of it
     expect(held).toEqual(start);
     expect(w.model).not.toBe(w.before);
@@ -398,7 +398,7 @@ describe('RunWriter folds its events in place on its own copy (bench/README.md i
     const read = { text, model: JSON.parse(text) };
     const w = new RunWriter(tx as never, row as never, deps as never, read);
     expect(w.before).toBe(read.model); // no second parse
-    await w.append({ kind: 'step.completed', payload: E.completed('a', 1).payload, actor: 'w' });
+    await w.append({ kind: 'step.completed', payload: E.completed('a', 1).payload as never, actor: 'w' });
     expect(read.model).toEqual(start); // the caller's copy is untouched by the append
     // A row that moved on since the read: the writer parses the row, not the stale read.
     const moved = fold([E.leased('a', 1), E.completed('a', 1)]);
