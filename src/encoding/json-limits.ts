@@ -38,9 +38,3 @@ export function bodyProblem(value: unknown, max: number = MAX_BODY_DEPTH): BodyP
   }
   return null;
 }
-
-/** The JSON pointer of the first value nested deeper than `max` levels, or null. */
-export function tooDeepAt(value: unknown, max: number = MAX_BODY_DEPTH): string | null {
-  const p = bodyProblem(value, max);
-  return p && p.message.startsWith('request body is nested') ? p.path : null;
-}

@@ -15,7 +15,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
-import { bodyProblem, MAX_BODY_DEPTH, tooDeepAt } from '../../src/encoding/json-limits.js';
+import { bodyProblem, MAX_BODY_DEPTH } from '../../src/encoding/json-limits.js';
 import { tempDir } from '../helpers/daemon.js';
 import { mintToken, remitPayload, testSigner, type TestSigner } from '../helpers/remit-token.js';
 import { metricValue, startGateway, type TestGateway } from './helpers.js';
@@ -44,11 +44,11 @@ afterAll(async () => {
 });
 
 describe('decisions §10: deeply nested bodies are 400 request_invalid, never 500', () => {
-  it('tooDeepAt finds the first value past the limit, iteratively', () => {
-    expect(tooDeepAt({ a: [1, { b: 2 }] }, 3)).toBeNull();
-    expect(tooDeepAt({ a: [1, { b: {} }] }, 3)).toBe('/a/1/b');
-    expect(tooDeepAt(JSON.parse(nested(100_000)))).toBe('/a'.repeat(MAX_BODY_DEPTH));
-    expect(tooDeepAt('x', 0)).toBeNull();
+  it('bodyProblem finds the first value past the depth limit, iteratively', () => {
+    expect(bodyProblem({ a: [1, { b: 2 }] }, 3)).toBeNull();
+    expect(bodyProblem({ a: [1, { b: {} }] }, 3)).toEqual({ path: '/a/1/b', message: expect.stringContaining('nested deeper than 3') });
+    expect(bodyProblem(JSON.parse(nested(100_000)))?.path).toBe('/a'.repeat(MAX_BODY_DEPTH));
+    expect(bodyProblem('x', 0)).toBeNull();
   });
 
   it('POST /v1/tools/call with args nested 5000 deep: 400 with the gateway error body', async () => {
