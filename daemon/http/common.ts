@@ -203,6 +203,21 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
 }
 
 /** Parses a non-negative integer query parameter with bounds, or throws request_invalid. */
+/** A single-valued string query parameter (absent or empty: undefined). */
+export function stringQuery(value: unknown, name: string): string | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (typeof value !== 'string' || value.length > 512) throw new SvcError('request_invalid', `${name} must be given once, as a string`, { path: `/querystring/${name}` });
+  return value;
+}
+
+/** A query parameter that must be one of `allowed`, or a 400 naming them. */
+export function enumQuery<T extends string>(value: unknown, name: string, allowed: readonly T[]): T | undefined {
+  const v = stringQuery(value, name);
+  if (v === undefined) return undefined;
+  if (!(allowed as readonly string[]).includes(v)) throw new SvcError('request_invalid', `${name} must be one of ${allowed.join(', ')}`, { path: `/querystring/${name}` });
+  return v as T;
+}
+
 export function intQuery(value: unknown, name: string, def: number, min: number, max: number): number {
   if (value === undefined || value === '') return def;
   const text = String(value);

@@ -3,11 +3,10 @@
  * approval, and the decision.
  */
 import type { FastifyInstance } from 'fastify';
-import { SvcError } from '../../src/errors.js';
 import { APPROVAL_STATES, type ApprovalState, type DecideBody } from '../../src/kernel/approvals.js';
 import type { Kernel } from '../../src/kernel/kernel.js';
-import { intQuery } from '../http/common.js';
-import { ACTOR_SCHEMA, stringQuery } from './run-routes.js';
+import { enumQuery, intQuery, stringQuery } from '../http/common.js';
+import { ACTOR_SCHEMA } from './run-routes.js';
 import { knownApproval } from './known-ids.js';
 
 const decideBody = {
@@ -20,20 +19,13 @@ const decideBody = {
   },
 } as const;
 
-function approvalStateQuery(value: unknown): ApprovalState | undefined {
-  const v = stringQuery(value, 'state');
-  if (v === undefined) return undefined;
-  if (!(APPROVAL_STATES as readonly string[]).includes(v)) throw new SvcError('request_invalid', `state must be one of ${APPROVAL_STATES.join(', ')}`, { path: '/querystring/state' });
-  return v as ApprovalState;
-}
-
 export async function approvalRoutes(app: FastifyInstance, kernel: Kernel): Promise<void> {
   const approvals = kernel.runs.approvals;
 
   app.get<{ Querystring: Record<string, unknown> }>('/approvals', async (req) => {
     const q = req.query;
     return approvals.list({
-      state: approvalStateQuery(q.state),
+      state: enumQuery<ApprovalState>(q.state, 'state', APPROVAL_STATES),
       approver: stringQuery(q.approver, 'approver'),
       run_id: stringQuery(q.run_id, 'run_id'),
       limit: intQuery(q.limit, 'limit', 50, 1, 500),

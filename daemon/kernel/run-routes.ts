@@ -3,11 +3,10 @@
  * Bodies are checked by route schemas (ajv, no coercion); query strings by hand.
  */
 import type { FastifyInstance } from 'fastify';
-import { SvcError } from '../../src/errors.js';
 import type { Kernel } from '../../src/kernel/kernel.js';
 import { RUN_STATES, type Actor, type CreateRunBody } from '../../src/kernel/run-engine.js';
 import type { RunState } from '../../src/types.js';
-import { intQuery } from '../http/common.js';
+import { enumQuery, intQuery, stringQuery } from '../http/common.js';
 import { knownRun } from './known-ids.js';
 
 const requester = {
@@ -50,22 +49,6 @@ const resumeBody = {
   properties: { actor: RECORDED_ACTOR },
 } as const;
 
-/** `?state=` value, or a 400 naming the allowed ones. */
-export function stateQuery(value: unknown): RunState | undefined {
-  if (value === undefined || value === '') return undefined;
-  if (typeof value !== 'string' || !(RUN_STATES as readonly string[]).includes(value)) {
-    throw new SvcError('request_invalid', `state must be one of ${RUN_STATES.join(', ')}`, { path: '/querystring/state' });
-  }
-  return value as RunState;
-}
-
-/** A single-valued string query parameter. */
-export function stringQuery(value: unknown, name: string): string | undefined {
-  if (value === undefined || value === '') return undefined;
-  if (typeof value !== 'string' || value.length > 512) throw new SvcError('request_invalid', `${name} must be given once, as a string`, { path: `/querystring/${name}` });
-  return value;
-}
-
 export async function runRoutes(app: FastifyInstance, kernel: Kernel): Promise<void> {
   const runs = kernel.runs;
   const preValidation = knownRun(kernel);
@@ -78,7 +61,7 @@ export async function runRoutes(app: FastifyInstance, kernel: Kernel): Promise<v
   app.get<{ Querystring: Record<string, unknown> }>('/runs', async (req) => {
     const q = req.query;
     return runs.list({
-      state: stateQuery(q.state),
+      state: enumQuery<RunState>(q.state, 'state', RUN_STATES),
       department: stringQuery(q.department, 'department'),
       limit: intQuery(q.limit, 'limit', 50, 1, 500),
       after: stringQuery(q.after, 'after'),
