@@ -10,6 +10,7 @@ import { canonicalJson, sha256Hex } from '../encoding/canonical-json.js';
 import { SvcError } from '../errors.js';
 import type { ActionDecidedPayload, ApprovalRequestedPayload, RunParkedPayload } from '../events/payloads.js';
 import { newId } from '../ids.js';
+import { managerApprover } from '../policy/decide.js';
 import type { Bundle, Decision, DecisionResult, PolicyAction, PolicyRunContext, RemitPayload } from '../types.js';
 import { describeTool } from './lease-context.js';
 import type { RunModel } from './reducer.js';
@@ -118,7 +119,7 @@ export class ActionService {
         let approver = decided.approver;
         if (decided.decision === 'approval_required' && !approvalId) {
           approvalId = newId('approval', now);
-          approver = decided.approver ?? `role:${model.requested_by.manager}`;
+          approver = decided.approver ?? managerApprover(runCtx);
           await w.tx.run(
             `INSERT INTO approvals (approval_id, run_id, step, action_id, action, rule, approver, state, created_at)
              VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)`,
