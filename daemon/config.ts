@@ -1,15 +1,23 @@
 /**
  * svcd configuration: a YAML or JSON file with `kernel:` and `gateway:` sections, flags, and
  * environment. Precedence (documented in man/svcd.8): flag > environment > file > default.
+ *
+ * The `kernel:` section is checked like the gateway's: `${VAR}` substituted from the
+ * environment (values registered with the redactor), one schema, every problem listed at
+ * once, and paths relative to the config file's directory.
  */
 import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { Ajv } from 'ajv';
 import { parse as parseYaml } from 'yaml';
+import { substitute } from '../src/gateway/config.js';
+import { globalRedactor, type LogLevel, type Redactor } from '../src/log/logger.js';
 import type { SqliteSynchronous } from '../src/store/sqlite-db.js';
 
 export interface KernelFileConfig {
   /** Listener address. (Default: 127.0.0.1:7401) */
   listen?: string;
-  /** Data directory of the store and keys. (Default: ./svc-data) */
+  /** Data directory of the store and keys, relative to the config file. (Default: ./svc-data) */
   data_dir?: string;
   /** Bearer token; SVC_TOKEN wins. (Default: null, loopback-only) */
   token?: string | null;
@@ -28,8 +36,38 @@ export interface SvcdFileConfig {
   gateway?: Record<string, unknown>;
 }
 
-/** Reads a YAML or JSON config file; errors name the file. */
-export function readConfigFile(path: string): SvcdFileConfig {
+/** Most clock skew svcd accepts, seconds (a day). */
+export const MAX_CLOCK_SKEW_SECONDS = 86_400;
+
+const KERNEL_SECTION_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    listen: { type: 'string', minLength: 1 },
+    data_dir: { type: 'string', minLength: 1 },
+    token: { type: ['string', 'null'], minLength: 1 },
+    publishers: {
+      type: 'array',
+      items: { type: 'object', additionalProperties: false, required: ['key_id', 'public_key'], properties: { key_id: { type: 'string', minLength: 1 }, public_key: { type: 'string', minLength: 1 } } },
+    },
+    synchronous: { enum: ['OFF', 'NORMAL', 'FULL', 'EXTRA'] },
+    clock_skew_seconds: { type: 'integer', minimum: 0, maximum: MAX_CLOCK_SKEW_SECONDS },
+    gateway_url: { type: 'string', pattern: '^https?://' },
+  },
+} as const;
+
+const validateKernelSection = new Ajv({ allErrors: true, strict: false }).compile(KERNEL_SECTION_SCHEMA);
+
+/** A config svcd cannot start with; the message lists every problem. */
+export class SvcdConfigError extends Error {
+  constructor(problems: string[], source: string) {
+    super(`config ${source} has ${problems.length} problem${problems.length === 1 ? '' : 's'}:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'SvcdConfigError';
+  }
+}
+
+/** Reads a YAML or JSON config file; errors name the file and every problem of `kernel:`. */
+export function readConfigFile(path: string, env: NodeJS.ProcessEnv = process.env, redactor: Redactor = globalRedactor): SvcdFileConfig {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -48,7 +86,34 @@ export function readConfigFile(path: string): SvcdFileConfig {
   for (const key of Object.keys(cfg)) {
     if (key !== 'kernel' && key !== 'gateway') throw new Error(`config ${path}: unknown top-level key "${key}" (expected kernel, gateway)`);
   }
-  return cfg as SvcdFileConfig;
+  const out: SvcdFileConfig = { gateway: cfg.gateway as Record<string, unknown> | undefined };
+  if (cfg.kernel !== undefined && cfg.kernel !== null) out.kernel = kernelSection(cfg.kernel, `${path} (kernel:)`, resolve(path, '..'), env, redactor);
+  return out;
+}
+
+/** Checks the `kernel:` section: `${VAR}`, the schema, the listen address; data_dir made absolute. */
+export function kernelSection(doc: unknown, source: string, baseDir: string, env: NodeJS.ProcessEnv = process.env, redactor: Redactor = globalRedactor): KernelFileConfig {
+  const problems: string[] = [];
+  const value = substitute(doc, '', env, redactor, problems);
+  if (!validateKernelSection(value)) {
+    for (const e of validateKernelSection.errors ?? []) {
+      const at = e.instancePath || '/';
+      if (e.keyword === 'additionalProperties') problems.push(`${at === '/' ? '' : at}/${(e.params as { additionalProperty: string }).additionalProperty}: unknown key`);
+      else if (e.keyword === 'enum') problems.push(`${at}: must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')}`);
+      else problems.push(`${at}: ${e.message}`);
+    }
+  }
+  const k = (problems.length === 0 ? value : {}) as KernelFileConfig;
+  if (typeof k.listen === 'string') {
+    try {
+      parseListen(k.listen);
+    } catch (err) {
+      problems.push(`/listen: ${(err as Error).message}`);
+    }
+  }
+  if (problems.length > 0) throw new SvcdConfigError(problems, source);
+  if (k.token) redactor.add(k.token);
+  return { ...k, ...(k.data_dir !== undefined ? { data_dir: resolve(baseDir, k.data_dir) } : {}) };
 }
 
 /** Splits "host:port" (IPv6 in brackets); port 0 picks a free one. */
@@ -58,4 +123,20 @@ export function parseListen(value: string): { host: string; port: number } {
   const port = Number(m[2]);
   if (port > 65535) throw new Error(`listen address "${value}": port out of range`);
   return { host: m[1]!.replace(/^\[|\]$/g, ''), port };
+}
+
+/** `--log-level` or SVC_LOG_LEVEL: one of the four levels, or an error naming them. */
+export function logLevelOf(value: string | undefined, source: string): LogLevel {
+  if (value === undefined || value === '') return 'info';
+  if (value === 'debug' || value === 'info' || value === 'warn' || value === 'error') return value;
+  throw new Error(`${source} "${value}" must be one of debug, info, warn, error`);
+}
+
+/** SVC_CLOCK_SKEW_SECONDS: a whole number of seconds, 0 to a day, or an error. */
+export function clockSkewOf(value: string | undefined, fallback: number): number {
+  if (value === undefined || value === '') return fallback;
+  if (!/^\d+$/.test(value) || Number(value) > MAX_CLOCK_SKEW_SECONDS) {
+    throw new Error(`SVC_CLOCK_SKEW_SECONDS "${value}" must be a whole number of seconds from 0 to ${MAX_CLOCK_SKEW_SECONDS}`);
+  }
+  return Number(value);
 }

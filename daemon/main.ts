@@ -4,12 +4,12 @@
  * addresses on stdout, logs JSON on stderr, drains on SIGTERM/SIGINT and exits 0.
  */
 import { dirname, resolve } from 'node:path';
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, Option } from 'commander';
 import { KeyRing } from '../src/keys/keyring.js';
 import { createLogger, type LogLevel } from '../src/log/logger.js';
 import { VERSION } from '../src/version.js';
 import { defaultGatewayConfig, loadGatewayConfig, loadGatewayConfigFile, type GatewayConfig } from '../src/gateway/config.js';
-import { readConfigFile, type SvcdFileConfig } from './config.js';
+import { clockSkewOf, logLevelOf, readConfigFile, type SvcdFileConfig } from './config.js';
 import { startSvcd } from './server.js';
 
 interface Flags {
@@ -48,15 +48,16 @@ function gatewayConfigFrom(file: SvcdFileConfig, flags: Flags): GatewayConfig {
 }
 
 async function serve(flags: Flags): Promise<void> {
-  const logger = createLogger({ level: flags.logLevel ?? (process.env.SVC_LOG_LEVEL as LogLevel | undefined) ?? 'info', base: { svc: 'svcd' } });
+  const logger = createLogger({ level: flags.logLevel ?? logLevelOf(process.env.SVC_LOG_LEVEL, 'SVC_LOG_LEVEL'), base: { svc: 'svcd' } });
   const file = flags.config ? readConfigFile(flags.config) : {};
   const k = file.kernel ?? {};
   const token = process.env.SVC_TOKEN || k.token || null;
+  const clockSkewSeconds = clockSkewOf(process.env.SVC_CLOCK_SKEW_SECONDS, k.clock_skew_seconds ?? 0);
   const gatewayConfig = flags.gateway ? gatewayConfigFrom(file, flags) : null;
   const running = await startSvcd({
     token,
     logger,
-    gateway: gatewayConfig ? { config: gatewayConfig, listen: flags.gatewayListen } : false,
+    gateway: gatewayConfig ? { config: gatewayConfig, listen: flags.gatewayListen, skewSeconds: clockSkewSeconds } : false,
     gatewayUrl: process.env.SVC_GATEWAY_URL || (k.gateway_url ?? null),
     kernel: flags.kernel
       ? {
@@ -64,7 +65,7 @@ async function serve(flags: Flags): Promise<void> {
           dataDir: resolve(flags.dataDir ?? k.data_dir ?? './svc-data'),
           publishers: publishersFrom(file, flags),
           synchronous: k.synchronous,
-          clockSkewSeconds: Number(process.env.SVC_CLOCK_SKEW_SECONDS ?? k.clock_skew_seconds ?? 0),
+          clockSkewSeconds,
         }
       : false,
   });
@@ -111,8 +112,11 @@ export function buildProgram(): Command {
     .option('--publisher <key_id:public_key>', 'trust a bundle publisher key (repeatable)', collect, [])
     .option('--no-kernel', 'do not run the kernel')
     .option('--no-gateway', 'do not run the gateway')
-    .option('--log-level <level>', 'debug, info, warn or error (default: info, or SVC_LOG_LEVEL)')
-    .action(async (flags: Flags) => serve(flags));
+    .addOption(new Option('--log-level <level>', 'log level (default: info, or SVC_LOG_LEVEL)').choices(['debug', 'info', 'warn', 'error']))
+    .action(async (flags: Flags) => {
+      if (!flags.kernel && !flags.gateway) program.error('svcd: --no-kernel and --no-gateway together leave nothing to run', { exitCode: 2 });
+      await serve(flags);
+    });
 
   program
     .command('keys')

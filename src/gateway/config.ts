@@ -189,8 +189,12 @@ export function registerSecret(redactor: Redactor, value: string): void {
 
 const VAR = /\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\{([^}]*)\}?/g;
 
-/** Replaces `${VAR}` in every string (keys are left alone); `$${` is a literal `${`. */
-function substitute(value: unknown, path: string, env: NodeJS.ProcessEnv, redactor: Redactor, problems: string[]): unknown {
+/**
+ * Replaces `${VAR}` in every string (keys are left alone); `$${` is a literal `${`. Each value
+ * is registered with the redactor; problems (unset, malformed) are pushed with their path.
+ * Also used for svcd's `kernel:` section.
+ */
+export function substitute(value: unknown, path: string, env: NodeJS.ProcessEnv, redactor: Redactor, problems: string[]): unknown {
   if (typeof value === 'string') {
     if (!value.includes('${')) return value;
     return value.replace(VAR, (whole, name: string | undefined, bad: string | undefined) => {

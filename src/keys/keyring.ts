@@ -77,8 +77,14 @@ export class KeyRing implements TrustedKeys {
     return ring;
   }
 
-  /** Retires the current key (still trusted for verification) and writes a new one. */
-  static rotate(dataDir: string, now: Date = new Date()): KeyRing {
+  /**
+   * Retires the current key (still trusted for verification) and writes a new one. Refused
+   * when there is no key to retire (a mistyped data dir would otherwise get a fresh ring that
+   * no svcd uses) and when SVC_SIGNING_KEY is set (svcd would keep signing with that key).
+   */
+  static rotate(dataDir: string, now: Date = new Date(), envSeed: string | undefined = process.env.SVC_SIGNING_KEY): KeyRing {
+    if (envSeed) throw new Error('SVC_SIGNING_KEY is set: svcd signs with that key whatever the key file says; to rotate, unset it and rotate the key file, or set a new SVC_SIGNING_KEY');
+    if (!existsSync(keyFilePath(dataDir))) throw new Error(`no control-plane key to rotate in ${keyFilePath(dataDir)} (is --data-dir the kernel's data directory?)`);
     const current = KeyRing.load(dataDir, undefined);
     const retired: RetiredKey = { key_id: current.keyId, public_key: encodeBase64url(current.publicKey), retired_at: now.toISOString() };
     const next = new KeyRing(generateKeyPair().seed, [retired, ...current.previous]);

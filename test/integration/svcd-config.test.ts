@@ -1,0 +1,88 @@
+/**
+ * svcd's own configuration (decisions §11; svcd(8) CONFIGURATION, EXIT STATUS): the `kernel:`
+ * section of --config is checked like the gateway's — `${VAR}` substituted, one schema,
+ * every problem listed, exit 1, never a stack or a 500 later — and flag or environment values
+ * svcd cannot use are errors, not silent defaults.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ROOT, spawnSvcd, tempDir } from '../helpers/daemon.js';
+
+const SVCD = join(ROOT, 'dist/daemon/main.js');
+
+function svcdExit(args: string[], env: Record<string, string> = {}): { code: number | null; stderr: string; stdout: string } {
+  const r = spawnSync(process.execPath, [SVCD, ...args], { env: { ...process.env, SVC_TOKEN: '', ...env }, encoding: 'utf8', timeout: 15_000 });
+  return { code: r.status, stderr: r.stderr, stdout: r.stdout };
+}
+
+describe('the kernel: section of --config (svcd(8))', () => {
+  it('lists every problem at once and exits 1, without a stack or the token', () => {
+    const dir = tempDir();
+    const cfg = join(dir, 'svcd.yaml');
+    writeFileSync(cfg, 'kernel:\n  lisen: 127.0.0.1:0\n  token: 12345\n  synchronous: SOMETIMES\n  clock_skew_seconds: soon\n  publishers: demo\n');
+    const r = svcdExit(['--config', cfg, '--no-gateway']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`config ${cfg} (kernel:) has 5 problems`);
+    for (const p of ['/lisen: unknown key', '/token: must be string,null', '/synchronous: must be one of OFF, NORMAL, FULL, EXTRA', '/clock_skew_seconds: must be integer', '/publishers: must be array']) {
+      expect(r.stderr).toContain(p);
+    }
+    expect(r.stderr).not.toContain('12345');
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+    writeFileSync(cfg, 'kernel:\n  listen: 7401\n');
+    expect(svcdExit(['--config', cfg, '--no-gateway']).stderr).toContain('/listen: must be string');
+    writeFileSync(cfg, 'kernel:\n  listen: "localhost"\n');
+    expect(svcdExit(['--config', cfg, '--no-gateway']).stderr).toContain('/listen: listen address "localhost" must be HOST:PORT');
+  });
+
+  it('substitutes ${VAR} (the value never logged) and reads data_dir relative to the config file', async () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'etc'));
+    const cfg = join(dir, 'etc', 'svcd.yaml');
+    writeFileSync(cfg, 'kernel:\n  listen: 127.0.0.1:0\n  token: ${MY_KTOKEN}\n  data_dir: ./kdata\n');
+    const secret = 'realtok-7f3a9c';
+    const svcd = await spawnSvcd(['--config', cfg, '--no-gateway'], { MY_KTOKEN: secret, SVC_TOKEN: '', SVC_LOG_LEVEL: 'debug' });
+    try {
+      expect((await fetch(`${svcd.kernelUrl}/v1/health`, { headers: { authorization: `Bearer ${secret}` } })).status).toBe(200);
+      expect((await fetch(`${svcd.kernelUrl}/v1/health`, { headers: { authorization: 'Bearer ${MY_KTOKEN}' } })).status).toBe(401);
+      expect(existsSync(join(dir, 'etc', 'kdata', 'kernel.db'))).toBe(true);
+    } finally {
+      expect(await svcd.stop()).toBe(0);
+    }
+    expect(svcd.stderr()).not.toContain(secret);
+    writeFileSync(cfg, 'kernel:\n  token: ${NOT_SET_ANYWHERE_42}\n');
+    const missing = svcdExit(['--config', cfg, '--no-gateway']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('/token: environment variable NOT_SET_ANYWHERE_42 is not set');
+  }, 30_000);
+});
+
+describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
+  it('a bad --log-level or nothing to run is a usage error (2); a bad SVC_LOG_LEVEL or SVC_CLOCK_SKEW_SECONDS is 1', () => {
+    const loud = svcdExit(['--log-level', 'loud', '--no-gateway']);
+    expect(loud.code).toBe(2);
+    expect(loud.stderr).toContain('Allowed choices are debug, info, warn, error');
+    const nothing = svcdExit(['--no-kernel', '--no-gateway']);
+    expect(nothing.code).toBe(2);
+    expect(nothing.stderr).toContain('leave nothing to run');
+    expect(nothing.stdout).toBe('');
+    const verbose = svcdExit(['--no-gateway', '--kernel-listen', '127.0.0.1:0'], { SVC_LOG_LEVEL: 'verbose' });
+    expect(verbose.code).toBe(1);
+    expect(verbose.stderr).toContain('SVC_LOG_LEVEL "verbose" must be one of debug, info, warn, error');
+    const skew = svcdExit(['--no-gateway', '--kernel-listen', '127.0.0.1:0'], { SVC_CLOCK_SKEW_SECONDS: 'soon' });
+    expect(skew.code).toBe(1);
+    expect(skew.stderr).toContain('SVC_CLOCK_SKEW_SECONDS "soon" must be a whole number of seconds');
+  });
+
+  it('keys rotate refuses a data dir with no key, and SVC_SIGNING_KEY', () => {
+    const empty = tempDir();
+    const r = svcdExit(['keys', 'rotate', '--data-dir', empty]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('no control-plane key to rotate');
+    expect(existsSync(join(empty, 'keys'))).toBe(false);
+    const withEnv = svcdExit(['keys', 'rotate', '--data-dir', empty], { SVC_SIGNING_KEY: Buffer.alloc(32, 7).toString('base64url') });
+    expect(withEnv.code).toBe(1);
+    expect(withEnv.stderr).toContain('SVC_SIGNING_KEY is set');
+  });
+});
