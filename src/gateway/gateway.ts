@@ -4,6 +4,7 @@
  * daemon/gateway; this file imports nothing of fastify.
  */
 import { mkdirSync } from 'node:fs';
+import { lockDataDir } from '../store/dir-lock.js';
 import { systemClock, type Clock } from '../clock.js';
 import { createLogger, globalRedactor, type Logger, type Redactor } from '../log/logger.js';
 import type { ToolDescriptor } from '../types.js';
@@ -75,6 +76,8 @@ export class Gateway {
   private readonly redactor: Redactor;
   private deps!: CallDeps;
   private closing: Promise<void> | null = null;
+  /** Releases the data directory's lock (taken by `open`). */
+  private unlock: () => void = () => {};
 
   private constructor(
     readonly config: GatewayConfig,
@@ -92,6 +95,8 @@ export class Gateway {
     const gw = new Gateway(opts.config, opts);
     const { config } = opts;
     mkdirSync(config.data_dir, { recursive: true });
+    // Before any connector starts: a second gateway on this directory stops here.
+    gw.unlock = lockDataDir(config.data_dir, 'gateway data directory');
     const list: Connector[] = config.connectors.map((c) => buildConnector(c, gw.logger, opts.mcp));
     if (config.test_tools) list.push(new TestConnector());
     const results = await Promise.allSettled(list.map((c) => c.start()));
@@ -104,6 +109,7 @@ export class Gateway {
     });
     if (problems.length > 0) {
       await Promise.allSettled(list.map((c) => c.close()));
+      gw.unlock();
       throw new GatewayConfigError(problems.map((p) => gw.redactor.redact(p)), 'connectors');
     }
     for (const c of list) {
@@ -128,6 +134,7 @@ export class Gateway {
       gw.storeValue = await IdempotencyStore.open(config.data_dir, gw.clock);
     } catch (err) {
       await Promise.allSettled(list.map((c) => c.close()));
+      gw.unlock();
       throw err;
     }
     gw.canariesValue = new Canaries({
@@ -242,6 +249,7 @@ export class Gateway {
       await this.canariesValue?.stop();
       await Promise.allSettled([...this.connectors.values()].map((c) => c.close()));
       await this.storeValue?.close();
+      this.unlock();
     })();
     return this.closing;
   }

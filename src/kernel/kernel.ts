@@ -13,6 +13,7 @@ import { PolicyService } from '../policy/policy-service.js';
 import { RunEngine } from './run-engine.js';
 import { createLogger, type Logger } from '../log/logger.js';
 import { KernelMetrics } from '../metrics/kernel-metrics.js';
+import { lockDataDir } from '../store/dir-lock.js';
 import { KERNEL_MIGRATIONS } from '../store/migrations.js';
 import type { SqlDb } from '../store/sql-db.js';
 import type { Spend, ToolCatalog } from '../types.js';
@@ -46,6 +47,8 @@ export interface KernelDeps {
 
 export class Kernel implements KernelDeps {
   readonly startedAt: number;
+  /** Releases the data directory's lock (set by `open`). */
+  private unlock: () => void = () => {};
   /** Publisher keys trusted for bundle signatures (decisions §2). */
   readonly publishers: PublisherKeys;
   /** Remits: mint, derive, get, bind to a run (interface 4.1, 5.4). */
@@ -83,7 +86,20 @@ export class Kernel implements KernelDeps {
     const clock = options.clock ?? systemClock;
     const logger = options.logger ?? createLogger();
     loadPublishers(options.publishers ?? []); // a bad publisher key refuses before the store opens
+    const unlock = lockDataDir(options.dataDir, 'kernel data directory');
     const metrics = new KernelMetrics();
+    let kernel: Kernel;
+    try {
+      kernel = await Kernel.openLocked(options, clock, logger, metrics);
+    } catch (err) {
+      unlock();
+      throw err;
+    }
+    kernel.unlock = unlock;
+    return kernel;
+  }
+
+  private static async openLocked(options: KernelOptions, clock: Clock, logger: Logger, metrics: KernelMetrics): Promise<Kernel> {
     const db = options.db ?? new SqliteDb({ path: join(options.dataDir, 'kernel.db'), synchronous: options.synchronous, observer: metrics.groupCommit });
     await migrate(db, KERNEL_MIGRATIONS);
     const keys = KeyRing.load(options.dataDir, options.signingKey ?? process.env.SVC_SIGNING_KEY);
@@ -108,5 +124,6 @@ export class Kernel implements KernelDeps {
   async close(): Promise<void> {
     await this.runs.stop();
     await this.db.close();
+    this.unlock();
   }
 }
