@@ -145,7 +145,9 @@ async function main(): Promise<void> {
   const svcd = await startDaemon(dataDir, flags, publisher);
   const kernelUrl = svcd.kernelUrl!;
   const gatewayUrl = svcd.gatewayUrl!;
-  const env = kernelUrl === 'http://127.0.0.1:7401' ? '' : `SVC_KERNEL_URL=${kernelUrl} `;
+  // On other ports than the defaults, the commands it prints name them (svc reads both).
+  const env =
+    (kernelUrl === 'http://127.0.0.1:7401' ? '' : `SVC_KERNEL_URL=${kernelUrl} `) + (gatewayUrl === 'http://127.0.0.1:7402' ? '' : `SVC_GATEWAY_URL=${gatewayUrl} `);
   out.say('started', `svc quickstart: kernel ${kernelUrl}, gateway ${gatewayUrl}`, { kernel: kernelUrl, gateway: gatewayUrl, data_dir: dataDir });
   out.say('info', `  data in ${dataDir} (daemon log: ${join(dataDir, 'svcd.log')}); billing database ${dbPath}`);
 

@@ -94,7 +94,7 @@ export class Gateway {
   static async open(opts: GatewayOptions): Promise<Gateway> {
     const gw = new Gateway(opts.config, opts);
     const { config } = opts;
-    mkdirSync(config.data_dir, { recursive: true });
+    mkdirSync(config.data_dir, { recursive: true, mode: 0o700 });
     // Before any connector starts: a second gateway on this directory stops here.
     gw.unlock = lockDataDir(config.data_dir, 'gateway data directory');
     const list: Connector[] = config.connectors.map((c) => buildConnector(c, gw.logger, opts.mcp));

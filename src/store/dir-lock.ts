@@ -23,7 +23,8 @@ function alive(pid: number): boolean {
 
 /** Takes `<dir>/svcd.lock` for this process; returns its release. Throws when another live process holds it. */
 export function lockDataDir(dir: string, what: string): () => void {
-  mkdirSync(dir, { recursive: true });
+  // A directory svcd creates is its owner's alone: the stores hold run inputs and results.
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
   const path = join(dir, LOCK_FILE);
   for (let attempt = 0; attempt < 2; attempt++) {
     try {

@@ -47,7 +47,7 @@ describe('e2e: the quickstart demo flow', () => {
       const parked = await next('parked', 10_000);
       expect(Date.now() - t0).toBeLessThan(10_000);
       const nextStep = await next('next', 5_000);
-      expect(nextStep.text).toContain(`SVC_KERNEL_URL=${started.kernel} npx svc approvals --actor fin-1:finance`);
+      expect(nextStep.text).toContain(`SVC_KERNEL_URL=${started.kernel} SVC_GATEWAY_URL=${started.gateway} npx svc approvals --actor fin-1:finance`);
       expect(parked.text).toContain('role:finance');
 
       const approve = await runSvc(['approvals', 'approve', parked.approval_id, '--actor', 'fin-1:finance', '--reason', 'duplicate charge'], { SVC_KERNEL_URL: started.kernel });
