@@ -10,7 +10,7 @@ import { createLogger, type LogLevel } from '../src/log/logger.js';
 import { VERSION } from '../src/version.js';
 import { defaultGatewayConfig, loadGatewayConfig, loadGatewayConfigFile, type GatewayConfig } from '../src/gateway/config.js';
 import { clockSkewOf, logLevelOf, readConfigFile, type SvcdFileConfig } from './config.js';
-import { startSvcd } from './server.js';
+import { startSvcd, type RunningSvcd } from './server.js';
 
 interface Flags {
   config?: string;
@@ -54,23 +54,16 @@ async function serve(flags: Flags): Promise<void> {
   const token = process.env.SVC_TOKEN || k.token || null;
   const clockSkewSeconds = clockSkewOf(process.env.SVC_CLOCK_SKEW_SECONDS, k.clock_skew_seconds ?? 0);
   const gatewayConfig = flags.gateway ? gatewayConfigFrom(file, flags) : null;
-  const running = await startSvcd({
-    token,
-    logger,
-    gateway: gatewayConfig ? { config: gatewayConfig, listen: flags.gatewayListen, skewSeconds: clockSkewSeconds } : false,
-    gatewayUrl: process.env.SVC_GATEWAY_URL || (k.gateway_url ?? null),
-    kernel: flags.kernel
-      ? {
-          listen: flags.kernelListen ?? k.listen ?? '127.0.0.1:7401',
-          dataDir: resolve(flags.dataDir ?? k.data_dir ?? './svc-data'),
-          publishers: publishersFrom(file, flags),
-          synchronous: k.synchronous,
-          clockSkewSeconds,
-        }
-      : false,
-  });
+  // Signals are handled from here on: one that arrives while svcd starts stops it as soon as
+  // it has started (a supervisor may give up on a slow start), with a clean drain and exit 0.
+  let running: RunningSvcd | null = null;
   let stopping = false;
+  let stopRequested: string | null = null;
   const stop = (signal: string) => {
+    if (!running) {
+      stopRequested ??= signal;
+      return;
+    }
     if (stopping) return;
     stopping = true;
     logger.info('draining', { signal });
@@ -92,9 +85,25 @@ async function serve(flags: Flags): Promise<void> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  running = await startSvcd({
+    token,
+    logger,
+    gateway: gatewayConfig ? { config: gatewayConfig, listen: flags.gatewayListen, skewSeconds: clockSkewSeconds } : false,
+    gatewayUrl: process.env.SVC_GATEWAY_URL || (k.gateway_url ?? null),
+    kernel: flags.kernel
+      ? {
+          listen: flags.kernelListen ?? k.listen ?? '127.0.0.1:7401',
+          dataDir: resolve(flags.dataDir ?? k.data_dir ?? './svc-data'),
+          publishers: publishersFrom(file, flags),
+          synchronous: k.synchronous,
+          clockSkewSeconds,
+        }
+      : false,
+  });
   // Handlers first, then the startup line: a supervisor may signal as soon as it reads it.
   process.stdout.write(JSON.stringify({ kernel: running.kernelUrl, gateway: running.gatewayUrl }) + '\n');
   logger.info('svcd started', { version: VERSION, kernel: running.kernelUrl, gateway: running.gatewayUrl });
+  if (stopRequested) stop(stopRequested);
 }
 
 export function buildProgram(): Command {

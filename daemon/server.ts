@@ -51,9 +51,9 @@ function urlOf(app: FastifyInstance): string {
 }
 
 /** Refuses a non-loopback listener without a token, saying why (interface 5.1). */
-export function assertSafeListen(what: string, host: string, token: string | null): void {
+export function assertSafeListen(what: string, host: string, token: string | null, tokenHint = 'SVC_TOKEN (or kernel.token in the config)'): void {
   if (token === null && !isLoopbackHost(host)) {
-    throw new Error(`${what}: refusing to listen on ${host} without a token; set SVC_TOKEN (or the config token) or listen on 127.0.0.1`);
+    throw new Error(`${what}: refusing to listen on ${host} without a token; set ${tokenHint} or listen on 127.0.0.1`);
   }
 }
 
@@ -74,11 +74,19 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
       await app.listen({ host, port });
       apps.push(app);
       kernelUrl = urlOf(app);
+      // What an operator checks first: where the data is, which key signs, who may call.
+      logger.info('kernel ready', {
+        listen: kernelUrl,
+        data_dir: opts.kernel.dataDir,
+        key_id: kernel.keys.keyId,
+        publishers: (opts.kernel.publishers ?? []).length,
+        auth: token ? 'bearer token' : 'loopback clients only',
+      });
     }
     if (opts.gateway) {
       const g = opts.gateway;
       const { host, port } = parseListen(g.listen ?? g.config.listen);
-      assertSafeListen('gateway', host, g.config.token);
+      assertSafeListen('gateway', host, g.config.token, 'SVC_TOKEN or the gateway config token (gateway.token)');
       const gwLogger = logger.child({ component: 'gateway' });
       // One process: keys by reference and events straight into the run engine. Apart: HTTP with the token.
       const link = kernel ? new InProcessKernelLink(kernel, gwLogger) : new HttpKernelLink({ kernelUrl: g.config.kernel_url, token: g.config.token });

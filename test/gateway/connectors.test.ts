@@ -128,6 +128,32 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+describe('sqlite connector shutdown', () => {
+  it('a clean stop leaves the database file complete: no -wal or -shm behind (a backup of the file has every write)', async () => {
+    const dir = tempDir('svc-sqlite-close-');
+    const file = join(dir, 'small.db');
+    const db = new Database(file);
+    db.pragma('journal_mode = WAL'); // as the demo's billing database is
+    db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)');
+    db.close();
+    const g = await startGateway({
+      keys: signer,
+      clock,
+      doc: { connectors: [{ name: 'small', type: 'sqlite', path: file, tools: { put: { writes: true, statement: 'INSERT INTO t (v) VALUES (:v)' }, all: { statement: 'SELECT v FROM t' } } }] },
+    });
+    const t = remit(['small.*'], ['sql:table:*']);
+    expect((await g.call({ remit_token: t, tool: 'small.put', args: { v: 'kept' } })).status).toBe(200);
+    expect((await g.call({ remit_token: t, tool: 'small.all', args: {} })).body.result.rows).toEqual([{ v: 'kept' }]);
+    await g.close();
+    expect(existsSync(`${file}-wal`)).toBe(false);
+    expect(existsSync(`${file}-shm`)).toBe(false);
+    const check = new Database(file, { readonly: true });
+    expect(check.prepare('SELECT v FROM t').all()).toEqual([{ v: 'kept' }]);
+    check.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+});
+
 describe('sqlite connector (decisions §9: tables from EXPLAIN, views and triggers count)', () => {
   it('finds the tables of a join, a view and a trigger from SQLite itself', () => {
     const db = new Database(dbPath, { readonly: true });

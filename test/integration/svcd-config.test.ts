@@ -4,7 +4,7 @@
  * every problem listed, exit 1, never a stack or a 500 later — and flag or environment values
  * svcd cannot use are errors, not silent defaults.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -85,4 +85,39 @@ describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
     expect(withEnv.code).toBe(1);
     expect(withEnv.stderr).toContain('SVC_SIGNING_KEY is set');
   });
+});
+
+describe('a signal while svcd starts (svcd(8) STARTUP AND SIGNALS)', () => {
+  it('SIGTERM before the listeners are up: svcd finishes starting, drains and exits 0', async () => {
+    const dir = tempDir();
+    const everything = join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+    // An MCP server that says so on stderr, then takes 1.5 s to start: svcd is mid-startup.
+    const slow = join(dir, 'slow-server.mjs');
+    writeFileSync(slow, `process.stderr.write('booting\\n'); process.argv.push('stdio'); setTimeout(() => import(${JSON.stringify(everything)}), 1500);\n`);
+    const cfg = join(dir, 'gateway.yaml');
+    writeFileSync(cfg, `connectors:\n  - {name: slow, type: mcp, command: [node, ${JSON.stringify(slow)}]}\n`);
+    const child = spawn(process.execPath, [SVCD, '--no-kernel', '--gateway-config', cfg, '--gateway-listen', '127.0.0.1:0'], {
+      env: { ...process.env, SVC_TOKEN: '', SVC_GATEWAY_DATA: join(dir, 'g') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`the server never booted: ${stderr}`)), 15_000);
+      child.stderr!.on('data', (d: Buffer) => {
+        stderr += d.toString();
+        if (stderr.includes('booting')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    });
+    expect(stdout).toBe(''); // not started yet
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(stdout).toContain('"gateway":"http://127.0.0.1:');
+    expect(stderr).toContain('"msg":"draining"');
+  }, 30_000);
 });

@@ -225,8 +225,10 @@ export class SqliteConnector implements Connector {
   }
 
   async close(): Promise<void> {
-    this.rw?.close();
+    // The read-only connection first: SQLite checkpoints the WAL and removes -wal/-shm only
+    // when the last connection to close can write, so the database file alone is complete.
     this.ro?.close();
+    this.rw?.close();
     this.rw = this.ro = null;
   }
 }
