@@ -63,10 +63,7 @@ export async function leaseRoutes(app: FastifyInstance, kernel: Kernel): Promise
   const preValidation = knownLease(kernel);
 
   // Long polls must not hold up a drain: wake them when the listener starts closing.
-  app.addHook('preClose', async () => {
-    kernel.runs.stopping = true;
-    kernel.runs.notifier.wakeAll();
-  });
+  app.addHook('preClose', async () => kernel.runs.releaseWaiters());
 
   app.post<{ Body: LeaseRequest }>('/leases', { schema: { body: leaseBody } }, async (req, reply) => {
     const gone = new AbortController();

@@ -110,10 +110,15 @@ export class RunEngine {
     this.sweeper.start();
   }
 
-  /** Stops the sweeper and releases every waiting long poll. */
-  async stop(): Promise<void> {
+  /** Answers every waiting long poll now and every later one at once (a drain has begun). */
+  releaseWaiters(): void {
     this.stopping = true;
     this.notifier.wakeAll();
+  }
+
+  /** Stops the sweeper and releases every waiting long poll. */
+  async stop(): Promise<void> {
+    this.releaseWaiters();
     await this.sweeper.stop();
     this.started = false;
   }
