@@ -7,7 +7,7 @@
 import type { TxOptions } from '../store/sql-db.js';
 import { isoTime } from '../clock.js';
 import { SvcError, notFound } from '../errors.js';
-import { canonicalEventTexts, eventHashOfTexts, signHead } from '../events/event-hash.js';
+import { signHead } from '../events/event-hash.js';
 import { ALL_EVENT_KINDS, isExternalKind } from '../events/kinds.js';
 import type { RunAbandonRequestedPayload, RunCreatedPayload, RunResumedPayload } from '../events/payloads.js';
 import { newId } from '../ids.js';
@@ -22,7 +22,7 @@ import { WorkNotifier } from './notifier.js';
 import { roundUsd } from '../spend.js';
 import { compensationsFor, initialModel, isTerminal, workItem, type RunModel } from './reducer.js';
 import { replayRun, type ReplayReport } from './replay.js';
-import { KERNEL_ACTOR, loadRunRow, loadWriterRow, parseEventRow, runStateOf, RunWriter, type EventRow, type RunRow, type WriterDeps } from './run-store.js';
+import { insertEvent, KERNEL_ACTOR, loadRunRow, loadWriterRow, parseEventRow, runStateOf, RunWriter, sealEvent, workColumns, type EventRow, type RunRow, type WriterDeps } from './run-store.js';
 import { schemaCheck } from './schema-check.js';
 import { Sweeper } from './sweeper.js';
 
@@ -219,16 +219,24 @@ export class RunEngine {
       budget: { tokens: remit.spend.tokens, usd: remit.spend.usd },
       steps: wf.steps.map((s) => ({ id: s.id, kind: s.kind, compensate: Boolean(s.compensate) })),
     };
-    const ev: RunEvent = { seq: 1, hash: '', prev_hash: '', kind: 'run.created', payload: payload as unknown as RunEvent['payload'], actor: { id: requestedBy.id, role: requestedBy.role }, at: isoTime(now) };
-    ev.payload = globalRedactor.redactValue(ev.payload);
-    const texts = canonicalEventTexts(ev); // stored as hashed (RunWriter.append says why)
-    ev.hash = eventHashOfTexts(runId, ev, texts);
+    // Sealed and stored like every append (RunWriter.append), before the run row exists.
+    const redactor = this.writerDeps.redactor;
+    const ev: RunEvent = {
+      seq: 1,
+      hash: '',
+      prev_hash: '',
+      kind: 'run.created',
+      payload: redactor.redactValue(payload as unknown as RunEvent['payload']),
+      actor: redactor.redactValue({ id: requestedBy.id, role: requestedBy.role }),
+      at: isoTime(now),
+    };
+    const texts = sealEvent(runId, ev);
     const model = initialModel(ev);
     let created: RunWriter | null = null;
     const { writer } = await this.k.db.tx(async (tx) => {
       const bound = await this.k.remits.bindToRun(tx, body.remit_id, runId);
       const head = { run_id: runId, seq: 1, hash: ev.hash };
-      const work = workItem(model);
+      const work = workColumns(model);
       const row: RunRow = {
         run_id: runId,
         state: model.state,
@@ -244,24 +252,15 @@ export class RunEngine {
         head_hash: ev.hash,
         head_signature: signHead((m) => this.k.keys.sign(m), head),
         head_key_id: this.k.keys.keyId,
-        work_kind: work?.kind ?? null,
-        work_step: work?.step ?? null,
-        work_ready_at: work ? Date.parse(work.ready_at) : null,
+        work_kind: work.kind,
+        work_step: work.step,
+        work_ready_at: work.readyAt,
         created_at: ev.at,
         updated_at: ev.at,
       };
       const cols = Object.keys(row);
       await tx.run(`INSERT INTO runs (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, Object.values(row) as never);
-      await tx.run('INSERT INTO run_events (run_id, seq, hash, prev_hash, kind, payload, actor, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)', [
-        runId,
-        1,
-        ev.hash,
-        '',
-        ev.kind,
-        texts.payload,
-        texts.actor,
-        ev.at,
-      ]);
+      await insertEvent(tx, runId, ev, texts);
       const w = new RunWriter(tx, row, this.writerDeps);
       // A workflow without steps is complete the moment it starts.
       if (model.current_step === null) await w.append({ kind: 'run.completed', payload: { output: null }, actor: KERNEL_ACTOR });

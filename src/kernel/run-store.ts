@@ -5,7 +5,7 @@
  * events therefore commit together or not at all.
  */
 import { isoTime, type Clock } from '../clock.js';
-import { canonicalEventTexts, eventHashOfTexts, signHead } from '../events/event-hash.js';
+import { canonicalEventTexts, eventHashOfTexts, signHead, type CanonicalEventTexts } from '../events/event-hash.js';
 import type { ExternalEventKind, KernelEventKind } from '../events/kinds.js';
 import type { KernelEventPayloads } from '../events/payloads.js';
 import type { Redactor } from '../log/logger.js';
@@ -110,6 +110,36 @@ export interface WriterDeps {
   redactor: Redactor;
 }
 
+/**
+ * Hashes `ev` (decisions §7) over its canonical payload and actor texts and sets `ev.hash`;
+ * returns those texts, which are what is stored: replay hashes the stored text as it is.
+ */
+export function sealEvent(runId: string, ev: RunEvent): CanonicalEventTexts {
+  const texts = canonicalEventTexts(ev);
+  ev.hash = eventHashOfTexts(runId, ev, texts);
+  return texts;
+}
+
+/** Writes one sealed event as its hashed texts. */
+export async function insertEvent(tx: SqlDb, runId: string, ev: RunEvent, texts: CanonicalEventTexts): Promise<void> {
+  await tx.run('INSERT INTO run_events (run_id, seq, hash, prev_hash, kind, payload, actor, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)', [
+    runId,
+    ev.seq,
+    ev.hash,
+    ev.prev_hash,
+    ev.kind,
+    texts.payload,
+    texts.actor,
+    ev.at,
+  ]);
+}
+
+/** The runs row's indexed work columns for a model: the step a lease scan would find. */
+export function workColumns(model: RunModel): { kind: string | null; step: string | null; readyAt: number | null } {
+  const work = workItem(model);
+  return { kind: work?.kind ?? null, step: work?.step ?? null, readyAt: work ? Date.parse(work.ready_at) : null };
+}
+
 /** Appends to one run inside a transaction; `flush` writes the run row. */
 export class RunWriter {
   /**
@@ -155,25 +185,14 @@ export class RunWriter {
       const payload = this.deps.redactor.redactValue(d.payload as unknown as Record<string, unknown>);
       const actor = this.deps.redactor.redactValue(d.actor ?? null);
       const ev: RunEvent = { seq: this.seq + 1, hash: '', prev_hash: this.head, kind: d.kind, payload, actor, at: isoTime(this.deps.clock.now()) };
-      // Stored as their JCS texts, the very bytes hashed: replay hashes the stored text as it is.
-      const texts = canonicalEventTexts(ev);
-      ev.hash = eventHashOfTexts(this.row.run_id, ev, texts);
+      const texts = sealEvent(this.row.run_id, ev);
       // One copy per transaction rather than a structuredClone per event (bench/README.md).
       if (!this.ownsModel) {
         this.model = JSON.parse(this.row.model) as RunModel;
         this.ownsModel = true;
       }
       this.model = reduceInPlace(this.model, ev);
-      await this.tx.run('INSERT INTO run_events (run_id, seq, hash, prev_hash, kind, payload, actor, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)', [
-        this.row.run_id,
-        ev.seq,
-        ev.hash,
-        ev.prev_hash,
-        ev.kind,
-        texts.payload,
-        texts.actor,
-        ev.at,
-      ]);
+      await insertEvent(this.tx, this.row.run_id, ev, texts);
       this.seq = ev.seq;
       this.head = ev.hash;
       this.appended.push(ev);
@@ -192,7 +211,6 @@ export class RunWriter {
     if (this.appended.length === 0) return;
     const head = { run_id: this.row.run_id, seq: this.seq, hash: this.head };
     const signature = signHead((m) => this.deps.keys.sign(m), head);
-    const work = workItem(this.model);
     const sets = ['model = ?', 'last_seq = ?', 'head_hash = ?', 'head_signature = ?', 'head_key_id = ?', 'updated_at = ?'];
     const params: SqlValue[] = [JSON.stringify(this.model), this.seq, this.head, signature, this.deps.keys.keyId, this.model.updated_at];
     const stored = this.stored;
@@ -200,7 +218,7 @@ export class RunWriter {
       sets.push('state = ?');
       params.push(this.model.state);
     }
-    const next = { kind: work?.kind ?? null, step: work?.step ?? null, readyAt: work ? Date.parse(work.ready_at) : null };
+    const next = workColumns(this.model);
     if (next.kind !== stored.work.kind || next.step !== stored.work.step || next.readyAt !== stored.work.readyAt) {
       sets.push('work_kind = ?', 'work_step = ?', 'work_ready_at = ?');
       params.push(next.kind, next.step, next.readyAt);
