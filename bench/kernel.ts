@@ -102,11 +102,12 @@ export const kernelBenchmark: Benchmark = {
     const ceilingCycles = () => sqliteTxPerSecond(ctx.quick ? 500 : 2000, 'FULL') / TX_PER_CYCLE;
 
     const k = await startKernelFixture('FULL');
-    const pgUp = await portOpen(5432);
+    const pg = new URL(PG_URL);
+    const pgUp = await portOpen(Number(pg.port || 5432), pg.hostname || '127.0.0.1');
     const redisUp = await portOpen(6379);
     const queues: QueueAdapter[] = [];
     if (pgUp) queues.push(pgBossAdapter(PG_URL), graphileAdapter(PG_URL));
-    else ctx.log('PostgreSQL not reachable on 127.0.0.1:5432: pg-boss and graphile-worker skipped');
+    else ctx.log(`PostgreSQL not reachable at ${pg.hostname}:${pg.port || 5432}: pg-boss and graphile-worker skipped`);
     if (redisUp) queues.push(bullmqAdapter());
     else ctx.log('Redis not reachable on 127.0.0.1:6379: BullMQ skipped');
     try {

@@ -83,9 +83,8 @@ export function readConfigFile(path: string, env: NodeJS.ProcessEnv = process.en
   if (value === null || value === undefined) return {};
   if (typeof value !== 'object' || Array.isArray(value)) throw new Error(`config ${path} must be a mapping with kernel: and gateway: sections`);
   const cfg = value as Record<string, unknown>;
-  for (const key of Object.keys(cfg)) {
-    if (key !== 'kernel' && key !== 'gateway') throw new Error(`config ${path}: unknown top-level key "${key}" (expected kernel, gateway)`);
-  }
+  const unknown = Object.keys(cfg).filter((key) => key !== 'kernel' && key !== 'gateway');
+  if (unknown.length > 0) throw new Error(`config ${path}: unknown top-level key${unknown.length === 1 ? '' : 's'} ${unknown.map((k) => `"${k}"`).join(', ')} (expected kernel, gateway)`);
   const out: SvcdFileConfig = { gateway: cfg.gateway as Record<string, unknown> | undefined };
   if (cfg.kernel !== undefined && cfg.kernel !== null) out.kernel = kernelSection(cfg.kernel, `${path} (kernel:)`, resolve(path, '..'), env, redactor);
   return out;

@@ -27,7 +27,7 @@ describe('man/svcd.8', () => {
   it('documents the flags, environment variables and the startup line', () => {
     for (const f of ['--config', '--data-dir', '--kernel-listen', '--gateway-listen', '--gateway-config', '--publisher', '--no-kernel', '--no-gateway', '--log-level', 'keys rotate']) expect(text).toContain(f);
     for (const v of ['SVC_TOKEN', 'SVC_SIGNING_KEY', 'SVC_PUBLISHERS', 'SVC_CLOCK_SKEW_SECONDS', 'SVC_LOG_LEVEL']) expect(text).toContain(v);
-    expect(text).toContain('{"kernel": "http://127.0.0.1:7401", "gateway": "http://127.0.0.1:7402"}');
+    expect(text).toContain('{"kernel":"http://127.0.0.1:7401","gateway":"http://127.0.0.1:7402"}'); // compact, as svcd prints it
     expect(text).toMatch(/SIGTERM/);
     expect(text).toMatch(/flag, then environment variable, then configuration file, then\s+default/);
   });
