@@ -116,15 +116,25 @@ function resolve(path: string[], ctx: TemplateContext, template: string): unknow
   return current;
 }
 
-function renderString(text: string, ctx: TemplateContext): unknown {
+/**
+ * What a template inserts for a path the context has: the value itself, or — for the worker's
+ * data boundary — another view of it (the redacted one), chosen after the path was found, so a
+ * missing path is an error whatever the view.
+ */
+export type TemplateView = (path: string[], value: unknown) => unknown;
+
+const itself: TemplateView = (_path, value) => value;
+
+function renderString(text: string, ctx: TemplateContext, view: TemplateView): unknown {
   const found = scan(text);
   if (found.length === 0) return text;
   for (const f of found) if (!f.path) throw new TemplateError(`template ${f.template}: ${f.error}`, { template: f.template });
-  if (found.length === 1 && WHOLE.test(text)) return resolve(found[0]!.path!, ctx, found[0]!.template);
+  const read = (f: Scanned) => view(f.path!, resolve(f.path!, ctx, f.template));
+  if (found.length === 1 && WHOLE.test(text)) return read(found[0]!);
   let out = '';
   let last = 0;
   for (const f of found) {
-    out += text.slice(last, f.start) + JSON.stringify(resolve(f.path!, ctx, f.template));
+    out += text.slice(last, f.start) + JSON.stringify(read(f));
     last = f.end;
   }
   return out + text.slice(last);
@@ -133,13 +143,14 @@ function renderString(text: string, ctx: TemplateContext): unknown {
 /**
  * Renders every template in `value` against the run context (decisions 4). Pure; returns a
  * new value. Throws TemplateError for a malformed template or a path the context lacks.
+ * `view` picks what a found path inserts (default: its value).
  */
-export function renderTemplates(value: unknown, ctx: TemplateContext): unknown {
-  if (typeof value === 'string') return renderString(value, ctx);
-  if (Array.isArray(value)) return value.map((v) => renderTemplates(v, ctx));
+export function renderTemplates(value: unknown, ctx: TemplateContext, view: TemplateView = itself): unknown {
+  if (typeof value === 'string') return renderString(value, ctx, view);
+  if (Array.isArray(value)) return value.map((v) => renderTemplates(v, ctx, view));
   if (value !== null && typeof value === 'object') {
     // fromEntries defines own properties, so a "__proto__" key stays data.
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, renderTemplates(v, ctx)]));
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, renderTemplates(v, ctx, view)]));
   }
   return value;
 }

@@ -16,7 +16,7 @@
  * event per redaction (class, path, count) is posted before the provider call that would have
  * seen it.
  */
-import { renderTemplates, TemplateError } from '../../bundle/templates.js';
+import { renderTemplates, TemplateError, templateRefs, type TemplateContext } from '../../bundle/templates.js';
 import { pointerToken } from '../../encoding/json-pointer.js';
 import type { ToolDescriptor } from '../../types.js';
 import { DataBoundary, fieldClassesOf, redactionNote, type Redaction } from '../data-boundary.js';
@@ -24,7 +24,6 @@ import { StepError, throwIfAborted } from '../errors.js';
 import type { ChatMessage, ProviderCall, ProviderResponse, ProviderTool } from '../providers/provider.js';
 import { WORKER_EVENT_SOURCE } from '../step-history.js';
 import type { StepRuntime } from '../step-runtime.js';
-import { deepTemplatePaths, lookup, pathSegments, renderDeep, renderPrompt, templatePaths, type Resolver } from '../templates.js';
 import type { StepOutcome } from '../types.js';
 import { actionSummary, proposeAndExecute } from './action.js';
 import { isArgs } from './tool.js';
@@ -32,11 +31,11 @@ import { isArgs } from './tool.js';
 /** Gateway failures the model is told about (it can correct itself) instead of failing the step. */
 const RECOVERABLE_TOOL_ERRORS = new Set(['args_invalid', 'tool_not_found']);
 
-/** JSON pointer of a template path: `steps.a.output.rows[0]` → `/steps/a/output/rows/0`. */
-export function pointerOfPath(path: string): string {
-  return pathSegments(path)
-    .map((s) => '/' + pointerToken(s))
-    .join('');
+/** JSON pointers of the paths the templates in `value` read (`steps.a.output.x` → `/steps/a/output/x`). */
+function templatePointers(value: unknown): string[] {
+  return templateRefs(value)
+    .filter((r) => r.path !== null)
+    .map((r) => r.path!.map((seg) => '/' + pointerToken(seg)).join(''));
 }
 
 /** True for a redaction marker: a template reading below it gets the marker itself. */
@@ -59,38 +58,31 @@ function redactContext(boundary: DataBoundary, input: unknown, steps: Record<str
   return { ctx: { input: r.values[0], steps: redSteps }, redactions: r.redactions };
 }
 
-/** Resolves template paths against the raw context (so a missing value is a template error) but returns the redacted value. */
-function boundaryResolver(raw: unknown, redacted: unknown): Resolver {
-  return (path, where) => {
-    if (!/^(input|steps)(\.|\[|$)/.test(path)) throw new StepError('template_invalid', `${where}: template {{${path}}} must read input.* or steps.<id>.output.*`, true);
-    const r = lookup(raw, path);
-    if (!r.found || r.value === undefined) throw new StepError('template_invalid', `${where}: template {{${path}}} names no value`, true);
+/**
+ * Renders `value` with the kernel's own templates (decisions §4: the worker accepts exactly
+ * what the kernel does): each path is looked up in the raw context, so a missing value is a
+ * deterministic `template_invalid`, but what is inserted is the boundary's redacted view of
+ * it (a path below a redaction marker gets the marker itself).
+ */
+function renderThroughBoundary(value: unknown, raw: TemplateContext, redacted: TemplateContext, where: string): unknown {
+  const view = (path: string[]) => {
     let cur: unknown = redacted;
-    for (const seg of pathSegments(path)) {
+    for (const seg of path) {
       if (isMarker(cur)) return cur;
       cur = cur !== null && typeof cur === 'object' ? (cur as Record<string, unknown>)[seg] : undefined;
     }
     return cur;
   };
-}
-
-/**
- * Checks a template against the raw context with the kernel's own renderer (decisions §4), so
- * the worker accepts exactly the templates the kernel does; a failure is a deterministic
- * `template_invalid`.
- */
-function checkTemplates(value: unknown, raw: { input: unknown; steps: Record<string, { output: unknown }> }, where: string): void {
   try {
-    renderTemplates(value, raw);
+    return renderTemplates(value, raw, view);
   } catch (err) {
     if (err instanceof TemplateError) throw new StepError('template_invalid', `${where}: ${err.message}`, true);
     throw err;
   }
 }
 
-/** Redactions a prompt actually carries: those at, under or above a path its templates read. */
-function relevant(redactions: Redaction[], paths: string[]): Redaction[] {
-  const pointers = paths.map((p) => pointerOfPath(p));
+/** Redactions a prompt actually carries: those at, under or above a pointer its templates read. */
+function relevant(redactions: Redaction[], pointers: string[]): Redaction[] {
   return redactions.filter((r) => pointers.some((p) => r.path === p || r.path.startsWith(p + '/') || p.startsWith(r.path + '/')));
 }
 
@@ -139,9 +131,9 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
   if (typeof def.prompt === 'string' && def.prompt !== '') {
     const template = ctx.prompts?.[def.prompt];
     if (typeof template !== 'string') throw new StepError('prompt_not_found', `prompt "${def.prompt}" is not in the bundle`, true);
-    checkTemplates(template, raw, `prompt ${def.prompt}`);
-    promptText = renderPrompt(template, boundaryResolver(raw, context.ctx), `prompt ${def.prompt}`);
-    pending.push(...relevant(context.redactions, templatePaths(template)));
+    const rendered = renderThroughBoundary(template, raw, context.ctx, `prompt ${def.prompt}`);
+    promptText = typeof rendered === 'string' ? rendered : JSON.stringify(rendered); // a prompt that is one template of an object
+    pending.push(...relevant(context.redactions, templatePointers(template)));
     const literal = boundary.redact(promptText, '/prompt');
     promptText = String(literal.value);
     pending.push(...literal.redactions);
@@ -149,13 +141,12 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
     throw new StepError('step_invalid', `model step ${lease.step} names no prompt`, true);
   }
   const mockScript = ctx.mock?.[lease.step];
-  if (mockScript && typeof mockScript === 'object') checkTemplates(mockScript, raw, `mock ${lease.step}`);
-  const mock = mockScript && typeof mockScript === 'object' ? (renderDeep(mockScript, boundaryResolver(raw, context.ctx), `mock ${lease.step}`) as typeof mockScript) : undefined;
+  const mock = mockScript && typeof mockScript === 'object' ? (renderThroughBoundary(mockScript, raw, context.ctx, `mock ${lease.step}`) as typeof mockScript) : undefined;
   // The mock provider stands in for a model: what its script reads crosses the boundary like
   // a prompt, and each redaction in it is noted too (interface 5.5), once per path.
   if (mock) {
     const noted = new Set(pending.map((r) => `${r.class}\u0000${r.path}`));
-    for (const r of relevant(context.redactions, deepTemplatePaths(mockScript))) {
+    for (const r of relevant(context.redactions, templatePointers(mockScript))) {
       if (!noted.has(`${r.class}\u0000${r.path}`)) pending.push(r);
     }
   }
