@@ -3,7 +3,6 @@
  * one call on the Gateway; the logic lives in src/gateway.
  */
 import type { FastifyInstance } from 'fastify';
-import { SvcError } from '../../src/errors.js';
 import type { ToolCallRequest } from '../../src/gateway/call.js';
 import type { Gateway } from '../../src/gateway/gateway.js';
 
@@ -30,10 +29,6 @@ const CONNECTOR_PARAMS = {
   properties: { connector: { type: 'string', minLength: 1, maxLength: 128 } },
 } as const;
 
-function connectorNotFound(name: string): SvcError {
-  // Decisions §10: an unknown id is 404 not_found with the resource and the id.
-  return new SvcError('not_found', `no connector ${name}`, { resource: 'connector', id: name });
-}
 
 export async function gatewayRoutes(app: FastifyInstance, opts: { gateway: Gateway }): Promise<void> {
   const { gateway } = opts;
@@ -51,15 +46,11 @@ export async function gatewayRoutes(app: FastifyInstance, opts: { gateway: Gatew
   app.get('/canaries', async () => gateway.canaryStatuses());
 
   app.post<{ Params: { connector: string } }>('/canaries/:connector/probe', { schema: { params: CONNECTOR_PARAMS } }, async (req) => {
-    const status = await gateway.probe(req.params.connector);
-    if (!status) throw connectorNotFound(req.params.connector);
-    return status;
+    return gateway.probe(req.params.connector);
   });
 
   app.post<{ Params: { connector: string } }>('/canaries/:connector/release', { schema: { params: CONNECTOR_PARAMS } }, async (req) => {
-    const status = await gateway.release(req.params.connector);
-    if (!status) throw connectorNotFound(req.params.connector);
-    return status;
+    return gateway.release(req.params.connector);
   });
 
   app.get('/metrics', async (_req, reply) => {

@@ -9,7 +9,7 @@
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Clock } from '../clock.js';
-import { SvcError } from '../errors.js';
+import { notFound, SvcError } from '../errors.js';
 import { isoTime } from '../clock.js';
 import type { Logger, Redactor } from '../log/logger.js';
 import type { CanaryConfig, ProbeConfig } from './config.js';
@@ -123,8 +123,9 @@ export class Canaries {
     return out;
   }
 
-  /** Probes a connector now (a probe already running is joined, not doubled). */
+  /** Probes a connector now (a probe already running is joined, not doubled); 404 for an unknown one. */
   probe(connector: string): Promise<CanaryStatus> {
+    if (!this.states.has(connector)) return Promise.reject(notFound('connector', connector));
     let p = this.inFlight.get(connector);
     if (!p) {
       p = this.runProbe(connector).finally(() => this.inFlight.delete(connector));
@@ -136,7 +137,7 @@ export class Canaries {
   private async runProbe(name: string): Promise<CanaryStatus> {
     const c = this.deps.connectors.get(name);
     const s = this.states.get(name);
-    if (!c || !s) throw new Error(`no connector ${name}`);
+    if (!c || !s) throw notFound('connector', name);
     const { clock, redactor } = this.deps;
     const diff = emptyDiff();
     let error: string | null = null;
@@ -241,7 +242,7 @@ export class Canaries {
    */
   async release(connector: string): Promise<CanaryStatus> {
     const s = this.states.get(connector);
-    if (!s) throw new Error(`no connector ${connector}`);
+    if (!s) throw notFound('connector', connector);
     if (s.status !== 'quarantined') {
       throw new SvcError('invalid_state', `connector ${connector} is ${s.status}, not quarantined; only a quarantine is released`, { connector, status: s.status });
     }

@@ -223,15 +223,13 @@ export class Gateway {
     return this.canariesValue.all();
   }
 
-  /** Probes a connector now; null when there is no such connector. */
-  async probe(connector: string): Promise<CanaryStatus | null> {
-    if (!this.connectors.has(connector)) return null;
+  /** Probes a connector now (404 not_found for an unknown one). */
+  probe(connector: string): Promise<CanaryStatus> {
     return this.canariesValue.probe(connector);
   }
 
-  /** Releases a quarantined connector; null when there is no such connector. */
-  async release(connector: string): Promise<CanaryStatus | null> {
-    if (!this.connectors.has(connector)) return null;
+  /** Releases a quarantined connector (404 not_found for an unknown one, 409 for one not quarantined). */
+  release(connector: string): Promise<CanaryStatus> {
     return this.canariesValue.release(connector);
   }
 
