@@ -75,6 +75,43 @@ export function gatewayError(code: ErrorCode, message: string, details: Record<s
   return { status: ERROR_CODES[code].status, body: { ok: false, error: { code, message, details, ...extra } } };
 }
 
+/**
+ * Appends `ev` to a run with the first of `creds` the kernel accepts (decisions §7): a
+ * credential it refuses (a remit of another run, an ended lease) passes the event to the
+ * next, so a refusal is recorded whether the gateway runs beside the kernel or apart from it,
+ * with or without a kernel token. Best effort under one deadline: a failed append is logged,
+ * never fails the call.
+ */
+async function appendEvent(d: CallDeps, runId: string, ev: GatewayEvent, creds: EventCredential[]): Promise<void> {
+  const safe: GatewayEvent = { ...ev, payload: d.redactor.redactValue(ev.payload) };
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${d.eventTimeoutMs} ms`)), d.eventTimeoutMs);
+  });
+  try {
+    for (const [i, cred] of creds.entries()) {
+      try {
+        await Promise.race([d.link().appendEvent(runId, safe, cred), deadline]);
+        return;
+      } catch (err) {
+        if (!isCredentialRefusal(err) || i === creds.length - 1) throw err;
+      }
+    }
+  } catch (err) {
+    d.logger.warn('cannot append gateway event', { kind: ev.kind, run_id: runId, err: d.redactor.redact((err as Error).message) });
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The answer to a connector that failed while deriving a call's scopes (before any claim or breaker). */
+function scopeDerivationFailure(err: unknown): { response: CallResponse; outcome: string } | { refusal: string } {
+  if (err instanceof ScopeRefusal) return { refusal: err.message };
+  if (err instanceof ArgsInvalid) return { response: gatewayError('args_invalid', err.message, { errors: [{ path: err.path, message: err.message }] }), outcome: 'args_invalid' };
+  if (err instanceof DeterministicFailure) return { response: gatewayError('deterministic_failure', err.message, err.details), outcome: 'deterministic_failure' };
+  return { response: gatewayError('upstream_error', (err as Error).message), outcome: 'upstream_error' };
+}
+
 export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise<CallResponse> {
   const t0 = performance.now();
   const elapsedMs = () => Math.round((performance.now() - t0) * 1000) / 1000;
@@ -86,33 +123,6 @@ export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise
 
   const runOfCall = (): string | null => req.run_id ?? payload?.run ?? null;
 
-  /**
-   * Appends `ev` with the first of `creds` the kernel accepts (decisions §7): a credential it
-   * refuses (a remit of another run, an ended lease) passes the event to the next, so a
-   * refusal is recorded whether the gateway runs beside the kernel or apart from it, with or
-   * without a kernel token. Best effort under one deadline: a failed append is logged.
-   */
-  const emitTo = async (runId: string, ev: GatewayEvent, creds: EventCredential[]): Promise<void> => {
-    const safe: GatewayEvent = { ...ev, payload: d.redactor.redactValue(ev.payload) };
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer within ${d.eventTimeoutMs} ms`)), d.eventTimeoutMs);
-    });
-    try {
-      for (const [i, cred] of creds.entries()) {
-        try {
-          await Promise.race([d.link().appendEvent(runId, safe, cred), deadline]);
-          return;
-        } catch (err) {
-          if (!isCredentialRefusal(err) || i === creds.length - 1) throw err;
-        }
-      }
-    } catch (err) {
-      d.logger.warn('cannot append gateway event', { kind: ev.kind, run_id: runId, err: d.redactor.redact((err as Error).message) });
-    } finally {
-      clearTimeout(timer);
-    }
-  };
   // The call's run: its remit when the token verified, then the call's lease, then (for a
   // refusal only) the bearer alone, since the token may be the bad one.
   const emit = async (ev: GatewayEvent): Promise<void> => {
@@ -122,7 +132,7 @@ export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise
     if (tokenGood) creds.push({ remit: token });
     if (typeof req.lease_id === 'string' && req.lease_id !== '') creds.push({ lease: req.lease_id });
     if (ev.kind === 'tool.refused') creds.push({ bearer: true });
-    await emitTo(runId, ev, creds);
+    await appendEvent(d, runId, ev, creds);
   };
 
   const finish = (res: CallResponse, outcome: string): CallResponse => {
@@ -141,7 +151,7 @@ export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise
     };
     // Interface 5.3: the refusal is recorded on the call's run and, for a token bound to
     // another run, on that run too (its owner learns that its remit was presented elsewhere).
-    await Promise.all([emit(ev), boundRun !== undefined && boundRun !== runOfCall() ? emitTo(boundRun, ev, [{ remit: token }, { bearer: true }]) : Promise.resolve()]);
+    await Promise.all([emit(ev), boundRun !== undefined && boundRun !== runOfCall() ? appendEvent(d, boundRun, ev, [{ remit: token }, { bearer: true }]) : Promise.resolve()]);
     return finish({ status: 403, body: { ok: false, refusal: { reason, detail } } }, 'refused');
   };
 
@@ -186,10 +196,8 @@ export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise
   try {
     scopes = await connector.deriveScopes(tool.operation, args);
   } catch (err) {
-    if (err instanceof ScopeRefusal) return refuse('scope_not_granted', err.message);
-    if (err instanceof ArgsInvalid) return finish(gatewayError('args_invalid', err.message, { errors: [{ path: err.path, message: err.message }] }), 'args_invalid');
-    if (err instanceof DeterministicFailure) return finish(gatewayError('deterministic_failure', err.message, err.details), 'deterministic_failure');
-    return finish(gatewayError('upstream_error', (err as Error).message), 'upstream_error');
+    const failed = scopeDerivationFailure(err);
+    return 'refusal' in failed ? refuse('scope_not_granted', failed.refusal) : finish(failed.response, failed.outcome);
   }
   if (req.scope !== undefined && req.scope !== null) {
     const outside = scopes.find((s) => !scopeMatches(req.scope!, s));
