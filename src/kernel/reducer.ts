@@ -202,9 +202,8 @@ function applyEvent(m: RunModel, ev: ReducibleEvent): RunModel {
       m.current_step = null;
     }
   };
-  /** Moves the compensation queue on after its head ended. */
-  const nextCompensation = () => {
-    m.compensations.shift();
+  /** Makes the head of the compensation queue ready (or none current when the queue is empty). */
+  const startCompensation = () => {
     const next = m.compensations[0];
     if (next) {
       const n = m.steps[next]!;
@@ -215,6 +214,11 @@ function applyEvent(m: RunModel, ev: ReducibleEvent): RunModel {
     } else {
       m.current_step = null;
     }
+  };
+  /** Moves the compensation queue on after its head ended. */
+  const nextCompensation = () => {
+    m.compensations.shift();
+    startCompensation();
   };
 
   switch (ev.kind) {
@@ -424,15 +428,7 @@ function applyEvent(m: RunModel, ev: ReducibleEvent): RunModel {
         if (s.state !== 'completed' || !s.compensate) fail(`step ${id} has nothing to compensate`);
       }
       m.compensations = [...p.compensations];
-      m.current_step = null;
-      const first = m.compensations[0];
-      if (first) {
-        const s = m.steps[first]!;
-        s.state = 'compensating';
-        s.compensation_attempt = 1;
-        s.ready_at = ev.at;
-        m.current_step = first;
-      }
+      startCompensation();
       return m;
     }
 
