@@ -175,6 +175,7 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
     done(null, payload);
   });
 
+  const noteRefusal = refusalLogger(opts.logger);
   // A hook that answers the request itself sends the reply and does not call `done`.
   app.addHook('onRequest', (req: FastifyRequest, reply: FastifyReply, done: () => void) => {
     if (closing) {
@@ -185,11 +186,13 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
     if (opts.token !== null) {
       if (!bearerMatches(req.headers.authorization, opts.token)) {
         const svc = new SvcError('unauthorized', 'missing or wrong bearer token', {});
+        noteRefusal(req, req.headers.authorization === undefined ? 'no bearer token' : 'wrong bearer token');
         reply.status(401).header('WWW-Authenticate', 'Bearer').send(opts.render(svc));
         return;
       }
     } else if (!isLoopbackAddress(req.socket.remoteAddress)) {
       const svc = new SvcError('forbidden', 'this listener accepts loopback clients only (no token configured)', {});
+      noteRefusal(req, 'not a loopback client and no token configured');
       reply.status(403).send(opts.render(svc));
       return;
     }
@@ -200,6 +203,24 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
     opts.logger.debug('request', { method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) });
     done();
   });
+}
+
+/**
+ * Logs a caller the listener turned away (401, 403) at most once per address and reason
+ * every `everyMs`: an operator must see a client with the wrong token, a flood must not fill
+ * the log. The token itself is never logged.
+ */
+function refusalLogger(logger: Logger, everyMs = 10_000): (req: FastifyRequest, reason: string) => void {
+  const last = new Map<string, number>();
+  return (req, reason) => {
+    const remote = req.socket.remoteAddress ?? 'unknown';
+    const key = `${remote}\u0000${reason}`;
+    const now = Date.now();
+    if ((last.get(key) ?? -Infinity) + everyMs > now) return;
+    if (last.size >= 1000) last.clear();
+    last.set(key, now);
+    logger.warn('request refused', { reason, remote, method: req.method, url: req.url.split('?')[0] });
+  };
 }
 
 /** Parses a non-negative integer query parameter with bounds, or throws request_invalid. */

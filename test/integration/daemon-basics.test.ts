@@ -3,6 +3,7 @@
  * (error envelope, startup line, SIGTERM drain).
  */
 import { describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/log/logger.js';
 import { spawnSvcd, startTestDaemon, tempDir } from '../helpers/daemon.js';
 
 describe('kernel listener (I 4.1, D §10)', () => {
@@ -37,6 +38,21 @@ describe('kernel listener (I 4.1, D §10)', () => {
     expect(wrong.status).toBe(401);
     const ok = await d.kernel_('/health');
     expect(ok.status).toBe(200);
+  });
+
+  it('tells the operator about a refused caller once per address and reason, never the token (I 5.1)', async () => {
+    const warnings: Array<Record<string, unknown>> = [];
+    const logger = { ...silentLogger, warn: (msg: string, fields?: Record<string, unknown>) => void warnings.push({ msg, ...fields }), child: () => logger };
+    await using d = await startTestDaemon({ token: 'right-token-42', logger });
+    for (let i = 0; i < 3; i++) await fetch(`${d.kernelUrl}/v1/health`, { headers: { authorization: 'Bearer wrong-token-17' } });
+    await fetch(`${d.kernelUrl}/v1/runs`);
+    const refused = warnings.filter((w) => w.msg === 'request refused');
+    expect(refused).toEqual([
+      expect.objectContaining({ reason: 'wrong bearer token', remote: expect.any(String), method: 'GET', url: '/v1/health' }),
+      expect.objectContaining({ reason: 'no bearer token', url: '/v1/runs' }),
+    ]);
+    expect(JSON.stringify(warnings)).not.toContain('wrong-token-17');
+    expect(JSON.stringify(warnings)).not.toContain('right-token-42');
   });
 
   it('refuses to start on a non-loopback address without a token, saying why', async () => {
