@@ -6,6 +6,7 @@
 import type { FastifyRequest } from 'fastify';
 import { notFound } from '../../src/errors.js';
 import type { Kernel } from '../../src/kernel/kernel.js';
+import type { LeaseRow } from '../../src/kernel/run-store.js';
 
 type Hook = (req: FastifyRequest) => Promise<void>;
 
@@ -25,6 +26,18 @@ function known(kernel: Kernel, resource: string, sql: string, keep = false): Hoo
 }
 
 export const knownRun = (k: Kernel): Hook => known(k, 'run', 'SELECT 1 AS x FROM runs WHERE run_id = ?');
-export const knownLease = (k: Kernel): Hook => known(k, 'lease', 'SELECT * FROM leases WHERE lease_id = ?', true);
+/**
+ * A lease route: unknown is 404, and an ended lease (released, completed, failed, expired) is
+ * 410 lease_expired before the body is looked at (decisions §6: every call on such a lease is
+ * 410, so a worker's malformed late report is not a 400).
+ */
+export const knownLease = (k: Kernel): Hook => {
+  const find = known(k, 'lease', 'SELECT * FROM leases WHERE lease_id = ?', true);
+  return async (req) => {
+    await find(req);
+    const row = knownRows.get(req) as LeaseRow;
+    await k.runs.leases.active(row.lease_id, row);
+  };
+};
 export const knownApproval = (k: Kernel): Hook => known(k, 'approval', 'SELECT 1 AS x FROM approvals WHERE approval_id = ?');
 export const knownRemit = (k: Kernel): Hook => known(k, 'remit', 'SELECT 1 AS x FROM remits WHERE remit_id = ?');

@@ -93,3 +93,26 @@ describe('D §10: usage numbers never yield a 500 (I 4.1 complete/fail usage)', 
     expect(ok.status).toBe(200);
   });
 });
+
+describe('D §6: every call on an ended lease is 410, whatever its body', () => {
+  it('complete, fail and actions on a completed lease answer 410 lease_expired even with a malformed body; an unknown lease is 404', async () => {
+    await using d = await startRunDaemon();
+    await startRun(d, await pushBundle(d));
+    const l = await lease(d, ['model']);
+    expect(l.status).toBe(200);
+    const id = l.body.lease_id as string;
+    expect((await d.kernel_(`/leases/${id}/complete`, { body: { output: { amount: 1 }, usage: { tokens: 1, usd: 0 } } })).status).toBe(200);
+    for (const [path, body] of [
+      ['complete', { output: 'x', usage: 'lots' }],
+      ['fail', {}],
+      ['actions', { action: 'refund' }],
+    ] as const) {
+      const r = await d.kernel_(`/leases/${id}/${path}`, { body });
+      expect(r.status, path).toBe(410);
+      expect(r.body.error.code, path).toBe('lease_expired');
+    }
+    const unknown = await d.kernel_('/leases/lse_01JAAAAAAAAAAAAAAAAAAAAAAA/fail', { body: {} });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error.details).toEqual({ resource: 'lease', id: 'lse_01JAAAAAAAAAAAAAAAAAAAAAAA' });
+  });
+});
