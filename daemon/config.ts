@@ -10,8 +10,9 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Ajv } from 'ajv';
 import { parse as parseYaml } from 'yaml';
-import { substitute } from '../src/gateway/config.js';
-import { globalRedactor, type LogLevel, type Redactor } from '../src/log/logger.js';
+import { ConfigError, registerSecret, substitute } from '../src/gateway/config.js';
+import { formatAjvErrors } from '../src/gateway/schema-validator.js';
+import { globalRedactor, LOG_LEVELS, type LogLevel, type Redactor } from '../src/log/logger.js';
 import type { SqliteSynchronous } from '../src/store/sqlite-db.js';
 
 export interface KernelFileConfig {
@@ -58,14 +59,6 @@ const KERNEL_SECTION_SCHEMA = {
 
 const validateKernelSection = new Ajv({ allErrors: true, strict: false }).compile(KERNEL_SECTION_SCHEMA);
 
-/** A config svcd cannot start with; the message lists every problem. */
-export class SvcdConfigError extends Error {
-  constructor(problems: string[], source: string) {
-    super(`config ${source} has ${problems.length} problem${problems.length === 1 ? '' : 's'}:\n  - ${problems.join('\n  - ')}`);
-    this.name = 'SvcdConfigError';
-  }
-}
-
 /** Reads a YAML or JSON config file; errors name the file and every problem of `kernel:`. */
 export function readConfigFile(path: string, env: NodeJS.ProcessEnv = process.env, redactor: Redactor = globalRedactor): SvcdFileConfig {
   let text: string;
@@ -94,14 +87,7 @@ export function readConfigFile(path: string, env: NodeJS.ProcessEnv = process.en
 export function kernelSection(doc: unknown, source: string, baseDir: string, env: NodeJS.ProcessEnv = process.env, redactor: Redactor = globalRedactor): KernelFileConfig {
   const problems: string[] = [];
   const value = substitute(doc, '', env, redactor, problems);
-  if (!validateKernelSection(value)) {
-    for (const e of validateKernelSection.errors ?? []) {
-      const at = e.instancePath || '/';
-      if (e.keyword === 'additionalProperties') problems.push(`${at === '/' ? '' : at}/${(e.params as { additionalProperty: string }).additionalProperty}: unknown key`);
-      else if (e.keyword === 'enum') problems.push(`${at}: must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')}`);
-      else problems.push(`${at}: ${e.message}`);
-    }
-  }
+  if (!validateKernelSection(value)) problems.push(...formatAjvErrors(validateKernelSection.errors ?? []));
   const k = (problems.length === 0 ? value : {}) as KernelFileConfig;
   if (typeof k.listen === 'string') {
     try {
@@ -110,8 +96,8 @@ export function kernelSection(doc: unknown, source: string, baseDir: string, env
       problems.push(`/listen: ${(err as Error).message}`);
     }
   }
-  if (problems.length > 0) throw new SvcdConfigError(problems, source);
-  if (k.token) redactor.add(k.token);
+  if (problems.length > 0) throw new ConfigError(problems, source);
+  if (k.token) registerSecret(redactor, k.token);
   return { ...k, ...(k.data_dir !== undefined ? { data_dir: resolve(baseDir, k.data_dir) } : {}) };
 }
 
@@ -127,8 +113,8 @@ export function parseListen(value: string): { host: string; port: number } {
 /** `--log-level` or SVC_LOG_LEVEL: one of the four levels, or an error naming them. */
 export function logLevelOf(value: string | undefined, source: string): LogLevel {
   if (value === undefined || value === '') return 'info';
-  if (value === 'debug' || value === 'info' || value === 'warn' || value === 'error') return value;
-  throw new Error(`${source} "${value}" must be one of debug, info, warn, error`);
+  if ((LOG_LEVELS as string[]).includes(value)) return value as LogLevel;
+  throw new Error(`${source} "${value}" must be one of ${LOG_LEVELS.join(', ')}`);
 }
 
 /** SVC_CLOCK_SKEW_SECONDS: a whole number of seconds, 0 to a day, or an error. */

@@ -6,7 +6,7 @@
 import { dirname, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { KeyRing } from '../src/keys/keyring.js';
-import { createLogger, type LogLevel } from '../src/log/logger.js';
+import { createLogger, LOG_LEVELS, type LogLevel } from '../src/log/logger.js';
 import { VERSION } from '../src/version.js';
 import { defaultGatewayConfig, loadGatewayConfig, loadGatewayConfigFile, type GatewayConfig } from '../src/gateway/config.js';
 import { clockSkewOf, logLevelOf, readConfigFile, type SvcdFileConfig } from './config.js';
@@ -121,7 +121,7 @@ export function buildProgram(): Command {
     .option('--publisher <key_id:public_key>', 'trust a bundle publisher key (repeatable)', collect, [])
     .option('--no-kernel', 'do not run the kernel')
     .option('--no-gateway', 'do not run the gateway')
-    .addOption(new Option('--log-level <level>', 'log level (default: info, or SVC_LOG_LEVEL)').choices(['debug', 'info', 'warn', 'error']))
+    .addOption(new Option('--log-level <level>', 'log level (default: info, or SVC_LOG_LEVEL)').choices(LOG_LEVELS))
     .action(async (flags: Flags) => {
       if (!flags.kernel && !flags.gateway) program.error('svcd: --no-kernel and --no-gateway together leave nothing to run', { exitCode: 2 });
       await serve(flags);

@@ -17,6 +17,11 @@ export function addSpend(a: Spend, b: Partial<Spend> | undefined): Spend {
   return { tokens: a.tokens + (Number(b.tokens) || 0), usd: roundUsd(a.usd + (Number(b.usd) || 0)) };
 }
 
+/** What `budget` leaves once `reserved` is set aside (a run's spend less its derived remits' share). */
+export function spendLeft(budget: Spend, reserved: Spend): Spend {
+  return { tokens: budget.tokens - reserved.tokens, usd: roundUsd(budget.usd - reserved.usd) };
+}
+
 /** Dollars as integer micro-dollars. */
 export function usdMicro(usd: number): number {
   return Math.round(usd * 1_000_000);

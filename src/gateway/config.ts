@@ -108,13 +108,22 @@ export interface GatewayConfig {
   connectors: ConnectorConfig[];
 }
 
-/** Every problem found while loading a config, each a line `<where>: <what>`. */
-export class GatewayConfigError extends Error {
+/** Every problem found while loading a config, each a line `<where>: <what>` (svcd's `kernel:` section too). */
+export class ConfigError extends Error {
   constructor(
     readonly problems: string[],
     source: string,
+    what = 'config',
   ) {
-    super(`gateway config ${source} has ${problems.length} problem${problems.length === 1 ? '' : 's'}:\n  - ${problems.join('\n  - ')}`);
+    super(`${what} ${source} has ${problems.length} problem${problems.length === 1 ? '' : 's'}:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** The gateway config's problems (interface 2.10). */
+export class GatewayConfigError extends ConfigError {
+  constructor(problems: string[], source: string) {
+    super(problems, source, 'gateway config');
     this.name = 'GatewayConfigError';
   }
 }

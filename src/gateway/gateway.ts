@@ -3,7 +3,6 @@
  * circuit breaker per connector, the canaries, metrics and the kernel link. HTTP lives in
  * daemon/gateway; this file imports nothing of fastify.
  */
-import { mkdirSync } from 'node:fs';
 import { lockDataDir } from '../store/dir-lock.js';
 import { systemClock, type Clock } from '../clock.js';
 import { createLogger, globalRedactor, type Logger, type Redactor } from '../log/logger.js';
@@ -94,8 +93,7 @@ export class Gateway {
   static async open(opts: GatewayOptions): Promise<Gateway> {
     const gw = new Gateway(opts.config, opts);
     const { config } = opts;
-    mkdirSync(config.data_dir, { recursive: true, mode: 0o700 });
-    // Before any connector starts: a second gateway on this directory stops here.
+    // Creates the directory (0700) and, before any connector starts, stops a second gateway on it.
     gw.unlock = lockDataDir(config.data_dir, 'gateway data directory');
     const list: Connector[] = config.connectors.map((c) => buildConnector(c, gw.logger, opts.mcp));
     if (config.test_tools) list.push(new TestConnector());

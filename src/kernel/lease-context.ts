@@ -7,7 +7,7 @@
 import { renderTemplates } from '../bundle/templates.js';
 import type { Bundle, LeaseKind, RemitPayload, Requester, RunEvent, Spend, StepDef, ToolDescriptor } from '../types.js';
 import type { Kernel } from './kernel.js';
-import { roundUsd } from '../spend.js';
+import { spendLeft } from '../spend.js';
 import type { RunModel } from './reducer.js';
 
 /** A tool descriptor as a lease carries it: the gateway's, plus what the kernel decided. */
@@ -134,11 +134,6 @@ export async function buildLeaseContext(k: Pick<Kernel, 'toolCatalog'>, p: Conte
     prior_events: p.priorEvents,
     // What this run may spend in all: its remit's spend less what derived remits reserved, so
     // a worker reads its headroom as budget − used, the same line the kernel fails the run at.
-    budget: {
-      tokens: m.budget.tokens - p.reserved.tokens,
-      usd: roundUsd(m.budget.usd - p.reserved.usd),
-      used_tokens: m.usage.tokens,
-      used_usd: m.usage.usd,
-    },
+    budget: { ...spendLeft(m.budget, p.reserved), used_tokens: m.usage.tokens, used_usd: m.usage.usd },
   };
 }

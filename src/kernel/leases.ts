@@ -22,7 +22,7 @@ import type {
 import { newId } from '../ids.js';
 import type { ErrorInfo, LeaseKind, RunState, Spend, StepDef } from '../types.js';
 import { buildLeaseContext, renderStepDef, type LeaseContext } from './lease-context.js';
-import { roundUsd } from '../spend.js';
+import { spendLeft } from '../spend.js';
 import { workItem, type RunModel } from './reducer.js';
 import { retryDelayMs, retryPolicy } from './retry.js';
 import { budgetExceeded, type RunEngine } from './run-engine.js';
@@ -495,6 +495,6 @@ export class LeaseService {
 /** Why a run failed `budget_exhausted`, naming the reservation when derived remits hold one. */
 function budgetMessage(usage: Spend, budget: Spend, reserved: Spend): string {
   if (reserved.tokens === 0 && reserved.usd === 0) return `usage ${JSON.stringify(usage)} exceeds the remit's spend ${JSON.stringify(budget)}`;
-  const left = { tokens: budget.tokens - reserved.tokens, usd: roundUsd(budget.usd - reserved.usd) };
+  const left = spendLeft(budget, reserved);
   return `usage ${JSON.stringify(usage)} exceeds ${JSON.stringify(left)}: the remit's spend ${JSON.stringify(budget)} less ${JSON.stringify(reserved)} reserved by derived remits`;
 }

@@ -19,7 +19,7 @@ import { pageNewestFirst } from './cursor.js';
 import type { Kernel } from './kernel.js';
 import { LeaseService } from './leases.js';
 import { WorkNotifier } from './notifier.js';
-import { roundUsd } from '../spend.js';
+import { roundUsd, spendLeft } from '../spend.js';
 import { compensationsFor, initialModel, isTerminal, workItem, type RunModel } from './reducer.js';
 import { replayRun, type ReplayReport } from './replay.js';
 import { insertEvent, KERNEL_ACTOR, loadRunRow, loadWriterRow, parseEventRow, runStateOf, RunWriter, sealEvent, workColumns, type EventRow, type RunRow, type WriterDeps } from './run-store.js';
@@ -466,7 +466,8 @@ export function workflowOf(bundle: Bundle, name: string): WorkflowDef | undefine
 
 /** Usage over budget, once derived remits' reservations are set aside (decisions §8, 8.3). */
 export function budgetExceeded(usage: Spend, budget: Spend, reserved: Spend): boolean {
-  return usage.tokens > budget.tokens - reserved.tokens || roundUsd(usage.usd) > roundUsd(budget.usd - reserved.usd);
+  const left = spendLeft(budget, reserved);
+  return usage.tokens > left.tokens || roundUsd(usage.usd) > left.usd;
 }
 
 function sameRequester(a: Requester, b: Requester): boolean {

@@ -5,6 +5,8 @@
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 const LEVELS: Record<LogLevel, number> = { debug: 20, info: 30, warn: 40, error: 50 };
+/** The levels, least severe first (what `--log-level` and SVC_LOG_LEVEL accept). */
+export const LOG_LEVELS = Object.keys(LEVELS) as LogLevel[];
 
 /** Replaces every registered secret with `[REDACTED]`. One instance per process. */
 export class Redactor {

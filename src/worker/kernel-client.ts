@@ -50,9 +50,8 @@ export class KernelClient {
       let unreachable: StepError;
       try {
         const res = await requestJson(this.peer, method, path, body, { headers: opts.headers, signal: opts.signal });
-        if (res.status !== 503) return res;
+        if (res.status !== 503 || opts.until === undefined) return res;
         unreachable = kernelError(`${method} ${path}`, res);
-        if (opts.until === undefined) return res;
       } catch (err) {
         if (!(err instanceof StepError && err.code === 'network_error')) throw err;
         unreachable = err;

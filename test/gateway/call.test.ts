@@ -244,13 +244,22 @@ describe('idempotency (interface 4.2 rules 1–2, decisions §9)', () => {
 });
 
 describe('a failing idempotency store never lets a write run twice (decisions §9, §10)', () => {
-  it('result not stored after the upstream ran: 503 unavailable, and the key stays claimed', async () => {
+  /** Runs `fn` while the gateway's store method `name` throws `message`, then restores it. */
+  async function whileStoreFails(name: 'claim' | 'complete', message: string, fn: () => Promise<void>): Promise<void> {
     const store = gw.gateway.store;
-    const complete = store.complete.bind(store);
-    store.complete = async () => {
-      throw new Error('disk I/O error');
+    const original = store[name];
+    store[name] = async () => {
+      throw new Error(message);
     };
     try {
+      await fn();
+    } finally {
+      store[name] = original as never;
+    }
+  }
+
+  it('result not stored after the upstream ran: 503 unavailable, and the key stays claimed', async () => {
+    await whileStoreFails('complete', 'disk I/O error', async () => {
       const t = token();
       const first = await gw.call({ remit_token: t, tool: 'test.write', args: { n: 1 }, idempotency_key: 'k-store-fails' });
       expect(first.status).toBe(503);
@@ -259,24 +268,15 @@ describe('a failing idempotency store never lets a write run twice (decisions §
       const again = await gw.call({ remit_token: t, tool: 'test.write', args: { n: 1 }, idempotency_key: 'k-store-fails' });
       expect(again.status).toBe(409);
       expect(again.body.error.code).toBe('idempotency_in_flight');
-    } finally {
-      store.complete = complete;
-    }
+    });
   });
 
   it('a claim the store cannot make: 503 unavailable before anything runs', async () => {
-    const store = gw.gateway.store;
-    const claim = store.claim.bind(store);
-    store.claim = async () => {
-      throw new Error('database is locked');
-    };
-    try {
+    await whileStoreFails('claim', 'database is locked', async () => {
       const res = await gw.call({ remit_token: token(), tool: 'test.write', args: { n: 2 }, idempotency_key: 'k-claim-fails' });
       expect(res.status).toBe(503);
       expect(res.body).toMatchObject({ ok: false, error: { code: 'unavailable', message: expect.stringContaining('nothing ran') } });
-    } finally {
-      store.claim = claim;
-    }
+    });
     const ok = await gw.call({ remit_token: token(), tool: 'test.write', args: { n: 2 }, idempotency_key: 'k-claim-fails' });
     expect(ok.body).toMatchObject({ ok: true, replayed: false });
   });

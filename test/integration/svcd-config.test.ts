@@ -25,7 +25,7 @@ describe('the kernel: section of --config (svcd(8))', () => {
     const r = svcdExit(['--config', cfg, '--no-gateway']);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(`config ${cfg} (kernel:) has 5 problems`);
-    for (const p of ['/lisen: unknown key', '/token: must be string,null', '/synchronous: must be one of OFF, NORMAL, FULL, EXTRA', '/clock_skew_seconds: must be integer', '/publishers: must be array']) {
+    for (const p of ['/lisen: is not a known key', '/token: must be string,null', '/synchronous: must be one of "OFF", "NORMAL", "FULL", "EXTRA"', '/clock_skew_seconds: must be integer', '/publishers: must be array']) {
       expect(r.stderr).toContain(p);
     }
     expect(r.stderr).not.toContain('12345');
