@@ -4,24 +4,8 @@
  * state holds is derived from events (times come from each event's `at`), so the two cannot
  * drift. Pure: no clock, no store, no randomness.
  */
-import type {
-  ActionDecidedPayload,
-  ApprovalDecidedPayload,
-  CompensationCompletedPayload,
-  CompensationFailedPayload,
-  LeaseExpiredPayload,
-  RunAbandonedPayload,
-  RunAbandonRequestedPayload,
-  RunCompletedPayload,
-  RunCreatedPayload,
-  RunFailedPayload,
-  RunParkedPayload,
-  StepCompletedPayload,
-  StepFailedPayload,
-  StepLeasedPayload,
-  StepQuarantinedPayload,
-  StepRetryScheduledPayload,
-} from '../events/payloads.js';
+import type { KernelEventPayloads, RunCreatedPayload } from '../events/payloads.js';
+import { EXTERNAL_EVENT_KINDS, type KernelEventKind } from '../events/kinds.js';
 import { addSpend } from '../spend.js';
 import type { ErrorInfo, LeaseKind, ParkedReason, RunIdentity, RunState, RunStateObject, Spend, StepKind, StepState, StepStatus } from '../types.js';
 
@@ -181,307 +165,280 @@ export function reduceInPlace(model: RunModel, ev: ReducibleEvent): RunModel {
 /** The transition itself, applied to `m` in place (callers own `m`). */
 function applyEvent(m: RunModel, ev: ReducibleEvent): RunModel {
   m.updated_at = ev.at;
-  const fail = (msg: string): never => {
-    throw new TransitionError(ev.seq, ev.kind, msg);
-  };
-  const stepOf = (id: unknown): StepModel => {
-    const s = typeof id === 'string' ? m.steps[id] : undefined;
-    return s ?? fail(`unknown step ${String(id)}`);
-  };
-  /** Makes the step after `id` ready, or clears current_step after the last one. */
-  const advance = (id: string) => {
-    const i = m.step_order.indexOf(id);
-    const next = m.step_order[i + 1];
-    if (next) {
-      const n = m.steps[next]!;
-      n.state = 'pending';
-      n.attempt = 1;
-      n.ready_at = ev.at;
-      m.current_step = next;
+  if (Object.hasOwn(EXTERNAL_EVENT_KINDS, ev.kind)) return m; // they record what happened; the state does not move
+  if (ev.kind === 'run.created') fail(ev, 'run.created may only be the first event');
+  const transition = Object.hasOwn(TRANSITIONS, ev.kind) ? (TRANSITIONS[ev.kind as FoldedKind] as Transition<unknown>) : undefined;
+  if (!transition) fail(ev, 'unknown event kind');
+  transition(m, ev.payload, ev);
+  return m;
+}
+
+type FoldedKind = Exclude<KernelEventKind, 'run.created'>;
+/** One kind's transition: changes `m` in place, or throws TransitionError. */
+type Transition<P> = (m: RunModel, p: P, ev: ReducibleEvent) => void;
+
+function fail(ev: ReducibleEvent, msg: string): never {
+  throw new TransitionError(ev.seq, ev.kind, msg);
+}
+
+function stepOf(m: RunModel, ev: ReducibleEvent, id: unknown): StepModel {
+  const s = typeof id === 'string' ? m.steps[id] : undefined;
+  return s ?? fail(ev, `unknown step ${String(id)}`);
+}
+
+/** Makes the step after `id` ready, or clears current_step after the last one. */
+function advance(m: RunModel, id: string, at: string): void {
+  const next = m.step_order[m.step_order.indexOf(id) + 1];
+  if (next) {
+    const n = m.steps[next]!;
+    n.state = 'pending';
+    n.attempt = 1;
+    n.ready_at = at;
+    m.current_step = next;
+  } else {
+    m.current_step = null;
+  }
+}
+
+/** Makes the head of the compensation queue ready (or none current when the queue is empty). */
+function startCompensation(m: RunModel, at: string): void {
+  const next = m.compensations[0];
+  if (next) {
+    const n = m.steps[next]!;
+    n.state = 'compensating';
+    n.compensation_attempt = 1;
+    n.ready_at = at;
+    m.current_step = next;
+  } else {
+    m.current_step = null;
+  }
+}
+
+/** Moves the compensation queue on after its head ended. */
+function nextCompensation(m: RunModel, at: string): void {
+  m.compensations.shift();
+  startCompensation(m, at);
+}
+
+/**
+ * Every kernel kind but `run.created` (which `initialModel` folds), keyed by kind so that the
+ * compiler checks each transition against its payload (src/events/payloads.ts) and that no
+ * kind is left out.
+ */
+const TRANSITIONS: { [K in FoldedKind]: Transition<KernelEventPayloads[K]> } = {
+  'step.leased'(m, p, ev) {
+    const s = stepOf(m, ev, p.step);
+    if (s.lease_id) fail(ev, `step ${s.id} is already leased`);
+    if (p.kind === 'compensation') {
+      if (m.state !== 'abandoning' || s.state !== 'compensating') fail(ev, `step ${s.id} has no compensation waiting`);
+      s.compensation_attempt = p.attempt;
     } else {
-      m.current_step = null;
+      if (m.state !== 'running' || m.current_step !== s.id) fail(ev, `step ${s.id} is not the current step of a running run`);
+      if (s.state !== 'pending' && s.state !== 'retry_wait') fail(ev, `step ${s.id} is ${s.state}, not ready`);
+      s.state = 'leased';
+      s.attempt = p.attempt;
+      s.started_at ??= ev.at;
+      s.first_lease_seq ??= ev.seq;
     }
-  };
-  /** Makes the head of the compensation queue ready (or none current when the queue is empty). */
-  const startCompensation = () => {
-    const next = m.compensations[0];
-    if (next) {
-      const n = m.steps[next]!;
-      n.state = 'compensating';
-      n.compensation_attempt = 1;
-      n.ready_at = ev.at;
-      m.current_step = next;
+    s.lease_id = p.lease_id;
+    s.ready_at = null;
+  },
+
+  'step.completed'(m, p, ev) {
+    const s = stepOf(m, ev, p.step);
+    if (s.state !== 'leased' || s.lease_id !== p.lease_id) fail(ev, `step ${s.id} is not leased by ${p.lease_id}`);
+    s.state = 'completed';
+    s.output = p.output;
+    s.error = null;
+    s.ended_at = ev.at;
+    s.lease_id = null;
+    m.usage = addSpend(m.usage, p.usage);
+    advance(m, s.id, ev.at);
+  },
+
+  'step.failed'(m, p, ev) {
+    const s = stepOf(m, ev, p.step);
+    if (p.lease_id !== null && s.lease_id !== p.lease_id) fail(ev, `step ${s.id} is not leased by ${p.lease_id}`);
+    if (p.kind === 'compensation') {
+      if (s.state !== 'compensating') fail(ev, `step ${s.id} is not compensating`);
     } else {
-      m.current_step = null;
-    }
-  };
-  /** Moves the compensation queue on after its head ended. */
-  const nextCompensation = () => {
-    m.compensations.shift();
-    startCompensation();
-  };
-
-  switch (ev.kind) {
-    case 'run.created':
-      return fail('run.created may only be the first event');
-
-    case 'step.leased': {
-      const p = ev.payload as unknown as StepLeasedPayload;
-      const s = stepOf(p.step);
-      if (s.lease_id) fail(`step ${s.id} is already leased`);
-      if (p.kind === 'compensation') {
-        if (m.state !== 'abandoning' || s.state !== 'compensating') fail(`step ${s.id} has no compensation waiting`);
-        s.compensation_attempt = p.attempt;
-      } else {
-        if (m.state !== 'running' || m.current_step !== s.id) fail(`step ${s.id} is not the current step of a running run`);
-        if (s.state !== 'pending' && s.state !== 'retry_wait') fail(`step ${s.id} is ${s.state}, not ready`);
-        s.state = 'leased';
-        s.attempt = p.attempt;
-        s.started_at ??= ev.at;
-        s.first_lease_seq ??= ev.seq;
-      }
-      s.lease_id = p.lease_id;
-      s.ready_at = null;
-      return m;
-    }
-
-    case 'step.completed': {
-      const p = ev.payload as unknown as StepCompletedPayload;
-      const s = stepOf(p.step);
-      if (s.state !== 'leased' || s.lease_id !== p.lease_id) fail(`step ${s.id} is not leased by ${p.lease_id}`);
-      s.state = 'completed';
-      s.output = p.output;
-      s.error = null;
+      if (m.current_step !== s.id) fail(ev, `step ${s.id} is not the current step`);
+      if (p.lease_id === null && s.state !== 'pending' && s.state !== 'retry_wait') fail(ev, `step ${s.id} is ${s.state}`);
+      s.state = 'failed';
       s.ended_at = ev.at;
-      s.lease_id = null;
-      m.usage = addSpend(m.usage, p.usage);
-      advance(s.id);
-      return m;
     }
+    s.error = { code: p.error.code, message: p.error.message };
+    s.lease_id = null;
+    m.usage = addSpend(m.usage, p.usage);
+  },
 
-    case 'step.failed': {
-      const p = ev.payload as unknown as StepFailedPayload;
-      const s = stepOf(p.step);
-      if (p.lease_id !== null && s.lease_id !== p.lease_id) fail(`step ${s.id} is not leased by ${p.lease_id}`);
-      if (p.kind === 'compensation') {
-        if (s.state !== 'compensating') fail(`step ${s.id} is not compensating`);
-      } else {
-        if (m.current_step !== s.id) fail(`step ${s.id} is not the current step`);
-        if (p.lease_id === null && s.state !== 'pending' && s.state !== 'retry_wait') fail(`step ${s.id} is ${s.state}`);
+  'step.retry_scheduled'(m, p, ev) {
+    const s = stepOf(m, ev, p.step);
+    if (p.kind === 'compensation') {
+      if (s.state !== 'compensating' || s.lease_id) fail(ev, `compensation of ${s.id} is not failed`);
+      s.compensation_attempt = p.attempt;
+    } else {
+      if (s.state !== 'failed') fail(ev, `step ${s.id} is ${s.state}, not failed`);
+      s.state = 'retry_wait';
+      s.attempt = p.attempt;
+      s.ended_at = null;
+    }
+    s.ready_at = p.ready_at;
+  },
+
+  'step.quarantined'(m, p, ev) {
+    const s = stepOf(m, ev, p.step);
+    if (s.state !== 'failed' && !(s.state === 'leased' && s.lease_id === null)) fail(ev, `step ${s.id} is ${s.state}`);
+    s.state = 'quarantined';
+    s.ready_at = null;
+  },
+
+  'lease.expired'(m, p, ev) {
+    const s = stepOf(m, ev, p.step);
+    if (s.lease_id !== p.lease_id) fail(ev, `lease ${p.lease_id} is not the step's lease`);
+    s.lease_id = null;
+    if (p.kind === 'compensation') {
+      if (p.next_attempt !== null) {
+        s.compensation_attempt = p.next_attempt;
+        s.ready_at = ev.at;
+      }
+    } else if (p.next_attempt !== null) {
+      s.state = 'pending';
+      s.attempt = p.next_attempt;
+      s.ready_at = ev.at;
+    } else {
+      s.error = { code: 'lease_expired', message: `lease ${p.lease_id} expired on the last attempt` };
+      s.ended_at = ev.at;
+    }
+  },
+
+  'action.decided'(m, p, ev) {
+    stepOf(m, ev, p.step);
+  },
+
+  'approval.requested'() {},
+
+  'approval.decided'(m, p, ev) {
+    const s = stepOf(m, ev, p.step);
+    if (p.decision === 'approved' && !s.approved_actions.includes(p.action_id)) s.approved_actions.push(p.action_id);
+    if (m.pending_approval_id === p.approval_id) m.pending_approval_id = null;
+  },
+
+  'run.parked'(m, p, ev) {
+    if (m.state !== 'running') fail(ev, `a ${m.state} run cannot be parked`);
+    const s = stepOf(m, ev, p.step);
+    m.state = 'parked';
+    m.parked_reason = p.reason;
+    if (p.reason === 'human') {
+      // The lease is released at once; the step waits to be leased again after the decision.
+      m.pending_approval_id = p.approval_id ?? null;
+      s.state = 'pending';
+      s.lease_id = null;
+      s.ready_at = ev.at;
+    } else if (p.reason === 'connector_quarantined') {
+      // Not the step's fault: no attempt is spent.
+      s.state = 'pending';
+      s.lease_id = null;
+      s.ended_at = null;
+      s.ready_at = ev.at;
+    } else if (s.state !== 'quarantined') {
+      fail(ev, `step ${s.id} is ${s.state}, not quarantined`);
+    }
+  },
+
+  'run.resumed'(m, _p, ev) {
+    if (m.state !== 'parked') fail(ev, `a ${m.state} run cannot be resumed`);
+    m.state = 'running';
+    m.parked_reason = null;
+    const s = m.current_step ? m.steps[m.current_step] : undefined;
+    if (s) {
+      if (s.state === 'quarantined') {
+        s.state = 'pending';
+        s.attempt = 1; // a fresh attempt count (decisions §6)
+        s.ended_at = null;
+      }
+      if (s.state === 'pending') s.ready_at = ev.at;
+    }
+  },
+
+  'run.completed'(m, p, ev) {
+    if (m.state !== 'running' || m.current_step !== null) fail(ev, 'only a running run whose steps all completed can complete');
+    m.state = 'completed';
+    m.output = p.output;
+  },
+
+  'budget.exceeded'() {},
+
+  'run.failed'(m, p, ev) {
+    if (m.state !== 'running' && m.state !== 'parked') fail(ev, `a ${m.state} run cannot fail`);
+    m.state = 'failed';
+    m.parked_reason = null;
+    m.error = { code: p.error.code, message: p.error.message };
+    const s = m.current_step ? m.steps[m.current_step] : undefined;
+    if (s) {
+      s.ready_at = null;
+      if (s.lease_id) {
+        s.lease_id = null;
         s.state = 'failed';
         s.ended_at = ev.at;
       }
-      s.error = { code: p.error.code, message: p.error.message };
-      s.lease_id = null;
-      m.usage = addSpend(m.usage, p.usage);
-      return m;
     }
+  },
 
-    case 'step.retry_scheduled': {
-      const p = ev.payload as unknown as StepRetryScheduledPayload;
-      const s = stepOf(p.step);
-      if (p.kind === 'compensation') {
-        if (s.state !== 'compensating' || s.lease_id) fail(`compensation of ${s.id} is not failed`);
-        s.compensation_attempt = p.attempt;
-      } else {
-        if (s.state !== 'failed') fail(`step ${s.id} is ${s.state}, not failed`);
-        s.state = 'retry_wait';
-        s.attempt = p.attempt;
-        s.ended_at = null;
-      }
-      s.ready_at = p.ready_at;
-      return m;
-    }
-
-    case 'step.quarantined': {
-      const p = ev.payload as unknown as StepQuarantinedPayload;
-      const s = stepOf(p.step);
-      if (s.state !== 'failed' && !(s.state === 'leased' && s.lease_id === null)) fail(`step ${s.id} is ${s.state}`);
-      s.state = 'quarantined';
-      s.ready_at = null;
-      return m;
-    }
-
-    case 'lease.expired': {
-      const p = ev.payload as unknown as LeaseExpiredPayload;
-      const s = stepOf(p.step);
-      if (s.lease_id !== p.lease_id) fail(`lease ${p.lease_id} is not the step's lease`);
-      s.lease_id = null;
-      if (p.kind === 'compensation') {
-        if (p.next_attempt !== null) {
-          s.compensation_attempt = p.next_attempt;
-          s.ready_at = ev.at;
-        }
-      } else if (p.next_attempt !== null) {
-        s.state = 'pending';
-        s.attempt = p.next_attempt;
-        s.ready_at = ev.at;
-      } else {
-        s.error = { code: 'lease_expired', message: `lease ${p.lease_id} expired on the last attempt` };
-        s.ended_at = ev.at;
-      }
-      return m;
-    }
-
-    case 'action.decided': {
-      const p = ev.payload as unknown as ActionDecidedPayload;
-      stepOf(p.step);
-      return m;
-    }
-
-    case 'approval.requested':
-      return m;
-
-    case 'approval.decided': {
-      const p = ev.payload as unknown as ApprovalDecidedPayload;
-      const s = stepOf(p.step);
-      if (p.decision === 'approved' && !s.approved_actions.includes(p.action_id)) s.approved_actions.push(p.action_id);
-      if (m.pending_approval_id === p.approval_id) m.pending_approval_id = null;
-      return m;
-    }
-
-    case 'run.parked': {
-      const p = ev.payload as unknown as RunParkedPayload;
-      if (m.state !== 'running') fail(`a ${m.state} run cannot be parked`);
-      const s = stepOf(p.step);
-      m.state = 'parked';
-      m.parked_reason = p.reason;
-      if (p.reason === 'human') {
-        // The lease is released at once; the step waits to be leased again after the decision.
-        m.pending_approval_id = p.approval_id ?? null;
-        s.state = 'pending';
+  'run.abandon_requested'(m, p, ev) {
+    if (isTerminal(m.state) || m.state === 'abandoning') fail(ev, `a ${m.state} run cannot be abandoned`);
+    m.state = 'abandoning';
+    m.parked_reason = null;
+    m.pending_approval_id = null;
+    m.abandon_reason = p.reason;
+    for (const s of Object.values(m.steps)) {
+      if (s.lease_id) {
         s.lease_id = null;
-        s.ready_at = ev.at;
-      } else if (p.reason === 'connector_quarantined') {
-        // Not the step's fault: no attempt is spent.
-        s.state = 'pending';
-        s.lease_id = null;
-        s.ended_at = null;
-        s.ready_at = ev.at;
-      } else if (s.state !== 'quarantined') {
-        fail(`step ${s.id} is ${s.state}, not quarantined`);
+        if (s.state === 'leased') s.state = 'pending';
       }
-      return m;
-    }
-
-    case 'run.resumed': {
-      if (m.state !== 'parked') fail(`a ${m.state} run cannot be resumed`);
-      m.state = 'running';
-      m.parked_reason = null;
-      const s = m.current_step ? m.steps[m.current_step] : undefined;
-      if (s) {
-        if (s.state === 'quarantined') {
-          s.state = 'pending';
-          s.attempt = 1; // a fresh attempt count (decisions §6)
-          s.ended_at = null;
-        }
-        if (s.state === 'pending') s.ready_at = ev.at;
-      }
-      return m;
-    }
-
-    case 'run.completed': {
-      const p = ev.payload as unknown as RunCompletedPayload;
-      if (m.state !== 'running' || m.current_step !== null) fail('only a running run whose steps all completed can complete');
-      m.state = 'completed';
-      m.output = p.output;
-      return m;
-    }
-
-    case 'budget.exceeded':
-      return m;
-
-    case 'run.failed': {
-      const p = ev.payload as unknown as RunFailedPayload;
-      if (m.state !== 'running' && m.state !== 'parked') fail(`a ${m.state} run cannot fail`);
-      m.state = 'failed';
-      m.parked_reason = null;
-      m.error = { code: p.error.code, message: p.error.message };
-      const s = m.current_step ? m.steps[m.current_step] : undefined;
-      if (s) {
-        s.ready_at = null;
-        if (s.lease_id) {
-          s.lease_id = null;
-          s.state = 'failed';
-          s.ended_at = ev.at;
-        }
-      }
-      return m;
-    }
-
-    case 'run.abandon_requested': {
-      const p = ev.payload as unknown as RunAbandonRequestedPayload;
-      if (isTerminal(m.state) || m.state === 'abandoning') fail(`a ${m.state} run cannot be abandoned`);
-      m.state = 'abandoning';
-      m.parked_reason = null;
-      m.pending_approval_id = null;
-      m.abandon_reason = p.reason;
-      for (const s of Object.values(m.steps)) {
-        if (s.lease_id) {
-          s.lease_id = null;
-          if (s.state === 'leased') s.state = 'pending';
-        }
-        s.ready_at = null;
-      }
-      for (const id of p.compensations) {
-        const s = stepOf(id);
-        if (s.state !== 'completed' || !s.compensate) fail(`step ${id} has nothing to compensate`);
-      }
-      m.compensations = [...p.compensations];
-      startCompensation();
-      return m;
-    }
-
-    case 'compensation.completed': {
-      const p = ev.payload as unknown as CompensationCompletedPayload;
-      const s = stepOf(p.step);
-      if (m.compensations[0] !== s.id || s.lease_id !== p.lease_id) fail(`compensation of ${s.id} is not leased by ${p.lease_id}`);
-      s.state = 'compensated';
-      s.lease_id = null;
       s.ready_at = null;
-      s.ended_at = ev.at;
-      m.usage = addSpend(m.usage, p.usage);
-      m.compensated.push(s.id);
-      nextCompensation();
-      return m;
     }
-
-    case 'compensation.failed': {
-      const p = ev.payload as unknown as CompensationFailedPayload;
-      const s = stepOf(p.step);
-      if (m.compensations[0] !== s.id) fail(`step ${s.id} is not being compensated`);
-      s.state = 'failed';
-      s.error = { code: p.error.code, message: p.error.message };
-      s.lease_id = null;
-      s.ready_at = null;
-      s.ended_at = ev.at;
-      m.compensation_failures.push(s.id);
-      nextCompensation();
-      return m;
+    for (const id of p.compensations) {
+      const s = stepOf(m, ev, id);
+      if (s.state !== 'completed' || !s.compensate) fail(ev, `step ${id} has nothing to compensate`);
     }
+    m.compensations = [...p.compensations];
+    startCompensation(m, ev.at);
+  },
 
-    case 'run.abandoned': {
-      const p = ev.payload as unknown as RunAbandonedPayload;
-      if (m.state !== 'abandoning' || m.compensations.length > 0) fail('compensations are still running');
-      m.state = 'abandoned';
-      m.current_step = null;
-      if (p.failed.length > 0) {
-        m.error = { code: 'compensation_failed', message: `compensation failed for step(s) ${p.failed.join(', ')}` };
-      }
-      return m;
+  'compensation.completed'(m, p, ev) {
+    const s = stepOf(m, ev, p.step);
+    if (m.compensations[0] !== s.id || s.lease_id !== p.lease_id) fail(ev, `compensation of ${s.id} is not leased by ${p.lease_id}`);
+    s.state = 'compensated';
+    s.lease_id = null;
+    s.ready_at = null;
+    s.ended_at = ev.at;
+    m.usage = addSpend(m.usage, p.usage);
+    m.compensated.push(s.id);
+    nextCompensation(m, ev.at);
+  },
+
+  'compensation.failed'(m, p, ev) {
+    const s = stepOf(m, ev, p.step);
+    if (m.compensations[0] !== s.id) fail(ev, `step ${s.id} is not being compensated`);
+    s.state = 'failed';
+    s.error = { code: p.error.code, message: p.error.message };
+    s.lease_id = null;
+    s.ready_at = null;
+    s.ended_at = ev.at;
+    m.compensation_failures.push(s.id);
+    nextCompensation(m, ev.at);
+  },
+
+  'run.abandoned'(m, p, ev) {
+    if (m.state !== 'abandoning' || m.compensations.length > 0) fail(ev, 'compensations are still running');
+    m.state = 'abandoned';
+    m.current_step = null;
+    if (p.failed.length > 0) {
+      m.error = { code: 'compensation_failed', message: `compensation failed for step(s) ${p.failed.join(', ')}` };
     }
-
-    // External kinds record what happened; they do not move the state.
-    case 'note':
-    case 'tool.called':
-    case 'tool.refused':
-    case 'model.called':
-      return m;
-
-    default:
-      return fail('unknown event kind');
-  }
-}
+  },
+};
 
 /** What a worker could lease from this run now (at most one item: steps run in order). */
 export interface WorkItem {
