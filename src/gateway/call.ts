@@ -113,36 +113,270 @@ function scopeDerivationFailure(err: unknown): { response: CallResponse; outcome
 }
 
 export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise<CallResponse> {
-  const t0 = performance.now();
-  const elapsedMs = () => Math.round((performance.now() - t0) * 1000) / 1000;
-  const found = d.findTool(req.tool);
-  const toolLabel = found ? req.tool : '_unknown';
-  const token = req.remit_token;
-  let payload: RemitPayload | null = null;
-  let tokenGood = false;
+  return new ToolCall(d, req).run();
+}
 
-  const runOfCall = (): string | null => req.run_id ?? payload?.run ?? null;
+/** A call that passed every remit and argument check: what the rest of the path works on. */
+interface Admitted {
+  payload: RemitPayload;
+  connector: Connector;
+  tool: ConnectorTool;
+  args: Record<string, unknown>;
+  /** Every scope the call touches; grows when a followed redirect enters another (ctx.enterScope). */
+  scopes: string[];
+  writes: boolean;
+  argsHash: string;
+  key: string | null;
+}
 
-  // The call's run: its remit when the token verified, then the call's lease, then (for a
-  // refusal only) the bearer alone, since the token may be the bad one.
-  const emit = async (ev: GatewayEvent): Promise<void> => {
-    const runId = runOfCall();
+/**
+ * One call through its phases: `admit` (the remit and the arguments), `gate` (idempotency,
+ * quarantine, circuit), `execute` (the upstream and what is kept of its answer). Each phase
+ * either hands the next what it needs or answers the call itself.
+ */
+class ToolCall {
+  private readonly t0 = performance.now();
+  private readonly found: { connector: Connector; tool: ConnectorTool } | null;
+  private readonly toolLabel: string;
+  /** The verified remit; null until the token checked out (or when it is bound to another run). */
+  private payload: RemitPayload | null = null;
+
+  constructor(
+    private readonly d: CallDeps,
+    private readonly req: ToolCallRequest,
+  ) {
+    this.found = d.findTool(req.tool);
+    this.toolLabel = this.found ? req.tool : '_unknown';
+  }
+
+  async run(): Promise<CallResponse> {
+    const admitted = await this.admit();
+    if (!('payload' in admitted)) return admitted;
+    const gated = await this.gate(admitted);
+    if ('status' in gated) return gated;
+    return this.execute(admitted, gated.trial);
+  }
+
+  // --- phase 1: token (5.3 steps 1–4) → tool exists → tool pattern → args → scope → autonomy
+
+  private async admit(): Promise<Admitted | CallResponse> {
+    const { d, req } = this;
+    const token = req.remit_token;
+    let keys: TrustedKeys;
+    try {
+      keys = await d.link().trustedKeys(keyIdOf(token));
+    } catch (err) {
+      const e = isSvcError(err) ? err : null;
+      return this.finish(gatewayError(e?.code ?? 'unavailable', e?.message ?? 'cannot obtain the kernel keys'), e?.code ?? 'unavailable');
+    }
+    const now = Math.floor(d.clock.now() / 1000);
+    const check = (call: RemitCallCheck) => verifyRemit(token, keys, now, call, { skewSeconds: d.skewSeconds });
+    const v = check({ run_id: req.run_id ?? null });
+    if (!v.ok) {
+      // Bound to another run: the token checks out, but not for this run; no remit header there.
+      if (v.reason === 'remit_run_mismatch') {
+        const bound = check({});
+        return this.refuse(v.reason, v.detail, bound.ok ? bound.payload.run : undefined);
+      }
+      return this.refuse(v.reason, v.detail);
+    }
+    const payload = v.payload;
+    this.payload = payload;
+
+    if (!this.found) return this.finish(gatewayError('tool_not_found', `no tool ${req.tool}`, { tool: req.tool }), 'tool_not_found');
+    const { connector, tool } = this.found;
+
+    const v5 = check({ tool: req.tool });
+    if (!v5.ok) return this.refuse(v5.reason, v5.detail);
+
+    const args = req.args ?? {};
+    if (!tool.validate(args)) {
+      return this.finish(gatewayError('args_invalid', `arguments of ${req.tool} do not match its input schema`, { errors: argsErrors(tool.validate.errors) }), 'args_invalid');
+    }
+
+    // Step 6: every scope the call touches, narrowed by the request's scope when given.
+    let scopes: string[];
+    try {
+      scopes = await connector.deriveScopes(tool.operation, args);
+    } catch (err) {
+      const failed = scopeDerivationFailure(err);
+      return 'refusal' in failed ? this.refuse('scope_not_granted', failed.refusal) : this.finish(failed.response, failed.outcome);
+    }
+    if (req.scope !== undefined && req.scope !== null) {
+      const outside = scopes.find((s) => !scopeMatches(req.scope!, s));
+      if (outside !== undefined) return this.refuse('scope_not_granted', `scope ${outside} is outside the requested scope ${req.scope}`);
+    }
+    const v6 = check({ scopes });
+    if (!v6.ok) return this.refuse(v6.reason, v6.detail);
+
+    const writes = tool.descriptor.writes;
+    const v7 = check({ tool: req.tool, writes });
+    if (!v7.ok) return this.refuse(v7.reason, v7.detail);
+
+    return { payload, connector, tool, args, scopes, writes, argsHash: canonicalHash(args), key: req.idempotency_key ?? null };
+  }
+
+  // --- phase 2: idempotency replay → quarantine (503) → circuit (502); `trial` lets the call run
+
+  private async gate(a: Admitted): Promise<CallResponse | { trial: boolean }> {
+    const { d, req } = this;
+    const { key } = a;
+    if (key !== null) {
+      let claim: Awaited<ReturnType<IdempotencyStore['claim']>>;
+      try {
+        claim = await d.store.claim(req.tool, key, a.argsHash, a.writes);
+      } catch (err) {
+        return this.failWith(a, this.storeFailed(a, 'claim', err, 'nothing ran'), 'store_failed');
+      }
+      switch (claim.kind) {
+        case 'replay': {
+          await this.audit(a, claim.status === 200 ? 'ok' : 'deterministic_failure', true);
+          const stored = claim.body as Record<string, unknown>;
+          const body = claim.status === 200 ? { ok: true, ...stored, replayed: true, latency_ms: this.elapsedMs() } : { ...stored, replayed: true };
+          return this.finish({ status: claim.status, body }, 'replayed');
+        }
+        case 'conflict':
+          return this.failWith(a, gatewayError('idempotency_conflict', `idempotency key ${key} was used for ${req.tool} with other arguments`, { tool: req.tool, idempotency_key: key }), 'idempotency_conflict');
+        case 'in_flight': {
+          const res = gatewayError('idempotency_in_flight', `a call with idempotency key ${key} is still running`, { tool: req.tool, idempotency_key: key });
+          return this.failWith(a, { ...res, headers: { 'retry-after': '1' } }, 'idempotency_in_flight');
+        }
+        case 'unknown':
+          return this.failWith(
+            a,
+            gatewayError('idempotency_outcome_unknown', `a write with idempotency key ${key} was in flight when the gateway stopped; its outcome is unknown and it will not run again`, { tool: req.tool, idempotency_key: key }),
+            'idempotency_outcome_unknown',
+          );
+        case 'claimed':
+          break;
+      }
+    }
+
+    const { connector } = a;
+    if (d.canaries.isQuarantined(connector.name)) {
+      await this.release(a);
+      return this.failWith(a, gatewayError('connector_quarantined', `connector ${connector.name} is quarantined by its canary`, { connector: connector.name }), 'connector_quarantined');
+    }
+    const admission = d.breaker(connector.name).admit();
+    if (!admission.ok) {
+      await this.release(a);
+      const res = gatewayError('upstream_error', `the circuit of connector ${connector.name} is open`, { connector: connector.name, retry_after_ms: admission.retryAfterMs }, { circuit: 'open' });
+      return this.failWith(a, { ...res, headers: { 'retry-after': String(Math.max(1, Math.ceil(admission.retryAfterMs / 1000))) } }, 'circuit_open');
+    }
+    return { trial: admission.trial };
+  }
+
+  // --- phase 3: the upstream call, and what is kept of its answer
+
+  /** `trial`: the breaker admitted this call as its half-open trial. */
+  private async execute(a: Admitted, trial: boolean): Promise<CallResponse> {
+    const { d, req } = this;
+    const { connector, tool, args, scopes, key } = a;
+    const breaker = d.breaker(connector.name);
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(new Error(`${req.tool} timed out after ${connector.timeoutMs} ms`)), connector.timeoutMs);
+    const requestScope = req.scope ?? null;
+    const granted = a.payload.scopes;
+    let result: unknown;
+    try {
+      result = await abortable(
+        connector.call(tool.operation, args, {
+          signal: controller.signal,
+          now: () => d.clock.now(),
+          enterScope: (s) => {
+            if (!anyScopeMatches(granted, s) || (requestScope !== null && !scopeMatches(requestScope, s))) return false;
+            if (!scopes.includes(s)) scopes.push(s);
+            return true;
+          },
+        }),
+        controller.signal,
+      );
+    } catch (err) {
+      if (err instanceof DeterministicFailure) {
+        breaker.success(); // the upstream answered
+        const res = gatewayError('deterministic_failure', err.message, d.redactor.redactValue(err.details));
+        if (key !== null) {
+          try {
+            await d.store.complete(req.tool, key, res.status, d.redactor.redactValue(res.body));
+          } catch (storeErr) {
+            // The upstream refused, so nothing happened: a retry may run again.
+            await this.release(a);
+            return this.failWith(a, this.storeFailed(a, 'store a deterministic failure', storeErr, 'the upstream refused the call; a retry may run it'), 'store_failed');
+          }
+        }
+        return this.failWith(a, res, 'deterministic_failure');
+      }
+      if (err instanceof ArgsInvalid) {
+        breaker.neutral(trial);
+        await this.release(a);
+        return this.failWith(a, gatewayError('args_invalid', err.message, { errors: [{ path: err.path, message: err.message }] }), 'args_invalid');
+      }
+      if (err instanceof ScopeRefusal) {
+        breaker.neutral(trial);
+        await this.release(a);
+        return this.refuse('scope_not_granted', err.message);
+      }
+      breaker.failure(trial);
+      await this.release(a);
+      const message = err instanceof UpstreamError ? err.message : controller.signal.aborted ? abortMessage(controller.signal) : `${req.tool} failed: ${(err as Error).message}`;
+      if (!(err instanceof UpstreamError) && !controller.signal.aborted) d.logger.error('connector threw an unexpected error', { tool: req.tool, err: d.redactor.redact((err as Error).stack ?? String(err)) });
+      const details = err instanceof UpstreamError ? err.details : {};
+      const open = breaker.state !== 'closed';
+      return this.failWith(a, gatewayError('upstream_error', message, details, open ? { circuit: 'open' } : {}), 'upstream_error');
+    } finally {
+      clearTimeout(timer);
+    }
+
+    // The upstream did it. From here the claim must never be released: a store that cannot
+    // keep the result leaves the key pending, so a repeat waits (409 in flight) and, after a
+    // restart, a write is `unknown` — never executed twice.
+    breaker.success();
+    const stored = { result: d.redactor.redactValue(result), scope: scopes[0] ?? null, scopes };
+    if (key !== null) {
+      try {
+        await d.store.complete(req.tool, key, 200, stored);
+      } catch (err) {
+        return this.failWith(a, this.storeFailed(a, 'store the result', err, 'the call ran; its key stays claimed so it cannot run again'), 'store_failed');
+      }
+    }
+    await this.audit(a, 'ok', false);
+    return this.finish({ status: 200, body: { ok: true, ...stored, replayed: false, latency_ms: this.elapsedMs() } }, 'ok');
+  }
+
+  // --- answers, events and the claim
+
+  private elapsedMs(): number {
+    return Math.round((performance.now() - this.t0) * 1000) / 1000;
+  }
+
+  private runOfCall(): string | null {
+    return this.req.run_id ?? this.payload?.run ?? null;
+  }
+
+  /** Counts the call and redacts its body: every answer leaves through here. */
+  private finish(res: CallResponse, outcome: string): CallResponse {
+    this.d.metrics.calls.inc({ tool: this.toolLabel, outcome });
+    this.d.metrics.latency.observe(this.elapsedMs() / 1000);
+    return { ...res, body: this.d.redactor.redactValue(res.body) };
+  }
+
+  /**
+   * Appends to the call's run with its remit when the token verified, then the call's lease,
+   * then (for a refusal only) the bearer alone, since the token may be the bad one.
+   */
+  private async emit(ev: GatewayEvent): Promise<void> {
+    const runId = this.runOfCall();
     if (!runId) return;
     const creds: EventCredential[] = [];
-    if (tokenGood) creds.push({ remit: token });
-    if (typeof req.lease_id === 'string' && req.lease_id !== '') creds.push({ lease: req.lease_id });
+    if (this.payload) creds.push({ remit: this.req.remit_token });
+    if (typeof this.req.lease_id === 'string' && this.req.lease_id !== '') creds.push({ lease: this.req.lease_id });
     if (ev.kind === 'tool.refused') creds.push({ bearer: true });
-    await appendEvent(d, runId, ev, creds);
-  };
-
-  const finish = (res: CallResponse, outcome: string): CallResponse => {
-    d.metrics.calls.inc({ tool: toolLabel, outcome });
-    d.metrics.latency.observe(elapsedMs() / 1000);
-    return { ...res, body: d.redactor.redactValue(res.body) };
-  };
+    await appendEvent(this.d, runId, ev, creds);
+  }
 
   /** `boundRun`: the run a verified token is bound to when it is not the call's (remit_run_mismatch). */
-  const refuse = async (reason: RefusalReason, detail: string, boundRun?: string): Promise<CallResponse> => {
+  private async refuse(reason: RefusalReason, detail: string, boundRun?: string): Promise<CallResponse> {
+    const { d, req } = this;
     d.metrics.refusals.inc({ reason });
     const ev: GatewayEvent = {
       kind: 'tool.refused',
@@ -151,220 +385,56 @@ export async function handleToolCall(d: CallDeps, req: ToolCallRequest): Promise
     };
     // Interface 5.3: the refusal is recorded on the call's run and, for a token bound to
     // another run, on that run too (its owner learns that its remit was presented elsewhere).
-    await Promise.all([emit(ev), boundRun !== undefined && boundRun !== runOfCall() ? appendEvent(d, boundRun, ev, [{ remit: token }, { bearer: true }]) : Promise.resolve()]);
-    return finish({ status: 403, body: { ok: false, refusal: { reason, detail } } }, 'refused');
-  };
-
-  // Steps 1–4: the token itself, and the run it is bound to.
-  let keys: TrustedKeys;
-  try {
-    keys = await d.link().trustedKeys(keyIdOf(token));
-  } catch (err) {
-    const e = isSvcError(err) ? err : null;
-    return finish(gatewayError(e?.code ?? 'unavailable', e?.message ?? 'cannot obtain the kernel keys'), e?.code ?? 'unavailable');
-  }
-  const now = Math.floor(d.clock.now() / 1000);
-  const check = (call: RemitCallCheck) => verifyRemit(token, keys, now, call, { skewSeconds: d.skewSeconds });
-  const v = check({ run_id: req.run_id ?? null });
-  if (!v.ok) {
-    // Bound to another run: the token checks out, but not for this run; no remit header there.
-    if (v.reason === 'remit_run_mismatch') {
-      payload = null;
-      const bound = check({});
-      return refuse(v.reason, v.detail, bound.ok ? bound.payload.run : undefined);
-    }
-    return refuse(v.reason, v.detail);
-  }
-  payload = v.payload;
-  tokenGood = true;
-
-  if (!found) return finish(gatewayError('tool_not_found', `no tool ${req.tool}`, { tool: req.tool }), 'tool_not_found');
-  const { connector, tool } = found;
-
-  // Step 5.
-  const v5 = check({ tool: req.tool });
-  if (!v5.ok) return refuse(v5.reason, v5.detail);
-
-  // Arguments against the tool's input schema.
-  const args = req.args ?? {};
-  if (!tool.validate(args)) {
-    return finish(gatewayError('args_invalid', `arguments of ${req.tool} do not match its input schema`, { errors: argsErrors(tool.validate.errors) }), 'args_invalid');
+    const alsoBound = boundRun !== undefined && boundRun !== this.runOfCall();
+    await Promise.all([this.emit(ev), alsoBound ? appendEvent(d, boundRun, ev, [{ remit: req.remit_token }, { bearer: true }]) : Promise.resolve()]);
+    return this.finish({ status: 403, body: { ok: false, refusal: { reason, detail } } }, 'refused');
   }
 
-  // Step 6: every scope the call touches, narrowed by the request's scope when given.
-  let scopes: string[];
-  try {
-    scopes = await connector.deriveScopes(tool.operation, args);
-  } catch (err) {
-    const failed = scopeDerivationFailure(err);
-    return 'refusal' in failed ? refuse('scope_not_granted', failed.refusal) : finish(failed.response, failed.outcome);
-  }
-  if (req.scope !== undefined && req.scope !== null) {
-    const outside = scopes.find((s) => !scopeMatches(req.scope!, s));
-    if (outside !== undefined) return refuse('scope_not_granted', `scope ${outside} is outside the requested scope ${req.scope}`);
-  }
-  const v6 = check({ scopes });
-  if (!v6.ok) return refuse(v6.reason, v6.detail);
-
-  // Step 7.
-  const writes = tool.descriptor.writes;
-  const v7 = check({ tool: req.tool, writes });
-  if (!v7.ok) return refuse(v7.reason, v7.detail);
-
-  const argsHash = canonicalHash(args);
-  const key = req.idempotency_key ?? null;
-  const audit = (outcome: string, replayed: boolean) =>
-    emit({
+  /** The `tool.called` audit event of a call that passed the remit. */
+  private audit(a: Admitted, outcome: string, replayed: boolean): Promise<void> {
+    const { req } = this;
+    return this.emit({
       kind: 'tool.called',
       payload: {
         tool: req.tool,
-        connector: connector.name,
+        connector: a.connector.name,
         step: req.step ?? null,
         lease_id: req.lease_id ?? null,
-        scopes,
-        args_hash: argsHash,
-        idempotency_key: key,
-        writes,
+        scopes: a.scopes,
+        args_hash: a.argsHash,
+        idempotency_key: a.key,
+        writes: a.writes,
         replayed,
         outcome,
-        latency_ms: elapsedMs(),
+        latency_ms: this.elapsedMs(),
       },
       actor: GATEWAY_ACTOR,
     });
-  const failWith = async (res: CallResponse, outcome: string): Promise<CallResponse> => {
-    await audit(outcome, false);
-    return finish(res, outcome);
-  };
+  }
+
+  private async failWith(a: Admitted, res: CallResponse, outcome: string): Promise<CallResponse> {
+    await this.audit(a, outcome, false);
+    return this.finish(res, outcome);
+  }
+
   /** The idempotency store failed (a disk error, say): logged, and a 503 saying what happened. */
-  const storeFailed = (what: string, err: unknown, consequence: string): CallResponse => {
-    const message = d.redactor.redact((err as Error)?.message ?? String(err));
-    d.logger.error(`idempotency store: cannot ${what}`, { tool: req.tool, err: message });
-    return gatewayError('unavailable', `the idempotency store cannot ${what} (${message}); ${consequence}`, { tool: req.tool, idempotency_key: key });
-  };
+  private storeFailed(a: Admitted, what: string, err: unknown, consequence: string): CallResponse {
+    const message = this.d.redactor.redact((err as Error)?.message ?? String(err));
+    this.d.logger.error(`idempotency store: cannot ${what}`, { tool: this.req.tool, err: message });
+    return gatewayError('unavailable', `the idempotency store cannot ${what} (${message}); ${consequence}`, { tool: this.req.tool, idempotency_key: a.key });
+  }
 
-  // Idempotency: replay, conflict, in flight, unknown.
-  if (key !== null) {
-    let claim: Awaited<ReturnType<IdempotencyStore['claim']>>;
+  /**
+   * Nothing ran under the claim: frees the key so a retry can run. A store that cannot even
+   * do that is logged; the pending claim then turns `unknown` (a write) or drops (a read) at
+   * the next start, which errs on the side of never running twice.
+   */
+  private async release(a: Admitted): Promise<void> {
+    if (a.key === null) return;
     try {
-      claim = await d.store.claim(req.tool, key, argsHash, writes);
+      await this.d.store.release(this.req.tool, a.key);
     } catch (err) {
-      return failWith(storeFailed('claim', err, 'nothing ran'), 'store_failed');
-    }
-    switch (claim.kind) {
-      case 'replay': {
-        await audit(claim.status === 200 ? 'ok' : 'deterministic_failure', true);
-        const stored = claim.body as Record<string, unknown>;
-        const body = claim.status === 200 ? { ok: true, ...stored, replayed: true, latency_ms: elapsedMs() } : { ...stored, replayed: true };
-        return finish({ status: claim.status, body }, 'replayed');
-      }
-      case 'conflict':
-        return failWith(gatewayError('idempotency_conflict', `idempotency key ${key} was used for ${req.tool} with other arguments`, { tool: req.tool, idempotency_key: key }), 'idempotency_conflict');
-      case 'in_flight': {
-        const res = gatewayError('idempotency_in_flight', `a call with idempotency key ${key} is still running`, { tool: req.tool, idempotency_key: key });
-        return failWith({ ...res, headers: { 'retry-after': '1' } }, 'idempotency_in_flight');
-      }
-      case 'unknown':
-        return failWith(
-          gatewayError('idempotency_outcome_unknown', `a write with idempotency key ${key} was in flight when the gateway stopped; its outcome is unknown and it will not run again`, { tool: req.tool, idempotency_key: key }),
-          'idempotency_outcome_unknown',
-        );
-      case 'claimed':
-        break;
+      this.d.logger.error('idempotency store: cannot release a claim', { tool: this.req.tool, err: this.d.redactor.redact((err as Error).message) });
     }
   }
-  // Nothing ran under the claim: free the key so a retry can run. A store that cannot even
-  // do that is logged; the pending claim then turns `unknown` (a write) or drops (a read) at
-  // the next start, which errs on the side of never running twice.
-  const release = async () => {
-    if (key === null) return;
-    try {
-      await d.store.release(req.tool, key);
-    } catch (err) {
-      d.logger.error('idempotency store: cannot release a claim', { tool: req.tool, err: d.redactor.redact((err as Error).message) });
-    }
-  };
-
-  // Quarantine, then the circuit.
-  if (d.canaries.isQuarantined(connector.name)) {
-    await release();
-    return failWith(gatewayError('connector_quarantined', `connector ${connector.name} is quarantined by its canary`, { connector: connector.name }), 'connector_quarantined');
-  }
-  const breaker = d.breaker(connector.name);
-  const admission = breaker.admit();
-  if (!admission.ok) {
-    await release();
-    const res = gatewayError('upstream_error', `the circuit of connector ${connector.name} is open`, { connector: connector.name, retry_after_ms: admission.retryAfterMs }, { circuit: 'open' });
-    return failWith({ ...res, headers: { 'retry-after': String(Math.max(1, Math.ceil(admission.retryAfterMs / 1000))) } }, 'circuit_open');
-  }
-
-  // The call.
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(new Error(`${req.tool} timed out after ${connector.timeoutMs} ms`)), connector.timeoutMs);
-  const requestScope = req.scope ?? null;
-  const granted = payload.scopes;
-  let result: unknown;
-  try {
-    result = await abortable(
-      connector.call(tool.operation, args, {
-        signal: controller.signal,
-        now: () => d.clock.now(),
-        enterScope: (s) => {
-          if (!anyScopeMatches(granted, s) || (requestScope !== null && !scopeMatches(requestScope, s))) return false;
-          if (!scopes.includes(s)) scopes.push(s);
-          return true;
-        },
-      }),
-      controller.signal,
-    );
-  } catch (err) {
-    if (err instanceof DeterministicFailure) {
-      breaker.success(); // the upstream answered
-      const res = gatewayError('deterministic_failure', err.message, d.redactor.redactValue(err.details));
-      if (key !== null) {
-        try {
-          await d.store.complete(req.tool, key, res.status, d.redactor.redactValue(res.body));
-        } catch (storeErr) {
-          // The upstream refused, so nothing happened: a retry may run again.
-          await release();
-          return failWith(storeFailed('store a deterministic failure', storeErr, 'the upstream refused the call; a retry may run it'), 'store_failed');
-        }
-      }
-      return failWith(res, 'deterministic_failure');
-    }
-    if (err instanceof ArgsInvalid) {
-      breaker.neutral(admission.trial);
-      await release();
-      return failWith(gatewayError('args_invalid', err.message, { errors: [{ path: err.path, message: err.message }] }), 'args_invalid');
-    }
-    if (err instanceof ScopeRefusal) {
-      breaker.neutral(admission.trial);
-      await release();
-      return refuse('scope_not_granted', err.message);
-    }
-    breaker.failure(admission.trial);
-    await release();
-    const message = err instanceof UpstreamError ? err.message : controller.signal.aborted ? abortMessage(controller.signal) : `${req.tool} failed: ${(err as Error).message}`;
-    if (!(err instanceof UpstreamError) && !controller.signal.aborted) d.logger.error('connector threw an unexpected error', { tool: req.tool, err: d.redactor.redact((err as Error).stack ?? String(err)) });
-    const details = err instanceof UpstreamError ? err.details : {};
-    const open = breaker.state !== 'closed';
-    return failWith(gatewayError('upstream_error', message, details, open ? { circuit: 'open' } : {}), 'upstream_error');
-  } finally {
-    clearTimeout(timer);
-  }
-
-  // The upstream did it. From here the claim must never be released: a store that cannot
-  // keep the result leaves the key pending, so a repeat waits (409 in flight) and, after a
-  // restart, a write is `unknown` — never executed twice.
-  breaker.success();
-  const safeResult = d.redactor.redactValue(result);
-  const stored = { result: safeResult, scope: scopes[0] ?? null, scopes };
-  if (key !== null) {
-    try {
-      await d.store.complete(req.tool, key, 200, stored);
-    } catch (err) {
-      return failWith(storeFailed('store the result', err, 'the call ran; its key stays claimed so it cannot run again'), 'store_failed');
-    }
-  }
-  await audit('ok', false);
-  return finish({ status: 200, body: { ok: true, ...stored, replayed: false, latency_ms: elapsedMs() } }, 'ok');
 }
