@@ -230,10 +230,11 @@ export function substitute(value: unknown, path: string, env: NodeJS.ProcessEnv,
   return value;
 }
 
+/** Interface 2.10: `1` enables, and only `1` (`true` or `yes` are refused, not guessed at). */
 function flag(text: string): boolean | null {
-  const t = text.trim().toLowerCase();
-  if (t === '1' || t === 'true' || t === 'yes' || t === 'on') return true;
-  if (t === '0' || t === 'false' || t === 'no' || t === 'off' || t === '') return false;
+  const t = text.trim();
+  if (t === '1') return true;
+  if (t === '0') return false;
   return null;
 }
 

@@ -90,6 +90,16 @@ describe('environment overrides win over the file (documented in man/svc-gateway
     expect(p).toHaveLength(3);
     expect(p.join('\n')).toMatch(/SVC_CANARY_INTERVAL[\s\S]*SVC_CANARY_QUARANTINE_AFTER[\s\S]*SVC_CANARY_AUTO_RELEASE/);
   });
+
+  it('only 1 enables SVC_GATEWAY_TEST_TOOLS and SVC_CANARY_AUTO_RELEASE (I 2.10): true or yes are refused, never taken as on', () => {
+    for (const v of ['true', 'yes', 'on', 'TRUE', '2']) {
+      const p = problemsOf(() => loadGatewayConfig({}, { env: { SVC_GATEWAY_TEST_TOOLS: v, SVC_CANARY_AUTO_RELEASE: v }, redactor: new Redactor() }));
+      expect(p).toEqual([`SVC_CANARY_AUTO_RELEASE: must be 1 or 0, got "${v}"`, `SVC_GATEWAY_TEST_TOOLS: must be 1 or 0, got "${v}"`]);
+    }
+    const off = loadGatewayConfig({ test_tools: true, canary: { auto_release: true } }, { env: { SVC_GATEWAY_TEST_TOOLS: '0', SVC_CANARY_AUTO_RELEASE: '0' }, redactor: new Redactor() });
+    expect(off.test_tools).toBe(false);
+    expect(off.canary.auto_release).toBe(false);
+  });
 });
 
 describe('one schema reports every problem at once', () => {
