@@ -169,6 +169,45 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
     expect(namedParameters('SELECT ? , @a, $b').others).toEqual(['?', '@a', '$b']);
   });
 
+  it('virtual tables (FTS5) are tables touched too, through a trigger as well; json_each needs no grant; pragma functions are refused at load', async () => {
+    const vdir = tempDir('svc-sqlite-vtab-');
+    const file = join(vdir, 'docs.db');
+    const db = new Database(file);
+    db.exec(`CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);
+      CREATE VIRTUAL TABLE notes_fts USING fts5(body);
+      CREATE TRIGGER notes_ai AFTER INSERT ON notes BEGIN INSERT INTO notes_fts (rowid, body) VALUES (new.id, new.body); END;`);
+    expect(tablesTouched(db, 'SELECT rowid, body FROM notes_fts WHERE notes_fts MATCH :q', ['q'])).toEqual(['notes_fts']);
+    expect(tablesTouched(db, 'INSERT INTO notes_fts (body) VALUES (:b)', ['b'])).toEqual(['notes_fts']);
+    expect(tablesTouched(db, 'INSERT INTO notes (body) VALUES (:b)', ['b']).sort()).toEqual(['notes', 'notes_fts']);
+    expect(tablesTouched(db, 'SELECT n.body FROM notes n WHERE n.id IN (SELECT value FROM json_each(:ids))', ['ids'])).toEqual(['notes']);
+    expect(() => tablesTouched(db, "SELECT name FROM pragma_table_info('notes')", [])).toThrow(/virtual table that is not in the schema/);
+    db.close();
+
+    const tools = {
+      search: { statement: 'SELECT rowid AS id, body FROM notes_fts WHERE notes_fts MATCH :q' },
+      add: { writes: true, statement: 'INSERT INTO notes (body) VALUES (:b)' },
+    };
+    const g = await startGateway({ keys: signer, clock, doc: { connectors: [{ name: 'docs', type: 'sqlite', path: file, tools }] } });
+    try {
+      // A remit for `notes` alone cannot reach the index the trigger writes, nor search it.
+      const notesOnly = remit(['docs.*'], ['sql:table:notes'], 'autonomous');
+      const add = await g.call({ remit_token: notesOnly, tool: 'docs.add', args: { b: 'secret plan' } });
+      expect(add.body.refusal).toMatchObject({ reason: 'scope_not_granted', detail: expect.stringContaining('sql:table:notes_fts') });
+      const search = await g.call({ remit_token: notesOnly, tool: 'docs.search', args: { q: 'secret' } });
+      expect(search.body.refusal).toMatchObject({ reason: 'scope_not_granted', detail: expect.stringContaining('sql:table:notes_fts') });
+      const both = remit(['docs.*'], ['sql:table:notes', 'sql:table:notes_fts'], 'autonomous');
+      expect((await g.call({ remit_token: both, tool: 'docs.add', args: { b: 'secret plan' } })).status).toBe(200);
+      const found = await g.call({ remit_token: both, tool: 'docs.search', args: { q: 'secret' } });
+      expect(found.body).toMatchObject({ ok: true, result: { rows: [{ id: 1, body: 'secret plan' }] }, scopes: ['sql:table:notes_fts'] });
+    } finally {
+      await g.close();
+    }
+    await expect(
+      startGateway({ keys: signer, clock, doc: { connectors: [{ name: 'docs', type: 'sqlite', path: file, tools: { cols: { statement: "SELECT name FROM pragma_table_info('notes')" } } }] } }),
+    ).rejects.toThrow(/tool cols: the statement reads a virtual table/);
+    rmSync(vdir, { recursive: true, force: true });
+  });
+
   it('describes tools with scope_derivation table and parameter-derived input schemas', async () => {
     const tools = (await gw.req('GET', '/tools')).body as Array<Record<string, any>>;
     const refund = tools.find((t) => t.id === 'billing.refund')!;

@@ -2,8 +2,9 @@
  * The sqlite connector (interface 2.10, decisions §9): named statements with `:param`
  * parameters and `:now`. The tables a statement touches are found once at load from SQLite
  * itself — the `OpenRead`/`OpenWrite` opcodes of its `EXPLAIN` program mapped through
- * `sqlite_schema` root pages — so a view counts as the tables under it and a trigger's
- * writes count too, and no SQL text is parsed for scopes. Read tools run on a read-only
+ * `sqlite_schema` root pages, and the VOpen/VUpdate of virtual tables such as FTS5 — so a
+ * view counts as the tables under it and a trigger's writes count too, and no SQL text is
+ * parsed for scopes. Read tools run on a read-only
  * connection, so a read tool cannot write even if its statement were changed underneath.
  */
 import Database from 'better-sqlite3';
@@ -76,16 +77,63 @@ export function tablesTouched(db: Database.Database, sql: string, params: string
   for (const r of db.prepare("SELECT type, name, tbl_name, rootpage FROM sqlite_schema WHERE rootpage > 0").all() as Array<{ type: string; name: string; tbl_name: string; rootpage: number }>) {
     roots.set(r.rootpage, r.type === 'index' ? r.tbl_name : r.name);
   }
+  const vtabs = virtualTables(db);
   const binds = Object.fromEntries(params.map((p) => [p, null]));
-  const program = db.prepare(`EXPLAIN ${sql}`).all(binds) as Array<{ opcode: string; p2: number; p3: number }>;
+  const program = db.prepare(`EXPLAIN ${sql}`).all(binds) as ExplainOp[];
   const tables: string[] = [];
+  const add = (name: string) => {
+    if (!tables.includes(name)) tables.push(name);
+  };
   for (const op of program) {
-    if (op.opcode !== 'OpenRead' && op.opcode !== 'OpenWrite' && op.opcode !== 'ReopenIdx') continue;
-    if (op.p3 !== 0) continue; // 1 = temp, >1 = attached databases: not this connector's tables
-    const name = roots.get(op.p2);
-    if (name && (name === 'sqlite_schema' || !name.startsWith('sqlite_')) && !tables.includes(name)) tables.push(name);
+    if (op.opcode === 'OpenRead' || op.opcode === 'OpenWrite' || op.opcode === 'ReopenIdx') {
+      if (op.p3 !== 0) continue; // 1 = temp, >1 = attached databases: not this connector's tables
+      const name = roots.get(op.p2);
+      if (name && (name === 'sqlite_schema' || !name.startsWith('sqlite_'))) add(name);
+    } else if (typeof op.p4 === 'string' && op.p4.startsWith('vtab:')) {
+      const name = vtabs.get(op.p4);
+      if (name === undefined) {
+        throw new Error('the statement reads a virtual table that is not in the schema (a table-valued function such as pragma_table_info or dbstat): its scope cannot be derived');
+      }
+      if (name !== null) add(name);
+    }
   }
   return tables;
+}
+
+interface ExplainOp {
+  opcode: string;
+  p2: number;
+  p3: number;
+  p4: unknown;
+}
+
+/**
+ * Virtual tables (FTS5, R*Tree, …) have no b-tree of their own: a program reads and writes
+ * them through VOpen/VUpdate, whose P4 names the connection's object for that table
+ * (`vtab:<address>`), the same in every statement on the connection. Each is named here by
+ * the program of a plain select on it. `json_each` and `json_tree` read only their arguments
+ * and need no grant (null); any other vtab is not in the map, and the statement is refused.
+ */
+function virtualTables(db: Database.Database): Map<string, string | null> {
+  const out = new Map<string, string | null>();
+  const vtabOf = (sql: string): string | undefined => {
+    try {
+      const op = (db.prepare(`EXPLAIN ${sql}`).all() as ExplainOp[]).find((o) => o.opcode === 'VOpen');
+      return typeof op?.p4 === 'string' ? op.p4 : undefined;
+    } catch {
+      return undefined; // a module this build lacks: no statement can use that table either
+    }
+  };
+  const declared = db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND rootpage = 0 AND sql LIKE 'CREATE VIRTUAL TABLE%'").all() as Array<{ name: string }>;
+  for (const { name } of declared) {
+    const id = vtabOf(`SELECT * FROM "${name.replaceAll('"', '""')}"`);
+    if (id) out.set(id, name);
+  }
+  for (const fn of ['json_each', 'json_tree']) {
+    const id = vtabOf(`SELECT * FROM ${fn}('[]')`);
+    if (id) out.set(id, null);
+  }
+  return out;
 }
 
 const DETERMINISTIC_CODES = /^SQLITE_(CONSTRAINT|MISMATCH|TOOBIG|RANGE|ERROR|READONLY|AUTH)/;
@@ -126,9 +174,14 @@ export class SqliteConnector implements Connector {
       let tables: string[];
       try {
         probeStmt = this.rw.prepare(sql);
-        tables = tablesTouched(this.rw, sql, names);
       } catch (err) {
         problems.push(`${where}: tool ${op}: statement does not prepare: ${(err as Error).message}`);
+        continue;
+      }
+      try {
+        tables = tablesTouched(this.rw, sql, names);
+      } catch (err) {
+        problems.push(`${where}: tool ${op}: ${(err as Error).message}`);
         continue;
       }
       const writes = t.writes ?? false;
