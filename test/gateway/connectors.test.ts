@@ -341,6 +341,12 @@ describe('http connector (decisions §9: allowed_hosts, redirects, timeouts)', (
       }
     }
     expect(hits.length).toBe(before);
+    // A valid header undici will not send (Expect) is the caller's argument too, not an upstream error.
+    for (let i = 0; i < 6; i++) {
+      const res = await gw.call({ remit_token: t(), tool: 'web.post', args: { url: `http://127.0.0.1:${port}/json`, body: 'x', headers: { Expect: '100-continue' } } });
+      expect(res.status).toBe(422);
+      expect(res.body.error).toMatchObject({ code: 'args_invalid', message: expect.stringContaining('expect header not supported') });
+    }
     const fine = await gw.call({ remit_token: t(), tool: 'web.get', args: { url: `http://127.0.0.1:${port}/json`, headers: { 'x-fine': 'yes' } } });
     expect(fine.status).toBe(200);
     expect(fine.body.circuit).toBeUndefined();

@@ -11,6 +11,8 @@ import { compileInputSchema } from '../schema-validator.js';
 import { abortMessage, ArgsInvalid, descriptor, ScopeRefusal, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
 
 const MAX_REDIRECTS = 5;
+/** undici's codes for a request it will not send as given. */
+const REQUEST_REFUSED = new Set(['UND_ERR_NOT_SUPPORTED', 'UND_ERR_INVALID_ARG']);
 const DROPPED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer']);
 
 const baseProperties = {
@@ -159,6 +161,9 @@ export class HttpConnector implements Connector {
       } catch (err) {
         if (ctx.signal.aborted) throw new UpstreamError(abortMessage(ctx.signal));
         const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+        // undici refusing the request it was given (an `Expect` header, say) is the caller's
+        // argument, not the upstream failing: 422, and the breaker does not count it.
+        if (cause?.code && REQUEST_REFUSED.has(cause.code)) throw new ArgsInvalid(`the request cannot be sent: ${cause.message ?? cause.code}`, '/headers');
         throw new UpstreamError(`cannot reach ${url.host}: ${cause?.code ?? cause?.message ?? (err as Error).message}`);
       }
       const location = res.headers.get('location');
