@@ -6,6 +6,7 @@
  * integers and `double` otherwise; CEL compares int and double with each other.
  */
 import { Environment, type ParseResult } from '@marcbachmann/cel-js';
+import '../util/regexp-guard.js'; // `matches` runs on worker input: never exponential
 import type { PolicyAction, PolicyRunContext } from '../types.js';
 
 /** Structural limits for one condition, checked at parse time. */

@@ -72,6 +72,16 @@ describe('valid bundles (D 4)', () => {
     b.workflows.main.input_schema.prefixItems = [];
     expect(problemsOf(b)).toEqual([{ path: '/workflows/main/input_schema/prefixItems', message: expect.stringMatching(/^is not a valid JSON schema/) }]);
   });
+
+  it('patterns are RE2 (linear time, src/util/linear-regexp.ts): a backreference or lookahead is refused with its schema path', () => {
+    const b = minimal();
+    b.workflows.main.input_schema = { type: 'object', properties: { slug: { type: 'string', pattern: '^([a-z]+)+$' }, code: { type: 'string', pattern: '^\\p{Lu}{2}-\\d+$' } } };
+    expect(validateBundle(b)).toMatchObject({ ok: true });
+    b.workflows.main.input_schema.properties.slug.pattern = '^(a)\\1$';
+    expect(problemsOf(b)).toEqual([{ path: '/workflows/main/input_schema', message: expect.stringMatching(/^is not a valid JSON schema: .*invalid escape sequence/) }]);
+    b.workflows.main.input_schema.properties.slug.pattern = '^(?=a)a$';
+    expect(problemsOf(b)[0]!.message).toMatch(/^is not a valid JSON schema/);
+  });
 });
 
 describe('schema problems, every one with its path (D 4)', () => {
