@@ -7,6 +7,7 @@ import { SvcError } from '../../src/errors.js';
 import type { Kernel } from '../../src/kernel/kernel.js';
 import { intQuery } from '../http/common.js';
 import { knownRun } from './known-ids.js';
+import { RECORDED_ACTOR } from './run-routes.js';
 
 const postBody = {
   type: 'object',
@@ -14,7 +15,7 @@ const postBody = {
   properties: {
     kind: { type: 'string', minLength: 1, maxLength: 64 },
     payload: { type: 'object' },
-    actor: {},
+    actor: RECORDED_ACTOR,
   },
 } as const;
 

@@ -34,8 +34,12 @@ const createBody = {
   },
 } as const;
 
-/** Who abandons or resumes: recorded as the event's actor (`{id, role}` by convention, or a string). */
-const RECORDED_ACTOR = { anyOf: [{ type: 'object' }, { type: 'string', maxLength: 256 }, { type: 'null' }] } as const;
+/**
+ * An actor recorded on an event as given (abandon, resume, external events): an object
+ * (`{id, role}` for a person, `{worker_id}` for a worker, by convention), a non-empty name, or
+ * null. Numbers, booleans, lists and "" are refused: the log keeps what it is given for good.
+ */
+export const RECORDED_ACTOR = { anyOf: [{ type: 'object' }, { type: 'string', minLength: 1, maxLength: 256 }, { type: 'null' }] } as const;
 
 const abandonBody = {
   type: 'object',

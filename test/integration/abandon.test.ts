@@ -113,8 +113,9 @@ describe('abandon (D §6)', () => {
   it('validates the body: reason is required (400); unknown runs are 404', async () => {
     await using d = await startRunDaemon();
     const { run_id } = await startRun(d, await pushBundle(d));
-    for (const body of [{}, { reason: '' }, { reason: 5 }, { reason: 'x', actor: 5 }]) {
+    for (const body of [{}, { reason: '' }, { reason: 5 }, ...[5, '', [], true].map((actor) => ({ reason: 'x', actor }))]) {
       expect((await d.kernel_(`/runs/${run_id}/abandon`, { body })).status, JSON.stringify(body)).toBe(400);
+      expect((await d.kernel_(`/runs/${run_id}/resume`, { body: { actor: body.actor ?? 7 } })).status, JSON.stringify(body)).toBe(400);
     }
     expect((await d.kernel_('/runs/run_nope/abandon', { body: { reason: 'x' } })).status).toBe(404);
     expect((await d.kernel_('/runs/run_nope/resume', { body: {} })).status).toBe(404);

@@ -140,9 +140,17 @@ describe('POST /runs/{id}/events (I 5.2, D §7, §10)', () => {
     const { run_id } = await startRun(d, await pushBundle(d));
     const l = await lease(d, ['model']);
     const h = { 'x-svc-lease': l.body.lease_id };
-    for (const body of [{}, { kind: 5 }, { kind: 'note', payload: [1] }, { kind: 'note', payload: 'x' }]) {
+    const actors = [5, true, [], ''].map((actor) => ({ kind: 'note', payload: {}, actor }));
+    for (const body of [{}, { kind: 5 }, { kind: 'note', payload: [1] }, { kind: 'note', payload: 'x' }, ...actors]) {
       const r = await d.kernel_(`/runs/${run_id}/events`, { body, headers: h });
       expect(r.status, JSON.stringify(body)).toBe(400);
+      expect(r.body.error.code).toBe('request_invalid');
+    }
+    // The actor is an object, a name, or absent (null): man/svc-events.7.
+    for (const [actor, stored] of [[{ id: 'w-1', role: 'worker', host: 'a' }, { id: 'w-1', role: 'worker', host: 'a' }], ['svc-bot', 'svc-bot'], [undefined, null]] as const) {
+      const r = await d.kernel_(`/runs/${run_id}/events`, { body: { kind: 'note', payload: {}, actor }, headers: h });
+      expect(r.status).toBe(201);
+      expect((await allEvents(d, run_id)).find((e) => e.seq === r.body.seq).actor).toEqual(stored);
     }
     const nf = await d.kernel_('/runs/run_nope/events', { body: { kind: 'note', payload: {} }, headers: h });
     expect(nf.status).toBe(404);
