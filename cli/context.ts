@@ -38,7 +38,8 @@ function checkedUrl(cmd: Command, which: 'kernel' | 'gateway'): string {
     ok = false;
   }
   if (!ok) throw usageError(`${source} must be an http:// or https:// URL, got "${value}"`);
-  return value;
+  // The API's prefix is the client's to add: `http://host:7401/v1` means the same daemon.
+  return value.replace(/\/+$/, '').replace(/\/v1$/, '');
 }
 
 /** The kernel address, checked (exit 2 when malformed). */

@@ -33,7 +33,9 @@ export function buildProgram(): Command {
       'after',
       '\nEvery command takes --help. Exit status: 0 ok, 1 refused or failed (by the service, or a\nfile that cannot be read or is not valid), 2 usage error, 3 svcd unreachable.\nManual: man -l man/svc.1 in the source tree.\n\nExample (svcd running on 127.0.0.1:7401):\n  svc keys show\n  svc run list --state parked',
     )
-    .exitOverride();
+    .exitOverride()
+    // Every command's --help lists --actor, --json, --kernel-url and --token too.
+    .configureHelp({ showGlobalOptions: true });
   // Commands register here (each file: cli/commands/<name>.ts). Subcommands inherit exitOverride.
   registerApprovals(program);
   registerKeys(program);
@@ -78,5 +80,11 @@ export async function runCli(argv: string[]): Promise<number> {
 
 
 if (isMainModule(import.meta.url)) {
+  // A reader that went away (`svc run events RUN | head`) ends the command quietly, as it
+  // ends any Unix filter, instead of an unhandled 'error' event and its stack.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(EXIT.ok);
+    throw err;
+  });
   void runCli(process.argv.slice(2)).then((code) => process.exit(code));
 }

@@ -166,7 +166,7 @@ export function registerBundle(program: Command): void {
       const r = handleValidate(file);
       for (const w of r.warnings) process.stderr.write(`${file}: ${w.path}: warning: ${w.message}\n`);
       output(this, r, (x: ValidateResult) =>
-        x.ok ? `${file}: valid bundle ${x.name} ${x.version} (${x.bundle_id})${x.signed_by ? `, signed by ${x.signed_by}` : ''}` : formatProblems(file, x.problems),
+        x.ok ? `${file}: valid bundle ${x.name} ${x.version} (${x.bundle_id})${x.signed_by ? `, carries a signature by ${x.signed_by} (not checked here; svcd checks it on push)` : ''}` : formatProblems(file, x.problems),
       );
       if (!r.ok) throw new CliError(`${r.problems.length} problem${r.problems.length === 1 ? '' : 's'} in ${file}`, EXIT.failed);
     });

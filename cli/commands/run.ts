@@ -51,6 +51,21 @@ export interface ListFlags {
   after?: string;
 }
 
+/** The command that prints the next page: the same filters and page size, the new cursor. */
+export function nextPageCommand(f: ListFlags, next: string): string {
+  const words = ['svc run list'];
+  if (f.state) words.push(`--state ${f.state}`);
+  if (f.department) words.push(`--department ${shellWord(f.department)}`);
+  if (f.limit) words.push(`--limit ${f.limit}`);
+  words.push(`--after ${next}`);
+  return words.join(' ');
+}
+
+/** A word the shell reads back as itself. */
+function shellWord(s: string): string {
+  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replaceAll("'", "'\\''")}'`;
+}
+
 /** GET /v1/runs (one page). */
 export async function handleList(client: SvcHttpClient, f: ListFlags): Promise<{ runs: Run[]; next: string | null }> {
   const q = new URLSearchParams();
@@ -199,7 +214,8 @@ function optionalActor(cmd: Command): { id: string; role: string } | null {
   return { id: raw.slice(0, i), role: raw.slice(i + 1) };
 }
 
-const TERMINAL = new Set(['completed', 'abandoned']);
+/** Where --follow stops: nothing more happens to the run unless someone abandons a failed one. */
+const RESTING = new Set(['completed', 'failed', 'abandoned']);
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
@@ -239,7 +255,7 @@ export function registerRun(program: Command): void {
     .action(async function (this: Command, f: ListFlags) {
       const page = await handleList(kernelClient(this), f);
       output(this, page, listHuman);
-      if (!globals(this).json && page.next) process.stderr.write(`more: svc run list --after ${page.next}\n`);
+      if (!globals(this).json && page.next) process.stderr.write(`more: ${nextPageCommand(f, page.next)}\n`);
     });
 
   run
@@ -255,7 +271,7 @@ export function registerRun(program: Command): void {
     .description("print a run's event log (NDJSON with --json); --follow keeps printing new events")
     .argument('<id>', 'run id')
     .option('--from-seq <n>', 'first seq to print (default: 1)')
-    .option('--follow', 'keep printing new events until the run is completed or abandoned')
+    .option('--follow', 'keep printing new events until the run is completed, failed or abandoned')
     .option('--interval <ms>', 'poll interval with --follow (default: 1000)')
     .action(async function (this: Command, id: string, f: { fromSeq?: string; follow?: boolean; interval?: string }) {
       const client = kernelClient(this);
@@ -271,7 +287,7 @@ export function registerRun(program: Command): void {
         if (page.events.length === 1000) continue;
         if (!f.follow) return;
         const state = (await handleShow(client, id)).state;
-        if (TERMINAL.has(state)) {
+        if (RESTING.has(state)) {
           const rest = await handleEventsPage(client, id, seq);
           for (const e of rest.events) process.stdout.write((json ? JSON.stringify({ type: 'event', run_id: id, ...e }) : eventLine(e)) + '\n');
           return;

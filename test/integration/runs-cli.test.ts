@@ -3,13 +3,14 @@
  * output with and without --json, and its exit codes (0 ok, 1 failed or does not check out,
  * 2 usage, 3 unreachable). Needs `npx tsc -p tsconfig.json` first.
  */
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { runSvc } from '../helpers/cli.js';
-import { tempDir } from '../helpers/daemon.js';
-import { getRun, lease, leaseAndComplete, mintRemit, pushBundle, startRunDaemon } from './run-fixtures.js';
+import { ROOT, tempDir } from '../helpers/daemon.js';
+import { getRun, lease, leaseAndComplete, mintRemit, pushBundle, startRun, startRunDaemon } from './run-fixtures.js';
 
 describe('svc run (D §11)', () => {
   it('start, show, list, events, replay, abandon, resume', async () => {
@@ -97,5 +98,44 @@ describe('svc run (D §11)', () => {
     expect(bad.stderr).toContain('input_invalid');
     expect((await runSvc(['run', 'show', 'run_nope'], env)).code).toBe(1);
     expect((await runSvc(['run', 'list'], { SVC_KERNEL_URL: 'http://127.0.0.1:9' })).code).toBe(3);
+  });
+
+  it('as a newcomer uses it: a closed pipe ends quietly, the next-page hint keeps the filters, --follow stops at failed, a /v1 URL works', async () => {
+    await using d = await startRunDaemon();
+    const bundleId = await pushBundle(d);
+    const runs = [];
+    for (let i = 0; i < 3; i++) runs.push(await startRun(d, bundleId, { spend: { tokens: 5, usd: 5 } }));
+    const env = { SVC_KERNEL_URL: `${d.kernelUrl!}/v1/` };
+
+    // `svc run events RUN | head -1` on a log longer than a pipe's buffer.
+    for (let i = 0; i < 1200; i++) await d.kernel!.runs.appendExternalEvent(runs[0]!.run_id, { kind: 'note', payload: { i, text: 'x'.repeat(64) }, actor: null });
+    const piped = await new Promise<{ code: number | null; stderr: string; first: string }>((resolve) => {
+      const child = spawn(process.execPath, [join(ROOT, 'dist/cli/index.js'), 'run', 'events', runs[0]!.run_id], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stderr = '';
+      let first = '';
+      child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+      child.stdout.once('data', (b: Buffer) => {
+        first = b.toString().split('\n')[0]!;
+        child.stdout.destroy(); // what head does after its first line
+      });
+      child.on('exit', (code) => resolve({ code, stderr, first }));
+    });
+    expect(piped.first).toMatch(/^\s*1\s.*run\.created/);
+    expect(piped.stderr).toBe('');
+    expect(piped.code).toBe(0);
+
+    const page = await runSvc(['run', 'list', '--state', 'running', '--limit', '1'], env);
+    expect(page.code).toBe(0);
+    const hint = /^more: (svc run list .*)$/m.exec(page.stderr)![1]!;
+    expect(hint).toMatch(/^svc run list --state running --limit 1 --after \S+$/);
+    const next = await runSvc(hint.split(' ').slice(1), env);
+    expect(next.stdout).toContain(runs[1]!.run_id);
+
+    // Over its 5-token budget the run fails; --follow prints the end and returns.
+    const { lease: spent } = await leaseAndComplete(d, { amount: 1 }, { tokens: 50, usd: 0 });
+    expect((await getRun(d, spent.run_id)).state).toBe('failed');
+    const followed = await runSvc(['run', 'events', spent.run_id, '--follow', '--interval', '50'], env);
+    expect(followed.code).toBe(0);
+    expect(followed.stdout).toMatch(/budget\.exceeded[\s\S]*run\.failed/);
   });
 });
