@@ -159,6 +159,16 @@ describe('call', () => {
     expect(existsSync(join(fsRoot, 'w.txt'))).toBe(false);
   });
 
+  it('a request the server refuses (JSON-RPC -32600, a task-only tool) is 422 deterministic_failure and never opens the circuit', async () => {
+    for (let i = 0; i < 6; i++) {
+      const res = await gw.call({ remit_token: token(['everything.*'], ['mcp:everything:*']), tool: 'everything.simulate-research-query', args: { topic: 'x' } });
+      expect(res.status).toBe(422);
+      expect(res.body.error).toMatchObject({ code: 'deterministic_failure', details: { mcp_code: -32600 } });
+    }
+    const echo = await gw.call({ remit_token: token(['everything.echo'], ['mcp:everything:*']), tool: 'everything.echo', args: { message: 'still closed' } });
+    expect(echo.status).toBe(200);
+  });
+
   it('a tool result with isError is 422 deterministic_failure', async () => {
     const res = await gw.call({ remit_token: token(['fsmcp.*'], ['mcp:fsmcp:*']), tool: 'fsmcp.read_text_file', args: { path: '/etc/hostname' } });
     expect(res.status).toBe(422);

@@ -115,7 +115,7 @@ describe('abandon (D §6)', () => {
     const { run_id } = await startRun(d, await pushBundle(d));
     for (const body of [{}, { reason: '' }, { reason: 5 }, ...[5, '', [], true].map((actor) => ({ reason: 'x', actor }))]) {
       expect((await d.kernel_(`/runs/${run_id}/abandon`, { body })).status, JSON.stringify(body)).toBe(400);
-      expect((await d.kernel_(`/runs/${run_id}/resume`, { body: { actor: body.actor ?? 7 } })).status, JSON.stringify(body)).toBe(400);
+      expect((await d.kernel_(`/runs/${run_id}/resume`, { body: { actor: 'actor' in body ? body.actor : 7 } })).status, JSON.stringify(body)).toBe(400);
     }
     expect((await d.kernel_('/runs/run_nope/abandon', { body: { reason: 'x' } })).status).toBe(404);
     expect((await d.kernel_('/runs/run_nope/resume', { body: {} })).status).toBe(404);

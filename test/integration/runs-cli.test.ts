@@ -103,7 +103,7 @@ describe('svc run (D §11)', () => {
   it('as a newcomer uses it: a closed pipe ends quietly, the next-page hint keeps the filters, --follow stops at failed, a /v1 URL works', async () => {
     await using d = await startRunDaemon();
     const bundleId = await pushBundle(d);
-    const runs = [];
+    const runs: Array<{ run_id: string }> = [];
     for (let i = 0; i < 3; i++) runs.push(await startRun(d, bundleId, { spend: { tokens: 5, usd: 5 } }));
     const env = { SVC_KERNEL_URL: `${d.kernelUrl!}/v1/` };
 

@@ -17,6 +17,9 @@ import { compileInputSchema } from '../schema-validator.js';
 import { GroupStdioTransport } from './mcp-transport.js';
 import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
 
+/** JSON-RPC errors that refuse the request itself (not the server failing): -32600, -32601, -32602. */
+const REFUSED_REQUEST: ReadonlySet<number> = new Set([ErrorCode.InvalidRequest, ErrorCode.MethodNotFound, ErrorCode.InvalidParams]);
+
 interface McpTool extends ConnectorTool {
   /** The argument named by `x-svc-scope`, if any. */
   scopeArg: string | null;
@@ -216,7 +219,9 @@ export class McpConnector implements Connector {
     try {
       res = await client.callTool({ name: operation, arguments: args }, undefined, { signal: ctx.signal, timeout: this.timeoutMs });
     } catch (err) {
-      if (err instanceof McpError && (err.code === ErrorCode.InvalidParams || err.code === ErrorCode.MethodNotFound)) {
+      // The server (or the SDK for it) refusing this request answers the same every time:
+      // deterministic, never retried, and not a failure the breaker counts.
+      if (err instanceof McpError && REFUSED_REQUEST.has(err.code)) {
         throw new DeterministicFailure(err.message, { mcp_code: err.code });
       }
       throw new UpstreamError(`MCP server ${this.name}: ${(err as Error).message}`, err instanceof McpError ? { mcp_code: err.code } : {});
