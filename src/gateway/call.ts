@@ -15,6 +15,7 @@ import { canonicalHash } from '../encoding/canonical-json.js';
 import { ERROR_CODES, isSvcError, type ErrorCode } from '../errors.js';
 import type { Logger, Redactor } from '../log/logger.js';
 import { anyScopeMatches, scopeMatches } from '../remit/patterns.js';
+import { decodeToken } from '../remit/token.js';
 import { verifyRemit } from '../remit/verify.js';
 import type { RefusalReason, RemitCallCheck, RemitPayload, TrustedKeys } from '../types.js';
 import type { CircuitBreaker } from './breaker.js';
@@ -166,6 +167,9 @@ class ToolCall {
     try {
       keys = await d.link().trustedKeys(keyIdOf(token));
     } catch (err) {
+      // Step 1 needs no keys: a token that is not even well formed is refused as such, kernel or not.
+      const decoded = decodeToken(token);
+      if (!decoded.ok) return this.refuse('token_malformed', decoded.detail);
       const e = isSvcError(err) ? err : null;
       return this.finish(gatewayError(e?.code ?? 'unavailable', e?.message ?? 'cannot obtain the kernel keys'), e?.code ?? 'unavailable');
     }

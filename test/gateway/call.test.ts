@@ -6,6 +6,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
+import { SvcError } from '../../src/errors.js';
 import { IdempotencyStore } from '../../src/gateway/idempotency.js';
 import { canonicalHash } from '../../src/encoding/canonical-json.js';
 import { StepError } from '../../src/worker/errors.js';
@@ -71,6 +72,26 @@ describe('interface 5.3 refusals, one per step, each with event and metric', () 
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ ok: true, result: { echo: { a: 1 } }, scope: 'test:*', scopes: ['test:*'], replayed: false });
     expect(typeof res.body.latency_ms).toBe('number');
+  });
+});
+
+describe('the kernel keys cannot be fetched (a gateway apart from a kernel that is down)', () => {
+  it('a malformed token is still 403 token_malformed (step 1 needs no keys); a well-formed one is 503 unavailable', async () => {
+    const keys = gw.link.trustedKeys;
+    gw.link.trustedKeys = async () => {
+      throw new SvcError('unavailable', 'the kernel at http://127.0.0.1:9 does not answer');
+    };
+    try {
+      const bad = await gw.call({ remit_token: 'garbage', run_id: 'run_DOWN', lease_id: 'lse_9', tool: 'test.echo', args: {} });
+      expect(bad.status).toBe(403);
+      expect(bad.body.refusal.reason).toBe('token_malformed');
+      expect(gw.link.events.filter((e) => e.runId === 'run_DOWN').map((e) => e.payload.reason)).toEqual(['token_malformed']);
+      const good = await gw.call({ remit_token: token(), tool: 'test.echo', args: {} });
+      expect(good.status).toBe(503);
+      expect(good.body.error).toMatchObject({ code: 'unavailable', message: expect.stringContaining('does not answer') });
+    } finally {
+      gw.link.trustedKeys = keys;
+    }
   });
 });
 
