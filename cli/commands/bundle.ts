@@ -37,7 +37,8 @@ export function readDataFile(file: string): unknown {
   try {
     return parseYaml(text, { prettyErrors: true });
   } catch (err) {
-    throw new CliError(`${file} is not valid YAML or JSON: ${(err as Error).message.split('\n')[0]}`, EXIT.failed);
+    // yaml's first line ends in ':' before its excerpt of the source, which one line has no room for.
+    throw new CliError(`${file} is not valid YAML or JSON: ${(err as Error).message.split('\n')[0]!.replace(/:\s*$/, '')}`, EXIT.failed);
   }
 }
 

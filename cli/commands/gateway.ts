@@ -13,7 +13,7 @@ import type { Command } from 'commander';
 import type { CanaryStatus } from '../../src/gateway/canaries.js';
 import type { ToolDescriptor } from '../../src/types.js';
 import { gatewayClient, globals, output, table } from '../context.js';
-import { usageError } from '../exit.js';
+import { CliError, EXIT, usageError } from '../exit.js';
 import { jsonArgument, type ReadFile } from '../json-argument.js';
 import { errorFromBody, type SvcHttpClient } from '../http-client.js';
 
@@ -98,6 +98,8 @@ function canariesHuman(map: Record<string, CanaryStatus>): string {
 
 function statusHuman(s: CanaryStatus): string {
   const lines = [`${s.connector}: ${s.status} (${s.consecutive_failures} consecutive failure${s.consecutive_failures === 1 ? '' : 's'})`];
+  // A released connector keeps its last failure on record (--json has it); shown as current it misleads.
+  if (s.status === 'healthy') return lines.join('\n');
   if (s.last_error) lines.push(`last error: ${s.last_error}`);
   const d = s.contract_diff;
   if (d.missing.length) lines.push(`missing: ${d.missing.join(', ')}`);
@@ -123,10 +125,13 @@ export function registerGateway(program: Command): void {
     });
 
   gw.command('probe')
-    .description("probe a connector now and print its status")
+    .description('probe a connector now and print its status; exits 1 unless it is healthy')
     .argument('<connector>', 'connector name')
     .action(async function (this: Command, connector: string) {
-      output(this, await handleProbe(gatewayClient(this), connector), statusHuman);
+      const status = await handleProbe(gatewayClient(this), connector);
+      output(this, status, statusHuman);
+      // For scripts: a probe that did not pass is a failure of the command.
+      if (status.status !== 'healthy') throw new CliError(`the probe of ${connector} did not pass: ${status.status}`, EXIT.failed);
     });
 
   gw.command('release')

@@ -61,6 +61,9 @@ describe('svc bundle validate (offline, D 4)', () => {
     const broken = await runSvc(['bundle', 'validate', file]);
     expect(broken.code).toBe(1);
     expect(broken.stderr).toMatch(/not valid YAML or JSON/);
+    writeFileSync(file, '{{{\n');
+    const flow = await runSvc(['bundle', 'validate', file]);
+    expect(flow.stderr).toMatch(/not valid YAML or JSON: .* at line 2, column 1\n$/); // one whole line, no dangling ':'
   });
 });
 

@@ -221,9 +221,13 @@ describe('the svcd binary (decisions §11) and `svc gateway` (CLI)', () => {
 
       await json(`${svcd.gatewayUrl}/v1/test/shape`, { body: { shape: {} } });
       const probe = await runSvc(['gateway', 'probe', 'test'], env);
-      expect(probe.code).toBe(0);
+      expect(probe.code).toBe(1); // a probe that did not pass fails the command (svc(1))
       expect(probe.stdout).toContain('test: failed (1 consecutive failure)');
       expect(probe.stdout).toContain('missing: ok');
+      expect(probe.stderr).toContain('the probe of test did not pass: failed');
+      const passing = await runSvc(['gateway', 'probe', 'everything'], env);
+      expect(passing.code).toBe(0);
+      expect(passing.stdout.trim()).toBe('everything: healthy (0 consecutive failures)');
       const canaries = await runSvc(['gateway', 'canaries', '--json'], env);
       expect(JSON.parse(canaries.stdout)).toMatchObject({ test: { status: 'failed' }, everything: { status: 'healthy' } });
       // Only a quarantine is released (I 3); a failing connector is 409 invalid_state, exit 1.
