@@ -5,7 +5,7 @@
  * so the data layer (inbox-source.ts) and the wiring (InboxApp.tsx) stay outside it.
  */
 import React, { useEffect, useMemo, useRef, useState } from 'react';
-import { Box, Text, useInput } from 'ink';
+import { Box, Text, useInput, type Key } from 'ink';
 import type { Actor, Approval, ApprovalDecision } from './approvals-api.js';
 import type { InboxSnapshot } from './inbox-source.js';
 import { matchesFilter } from './inbox-source.js';
@@ -108,7 +108,17 @@ export function Inbox(props: InboxProps): React.JSX.Element {
     setSelectedId(list[Math.max(0, Math.min(list.length - 1, from + delta))]!.approval.approval_id);
   };
 
+  // Keys typed or pasted faster than the terminal reports them arrive as one input ('jj',
+  // '/ana'): in browse mode they act one at a time, as typed (the line editors take text whole).
   useInput((input, key) => {
+    if (input.length > 1 && !key.ctrl && !key.meta && modeRef.current.kind === 'browse' && !propsRef.current.alert) {
+      for (const ch of input) onKey(ch, key);
+      return;
+    }
+    onKey(input, key);
+  });
+
+  function onKey(input: string, key: Key): void {
     const p = propsRef.current;
     if (p.alert) return p.onDismissAlert?.();
     const m = modeRef.current;
@@ -153,7 +163,7 @@ export function Inbox(props: InboxProps): React.JSX.Element {
       setSelectedId(target.approval_id);
       return setMode({ kind: 'prompt', decision: input === 'a' ? 'approved' : 'rejected', target, reason: '', error: null });
     }
-  });
+  }
 
   const header = <Header {...props} width={width} filter={filter} shown={items.length} />;
 

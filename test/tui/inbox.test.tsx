@@ -87,6 +87,15 @@ describe('svc approvals inbox: list and detail (I 2.8, D 5.4, D §6, D §7)', ()
     expect(focused).toEqual(['apr_01JTEST000000000000000003', 'apr_01JTEST000000000000000002', 'apr_01JTEST000000000000000001', 'apr_01JTEST000000000000000002', 'apr_01JTEST000000000000000003']);
   });
 
+  it('keys that arrive together act one at a time, as typed: "jj" moves twice, "/crm" filters', async () => {
+    const { t } = setup(three());
+    await t.waitFor('INV-3');
+    await t.press('jj'); // one write: what a fast typist or a paste over ssh delivers
+    expect(selectedLine(t.frame())).toContain('crm.export');
+    await t.press('k/crm');
+    expect(t.frame()).toContain('filter "crm" 1/3');
+  });
+
   it('keeps the selection on the same approval when a refresh adds a newer one', async () => {
     const list = three();
     const { t, props } = setup(list);
