@@ -145,7 +145,11 @@ export async function resolveBundle(client: SvcHttpClient, ref: string): Promise
   const version = at > 0 ? ref.slice(at + 1) : null;
   const list = (await client.request<{ bundles: Array<{ bundle_id: string; name: string; version: string; created_at: string }> }>('GET', '/bundles')).body.bundles;
   const matches = list.filter((b) => b.name === name && (version === null || b.version === version));
-  if (matches.length === 0) throw new CliError(`no bundle ${ref} on the kernel (svc bundle list shows what there is)`, EXIT.failed);
+  if (matches.length === 0) {
+    // With --json the body is the kernel's own envelope for an unknown bundle (decisions §10).
+    const message = `no bundle ${ref} on the kernel (svc bundle list shows what there is)`;
+    throw new CliError(message, EXIT.failed, { error: { code: 'not_found', message, details: { resource: 'bundle', id: ref } } });
+  }
   matches.sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : 0));
   return matches[matches.length - 1]!.bundle_id;
 }

@@ -171,6 +171,11 @@ describe('svc bundle push, list, show against svcd (I 4.1)', () => {
     const unknown = await runSvc([...url, 'bundle', 'show', 'bnd_nope']);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toMatch(/not_found/);
+    // A name the CLI resolves itself: the same envelope on stdout with --json (svc(1)).
+    const byName = await runSvc([...url, '--json', 'bundle', 'show', 'nope@9']);
+    expect(byName.code).toBe(1);
+    expect(JSON.parse(byName.stdout)).toMatchObject({ error: { code: 'not_found', details: { resource: 'bundle', id: 'nope@9' } } });
+    expect(byName.stderr).toContain('no bundle nope@9 on the kernel');
   });
 
   it('exits 3 when svcd is unreachable', async () => {
