@@ -7,7 +7,9 @@ export default defineConfig({
     include: ['test/**/*.test.ts', 'test/**/*.test.tsx'],
     pool: 'forks',
     maxWorkers: 2,
-    testTimeout: 20_000,
+    // Generous: CLI tests spawn a dozen `svc` processes each, and a loaded 2-core machine
+    // (another build, a benchmark) triples their time. A test that hangs still fails.
+    testTimeout: 60_000,
     hookTimeout: 30_000,
   },
 });

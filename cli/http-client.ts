@@ -1,22 +1,86 @@
 /**
- * A small HTTP client for the kernel and the gateway. Service errors become CliError with
- * exit 1 and the envelope's code; a connection failure becomes exit 3 naming the URL.
+ * The one HTTP transport of the CLI and the inbox TUI: JSON to svcd's kernel or gateway and
+ * back. `exchange` answers every status and throws TransportError only when the daemon
+ * cannot be reached (or, with a timeout, does not answer in time); each client maps that to
+ * its own errors — SvcHttpClient to CliError (service errors exit 1, unreachable exit 3),
+ * the TUI's ApprovalsApi to ApiError and UnreachableError.
  */
 import { CliError, EXIT } from './exit.js';
 
+/** The subset of `fetch` the clients use: the global fetch, or a fake in tests. */
+export type FetchLike = (url: string, init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal }) => Promise<{
+  status: number;
+  headers: { get(name: string): string | null };
+  text(): Promise<string>;
+}>;
+
 export interface ClientOptions {
+  /** The daemon's address, without /v1. */
   baseUrl: string;
   token?: string;
   /** Extra headers on every request (X-Svc-Lease, X-Svc-Remit). */
   headers?: Record<string, string>;
+  /** Default: the global fetch. */
+  fetch?: FetchLike;
+  /** Per-request limit in ms, so a hung daemon reads as unreachable. (Default: none) */
+  timeoutMs?: number;
 }
 
 export interface HttpResponse<T> {
   status: number;
+  /** Parsed JSON; the text itself when it is not JSON; null for an empty body or 204. */
   body: T;
-  headers: Headers;
+  headers: { get(name: string): string | null };
 }
 
+/** svcd could not be reached, or did not answer within the timeout. */
+export class TransportError extends Error {
+  constructor(
+    readonly baseUrl: string,
+    /** What went wrong: a system error code (ECONNREFUSED), or `timed out`. */
+    readonly reason: string,
+  ) {
+    super(`cannot reach svcd at ${baseUrl} (${reason})`);
+    this.name = 'TransportError';
+  }
+}
+
+/** Sends one request and returns the answer, whatever its status. */
+export async function exchange(opts: ClientOptions, method: string, path: string, body?: unknown, extraHeaders: Record<string, string> = {}): Promise<HttpResponse<unknown>> {
+  const baseUrl = opts.baseUrl.replace(/\/+$/, '');
+  const headers: Record<string, string> = { accept: 'application/json', ...opts.headers, ...extraHeaders };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+  const init: Parameters<FetchLike>[1] = { method, headers };
+  if (body !== undefined) init.body = JSON.stringify(body);
+  if (opts.timeoutMs !== undefined) init.signal = AbortSignal.timeout(opts.timeoutMs);
+  const fetchFn = opts.fetch ?? (globalThis.fetch as unknown as FetchLike);
+  let res: Awaited<ReturnType<FetchLike>>;
+  let text: string;
+  try {
+    res = await fetchFn(`${baseUrl}/v1${path}`, init);
+    text = await res.text();
+  } catch (err) {
+    throw new TransportError(baseUrl, describeFetchError(err));
+  }
+  let parsed: unknown = null;
+  if (text && res.status !== 204) {
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = text;
+    }
+  }
+  return { status: res.status, body: parsed, headers: res.headers };
+}
+
+function describeFetchError(err: unknown): string {
+  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return 'timed out';
+  return e?.cause?.code ?? e?.cause?.message ?? e?.message ?? String(err);
+}
+
+/** The CLI's client: 2xx answers, or a CliError saying what svcd refused (exit 1) or that it is down (exit 3). */
 export class SvcHttpClient {
   constructor(readonly opts: ClientOptions) {}
 
@@ -29,27 +93,12 @@ export class SvcHttpClient {
 
   /** Like request, but returns any status (callers that branch on 204/403/409). */
   async raw(method: string, path: string, body?: unknown, extraHeaders: Record<string, string> = {}): Promise<HttpResponse<unknown>> {
-    const url = this.opts.baseUrl.replace(/\/+$/, '') + '/v1' + path;
-    const headers: Record<string, string> = { ...this.opts.headers, ...extraHeaders };
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    if (this.opts.token) headers.authorization = `Bearer ${this.opts.token}`;
-    let res: Response;
     try {
-      res = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+      return await exchange(this.opts, method, path, body, extraHeaders);
     } catch (err) {
-      const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-      throw new CliError(`cannot reach svcd at ${this.opts.baseUrl} (${cause?.code ?? cause?.message ?? (err as Error).message}); is it running?`, EXIT.unreachable);
+      if (err instanceof TransportError) throw new CliError(`${err.message}; is it running?`, EXIT.unreachable);
+      throw err;
     }
-    const text = await res.text();
-    let parsed: unknown = text;
-    if (text && (res.headers.get('content-type') ?? '').includes('json')) {
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        parsed = text;
-      }
-    }
-    return { status: res.status, body: res.status === 204 ? null : parsed, headers: res.headers };
   }
 }
 

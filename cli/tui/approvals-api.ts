@@ -1,17 +1,14 @@
 /**
  * The kernel's approvals API as the approver's client sees it (interface 2.8, 4.1; decisions
  * 5.4, §6, §7): list and read approvals, decide one, and read the run it parks. Both the
- * inbox TUI and the non-interactive `svc approvals` commands go through this one client; the
- * fetch function is injectable so the TUI's data layer is tested without a daemon.
+ * inbox TUI and the non-interactive `svc approvals` commands go through this one client, over
+ * the CLI's transport (cli/http-client.ts); the fetch function is injectable so the TUI's
+ * data layer is tested without a daemon.
  */
 import type { RunEvent, RunStateObject } from '../../src/types.js';
+import { exchange, TransportError, type FetchLike } from '../http-client.js';
 
-/** The subset of `fetch` this client uses (the global fetch, or a fake in tests). */
-export type FetchLike = (url: string, init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal }) => Promise<{
-  status: number;
-  headers: { get(name: string): string | null };
-  text(): Promise<string>;
-}>;
+export type { FetchLike };
 
 /** `cancelled`: its run was abandoned before anyone decided. */
 export type ApprovalState = 'pending' | 'approved' | 'rejected' | 'cancelled';
@@ -111,11 +108,9 @@ export const LIST_ALL_CAP = 1000;
 /** The approvals part of the kernel API. */
 export class ApprovalsApi {
   readonly baseUrl: string;
-  private readonly fetchFn: FetchLike;
 
   constructor(private readonly opts: ApprovalsApiOptions) {
     this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
-    this.fetchFn = opts.fetch ?? (globalThis.fetch as unknown as FetchLike);
   }
 
   /** GET /v1/approvals: one page. */
@@ -196,32 +191,15 @@ export class ApprovalsApi {
   }
 
   private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const headers: Record<string, string> = { accept: 'application/json' };
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    if (this.opts.token) headers.authorization = `Bearer ${this.opts.token}`;
-    const url = `${this.baseUrl}/v1${path}`;
-    const timeoutMs = this.opts.timeoutMs ?? 10_000;
-    let res: Awaited<ReturnType<FetchLike>>;
-    let text: string;
+    let res;
     try {
-      const init: Parameters<FetchLike>[1] = { method, headers, signal: AbortSignal.timeout(timeoutMs) };
-      if (body !== undefined) init.body = JSON.stringify(body);
-      res = await this.fetchFn(url, init);
-      text = await res.text();
+      res = await exchange({ baseUrl: this.baseUrl, token: this.opts.token, fetch: this.opts.fetch, timeoutMs: this.opts.timeoutMs ?? 10_000 }, method, path, body);
     } catch (err) {
-      throw new UnreachableError(this.baseUrl, describeFetchError(err));
+      if (err instanceof TransportError) throw new UnreachableError(this.baseUrl, err.reason);
+      throw err;
     }
-    let parsed: unknown = text;
-    if (text) {
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        parsed = text;
-      }
-    } else {
-      parsed = null;
-    }
-    if (res.status >= 200 && res.status < 300) return parsed as T;
+    if (res.status >= 200 && res.status < 300) return res.body as T;
+    const parsed = res.body;
     const env = (parsed as { error?: { code?: string; message?: string; details?: Record<string, unknown> } } | null)?.error;
     throw new ApiError(
       res.status,
@@ -231,12 +209,6 @@ export class ApprovalsApi {
       parsed,
     );
   }
-}
-
-function describeFetchError(err: unknown): string {
-  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
-  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return 'timed out';
-  return e?.cause?.code ?? e?.cause?.message ?? e?.message ?? String(err);
 }
 
 /** Newest first: by created_at, then by id (ids are time-sortable ULIDs, decisions §1). */
