@@ -3,7 +3,7 @@
  * back. `exchange` answers every status and throws TransportError only when the daemon
  * cannot be reached (or, with a timeout, does not answer in time); each client maps that to
  * its own errors — SvcHttpClient to CliError (service errors exit 1, unreachable exit 3),
- * the TUI's ApprovalsApi to ApiError and UnreachableError.
+ * the TUI's ApprovalsApi to ApiError (TransportError passes through as its UnreachableError).
  */
 import { CliError, EXIT } from './exit.js';
 

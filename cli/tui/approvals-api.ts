@@ -57,16 +57,8 @@ export type RunView = Pick<RunStateObject, 'run_id' | 'state' | 'bundle' | 'work
 /** A run event as the inbox shows it (decisions §7). */
 export type EventView = Pick<RunEvent, 'seq' | 'kind'> & Partial<RunEvent>;
 
-/** The daemon could not be reached at all (exit 3 in the CLI). */
-export class UnreachableError extends Error {
-  constructor(
-    readonly url: string,
-    readonly cause_: string,
-  ) {
-    super(`cannot reach svcd at ${url} (${cause_})`);
-    this.name = 'UnreachableError';
-  }
-}
+/** The daemon could not be reached at all (exit 3 in the CLI): the transport's own error. */
+export { TransportError as UnreachableError };
 
 /** The kernel answered with a non-2xx status; `code` comes from the I 7.1 envelope. */
 export class ApiError extends Error {
@@ -191,13 +183,7 @@ export class ApprovalsApi {
   }
 
   private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    let res;
-    try {
-      res = await exchange({ baseUrl: this.baseUrl, token: this.opts.token, fetch: this.opts.fetch, timeoutMs: this.opts.timeoutMs ?? 10_000 }, method, path, body);
-    } catch (err) {
-      if (err instanceof TransportError) throw new UnreachableError(this.baseUrl, err.reason);
-      throw err;
-    }
+    const res = await exchange({ baseUrl: this.baseUrl, token: this.opts.token, fetch: this.opts.fetch, timeoutMs: this.opts.timeoutMs ?? 10_000 }, method, path, body);
     if (res.status >= 200 && res.status < 300) return res.body as T;
     const parsed = res.body;
     const env = (parsed as { error?: { code?: string; message?: string; details?: Record<string, unknown> } } | null)?.error;

@@ -177,7 +177,7 @@ export class InboxSource {
       if (err instanceof UnreachableError) {
         const prev = this.snap.connection;
         const since = prev.state === 'unreachable' ? prev.since : new Date().toISOString();
-        this.emit({ connection: { state: 'unreachable', url: err.url, error: err.cause_, attempts: this.failures, since } });
+        this.emit({ connection: { state: 'unreachable', url: err.baseUrl, error: err.reason, attempts: this.failures, since } });
       } else if (err instanceof ApiError) {
         this.emit({ connection: { state: 'error', url: this.snap.url, code: err.code, message: err.message, attempts: this.failures } });
       } else {

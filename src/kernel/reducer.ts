@@ -186,32 +186,32 @@ function stepOf(m: RunModel, ev: ReducibleEvent, id: unknown): StepModel {
   return s ?? fail(ev, `unknown step ${String(id)}`);
 }
 
+/** Makes `id` the current step, ready at `at` in its first attempt; none current without one. */
+function makeCurrent(m: RunModel, id: string | undefined, at: string, firstAttempt: (s: StepModel) => void): void {
+  if (!id) {
+    m.current_step = null;
+    return;
+  }
+  const s = m.steps[id]!;
+  firstAttempt(s);
+  s.ready_at = at;
+  m.current_step = id;
+}
+
 /** Makes the step after `id` ready, or clears current_step after the last one. */
 function advance(m: RunModel, id: string, at: string): void {
-  const next = m.step_order[m.step_order.indexOf(id) + 1];
-  if (next) {
-    const n = m.steps[next]!;
-    n.state = 'pending';
-    n.attempt = 1;
-    n.ready_at = at;
-    m.current_step = next;
-  } else {
-    m.current_step = null;
-  }
+  makeCurrent(m, m.step_order[m.step_order.indexOf(id) + 1], at, (s) => {
+    s.state = 'pending';
+    s.attempt = 1;
+  });
 }
 
 /** Makes the head of the compensation queue ready (or none current when the queue is empty). */
 function startCompensation(m: RunModel, at: string): void {
-  const next = m.compensations[0];
-  if (next) {
-    const n = m.steps[next]!;
-    n.state = 'compensating';
-    n.compensation_attempt = 1;
-    n.ready_at = at;
-    m.current_step = next;
-  } else {
-    m.current_step = null;
-  }
+  makeCurrent(m, m.compensations[0], at, (s) => {
+    s.state = 'compensating';
+    s.compensation_attempt = 1;
+  });
 }
 
 /** Moves the compensation queue on after its head ended. */
