@@ -189,7 +189,11 @@ export function Inbox(props: InboxProps): React.JSX.Element {
   const conn = props.connection;
   const warn = inPrompt && conn.state !== 'ok' && conn.state !== 'connecting';
   const bottomRows = (inPrompt ? PROMPT_ROWS : 2) + (warn ? 1 : 0);
-  const listMax = Math.max(3, Math.floor((height - 14) / 2));
+  // Header, list, rule, detail (its fixed rows and one of args), rule, bottom. A terminal too
+  // short for that drops the detail pane rather than scroll the header and list out of sight.
+  const fullRows = 3 + Math.min(3, Math.max(1, items.length)) + DETAIL_FIXED_ROWS + 1 + bottomRows;
+  const compact = height < fullRows;
+  const listMax = compact ? Math.max(1, height - 4 - bottomRows) : Math.max(3, Math.floor((height - 14) / 2));
   const listRows = Math.max(1, Math.min(items.length, listMax));
   const detailRows = Math.max(DETAIL_FIXED_ROWS + 1, height - 3 - listRows - bottomRows);
   const rule = <Text dimColor>{'─'.repeat(width)}</Text>;
@@ -249,7 +253,11 @@ export function Inbox(props: InboxProps): React.JSX.Element {
         </Text>
       )}
       {rule}
-      {shown ? (
+      {compact ? (
+        <Text wrap="truncate-end" dimColor>
+          {fit(`details need ${fullRows} rows (${height} here)`, width)}
+        </Text>
+      ) : shown ? (
         <ApprovalDetail approval={shown} run={props.runs[shown.run_id]} events={props.events[shown.run_id]} width={width} rows={detailRows} now={now} />
       ) : (
         <Box height={detailRows} />

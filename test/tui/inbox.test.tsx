@@ -342,6 +342,24 @@ describe('svc approvals inbox: legible in 80×24', () => {
     fits(await t.waitFor('Enter keep'));
   });
 
+  it('a terminal too short for the detail pane keeps the header, the list and the keys in sight', async () => {
+    const list = Array.from({ length: 12 }, (_, i) => approval(12 - i));
+    for (const [w, h] of [[60, 15], [40, 8], [80, 12]] as const) {
+      const { t } = setup(list, { width: w, height: h });
+      const f = await t.waitFor('svc approvals');
+      const lines = f.split('\n');
+      expect(lines.length, f).toBeLessThanOrEqual(h);
+      expect(lines[0]).toMatch(/^svc approvals/);
+      expect(lines[1]).toMatch(/^› /);
+      expect(f).toMatch(/details need \d+ rows \(\d+ here\)/);
+      expect(lines.at(-1)).toMatch(/^↑↓\/jk move/);
+      await t.press('r');
+      const p = await t.waitFor('Reason (required)');
+      expect(p.split('\n').length, p).toBeLessThanOrEqual(Math.max(h, 12));
+      await t.press(KEY.escape);
+    }
+  });
+
   it('status screens fit too', async () => {
     const { t } = setup([], { connection: { state: 'unreachable', url: 'http://' + 'h'.repeat(100) + ':7401', error: 'E'.repeat(200), attempts: 1, since: '2026-01-01T10:04:00.000Z' } });
     const f = await t.waitFor('Cannot reach');
