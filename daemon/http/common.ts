@@ -5,6 +5,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
+import { hostname } from 'node:os';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { bodyProblem } from '../../src/encoding/json-limits.js';
@@ -26,6 +27,31 @@ export function isLoopbackAddress(addr: string | undefined): boolean {
 export function isLoopbackHost(host: string): boolean {
   return isLoopbackAddress(host.replace(/^\[|\]$/g, ''));
 }
+
+/**
+ * Why a request to a tokenless (loopback-only) listener comes from a web page rather than a
+ * local program, or null. Any page the operator's browser opens can send a simple POST to
+ * 127.0.0.1 (a text/plain body needs no CORS preflight) and, through DNS rebinding, read the
+ * answers; loopback alone is then no authority. Browsers name the page in `Origin` on every
+ * cross-origin request, and a rebound name arrives in `Host`; local clients (curl, Node's
+ * fetch, svc, workers) send no Origin and a loopback or this machine's name as Host.
+ */
+export function browserRequestProblem(headers: { origin?: string | string[]; host?: string }): string | null {
+  if (headers.origin !== undefined) return `a web page (Origin ${String(headers.origin).slice(0, 100)}) cannot call a listener without a token`;
+  const host = headers.host;
+  if (host === undefined || host === '') return null;
+  const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : host.replace(/:\d*$/, '');
+  const lower = name.toLowerCase();
+  if (isLoopbackAddress(lower) || lower.endsWith('.localhost') || LOCAL_NAMES.has(lower)) return null;
+  return `Host ${host.slice(0, 100)} is not a name of this machine (a listener without a token answers loopback names only)`;
+}
+
+function headersOf(problem: string): string {
+  return problem.startsWith('a web page') ? 'Origin header on a listener without a token' : 'Host not a name of this machine';
+}
+
+/** This machine's own names, which resolve to loopback in a stock /etc/hosts (127.0.1.1). */
+const LOCAL_NAMES = new Set([hostname().toLowerCase(), hostname().toLowerCase().split('.')[0]!]);
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s).digest();
@@ -195,6 +221,13 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
       noteRefusal(req, 'not a loopback client and no token configured');
       reply.status(403).send(opts.render(svc));
       return;
+    } else {
+      const browser = browserRequestProblem(req.headers);
+      if (browser !== null) {
+        noteRefusal(req, headersOf(browser)); // a fixed reason: varied Origins must not flood the log
+        reply.status(403).send(opts.render(new SvcError('forbidden', browser, {})));
+        return;
+      }
     }
     done();
   });

@@ -2,9 +2,49 @@
  * svcd basics: interface 4.1 (/health, /keys), 5.1 (auth), 7.1 and decisions §10/§11
  * (error envelope, startup line, SIGTERM drain).
  */
+import { request } from 'node:http';
+import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log/logger.js';
 import { spawnSvcd, startTestDaemon, tempDir } from '../helpers/daemon.js';
+
+/** A raw request, so that Host and Origin are exactly what a browser would send. */
+function rawPost(url: string, path: string, headers: Record<string, string>, body: string): Promise<{ status: number; body: any }> {
+  return new Promise((resolve, reject) => {
+    const req = request(`${url}/v1${path}`, { method: 'POST', headers: { 'content-length': String(Buffer.byteLength(body)), ...headers } }, (res) => {
+      let text = '';
+      res.on('data', (c: Buffer) => (text += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+describe('a listener without a token answers local programs, not web pages (I 5.1; docs/design.md "Listeners")', () => {
+  it('refuses a request with an Origin (CSRF) or a foreign Host (DNS rebinding); curl-like clients and local names pass', async () => {
+    await using d = await startTestDaemon();
+    const port = new URL(d.kernelUrl!).port;
+    const remit = JSON.stringify({ tools: ['test.*'], scopes: ['*'], grants: [], spend: { tokens: 1, usd: 1 }, autonomy: 'autonomous', ttl_seconds: 60, policy_set: [], requested_by: { id: 'a', role: 'r', manager: 'm' } });
+    const page = await rawPost(d.kernelUrl!, '/remits', { 'content-type': 'text/plain', origin: 'https://evil.example', host: `127.0.0.1:${port}` }, remit);
+    expect(page.status).toBe(403);
+    expect(page.body.error).toMatchObject({ code: 'forbidden', message: expect.stringContaining('a web page (Origin https://evil.example)') });
+    const rebound = await rawPost(d.kernelUrl!, '/remits', { 'content-type': 'text/plain', host: `attacker.example:${port}` }, remit);
+    expect(rebound.status).toBe(403);
+    expect(rebound.body.error.message).toContain('Host attacker.example');
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, `${hostname()}:${port}`, `127.0.0.1`]) {
+      const ok = await rawPost(d.kernelUrl!, '/remits', { 'content-type': 'application/json', host }, remit);
+      expect(ok.status, host).toBe(201);
+    }
+    expect((await d.kernel_('/remits', { body: JSON.parse(remit) })).status).toBe(201); // Node's fetch, as svc and workers call
+  });
+
+  it('with a token the bearer decides, whatever the Origin', async () => {
+    await using d = await startTestDaemon({ token: 'tkn-1' });
+    const res = await rawPost(d.kernelUrl!, '/remits', { 'content-type': 'application/json', origin: 'https://console.example', authorization: 'Bearer tkn-1' }, '{}');
+    expect(res.status).toBe(400); // past auth: the body is what is wrong
+  });
+});
 
 describe('kernel listener (I 4.1, D §10)', () => {
   it('serves /health and /keys in the documented shapes', async () => {
