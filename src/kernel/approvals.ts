@@ -132,7 +132,7 @@ export class ApprovalService {
           actor: body.actor,
         });
       }
-      if (body.actor.id === w.model.requested_by.id) {
+      if (sameIdentity(body.actor.id, w.model.requested_by.id)) {
         throw new SvcError('not_the_approver', `${body.actor.id} requested run ${a.run_id} and cannot approve its actions`, { approver: a.approver, actor: body.actor, reason: 'self_approval' });
       }
       if (a.state === 'cancelled') {
@@ -166,4 +166,15 @@ export class ApprovalService {
     if (decidedNow) k.metrics.approvalsPending.dec();
     return result;
   }
+}
+
+/**
+ * Whether two actor ids name the same person for the no-self-approval rule (decisions 5.4).
+ * Ids are compared as people write them, not byte for byte: `alice `, `Alice` and a
+ * full-width `ａｌｉｃｅ` are alice, so none of them approves alice's own run. Erring this way
+ * can only refuse a decision, never let one through.
+ */
+export function sameIdentity(a: string, b: string): boolean {
+  const norm = (s: string) => s.normalize('NFKC').trim().toLowerCase();
+  return norm(a) === norm(b);
 }

@@ -58,9 +58,12 @@ describe('deciding an approval (I 3, D 5.4)', () => {
     const wrongRole = await d.kernel_(`/approvals/${p.approval_id}`, { body: { decision: 'approved', actor: { id: 'sam', role: 'support' } } });
     expect(wrongRole.status).toBe(403);
     expect(wrongRole.body.error.code).toBe('not_the_approver');
-    const self = await d.kernel_(`/approvals/${p.approval_id}`, { body: { decision: 'approved', actor: { id: REQUESTER.id, role: 'finance' } } });
-    expect(self.status).toBe(403);
-    expect(self.body.error).toMatchObject({ code: 'not_the_approver', details: { reason: 'self_approval' } });
+    // The requester's id as people may write it is still the requester (trailing space, case, full width).
+    for (const id of [REQUESTER.id, `${REQUESTER.id} `, REQUESTER.id.toUpperCase(), REQUESTER.id.normalize('NFKC').replace(/[a-z]/g, (c) => String.fromCodePoint(c.codePointAt(0)! + 0xfee0))]) {
+      const self = await d.kernel_(`/approvals/${p.approval_id}`, { body: { decision: 'approved', actor: { id, role: 'finance' } } });
+      expect(self.status, JSON.stringify(id)).toBe(403);
+      expect(self.body.error).toMatchObject({ code: 'not_the_approver', details: { reason: 'self_approval' } });
+    }
     expect((await getRun(d, run_id)).state).toBe('parked');
 
     expect((await d.kernel_(`/approvals/${p.approval_id}`, { body: { decision: 'approved', actor: APPROVER } })).status).toBe(200);
