@@ -24,12 +24,25 @@ export interface BodyProblem {
  * finite. Null when there is none. Iterative, so it cannot overflow the stack itself.
  */
 export function bodyProblem(value: unknown, max: number = MAX_BODY_DEPTH): BodyProblem | null {
+  return firstProblem(value, max, true, 'request body');
+}
+
+/**
+ * The first place a value from upstream (a tool's result) is nested deeper than `max`
+ * levels, or null. Such a result would overflow the recursive walks after it (redaction,
+ * serialisation); numbers need no check, since JSON.stringify writes Infinity as null.
+ */
+export function depthProblem(value: unknown, max: number, what: string): BodyProblem | null {
+  return firstProblem(value, max, false, what);
+}
+
+function firstProblem(value: unknown, max: number, numbers: boolean, what: string): BodyProblem | null {
   const stack: Array<{ v: unknown; depth: number; path: string }> = [{ v: value, depth: 1, path: '' }];
   while (stack.length > 0) {
     const { v, depth, path } = stack.pop()!;
-    if (typeof v === 'number' && !Number.isFinite(v)) return { path, message: `${path || '/'} is a number out of range` };
+    if (numbers && typeof v === 'number' && !Number.isFinite(v)) return { path, message: `${path || '/'} is a number out of range` };
     if (v === null || typeof v !== 'object') continue;
-    if (depth > max) return { path, message: `request body is nested deeper than ${max} levels at ${path || '/'}` };
+    if (depth > max) return { path, message: `${what} is nested deeper than ${max} levels at ${path || '/'}` };
     const entries: Array<[string, unknown]> = Array.isArray(v) ? v.map((x, i) => [String(i), x]) : Object.entries(v as Record<string, unknown>);
     for (let i = entries.length - 1; i >= 0; i--) {
       const [k, x] = entries[i]!;

@@ -12,6 +12,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Clock } from '../clock.js';
 import { canonicalHash } from '../encoding/canonical-json.js';
+import { depthProblem } from '../encoding/json-limits.js';
 import { ERROR_CODES, isSvcError, type ErrorCode } from '../errors.js';
 import type { Logger, Redactor } from '../log/logger.js';
 import { anyScopeMatches, scopeMatches } from '../remit/patterns.js';
@@ -45,6 +46,9 @@ export interface CallResponse {
   body: unknown;
   headers?: Record<string, string>;
 }
+
+/** Deepest nesting of a tool's answer that the gateway passes on (decisions §10: never a 500). */
+export const MAX_RESULT_DEPTH = 256;
 
 /** The actor of the events the gateway appends. */
 export const GATEWAY_ACTOR = { id: 'gateway', role: 'gateway' } as const;
@@ -283,7 +287,7 @@ class ToolCall {
     const granted = a.payload.scopes;
     let result: unknown;
     try {
-      result = await abortable(
+      const answer = await abortable(
         connector.call(tool.operation, args, {
           signal: controller.signal,
           now: () => d.clock.now(),
@@ -295,6 +299,12 @@ class ToolCall {
         }),
         controller.signal,
       );
+      // An answer nested too deep for the walks after it (redaction, the stored body) is
+      // kept as a deterministic failure: for a write the upstream did act, so the key must
+      // hold an outcome, never stay claimed or run again.
+      const deep = depthProblem(answer, MAX_RESULT_DEPTH, 'the upstream answer');
+      if (deep) throw new DeterministicFailure(deep.message, { path: deep.path });
+      result = answer;
     } catch (err) {
       if (err instanceof DeterministicFailure) {
         breaker.success(); // the upstream answered

@@ -52,6 +52,9 @@ function handler(req: IncomingMessage, res: ServerResponse): void {
       case '/boom':
         res.writeHead(500).end('down');
         return;
+      case '/deep':
+        res.writeHead(200, { 'content-type': 'application/json' }).end('['.repeat(200_000) + ']'.repeat(200_000));
+        return;
       case '/missing':
         res.writeHead(404, { 'content-type': 'text/plain' }).end('no such thing');
         return;
@@ -328,6 +331,16 @@ describe('http connector (decisions §9: allowed_hosts, redirects, timeouts)', (
     expect(bad.body.error.code).toBe('args_invalid');
     const both = await gw.call({ remit_token: t(), tool: 'web.post', args: { url: `http://127.0.0.1:${port}/echo`, json: {}, body: 'x' } });
     expect(both.body.error.code).toBe('args_invalid');
+  });
+
+  it('an answer nested too deep to pass on is a stored deterministic failure, never a 500 or a key stuck in flight (D §10)', async () => {
+    const args = { url: `http://127.0.0.1:${port}/deep`, body: 'x' };
+    const first = await gw.call({ remit_token: t(), tool: 'web.post', args, idempotency_key: 'deep-1' });
+    expect(first.status).toBe(422);
+    expect(first.body.error).toMatchObject({ code: 'deterministic_failure', message: expect.stringContaining('nested deeper than 256 levels') });
+    const again = await gw.call({ remit_token: t(), tool: 'web.post', args, idempotency_key: 'deep-1' });
+    expect(again.status).toBe(422);
+    expect(again.body).toMatchObject({ replayed: true, error: { code: 'deterministic_failure' } });
   });
 
   it('a header fetch would refuse is args_invalid before any request, and never opens the circuit (I 7.2, D §9)', async () => {
