@@ -3,14 +3,16 @@
  * decisions §9): a real SQLite file with a join, a view and a trigger; a local HTTP server
  * with redirects; a temp fs root with symlinks that escape it.
  */
-import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
+import { FsConnector } from '../../src/gateway/connectors/fs.js';
 import { SqliteConnector, namedParameters, tablesTouched } from '../../src/gateway/connectors/sqlite.js';
+import { ScopeRefusal } from '../../src/gateway/connectors/types.js';
 import { tempDir } from '../helpers/daemon.js';
 import { mintToken, remitPayload, testSigner } from '../helpers/remit-token.js';
 import { startGateway, type TestGateway } from './helpers.js';
@@ -383,6 +385,43 @@ describe('fs connector (decisions §9: real paths, symlinks that escape the root
   it('a symlink inside the root is resolved: the scope is the real directory', async () => {
     const r = await gw.call({ remit_token: remit(['files.read'], [`fs:path:${realRoot()}/sub`]), tool: 'files.read', args: { path: 'inner/b.txt' } });
     expect(r.body).toMatchObject({ ok: true, result: { content: 'beta' }, scope: `fs:path:${realRoot()}/sub` });
+  });
+
+  it('the root itself is no file to read or write: args_invalid, and nothing is created beside it', async () => {
+    for (const tool of ['files.read', 'files.write']) {
+      const res = await gw.call({ remit_token: all(), tool, args: tool === 'files.write' ? { path: '.', content: 'x' } : { path: '.' } });
+      expect(res.status, tool).toBe(422);
+      expect(res.body.error).toMatchObject({ code: 'args_invalid', message: expect.stringContaining('names the root') });
+    }
+  });
+
+  it('a directory swapped for a symlink between the scope check and the open is refused (TOCTOU), for read and write', async () => {
+    const base = tempDir('svc-fs-race-');
+    const fsRoot = join(base, 'root');
+    const away = join(base, 'away');
+    mkdirSync(join(fsRoot, 'pub'), { recursive: true });
+    mkdirSync(away, { recursive: true });
+    writeFileSync(join(fsRoot, 'pub', 's.txt'), 'public');
+    writeFileSync(join(away, 's.txt'), 'TOPSECRET');
+    const c = new FsConnector({ name: 'race', type: 'fs', root: fsRoot, max_file_bytes: 1 << 20, tools: {}, probe: null, timeout_ms: 1000 });
+    await c.start();
+    // The attacker's swap lands exactly after the path was resolved.
+    const resolveReal = c.resolveReal.bind(c);
+    c.resolveReal = async (p) => {
+      const real = await resolveReal(p);
+      renameSync(join(fsRoot, 'pub'), join(base, 'pub-moved'));
+      symlinkSync(away, join(fsRoot, 'pub'));
+      return real;
+    };
+    const read = c.call('read', { path: 'pub/s.txt' });
+    await expect(read).rejects.toBeInstanceOf(ScopeRefusal);
+    await expect(read).rejects.toThrow(/changed while it was opened \(it now leads to outside the root\)/);
+    rmSync(join(fsRoot, 'pub'));
+    renameSync(join(base, 'pub-moved'), join(fsRoot, 'pub'));
+    await expect(c.call('write', { path: 'pub/planted.txt', content: 'x' })).rejects.toBeInstanceOf(ScopeRefusal);
+    expect(existsSync(join(away, 'planted.txt'))).toBe(false);
+    expect(readFileSync(join(away, 's.txt'), 'utf8')).toBe('TOPSECRET');
+    rmSync(base, { recursive: true, force: true });
   });
 
   it('symlinks and paths that escape the root are refused scope_not_granted, even under fs:path:*', async () => {

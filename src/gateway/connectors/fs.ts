@@ -6,7 +6,7 @@
  * runs on the checked real path with O_NOFOLLOW, never on the caller's spelling of it.
  */
 import { constants } from 'node:fs';
-import { mkdir, open, readdir, realpath, rename, stat, unlink } from 'node:fs/promises';
+import { mkdir, open, readdir, readlink, realpath, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { FsConnectorConfig } from '../config.js';
@@ -109,8 +109,26 @@ export class FsConnector implements Connector {
 
   async deriveScopes(operation: string, args: Record<string, unknown>): Promise<string[]> {
     const real = await this.resolveReal(args.path);
+    // Its directory would be the root's parent, outside the root (and a write's temp file with it).
+    if (operation !== 'list' && real === this.realRoot) throw new ArgsInvalid(`path names the root of connector ${this.name}, a directory; read and write take a file`, '/path');
     const dir = operation === 'list' ? real : dirname(real);
     return [`fs:path:${dir}`];
+  }
+
+  /**
+   * The file just opened is the one the scope was derived for. A directory on the way can be
+   * swapped for a symlink between resolving the path and opening it (O_NOFOLLOW guards the
+   * last component only), so the kernel is asked where the descriptor really points
+   * (/proc/self/fd, Linux); elsewhere the check is skipped.
+   */
+  private async checkOpened(fh: FileHandle, expected: string): Promise<void> {
+    let actual: string;
+    try {
+      actual = await readlink(`/proc/self/fd/${fh.fd}`);
+    } catch {
+      return;
+    }
+    if (actual !== expected) throw new ScopeRefusal(`path ${this.rel(expected)} changed while it was opened (it now leads to ${actual.startsWith(this.realRoot + sep) ? this.rel(actual) : 'outside the root'})`);
   }
 
   private rel(real: string): string {
@@ -128,13 +146,14 @@ export class FsConnector implements Connector {
           throw fsFailure(err, `cannot open ${this.rel(real)}`);
         }
         try {
+          await this.checkOpened(fh, real);
           const st = await fh.stat();
           if (!st.isFile()) throw new DeterministicFailure(`${this.rel(real)} is not a regular file`);
           if (st.size > this.cfg.max_file_bytes) throw new DeterministicFailure(`${this.rel(real)} is larger than ${this.cfg.max_file_bytes} bytes`);
           const content = await fh.readFile({ encoding: 'utf8' });
           return { path: this.rel(real), content, size: st.size };
         } catch (err) {
-          if (err instanceof DeterministicFailure) throw err;
+          if (err instanceof DeterministicFailure || err instanceof ScopeRefusal) throw err;
           throw fsFailure(err, `cannot read ${this.rel(real)}`);
         } finally {
           await fh.close();
@@ -158,6 +177,7 @@ export class FsConnector implements Connector {
           await mkdir(dirname(real), { recursive: true });
           const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
           try {
+            await this.checkOpened(fh, tmp);
             await fh.writeFile(content, 'utf8');
             await fh.sync();
           } finally {
@@ -166,6 +186,7 @@ export class FsConnector implements Connector {
           await rename(tmp, real);
         } catch (err) {
           await unlink(tmp).catch(() => {});
+          if (err instanceof ScopeRefusal) throw err;
           throw fsFailure(err, `cannot write ${this.rel(real)}`);
         }
         return { path: this.rel(real), bytes: Buffer.byteLength(content, 'utf8') };
