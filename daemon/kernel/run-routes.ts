@@ -39,7 +39,10 @@ const createBody = {
  * (`{id, role}` for a person, `{worker_id}` for a worker, by convention), a non-empty name, or
  * null. Numbers, booleans, lists and "" are refused: the log keeps what it is given for good.
  */
-export const RECORDED_ACTOR = { anyOf: [{ type: 'object' }, { type: 'string', minLength: 1, maxLength: 256 }, { type: 'null' }] } as const;
+export const RECORDED_ACTOR = {
+  // `kernel` is the kernel's own actor on the events it appends: no caller may sign as it.
+  anyOf: [{ type: 'object' }, { type: 'string', minLength: 1, maxLength: 256, not: { const: 'kernel' } }, { type: 'null' }],
+} as const;
 
 const abandonBody = {
   type: 'object',
