@@ -6,6 +6,7 @@ import '../src/util/regexp-guard.js'; // schema patterns and policy `matches` ru
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { Kernel, type KernelOptions } from '../src/kernel/kernel.js';
+import { registerSvcListener } from '../src/gateway/svc-listeners.js';
 import { createLogger, type Logger } from '../src/log/logger.js';
 import type { GatewayConfig } from '../src/gateway/config.js';
 import { Gateway, type GatewayOptions } from '../src/gateway/gateway.js';
@@ -66,6 +67,7 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
   let kernelUrl: string | null = null;
   let gateway: Gateway | null = null;
   let gatewayUrl: string | null = null;
+  const unregister: Array<() => void> = [];
   try {
     if (opts.kernel) {
       const { host, port } = parseListen(opts.kernel.listen ?? '127.0.0.1:7401');
@@ -75,6 +77,7 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
       await app.listen({ host, port });
       apps.push(app);
       kernelUrl = urlOf(app);
+      unregister.push(registerSvcListener(kernelUrl));
       // What an operator checks first: where the data is, which key signs, who may call.
       logger.info('kernel ready', {
         listen: kernelUrl,
@@ -97,11 +100,13 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
       await app.listen({ host, port });
       apps.push(app);
       gatewayUrl = urlOf(app);
+      unregister.push(registerSvcListener(gatewayUrl));
       if (kernel) kernel.toolCatalog = gateway.catalog;
     } else if (kernel && opts.gatewayUrl) {
       kernel.toolCatalog = new HttpToolCatalog({ gatewayUrl: opts.gatewayUrl, token, logger });
     }
   } catch (err) {
+    for (const off of unregister) off();
     for (const app of apps) await app.close();
     await gateway?.close();
     await kernel?.close();
@@ -117,6 +122,7 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
     close() {
       closing ??= (async () => {
         await Promise.all(apps.map((a) => a.close()));
+        for (const off of unregister) off();
         await gateway?.close(); // ends MCP server process groups
         await kernel?.close();
       })();

@@ -106,6 +106,40 @@ describe('one process: the in-process kernel link (decisions §9, §11)', () => 
   });
 });
 
+describe("svcd's own listeners are no tool's upstream (src/gateway/svc-listeners.ts)", () => {
+  it('an http connector allowed 127.0.0.1 cannot reach the kernel or the gateway, directly or by a redirect', async () => {
+    const { createServer } = await import('node:http');
+    let kernelTarget = '';
+    const local = createServer((req, res) => {
+      if (req.url === '/to-kernel') res.writeHead(302, { location: kernelTarget }).end();
+      else res.writeHead(200, { 'content-type': 'application/json' }).end('{"local":true}');
+    });
+    await new Promise<void>((r) => local.listen(0, '127.0.0.1', r));
+    const localUrl = `http://127.0.0.1:${(local.address() as { port: number }).port}`;
+    try {
+      const config = loadGatewayConfig({ data_dir: join(dir, 'self'), connectors: [{ name: 'web', type: 'http', allowed_hosts: ['127.0.0.1', 'localhost'] }] }, { env: {}, redactor: new Redactor() });
+      await using d = await startTestDaemon({ gateway: { config, listen: '127.0.0.1:0', canaryLoop: false } });
+      kernelTarget = `${d.kernelUrl}/v1/health`;
+      const mint = await json(`${d.kernelUrl}/v1/remits`, {
+        body: { tools: ['web.*'], scopes: ['http:host:*'], grants: [], spend: { tokens: 1, usd: 1 }, autonomy: 'autonomous', ttl_seconds: 600, policy_set: [], requested_by: REQUESTER },
+      });
+      const call = (url: string) => json(`${d.gatewayUrl}/v1/tools/call`, { body: { remit_token: mint.body.token, tool: 'web.post', args: { url, json: {} } } });
+      const port = new URL(d.kernelUrl!).port;
+      for (const url of [`${d.kernelUrl}/v1/remits`, `http://localhost:${port}/v1/remits`, `${d.gatewayUrl}/v1/canaries/web/release`]) {
+        const res = await call(url);
+        expect(res.status, url).toBe(403);
+        expect(res.body.refusal).toMatchObject({ reason: 'scope_not_granted', detail: expect.stringContaining('is a listener of this svcd') });
+      }
+      const bounced = await call(`${localUrl}/to-kernel`);
+      expect(bounced.status).toBe(403);
+      expect(bounced.body.refusal.detail).toContain('is a listener of this svcd');
+      expect((await call(`${localUrl}/ok`)).body).toMatchObject({ ok: true, result: { status: 200, json: { local: true } } });
+    } finally {
+      await new Promise((r) => local.close(r));
+    }
+  });
+});
+
 describe('two processes: the HTTP kernel link and the HTTP tool catalog (decisions §7, §9)', () => {
   it('fetches the keys, posts tool.refused with the bearer alone and tool.called with X-Svc-Remit', async () => {
     const publisher = generatePublisherKey();

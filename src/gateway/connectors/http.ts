@@ -8,9 +8,15 @@
 import { pointerToken } from '../../encoding/json-pointer.js';
 import type { HttpConnectorConfig } from '../config.js';
 import { compileInputSchema } from '../schema-validator.js';
+import { isSvcListener } from '../svc-listeners.js';
 import { abortMessage, ArgsInvalid, descriptor, ScopeRefusal, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
 
 const MAX_REDIRECTS = 5;
+/** svcd's own listeners are never a tool's upstream (src/gateway/svc-listeners.ts). */
+function refuseSvcListener(url: URL): void {
+  if (isSvcListener(url)) throw new ScopeRefusal(`${url.host} is a listener of this svcd, which no tool may call`);
+}
+
 /** undici's codes for a request it will not send as given. */
 const REQUEST_REFUSED = new Set(['UND_ERR_NOT_SUPPORTED', 'UND_ERR_INVALID_ARG']);
 const DROPPED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer']);
@@ -133,6 +139,7 @@ export class HttpConnector implements Connector {
     checkHeaders(args.headers);
     const host = url.hostname.toLowerCase();
     if (!hostAllowed(this.cfg.allowed_hosts, host)) throw new ScopeRefusal(`host ${host} is not in allowed_hosts of connector ${this.name}`);
+    refuseSvcListener(url);
     return [`http:host:${host}`];
   }
 
@@ -155,6 +162,7 @@ export class HttpConnector implements Connector {
     }
 
     for (let hop = 0; ; hop++) {
+      refuseSvcListener(url); // a redirect may point there too
       let res: Response;
       try {
         res = await fetch(url, { method, headers, body, redirect: 'manual', signal: ctx.signal });

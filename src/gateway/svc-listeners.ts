@@ -1,0 +1,34 @@
+/**
+ * The listeners of this svcd process (kernel and gateway), which no tool may call. An http
+ * connector whose `allowed_hosts` lists 127.0.0.1 or localhost (a local service beside svcd)
+ * would otherwise let an agent that can only reach the gateway POST to the kernel on the
+ * same host — mint a remit, decide an approval — with the loopback trust of a tokenless
+ * kernel. svcd registers each listener once it is bound and removes it when it closes.
+ */
+const listeners = new Map<string, { host: string; port: string }>();
+
+/** Registers `url` (http://host:port) as a listener of this process; returns its removal. */
+export function registerSvcListener(url: string): () => void {
+  const u = new URL(url);
+  const entry = { host: bare(u.hostname), port: u.port || (u.protocol === 'https:' ? '443' : '80') };
+  listeners.set(url, entry);
+  return () => void listeners.delete(url);
+}
+
+/** True when `url` reaches a listener of this process: its port, on a loopback name or the listener's own host. */
+export function isSvcListener(url: URL): boolean {
+  const host = bare(url.hostname);
+  const port = url.port || (url.protocol === 'https:' ? '443' : '80');
+  for (const l of listeners.values()) {
+    if (l.port === port && (host === l.host || isLoopbackName(host) || l.host === '0.0.0.0' || l.host === '::')) return true;
+  }
+  return false;
+}
+
+function bare(host: string): string {
+  return host.toLowerCase().replace(/^\[|\]$/g, '');
+}
+
+function isLoopbackName(host: string): boolean {
+  return host === 'localhost' || host.endsWith('.localhost') || host === '::1' || host === '0.0.0.0' || /^127\.\d+\.\d+\.\d+$/.test(host) || host.startsWith('::ffff:127.');
+}
