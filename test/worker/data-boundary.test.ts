@@ -57,6 +57,27 @@ describe('detectors (I 5.5 built-in classes)', () => {
   });
 });
 
+describe('detectors take time linear in the text (a stalled boundary stops the heartbeats)', () => {
+  // Each of these took seconds to minutes before the detectors were fixed (quadratic rescans);
+  // linear, they take well under a second. The bound is far from both.
+  const cases: Array<[string, string, number]> = [
+    ['letters', 'a'.repeat(600_000), 0],
+    ['digits', '7'.repeat(600_000), 0],
+    ['hex', Array.from({ length: 200_000 }, (_, i) => '0123456789abcdef'[(i * 7) % 16]).join(''), 0],
+    ['1-1-1-', '1-'.repeat(300_000), 0],
+    ['4-4-4-', '4-'.repeat(300_000), 17_647],
+    ['cards', '4111 1111 1111 1111 '.repeat(20_000), 20_000],
+  ];
+  for (const [name, text, cards] of cases) {
+    it(`${name}: ${text.length.toLocaleString('en')} characters`, () => {
+      const t0 = performance.now();
+      const found = findAll(text);
+      expect(performance.now() - t0).toBeLessThan(10_000);
+      expect(found.filter((f) => f.detector === 'card_number')).toHaveLength(cards);
+    });
+  }
+});
+
 describe('redaction (I 5.5: ungranted content replaced by [REDACTED:<class>])', () => {
   const descriptors = [
     { id: 'billing.lookup_invoice', data_classes: { email: 'pii', name: 'pii' } },
