@@ -11,6 +11,7 @@
  * grace period, then aborts the rest and fails them as `worker_shutdown` (not deterministic, so
  * the kernel retries them elsewhere).
  */
+import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { globalRedactor } from '../log/logger.js';
@@ -106,6 +107,9 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
     this.ttlSeconds = opts.ttlSeconds ?? 60;
     this.waitSeconds = Math.min(30, Math.max(0, opts.waitSeconds ?? 20));
     this.backoff = opts.pollBackoffMs ?? { initial: 500, max: 10_000 };
+    // Each slot's poll listens to this signal while it waits (pollOnce): as many listeners as
+    // slots, legitimately; more would be a leak and still warns.
+    setMaxListeners(this.concurrency + 10, this.pollAbort.signal);
   }
 
   /** Steps running now. */
@@ -190,7 +194,7 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
       }
       let lease: Lease | null;
       try {
-        lease = await this.kernel.lease({ worker_id: this.workerId, kinds, ttl_seconds: this.ttlSeconds, wait_seconds: this.waitSeconds }, this.pollAbort.signal);
+        lease = await this.pollOnce(kinds);
         delay = this.backoff.initial;
       } catch (err) {
         if (this.pollAbort.signal.aborted) break;
@@ -200,6 +204,25 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
         continue;
       }
       if (lease) await this.runLease(lease);
+      // No long poll (--wait-seconds 0): an idle answer is asked again after a pause, not at once.
+      else if (this.waitSeconds === 0) await this.waitForChange(this.backoff.initial);
+    }
+  }
+
+  /**
+   * One POST /leases under a signal of its own, tied to the worker's: fetch leaves a listener
+   * on the signal it is given, and one long-lived signal collected one per poll (1,500 in
+   * 30 s of idle polling at --concurrency 64, MaxListenersExceededWarning).
+   */
+  private async pollOnce(kinds: LeaseKind[]): Promise<Lease | null> {
+    const poll = new AbortController();
+    const stop = () => poll.abort(this.pollAbort.signal.reason);
+    if (this.pollAbort.signal.aborted) stop();
+    else this.pollAbort.signal.addEventListener('abort', stop, { once: true });
+    try {
+      return await this.kernel.lease({ worker_id: this.workerId, kinds, ttl_seconds: this.ttlSeconds, wait_seconds: this.waitSeconds }, poll.signal);
+    } finally {
+      this.pollAbort.signal.removeEventListener('abort', stop);
     }
   }
 

@@ -8,7 +8,9 @@ import { MockProvider } from '../../src/worker/providers/mock.js';
 import type { Provider, ProviderRequest } from '../../src/worker/providers/provider.js';
 import type { Lease } from '../../src/worker/types.js';
 import { Worker, type WorkerOptions } from '../../src/worker/worker.js';
+import { getEventListeners } from 'node:events';
 import { FakeGateway, FakeKernel, makeLease, until } from './fakes.js';
+import { startTestDaemon } from '../helpers/daemon.js';
 
 type Ev = { name: keyof WorkerEventMap; payload: any; at: number };
 
@@ -556,5 +558,28 @@ describe('polling (I 4.1 POST /leases)', () => {
     await w.stop({ graceMs: 0 });
     expect(errors[0]).toContain('cannot reach');
     expect(events.filter((e) => e.name === 'poll:error')).toEqual([]);
+  });
+});
+
+describe('idle polling (svc-worker(1) --wait-seconds)', () => {
+  it('idle long polls leave no abort listener behind; --wait-seconds 0 pauses between polls', async () => {
+    {
+      // Against a real svcd, which holds each poll for wait_seconds and answers 204.
+      await using d = await startTestDaemon();
+      const w = new Worker({ kernelUrl: d.kernelUrl!, gatewayUrl: 'http://127.0.0.1:1', provider: new MockProvider(), waitSeconds: 1, concurrency: 16 });
+      w.start();
+      await new Promise((r) => setTimeout(r, 3200));
+      // White-box: what fetch left on the worker's own signal (one per slot while it polls;
+      // 80 after three rounds when every poll's listener stayed).
+      const signal = (w as unknown as { pollAbort: AbortController }).pollAbort.signal;
+      expect(getEventListeners(signal, 'abort').length).toBeLessThanOrEqual(16);
+      await w.stop({ graceMs: 0 });
+    }
+    const { kernel } = await setup({ concurrency: 16, waitSeconds: 0, pollBackoffMs: { initial: 20, max: 40 } });
+    await until(() => kernel.calls('POST', '/v1/leases').length >= 100, 10_000);
+    // 16 slots pausing 20 ms between idle answers: nowhere near a busy loop's thousands a second.
+    const before = kernel.calls('POST', '/v1/leases').length;
+    await new Promise((r) => setTimeout(r, 500));
+    expect(kernel.calls('POST', '/v1/leases').length - before).toBeLessThan(16 * 25 + 16);
   });
 });
