@@ -33,6 +33,8 @@ const DETERMINISTIC_GATEWAY_CODES = new Set([
   'idempotency_conflict',
   'idempotency_outcome_unknown',
   'request_invalid',
+  // The call's body is over the gateway's limit (D §10): the same arguments will be again.
+  'payload_too_large',
 ]);
 
 export class GatewayClient {

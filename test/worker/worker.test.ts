@@ -9,6 +9,7 @@ import type { Provider, ProviderRequest } from '../../src/worker/providers/provi
 import type { Lease } from '../../src/worker/types.js';
 import { Worker, type WorkerOptions } from '../../src/worker/worker.js';
 import { getEventListeners } from 'node:events';
+import { gatewayFailure } from '../../src/worker/gateway-client.js';
 import { FakeGateway, FakeKernel, makeLease, until } from './fakes.js';
 import { startTestDaemon } from '../helpers/daemon.js';
 
@@ -581,5 +582,13 @@ describe('idle polling (svc-worker(1) --wait-seconds)', () => {
     const before = kernel.calls('POST', '/v1/leases').length;
     await new Promise((r) => setTimeout(r, 500));
     expect(kernel.calls('POST', '/v1/leases').length - before).toBeLessThan(16 * 25 + 16);
+  });
+});
+
+describe('gateway answers as step failures (svc-worker(1) FAILURES)', () => {
+  it('a body over the gateway limit (413 payload_too_large) is deterministic: the same arguments would be again', () => {
+    const e = gatewayFailure('app.log', 413, { ok: false, error: { code: 'payload_too_large', message: 'request body is too large', details: {} } });
+    expect(e).toMatchObject({ code: 'payload_too_large', deterministic: true });
+    expect(gatewayFailure('app.log', 500, { ok: false, error: { code: 'internal', message: 'x', details: {} } })).toMatchObject({ code: 'gateway_error', deterministic: false });
   });
 });
