@@ -42,6 +42,9 @@ export function browserRequestProblem(headers: { origin?: string | string[]; hos
   if (host === undefined || host === '') return null;
   const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : host.replace(/:\d*$/, '');
   const lower = name.toLowerCase();
+  // A rebinding name is one the attacker registered in public DNS, so it has a dot; a single
+  // label (`x`, a host alias) or an IPv6 literal cannot be one.
+  if (!lower.includes('.') || lower.includes(':')) return null;
   if (isLoopbackAddress(lower) || lower.endsWith('.localhost') || LOCAL_NAMES.has(lower)) return null;
   return `Host ${host.slice(0, 100)} is not a name of this machine (a listener without a token answers loopback names only)`;
 }

@@ -32,7 +32,7 @@ describe('a listener without a token answers local programs, not web pages (I 5.
     const rebound = await rawPost(d.kernelUrl!, '/remits', { 'content-type': 'text/plain', host: `attacker.example:${port}` }, remit);
     expect(rebound.status).toBe(403);
     expect(rebound.body.error.message).toContain('Host attacker.example');
-    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, `${hostname()}:${port}`, `127.0.0.1`]) {
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, `${hostname()}:${port}`, `127.0.0.1`, 'x', `app.localhost:${port}`]) {
       const ok = await rawPost(d.kernelUrl!, '/remits', { 'content-type': 'application/json', host }, remit);
       expect(ok.status, host).toBe(201);
     }
