@@ -256,6 +256,8 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
     try {
       const bundle = lease.context?.run?.bundle ?? '';
       release = await this.gate.acquire(`${bundle}\u0000${kind}`, lease.context?.pacing?.[kind], abort.signal);
+      // The grace of a stop is for steps that run; one still waiting for its slot does not start.
+      if (this.stopping) throw new StepError('worker_shutdown', 'the worker stopped before the step started (it waited for its pacing slot)', false);
       // timeout_seconds bounds the attempt itself: a step waiting for its pacing slot has not
       // started, and must not time out (and spend an attempt) without having run.
       if (Number.isFinite(timeoutS) && timeoutS > 0) {

@@ -175,6 +175,22 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)[0]!.body.output).toEqual({ finished: true });
   });
 
+  it('stop() lets the running step finish but does not start one still waiting for its pacing slot', async () => {
+    const { kernel, gateway, worker, events } = await setup({ concurrency: 2 });
+    gateway.define('billing.slow', () => new Promise((r) => setTimeout(() => r({ finished: true }), 300)));
+    const pacing = { pacing: { tool: { max_concurrent: 1 } } };
+    const first = makeLease({ step: 'first', step_def: { id: 'first', kind: 'tool', tool: 'billing.slow', args: {} } }, pacing);
+    const queued = makeLease({ step: 'queued', step_def: { id: 'queued', kind: 'tool', tool: 'billing.slow', args: {} } }, pacing);
+    kernel.offer(first);
+    await until(() => events.some((e) => e.name === 'step:start'));
+    kernel.offer(queued);
+    await new Promise((r) => setTimeout(r, 100)); // the second slot's long poll takes it; first runs 300 ms
+    await worker.stop({ graceMs: 5000 });
+    expect(kernel.calls('POST', `/v1/leases/${first.lease_id}/complete`)).toHaveLength(1);
+    expect(events.filter((e) => e.name === 'step:start').map((e) => e.payload.step)).toEqual(['first']);
+    expect(kernel.calls('POST', `/v1/leases/${queued.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'worker_shutdown' }, deterministic: false });
+  });
+
   it('a step over its timeout_seconds fails as step_timeout (not deterministic)', async () => {
     const { kernel, gateway, run } = await setup();
     gateway.define('billing.slow', () => new Promise((r) => setTimeout(() => r({}), 5000)));
