@@ -469,6 +469,22 @@ describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', 
     expect(kernel.calls('POST', `/v1/leases/${second.lease_id}/complete`)[0]!.body).toEqual({ output: { refunded: true }, usage: { tokens: 100, usd: 0.02 } });
   });
 
+  it("a rejected proposal is the model's to hear: the denial and the approver's reason are the call's result, and the step goes on (D 5.4)", async () => {
+    const provider = new CountingMock();
+    const { kernel, gateway, run } = await setup({ provider });
+    gateway.define('billing.refund', () => ({ id: 'rf_1' }), { writes: true });
+    kernel.decide = () => ({ status: 403, body: { error: { code: 'action_denied', message: 'denied', details: { action_id: 'act_r', rule: 'rejected:apr_9' } } } });
+    const rejected = { seq: 7, kind: 'approval.decided', payload: { approval_id: 'apr_9', step: 'triage', action_id: 'act_r', decision: 'rejected', reason: 'already refunded in March' }, actor: { id: 'fin-1', role: 'finance' } };
+    const ctx = { prompts: { triage: 'go' }, mock: { triage: { actions: [{ tool: 'billing.refund', args: { amount: 150 } }], output: { replied: true } } }, prior_events: [rejected] };
+    const lease = makeLease({ step: 'triage', step_def: triage }, ctx);
+    const end = await run(lease);
+    expect(end.name).toBe('step:done');
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)[0]!.body.output).toEqual({ replied: true });
+    const toolMessage = provider.requests.at(-1)!.messages.find((m) => m.role === 'tool')!;
+    expect(JSON.parse(toolMessage.content as string)).toEqual({ error: { code: 'action_denied', message: 'action billing.refund denied by rejected:apr_9', reason: 'already refunded in March' } });
+    expect(gateway.executions.get('billing.refund') ?? 0).toBe(0);
+  });
+
   it('usage already reported by a failed lease is not reported again after the retry', async () => {
     const provider = new CountingMock();
     const { kernel, gateway, run } = await setup({ provider });

@@ -232,7 +232,16 @@ async function runCall(rt: StepRuntime, call: ProviderCall, index: number, offer
   const d = descriptors.get(call.tool);
   const isAction = call.action === true || d?.writes === true || d === undefined;
   if (isAction) {
-    const r = await proposeAndExecute(rt, call.tool, call.args, actionSummary(call.tool, call.args, call.summary));
+    let r;
+    try {
+      r = await proposeAndExecute(rt, call.tool, call.args, actionSummary(call.tool, call.args, call.summary));
+    } catch (err) {
+      // A denied proposal (by policy, or a rejected approval) is the model's to hear: it is the
+      // call's result, with the approver's reason, and the model answers with it. An `action`
+      // step, which has no model, fails on it instead.
+      if (err instanceof StepError && err.code === 'action_denied') return { type: 'value', value: { error: { code: 'action_denied', message: err.message, ...rejectionOf(rt, err.message) } } };
+      throw err;
+    }
     if (r.type === 'parked') return r;
     return { type: 'value', value: r.result };
   }
@@ -245,4 +254,13 @@ async function runCall(rt: StepRuntime, call: ProviderCall, index: number, offer
     }
     throw err;
   }
+}
+
+/** The approver's reason, when the denial names a rejected approval (`rejected:<approval_id>`) the step's prior events hold. */
+function rejectionOf(rt: StepRuntime, message: string): { reason?: string } {
+  const id = /rejected:(apr_\w+)/.exec(message)?.[1];
+  if (!id) return {};
+  const decided = (rt.lease.context?.prior_events ?? []).find((e) => e.kind === 'approval.decided' && (e.payload as { approval_id?: string }).approval_id === id);
+  const reason = (decided?.payload as { reason?: unknown } | undefined)?.reason;
+  return typeof reason === 'string' && reason !== '' ? { reason } : {};
 }
