@@ -9,6 +9,7 @@ import { hostname } from 'node:os';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { bodyProblem } from '../../src/encoding/json-limits.js';
+import { isLoopbackAddress, isLoopbackName } from '../../src/util/loopback.js';
 import { SvcError, isSvcError } from '../../src/errors.js';
 import type { Logger } from '../../src/log/logger.js';
 
@@ -17,12 +18,6 @@ export type ErrorRenderer = (err: SvcError) => unknown;
 
 export const renderKernelError: ErrorRenderer = (err) => err.toEnvelope();
 
-export function isLoopbackAddress(addr: string | undefined): boolean {
-  if (!addr) return false;
-  const a = addr.startsWith('::ffff:') ? addr.slice(7) : addr;
-  return a === '::1' || a === 'localhost' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(a);
-}
-
 /** Host part of "host:port" is loopback (used to refuse a tokenless non-loopback listener). */
 export function isLoopbackHost(host: string): boolean {
   return isLoopbackAddress(host.replace(/^\[|\]$/g, ''));
@@ -30,14 +25,17 @@ export function isLoopbackHost(host: string): boolean {
 
 /**
  * Why a request to a tokenless (loopback-only) listener comes from a web page rather than a
- * local program, or null. Any page the operator's browser opens can send a simple POST to
+ * local program, or null: `log` is the fixed reason for the log (varied Origins must not
+ * flood it), `message` the answer's. Any page the operator's browser opens can send a simple POST to
  * 127.0.0.1 (a text/plain body needs no CORS preflight) and, through DNS rebinding, read the
  * answers; loopback alone is then no authority. Browsers name the page in `Origin` on every
  * cross-origin request, and a rebound name arrives in `Host`; local clients (curl, Node's
  * fetch, svc, workers) send no Origin and a loopback or this machine's name as Host.
  */
-export function browserRequestProblem(headers: { origin?: string | string[]; host?: string }): string | null {
-  if (headers.origin !== undefined) return `a web page (Origin ${String(headers.origin).slice(0, 100)}) cannot call a listener without a token`;
+export function browserRequestProblem(headers: { origin?: string | string[]; host?: string }): { log: string; message: string } | null {
+  if (headers.origin !== undefined) {
+    return { log: 'Origin header on a listener without a token', message: `a web page (Origin ${String(headers.origin).slice(0, 100)}) cannot call a listener without a token` };
+  }
   const host = headers.host;
   if (host === undefined || host === '') return null;
   const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : host.replace(/:\d*$/, '');
@@ -45,12 +43,8 @@ export function browserRequestProblem(headers: { origin?: string | string[]; hos
   // A rebinding name is one the attacker registered in public DNS, so it has a dot; a single
   // label (`x`, a host alias) or an IPv6 literal cannot be one.
   if (!lower.includes('.') || lower.includes(':')) return null;
-  if (isLoopbackAddress(lower) || lower.endsWith('.localhost') || LOCAL_NAMES.has(lower)) return null;
-  return `Host ${host.slice(0, 100)} is not a name of this machine (a listener without a token answers loopback names only)`;
-}
-
-function headersOf(problem: string): string {
-  return problem.startsWith('a web page') ? 'Origin header on a listener without a token' : 'Host not a name of this machine';
+  if (isLoopbackName(lower) || LOCAL_NAMES.has(lower)) return null;
+  return { log: 'Host not a name of this machine', message: `Host ${host.slice(0, 100)} is not a name of this machine (a listener without a token answers loopback names only)` };
 }
 
 /** This machine's own names, which resolve to loopback in a stock /etc/hosts (127.0.1.1). */
@@ -227,8 +221,8 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
     } else {
       const browser = browserRequestProblem(req.headers);
       if (browser !== null) {
-        noteRefusal(req, headersOf(browser)); // a fixed reason: varied Origins must not flood the log
-        reply.status(403).send(opts.render(new SvcError('forbidden', browser, {})));
+        noteRefusal(req, browser.log);
+        reply.status(403).send(opts.render(new SvcError('forbidden', browser.message, {})));
         return;
       }
     }

@@ -5,6 +5,8 @@
  * same host — mint a remit, decide an approval — with the loopback trust of a tokenless
  * kernel. svcd registers each listener once it is bound and removes it when it closes.
  */
+import { isLoopbackName } from '../util/loopback.js';
+
 const listeners = new Map<string, { host: string; port: string }>();
 
 /** Registers `url` (http://host:port) as a listener of this process; returns its removal. */
@@ -20,15 +22,11 @@ export function isSvcListener(url: URL): boolean {
   const host = bare(url.hostname);
   const port = url.port || (url.protocol === 'https:' ? '443' : '80');
   for (const l of listeners.values()) {
-    if (l.port === port && (host === l.host || isLoopbackName(host) || l.host === '0.0.0.0' || l.host === '::')) return true;
+    if (l.port === port && (host === l.host || host === '0.0.0.0' || isLoopbackName(host) || l.host === '0.0.0.0' || l.host === '::')) return true;
   }
   return false;
 }
 
 function bare(host: string): string {
   return host.toLowerCase().replace(/^\[|\]$/g, '');
-}
-
-function isLoopbackName(host: string): boolean {
-  return host === 'localhost' || host.endsWith('.localhost') || host === '::1' || host === '0.0.0.0' || /^127\.\d+\.\d+\.\d+$/.test(host) || host.startsWith('::ffff:127.');
 }

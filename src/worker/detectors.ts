@@ -63,17 +63,17 @@ function hasCardPrefix(digits: string): boolean {
   return false;
 }
 
+/** The longest a card number can be written: 19 digits and a separator between each two. */
+const MAX_CARD_CHARS = 19 + 18;
+/** The first digits of the card-network prefixes in hasCardPrefix. */
+const CARD_FIRST_DIGITS = '23456';
+
 /**
  * Card candidates: in each run of digits joined by at most single spaces or dashes, the longest
  * valid card number that starts at the run's start or after a separator and ends at the run's
  * end or before one (so "0 4111 1111 1111 1111" still yields the card, while a card-shaped
  * window in the middle of a longer bare number does not).
  */
-/** The longest a card number can be written: 19 digits and a separator between each two. */
-const MAX_CARD_CHARS = 19 + 18;
-/** The first digits of the card-network prefixes in hasCardPrefix. */
-const CARD_FIRST_DIGITS = '23456';
-
 export function findCardNumbers(text: string): Array<{ start: number; end: number }> {
   const out: Array<{ start: number; end: number }> = [];
   for (const m of text.matchAll(/(?<![\d])\d(?:[ -]?\d)*/g)) {

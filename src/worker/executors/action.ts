@@ -22,14 +22,16 @@ export function actionSummary(tool: string, args: Record<string, unknown>, given
   return text.length <= 200 ? text : text.slice(0, 199) + '…';
 }
 
-export type ActionResult = { type: 'executed'; action_id: string; result: unknown } | { type: 'parked'; action_id: string; approval_id: string | null };
+export type ActionResult =
+  | { type: 'executed'; action_id: string; result: unknown }
+  | { type: 'parked'; action_id: string; approval_id: string | null }
+  /** `rule` names the policy rule, or `rejected:<approval_id>` for a rejected approval. */
+  | { type: 'denied'; action_id: string; rule: string | null };
 
 /** Proposes and, when allowed, executes one action. Shared by action and model steps. */
 export async function proposeAndExecute(rt: StepRuntime, tool: string, args: Record<string, unknown>, summary: string): Promise<ActionResult> {
   const decision = await rt.propose({ tool, args, summary });
-  if (decision.decision === 'deny') {
-    throw new StepError('action_denied', `action ${tool} denied${decision.rule ? ` by ${decision.rule}` : ''}`, true);
-  }
+  if (decision.decision === 'deny') return { type: 'denied', action_id: decision.action_id, rule: decision.rule ?? null };
   if (decision.decision === 'approval_required') {
     return { type: 'parked', action_id: decision.action_id, approval_id: decision.approval_id ?? null };
   }
@@ -43,6 +45,11 @@ export async function executeAction(rt: StepRuntime): Promise<StepOutcome> {
   if (typeof def.tool !== 'string' || def.tool === '') throw new StepError('step_invalid', `action step ${rt.lease.step} has no tool`, true);
   const args = isArgs(def.args) ? def.args : {};
   const r = await proposeAndExecute(rt, def.tool, args, actionSummary(def.tool, args, def.summary));
+  if (r.type === 'denied') throw new StepError('action_denied', deniedMessage(def.tool, r.rule), true);
   if (r.type === 'parked') return { type: 'parked', action_id: r.action_id, approval_id: r.approval_id, usage: rt.usage };
   return { type: 'completed', output: r.result, usage: rt.usage };
+}
+
+export function deniedMessage(tool: string, rule: string | null): string {
+  return `action ${tool} denied${rule ? ` by ${rule}` : ''}`;
 }

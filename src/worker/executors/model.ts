@@ -25,7 +25,7 @@ import type { ChatMessage, ProviderCall, ProviderResponse, ProviderTool } from '
 import { WORKER_EVENT_SOURCE } from '../step-history.js';
 import type { StepRuntime } from '../step-runtime.js';
 import type { StepOutcome } from '../types.js';
-import { actionSummary, proposeAndExecute } from './action.js';
+import { actionSummary, deniedMessage, proposeAndExecute } from './action.js';
 import { isArgs } from './tool.js';
 
 /** Gateway failures the model is told about (it can correct itself) instead of failing the step. */
@@ -232,16 +232,11 @@ async function runCall(rt: StepRuntime, call: ProviderCall, index: number, offer
   const d = descriptors.get(call.tool);
   const isAction = call.action === true || d?.writes === true || d === undefined;
   if (isAction) {
-    let r;
-    try {
-      r = await proposeAndExecute(rt, call.tool, call.args, actionSummary(call.tool, call.args, call.summary));
-    } catch (err) {
-      // A denied proposal (by policy, or a rejected approval) is the model's to hear: it is the
-      // call's result, with the approver's reason, and the model answers with it. An `action`
-      // step, which has no model, fails on it instead.
-      if (err instanceof StepError && err.code === 'action_denied') return { type: 'value', value: { error: { code: 'action_denied', message: err.message, ...rejectionOf(rt, err.message) } } };
-      throw err;
-    }
+    const r = await proposeAndExecute(rt, call.tool, call.args, actionSummary(call.tool, call.args, call.summary));
+    // A denied proposal (by policy, or a rejected approval) is the model's to hear: it is the
+    // call's result, with the approver's reason, and the model answers with it. An `action`
+    // step, which has no model, fails on it instead.
+    if (r.type === 'denied') return { type: 'value', value: { error: { code: 'action_denied', message: deniedMessage(call.tool, r.rule), ...rejectionOf(rt, r.rule) } } };
     if (r.type === 'parked') return r;
     return { type: 'value', value: r.result };
   }
@@ -256,10 +251,10 @@ async function runCall(rt: StepRuntime, call: ProviderCall, index: number, offer
   }
 }
 
-/** The approver's reason, when the denial names a rejected approval (`rejected:<approval_id>`) the step's prior events hold. */
-function rejectionOf(rt: StepRuntime, message: string): { reason?: string } {
-  const id = /rejected:(apr_\w+)/.exec(message)?.[1];
-  if (!id) return {};
+/** The approver's reason, when the rule is a rejected approval (`rejected:<approval_id>`) the step's prior events hold. */
+function rejectionOf(rt: StepRuntime, rule: string | null): { reason?: string } {
+  if (!rule?.startsWith('rejected:')) return {};
+  const id = rule.slice('rejected:'.length);
   const decided = (rt.lease.context?.prior_events ?? []).find((e) => e.kind === 'approval.decided' && (e.payload as { approval_id?: string }).approval_id === id);
   const reason = (decided?.payload as { reason?: unknown } | undefined)?.reason;
   return typeof reason === 'string' && reason !== '' ? { reason } : {};
