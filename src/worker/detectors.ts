@@ -2,8 +2,8 @@
  * Built-in detectors of the data boundary (interface 5.5): content that is personal (`pii`) or
  * payment-card (`pci`) data wherever it appears, whatever the field is called. Each detector is
  * a global regular expression plus an optional validator, so false positives stay rare:
- * card numbers must carry a card-network prefix and pass Luhn; SSNs exclude the ranges the
- * SSA never issues; phones need separators or a leading `+`.
+ * card numbers must carry a card-network prefix and pass Luhn; SSNs exclude the ranges the SSA never issues and need one kind of separator;
+ * phones need separators or a leading `+`.
  */
 
 /** One kind of sensitive content and the class it belongs to. */
@@ -68,15 +68,18 @@ const MAX_CARD_CHARS = 19 + 18;
 /** The first digits of the card-network prefixes in hasCardPrefix. */
 const CARD_FIRST_DIGITS = '23456';
 
+/** Characters that group the digits of a written card number. */
+const CARD_SEPARATORS = ' -.';
+
 /**
- * Card candidates: in each run of digits joined by at most single spaces or dashes, the longest
- * valid card number that starts at the run's start or after a separator and ends at the run's
- * end or before one (so "0 4111 1111 1111 1111" still yields the card, while a card-shaped
- * window in the middle of a longer bare number does not).
+ * Card candidates: in each run of digits joined by at most single spaces, dashes or dots, the
+ * longest valid card number that starts at the run's start or after a separator and ends at
+ * the run's end or before one (so "0 4111 1111 1111 1111" still yields the card, while a
+ * card-shaped window in the middle of a longer bare number does not).
  */
 export function findCardNumbers(text: string): Array<{ start: number; end: number }> {
   const out: Array<{ start: number; end: number }> = [];
-  for (const m of text.matchAll(/(?<![\d])\d(?:[ -]?\d)*/g)) {
+  for (const m of text.matchAll(/(?<![\d])\d(?:[ .-]?\d)*/g)) {
     const run = m[0];
     const base = m.index!;
     const starts: number[] = [0];
@@ -84,7 +87,7 @@ export function findCardNumbers(text: string): Array<{ start: number; end: numbe
     // digitsBefore[i]: digits in run[0, i), so a window's digit count costs one subtraction.
     const digitsBefore = new Int32Array(run.length + 1);
     for (let i = 0; i < run.length; i++) {
-      const sep = run[i] === ' ' || run[i] === '-';
+      const sep = CARD_SEPARATORS.includes(run[i]!);
       digitsBefore[i + 1] = digitsBefore[i]! + (sep ? 0 : 1);
       if (sep) {
         ends.push(i);
@@ -117,8 +120,13 @@ export function findCardNumbers(text: string): Array<{ start: number; end: numbe
   return out;
 }
 
+/**
+ * A card number as people write it: 13–19 digits, bare or grouped by spaces and dashes, or by
+ * dots alone (dots beside other separators, "4111.1111 1111", read as decimals in a list).
+ */
 export function isCardNumber(candidate: string): boolean {
-  const digits = candidate.replace(/[ -]/g, '');
+  if (candidate.includes('.') && /[ -]/.test(candidate)) return false;
+  const digits = candidate.replace(/[ .-]/g, '');
   if (!/^\d{13,19}$/.test(digits)) return false;
   return hasCardPrefix(digits) && luhnValid(digits);
 }
@@ -128,8 +136,8 @@ export const BUILTIN_DETECTORS: readonly Detector[] = Object.freeze([
   {
     name: 'card_number',
     class: 'pci',
-    // 13–19 digits, optionally grouped by single spaces or dashes.
-    pattern: /(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d])/g,
+    // 13–19 digits, optionally grouped by single spaces, dashes or dots.
+    pattern: /(?<![\d-])\d(?:[ .-]?\d){12,18}(?![\d])/g,
     find: findCardNumbers,
     validate: isCardNumber,
   },
@@ -144,12 +152,14 @@ export const BUILTIN_DETECTORS: readonly Detector[] = Object.freeze([
   {
     name: 'us_ssn',
     class: 'pii',
-    pattern: /(?<![\d-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\d-])/g,
+    // AAA-GG-SSSS or AAA GG SSSS (one kind of separator); bare nine digits are too common.
+    pattern: /(?<![\d-])(?!000|666|9\d\d)\d{3}([ -])(?!00)\d{2}\1(?!0000)\d{4}(?![\d-])/g,
   },
   {
     name: 'uk_nino',
     class: 'pii',
-    pattern: /(?<![A-Za-z0-9])(?!BG|GB|KN|NK|NT|TN|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D](?![A-Za-z0-9])/g,
+    // Either case: people type "ab123456c" as often as HMRC prints "AB 12 34 56 C".
+    pattern: /(?<![A-Za-z0-9])(?!BG|GB|KN|NK|NT|TN|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D](?![A-Za-z0-9])/gi,
   },
   {
     name: 'phone',

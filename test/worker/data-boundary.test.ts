@@ -30,7 +30,10 @@ describe('detectors (I 5.5 built-in classes)', () => {
     ['phone', 'call (415) 555-2671 now', '(415) 555-2671', 'pii'],
     ['phone', 'call 415-555-2671.', '415-555-2671', 'pii'],
     ['us_ssn', 'ssn 123-45-6789 on file', '123-45-6789', 'pii'],
+    ['us_ssn', 'ssn 123 45 6789 on file', '123 45 6789', 'pii'],
     ['uk_nino', 'NI number AB 12 34 56 C here', 'AB 12 34 56 C', 'pii'],
+    ['uk_nino', 'ni number ab123456c here', 'ab123456c', 'pii'],
+    ['card_number', 'card 4111.1111.1111.1111 exp 12/30', '4111.1111.1111.1111', 'pci'],
     ['card_number', 'card 4111 1111 1111 1111 exp 12/30', '4111 1111 1111 1111', 'pci'],
     ['card_number', 'ref 0 4000000000006 ok', '4000000000006', 'pci'],
   ])('finds %s in text', (name, text, value, cls) => {
@@ -46,6 +49,9 @@ describe('detectors (I 5.5 built-in classes)', () => {
     'ssn-like but never issued 000-12-3456 and 666-12-3456 and 900-12-3456',
     'run_01JD7ZQ3ZK8M9W6Y0X5T2B4N1C and sql:table:invoices',
     'version 1.2.3 and ip 10.0.0.1',
+    // One kind of separator per SSN; dots beside other separators are decimals, not a card.
+    'codes 123-45 6789 and 4111.1111 1111.1111 1.1',
+    'nino-like with a prefix never issued: gb123456a, QQ 12 34 56 E',
   ])('finds nothing in ordinary text: %s', (text) => {
     expect(detect(text)).toEqual([]);
   });
