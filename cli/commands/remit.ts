@@ -31,6 +31,9 @@ export interface CreateFlags {
   autonomy?: string;
   ttl?: string;
   requestedBy?: string;
+  /** Derive only: the child's `exp` / `nbf`. */
+  expiresAt?: string;
+  notBefore?: string;
 }
 
 /** Comma lists; the flag may also be repeated. An empty value is an empty list. */
@@ -57,20 +60,37 @@ export function parseRequestedBy(v: string): { id: string; role: string; manager
   return { id: parts[0]!, role: parts[1]!, manager: parts[2]! };
 }
 
-/** Builds the POST body from the flags; only flags given become members (derive inherits the rest). */
-export function createBody(f: CreateFlags): Record<string, unknown> {
+/** An ISO 8601 time or epoch seconds → epoch seconds (the remit payload's unit). */
+export function epochFlag(name: string, v: string): number {
+  const t = v.trim();
+  if (/^\d+$/.test(t)) return Number(t);
+  const ms = /^\d{4}-\d{2}-\d{2}T/.test(t) ? Date.parse(t) : Number.NaN;
+  if (!Number.isFinite(ms)) throw usageError(`${name} must be an ISO 8601 time (2026-11-22T10:00:00Z) or epoch seconds, got "${v}"`);
+  return Math.floor(ms / 1000);
+}
+
+/**
+ * Builds the POST body from the flags; only flags given become members. A derive inherits
+ * the rest, a spend member included: `--spend-usd 1` alone keeps what is left of the tokens.
+ */
+export function createBody(f: CreateFlags, mode: 'mint' | 'derive' = 'mint'): Record<string, unknown> {
   const body: Record<string, unknown> = {};
   if (f.tools) body.tools = f.tools;
   if (f.scopes) body.scopes = f.scopes;
   if (f.grants) body.grants = f.grants;
   if (f.policySet) body.policy_set = f.policySet;
-  if ((f.spendTokens === undefined) !== (f.spendUsd === undefined)) throw usageError('--spend-tokens and --spend-usd go together: give both');
-  if (f.spendTokens !== undefined && f.spendUsd !== undefined) {
-    body.spend = { tokens: intFlag('--spend-tokens', f.spendTokens, 0, Number.MAX_SAFE_INTEGER), usd: usdFlag(f.spendUsd) };
+  if (mode === 'mint' && (f.spendTokens === undefined) !== (f.spendUsd === undefined)) throw usageError('--spend-tokens and --spend-usd go together: give both');
+  if (f.spendTokens !== undefined || f.spendUsd !== undefined) {
+    const spend: Record<string, number> = {};
+    if (f.spendTokens !== undefined) spend.tokens = intFlag('--spend-tokens', f.spendTokens, 0, Number.MAX_SAFE_INTEGER);
+    if (f.spendUsd !== undefined) spend.usd = usdFlag(f.spendUsd);
+    body.spend = spend;
   }
   if (f.autonomy !== undefined) body.autonomy = f.autonomy;
   if (f.ttl !== undefined) body.ttl_seconds = intFlag('--ttl', f.ttl, 1, 2_592_000);
   if (f.requestedBy !== undefined) body.requested_by = parseRequestedBy(f.requestedBy);
+  if (f.expiresAt !== undefined) body.exp = epochFlag('--expires-at', f.expiresAt);
+  if (f.notBefore !== undefined) body.nbf = epochFlag('--not-before', f.notBefore);
   return body;
 }
 
@@ -91,7 +111,7 @@ export async function handleMint(client: SvcHttpClient, flags: CreateFlags): Pro
 
 /** POST /v1/remits/{id}/derive. */
 export async function handleDerive(client: SvcHttpClient, parentId: string, flags: CreateFlags): Promise<CreatedRemit> {
-  return (await client.request<CreatedRemit>('POST', `/remits/${encodeURIComponent(parentId)}/derive`, createBody(flags))).body;
+  return (await client.request<CreatedRemit>('POST', `/remits/${encodeURIComponent(parentId)}/derive`, createBody(flags, 'derive'))).body;
 }
 
 /** GET /v1/remits/{id}. */
@@ -183,8 +203,8 @@ function addCreateFlags(cmd: Command): Command {
     .option('--scopes <list>', 'scope patterns, comma-separated; a trailing * matches a prefix', collectList)
     .option('--grants <list>', 'data classes the run may see un-redacted, comma-separated', collectList)
     .option('--policy-set <list>', 'policies that apply, comma-separated: NAME or NAME@VERSION', collectList)
-    .option('--spend-tokens <n>', 'token budget (with --spend-usd)')
-    .option('--spend-usd <x>', 'USD budget (with --spend-tokens)')
+    .option('--spend-tokens <n>', 'token budget (mint: with --spend-usd)')
+    .option('--spend-usd <x>', 'USD budget (mint: with --spend-tokens)')
     .addOption(new Option('--autonomy <level>', 'autonomy level').choices([...AUTONOMY_ORDER]))
     .option('--ttl <seconds>', 'lifetime in seconds, at most 2592000 (default: 3600 for mint; the parent expiry for derive)')
     .option('--requested-by <id:role:manager>', 'the requester: id, role, and the role that approves for them');
@@ -226,7 +246,12 @@ export function registerRemit(program: Command): void {
       .description('derive a narrower remit from ID (POST /v1/remits/ID/derive); flags not given are inherited')
       .argument('<id>', 'parent remit id'),
   )
-    .addHelpText('after', '\nExample:\n  svc remit derive rmt_01J… --tools billing.refund --spend-usd 1 --spend-tokens 10000 --ttl 600')
+    .option('--expires-at <time>', "the child's exp: ISO 8601 or epoch seconds, by the parent's (with --ttl the earlier wins)")
+    .option('--not-before <time>', "the child's nbf: ISO 8601 or epoch seconds, not before the parent's")
+    .addHelpText(
+      'after',
+      '\nA spend flag given alone narrows that budget and inherits what is left of the other.\n\nExample:\n  svc remit derive rmt_01J… --tools billing.refund --spend-usd 1 --spend-tokens 10000 --ttl 600',
+    )
     .action(async function (this: Command, id: string, f: CreateFlags) {
       printCreated(this, await handleDerive(kernelClient(this), id, f));
     });

@@ -11,7 +11,7 @@ import { usdMicro } from '../spend.js';
 import type { SqlDb } from '../store/sql-db.js';
 import { AUTONOMY_ORDER, type RemitCallCheck, type RemitPayload, type RemitRecord, type Spend, type TrustedKeys, type VerifyResult } from '../types.js';
 import { uncoveredScope, uncoveredTool } from './patterns.js';
-import { parseDeriveRequest, parseMintRequest } from './requests.js';
+import { parseDeriveRequest, parseMintRequest, type DeriveRequest } from './requests.js';
 import { MAX_TOKEN_LENGTH, encodeCanonicalToken, encodeToken, type TokenSigner } from './token.js';
 import { verifyRemit } from './verify.js';
 
@@ -181,20 +181,21 @@ export class RemitService {
         tokens: row.spend_tokens - row.reserved_tokens - used.tokens,
         usdMicro: row.spend_usd_micro - row.reserved_usd_micro - usdMicro(used.usd),
       };
-      let spend: Spend;
+      // A member not given is inherited: whatever the parent has neither spent nor reserved
+      // for other children.
+      const spend: Spend = {
+        tokens: req.spend?.tokens ?? Math.max(0, left.tokens),
+        usd: req.spend?.usd ?? Math.max(0, left.usdMicro) / 1_000_000,
+      };
       if (req.spend) {
-        const wantMicro = usdMicro(req.spend.usd);
-        if (req.spend.tokens > parent.spend.tokens || wantMicro > row.spend_usd_micro) {
-          throw widens('spend', `spend ${JSON.stringify(req.spend)} exceeds the parent's ${JSON.stringify(parent.spend)}`, { requested: req.spend, parent: parent.spend });
+        const wantMicro = usdMicro(spend.usd);
+        if (spend.tokens > parent.spend.tokens || wantMicro > row.spend_usd_micro) {
+          throw widens('spend', `spend ${JSON.stringify(spend)} exceeds the parent's ${JSON.stringify(parent.spend)}`, { requested: req.spend, parent: parent.spend });
         }
-        if (req.spend.tokens > left.tokens || wantMicro > left.usdMicro) {
+        if (spend.tokens > left.tokens || wantMicro > left.usdMicro) {
           const available = { tokens: Math.max(0, left.tokens), usd: Math.max(0, left.usdMicro) / 1_000_000 };
-          throw widens('spend', `spend ${JSON.stringify(req.spend)} exceeds what the parent has left (not spent by its run, not reserved for other children) ${JSON.stringify(available)}`, { requested: req.spend, available, used });
+          throw widens('spend', `spend ${JSON.stringify(spend)} exceeds what the parent has left (not spent by its run, not reserved for other children) ${JSON.stringify(available)}`, { requested: req.spend, available, used });
         }
-        spend = { tokens: req.spend.tokens, usd: req.spend.usd };
-      } else {
-        // Inherited: whatever the parent has neither spent nor reserved for other children.
-        spend = { tokens: Math.max(0, left.tokens), usd: Math.max(0, left.usdMicro) / 1_000_000 };
       }
 
       const autonomy = req.autonomy ?? parent.autonomy;
@@ -202,14 +203,7 @@ export class RemitService {
         throw widens('autonomy', `autonomy ${autonomy} is above the parent's ${parent.autonomy}`, { value: autonomy });
       }
 
-      let exp = parent.exp;
-      if (req.ttl_seconds !== undefined) {
-        exp = now + req.ttl_seconds;
-        if (exp > parent.exp) {
-          throw widens('exp', `ttl_seconds ${req.ttl_seconds} would end at ${isoTime(exp * 1000)}, after the parent's expiry ${isoTime(parent.exp * 1000)}`, { value: exp, parent: parent.exp });
-        }
-      }
-      const nbf = Math.max(now, parent.nbf);
+      const { exp, nbf } = narrowedTimes(req, parent, now);
 
       const policySet = req.policy_set ?? parent.policy_set;
       const dropped = parent.policy_set.find((p) => !policySet.includes(p));
@@ -311,4 +305,36 @@ export class RemitService {
   verify(token: string, call: RemitCallCheck = {}): VerifyResult {
     return verifyRemit(token, this.k.keys, this.now(), call, { skewSeconds: this.skew() });
   }
+}
+
+/**
+ * The child's validity window (interface 5.4: `exp` earlier, `nbf` later). `ttl_seconds` and
+ * `exp` may both be given: each must end by the parent's expiry, and the earlier wins. `nbf`
+ * is never before now (nor the parent's); a window that ends before it starts, or that has
+ * already ended, is a request error, not a widening.
+ */
+function narrowedTimes(req: DeriveRequest, parent: RemitPayload, now: number): { exp: number; nbf: number } {
+  let exp = parent.exp;
+  if (req.ttl_seconds !== undefined) {
+    const byTtl = now + req.ttl_seconds;
+    if (byTtl > parent.exp) {
+      throw widens('exp', `ttl_seconds ${req.ttl_seconds} would end at ${isoTime(byTtl * 1000)}, after the parent's expiry ${isoTime(parent.exp * 1000)}`, { value: byTtl, parent: parent.exp });
+    }
+    exp = byTtl;
+  }
+  if (req.exp !== undefined) {
+    if (req.exp > parent.exp) {
+      throw widens('exp', `exp ${isoTime(req.exp * 1000)} is after the parent's expiry ${isoTime(parent.exp * 1000)}`, { value: req.exp, parent: parent.exp });
+    }
+    if (req.exp <= now) throw new SvcError('request_invalid', `exp ${isoTime(req.exp * 1000)} has already passed`, { path: '/exp' });
+    exp = Math.min(exp, req.exp);
+  }
+  if (req.nbf !== undefined && req.nbf < parent.nbf) {
+    throw widens('nbf', `nbf ${isoTime(req.nbf * 1000)} is before the parent's ${isoTime(parent.nbf * 1000)}`, { value: req.nbf, parent: parent.nbf });
+  }
+  const nbf = Math.max(now, parent.nbf, req.nbf ?? 0);
+  if (nbf >= exp) {
+    throw new SvcError('request_invalid', `nbf ${isoTime(nbf * 1000)} is not before exp ${isoTime(exp * 1000)}: the remit would never be valid`, { path: req.nbf !== undefined ? '/nbf' : '/exp' });
+  }
+  return { exp, nbf };
 }

@@ -33,8 +33,12 @@ export interface MintRequest {
   requested_by: Requester;
 }
 
-/** A derive body: any subset of the create fields. */
-export type DeriveRequest = Partial<MintRequest>;
+/**
+ * A derive body: any subset of the create fields, plus `exp` and `nbf` (epoch seconds), the
+ * two payload times interface 5.4 lets a child narrow directly; `spend` may name one member
+ * and inherit the other.
+ */
+export type DeriveRequest = Partial<Omit<MintRequest, 'spend'>> & { spend?: Partial<Spend>; exp?: number; nbf?: number };
 
 const stringList = (maxLength: number, extra: Record<string, unknown> = {}) => ({
   type: 'array',
@@ -82,11 +86,22 @@ export const MINT_BODY_SCHEMA = {
   properties,
 } as const;
 
-/** JSON Schema of the POST /v1/remits/{id}/derive body (every member optional). */
+/** Latest epoch second a derive may name (year 9999): keeps ISO times and JSON integers sane. */
+export const MAX_EPOCH_SECONDS = 253_402_300_799;
+
+/**
+ * JSON Schema of the POST /v1/remits/{id}/derive body: every member optional, a spend of
+ * one member allowed, and `exp`/`nbf` as epoch seconds.
+ */
 export const DERIVE_BODY_SCHEMA = {
   type: 'object',
   additionalProperties: false,
-  properties,
+  properties: {
+    ...properties,
+    spend: { ...properties.spend, required: [], minProperties: 1 },
+    exp: { type: 'integer', minimum: 0, maximum: MAX_EPOCH_SECONDS },
+    nbf: { type: 'integer', minimum: 0, maximum: MAX_EPOCH_SECONDS },
+  },
 } as const;
 
 const ajv = new Ajv({ allErrors: false, coerceTypes: false, useDefaults: false, removeAdditional: false, strict: true });
@@ -121,7 +136,7 @@ function check<T>(validate: ValidateFunction, body: unknown): T {
   // Spend is kept, compared and reserved in whole micro-dollars (decisions 8.3), so the token
   // states the amount rounded to them: signed as given but narrowed as rounded, a child could
   // state more than its parent (1.0000004 under 1).
-  if (b.spend !== undefined) b.spend = { ...b.spend, usd: wholeMicroUsd(b.spend.usd) };
+  if (b.spend?.usd !== undefined) b.spend = { ...b.spend, usd: wholeMicroUsd(b.spend.usd) };
   b.tools?.forEach((t, i) => {
     const problem = toolPatternProblem(t);
     if (problem) throw new SvcError('request_invalid', `tool pattern "${t}" ${problem}`, { path: `/tools/${i}` });

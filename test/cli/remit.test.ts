@@ -102,6 +102,21 @@ describe('svc remit (issue 2, I 4.1)', () => {
     expect(JSON.parse(badJson.stdout)).toMatchObject({ status: 'malformed', valid: false, payload: null });
   });
 
+  it('derive takes one spend flag alone, --expires-at and --not-before (I 5.4, D §3)', async () => {
+    await using d = await startTestDaemon();
+    const k = ['--kernel-url', d.kernelUrl!];
+    const m = JSON.parse((await runSvc([...k, '--json', ...MINT, '--ttl', '3600'])).stdout);
+    const parent = JSON.parse((await runSvc([...k, '--json', 'remit', 'show', m.remit_id])).stdout);
+    const exp = new Date((parent.exp - 600) * 1000).toISOString();
+    const r = await runSvc([...k, '--json', 'remit', 'derive', m.remit_id, '--spend-usd', '1', '--expires-at', exp, '--not-before', String(parent.nbf + 30)]);
+    expect(r.code, r.stderr).toBe(0);
+    const child = JSON.parse((await runSvc([...k, '--json', 'remit', 'show', JSON.parse(r.stdout).remit_id])).stdout);
+    expect(child).toMatchObject({ spend: { tokens: 100000, usd: 1 }, exp: parent.exp - 600, nbf: parent.nbf + 30 });
+    const bad = await runSvc([...k, 'remit', 'derive', m.remit_id, '--expires-at', 'tomorrow']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--expires-at must be an ISO 8601 time/);
+  });
+
   it('exits 2 on usage errors', async () => {
     for (const args of [
       ['remit', 'mint', '--tools', 'a.b'],

@@ -215,6 +215,59 @@ describe('GET /v1/remits/{id} and derive (I 4.1, 5.4, D §3, 8.3)', () => {
     }
   });
 
+  it('derive narrows exp and nbf given as epoch seconds: earlier / later, else remit_widens (I 5.4, D §3)', async () => {
+    await using d = await startTestDaemon();
+    const m = (await d.kernel_('/remits', { body: { ...mintBody, ttl_seconds: 3600 } })).body;
+    const parent = (await d.kernel_(`/remits/${m.remit_id}`)).body;
+    // Earlier exp and later nbf: taken as given.
+    const narrow = await d.kernel_(`/remits/${m.remit_id}/derive`, { body: { exp: parent.exp - 600, nbf: parent.nbf + 60 } });
+    expect(narrow.status).toBe(201);
+    const child = (await d.kernel_(`/remits/${narrow.body.remit_id}`)).body;
+    expect(child).toMatchObject({ exp: parent.exp - 600, nbf: parent.nbf + 60 });
+    expect(narrow.body.expires_at).toBe(new Date((parent.exp - 600) * 1000).toISOString());
+    // With ttl_seconds too, the earlier end wins.
+    const both = await d.kernel_(`/remits/${m.remit_id}/derive`, { body: { exp: parent.exp - 600, ttl_seconds: 60 } });
+    expect((await d.kernel_(`/remits/${both.body.remit_id}`)).body.exp - parent.iat).toBeLessThanOrEqual(62);
+    // Later exp, earlier nbf: widenings.
+    for (const [body, field] of [
+      [{ exp: parent.exp + 1 }, 'exp'],
+      [{ nbf: parent.nbf - 1 }, 'nbf'],
+    ] as const) {
+      const res = await d.kernel_(`/remits/${m.remit_id}/derive`, { body });
+      expect(res.status, JSON.stringify(body)).toBe(422);
+      expect(res.body.error).toMatchObject({ code: 'remit_widens', details: { field } });
+    }
+    // A window that has ended, or never opens, is a request error.
+    for (const [body, path] of [
+      [{ exp: 123 }, '/exp'],
+      [{ nbf: parent.exp }, '/nbf'],
+      [{ exp: 1.5 }, '/exp'],
+      [{ nbf: 'soon' }, '/nbf'],
+    ] as const) {
+      const res = await d.kernel_(`/remits/${m.remit_id}/derive`, { body });
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.error).toMatchObject({ code: 'request_invalid', details: { path } });
+    }
+  });
+
+  it('a derive spend may name one member and inherit what is left of the other (D §3, 8.3)', async () => {
+    await using d = await startTestDaemon();
+    const m = (await d.kernel_('/remits', { body: mintBody })).body;
+    const first = await d.kernel_(`/remits/${m.remit_id}/derive`, { body: { spend: { tokens: 40_000 } } });
+    expect(first.status).toBe(201);
+    expect((await d.kernel_(`/remits/${first.body.remit_id}`)).body.spend).toEqual({ tokens: 40_000, usd: mintBody.spend.usd });
+    // The first child took all the usd: the second may have tokens, and no usd.
+    const second = await d.kernel_(`/remits/${m.remit_id}/derive`, { body: { spend: { tokens: 1000 } } });
+    expect(second.status).toBe(201);
+    expect((await d.kernel_(`/remits/${second.body.remit_id}`)).body.spend).toEqual({ tokens: 1000, usd: 0 });
+    const tooMuch = await d.kernel_(`/remits/${m.remit_id}/derive`, { body: { spend: { usd: 0.01 } } });
+    expect(tooMuch.status).toBe(422);
+    expect(tooMuch.body.error).toMatchObject({ code: 'remit_widens', details: { field: 'spend' } });
+    const empty = await d.kernel_(`/remits/${m.remit_id}/derive`, { body: { spend: {} } });
+    expect(empty.status).toBe(400);
+    expect(empty.body.error).toMatchObject({ code: 'request_invalid', details: { path: '/spend' } });
+  });
+
   it('spend.usd is counted in whole micro-dollars: the token states the rounded amount, so no child outgrows its parent (I 5.4, D 8.3)', async () => {
     await using d = await startTestDaemon();
     const m = (await d.kernel_('/remits', { body: { ...mintBody, spend: { tokens: 10, usd: 1.0000004 } } })).body;
