@@ -214,7 +214,10 @@ class ToolCall {
       const outside = scopes.find((s) => !scopeMatches(req.scope!, s));
       if (outside !== undefined) return this.refuse('scope_not_granted', `scope ${outside} is outside the requested scope ${req.scope}`);
     }
-    const v6 = check({ scopes });
+    // A scope the remit does not name may be granted by one of its alternative literals.
+    const granted = (s: string) => payload.scopes.some((p) => scopeMatches(p, s));
+    const asGranted = scopes.map((s) => (granted(s) ? s : (connector.scopeAlternatives?.(s).find(granted) ?? s)));
+    const v6 = check({ scopes: asGranted });
     if (!v6.ok) return this.refuse(v6.reason, v6.detail);
 
     const writes = tool.descriptor.writes;

@@ -130,6 +130,12 @@ describe('call', () => {
     expect(res.body).toMatchObject({ ok: true, scope: 'mcp:everything:*', result: { content: [{ type: 'text', text: 'Echo: hello' }] } });
     const other = await gw.call({ remit_token: token(['everything.echo'], ['mcp:drift:*']), tool: 'everything.echo', args: { message: 'hello' } });
     expect(other.body.refusal.reason).toBe('scope_not_granted');
+    // Interface 5.3 step 6 names the literal `<connector>:*`: it grants the call as well, and
+    // the derived scope reported stays the 4.2 table's `mcp:<server>:*`.
+    const short = await gw.call({ remit_token: token(['everything.echo'], ['everything:*']), tool: 'everything.echo', args: { message: 'hello' } });
+    expect(short.body).toMatchObject({ ok: true, scope: 'mcp:everything:*' });
+    const otherShort = await gw.call({ remit_token: token(['everything.echo'], ['drift:*']), tool: 'everything.echo', args: { message: 'hello' } });
+    expect(otherShort.body.refusal.reason).toBe('scope_not_granted');
     const sum = await gw.call({ remit_token: token(['everything.*'], ['mcp:everything:*']), tool: 'everything.get-sum', args: { a: 2, b: 3 } });
     expect(sum.body.result.content[0].text).toContain('5');
   });

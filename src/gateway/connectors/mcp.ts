@@ -212,6 +212,10 @@ export class McpConnector implements Connector {
     return [`mcp:${this.name}:${String(v)}`];
   }
 
+  scopeAlternatives(scope: string): string[] {
+    return scope === `mcp:${this.name}:*` ? [`${this.name}:*`] : [];
+  }
+
   async call(operation: string, args: Record<string, unknown>, ctx: CallContext): Promise<unknown> {
     const client = this.client;
     if (this.stateValue !== 'ready' || !client) throw new UpstreamError(`MCP server ${this.name} is not running (${this.stateValue})`);

@@ -49,6 +49,11 @@ export interface Connector {
    * outside the root).
    */
   deriveScopes(operation: string, args: Record<string, unknown>): Promise<string[]>;
+  /**
+   * Other literals a remit may grant in place of `scope` (interface 5.3 step 6 names
+   * `<connector>:*` where its 4.2 table names `mcp:<server>:*`; either grants the call).
+   */
+  scopeAlternatives?(scope: string): string[];
   /** Executes the operation. Throws UpstreamError or DeterministicFailure on failure. */
   call(operation: string, args: Record<string, unknown>, ctx: CallContext): Promise<unknown>;
   /** MCP drift: input fields the upstream now requires that our descriptors do not. */
