@@ -30,8 +30,9 @@ export async function buildGatewayApp(gateway: Gateway, opts: GatewayAppOptions)
   const app = Fastify(fastifyOptions());
   const redactor = opts.redactor ?? globalRedactor;
   installCommon(app, { token: opts.token, render: renderGatewayError, logger: opts.logger });
-  // The last line of defence: nothing registered as a secret leaves in a body.
-  app.addHook('onSend', async (_req, _reply, payload) => (typeof payload === 'string' && redactor.size > 0 ? redactor.redact(payload) : payload));
+  // The last line of defence: nothing registered as a secret leaves in a body, and the body
+  // stays the JSON it was (a secret's digits inside a number must not break it).
+  app.addHook('onSend', async (_req, _reply, payload) => (typeof payload === 'string' && redactor.size > 0 ? redactor.redactJsonText(payload) : payload));
   await app.register(gatewayRoutes, { prefix: '/v1', gateway });
   return app;
 }

@@ -189,19 +189,25 @@ export function loadGatewayConfig(doc: unknown, opts: LoadOptions = {}): Gateway
   return config;
 }
 
-/** Registers a secret and its JSON-escaped spelling (a quote or backslash changes it inside JSON). */
+/**
+ * Registers a secret with the spellings it takes on its way out: JSON-escaped once (a string
+ * field, a log line) and twice (JSON text inside a string field, such as an http `body` or
+ * an MCP text block that prints a JSON document), and percent-encoded (an upstream echoing
+ * the URL it was called with).
+ */
 export function registerSecret(redactor: Redactor, value: string): void {
-  redactor.add(value);
-  const escaped = JSON.stringify(value).slice(1, -1);
-  if (escaped !== value) redactor.add(escaped);
+  const once = JSON.stringify(value).slice(1, -1);
+  const twice = JSON.stringify(once).slice(1, -1);
+  for (const spelling of new Set([value, once, twice, encodeURIComponent(value)])) redactor.add(spelling);
 }
 
 const VAR = /\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\{([^}]*)\}?/g;
 
 /**
- * Replaces `${VAR}` in every string (keys are left alone); `$${` is a literal `${`. Each value
- * is registered with the redactor; problems (unset, malformed) are pushed with their path.
- * Also used for svcd's `kernel:` section.
+ * Replaces `${VAR}` in every string, map keys included (an http header name, an mcp env name);
+ * `$${` is a literal `${`. Each value is registered with the redactor; problems (unset,
+ * malformed) are pushed with their path, which names keys as written. Also used for svcd's
+ * `kernel:` section.
  */
 export function substitute(value: unknown, path: string, env: NodeJS.ProcessEnv, redactor: Redactor, problems: string[]): unknown {
   if (typeof value === 'string') {
@@ -224,7 +230,10 @@ export function substitute(value: unknown, path: string, env: NodeJS.ProcessEnv,
   if (Array.isArray(value)) return value.map((v, i) => substitute(v, `${path}/${i}`, env, redactor, problems));
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = substitute(v, `${path}/${k}`, env, redactor, problems);
+    for (const [k, v] of Object.entries(value)) {
+      const key = substitute(k, `${path}/${k}`, env, redactor, problems) as string;
+      out[key] = substitute(v, `${path}/${k}`, env, redactor, problems);
+    }
     return out;
   }
   return value;

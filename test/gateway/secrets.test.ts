@@ -1,0 +1,128 @@
+/**
+ * Interface 2.10: "Every `${VAR}` inside any config string is replaced from the gateway's
+ * environment at load. The substituted value never appears in logs, responses or events."
+ * Awkward secrets against a real local HTTP server: digits that also occur inside numbers,
+ * quotes and backslashes that JSON escapes (once in a field, twice in JSON text inside a
+ * field), and a `${VAR}` used as a header name. Each check searches the outputs for every
+ * spelling of the value, and checks that the answer around it is still what it was.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { registerSecret } from '../../src/gateway/config.js';
+import { createLogger, Redactor } from '../../src/log/logger.js';
+import { mintToken, remitPayload, testSigner } from '../helpers/remit-token.js';
+import { startGateway, type TestGateway } from './helpers.js';
+
+const DIGITS = '31337';
+const QUOTED = 'qs"x\\y-ZZZ999';
+const HEADER_NAME = 'x-hidden-name-4242';
+const spellings = (v: string) => [v, JSON.stringify(v).slice(1, -1), JSON.stringify(JSON.stringify(v).slice(1, -1)).slice(1, -1)];
+
+const signer = testSigner();
+const token = (tools: string[], scopes: string[], run?: string) => mintToken(signer, remitPayload(signer, { tools, scopes, autonomy: 'autonomous', ...(run ? { run } : {}) }));
+
+let server: Server;
+let port = 0;
+let gw: TestGateway;
+let logText = '';
+let logger: ReturnType<typeof createLogger>;
+
+beforeAll(async () => {
+  // Echoes the request's headers back as JSON (so `body` is JSON text holding the secrets).
+  server = createServer((req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ headers: req.headers })));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  port = (server.address() as AddressInfo).port;
+  const redactor = new Redactor();
+  const logStream = new Writable({
+    write(chunk, _e, cb) {
+      logText += chunk.toString();
+      cb();
+    },
+  });
+  gw = await startGateway({
+    keys: signer,
+    redactor,
+    logger: (logger = createLogger({ stream: logStream, redactor, level: 'debug' })),
+    env: { SECRET_DIGITS: DIGITS, SECRET_QUOTED: QUOTED, SECRET_HNAME: HEADER_NAME, SVC_GATEWAY_TEST_TOOLS: '1' },
+    doc: {
+      connectors: [
+        {
+          name: 'web',
+          type: 'http',
+          allowed_hosts: ['127.0.0.1'],
+          headers: { 'x-digits': '${SECRET_DIGITS}', 'x-quoted': '${SECRET_QUOTED}', '${SECRET_HNAME}': 'named' },
+        },
+      ],
+    },
+  });
+});
+
+afterAll(async () => {
+  await gw?.close();
+  await new Promise<void>((r) => server?.close(() => r()));
+});
+
+describe('awkward ${VAR} values never leave the gateway (I 2.10)', () => {
+  it("a secret's digits inside a number: the answer stays JSON and the idempotency key is stored, not stuck (D 9)", async () => {
+    const t = token(['test.*'], ['test:*'], 'run_DIGITS');
+    const call = { remit_token: t, run_id: 'run_DIGITS', tool: 'test.echo', args: { n: 313370, note: `x${DIGITS}y` }, idempotency_key: 'digits-1' };
+    const first = await gw.call(call);
+    expect(first.status, first.text).toBe(200);
+    expect(first.body.result.echo).toEqual({ n: '[REDACTED]', note: 'x[REDACTED]y' });
+    const again = await gw.call(call);
+    expect(again.status, again.text).toBe(200);
+    expect(again.body).toMatchObject({ ok: true, replayed: true });
+    for (const text of [first.text, again.text, JSON.stringify(gw.link.events)]) expect(text).not.toContain(DIGITS);
+  });
+
+  it('quotes and backslashes: neither the raw value nor its JSON-escaped spellings appear, in a field or in JSON text inside one', async () => {
+    const res = await gw.call({ remit_token: token(['web.*'], ['http:host:127.0.0.1']), tool: 'web.get', args: { url: `http://127.0.0.1:${port}/` } });
+    expect(res.status, res.text).toBe(200);
+    // The upstream really got both headers (redacted on the way back), and the header named by
+    // a ${VAR} was substituted, not sent as the literal `${SECRET_HNAME}`.
+    expect(res.body.result.json.headers).toMatchObject({ 'x-quoted': '[REDACTED]', 'x-digits': '[REDACTED]', '[REDACTED]': 'named' });
+    expect(JSON.parse(res.body.result.body).headers['x-quoted']).toBe('[REDACTED]');
+    expect(res.text).not.toContain('${');
+    for (const secret of [DIGITS, QUOTED, HEADER_NAME]) for (const s of spellings(secret)) expect(res.text).not.toContain(s);
+  });
+
+  it('logs: every line stays JSON and shows no spelling of any secret', async () => {
+    await gw.call({ remit_token: token(['test.*'], ['test:*']), tool: 'test.fail', args: { why: `${QUOTED} ${DIGITS}0` } });
+    // What a connector's error would log: the secrets inside a string, a number and a key.
+    logger.warn('upstream said', { detail: `header ${QUOTED}`, code: 313370, [HEADER_NAME]: 1 });
+    expect(logText).toContain('upstream said');
+    for (const line of logText.trim().split('\n')) expect(() => JSON.parse(line)).not.toThrow();
+    for (const secret of [DIGITS, QUOTED, HEADER_NAME]) for (const s of spellings(secret)) expect(logText).not.toContain(s);
+  });
+});
+
+describe('Redactor (src/log/logger.ts)', () => {
+  const r = new Redactor();
+  registerSecret(r, QUOTED);
+  registerSecret(r, 'p@ss word/7');
+
+  it('walks values: strings, keys and numbers; the shape around them is kept', () => {
+    const d = new Redactor();
+    registerSecret(d, DIGITS);
+    expect(d.redactValue({ [`k${DIGITS}`]: [313370, 7, true, null, `a${DIGITS}`], at: new Date(0) })).toEqual({ 'k[REDACTED]': ['[REDACTED]', 7, true, null, 'a[REDACTED]'], at: '1970-01-01T00:00:00.000Z' });
+    expect(d.redactJsonText('{"n":313370,"m":1}')).toBe('{"n":"[REDACTED]","m":1}');
+    expect(d.redactJsonText('plain 31337 text')).toBe('plain [REDACTED] text');
+    expect(d.redactJsonText('{"n":1}')).toBe('{"n":1}');
+  });
+
+  it('registers the spellings a secret takes on its way out: JSON-escaped once and twice, percent-encoded', () => {
+    const inner = JSON.stringify({ v: QUOTED });
+    expect(r.redactValue({ body: inner })).toEqual({ body: '{"v":"[REDACTED]"}' });
+    expect(r.redact(JSON.stringify({ body: inner }))).not.toContain('ZZZ999');
+    expect(r.redact(`GET /?k=${encodeURIComponent('p@ss word/7')}`)).toBe('GET /?k=[REDACTED]');
+  });
+
+  it('values under four characters are not registered (documented in svc-gateway(5))', () => {
+    const s = new Redactor();
+    registerSecret(s, 'abc');
+    expect(s.size).toBe(0);
+    expect(s.redact('abc')).toBe('abc');
+  });
+});
