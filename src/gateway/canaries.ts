@@ -15,7 +15,7 @@ import type { Logger, Redactor } from '../log/logger.js';
 import type { CanaryConfig, ProbeConfig } from './config.js';
 import { probeOperation } from './config.js';
 import { checkContract, diffIsEmpty, emptyDiff, shapeOf, type ContractDiff } from './contract.js';
-import { abortable, abortMessage, type Connector } from './connectors/types.js';
+import { abortable, abortMessage, type Connector, type DriftFinding } from './connectors/types.js';
 import type { IdempotencyStore } from './idempotency.js';
 import { CANARY_STATUS_VALUE, type GatewayMetrics } from './metrics.js';
 
@@ -53,11 +53,11 @@ export interface CanaryDeps {
   store: IdempotencyStore;
 }
 
-function describeDiff(d: ContractDiff): string {
+function describeDiff(d: ContractDiff, drift: readonly DriftFinding[]): string {
   const parts: string[] = [];
   if (d.missing.length) parts.push(`missing ${d.missing.join(', ')}`);
   if (d.type_mismatch.length) parts.push(`type mismatch ${d.type_mismatch.map((m) => `${m.field} (${m.actual}, expected ${m.expected})`).join(', ')}`);
-  if (d.unexpected_required.length) parts.push(`upstream now requires ${d.unexpected_required.join(', ')}`);
+  if (drift.length) parts.push(`upstream now requires ${drift.map((f) => `${f.field} (${f.tool})`).join(', ')}`);
   return `contract broken: ${parts.join('; ')}`;
 }
 
@@ -140,13 +140,17 @@ export class Canaries {
     if (!c || !s) throw notFound('connector', name);
     const { clock, redactor } = this.deps;
     const diff = emptyDiff();
+    let drift: DriftFinding[] = [];
     let error: string | null = null;
     let observed: unknown = undefined;
     const probe = c.probe;
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(new Error(`probe timed out after ${c.timeoutMs} ms`)), c.timeoutMs);
     try {
-      if (c.drift) diff.unexpected_required = await c.drift(controller.signal);
+      if (c.drift) {
+        drift = await c.drift(controller.signal);
+        diff.unexpected_required = [...new Set(drift.map((f) => f.field))];
+      }
       if (probe) {
         const op = probeOperation(c.name, probe.tool);
         const tool = c.tools().find((t) => t.operation === op);
@@ -181,9 +185,9 @@ export class Canaries {
     } else {
       s.consecutive_passes = 0;
       s.consecutive_failures++;
-      s.last_error = error ?? describeDiff(diff);
+      s.last_error = error ?? describeDiff(diff, drift);
       if (s.status !== 'quarantined') {
-        if (s.consecutive_failures >= this.deps.config.quarantine_after) await this.quarantine(c, s, observed);
+        if (s.consecutive_failures >= this.deps.config.quarantine_after) await this.quarantine(c, s, observed, drift);
         else s.status = 'failed';
       }
       this.deps.logger.warn('canary probe failed', { connector: name, consecutive_failures: s.consecutive_failures, error: s.last_error });
@@ -192,7 +196,7 @@ export class Canaries {
     return this.status(name)!;
   }
 
-  private async quarantine(c: Connector, s: CanaryStatus, observed: unknown): Promise<void> {
+  private async quarantine(c: Connector, s: CanaryStatus, observed: unknown, drift: readonly DriftFinding[]): Promise<void> {
     const { clock, redactor, dataDir } = this.deps;
     const now = clock.now();
     s.status = 'quarantined';
@@ -207,6 +211,8 @@ export class Canaries {
       contract: op ? { tool: `${c.name}.${op}`, ...(contract ?? { required: {} }) } : null,
       observed_shape: observed === undefined ? null : shapeOf(observed),
       diff: s.contract_diff,
+      // MCP drift: which tool requires which field, with the input schema the tool declares.
+      drift: drift.map((f) => ({ ...f, input_schema: c.tools().find((t) => t.descriptor.id === f.tool)?.descriptor.input_schema ?? null })),
       probe: probe ?? null,
       error: s.last_error,
     });

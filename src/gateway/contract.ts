@@ -10,7 +10,10 @@ export interface ContractDiff {
   missing: string[];
   /** Required fields present with another type. */
   type_mismatch: Array<{ field: string; expected: ContractType; actual: string }>;
-  /** Input fields the upstream now requires that the tool's input_schema does not (MCP drift), as `<tool id>.<field>`. */
+  /**
+   * Input fields the upstream now requires that the tool's input_schema does not (MCP drift),
+   * by name, each once; which tools require them is in the repair file and `last_error`.
+   */
   unexpected_required: string[];
 }
 

@@ -208,12 +208,19 @@ describe('definition drift (decisions §9: contract_diff.unexpected_required)', 
 
     writeFileSync(driftFlag, 'on');
     const first = await gw.req('POST', '/canaries/drift/probe');
-    expect(first.body).toMatchObject({ status: 'failed', consecutive_failures: 1, contract_diff: { unexpected_required: ['drift.echo.level'] } });
-    expect(first.body.last_error).toContain('drift.echo.level');
+    // Decisions §9 lists input fields: the field's name; the tool that requires it is named in
+    // last_error and the repair file.
+    expect(first.body).toMatchObject({ status: 'failed', consecutive_failures: 1, contract_diff: { unexpected_required: ['level'] } });
+    expect(first.body.last_error).toContain('level (drift.echo)');
     const second = await gw.req('POST', '/canaries/drift/probe');
     expect(second.body.status).toBe('quarantined');
     const repair = JSON.parse(readFileSync(second.body.repair_file, 'utf8'));
-    expect(repair).toMatchObject({ connector: 'drift', diff: { unexpected_required: ['drift.echo.level'] }, probe: { tool: 'drift.echo' } });
+    expect(repair).toMatchObject({
+      connector: 'drift',
+      diff: { unexpected_required: ['level'] },
+      drift: [{ tool: 'drift.echo', field: 'level', input_schema: { required: ['message'] } }],
+      probe: { tool: 'drift.echo' },
+    });
     // The served descriptor did not silently change.
     const tools = (await gw.req('GET', '/tools')).body as Array<Record<string, any>>;
     expect(tools.find((t) => t.id === 'drift.echo')!.input_schema.required).toEqual(['message']);

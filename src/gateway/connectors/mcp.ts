@@ -15,7 +15,7 @@ import { VERSION } from '../../version.js';
 import type { McpConnectorConfig } from '../config.js';
 import { compileInputSchema } from '../schema-validator.js';
 import { GroupStdioTransport } from './mcp-transport.js';
-import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
+import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, UpstreamError, type CallContext, type Connector, type ConnectorTool, type DriftFinding } from './types.js';
 
 /** JSON-RPC errors that refuse the request itself (not the server failing): -32600, -32601, -32602. */
 const REFUSED_REQUEST: ReadonlySet<number> = new Set([ErrorCode.InvalidRequest, ErrorCode.MethodNotFound, ErrorCode.InvalidParams]);
@@ -243,7 +243,7 @@ export class McpConnector implements Connector {
   }
 
   /** Lists the server's tools now and reports required inputs our descriptors do not require. */
-  async drift(signal: AbortSignal): Promise<string[]> {
+  async drift(signal: AbortSignal): Promise<DriftFinding[]> {
     const client = this.client;
     if (this.stateValue !== 'ready' || !client) throw new UpstreamError(`MCP server ${this.name} is not running (${this.stateValue})`);
     let upstream: Tool[];
@@ -252,12 +252,12 @@ export class McpConnector implements Connector {
     } catch (err) {
       throw new UpstreamError(`MCP server ${this.name}: tools/list failed: ${(err as Error).message}`);
     }
-    const out: string[] = [];
+    const out: DriftFinding[] = [];
     for (const t of upstream) {
       const ours = this.list.get(t.name);
       if (!ours) continue;
       const known = new Set(requiredOf(ours.descriptor.input_schema));
-      for (const field of requiredOf(t.inputSchema)) if (!known.has(field)) out.push(`${ours.descriptor.id}.${field}`);
+      for (const field of requiredOf(t.inputSchema)) if (!known.has(field)) out.push({ tool: ours.descriptor.id, field });
     }
     return out;
   }

@@ -32,6 +32,13 @@ export interface CallContext {
   enterScope(scope: string): boolean;
 }
 
+/** One input field an upstream tool now requires that its descriptor does not. */
+export interface DriftFinding {
+  /** The tool id, `<connector>.<operation>`. */
+  tool: string;
+  field: string;
+}
+
 export interface Connector {
   readonly name: string;
   readonly type: ConnectorType;
@@ -57,7 +64,7 @@ export interface Connector {
   /** Executes the operation. Throws UpstreamError or DeterministicFailure on failure. */
   call(operation: string, args: Record<string, unknown>, ctx: CallContext): Promise<unknown>;
   /** MCP drift: input fields the upstream now requires that our descriptors do not. */
-  drift?(signal: AbortSignal): Promise<string[]>;
+  drift?(signal: AbortSignal): Promise<DriftFinding[]>;
   close(): Promise<void>;
 }
 
