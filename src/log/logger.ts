@@ -49,7 +49,7 @@ export class Redactor {
     return out;
   }
 
-  /** Redacts every string, key and number inside a JSON value (returns a copy when it changes). */
+  /** Redacts every string, key and number inside a JSON value (returns a copy). */
   redactValue<T>(value: T): T {
     if (this.secrets.length === 0) return value;
     return this.walk(value, 0) as T;
