@@ -1,16 +1,121 @@
 /**
  * One process owns a data directory (docs/design.md): its SQLite files, the group commit's
  * fsync barrier and the startup recovery (pending gateway claims become `unknown`) all assume
- * no other live writer. A lock file holding the owner's pid makes a second svcd on the same
- * directory stop at startup, saying which process holds it, instead of sharing it silently.
+ * no other live writer. A second svcd on the same directory stops at startup, naming the
+ * process that holds it, instead of sharing it silently.
  *
- * A lock whose pid is no longer alive (a crash, a SIGKILL) is stale and taken over. The
- * same process may open a directory again (tests reopen a store in-process).
+ * The lock is an operating-system file lock, not a pid in a file: `<dir>/owner.lock` is a small
+ * SQLite database its owner holds in EXCLUSIVE locking mode for as long as it runs. Taking it
+ * is atomic (two starters cannot both win), it does not depend on pids (two containers may
+ * both run as pid 1), and the kernel drops it when the owner dies however it dies, so there is
+ * no stale lock to take over. The file itself is never removed: a starter that opened it just
+ * before an unlink would lock a file nobody else sees. `<dir>/svcd.pid` names the holder for
+ * the error message only.
+ *
+ * The same process may open a directory again (tests reopen a store in-process): the lock
+ * is counted, and released when the last user releases it.
  */
-import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, realpathSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 
-export const LOCK_FILE = 'svcd.lock';
+export const LOCK_FILE = 'owner.lock';
+export const PID_FILE = 'svcd.pid';
+/** The pid file builds before 2026-11-25 locked with; still honoured while its process lives. */
+export const LEGACY_LOCK_FILE = 'svcd.lock';
+
+const held = new Map<string, { db: Database.Database; dir: string; refs: number }>();
+
+/** Takes `<dir>/svcd.lock` for this process; returns its release. Throws when another process holds it. */
+export function lockDataDir(dir: string, what: string): () => void {
+  // A directory svcd creates is its owner's alone: the stores hold run inputs and results.
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const key = realpathSync(dir);
+  const mine = held.get(key);
+  if (mine) mine.refs++;
+  else {
+    held.set(key, { db: takeLock(dir, what), dir, refs: 1 });
+    try {
+      writeFileSync(join(dir, PID_FILE), `${process.pid}\n`, { mode: 0o644 });
+    } catch {
+      /* informational only */
+    }
+  }
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    unref(key);
+  };
+}
+
+function takeLock(dir: string, what: string): Database.Database {
+  refuseLegacyHolder(dir, what);
+  const db = new Database(join(dir, LOCK_FILE), { timeout: 0 }); // busy at once: never wait for another owner
+  try {
+    db.pragma('locking_mode = EXCLUSIVE');
+    // The first write takes the exclusive file lock; EXCLUSIVE mode keeps it until close.
+    db.exec('BEGIN EXCLUSIVE');
+    db.exec('CREATE TABLE IF NOT EXISTS owner (pid INTEGER NOT NULL, started_at TEXT NOT NULL)');
+    db.exec('DELETE FROM owner');
+    db.prepare('INSERT INTO owner (pid, started_at) VALUES (?, ?)').run(process.pid, new Date().toISOString());
+    db.exec('COMMIT');
+    return db;
+  } catch (err) {
+    db.close();
+    const code = (err as { code?: string }).code;
+    if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') {
+      throw new Error(`${what} ${dir} is in use by another svcd${holderOf(dir)}; one process owns a data directory`);
+    }
+    throw err;
+  }
+}
+
+/**
+ * An older svcd still running on the directory holds only `svcd.lock` with its pid: refused.
+ * A dead one's file is removed (nobody locks it, so removing it races with no one).
+ */
+function refuseLegacyHolder(dir: string, what: string): void {
+  const path = join(dir, LEGACY_LOCK_FILE);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch {
+    return;
+  }
+  const pid = /^\d+\n?$/.test(text) ? Number.parseInt(text, 10) : null;
+  if (pid !== null && pid !== process.pid && alive(pid)) {
+    throw new Error(`${what} ${dir} is in use by another svcd (pid ${pid}); one process owns a data directory`);
+  }
+  try {
+    unlinkSync(path);
+  } catch {
+    /* another starter removed it first */
+  }
+}
+
+function unref(key: string): void {
+  const h = held.get(key);
+  if (!h || --h.refs > 0) return;
+  held.delete(key);
+  try {
+    const pidFile = join(h.dir, PID_FILE);
+    if (Number.parseInt(readFileSync(pidFile, 'utf8'), 10) === process.pid) unlinkSync(pidFile);
+  } catch {
+    /* already gone */
+  }
+  h.db.close(); // drops the file lock
+}
+
+/** ` (pid N)` from the holder's pid file, when it has one. */
+function holderOf(dir: string): string {
+  try {
+    const pid = Number.parseInt(readFileSync(join(dir, PID_FILE), 'utf8'), 10);
+    return Number.isInteger(pid) && pid > 0 ? ` (pid ${pid})` : '';
+  } catch {
+    return '';
+  }
+}
 
 function alive(pid: number): boolean {
   try {
@@ -18,39 +123,5 @@ function alive(pid: number): boolean {
     return true;
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM'; // exists, owned by someone else
-  }
-}
-
-/** Takes `<dir>/svcd.lock` for this process; returns its release. Throws when another live process holds it. */
-export function lockDataDir(dir: string, what: string): () => void {
-  // A directory svcd creates is its owner's alone: the stores hold run inputs and results.
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const path = join(dir, LOCK_FILE);
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      writeFileSync(path, `${process.pid}\n`, { flag: 'wx', mode: 0o644 });
-      return () => release(path);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    }
-    const holder = Number.parseInt(readFileSync(path, 'utf8'), 10);
-    if (holder === process.pid) return () => {};
-    if (Number.isInteger(holder) && holder > 0 && alive(holder)) {
-      throw new Error(`${what} ${dir} is in use by another svcd (pid ${holder}); one process owns a data directory`);
-    }
-    try {
-      unlinkSync(path); // stale: its process is gone
-    } catch {
-      /* another starter removed it first; the next attempt decides */
-    }
-  }
-  throw new Error(`${what} ${dir}: cannot take ${path}`);
-}
-
-function release(path: string): void {
-  try {
-    if (Number.parseInt(readFileSync(path, 'utf8'), 10) === process.pid) unlinkSync(path);
-  } catch {
-    /* already gone */
   }
 }

@@ -1,13 +1,15 @@
 /**
  * One process owns a data directory (docs/design.md "Store"; svcd(8) FILES): a second svcd on
- * the same kernel or gateway data directory stops at startup naming the holder; a lock left by
- * a dead process is taken over; closing releases it.
+ * the same kernel or gateway data directory stops at startup naming the holder. The lock is a
+ * file lock the kernel drops when its holder dies, so it holds across pid namespaces (a pid
+ * file naming our own pid does not let us in), taking it is atomic (of six starters exactly
+ * one wins), and a crash leaves nothing stale behind.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { LOCK_FILE, lockDataDir } from '../../src/store/dir-lock.js';
+import { LEGACY_LOCK_FILE, LOCK_FILE, PID_FILE, lockDataDir } from '../../src/store/dir-lock.js';
 import { ROOT, spawnSvcd, tempDir } from '../helpers/daemon.js';
 
 /** A pid that is surely not running: a child that has already exited. */
@@ -16,21 +18,77 @@ function deadPid(): number {
   return Number(r.stdout);
 }
 
+const HOLDER = `
+import { lockDataDir } from ${JSON.stringify(join(ROOT, 'dist/src/store/dir-lock.js'))};
+try { lockDataDir(process.argv[1], 'dir'); console.log('held'); } catch (e) { console.log('refused'); process.exit(0); }
+setTimeout(() => process.exit(0), Number(process.argv[2]));
+`;
+
+/** A child process that tries to take the lock and holds it for `ms`; resolves with its answer. */
+function holder(dir: string, ms = 60_000): { child: ChildProcess; answer: Promise<string> } {
+  const child = spawn(process.execPath, ['--input-type=module', '-e', HOLDER, dir, String(ms)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const answer = new Promise<string>((resolve) => {
+    let out = '';
+    child.stdout!.on('data', (c: Buffer) => {
+      out += c.toString();
+      if (out.includes('\n')) resolve(out.trim());
+    });
+    child.on('exit', () => resolve(out.trim()));
+  });
+  return { child, answer };
+}
+
+const exited = (c: ChildProcess) => new Promise<void>((r) => (c.exitCode !== null || c.signalCode !== null ? r() : c.once('exit', () => r())));
+
 describe('lockDataDir', () => {
-  it('takes the lock, refuses a live other holder, takes over a stale one, and releases', () => {
+  it('takes the lock, counts reopens in one process, releases on the last release', () => {
     const dir = tempDir();
     const release = lockDataDir(dir, 'test dir');
-    expect(readFileSync(join(dir, LOCK_FILE), 'utf8').trim()).toBe(String(process.pid));
-    release();
-    expect(existsSync(join(dir, LOCK_FILE))).toBe(false);
-
-    writeFileSync(join(dir, LOCK_FILE), `${process.ppid}\n`); // a live process that is not us
-    expect(() => lockDataDir(dir, 'test dir')).toThrow(`test dir ${dir} is in use by another svcd (pid ${process.ppid})`);
-
-    writeFileSync(join(dir, LOCK_FILE), `${deadPid()}\n`);
+    expect(readFileSync(join(dir, PID_FILE), 'utf8').trim()).toBe(String(process.pid));
     const again = lockDataDir(dir, 'test dir');
-    expect(readFileSync(join(dir, LOCK_FILE), 'utf8').trim()).toBe(String(process.pid));
+    release();
+    release(); // a second call of one release is a no-op, not a second unref
+    expect(existsSync(join(dir, PID_FILE))).toBe(true);
     again();
+    expect(existsSync(join(dir, PID_FILE))).toBe(false);
+    expect(existsSync(join(dir, LOCK_FILE))).toBe(true); // never removed: see dir-lock.ts
+    lockDataDir(dir, 'test dir')();
+  });
+
+  it('another live process holds it: refused, naming its pid, even when the pid file names us', async () => {
+    const dir = tempDir();
+    const h = holder(dir);
+    expect(await h.answer).toBe('held');
+    expect(() => lockDataDir(dir, 'test dir')).toThrow(`test dir ${dir} is in use by another svcd (pid ${h.child.pid})`);
+    // Two containers both run as pid 1: a pid comparison would let the second one in.
+    writeFileSync(join(dir, PID_FILE), `${process.pid}\n`);
+    expect(() => lockDataDir(dir, 'test dir')).toThrow(/is in use by another svcd/);
+    // Killed, it leaves no stale lock: the kernel dropped it.
+    h.child.kill('SIGKILL');
+    await exited(h.child);
+    lockDataDir(dir, 'test dir')();
+  });
+
+  it('six starters at once, over a lock left by a crashed older svcd: exactly one holds it', async () => {
+    // The pid-file lock let two or more of six win in 29 of 30 such starts (read, unlink,
+    // create was not atomic).
+    const dir = tempDir();
+    writeFileSync(join(dir, LEGACY_LOCK_FILE), `${deadPid()}\n`);
+    const hs = Array.from({ length: 6 }, () => holder(dir, 3000));
+    const answers = await Promise.all(hs.map((h) => h.answer));
+    expect(answers.filter((a) => a === 'held')).toHaveLength(1);
+    expect(answers.filter((a) => a === 'refused')).toHaveLength(5);
+    for (const h of hs) h.child.kill('SIGKILL');
+    await Promise.all(hs.map((h) => exited(h.child)));
+  });
+
+  it("an older svcd's pid lock file: a live holder is honoured, a dead one's file removed", () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, LEGACY_LOCK_FILE), `${process.ppid}\n`);
+    expect(() => lockDataDir(dir, 'test dir')).toThrow(`test dir ${dir} is in use by another svcd (pid ${process.ppid})`);
+    writeFileSync(join(dir, LEGACY_LOCK_FILE), `${deadPid()}\n`);
+    lockDataDir(dir, 'test dir')();
+    expect(existsSync(join(dir, LEGACY_LOCK_FILE))).toBe(false);
   });
 });
 
@@ -52,7 +110,7 @@ describe('two svcd on one data directory', () => {
     expect(third.status).toBe(1);
     expect(third.stderr).toContain(`gateway data directory ${join(dir, 'g')} is in use by another svcd (pid ${first.child.pid})`);
     expect(await first.stop()).toBe(0);
-    expect(existsSync(join(dir, 'k', LOCK_FILE))).toBe(false);
+    expect(existsSync(join(dir, 'k', PID_FILE))).toBe(false);
     await using fourth = await spawnSvcd(args, env);
     expect(fourth.kernelUrl).not.toBeNull();
   }, 40_000);
