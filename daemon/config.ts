@@ -125,3 +125,15 @@ export function clockSkewOf(value: string | undefined, fallback: number): number
   }
   return Number(value);
 }
+
+/** Longest drain: an hour (decisions §11 leaves it open; a supervisor's grace is shorter). */
+export const MAX_DRAIN_SECONDS = 3600;
+
+/** `--drain-seconds` / SVC_DRAIN_SECONDS: how long SIGTERM waits for requests in flight. */
+export function drainSecondsOf(value: string | undefined, source: string, fallback: number): number {
+  if (value === undefined || value === '') return fallback;
+  if (!/^\d+$/.test(value) || Number(value) > MAX_DRAIN_SECONDS) {
+    throw new Error(`${source} "${value}" must be a whole number of seconds from 0 to ${MAX_DRAIN_SECONDS}`);
+  }
+  return Number(value);
+}

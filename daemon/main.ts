@@ -9,7 +9,7 @@ import { KeyRing } from '../src/keys/keyring.js';
 import { createLogger, LOG_LEVELS, type LogLevel } from '../src/log/logger.js';
 import { VERSION } from '../src/version.js';
 import { defaultGatewayConfig, loadGatewayConfig, loadGatewayConfigFile, type GatewayConfig } from '../src/gateway/config.js';
-import { clockSkewOf, logLevelOf, readConfigFile, type SvcdFileConfig } from './config.js';
+import { clockSkewOf, drainSecondsOf, logLevelOf, readConfigFile, type SvcdFileConfig } from './config.js';
 import { startSvcd, type RunningSvcd } from './server.js';
 
 interface Flags {
@@ -22,6 +22,7 @@ interface Flags {
   kernel: boolean;
   gateway: boolean;
   logLevel?: LogLevel;
+  drainSeconds?: string;
 }
 
 function collect(value: string, prev: string[]): string[] {
@@ -47,6 +48,11 @@ function gatewayConfigFrom(file: SvcdFileConfig, flags: Flags): GatewayConfig {
   return defaultGatewayConfig();
 }
 
+/** How long a drain waits for requests in flight by default (decisions §11). */
+const DRAIN_SECONDS = 15;
+/** How long closing the stores may take after that. */
+const CLOSE_MS = 10_000;
+
 async function serve(flags: Flags): Promise<void> {
   const logger = createLogger({ level: flags.logLevel ?? logLevelOf(process.env.SVC_LOG_LEVEL, 'SVC_LOG_LEVEL'), base: { svc: 'svcd' } });
   const file = flags.config ? readConfigFile(flags.config) : {};
@@ -54,6 +60,9 @@ async function serve(flags: Flags): Promise<void> {
   const token = process.env.SVC_TOKEN || k.token || null;
   const clockSkewSeconds = clockSkewOf(process.env.SVC_CLOCK_SKEW_SECONDS, k.clock_skew_seconds ?? 0);
   const gatewayConfig = flags.gateway ? gatewayConfigFrom(file, flags) : null;
+  const drainMs =
+    1000 *
+    (flags.drainSeconds !== undefined ? drainSecondsOf(flags.drainSeconds, '--drain-seconds', DRAIN_SECONDS) : drainSecondsOf(process.env.SVC_DRAIN_SECONDS, 'SVC_DRAIN_SECONDS', DRAIN_SECONDS));
   // Signals are handled from here on: one that arrives while svcd starts stops it as soon as
   // it has started (a supervisor may give up on a slow start), with a clean drain and exit 0.
   let running: RunningSvcd | null = null;
@@ -64,15 +73,29 @@ async function serve(flags: Flags): Promise<void> {
       stopRequested ??= signal;
       return;
     }
-    if (stopping) return;
+    const svcd = running;
+    if (stopping) {
+      // A second signal: stop waiting for what is still running.
+      logger.warn('second signal: cutting the drain short', { signal });
+      svcd.cutOff();
+      return;
+    }
     stopping = true;
     logger.info('draining', { signal });
+    // Decisions §11: SIGTERM drains and exits 0. Requests get drainMs to finish; then their
+    // connections are closed and the stores closed cleanly all the same. Only a close that
+    // itself hangs ends in exit 1.
+    const cut = setTimeout(() => {
+      logger.warn('drain deadline passed; closing the connections still open', { deadline_ms: drainMs });
+      svcd.cutOff();
+    }, drainMs);
+    cut.unref();
     const force = setTimeout(() => {
-      logger.error('drain timed out; exiting');
+      logger.error('stores did not close after the drain deadline; exiting');
       process.exit(1);
-    }, 15_000);
+    }, drainMs + CLOSE_MS);
     force.unref();
-    running.close().then(
+    svcd.close().then(
       () => {
         logger.info('stopped');
         process.exit(0);
@@ -122,6 +145,7 @@ export function buildProgram(): Command {
     .option('--no-kernel', 'do not run the kernel')
     .option('--no-gateway', 'do not run the gateway')
     .addOption(new Option('--log-level <level>', 'log level (default: info, or SVC_LOG_LEVEL)').choices(LOG_LEVELS))
+    .option('--drain-seconds <n>', 'how long SIGTERM waits for requests in flight before closing their connections (default: 15, or SVC_DRAIN_SECONDS)')
     .action(async (flags: Flags) => {
       if (!flags.kernel && !flags.gateway) program.error('svcd: --no-kernel and --no-gateway together leave nothing to run', { exitCode: 2 });
       await serve(flags);

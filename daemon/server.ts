@@ -44,6 +44,12 @@ export interface RunningSvcd {
   apps: FastifyInstance[];
   /** Stops accepting, drains in-flight requests, closes stores. */
   close(): Promise<void>;
+  /**
+   * Ends the drain's wait: closes every connection still open, so `close()` goes on to close
+   * the stores. Requests still running lose their answer (a gateway write still in flight is
+   * `unknown` at the next start, decisions §9).
+   */
+  cutOff(): void;
 }
 
 function urlOf(app: FastifyInstance): string {
@@ -127,6 +133,9 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
         await kernel?.close();
       })();
       return closing;
+    },
+    cutOff() {
+      for (const app of apps) app.server.closeAllConnections();
     },
   };
 }

@@ -4,7 +4,8 @@
  * loopback-only operation when no token is configured (interface 5.1, decisions §10).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { hostname } from 'node:os';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -186,9 +187,28 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
     void reply.status(404).send(opts.render(svc));
   });
 
+  // Connections and how many requests each is in (headers received, response not yet sent).
+  // fastify's forceCloseConnections 'idle' closes only keep-alive connections between two
+  // requests: one that was opened and never sent a request (a pool's spare connection, a
+  // health checker, a stray `nc`), or sent half its headers, would hold the drain to its
+  // deadline. Those carry no request to finish, so the drain closes them at once.
+  const inRequest = new Map<Socket, number>();
+  app.server.on('connection', (socket: Socket) => {
+    inRequest.set(socket, 0);
+    socket.once('close', () => inRequest.delete(socket));
+  });
+  app.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    inRequest.set(socket, (inRequest.get(socket) ?? 0) + 1);
+    res.once('close', () => {
+      if (inRequest.has(socket)) inRequest.set(socket, Math.max(0, inRequest.get(socket)! - 1));
+    });
+  });
+
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
+    for (const [socket, requests] of inRequest) if (requests === 0) socket.destroy();
   });
   // Node closes the connections that are idle when the drain starts, never those that go idle
   // later: a response finished during the drain (a tool call, a woken long poll) would leave its

@@ -2,9 +2,10 @@
 // gateway call in flight finishes, and the worker's keep-alive connections, long polls and
 // requests sent during the drain do not hold svcd open until its 15 s deadline.
 import { describe, expect, it } from 'vitest';
+import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { signBundle } from '../../src/bundle/sign.js';
-import { spawnSvcd } from '../helpers/daemon.js';
+import { spawnSvcd, tempDir } from '../helpers/daemon.js';
 import { DEMO_KEY, REQUESTER, events, ok, spawnWorker, startDemoDaemon, waitRun } from './helpers.js';
 
 const SLEEPY = {
@@ -33,12 +34,70 @@ describe('e2e: SIGTERM while a worker step is in flight (D §11)', () => {
     const took = Date.now() - t0;
     expect(code, demo.svcd.stderr().slice(-3000)).toBe(0);
     expect(took).toBeLessThan(10_000);
-    expect(demo.svcd.stderr()).not.toContain('drain timed out');
+    expect(demo.svcd.stderr()).not.toContain('drain deadline passed');
     expect(demo.svcd.stderr()).toContain('"stopped"');
 
     // The call was drained, not cut: its tool.called event is in the log svcd left behind.
     await using again = await spawnSvcd(['--data-dir', join(demo.dir, 'kernel'), '--kernel-listen', '127.0.0.1:0', '--no-gateway']);
     const log = await events(again.kernelUrl!, run_id);
     expect(log.filter((e) => e.kind === 'tool.called').map((e) => e.payload.tool)).toEqual(['test.sleep']);
+  });
+});
+
+/** A TCP connection to `url`'s port that has sent `text` (maybe nothing) and waits. */
+async function rawConnection(url: string, text: string): Promise<Socket> {
+  const { hostname, port } = new URL(url);
+  const socket = connect(Number(port), hostname);
+  await new Promise<void>((r, j) => socket.once('connect', () => r()).once('error', j));
+  socket.on('error', () => {});
+  if (text) socket.write(text);
+  return socket;
+}
+
+describe('drain edges (D §11: SIGTERM drains and exits 0)', () => {
+  it('connections that carry no request (none sent, or half the headers) do not hold the drain', { timeout: 30_000 }, async () => {
+    const dir = tempDir();
+    await using svcd = await spawnSvcd(['--data-dir', join(dir, 'k'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0'], { SVC_GATEWAY_DATA: join(dir, 'g') });
+    const sockets = [
+      await rawConnection(svcd.kernelUrl!, ''),
+      await rawConnection(svcd.gatewayUrl!, ''),
+      await rawConnection(svcd.kernelUrl!, 'GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n'),
+    ];
+    const t0 = Date.now();
+    expect(await svcd.stop('SIGTERM'), svcd.stderr().slice(-2000)).toBe(0);
+    // Before this fix each held svcd to its 15 s deadline, which then exited 1.
+    expect(Date.now() - t0).toBeLessThan(5000);
+    expect(svcd.stderr()).not.toContain('drain deadline passed');
+    for (const s of sockets) s.destroy();
+  });
+
+  it('a request still running at --drain-seconds loses its connection; the stores close and svcd exits 0', { timeout: 30_000 }, async () => {
+    const dir = tempDir();
+    await using svcd = await spawnSvcd(
+      ['--data-dir', join(dir, 'k'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0', '--drain-seconds', '1'],
+      { SVC_GATEWAY_DATA: join(dir, 'g'), SVC_GATEWAY_TEST_TOOLS: '1' },
+    );
+    const { token } = await ok(svcd.kernelUrl!, 'POST', '/remits', {
+      tools: ['test.*'], scopes: ['test:*'], grants: [], spend: { tokens: 1, usd: 1 }, autonomy: 'supervised', ttl_seconds: 600, policy_set: [], requested_by: REQUESTER,
+    });
+    const call = fetch(`${svcd.gatewayUrl}/v1/tools/call`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ remit_token: token, tool: 'test.sleep', args: { ms: 20_000 }, idempotency_key: 'long-nap' }),
+    }).then(
+      (r) => r.status,
+      () => 'cut',
+    );
+    await new Promise((r) => setTimeout(r, 500));
+    const t0 = Date.now();
+    expect(await svcd.stop('SIGTERM'), svcd.stderr().slice(-2000)).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(8000);
+    expect(await call).toBe('cut');
+    expect(svcd.stderr()).toContain('drain deadline passed');
+    expect(svcd.stderr()).toContain('"stopped"');
+  });
+
+  it('--drain-seconds is checked', async () => {
+    await expect(spawnSvcd(['--data-dir', join(tempDir(), 'k'), '--kernel-listen', '127.0.0.1:0', '--no-gateway', '--drain-seconds', 'soon'])).rejects.toThrow(/--drain-seconds "soon" must be a whole number of seconds/);
   });
 });
