@@ -4,10 +4,11 @@
  * Retired keys stay trusted for verification and are published as `previous`.
  */
 import { createHash, type KeyObject } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { decodeBase64url, encodeBase64url } from '../encoding/base64url.js';
 import type { TrustedKeys } from '../types.js';
+import { writeFileDurably } from '../util/durable-file.js';
 import { generateKeyPair, keyPairFromSeed, privateKeyObject, signBytes } from './ed25519.js';
 
 /** `cp-` + first 16 chars of base64url(sha256(public key)). */
@@ -118,10 +119,7 @@ export class KeyRing implements TrustedKeys {
       created_at: new Date().toISOString(),
       previous: this.previous,
     };
-    const tmp = file + '.tmp';
-    writeFileSync(tmp, JSON.stringify(body, null, 2) + '\n', { mode: 0o600 });
-    chmodSync(tmp, 0o600);
-    renameSync(tmp, file);
+    writeFileDurably(file, JSON.stringify(body, null, 2) + '\n', 0o600);
   }
 }
 
