@@ -187,28 +187,32 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
     void reply.status(404).send(opts.render(svc));
   });
 
-  // Connections and how many requests each is in (headers received, response not yet sent).
-  // fastify's forceCloseConnections 'idle' closes only keep-alive connections between two
-  // requests: one that was opened and never sent a request (a pool's spare connection, a
-  // health checker, a stray `nc`), or sent half its headers, would hold the drain to its
-  // deadline. Those carry no request to finish, so the drain closes them at once.
-  const inRequest = new Map<Socket, number>();
+  // Each connection: how many requests it is in (headers received, response not yet sent) and
+  // how many bytes it had read when it last went quiet. fastify's forceCloseConnections
+  // 'idle' closes only keep-alive connections between two requests; one that was opened and
+  // never sent a byte (a pool's spare connection, a health checker, a stray `nc`) would hold
+  // the drain to its deadline. Such a connection carries nothing to finish, so the drain
+  // closes it at once. One that has sent part of a request is left to finish it and get the
+  // 503 below.
+  const conns = new Map<Socket, { requests: number; quietAt: number }>();
   app.server.on('connection', (socket: Socket) => {
-    inRequest.set(socket, 0);
-    socket.once('close', () => inRequest.delete(socket));
+    conns.set(socket, { requests: 0, quietAt: 0 });
+    socket.once('close', () => conns.delete(socket));
   });
   app.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    const socket = req.socket;
-    inRequest.set(socket, (inRequest.get(socket) ?? 0) + 1);
+    const c = conns.get(req.socket);
+    if (!c) return;
+    c.requests++;
     res.once('close', () => {
-      if (inRequest.has(socket)) inRequest.set(socket, Math.max(0, inRequest.get(socket)! - 1));
+      c.requests = Math.max(0, c.requests - 1);
+      if (c.requests === 0) c.quietAt = req.socket.bytesRead;
     });
   });
 
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
-    for (const [socket, requests] of inRequest) if (requests === 0) socket.destroy();
+    for (const [socket, c] of conns) if (c.requests === 0 && socket.bytesRead === c.quietAt) socket.destroy();
   });
   // Node closes the connections that are idle when the drain starts, never those that go idle
   // later: a response finished during the drain (a tool call, a woken long poll) would leave its
