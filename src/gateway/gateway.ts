@@ -4,6 +4,7 @@
  * daemon/gateway; this file imports nothing of fastify.
  */
 import { lockDataDir } from '../store/dir-lock.js';
+import { McpGroups } from './connectors/mcp-groups.js';
 import { systemClock, type Clock } from '../clock.js';
 import { createLogger, globalRedactor, type Logger, type Redactor } from '../log/logger.js';
 import type { ToolDescriptor } from '../types.js';
@@ -49,7 +50,7 @@ export interface GatewayHealth {
   connectors: Record<string, CanaryHealth>;
 }
 
-function buildConnector(cfg: ConnectorConfig, logger: Logger, mcp: GatewayOptions['mcp']): Connector {
+function buildConnector(cfg: ConnectorConfig, logger: Logger, mcp: GatewayOptions['mcp'], groups: McpGroups): Connector {
   switch (cfg.type) {
     case 'sqlite':
       return new SqliteConnector(cfg);
@@ -58,7 +59,7 @@ function buildConnector(cfg: ConnectorConfig, logger: Logger, mcp: GatewayOption
     case 'fs':
       return new FsConnector(cfg);
     case 'mcp':
-      return new McpConnector(cfg, { logger: logger.child({ connector: cfg.name }), ...mcp });
+      return new McpConnector(cfg, { logger: logger.child({ connector: cfg.name }), groups, ...mcp });
   }
 }
 
@@ -95,7 +96,10 @@ export class Gateway {
     const { config } = opts;
     // Creates the directory (0700) and, before any connector starts, stops a second gateway on it.
     gw.unlock = lockDataDir(config.data_dir, 'gateway data directory');
-    const list: Connector[] = config.connectors.map((c) => buildConnector(c, gw.logger, opts.mcp));
+    // Servers a gateway that was killed left running on this directory end before ours start.
+    const groups = new McpGroups(config.data_dir);
+    groups.reapOrphans(gw.logger);
+    const list: Connector[] = config.connectors.map((c) => buildConnector(c, gw.logger, opts.mcp, groups));
     if (config.test_tools) list.push(new TestConnector());
     const results = await Promise.allSettled(list.map((c) => c.start()));
     const problems: string[] = [];

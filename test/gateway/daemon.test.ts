@@ -6,7 +6,7 @@
  * commands, and SIGTERM ending the MCP process groups. The binary tests run the built
  * dist/ (`npx tsc -p tsconfig.json` first; `npm test` builds).
  */
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { signBundle } from '../../src/bundle/sign.js';
@@ -281,6 +281,46 @@ describe('the svcd binary (decisions §11) and `svc gateway` (CLI)', () => {
       expect(svcd.stderr()).toContain('API_SECRET=[REDACTED]');
     } finally {
       await svcd.stop('SIGKILL');
+    }
+  }, 60_000);
+
+  it('an MCP server that outlives a SIGKILLed svcd is ended by the next svcd on the directory (src/gateway/connectors/mcp-groups.ts)', async () => {
+    // The group leader is a shell that goes on sleeping after the server exits at the end of
+    // its stdin: the kind of server that survives its gateway.
+    const cfg = join(dir, 'stubborn.yaml');
+    writeFileSync(
+      cfg,
+      ['connectors:', '  - name: stubborn', '    type: mcp', `    command: [sh, -c, ${JSON.stringify(`node ${EVERYTHING} stdio; exec sleep 600`)}]`].join('\n'),
+    );
+    const gwData = join(dir, 'stubborn-gateway');
+    const args = ['--data-dir', join(dir, 'stubborn-kernel'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0', '--gateway-config', cfg];
+    const env = { SVC_GATEWAY_DATA: gwData, SVC_TOKEN: '' };
+    const first = await spawnSvcd(args, env);
+    const recorded = () => Object.keys(JSON.parse(readFileSync(join(gwData, 'mcp-groups.json'), 'utf8'))).map(Number);
+    const [leader] = recorded();
+    expect(leader).toBeGreaterThan(1);
+    await first.stop('SIGKILL');
+    await new Promise((r) => setTimeout(r, 500));
+    expect(isAlive(leader!)).toBe(true); // the orphan this test is about
+    const second = await spawnSvcd(args, env);
+    try {
+      const deadline = Date.now() + 5000;
+      while (Date.now() < deadline && isAlive(leader!)) await new Promise((r) => setTimeout(r, 50));
+      expect(isAlive(leader!)).toBe(false);
+      expect(second.stderr()).toContain('ended an MCP server left running by a gateway that did not stop');
+      // Its own server is recorded in the orphan's place, and ended by an orderly stop.
+      const [own] = recorded();
+      expect(own).not.toBe(leader);
+      expect(await second.stop('SIGTERM')).toBe(0);
+      expect(recorded()).toEqual([]);
+      expect(isAlive(own!)).toBe(false);
+    } finally {
+      await second.stop('SIGKILL');
+      try {
+        process.kill(-leader!, 'SIGKILL');
+      } catch {
+        /* ended */
+      }
     }
   }, 60_000);
 

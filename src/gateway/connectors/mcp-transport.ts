@@ -24,6 +24,10 @@ export interface GroupStdioOptions {
   onStderr?: (line: string) => void;
   /** Grace period after closing stdin before SIGTERM, then SIGKILL. (Default: 2000 ms each) */
   graceMs?: number;
+  /** The server started as the leader of group `pid` (recorded so a crash can be cleaned up). */
+  onGroupStarted?: (pid: number) => void;
+  /** Group `pid` has been ended. */
+  onGroupEnded?: (pid: number) => void;
 }
 
 const useGroups = process.platform !== 'win32';
@@ -89,7 +93,10 @@ export class GroupStdioTransport implements Transport {
       });
       child.once('spawn', () => {
         spawned = true;
-        if (child.pid) trackGroup(child.pid);
+        if (child.pid) {
+          trackGroup(child.pid);
+          this.opts.onGroupStarted?.(child.pid);
+        }
         resolve();
       });
       child.once('exit', () => {
@@ -97,6 +104,7 @@ export class GroupStdioTransport implements Transport {
         if (child.pid) {
           killGroup(child.pid, 'SIGKILL');
           liveGroups.delete(child.pid);
+          this.opts.onGroupEnded?.(child.pid);
         }
         this.fireClose();
       });
@@ -156,6 +164,7 @@ export class GroupStdioTransport implements Transport {
     if (child.pid) {
       killGroup(child.pid, 'SIGKILL'); // stragglers of the group
       liveGroups.delete(child.pid);
+      this.opts.onGroupEnded?.(child.pid);
     }
     this.readBuffer.clear();
     this.fireClose();

@@ -15,6 +15,7 @@ import { VERSION } from '../../version.js';
 import type { McpConnectorConfig } from '../config.js';
 import { compileInputSchema } from '../schema-validator.js';
 import { GroupStdioTransport } from './mcp-transport.js';
+import type { McpGroups } from './mcp-groups.js';
 import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, UpstreamError, type CallContext, type Connector, type ConnectorTool, type DriftFinding } from './types.js';
 
 /** JSON-RPC errors that refuse the request itself (not the server failing): -32600, -32601, -32602. */
@@ -33,6 +34,8 @@ export interface McpConnectorOptions {
   maxBackoffMs?: number;
   /** How long start() waits for the first connection and listing. (Default: 15000) */
   startupTimeoutMs?: number;
+  /** Where running servers are written down, so the next gateway can end what a crash left. */
+  groups?: McpGroups;
 }
 
 export type McpState = 'starting' | 'ready' | 'down' | 'closed';
@@ -107,6 +110,8 @@ export class McpConnector implements Connector {
       env: this.cfg.env,
       cwd: this.cfg.cwd,
       onStderr: (line) => this.opts.logger.info('mcp stderr', { connector: this.name, line: line.slice(0, 4000) }),
+      onGroupStarted: (pid) => this.opts.groups?.add(pid, this.name),
+      onGroupEnded: (pid) => this.opts.groups?.remove(pid),
     });
     const client = new Client({ name: 'svc-gateway', version: VERSION }, { capabilities: {} });
     this.transport = transport;

@@ -1,0 +1,98 @@
+/**
+ * The MCP servers a gateway has running, written down in its data directory so that the next
+ * gateway on that directory can end the ones a crash left behind. A server is the leader of
+ * its own process group (mcp-transport.ts) and is ended with it on every orderly stop; a
+ * SIGKILL of svcd ends nothing, and a server that ignores the end of its stdin would live on,
+ * holding the credentials of its `env`, one more after every crash of a crash loop.
+ *
+ * A pid alone is not proof: after a reboot or enough time it names another process. An entry
+ * records the leader's start time (field 22 of /proc/<pid>/stat, clock ticks since boot), and
+ * a group is ended only when its leader is still that same process. Where /proc does not
+ * exist nothing is recorded and nothing is ended.
+ */
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from '../../log/logger.js';
+
+export const GROUPS_FILE = 'mcp-groups.json';
+
+interface Entry {
+  /** The leader's start time, from /proc/<pid>/stat. */
+  start: string;
+  connector: string;
+}
+
+/** The start time of process `pid`, or null when it does not exist (or there is no /proc). */
+export function processStart(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // `pid (comm) state ppid …`: comm may hold spaces and parentheses, so count from the last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return fields[19] ?? null; // field 22 overall: starttime
+  } catch {
+    return null;
+  }
+}
+
+export class McpGroups {
+  private readonly path: string;
+  private entries: Record<string, Entry> = {};
+
+  constructor(dataDir: string) {
+    this.path = join(dataDir, GROUPS_FILE);
+  }
+
+  /**
+   * Ends the groups of servers a previous gateway on this directory left running (its leader
+   * still the process recorded), then forgets every old entry. Call once the directory's
+   * lock is held. Returns how many groups it ended.
+   */
+  reapOrphans(logger: Logger): number {
+    let old: Record<string, Entry> = {};
+    try {
+      old = JSON.parse(readFileSync(this.path, 'utf8')) as Record<string, Entry>;
+    } catch {
+      /* no file, or unreadable: nothing to reap */
+    }
+    let ended = 0;
+    for (const [pidText, e] of Object.entries(old ?? {})) {
+      const pid = Number(pidText);
+      if (!Number.isInteger(pid) || pid <= 1 || typeof e?.start !== 'string') continue;
+      if (processStart(pid) !== e.start) continue; // gone, or the pid is someone else's now
+      try {
+        process.kill(-pid, 'SIGKILL');
+        ended++;
+        logger.warn('ended an MCP server left running by a gateway that did not stop', { connector: e.connector, pid });
+      } catch {
+        /* ended meanwhile */
+      }
+    }
+    this.entries = {};
+    this.save();
+    return ended;
+  }
+
+  /** Records a server that just started. */
+  add(pid: number, connector: string): void {
+    const start = processStart(pid);
+    if (start === null) return;
+    this.entries[String(pid)] = { start, connector };
+    this.save();
+  }
+
+  /** Forgets a server whose group has been ended. */
+  remove(pid: number): void {
+    if (!(String(pid) in this.entries)) return;
+    delete this.entries[String(pid)];
+    this.save();
+  }
+
+  private save(): void {
+    try {
+      writeFileSync(`${this.path}.tmp`, JSON.stringify(this.entries) + '\n', { mode: 0o600 });
+      renameSync(`${this.path}.tmp`, this.path);
+    } catch {
+      /* best effort: an unwritable record only loses the clean-up after a crash */
+    }
+  }
+}
