@@ -148,6 +148,8 @@ export interface RunAbandonRequestedPayload {
   compensations: string[];
   released_lease_id: string | null;
   cancelled_approval_ids: string[];
+  /** Model usage recorded by the worker that no lease reported (src/kernel/unreported-usage.ts); absent when none. */
+  unreported_usage?: Spend;
 }
 
 export interface CompensationCompletedPayload {

@@ -391,6 +391,7 @@ const TRANSITIONS: { [K in FoldedKind]: Transition<KernelEventPayloads[K]> } = {
     m.parked_reason = null;
     m.pending_approval_id = null;
     m.abandon_reason = p.reason;
+    m.usage = addSpend(m.usage, p.unreported_usage);
     for (const s of Object.values(m.steps)) {
       if (s.lease_id) {
         s.lease_id = null;

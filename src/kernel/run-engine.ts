@@ -25,6 +25,7 @@ import { replayRun, type ReplayReport } from './replay.js';
 import { insertEvent, KERNEL_ACTOR, loadRunRow, loadWriterRow, parseEventRow, runStateOf, RunWriter, sealEvent, workColumns, type EventRow, type RunRow, type WriterDeps } from './run-store.js';
 import { schemaCheck } from './schema-check.js';
 import { Sweeper } from './sweeper.js';
+import { unreportedUsage } from './unreported-usage.js';
 
 /** Every run state (decisions §6), for the svc_runs gauge and list filters. */
 export const RUN_STATES: readonly RunState[] = ['running', 'parked', 'completed', 'failed', 'abandoning', 'abandoned'];
@@ -407,6 +408,7 @@ export class RunEngine {
   async abandon(runId: string, reason: string, actor: Actor): Promise<{ compensations_scheduled: number; state: RunState }> {
     const now = this.k.clock.now();
     let cancelled: number = 0;
+    let charged: { department: string; usd: number } | null = null;
     const result = await this.mutate(runId, async (w) => {
       const m = w.model;
       if (m.state === 'abandoning') return { compensations_scheduled: m.compensations.length, state: m.state };
@@ -426,6 +428,17 @@ export class RunEngine {
         released_lease_id: active[0]?.lease_id ?? null,
         cancelled_approval_ids: pending.map((p) => p.approval_id),
       };
+      // Model calls of a step that parked or lost its lease are reported by its next lease;
+      // an abandoned run has none, so abandon charges them (docs/design.md, Spend).
+      const usageRows = await w.tx.all<{ kind: string; payload: string }>(
+        "SELECT kind, payload FROM run_events WHERE run_id = ? AND kind IN ('model.called', 'step.failed', 'step.completed') ORDER BY seq",
+        [runId],
+      );
+      const unreported = unreportedUsage(usageRows.map((r) => ({ kind: r.kind, payload: JSON.parse(r.payload) as unknown })));
+      if (unreported.tokens > 0 || unreported.usd > 0) {
+        payload.unreported_usage = unreported;
+        charged = { department: m.department, usd: unreported.usd };
+      }
       await w.append({ kind: 'run.abandon_requested', payload, actor: actor as RunEvent['actor'] });
       if (compensations.length === 0) {
         await w.append({ kind: 'run.abandoned', payload: { reason, compensated: [], failed: [] }, actor: KERNEL_ACTOR });
@@ -433,6 +446,9 @@ export class RunEngine {
       return { compensations_scheduled: compensations.length, state: w.model.state };
     });
     if (cancelled > 0) this.k.metrics.approvalsPending.dec(cancelled);
+    // Assigned inside the transaction's callback, which TypeScript's narrowing cannot see.
+    const c = charged as { department: string; usd: number } | null;
+    if (c !== null && c.usd > 0) this.k.metrics.usageUsd.inc({ department: c.department }, c.usd);
     return result;
   }
 

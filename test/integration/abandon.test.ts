@@ -4,9 +4,40 @@
  * `abandoned`; 202 {compensations_scheduled}; abandon from parked and failed; 409 afterwards.
  */
 import { describe, expect, it } from 'vitest';
-import { allEvents, APPROVER, getRun, lease, leaseAndComplete, propose, pushBundle, refundsBundle, runToAction, startRun, startRunDaemon } from './run-fixtures.js';
+import { allEvents, APPROVER, getRun, lease, leaseAndComplete, propose, pushBundle, refundsBundle, runToAction, sleep, startRun, startRunDaemon } from './run-fixtures.js';
 
 describe('abandon (D §6)', () => {
+  it("charges model usage the worker recorded that no lease reported, once (D §8; docs/design.md Spend)", async () => {
+    await using d = await startRunDaemon();
+    const { run_id } = await startRun(d, await pushBundle(d), { autonomy: 'autonomous' });
+    const called = (leaseId: string, call_index: number, usage: unknown) =>
+      d.kernel_(`/runs/${run_id}/events`, {
+        body: { kind: 'model.called', payload: { source: 'worker', step: 'triage', call_index, segment: 0, usage }, actor: { worker_id: 'w-1' } },
+        headers: { 'x-svc-lease': leaseId },
+      });
+    // Attempt 1 makes a call and fails: the fail reports that call's usage itself.
+    const first = await lease(d);
+    expect((await called(first.body.lease_id, 0, { tokens: 100, usd: 0.25 })).status).toBe(201);
+    await d.kernel_(`/leases/${first.body.lease_id}/fail`, { body: { error: { code: 'provider_timeout', message: 'slow' }, deterministic: false, usage: { tokens: 100, usd: 0.25 } } });
+    await sleep(1300); // the retry delay
+    // Attempt 2 makes two more calls (one recorded twice) and is abandoned while it holds the lease.
+    const second = await lease(d);
+    expect(second.body).toMatchObject({ step: 'triage', attempt: 2 });
+    await called(second.body.lease_id, 1, { tokens: 40, usd: 0.1 });
+    await called(second.body.lease_id, 1, { tokens: 40, usd: 0.1 });
+    await called(second.body.lease_id, 2, { tokens: 2, usd: 0.005 });
+    await called(second.body.lease_id, 3, { tokens: -5, usd: 1 }); // not a usage: ignored
+    expect((await getRun(d, run_id)).usage).toEqual({ tokens: 100, usd: 0.25 });
+    const ab = await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'customer withdrew', actor: { id: 'ops-1', role: 'ops' } } });
+    expect(ab.status).toBe(202);
+    const run = await getRun(d, run_id);
+    expect(run).toMatchObject({ state: 'abandoned', usage: { tokens: 142, usd: 0.355 } });
+    const requested = (await allEvents(d, run_id)).find((e) => e.kind === 'run.abandon_requested');
+    expect(requested.payload.unreported_usage).toEqual({ tokens: 42, usd: 0.105 });
+    const replay = await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' });
+    expect(replay.body).toMatchObject({ chain_valid: true, state_matches: true });
+  });
+
   it('compensates completed steps last first through compensation leases, then abandons', async () => {
     await using d = await startRunDaemon();
     const b = refundsBundle();
