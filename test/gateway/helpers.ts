@@ -12,7 +12,8 @@ import { loadGatewayConfig } from '../../src/gateway/config.js';
 import { Gateway, type GatewayOptions } from '../../src/gateway/gateway.js';
 import type { EventCredential, GatewayEvent, KernelLink } from '../../src/gateway/kernel-link.js';
 import { SvcError } from '../../src/errors.js';
-import { Redactor, silentLogger, type Logger } from '../../src/log/logger.js';
+import { Writable } from 'node:stream';
+import { createLogger, Redactor, silentLogger, type Logger } from '../../src/log/logger.js';
 import type { TrustedKeys } from '../../src/types.js';
 import { tempDir } from '../helpers/daemon.js';
 
@@ -137,4 +138,16 @@ export function metricValue(text: string, name: string, labels: Record<string, s
     if (Object.entries(labels).every(([k, v]) => got[k] === v)) return Number(m[4]);
   }
   return 0;
+}
+
+/** A debug-level logger through `redactor` whose output the test can read. */
+export function capturedLogger(redactor: Redactor): { logger: Logger; text: () => string } {
+  let text = '';
+  const stream = new Writable({
+    write(chunk, _e, cb) {
+      text += chunk.toString();
+      cb();
+    },
+  });
+  return { logger: createLogger({ stream, redactor, level: 'debug' }), text: () => text };
 }

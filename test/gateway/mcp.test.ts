@@ -11,14 +11,13 @@
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { McpConnector } from '../../src/gateway/connectors/mcp.js';
 import { killGroup } from '../../src/gateway/connectors/mcp-transport.js';
-import { createLogger, Redactor } from '../../src/log/logger.js';
+import { Redactor } from '../../src/log/logger.js';
 import { ROOT, tempDir } from '../helpers/daemon.js';
 import { mintToken, remitPayload, testSigner } from '../helpers/remit-token.js';
-import { startGateway, type TestGateway } from './helpers.js';
+import { capturedLogger, startGateway, type TestGateway } from './helpers.js';
 
 const SECRET = 'leak-canary-7f3a9c1e5b';
 const EVERYTHING = join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
@@ -29,8 +28,8 @@ const signer = testSigner();
 const dir = tempDir('svc-gw-mcp-');
 const fsRoot = join(dir, 'files');
 const driftFlag = join(dir, 'drift.flag');
-let logText = '';
 const redactor = new Redactor();
+const log = capturedLogger(redactor);
 let gw: TestGateway;
 
 const token = (tools: string[], scopes: string[], autonomy: 'autonomous' | 'propose' = 'autonomous', run?: string) =>
@@ -46,7 +45,7 @@ function isAlive(pid: number): boolean {
 }
 
 function childPids(): number[] {
-  return [...logText.matchAll(/child-pid=(\d+)/g)].map((m) => Number(m[1]));
+  return [...log.text().matchAll(/child-pid=(\d+)/g)].map((m) => Number(m[1]));
 }
 
 async function until<T>(what: string, fn: () => T | Promise<T>, ms = 10_000): Promise<T> {
@@ -62,16 +61,10 @@ async function until<T>(what: string, fn: () => T | Promise<T>, ms = 10_000): Pr
 beforeAll(async () => {
   mkdirSync(fsRoot, { recursive: true });
   writeFileSync(join(fsRoot, 'a.txt'), 'alpha from mcp');
-  const logStream = new Writable({
-    write(chunk, _e, cb) {
-      logText += chunk.toString();
-      cb();
-    },
-  });
   gw = await startGateway({
     keys: signer,
     redactor,
-    logger: createLogger({ stream: logStream, redactor, level: 'debug' }),
+    logger: log.logger,
     mcp: { initialBackoffMs: 100, maxBackoffMs: 400 },
     env: { LEAK_SECRET: SECRET, SVC_CANARY_QUARANTINE_AFTER: '2' },
     doc: {
@@ -257,7 +250,7 @@ describe('leak test (interface 2.10: a ${VAR} value never appears in logs, respo
       ['tools', (await gw.req('GET', '/tools')).text],
       ['canaries', (await gw.req('GET', '/canaries')).text],
       ['health', (await gw.req('GET', '/health')).text],
-      ['logs', logText],
+      ['logs', log.text()],
       ['idempotency store', JSON.stringify(await gw.gateway.store.db.all('SELECT body FROM gateway_idempotency'))],
     ];
     for (const dirName of existsSync(join(gw.dataDir, 'repairs')) ? readdirSync(join(gw.dataDir, 'repairs')) : []) {
@@ -265,7 +258,7 @@ describe('leak test (interface 2.10: a ${VAR} value never appears in logs, respo
     }
     for (const [what, text] of surfaces) expect(text.includes(SECRET), `${what} leaks the secret`).toBe(false);
     // The log really carried the server's stderr line, redacted (so the check above is not vacuous).
-    expect(logText).toContain('SERVER_SECRET=[REDACTED]');
+    expect(log.text()).toContain('SERVER_SECRET=[REDACTED]');
     expect(gw.link.events.filter((e) => e.runId === run).length).toBeGreaterThanOrEqual(3);
   });
 });

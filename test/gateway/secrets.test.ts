@@ -8,12 +8,11 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { registerSecret } from '../../src/gateway/config.js';
-import { createLogger, Redactor } from '../../src/log/logger.js';
+import { Redactor, type Logger } from '../../src/log/logger.js';
 import { mintToken, remitPayload, testSigner } from '../helpers/remit-token.js';
-import { startGateway, type TestGateway } from './helpers.js';
+import { capturedLogger, startGateway, type TestGateway } from './helpers.js';
 
 const DIGITS = '31337';
 const QUOTED = 'qs"x\\y-ZZZ999';
@@ -26,8 +25,8 @@ const token = (tools: string[], scopes: string[], run?: string) => mintToken(sig
 let server: Server;
 let port = 0;
 let gw: TestGateway;
-let logText = '';
-let logger: ReturnType<typeof createLogger>;
+let logText = () => '';
+let logger: Logger;
 
 beforeAll(async () => {
   // Echoes the request's headers back as JSON (so `body` is JSON text holding the secrets).
@@ -35,16 +34,13 @@ beforeAll(async () => {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   port = (server.address() as AddressInfo).port;
   const redactor = new Redactor();
-  const logStream = new Writable({
-    write(chunk, _e, cb) {
-      logText += chunk.toString();
-      cb();
-    },
-  });
+  const log = capturedLogger(redactor);
+  logger = log.logger;
+  logText = log.text;
   gw = await startGateway({
     keys: signer,
     redactor,
-    logger: (logger = createLogger({ stream: logStream, redactor, level: 'debug' })),
+    logger,
     env: { SECRET_DIGITS: DIGITS, SECRET_QUOTED: QUOTED, SECRET_HNAME: HEADER_NAME, SVC_GATEWAY_TEST_TOOLS: '1' },
     doc: {
       connectors: [
@@ -92,9 +88,9 @@ describe('awkward ${VAR} values never leave the gateway (I 2.10)', () => {
     await gw.call({ remit_token: token(['test.*'], ['test:*']), tool: 'test.fail', args: { why: `${QUOTED} ${DIGITS}0` } });
     // What a connector's error would log: the secrets inside a string, a number and a key.
     logger.warn('upstream said', { detail: `header ${QUOTED}`, code: 313370, [HEADER_NAME]: 1 });
-    expect(logText).toContain('upstream said');
-    for (const line of logText.trim().split('\n')) expect(() => JSON.parse(line)).not.toThrow();
-    for (const secret of [DIGITS, QUOTED, HEADER_NAME]) for (const s of spellings(secret)) expect(logText).not.toContain(s);
+    expect(logText()).toContain('upstream said');
+    for (const line of logText().trim().split('\n')) expect(() => JSON.parse(line)).not.toThrow();
+    for (const secret of [DIGITS, QUOTED, HEADER_NAME]) for (const s of spellings(secret)) expect(logText()).not.toContain(s);
   });
 });
 
