@@ -192,13 +192,14 @@ export function loadGatewayConfig(doc: unknown, opts: LoadOptions = {}): Gateway
 /**
  * Registers a secret with the spellings it takes on its way out: JSON-escaped once (a string
  * field, a log line) and twice (JSON text inside a string field, such as an http `body` or
- * an MCP text block that prints a JSON document), and percent-encoded (an upstream echoing
- * the URL it was called with).
+ * an MCP text block that prints a JSON document), and percent-encoded as a URL component
+ * and as a form or query value (an upstream echoing the URL it was called with).
  */
 export function registerSecret(redactor: Redactor, value: string): void {
   const once = JSON.stringify(value).slice(1, -1);
   const twice = JSON.stringify(once).slice(1, -1);
-  for (const spelling of new Set([value, once, twice, encodeURIComponent(value)])) redactor.add(spelling);
+  const form = new URLSearchParams([['', value]]).toString().slice(1);
+  for (const spelling of new Set([value, once, twice, encodeURIComponent(value), form])) redactor.add(spelling);
 }
 
 const VAR = /\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\{([^}]*)\}?/g;
@@ -232,6 +233,8 @@ export function substitute(value: unknown, path: string, env: NodeJS.ProcessEnv,
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) {
       const key = substitute(k, `${path}/${k}`, env, redactor, problems) as string;
+      // A header name comes back lower-cased (HTTP/2, Node's http): that spelling too.
+      if (key !== k) registerSecret(redactor, key.toLowerCase());
       out[key] = substitute(v, `${path}/${k}`, env, redactor, problems);
     }
     return out;

@@ -17,6 +17,8 @@ export const REDACTED = '[REDACTED]';
  */
 export const MIN_SECRET_LENGTH = 4;
 
+const JSON_WORDS = new Set(['true', 'false', 'null']);
+
 /**
  * Replaces every registered secret with `[REDACTED]`. One instance per process.
  *
@@ -27,9 +29,13 @@ export const MIN_SECRET_LENGTH = 4;
 export class Redactor {
   private secrets: string[] = [];
 
-  /** Registers a value that must never appear in output (ignores values under MIN_SECRET_LENGTH). */
+  /**
+   * Registers a value that must never appear in output. Ignored: values under
+   * MIN_SECRET_LENGTH, and JSON's own words (`true`, `false`, `null`), which every answer
+   * spells (`"ok":true`) and which protect nothing.
+   */
   add(secret: string): void {
-    if (typeof secret !== 'string' || secret.length < MIN_SECRET_LENGTH || this.secrets.includes(secret)) return;
+    if (typeof secret !== 'string' || secret.length < MIN_SECRET_LENGTH || JSON_WORDS.has(secret) || this.secrets.includes(secret)) return;
     this.secrets.push(secret);
     this.secrets.sort((a, b) => b.length - a.length); // longest first: no partial leaks
   }
@@ -49,10 +55,17 @@ export class Redactor {
     return out;
   }
 
-  /** Redacts every string, key and number inside a JSON value (returns a copy). */
+  /**
+   * A JSON copy of `value` (what JSON.stringify makes of it) with every string, key and
+   * number that shows a secret redacted. A value that shows none costs one stringify and
+   * one parse; a cyclic one throws, as JSON.stringify does.
+   */
   redactValue<T>(value: T): T {
     if (this.secrets.length === 0) return value;
-    return this.walk(value, 0) as T;
+    const text = JSON.stringify(value);
+    if (text === undefined) return value;
+    const plain = JSON.parse(text) as unknown;
+    return (this.shows(text) ? this.walk(plain) : plain) as T;
   }
 
   /**
@@ -68,25 +81,22 @@ export class Redactor {
     } catch {
       return this.redact(text);
     }
-    const out = JSON.stringify(this.walk(value, 0));
-    // A secret spelt only by JSON's own syntax (`true`, `null`) would survive the walk.
+    const out = JSON.stringify(this.walk(value));
+    // A secret spelt across JSON's own syntax (a quote, a comma) survives the walk: leaking
+    // it is worse than a body that no longer parses.
     return this.shows(out) ? this.redact(out) : out;
   }
 
-  private walk(v: unknown, depth: number): unknown {
+  /** Redacts a parsed JSON value (strings, keys, numbers; a number showing a secret becomes a string). */
+  private walk(v: unknown): unknown {
     if (typeof v === 'string') return this.redact(v);
-    if (typeof v === 'number' || typeof v === 'bigint') return this.shows(String(v)) ? REDACTED : v;
+    if (typeof v === 'number') return this.shows(String(v)) ? REDACTED : v;
     if (v === null || typeof v !== 'object') return v;
-    // Values reach here already bounded in depth (decisions §10 and json-limits); the guard
-    // keeps a cyclic object from looping.
-    if (depth > 1000) return REDACTED;
-    const toJson = (v as { toJSON?: () => unknown }).toJSON;
-    if (typeof toJson === 'function') return this.walk(toJson.call(v), depth + 1);
-    if (Array.isArray(v)) return v.map((x) => (x === undefined || typeof x === 'function' ? null : this.walk(x, depth + 1)));
+    if (Array.isArray(v)) return v.map((x) => this.walk(x));
     const out: Record<string, unknown> = {};
     for (const [k, x] of Object.entries(v)) {
-      if (x === undefined || typeof x === 'function' || typeof x === 'symbol') continue;
-      out[this.redact(k)] = this.walk(x, depth + 1);
+      // defineProperty: a `__proto__` key is data here, not the object's prototype.
+      Object.defineProperty(out, this.redact(k), { value: this.walk(x), enumerable: true, writable: true, configurable: true });
     }
     return out;
   }

@@ -16,8 +16,8 @@ import { capturedLogger, startGateway, type TestGateway } from './helpers.js';
 
 const DIGITS = '31337';
 const QUOTED = 'qs"x\\y-ZZZ999';
-const HEADER_NAME = 'x-hidden-name-4242';
-const spellings = (v: string) => [v, JSON.stringify(v).slice(1, -1), JSON.stringify(JSON.stringify(v).slice(1, -1)).slice(1, -1)];
+const HEADER_NAME = 'X-Hidden-Name-4242'; // the http connector sends it lower-cased
+const spellings = (v: string) => [v, v.toLowerCase(), JSON.stringify(v).slice(1, -1), JSON.stringify(JSON.stringify(v).slice(1, -1)).slice(1, -1)];
 
 const signer = testSigner();
 const token = (tools: string[], scopes: string[], run?: string) => mintToken(signer, remitPayload(signer, { tools, scopes, autonomy: 'autonomous', ...(run ? { run } : {}) }));
@@ -113,6 +113,23 @@ describe('Redactor (src/log/logger.ts)', () => {
     expect(r.redactValue({ body: inner })).toEqual({ body: '{"v":"[REDACTED]"}' });
     expect(r.redact(JSON.stringify({ body: inner }))).not.toContain('ZZZ999');
     expect(r.redact(`GET /?k=${encodeURIComponent('p@ss word/7')}`)).toBe('GET /?k=[REDACTED]');
+  });
+
+  it("JSON's own words are never secrets, and a __proto__ key stays data (the answer keeps its shape)", () => {
+    const w = new Redactor();
+    registerSecret(w, 'true');
+    registerSecret(w, 'null');
+    registerSecret(w, 's3cret-value');
+    expect(w.redactJsonText('{"ok":true,"v":null,"s":"s3cret-value"}')).toBe('{"ok":true,"v":null,"s":"[REDACTED]"}');
+    const body = w.redactJsonText('{"a":"s3cret-value","__proto__":{"x":1},"b":2}');
+    expect(body).toBe('{"a":"[REDACTED]","__proto__":{"x":1},"b":2}');
+    expect(Object.getPrototypeOf(w.redactValue(JSON.parse('{"__proto__":{"x":"s3cret-value"}}')))).toBe(Object.prototype);
+  });
+
+  it('a form-encoded spelling is registered too', () => {
+    const f = new Redactor();
+    registerSecret(f, 'p@ss word!~');
+    expect(f.redact(new URLSearchParams({ q: 'p@ss word!~' }).toString())).toBe('q=[REDACTED]');
   });
 
   it('values under four characters are not registered (documented in svc-gateway(5))', () => {
