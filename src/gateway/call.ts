@@ -210,13 +210,15 @@ class ToolCall {
       const failed = scopeDerivationFailure(err);
       return 'refusal' in failed ? this.refuse('scope_not_granted', failed.refusal) : this.finish(failed.response, failed.outcome);
     }
+    // A scope may also be granted, or asked for, by one of its alternative literals, and
+    // then only by that exact literal: `http:*` is about hosts, never an mcp server `http`.
+    const alternatives = (s: string) => connector.scopeAlternatives?.(s) ?? [];
     if (req.scope !== undefined && req.scope !== null) {
-      const outside = scopes.find((s) => !scopeMatches(req.scope!, s));
+      const outside = scopes.find((s) => !scopeMatches(req.scope!, s) && !alternatives(s).includes(req.scope!));
       if (outside !== undefined) return this.refuse('scope_not_granted', `scope ${outside} is outside the requested scope ${req.scope}`);
     }
-    // A scope the remit does not name may be granted by one of its alternative literals.
     const granted = (s: string) => payload.scopes.some((p) => scopeMatches(p, s));
-    const asGranted = scopes.map((s) => (granted(s) ? s : (connector.scopeAlternatives?.(s).find(granted) ?? s)));
+    const asGranted = scopes.map((s) => (granted(s) ? s : (alternatives(s).find((alt) => payload.scopes.includes(alt)) ?? s)));
     const v6 = check({ scopes: asGranted });
     if (!v6.ok) return this.refuse(v6.reason, v6.detail);
 

@@ -129,6 +129,13 @@ describe('call', () => {
     expect(short.body).toMatchObject({ ok: true, scope: 'mcp:everything:*' });
     const otherShort = await gw.call({ remit_token: token(['everything.echo'], ['drift:*']), tool: 'everything.echo', args: { message: 'hello' } });
     expect(otherShort.body.refusal.reason).toBe('scope_not_granted');
+    // Only the exact literal: a pattern that merely covers it (`ever*`, `everything:x*`) is
+    // about another system's scopes and grants nothing here.
+    const glob = await gw.call({ remit_token: token(['everything.echo'], ['ever*']), tool: 'everything.echo', args: { message: 'hello' } });
+    expect(glob.body.refusal.reason).toBe('scope_not_granted');
+    // The request's own scope may name it too.
+    const asked = await gw.call({ remit_token: token(['everything.echo'], ['everything:*']), tool: 'everything.echo', args: { message: 'hello' }, scope: 'everything:*' });
+    expect(asked.body).toMatchObject({ ok: true, scope: 'mcp:everything:*' });
     const sum = await gw.call({ remit_token: token(['everything.*'], ['mcp:everything:*']), tool: 'everything.get-sum', args: { a: 2, b: 3 } });
     expect(sum.body.result.content[0].text).toContain('5');
   });

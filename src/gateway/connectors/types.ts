@@ -57,8 +57,8 @@ export interface Connector {
    */
   deriveScopes(operation: string, args: Record<string, unknown>): Promise<string[]>;
   /**
-   * Other literals a remit may grant in place of `scope` (interface 5.3 step 6 names
-   * `<connector>:*` where its 4.2 table names `mcp:<server>:*`; either grants the call).
+   * Other literals a remit may grant in place of `scope`, each only by naming it exactly
+   * (interface 5.3 step 6 names `<connector>:*` where its 4.2 table names `mcp:<server>:*`).
    */
   scopeAlternatives?(scope: string): string[];
   /** Executes the operation. Throws UpstreamError or DeterministicFailure on failure. */
