@@ -96,10 +96,16 @@ export class Gateway {
     const { config } = opts;
     // Creates the directory (0700) and, before any connector starts, stops a second gateway on it.
     gw.unlock = lockDataDir(config.data_dir, 'gateway data directory');
-    // Servers a gateway that was killed left running on this directory end before ours start.
-    const groups = new McpGroups(config.data_dir);
-    groups.reapOrphans(gw.logger);
-    const list: Connector[] = config.connectors.map((c) => buildConnector(c, gw.logger, opts.mcp, groups));
+    // Servers a gateway that was killed left running on this directory end before ours start
+    // (once per process: a second gateway opened here in-process shares the record).
+    let list: Connector[];
+    try {
+      const groups = McpGroups.forDir(config.data_dir, gw.logger);
+      list = config.connectors.map((c) => buildConnector(c, gw.logger, opts.mcp, groups));
+    } catch (err) {
+      gw.unlock();
+      throw err;
+    }
     if (config.test_tools) list.push(new TestConnector());
     const results = await Promise.allSettled(list.map((c) => c.start()));
     const problems: string[] = [];
@@ -243,12 +249,17 @@ export class Gateway {
     return true;
   }
 
-  /** Stops the canaries, ends every connector (MCP process groups included), closes the store. */
+  /**
+   * Stops the canaries, closes the store, ends every connector (MCP process groups included).
+   * The store closes first: a call still running when a drain is cut short fails as its
+   * connector closes, and must not then release its claim (a write would run again after
+   * the restart); with the store closed its claim stays pending, `unknown` at the next start.
+   */
   close(): Promise<void> {
     this.closing ??= (async () => {
       await this.canariesValue?.stop();
-      await Promise.allSettled([...this.connectors.values()].map((c) => c.close()));
       await this.storeValue?.close();
+      await Promise.allSettled([...this.connectors.values()].map((c) => c.close()));
       this.unlock();
     })();
     return this.closing;

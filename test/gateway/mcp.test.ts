@@ -234,6 +234,18 @@ describe('definition drift (decisions §9: contract_diff.unexpected_required)', 
   });
 });
 
+describe('the orphan record (src/gateway/connectors/mcp-groups.ts)', () => {
+  it('a second gateway opened in this process on the same directory leaves the first one\'s servers alone', async () => {
+    const leaders = Object.keys(JSON.parse(readFileSync(join(gw.dataDir, 'mcp-groups.json'), 'utf8'))).map(Number);
+    expect(leaders.length).toBeGreaterThanOrEqual(3); // everything, fsmcp, drift
+    const second = await startGateway({ keys: signer, dataDir: gw.dataDir, doc: {} });
+    await second.close();
+    expect(leaders.every(isAlive)).toBe(true);
+    const echo = await gw.call({ remit_token: token(['everything.echo'], ['mcp:everything:*']), tool: 'everything.echo', args: { message: 'still here' } });
+    expect(echo.status).toBe(200);
+  });
+});
+
 describe('leak test (interface 2.10: a ${VAR} value never appears in logs, responses or events)', () => {
   it('a secret given to an MCP server env and read back with get-env is redacted everywhere', async () => {
     const run = 'run_LEAK';

@@ -10,16 +10,28 @@
  * a group is ended only when its leader is still that same process. Where /proc does not
  * exist nothing is recorded and nothing is ended.
  */
-import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '../../log/logger.js';
+import { isOwnGroup } from './mcp-transport.js';
 
 export const GROUPS_FILE = 'mcp-groups.json';
 
 interface Entry {
-  /** The leader's start time, from /proc/<pid>/stat. */
+  /** The leader's start time, from /proc/<pid>/stat (clock ticks since boot). */
   start: string;
+  /** The boot it started in: start times repeat across reboots. */
+  boot: string | null;
   connector: string;
+}
+
+/** This boot's id (Linux), or null. */
+function bootId(): string | null {
+  try {
+    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+  } catch {
+    return null;
+  }
 }
 
 /** The start time of process `pid`, or null when it does not exist (or there is no /proc). */
@@ -35,11 +47,27 @@ export function processStart(pid: number): string | null {
 }
 
 export class McpGroups {
+  private static readonly open = new Map<string, McpGroups>();
   private readonly path: string;
   private entries: Record<string, Entry> = {};
 
-  constructor(dataDir: string) {
+  private constructor(dataDir: string) {
     this.path = join(dataDir, GROUPS_FILE);
+  }
+
+  /**
+   * The record of `dataDir`, shared by every gateway this process opens there. The first
+   * opening ends what a previous process left (call it with the directory's lock held).
+   */
+  static forDir(dataDir: string, logger: Logger): McpGroups {
+    const key = realpathSync(dataDir);
+    let g = McpGroups.open.get(key);
+    if (!g) {
+      g = new McpGroups(dataDir);
+      g.reapOrphans(logger);
+      McpGroups.open.set(key, g);
+    }
+    return g;
   }
 
   /**
@@ -47,7 +75,7 @@ export class McpGroups {
    * still the process recorded), then forgets every old entry. Call once the directory's
    * lock is held. Returns how many groups it ended.
    */
-  reapOrphans(logger: Logger): number {
+  private reapOrphans(logger: Logger): number {
     let old: Record<string, Entry> = {};
     try {
       old = JSON.parse(readFileSync(this.path, 'utf8')) as Record<string, Entry>;
@@ -55,10 +83,12 @@ export class McpGroups {
       /* no file, or unreadable: nothing to reap */
     }
     let ended = 0;
+    const boot = bootId();
     for (const [pidText, e] of Object.entries(old ?? {})) {
       const pid = Number(pidText);
       if (!Number.isInteger(pid) || pid <= 1 || typeof e?.start !== 'string') continue;
-      if (processStart(pid) !== e.start) continue; // gone, or the pid is someone else's now
+      if (e.boot !== boot || processStart(pid) !== e.start) continue; // gone, or the pid is someone else's now
+      if (isOwnGroup(pid)) continue; // never this process's own servers
       try {
         process.kill(-pid, 'SIGKILL');
         ended++;
@@ -76,7 +106,7 @@ export class McpGroups {
   add(pid: number, connector: string): void {
     const start = processStart(pid);
     if (start === null) return;
-    this.entries[String(pid)] = { start, connector };
+    this.entries[String(pid)] = { start, boot: bootId(), connector };
     this.save();
   }
 

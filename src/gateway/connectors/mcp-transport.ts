@@ -45,6 +45,11 @@ function trackGroup(pid: number): void {
   }
 }
 
+/** True when `pid` leads a server group this process started and has not ended. */
+export function isOwnGroup(pid: number): boolean {
+  return liveGroups.has(pid);
+}
+
 /** Signals a whole process group (falls back to the single process where groups do not exist). */
 export function killGroup(pid: number, signal: NodeJS.Signals): boolean {
   try {
