@@ -120,12 +120,19 @@ export function findCardNumbers(text: string): Array<{ start: number; end: numbe
   return out;
 }
 
+/** Group lengths of cards printed with dots: 4-4-4-4 (and 19 digits as 4-4-4-4-3), Amex 4-6-5, Diners 4-6-4. */
+const DOTTED_CARD_GROUPS = new Set(['4.4.4.4', '4.4.4.4.3', '4.6.5', '4.6.4']);
+
 /**
  * A card number as people write it: 13–19 digits, bare or grouped by spaces and dashes, or by
- * dots alone (dots beside other separators, "4111.1111 1111", read as decimals in a list).
+ * dots in the groups cards are printed in. Dots elsewhere are OIDs (1.3.6.1.4.1.1466…),
+ * versions and decimals, never cards; dots beside other separators are lists of numbers.
  */
 export function isCardNumber(candidate: string): boolean {
-  if (candidate.includes('.') && /[ -]/.test(candidate)) return false;
+  if (candidate.includes('.')) {
+    if (/[ -]/.test(candidate)) return false;
+    if (!DOTTED_CARD_GROUPS.has(candidate.split('.').map((g) => g.length).join('.'))) return false;
+  }
   const digits = candidate.replace(/[ .-]/g, '');
   if (!/^\d{13,19}$/.test(digits)) return false;
   return hasCardPrefix(digits) && luhnValid(digits);
@@ -152,8 +159,9 @@ export const BUILTIN_DETECTORS: readonly Detector[] = Object.freeze([
   {
     name: 'us_ssn',
     class: 'pii',
-    // AAA-GG-SSSS or AAA GG SSSS (one kind of separator); bare nine digits are too common.
-    pattern: /(?<![\d-])(?!000|666|9\d\d)\d{3}([ -])(?!00)\d{2}\1(?!0000)\d{4}(?![\d-])/g,
+    // AAA-GG-SSSS, or AAA GG SSSS not inside a longer row of spaced numbers ("512 64 1024
+    // 2048" is a column of sizes); bare nine digits are too common.
+    pattern: /(?<![\d-])(?:(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}|(?<!\d\x20)(?!000|666|9\d\d)\d{3}\x20(?!00)\d{2}\x20(?!0000)\d{4}(?!\x20\d))(?![\d-])/g,
   },
   {
     name: 'uk_nino',

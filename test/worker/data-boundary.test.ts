@@ -31,9 +31,11 @@ describe('detectors (I 5.5 built-in classes)', () => {
     ['phone', 'call 415-555-2671.', '415-555-2671', 'pii'],
     ['us_ssn', 'ssn 123-45-6789 on file', '123-45-6789', 'pii'],
     ['us_ssn', 'ssn 123 45 6789 on file', '123 45 6789', 'pii'],
+    ['us_ssn', 'row 7 123-45-6789', '123-45-6789', 'pii'],
     ['uk_nino', 'NI number AB 12 34 56 C here', 'AB 12 34 56 C', 'pii'],
     ['uk_nino', 'ni number ab123456c here', 'ab123456c', 'pii'],
     ['card_number', 'card 4111.1111.1111.1111 exp 12/30', '4111.1111.1111.1111', 'pci'],
+    ['card_number', 'amex 3782.822463.10005 ok', '3782.822463.10005', 'pci'],
     ['card_number', 'card 4111 1111 1111 1111 exp 12/30', '4111 1111 1111 1111', 'pci'],
     ['card_number', 'ref 0 4000000000006 ok', '4000000000006', 'pci'],
   ])('finds %s in text', (name, text, value, cls) => {
@@ -52,6 +54,9 @@ describe('detectors (I 5.5 built-in classes)', () => {
     // One kind of separator per SSN; dots beside other separators are decimals, not a card.
     'codes 123-45 6789 and 4111.1111 1111.1111 1.1',
     'nino-like with a prefix never issued: gb123456a, QQ 12 34 56 E',
+    // Dotted numbers that are not card-shaped, and spaced numbers in a row.
+    'ldap syntax 1.3.6.1.4.1.1466.115.121.1.15 and oid 1.3.6.1.4.1.41111.1111.1111.1',
+    'ls: 512 64 1024 2048 and 7 123 45 6789',
   ])('finds nothing in ordinary text: %s', (text) => {
     expect(detect(text)).toEqual([]);
   });
