@@ -82,6 +82,9 @@ async function serve(flags: Flags): Promise<void> {
     }
     stopping = true;
     logger.info('draining', { signal });
+    // Once the drain may be cut short, a handler still running can fail against a closed
+    // store: log it, and let the stop end as it would (exit 0), not as a crash.
+    process.on('unhandledRejection', (reason) => logger.warn('a request cut off by the drain failed', { err: String(reason) }));
     // Decisions §11: SIGTERM drains and exits 0. Requests get drainMs to finish; then their
     // connections are closed and the stores closed cleanly all the same. Only a close that
     // itself hangs ends in exit 1.

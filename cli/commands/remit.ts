@@ -64,8 +64,9 @@ export function parseRequestedBy(v: string): { id: string; role: string; manager
 export function epochFlag(name: string, v: string): number {
   const t = v.trim();
   if (/^\d+$/.test(t)) return Number(t);
-  const ms = /^\d{4}-\d{2}-\d{2}T/.test(t) ? Date.parse(t) : Number.NaN;
-  if (!Number.isFinite(ms)) throw usageError(`${name} must be an ISO 8601 time (2026-11-22T10:00:00Z) or epoch seconds, got "${v}"`);
+  // A time without a zone would be read in this machine's zone: the kernel's is UTC.
+  const ms = /^\d{4}-\d{2}-\d{2}T[^Z+-]*(Z|[+-]\d{2}:?\d{2})$/i.test(t) ? Date.parse(t) : Number.NaN;
+  if (!Number.isFinite(ms)) throw usageError(`${name} must be an ISO 8601 time with a zone (2026-11-22T10:00:00Z) or epoch seconds, got "${v}"`);
   return Math.floor(ms / 1000);
 }
 

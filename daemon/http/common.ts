@@ -212,7 +212,13 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
-    for (const [socket, c] of conns) if (c.requests === 0 && socket.bytesRead === c.quietAt) socket.destroy();
+    const quiet = () => [...conns].filter(([socket, c]) => c.requests === 0 && socket.bytesRead === c.quietAt).map(([socket]) => socket);
+    const candidates = quiet();
+    // One turn of the event loop first: a request already in the kernel's buffer is read
+    // then, and its connection is no longer quiet (it gets the 503 instead of a reset).
+    await new Promise((r) => setImmediate(r));
+    const still = new Set(quiet());
+    for (const socket of candidates) if (still.has(socket)) socket.destroy();
   });
   // Node closes the connections that are idle when the drain starts, never those that go idle
   // later: a response finished during the drain (a tool call, a woken long poll) would leave its

@@ -188,11 +188,13 @@ export class RemitService {
         usd: req.spend?.usd ?? Math.max(0, left.usdMicro) / 1_000_000,
       };
       if (req.spend) {
-        const wantMicro = usdMicro(spend.usd);
-        if (spend.tokens > parent.spend.tokens || wantMicro > row.spend_usd_micro) {
+        // Only the members given are checked: an inherited one is what is left, by definition.
+        const tokensOver = (limit: number) => req.spend!.tokens !== undefined && req.spend!.tokens > limit;
+        const usdOver = (limitMicro: number) => req.spend!.usd !== undefined && usdMicro(req.spend!.usd) > limitMicro;
+        if (tokensOver(parent.spend.tokens) || usdOver(row.spend_usd_micro)) {
           throw widens('spend', `spend ${JSON.stringify(spend)} exceeds the parent's ${JSON.stringify(parent.spend)}`, { requested: req.spend, parent: parent.spend });
         }
-        if (spend.tokens > left.tokens || wantMicro > left.usdMicro) {
+        if (tokensOver(left.tokens) || usdOver(left.usdMicro)) {
           const available = { tokens: Math.max(0, left.tokens), usd: Math.max(0, left.usdMicro) / 1_000_000 };
           throw widens('spend', `spend ${JSON.stringify(spend)} exceeds what the parent has left (not spent by its run, not reserved for other children) ${JSON.stringify(available)}`, { requested: req.spend, available, used });
         }

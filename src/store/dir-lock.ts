@@ -14,6 +14,9 @@
  *
  * The same process may open a directory again (tests reopen a store in-process): the lock
  * is counted, and released when the last user releases it.
+ *
+ * POSIX file locks belong to the process and drop when it closes ANY descriptor of the file:
+ * nothing in svcd may open `owner.lock` itself (not even to read it) while it holds the lock.
  */
 import { mkdirSync, readFileSync, realpathSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -26,7 +29,7 @@ export const LEGACY_LOCK_FILE = 'svcd.lock';
 
 const held = new Map<string, { db: Database.Database; dir: string; refs: number }>();
 
-/** Takes `<dir>/svcd.lock` for this process; returns its release. Throws when another process holds it. */
+/** Takes `<dir>/owner.lock` for this process; returns its release. Throws when another process holds it. */
 export function lockDataDir(dir: string, what: string): () => void {
   // A directory svcd creates is its owner's alone: the stores hold run inputs and results.
   mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -54,6 +57,7 @@ function takeLock(dir: string, what: string): Database.Database {
   const db = new Database(join(dir, LOCK_FILE), { timeout: 0 }); // busy at once: never wait for another owner
   try {
     db.pragma('locking_mode = EXCLUSIVE');
+    db.pragma('journal_mode = MEMORY'); // no journal file beside it
     // The first write takes the exclusive file lock; EXCLUSIVE mode keeps it until close.
     db.exec('BEGIN EXCLUSIVE');
     db.exec('CREATE TABLE IF NOT EXISTS owner (pid INTEGER NOT NULL, started_at TEXT NOT NULL)');

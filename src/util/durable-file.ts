@@ -4,7 +4,7 @@
  * Without both, a crash soon after can leave an empty or missing file behind a database that
  * already relies on it (the control-plane key signs every stored run head).
  */
-import { closeSync, fchmodSync, fsyncSync, openSync, renameSync, writeSync } from 'node:fs';
+import { closeSync, fchmodSync, fsyncSync, openSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 export function writeFileDurably(path: string, data: string, mode: number): void {
@@ -12,7 +12,7 @@ export function writeFileDurably(path: string, data: string, mode: number): void
   const fd = openSync(tmp, 'w', mode);
   try {
     fchmodSync(fd, mode); // a leftover temp file keeps its old mode through open(…, 'w')
-    writeSync(fd, data);
+    writeFileSync(fd, data); // loops until all of it is written
     fsyncSync(fd);
   } finally {
     closeSync(fd);

@@ -112,9 +112,11 @@ describe('svc remit (issue 2, I 4.1)', () => {
     expect(r.code, r.stderr).toBe(0);
     const child = JSON.parse((await runSvc([...k, '--json', 'remit', 'show', JSON.parse(r.stdout).remit_id])).stdout);
     expect(child).toMatchObject({ spend: { tokens: 100000, usd: 1 }, exp: parent.exp - 600, nbf: parent.nbf + 30 });
-    const bad = await runSvc([...k, 'remit', 'derive', m.remit_id, '--expires-at', 'tomorrow']);
-    expect(bad.code).toBe(2);
-    expect(bad.stderr).toMatch(/--expires-at must be an ISO 8601 time/);
+    for (const when of ['tomorrow', '2026-11-22T10:00:00']) {
+      const bad = await runSvc([...k, 'remit', 'derive', m.remit_id, '--expires-at', when]);
+      expect(bad.code, when).toBe(2);
+      expect(bad.stderr).toMatch(/--expires-at must be an ISO 8601 time with a zone/);
+    }
   });
 
   it('exits 2 on usage errors', async () => {

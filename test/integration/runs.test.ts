@@ -247,5 +247,10 @@ describe('spend (D §8, I 4.1 rules 5–6)', () => {
     // The child runs on its reservation.
     const c = await lease(d, ['model', 'tool']);
     expect(c.body.run_id).toBe(child.body.run_id);
+    // The parent is one token over what it kept: a derive naming usd alone is checked on usd
+    // alone, and inherits the tokens left, none.
+    const usdOnly = await d.kernel_(`/remits/${parent.remit_id}/derive`, { body: { spend: { usd: 0 } } });
+    expect(usdOnly.status, JSON.stringify(usdOnly.body)).toBe(201);
+    expect((await d.kernel_(`/remits/${usdOnly.body.remit_id}`)).body.spend).toEqual({ tokens: 0, usd: 0 });
   });
 });
