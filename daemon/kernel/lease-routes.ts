@@ -103,6 +103,7 @@ export async function leaseRoutes(app: FastifyInstance, kernel: Kernel): Promise
 
   app.post<{ Params: { id: string }; Body: { action: Record<string, unknown> } }>('/leases/:id/actions', { preValidation, schema: { body: actionBody } }, async (req) => {
     const r = await kernel.runs.actions.propose(req.params.id, req.body.action);
-    return { action_id: r.action_id, decision: r.decision, rule: r.rule, approval_id: r.approval_id };
+    // Interface 4.1's four members; `errors` (decisions 5.1) only when a condition failed closed.
+    return { action_id: r.action_id, decision: r.decision, rule: r.rule, approval_id: r.approval_id, ...(r.errors ? { errors: r.errors } : {}) };
   });
 }

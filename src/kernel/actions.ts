@@ -30,6 +30,12 @@ export interface ProposalResult {
   rule: string;
   approval_id: string | null;
   approver: string | null;
+  /**
+   * Conditions that failed at decision time and counted fail-closed (decisions 5.1), as
+   * `{rule, message}`; present only when there are some, so a clean decision keeps the
+   * interface 4.1 shape.
+   */
+  errors?: Array<{ rule: string; message: string }>;
 }
 
 /** The `run` variable of policy expressions (decisions 5.1). */
@@ -154,7 +160,9 @@ export class ActionService {
           await w.append({ kind: 'run.parked', payload: parked, actor: KERNEL_ACTOR });
           await w.tx.run("UPDATE leases SET status = 'released', ended_at = ? WHERE lease_id = ? AND status = 'active'", [isoTime(now), leaseId]);
         }
-        return { action_id: id, decision: decided.decision, rule: decided.rule, approval_id: approvalId, approver: approver ?? null };
+        const answer: ProposalResult = { action_id: id, decision: decided.decision, rule: decided.rule, approval_id: approvalId, approver: approver ?? null };
+        if (decided.errors.length > 0) answer.errors = decided.errors;
+        return answer;
       });
       if (conflict || !result) {
         if (attempt >= 3) throw new SvcError('unavailable', 'the approval for this action kept changing; try again', {}, 503);
@@ -167,6 +175,7 @@ export class ActionService {
           decision: 'deny',
           rule: result.rule,
           approval_id: result.approval_id,
+          ...(result.errors ? { errors: result.errors } : {}),
         });
       }
       return result;

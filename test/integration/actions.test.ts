@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../src/encoding/canonical-json.js';
 import type { ToolDescriptor } from '../../src/types.js';
-import { allEvents, getRun, lease, propose, REQUESTER, runToAction, startRunDaemon } from './run-fixtures.js';
+import { allEvents, getRun, lease, propose, pushPolicy, REQUESTER, runToAction, startRunDaemon } from './run-fixtures.js';
 
 function descriptor(id: string, writes: boolean): ToolDescriptor {
   return { id, connector: id.split('.')[0]!, description: id, writes, input_schema: { type: 'object' }, scope_derivation: 'table', contract: { required: {} } };
@@ -53,6 +53,20 @@ describe('POST /leases/{id}/actions (I 2.7, D 5.2, 5.4)', () => {
     expect(events[events.length - 1]).toMatchObject({ kind: 'action.decided', payload: { decision: 'deny', rule: 'refunds/no_export' } });
     expect((await getRun(d, run_id)).state).toBe('running');
     expect((await d.kernel_(`/leases/${l.lease_id}/heartbeat`, { method: 'POST' })).status).toBe(200);
+  });
+
+  it("a condition that fails at decision time counts fail-closed and is listed in the decision's errors (D 5.1)", async () => {
+    await using d = await startRunDaemon();
+    await pushPolicy(d, 'strict', '1', 'deny odd when action.args.nope > 1\nallow rest when true\n');
+    const { lease: l } = await runToAction(d, { policy_set: ['strict'] });
+    const denied = await propose(d, l.lease_id, { tool: 'billing.refund', args: { amount: 5 } });
+    expect(denied.status).toBe(403);
+    expect(denied.body.error).toMatchObject({ code: 'action_denied', details: { rule: 'strict/odd', errors: [{ rule: 'strict/odd', message: expect.any(String) }] } });
+    // A clean decision keeps interface 4.1's four members.
+    await pushPolicy(d, 'clean', '1', 'allow all when true\n');
+    const second = await runToAction(d, { policy_set: ['clean'] });
+    const ok = await propose(d, second.lease.lease_id, { tool: 'billing.refund', args: { amount: 5 } });
+    expect(Object.keys(ok.body).sort()).toEqual(['action_id', 'approval_id', 'decision', 'rule']);
   });
 
   it('approval_required: approval created, run parked for a human, lease released at once (I 4.1 rule 4)', async () => {
