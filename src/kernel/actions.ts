@@ -81,6 +81,9 @@ export function decisionFromApproval(a: Pick<ApprovalRow, 'approval_id' | 'state
   return null;
 }
 
+/** `<connector>.<operation>`: both parts non-empty, no blanks, no `*`; the first dot splits them. */
+const TOOL_ID = /^[^.\s*]+\.[^\s*]+$/;
+
 export class ActionService {
   constructor(private readonly e: RunEngine) {}
 
@@ -91,6 +94,10 @@ export class ActionService {
   async propose(leaseId: string, proposal: Record<string, unknown>): Promise<ProposalResult> {
     const k = this.e.k;
     if (typeof proposal.tool !== 'string' || proposal.tool.length === 0) throw new SvcError('request_invalid', '/action/tool must be a non-empty string', { path: '/action/tool' });
+    // Interface 2.1: a tool id is <connector>.<operation> (a pattern such as billing.* is no id).
+    if (!TOOL_ID.test(proposal.tool)) {
+      throw new SvcError('request_invalid', `/action/tool "${proposal.tool}" is not a tool id <connector>.<operation>`, { path: '/action/tool' });
+    }
     if (proposal.args !== undefined && (proposal.args === null || typeof proposal.args !== 'object' || Array.isArray(proposal.args))) {
       throw new SvcError('request_invalid', '/action/args must be an object', { path: '/action/args' });
     }

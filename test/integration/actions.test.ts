@@ -163,7 +163,8 @@ describe('POST /leases/{id}/actions (I 2.7, D 5.2, 5.4)', () => {
   it('refuses malformed proposals with 400 and unknown leases with 404', async () => {
     await using d = await startRunDaemon();
     const { lease: l } = await runToAction(d);
-    for (const body of [{}, { action: 'x' }, { action: {} }, { action: { tool: 5 } }, { action: { tool: 'a.b', args: [1] } }]) {
+    const notIds = ['notatool', '.x', 'x.', 'billing.*', 'A B.c'].map((tool) => ({ action: { tool, args: {} } })); // I 2.1
+    for (const body of [{}, { action: 'x' }, { action: {} }, { action: { tool: 5 } }, { action: { tool: 'a.b', args: [1] } }, ...notIds]) {
       const r = await d.kernel_(`/leases/${l.lease_id}/actions`, { body });
       expect(r.status, JSON.stringify(body)).toBe(400);
       expect(r.body.error.code).toBe('request_invalid');
