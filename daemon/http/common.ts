@@ -140,6 +140,19 @@ export function routePathPattern(url: string): RegExp {
   return new RegExp(`^${segments.join('/')}$`);
 }
 
+const kTrack = Symbol('svc.drainTrack');
+type TrackedSocket = Socket & { [kTrack]?: { requests: number; quietAt: number } };
+type TrackedResponse = ServerResponse & { [kTrack]?: TrackedSocket };
+
+/** A response ended: one request fewer on its connection; quiet again records the bytes read. */
+function responseClosed(this: TrackedResponse): void {
+  const socket = this[kTrack];
+  const t = socket?.[kTrack];
+  if (!socket || !t) return;
+  t.requests = Math.max(0, t.requests - 1);
+  if (t.requests === 0) t.quietAt = socket.bytesRead;
+}
+
 /** Installs parsing, errors, not-found and auth on a fastify instance. */
 export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   renderers.set(app, opts.render);
@@ -194,25 +207,30 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   // the drain to its deadline. Such a connection carries nothing to finish, so the drain
   // closes it at once. One that has sent part of a request is left to finish it and get the
   // 503 below.
-  const conns = new Map<Socket, { requests: number; quietAt: number }>();
+  // State lives on the socket under a symbol and one shared 'close' handler per response:
+  // no map lookup and no closure per request on the hot path.
+  const conns = new Set<Socket>();
   app.server.on('connection', (socket: Socket) => {
-    conns.set(socket, { requests: 0, quietAt: 0 });
+    (socket as TrackedSocket)[kTrack] = { requests: 0, quietAt: 0 };
+    conns.add(socket);
     socket.once('close', () => conns.delete(socket));
   });
   app.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    const c = conns.get(req.socket);
-    if (!c) return;
-    c.requests++;
-    res.once('close', () => {
-      c.requests = Math.max(0, c.requests - 1);
-      if (c.requests === 0) c.quietAt = req.socket.bytesRead;
-    });
+    const t = (req.socket as TrackedSocket)[kTrack];
+    if (!t) return;
+    t.requests++;
+    (res as TrackedResponse)[kTrack] = req.socket as TrackedSocket;
+    res.on('close', responseClosed);
   });
 
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
-    const quiet = () => [...conns].filter(([socket, c]) => c.requests === 0 && socket.bytesRead === c.quietAt).map(([socket]) => socket);
+    const quiet = () =>
+      [...conns].filter((socket) => {
+        const t = (socket as TrackedSocket)[kTrack];
+        return t !== undefined && t.requests === 0 && socket.bytesRead === t.quietAt;
+      });
     const candidates = quiet();
     // One turn of the event loop first: a request already in the kernel's buffer is read
     // then, and its connection is no longer quiet (it gets the 503 instead of a reset).
