@@ -3,7 +3,7 @@
  * back. `exchange` answers every status and throws TransportError only when the daemon
  * cannot be reached (or, with a timeout, does not answer in time); each client maps that to
  * its own errors — SvcHttpClient to CliError (service errors exit 1, unreachable exit 3),
- * the TUI's ApprovalsApi to ApiError (TransportError passes through as its UnreachableError).
+ * the TUI's ApprovalsApi to ApiError (TransportError passes through).
  */
 import { CliError, EXIT } from './exit.js';
 
@@ -43,6 +43,11 @@ export class TransportError extends Error {
     super(`cannot reach svcd at ${baseUrl} (${reason})`);
     this.name = 'TransportError';
   }
+}
+
+/** The CLI's exit-3 error for a daemon it cannot reach. */
+export function unreachable(err: TransportError): CliError {
+  return new CliError(`${err.message}; is it running?`, EXIT.unreachable);
 }
 
 /** Sends one request and returns the answer, whatever its status. */
@@ -96,7 +101,7 @@ export class SvcHttpClient {
     try {
       return await exchange(this.opts, method, path, body, extraHeaders);
     } catch (err) {
-      if (err instanceof TransportError) throw new CliError(`${err.message}; is it running?`, EXIT.unreachable);
+      if (err instanceof TransportError) throw unreachable(err);
       throw err;
     }
   }

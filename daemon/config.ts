@@ -117,23 +117,12 @@ export function logLevelOf(value: string | undefined, source: string): LogLevel 
   throw new Error(`${source} "${value}" must be one of ${LOG_LEVELS.join(', ')}`);
 }
 
-/** SVC_CLOCK_SKEW_SECONDS: a whole number of seconds, 0 to a day, or an error. */
-export function clockSkewOf(value: string | undefined, fallback: number): number {
+/** A whole number of seconds from 0 to `max` named by `source` (a flag or a variable), or an error; unset is `fallback`. */
+export function wholeSecondsOf(value: string | undefined, source: string, max: number, fallback: number): number {
   if (value === undefined || value === '') return fallback;
-  if (!/^\d+$/.test(value) || Number(value) > MAX_CLOCK_SKEW_SECONDS) {
-    throw new Error(`SVC_CLOCK_SKEW_SECONDS "${value}" must be a whole number of seconds from 0 to ${MAX_CLOCK_SKEW_SECONDS}`);
-  }
+  if (!/^\d+$/.test(value) || Number(value) > max) throw new Error(`${source} "${value}" must be a whole number of seconds from 0 to ${max}`);
   return Number(value);
 }
 
 /** Longest drain: an hour (decisions §11 leaves it open; a supervisor's grace is shorter). */
 export const MAX_DRAIN_SECONDS = 3600;
-
-/** `--drain-seconds` / SVC_DRAIN_SECONDS: how long SIGTERM waits for requests in flight. */
-export function drainSecondsOf(value: string | undefined, source: string, fallback: number): number {
-  if (value === undefined || value === '') return fallback;
-  if (!/^\d+$/.test(value) || Number(value) > MAX_DRAIN_SECONDS) {
-    throw new Error(`${source} "${value}" must be a whole number of seconds from 0 to ${MAX_DRAIN_SECONDS}`);
-  }
-  return Number(value);
-}

@@ -9,7 +9,7 @@ import { KeyRing } from '../src/keys/keyring.js';
 import { createLogger, LOG_LEVELS, type LogLevel } from '../src/log/logger.js';
 import { VERSION } from '../src/version.js';
 import { defaultGatewayConfig, loadGatewayConfig, loadGatewayConfigFile, type GatewayConfig } from '../src/gateway/config.js';
-import { clockSkewOf, drainSecondsOf, logLevelOf, readConfigFile, type SvcdFileConfig } from './config.js';
+import { logLevelOf, MAX_CLOCK_SKEW_SECONDS, MAX_DRAIN_SECONDS, readConfigFile, wholeSecondsOf, type SvcdFileConfig } from './config.js';
 import { startSvcd, type RunningSvcd } from './server.js';
 
 interface Flags {
@@ -58,11 +58,10 @@ async function serve(flags: Flags): Promise<void> {
   const file = flags.config ? readConfigFile(flags.config) : {};
   const k = file.kernel ?? {};
   const token = process.env.SVC_TOKEN || k.token || null;
-  const clockSkewSeconds = clockSkewOf(process.env.SVC_CLOCK_SKEW_SECONDS, k.clock_skew_seconds ?? 0);
+  const clockSkewSeconds = wholeSecondsOf(process.env.SVC_CLOCK_SKEW_SECONDS, 'SVC_CLOCK_SKEW_SECONDS', MAX_CLOCK_SKEW_SECONDS, k.clock_skew_seconds ?? 0);
   const gatewayConfig = flags.gateway ? gatewayConfigFrom(file, flags) : null;
-  const drainMs =
-    1000 *
-    (flags.drainSeconds !== undefined ? drainSecondsOf(flags.drainSeconds, '--drain-seconds', DRAIN_SECONDS) : drainSecondsOf(process.env.SVC_DRAIN_SECONDS, 'SVC_DRAIN_SECONDS', DRAIN_SECONDS));
+  const drainSource = flags.drainSeconds !== undefined ? '--drain-seconds' : 'SVC_DRAIN_SECONDS';
+  const drainMs = 1000 * wholeSecondsOf(flags.drainSeconds ?? process.env.SVC_DRAIN_SECONDS, drainSource, MAX_DRAIN_SECONDS, DRAIN_SECONDS);
   // Signals are handled from here on: one that arrives while svcd starts stops it as soon as
   // it has started (a supervisor may give up on a slow start), with a clean drain and exit 0.
   let running: RunningSvcd | null = null;

@@ -54,6 +54,11 @@ export interface RemitCallCheck {
   tool?: string;
   /** Every scope the call touches; each must be granted (call rule 3). */
   scopes?: string[];
+  /**
+   * Other literals that grant a scope when the remit names one of them exactly (an mcp
+   * server's `<server>:*` for `mcp:<server>:*`, interface 5.3 step 6 against the 4.2 table).
+   */
+  scopeAlternatives?: (scope: string) => readonly string[];
   /** True for a tool with `writes: true`. */
   writes?: boolean;
 }

@@ -8,9 +8,9 @@
  */
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { ApiError, ApprovalsApi, UnreachableError, approverOf, type Actor, type Approval, type ApprovalDecision, type ApprovalState } from '../tui/approvals-api.js';
+import { ApiError, ApprovalsApi, approverOf, type Actor, type Approval, type ApprovalDecision, type ApprovalState } from '../tui/approvals-api.js';
 import { CliError, EXIT, usageError } from '../exit.js';
-import { errorFromBody } from '../http-client.js';
+import { errorFromBody, TransportError, unreachable } from '../http-client.js';
 import { actorOf, globals, kernelUrlOf, output, table } from '../context.js';
 
 /** `--state` values: an approval state, or `all` for no state filter. */
@@ -23,7 +23,7 @@ function apiOf(cmd: Command): ApprovalsApi {
 
 /** Maps the approvals client's failures to the CLI's exit codes (cli/exit.ts). */
 export function toCliError(err: unknown): unknown {
-  if (err instanceof UnreachableError) return new CliError(`${err.message}; is it running?`, EXIT.unreachable);
+  if (err instanceof TransportError) return unreachable(err);
   if (err instanceof ApiError) return errorFromBody(err.status, err.body);
   return err;
 }

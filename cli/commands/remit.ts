@@ -61,7 +61,7 @@ export function parseRequestedBy(v: string): { id: string; role: string; manager
 }
 
 /** An ISO 8601 time or epoch seconds → epoch seconds (the remit payload's unit). */
-export function epochFlag(name: string, v: string): number {
+function epochFlag(name: string, v: string): number {
   const t = v.trim();
   if (/^\d+$/.test(t)) return Number(t);
   // A time without a zone would be read in this machine's zone: the kernel's is UTC.

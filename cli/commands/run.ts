@@ -52,7 +52,7 @@ export interface ListFlags {
 }
 
 /** The command that prints the next page: the same filters and page size, the new cursor. */
-export function nextPageCommand(f: ListFlags, next: string): string {
+function nextPageCommand(f: ListFlags, next: string): string {
   const words = ['svc run list'];
   if (f.state) words.push(`--state ${f.state}`);
   if (f.department) words.push(`--department ${shellWord(f.department)}`);

@@ -6,7 +6,7 @@
  * data layer is tested without a daemon.
  */
 import type { RunEvent, RunStateObject } from '../../src/types.js';
-import { exchange, TransportError, type FetchLike } from '../http-client.js';
+import { exchange, type ClientOptions, type FetchLike } from '../http-client.js';
 
 export type { FetchLike };
 
@@ -57,9 +57,6 @@ export type RunView = Pick<RunStateObject, 'run_id' | 'state' | 'bundle' | 'work
 /** A run event as the inbox shows it (decisions §7). */
 export type EventView = Pick<RunEvent, 'seq' | 'kind'> & Partial<RunEvent>;
 
-/** The daemon could not be reached at all (exit 3 in the CLI): the transport's own error. */
-export { TransportError as UnreachableError };
-
 /** The kernel answered with a non-2xx status; `code` comes from the I 7.1 envelope. */
 export class ApiError extends Error {
   constructor(
@@ -75,16 +72,8 @@ export class ApiError extends Error {
   }
 }
 
-export interface ApprovalsApiOptions {
-  /** Kernel base address, without /v1. */
-  baseUrl: string;
-  /** Bearer token (Default: none). */
-  token?: string;
-  /** Default: the global fetch. */
-  fetch?: FetchLike;
-  /** Per-request timeout in ms, so a hung daemon reads as unreachable (Default: 10000). */
-  timeoutMs?: number;
-}
+/** The CLI client's options without extra headers; `timeoutMs` defaults to 10000 here. */
+export type ApprovalsApiOptions = Omit<ClientOptions, 'headers'>;
 
 export interface ListQuery {
   state?: ApprovalState;
@@ -183,7 +172,7 @@ export class ApprovalsApi {
   }
 
   private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const res = await exchange({ baseUrl: this.baseUrl, token: this.opts.token, fetch: this.opts.fetch, timeoutMs: this.opts.timeoutMs ?? 10_000 }, method, path, body);
+    const res = await exchange({ ...this.opts, baseUrl: this.baseUrl, timeoutMs: this.opts.timeoutMs ?? 10_000 }, method, path, body);
     if (res.status >= 200 && res.status < 300) return res.body as T;
     const parsed = res.body;
     const env = (parsed as { error?: { code?: string; message?: string; details?: Record<string, unknown> } } | null)?.error;

@@ -6,7 +6,6 @@
  */
 import {
   ApiError,
-  UnreachableError,
   approverOf,
   type Actor,
   type Approval,
@@ -15,6 +14,7 @@ import {
   type EventView,
   type RunView,
 } from './approvals-api.js';
+import { TransportError } from '../http-client.js';
 
 /** How the last poll went. */
 export type Connection =
@@ -149,7 +149,7 @@ export class InboxSource {
         outcome = { ok: false, approval_id: approvalId, code: 'already_decided', message: err.message, current };
       } else if (err instanceof ApiError) {
         outcome = { ok: false, approval_id: approvalId, code: err.code, message: err.message, status: err.status, details: err.details };
-      } else if (err instanceof UnreachableError) {
+      } else if (err instanceof TransportError) {
         outcome = { ok: false, approval_id: approvalId, code: 'unreachable', message: err.message, status: null, details: {} };
       } else {
         outcome = { ok: false, approval_id: approvalId, code: 'failed', message: (err as Error).message ?? String(err), status: null, details: {} };
@@ -174,7 +174,7 @@ export class InboxSource {
       approvals = await this.opts.api.listAll({ state: 'pending', approver: this.approver });
     } catch (err) {
       this.failures++;
-      if (err instanceof UnreachableError) {
+      if (err instanceof TransportError) {
         const prev = this.snap.connection;
         const since = prev.state === 'unreachable' ? prev.since : new Date().toISOString();
         this.emit({ connection: { state: 'unreachable', url: err.baseUrl, error: err.reason, attempts: this.failures, since } });

@@ -48,7 +48,7 @@ export interface CallResponse {
 }
 
 /** Deepest nesting of a tool's answer that the gateway passes on (decisions §10: never a 500). */
-export const MAX_RESULT_DEPTH = 256;
+const MAX_RESULT_DEPTH = 256;
 
 /** The actor of the events the gateway appends. */
 export const GATEWAY_ACTOR = { id: 'gateway', role: 'gateway' } as const;
@@ -217,9 +217,7 @@ class ToolCall {
       const outside = scopes.find((s) => !scopeMatches(req.scope!, s) && !alternatives(s).includes(req.scope!));
       if (outside !== undefined) return this.refuse('scope_not_granted', `scope ${outside} is outside the requested scope ${req.scope}`);
     }
-    const granted = (s: string) => payload.scopes.some((p) => scopeMatches(p, s));
-    const asGranted = scopes.map((s) => (granted(s) ? s : (alternatives(s).find((alt) => payload.scopes.includes(alt)) ?? s)));
-    const v6 = check({ scopes: asGranted });
+    const v6 = check({ scopes, scopeAlternatives: alternatives });
     if (!v6.ok) return this.refuse(v6.reason, v6.detail);
 
     const writes = tool.descriptor.writes;

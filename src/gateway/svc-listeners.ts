@@ -5,28 +5,29 @@
  * same host — mint a remit, decide an approval — with the loopback trust of a tokenless
  * kernel. svcd registers each listener once it is bound and removes it when it closes.
  */
-import { isLoopbackName } from '../util/loopback.js';
+import { bareHost, isLoopbackName } from '../util/loopback.js';
 
 const listeners = new Map<string, { host: string; port: string }>();
 
 /** Registers `url` (http://host:port) as a listener of this process; returns its removal. */
 export function registerSvcListener(url: string): () => void {
   const u = new URL(url);
-  const entry = { host: bare(u.hostname), port: u.port || (u.protocol === 'https:' ? '443' : '80') };
+  const entry = { host: bareHost(u.hostname), port: portOf(u) };
   listeners.set(url, entry);
   return () => void listeners.delete(url);
 }
 
 /** True when `url` reaches a listener of this process: its port, on a loopback name or the listener's own host. */
 export function isSvcListener(url: URL): boolean {
-  const host = bare(url.hostname);
-  const port = url.port || (url.protocol === 'https:' ? '443' : '80');
+  const host = bareHost(url.hostname);
+  const port = portOf(url);
   for (const l of listeners.values()) {
     if (l.port === port && (host === l.host || host === '0.0.0.0' || isLoopbackName(host) || l.host === '0.0.0.0' || l.host === '::')) return true;
   }
   return false;
 }
 
-function bare(host: string): string {
-  return host.toLowerCase().replace(/^\[|\]$/g, '');
+/** The URL's port, or its scheme's default. */
+function portOf(u: URL): string {
+  return u.port || (u.protocol === 'https:' ? '443' : '80');
 }

@@ -174,7 +174,7 @@ export class ApprovalService {
  * full-width `ａｌｉｃｅ` are alice, so none of them approves alice's own run. Erring this way
  * can only refuse a decision, never let one through.
  */
-export function sameIdentity(a: string, b: string): boolean {
+function sameIdentity(a: string, b: string): boolean {
   const norm = (s: string) => s.normalize('NFKC').trim().toLowerCase();
   return norm(a) === norm(b);
 }

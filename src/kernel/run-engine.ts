@@ -407,11 +407,9 @@ export class RunEngine {
    */
   async abandon(runId: string, reason: string, actor: Actor): Promise<{ compensations_scheduled: number; state: RunState }> {
     const now = this.k.clock.now();
-    let cancelled: number = 0;
-    let charged: { department: string; usd: number } | null = null;
     const result = await this.mutate(runId, async (w) => {
       const m = w.model;
-      if (m.state === 'abandoning') return { compensations_scheduled: m.compensations.length, state: m.state };
+      if (m.state === 'abandoning') return { compensations_scheduled: m.compensations.length, state: m.state, cancelled: 0, chargedUsd: 0, department: m.department };
       if (isTerminal(m.state)) {
         throw new SvcError('invalid_state', `run ${runId} is ${m.state}; it can no longer be abandoned`, { run_id: runId, state: m.state });
       }
@@ -420,7 +418,6 @@ export class RunEngine {
       await w.tx.run("UPDATE leases SET status = 'released', ended_at = ? WHERE run_id = ? AND status = 'active'", [isoTime(now), runId]);
       const pending = await w.tx.all<{ approval_id: string }>("SELECT approval_id FROM approvals WHERE run_id = ? AND state = 'pending' ORDER BY approval_id", [runId]);
       await w.tx.run("UPDATE approvals SET state = 'cancelled', decided_at = ? WHERE run_id = ? AND state = 'pending'", [isoTime(now), runId]);
-      cancelled = pending.length;
       const payload: RunAbandonRequestedPayload = {
         reason,
         from_state: m.state,
@@ -435,21 +432,16 @@ export class RunEngine {
         [runId],
       );
       const unreported = unreportedUsage(usageRows.map((r) => ({ kind: r.kind, payload: JSON.parse(r.payload) as unknown })));
-      if (unreported.tokens > 0 || unreported.usd > 0) {
-        payload.unreported_usage = unreported;
-        charged = { department: m.department, usd: unreported.usd };
-      }
+      if (unreported.tokens > 0 || unreported.usd > 0) payload.unreported_usage = unreported;
       await w.append({ kind: 'run.abandon_requested', payload, actor: actor as RunEvent['actor'] });
       if (compensations.length === 0) {
         await w.append({ kind: 'run.abandoned', payload: { reason, compensated: [], failed: [] }, actor: KERNEL_ACTOR });
       }
-      return { compensations_scheduled: compensations.length, state: w.model.state };
+      return { compensations_scheduled: compensations.length, state: w.model.state, cancelled: pending.length, chargedUsd: unreported.usd, department: m.department };
     });
-    if (cancelled > 0) this.k.metrics.approvalsPending.dec(cancelled);
-    // Assigned inside the transaction's callback, which TypeScript's narrowing cannot see.
-    const c = charged as { department: string; usd: number } | null;
-    if (c !== null && c.usd > 0) this.k.metrics.usageUsd.inc({ department: c.department }, c.usd);
-    return result;
+    if (result.cancelled > 0) this.k.metrics.approvalsPending.dec(result.cancelled);
+    if (result.chargedUsd > 0) this.k.metrics.usageUsd.inc({ department: result.department }, result.chargedUsd);
+    return { compensations_scheduled: result.compensations_scheduled, state: result.state };
   }
 
   // ------------------------------------------------------------------ replay

@@ -10,9 +10,10 @@
  * since its last `step.failed` or `step.completed` are unreported; a call index recorded
  * twice in one segment is counted once.
  */
+import { usdMicro } from '../spend.js';
 import type { Spend } from '../types.js';
 
-export interface UsageEvent {
+interface UsageEvent {
   kind: string;
   payload: unknown;
 }
@@ -47,12 +48,12 @@ export function unreportedUsage(events: readonly UsageEvent[]): Spend {
     }
   }
   let tokens = 0;
-  let usdMicro = 0;
+  let micro = 0;
   for (const calls of perStep.values()) {
     for (const u of calls.values()) {
       tokens += u.tokens;
-      usdMicro += Math.round(u.usd * 1_000_000);
+      micro += usdMicro(u.usd);
     }
   }
-  return { tokens, usd: usdMicro / 1_000_000 };
+  return { tokens, usd: micro / 1_000_000 };
 }

@@ -15,7 +15,7 @@ export const REDACTED = '[REDACTED]';
  * Shorter values are not registered: redacting every `80` or `on` would mangle every answer,
  * and a credential that short is no secret anyway (documented in svc-gateway(5), SECRETS).
  */
-export const MIN_SECRET_LENGTH = 4;
+const MIN_SECRET_LENGTH = 4;
 
 const JSON_WORDS = new Set(['true', 'false', 'null']);
 

@@ -87,7 +87,7 @@ export const MINT_BODY_SCHEMA = {
 } as const;
 
 /** Latest epoch second a derive may name (year 9999): keeps ISO times and JSON integers sane. */
-export const MAX_EPOCH_SECONDS = 253_402_300_799;
+const MAX_EPOCH_SECONDS = 253_402_300_799;
 
 /**
  * JSON Schema of the POST /v1/remits/{id}/derive body: every member optional, a spend of

@@ -131,7 +131,8 @@ export function verifyRemit(token: string, keys: TrustedKeys, nowSeconds: number
   // Step 6: every scope the call touches must be granted (gateway call rule 3).
   if (call.scopes !== undefined) {
     for (const scope of call.scopes) {
-      if (!anyScopeMatches(p.scopes, scope)) return refuse('scope_not_granted', `scope ${scope} is not granted by remit ${p.rid}`);
+      if (anyScopeMatches(p.scopes, scope) || (call.scopeAlternatives?.(scope) ?? []).some((alt) => p.scopes.includes(alt))) continue;
+      return refuse('scope_not_granted', `scope ${scope} is not granted by remit ${p.rid}`);
     }
   }
   // Step 7: observe and propose may read and propose, never write.

@@ -10,8 +10,13 @@ export function isLoopbackAddress(addr: string | undefined): boolean {
   return a === '::1' || a === 'localhost' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(a);
 }
 
+/** A URL host as compared: lower-cased, an IPv6 literal without its brackets. */
+export function bareHost(host: string): string {
+  return host.toLowerCase().replace(/^\[|\]$/g, '');
+}
+
 /** A host name that reaches this machine's loopback: a loopback address (brackets allowed) or a `*.localhost` name. */
 export function isLoopbackName(host: string): boolean {
-  const h = host.toLowerCase().replace(/^\[|\]$/g, '');
+  const h = bareHost(host);
   return isLoopbackAddress(h) || h.endsWith('.localhost');
 }

@@ -102,8 +102,8 @@ export class KernelClient {
     if (res.status === 200 || res.status === 201) return res.body as ProposalResult;
     const e = errorOf(res.body);
     if (res.status === 403 && e?.code === 'action_denied') {
-      const d = (e.details ?? {}) as { action_id?: string; rule?: string };
-      return { action_id: d.action_id ?? '', decision: 'deny', rule: d.rule ?? '', approval_id: null };
+      const d = (e.details ?? {}) as { action_id?: string; rule?: string; approval_id?: string | null };
+      return { action_id: d.action_id ?? '', decision: 'deny', rule: d.rule ?? '', approval_id: d.approval_id ?? null };
     }
     throw leaseError(leaseId, 'propose', res);
   }

@@ -4,7 +4,8 @@
  * poller that feeds the screen.
  */
 import { describe, expect, it } from 'vitest';
-import { ApiError, ApprovalsApi, UnreachableError, sortNewestFirst, type FetchLike } from '../../cli/tui/approvals-api.js';
+import { ApiError, ApprovalsApi, sortNewestFirst, type FetchLike } from '../../cli/tui/approvals-api.js';
+import { TransportError } from '../../cli/http-client.js';
 import { InboxSource, explainNotTheApprover, matchesFilter, type InboxSnapshot } from '../../cli/tui/inbox-source.js';
 import { FakeKernel, approval, eventsOf, runOf } from './fake-kernel.js';
 
@@ -69,11 +70,11 @@ describe('ApprovalsApi (I 4.1, D 5.4)', () => {
     expect(e2).toMatchObject({ status: 502, code: 'http_502', message: 'Bad Gateway' });
   });
 
-  it('reports a connection failure as UnreachableError naming the address', async () => {
+  it('reports a connection failure as TransportError naming the address', async () => {
     const k = new FakeKernel();
     k.down = true;
     const err = await apiOver(k).list().catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(UnreachableError);
+    expect(err).toBeInstanceOf(TransportError);
     expect((err as Error).message).toBe('cannot reach svcd at http://kernel.test:7401 (ECONNREFUSED)');
   });
 

@@ -473,7 +473,7 @@ describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', 
     const provider = new CountingMock();
     const { kernel, gateway, run } = await setup({ provider });
     gateway.define('billing.refund', () => ({ id: 'rf_1' }), { writes: true });
-    kernel.decide = () => ({ status: 403, body: { error: { code: 'action_denied', message: 'denied', details: { action_id: 'act_r', rule: 'rejected:apr_9' } } } });
+    kernel.decide = () => ({ status: 403, body: { error: { code: 'action_denied', message: 'denied', details: { action_id: 'act_r', decision: 'deny', rule: 'rejected:apr_9', approval_id: 'apr_9' } } } }); // as the kernel sends it (src/kernel/actions.ts)
     const rejected = { seq: 7, kind: 'approval.decided', payload: { approval_id: 'apr_9', step: 'triage', action_id: 'act_r', decision: 'rejected', reason: 'already refunded in March' }, actor: { id: 'fin-1', role: 'finance' } };
     const ctx = { prompts: { triage: 'go' }, mock: { triage: { actions: [{ tool: 'billing.refund', args: { amount: 150 } }], output: { replied: true } } }, prior_events: [rejected] };
     const lease = makeLease({ step: 'triage', step_def: triage }, ctx);

@@ -10,12 +10,13 @@
  * a group is ended only when its leader is still that same process. Where /proc does not
  * exist nothing is recorded and nothing is ended.
  */
-import { readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '../../log/logger.js';
+import { writeFileDurably } from '../../util/durable-file.js';
 import { isOwnGroup } from './mcp-transport.js';
 
-export const GROUPS_FILE = 'mcp-groups.json';
+const GROUPS_FILE = 'mcp-groups.json';
 
 interface Entry {
   /** The leader's start time, from /proc/<pid>/stat (clock ticks since boot). */
@@ -25,17 +26,17 @@ interface Entry {
   connector: string;
 }
 
-/** This boot's id (Linux), or null. */
-function bootId(): string | null {
+/** This boot's id (Linux), or null; it cannot change while the process runs. */
+const BOOT_ID: string | null = (() => {
   try {
     return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
   } catch {
     return null;
   }
-}
+})();
 
 /** The start time of process `pid`, or null when it does not exist (or there is no /proc). */
-export function processStart(pid: number): string | null {
+function processStart(pid: number): string | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // `pid (comm) state ppid …`: comm may hold spaces and parentheses, so count from the last ')'.
@@ -73,25 +74,22 @@ export class McpGroups {
   /**
    * Ends the groups of servers a previous gateway on this directory left running (its leader
    * still the process recorded), then forgets every old entry. Call once the directory's
-   * lock is held. Returns how many groups it ended.
+   * lock is held.
    */
-  private reapOrphans(logger: Logger): number {
+  private reapOrphans(logger: Logger): void {
     let old: Record<string, Entry> = {};
     try {
       old = JSON.parse(readFileSync(this.path, 'utf8')) as Record<string, Entry>;
     } catch {
       /* no file, or unreadable: nothing to reap */
     }
-    let ended = 0;
-    const boot = bootId();
     for (const [pidText, e] of Object.entries(old ?? {})) {
       const pid = Number(pidText);
       if (!Number.isInteger(pid) || pid <= 1 || typeof e?.start !== 'string') continue;
-      if (e.boot !== boot || processStart(pid) !== e.start) continue; // gone, or the pid is someone else's now
+      if (e.boot !== BOOT_ID || processStart(pid) !== e.start) continue; // gone, or the pid is someone else's now
       if (isOwnGroup(pid)) continue; // never this process's own servers
       try {
         process.kill(-pid, 'SIGKILL');
-        ended++;
         logger.warn('ended an MCP server left running by a gateway that did not stop', { connector: e.connector, pid });
       } catch {
         /* ended meanwhile */
@@ -99,14 +97,13 @@ export class McpGroups {
     }
     this.entries = {};
     this.save();
-    return ended;
   }
 
   /** Records a server that just started. */
   add(pid: number, connector: string): void {
     const start = processStart(pid);
     if (start === null) return;
-    this.entries[String(pid)] = { start, boot: bootId(), connector };
+    this.entries[String(pid)] = { start, boot: BOOT_ID, connector };
     this.save();
   }
 
@@ -119,8 +116,7 @@ export class McpGroups {
 
   private save(): void {
     try {
-      writeFileSync(`${this.path}.tmp`, JSON.stringify(this.entries) + '\n', { mode: 0o600 });
-      renameSync(`${this.path}.tmp`, this.path);
+      writeFileDurably(this.path, JSON.stringify(this.entries) + '\n', 0o600);
     } catch {
       /* best effort: an unwritable record only loses the clean-up after a crash */
     }

@@ -72,12 +72,8 @@ export function namedParameters(sql: string): { names: string[]; others: string[
  * `sqlite_` tables (`sqlite_sequence`, `sqlite_stat1`) are SQLite's bookkeeping for the tables
  * they serve, which already need their own grants.
  */
-export function tablesTouched(db: Database.Database, sql: string, params: string[]): string[] {
-  const roots = new Map<number, string>([[1, 'sqlite_schema']]);
-  for (const r of db.prepare("SELECT type, name, tbl_name, rootpage FROM sqlite_schema WHERE rootpage > 0").all() as Array<{ type: string; name: string; tbl_name: string; rootpage: number }>) {
-    roots.set(r.rootpage, r.type === 'index' ? r.tbl_name : r.name);
-  }
-  const vtabs = virtualTables(db);
+export function tablesTouched(db: Database.Database, sql: string, params: string[], schema: SchemaMap = schemaMap(db)): string[] {
+  const { roots, vtabs } = schema;
   const binds = Object.fromEntries(params.map((p) => [p, null]));
   const program = db.prepare(`EXPLAIN ${sql}`).all(binds) as ExplainOp[];
   const tables: string[] = [];
@@ -98,6 +94,21 @@ export function tablesTouched(db: Database.Database, sql: string, params: string
     }
   }
   return tables;
+}
+
+/** What EXPLAIN's operands point at: b-tree root pages and virtual-table objects, by table. */
+export interface SchemaMap {
+  roots: Map<number, string>;
+  vtabs: Map<string, string | null>;
+}
+
+/** The connection's schema as tablesTouched reads it: built once for all of a connector's statements. */
+export function schemaMap(db: Database.Database): SchemaMap {
+  const roots = new Map<number, string>([[1, 'sqlite_schema']]);
+  for (const r of db.prepare("SELECT type, name, tbl_name, rootpage FROM sqlite_schema WHERE rootpage > 0").all() as Array<{ type: string; name: string; tbl_name: string; rootpage: number }>) {
+    roots.set(r.rootpage, r.type === 'index' ? r.tbl_name : r.name);
+  }
+  return { roots, vtabs: virtualTables(db) };
 }
 
 interface ExplainOp {
@@ -163,6 +174,7 @@ export class SqliteConnector implements Connector {
     }
     for (const db of [this.rw, this.ro]) db.pragma('busy_timeout = 5000');
     const problems: string[] = [];
+    const schema = schemaMap(this.rw);
     for (const [op, t] of Object.entries(this.cfg.tools)) {
       const sql = (t.statement ?? '').trim().replace(/;\s*$/, '');
       const { names, others } = namedParameters(sql);
@@ -179,7 +191,7 @@ export class SqliteConnector implements Connector {
         continue;
       }
       try {
-        tables = tablesTouched(this.rw, sql, names);
+        tables = tablesTouched(this.rw, sql, names, schema);
       } catch (err) {
         problems.push(`${where}: tool ${op}: ${(err as Error).message}`);
         continue;

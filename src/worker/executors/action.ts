@@ -25,13 +25,13 @@ export function actionSummary(tool: string, args: Record<string, unknown>, given
 export type ActionResult =
   | { type: 'executed'; action_id: string; result: unknown }
   | { type: 'parked'; action_id: string; approval_id: string | null }
-  /** `rule` names the policy rule, or `rejected:<approval_id>` for a rejected approval. */
-  | { type: 'denied'; action_id: string; rule: string | null };
+  /** `rule` names the policy rule, or `rejected:<approval_id>`; `approval_id` is the rejected approval's. */
+  | { type: 'denied'; action_id: string; rule: string | null; approval_id: string | null };
 
 /** Proposes and, when allowed, executes one action. Shared by action and model steps. */
 export async function proposeAndExecute(rt: StepRuntime, tool: string, args: Record<string, unknown>, summary: string): Promise<ActionResult> {
   const decision = await rt.propose({ tool, args, summary });
-  if (decision.decision === 'deny') return { type: 'denied', action_id: decision.action_id, rule: decision.rule ?? null };
+  if (decision.decision === 'deny') return { type: 'denied', action_id: decision.action_id, rule: decision.rule ?? null, approval_id: decision.approval_id ?? null };
   if (decision.decision === 'approval_required') {
     return { type: 'parked', action_id: decision.action_id, approval_id: decision.approval_id ?? null };
   }

@@ -236,7 +236,7 @@ async function runCall(rt: StepRuntime, call: ProviderCall, index: number, offer
     // A denied proposal (by policy, or a rejected approval) is the model's to hear: it is the
     // call's result, with the approver's reason, and the model answers with it. An `action`
     // step, which has no model, fails on it instead.
-    if (r.type === 'denied') return { type: 'value', value: { error: { code: 'action_denied', message: deniedMessage(call.tool, r.rule), ...rejectionOf(rt, r.rule) } } };
+    if (r.type === 'denied') return { type: 'value', value: { error: { code: 'action_denied', message: deniedMessage(call.tool, r.rule), ...rejectionOf(rt, r.approval_id) } } };
     if (r.type === 'parked') return r;
     return { type: 'value', value: r.result };
   }
@@ -251,11 +251,10 @@ async function runCall(rt: StepRuntime, call: ProviderCall, index: number, offer
   }
 }
 
-/** The approver's reason, when the rule is a rejected approval (`rejected:<approval_id>`) the step's prior events hold. */
-function rejectionOf(rt: StepRuntime, rule: string | null): { reason?: string } {
-  if (!rule?.startsWith('rejected:')) return {};
-  const id = rule.slice('rejected:'.length);
-  const decided = (rt.lease.context?.prior_events ?? []).find((e) => e.kind === 'approval.decided' && (e.payload as { approval_id?: string }).approval_id === id);
+/** The approver's reason, when the denial is a rejected approval the step's prior events hold. */
+function rejectionOf(rt: StepRuntime, approvalId: string | null): { reason?: string } {
+  if (approvalId === null) return {};
+  const decided = (rt.lease.context?.prior_events ?? []).find((e) => e.kind === 'approval.decided' && (e.payload as { approval_id?: string }).approval_id === approvalId);
   const reason = (decided?.payload as { reason?: unknown } | undefined)?.reason;
   return typeof reason === 'string' && reason !== '' ? { reason } : {};
 }
