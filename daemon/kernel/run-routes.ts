@@ -38,10 +38,17 @@ const createBody = {
  * An actor recorded on an event as given (abandon, resume, external events): an object
  * (`{id, role}` for a person, `{worker_id}` for a worker, by convention), a non-empty name, or
  * null. Numbers, booleans, lists and "" are refused: the log keeps what it is given for good.
+ * The conventional members, where present, are names like the approvals' `actor` (I 4.1), so a
+ * log never reads `{id: 7}` or `{role: ""}`; other members are kept as given.
  */
+const ACTOR_NAME = { type: 'string', minLength: 1, maxLength: 256 } as const;
 export const RECORDED_ACTOR = {
-  // `kernel` is the kernel's own actor on the events it appends: no caller may sign as it.
-  anyOf: [{ type: 'object' }, { type: 'string', minLength: 1, maxLength: 256, not: { const: 'kernel' } }, { type: 'null' }],
+  anyOf: [
+    { type: 'object', properties: { id: ACTOR_NAME, role: ACTOR_NAME, worker_id: ACTOR_NAME } },
+    // `kernel` is the kernel's own actor on the events it appends: no caller may sign as it.
+    { ...ACTOR_NAME, not: { const: 'kernel' } },
+    { type: 'null' },
+  ],
 } as const;
 
 const abandonBody = {

@@ -144,7 +144,7 @@ describe('abandon (D §6)', () => {
   it('validates the body: reason is required (400); unknown runs are 404', async () => {
     await using d = await startRunDaemon();
     const { run_id } = await startRun(d, await pushBundle(d));
-    for (const body of [{}, { reason: '' }, { reason: 5 }, ...[5, '', [], true].map((actor) => ({ reason: 'x', actor }))]) {
+    for (const body of [{}, { reason: '' }, { reason: 5 }, ...[5, '', [], true, { id: 7, role: 'ops' }, { id: 'ops-1', role: null }].map((actor) => ({ reason: 'x', actor }))]) {
       expect((await d.kernel_(`/runs/${run_id}/abandon`, { body })).status, JSON.stringify(body)).toBe(400);
       expect((await d.kernel_(`/runs/${run_id}/resume`, { body: { actor: 'actor' in body ? body.actor : 7 } })).status, JSON.stringify(body)).toBe(400);
     }

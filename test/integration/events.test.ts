@@ -140,7 +140,7 @@ describe('POST /runs/{id}/events (I 5.2, D §7, §10)', () => {
     const { run_id } = await startRun(d, await pushBundle(d));
     const l = await lease(d, ['model']);
     const h = { 'x-svc-lease': l.body.lease_id };
-    const actors = [5, true, [], '', 'kernel'].map((actor) => ({ kind: 'note', payload: {}, actor }));
+    const actors = [5, true, [], '', 'kernel', { id: 7, role: 'ops' }, { id: 'ops-1', role: '' }, { worker_id: null }].map((actor) => ({ kind: 'note', payload: {}, actor }));
     for (const body of [{}, { kind: 5 }, { kind: 'note', payload: [1] }, { kind: 'note', payload: 'x' }, ...actors]) {
       const r = await d.kernel_(`/runs/${run_id}/events`, { body, headers: h });
       expect(r.status, JSON.stringify(body)).toBe(400);
