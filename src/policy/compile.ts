@@ -47,6 +47,9 @@ interface RangedError {
 }
 
 function celMessage(err: RangedError): string {
+  // The parser recurses once per prefix operator before its node limit applies: 20,000 `!`
+  // overflow the stack. That is a condition too deep, not a fault of the kernel.
+  if (err instanceof RangeError) return 'the condition nests too deeply to parse (a long chain of prefix operators or brackets)';
   const text = err.summary ?? String(err.message ?? err).split('\n')[0] ?? 'invalid condition';
   if (err.code === 'unknown_variable') return `${text} (a condition reads "action" and "run")`;
   if (text === 'Unexpected token: EOF') return 'unexpected end of the condition';

@@ -80,6 +80,8 @@ describe('CEL syntax errors map into the whole source (D 5.1)', () => {
   it('invalid escape sequence', () => at('allow a when action.tool == "\\q"', 1, 30, /Invalid escape sequence/));
   it('a second rule after a valid one', () => at('allow a when true\n\n# next\ndeny b when action.tool ==', 4, 27, /unexpected end/));
   it('depth limit (parse limits)', () => at('allow a when ' + '('.repeat(40) + 'true' + ')'.repeat(40), 1, 46, /maxDepth/));
+  it('a chain of prefix operators deep enough to overflow the parser', () =>
+    at('allow a when true\ndeny b when ' + '!'.repeat(20_000) + 'action.writes', 2, 13, /nests too deeply to parse/));
   it('"#" inside a string is not a comment', () => at('deny a when action.tool == "#x" && action.nope', 1, 43, /No such key: nope/));
   it('a comment line inside a condition is skipped', () =>
     at('allow a when action.tool == "x" ||\n  # a comment line\n  run.remit.grants(1)', 3, 3, /Remit\.grants\(int\)/));
