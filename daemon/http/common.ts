@@ -153,6 +153,13 @@ function responseClosed(this: TrackedResponse): void {
   if (t.requests === 0) t.quietAt = socket.bytesRead;
 }
 
+/** Longest path an error echoes: a 60 KB URL is not worth sending back twice. */
+const SHOWN_PATH_CHARS = 256;
+
+function shortPath(path: string): string {
+  return path.length <= SHOWN_PATH_CHARS ? path : `${path.slice(0, SHOWN_PATH_CHARS)}…`;
+}
+
 /** Installs parsing, errors, not-found and auth on a fastify instance. */
 export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   renderers.set(app, opts.render);
@@ -190,13 +197,14 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   });
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split('?')[0]!;
+    const shown = shortPath(path);
     const allowed = [...new Set(routes.filter((r) => r.path.test(path)).map((r) => r.method))];
     if (allowed.length > 0 && !allowed.includes(req.method)) {
-      const svc = new SvcError('method_not_allowed', `${req.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`, { method: req.method, allowed });
+      const svc = new SvcError('method_not_allowed', `${req.method} is not allowed on ${shown}; allowed: ${allowed.join(', ')}`, { method: req.method, allowed });
       void reply.status(405).header('allow', allowed.join(', ')).send(opts.render(svc));
       return;
     }
-    const svc = new SvcError('not_found', `no route ${req.method} ${path}`, { resource: 'route', id: path });
+    const svc = new SvcError('not_found', `no route ${req.method} ${shown}`, { resource: 'route', id: shown });
     void reply.status(404).send(opts.render(svc));
   });
 

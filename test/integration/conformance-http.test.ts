@@ -50,6 +50,14 @@ describe('D §10 / I 7.1: router errors use the envelope', () => {
     const nf = await fetch(`${d.kernelUrl}/v1/runs/run_x/nothing`);
     expect(nf.status).toBe(404);
     envelope(await nf.json(), 'not_found');
+    // A long unknown path is named, not echoed whole (256 characters and an ellipsis).
+    for (const base of [d.kernelUrl, d.gatewayUrl]) {
+      const long = await fetch(`${base}/v1/${'z'.repeat(20_000)}`);
+      expect(long.status).toBe(404);
+      const text = await long.text();
+      expect(text.length).toBeLessThan(1200);
+      expect(JSON.parse(text).error.details).toEqual({ resource: 'route', id: `/v1/${'z'.repeat(252)}…` });
+    }
     rmSync(dir, { recursive: true, force: true });
   });
 
