@@ -84,7 +84,10 @@ export interface HttpKernelLinkOptions {
   kernelUrl: string;
   /** Bearer token for the kernel. */
   token: string | null;
-  /** Shortest time between two key refreshes, ms. (Default: 5000) */
+  /**
+   * After a refresh that did not find the key id asked for (or failed), how long until an
+   * unknown key id may refresh again, ms. (Default: 1000)
+   */
   minRefreshMs?: number;
   /** Request timeout, ms. (Default: 5000) */
   timeoutMs?: number;
@@ -101,10 +104,19 @@ class KeyMap implements TrustedKeys {
   }
 }
 
-/** The kernel over HTTP: GET /v1/keys (cached, refreshed on an unknown key id), POST /v1/runs/{id}/events. */
+/**
+ * The kernel over HTTP: GET /v1/keys (cached, refreshed on an unknown key id), POST
+ * /v1/runs/{id}/events.
+ *
+ * A token signed with a key the cache does not know refreshes at once: right after a
+ * rotation every new remit names the new key, and refusing them until a timer ran out would
+ * refuse good calls. Only a refresh that did not help (the id is still unknown, or the kernel
+ * did not answer) holds the next one back for `minRefreshMs`, so tokens naming made-up key ids
+ * cannot turn each call into a request to the kernel. Concurrent refreshes share one fetch.
+ */
 export class HttpKernelLink implements KernelLink {
   private keys: KeyMap | null = null;
-  private lastFetch = -Infinity;
+  private lastMiss = -Infinity;
   private fetching: Promise<void> | null = null;
   private readonly base: string;
 
@@ -119,8 +131,6 @@ export class HttpKernelLink implements KernelLink {
   }
 
   private async fetchKeys(): Promise<void> {
-    const now = this.opts.now?.() ?? Date.now();
-    this.lastFetch = now;
     const res = await fetch(`${this.base}/v1/keys`, { headers: this.headers(), signal: AbortSignal.timeout(this.opts.timeoutMs ?? 5000) });
     if (!res.ok) throw new Error(`GET /v1/keys answered ${res.status}`);
     const body = (await res.json()) as { key_id?: string; public_key?: string; previous?: Array<{ key_id?: string; public_key?: string }> };
@@ -135,18 +145,19 @@ export class HttpKernelLink implements KernelLink {
 
   async trustedKeys(keyIdHint?: string): Promise<TrustedKeys> {
     const now = this.opts.now?.() ?? Date.now();
-    const stale = !this.keys || (keyIdHint !== undefined && !this.keys.has(keyIdHint));
-    if (stale && now - this.lastFetch >= (this.opts.minRefreshMs ?? 5000)) {
+    const unknown = (): boolean => !this.keys || (keyIdHint !== undefined && !this.keys.has(keyIdHint));
+    if (unknown() && (this.fetching || now - this.lastMiss >= (this.opts.minRefreshMs ?? 1000))) {
       this.fetching ??= this.fetchKeys().finally(() => {
         this.fetching = null;
       });
+      let failure: Error | null = null;
       try {
         await this.fetching;
       } catch (err) {
-        if (!this.keys) throw new SvcError('unavailable', `cannot fetch the kernel's keys from ${this.base}: ${(err as Error).message}`, {});
+        failure = err as Error;
       }
-    } else if (this.fetching) {
-      await this.fetching.catch(() => {});
+      if (failure || unknown()) this.lastMiss = this.opts.now?.() ?? Date.now();
+      if (failure && !this.keys) throw new SvcError('unavailable', `cannot fetch the kernel's keys from ${this.base}: ${failure.message}`, {});
     }
     if (!this.keys) throw new SvcError('unavailable', `the kernel's keys are not known yet (${this.base})`, {});
     return this.keys;

@@ -1,0 +1,87 @@
+/**
+ * The gateway's HTTP link to the kernel's keys (interface 4.1 GET /keys, decisions §2): a
+ * token naming a key the cache does not know refreshes at once (a rotation must not refuse
+ * good remits), and only refreshes that did not help are held back, so made-up key ids cannot
+ * turn every call into a request to the kernel. Against a real local HTTP server.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { HttpKernelLink } from '../../src/gateway/kernel-link.js';
+
+const KEY_A = { key_id: 'k-a', algorithm: 'ed25519', public_key: Buffer.alloc(32, 1).toString('base64url') };
+const KEY_B = { key_id: 'k-b', algorithm: 'ed25519', public_key: Buffer.alloc(32, 2).toString('base64url') };
+
+let server: Server | null = null;
+
+afterEach(async () => {
+  await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+  server = null;
+});
+
+/** A kernel that serves whatever `keys.body` holds (or `keys.status`), counting requests. */
+async function fakeKeys(): Promise<{ url: string; keys: { body: unknown; status: number; hits: number } }> {
+  const keys = { body: { ...KEY_A, previous: [] } as unknown, status: 200, hits: 0 };
+  server = createServer((req, res) => {
+    keys.hits++;
+    res.writeHead(req.url === '/v1/keys' ? keys.status : 404, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(keys.body));
+  });
+  await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(server!.address() as AddressInfo).port}`, keys };
+}
+
+describe('HttpKernelLink.trustedKeys (I 4.1 /keys, D §2 rotation)', () => {
+  it('a key id rotated in right after a fetch is found at once', async () => {
+    const { url, keys } = await fakeKeys();
+    let now = 1_000_000;
+    const link = new HttpKernelLink({ kernelUrl: url, token: null, now: () => now });
+    expect((await link.trustedKeys('k-a')).lookup('k-a')).not.toBeNull();
+    expect(keys.hits).toBe(1);
+    keys.body = { ...KEY_B, previous: [KEY_A] };
+    now += 10; // well inside the throttle that holds back refreshes that did not help
+    const after = await link.trustedKeys('k-b');
+    expect(after.lookup('k-b')).not.toBeNull();
+    expect(after.lookup('k-a')).not.toBeNull();
+    expect(keys.hits).toBe(2);
+    // Known ids are served from the cache.
+    await link.trustedKeys('k-a');
+    await link.trustedKeys('k-b');
+    expect(keys.hits).toBe(2);
+  });
+
+  it('made-up key ids refresh once per minRefreshMs, and concurrent lookups share one fetch', async () => {
+    const { url, keys } = await fakeKeys();
+    let now = 1_000_000;
+    const link = new HttpKernelLink({ kernelUrl: url, token: null, minRefreshMs: 1000, now: () => now });
+    await link.trustedKeys('k-a');
+    const bogus = await Promise.all(Array.from({ length: 20 }, (_, i) => link.trustedKeys(`made-up-${i}`)));
+    expect(bogus.every((k) => k.lookup('made-up-0') === null)).toBe(true);
+    expect(keys.hits).toBe(2);
+    now += 999;
+    await link.trustedKeys('made-up-x');
+    expect(keys.hits).toBe(2);
+    now += 1;
+    await link.trustedKeys('made-up-y');
+    expect(keys.hits).toBe(3);
+  });
+
+  it('a kernel that does not answer is unavailable until it does; a failed refresh keeps the cache', async () => {
+    const { url, keys } = await fakeKeys();
+    let now = 1_000_000;
+    keys.status = 503;
+    const link = new HttpKernelLink({ kernelUrl: url, token: null, minRefreshMs: 1000, now: () => now });
+    await expect(link.trustedKeys('k-a')).rejects.toMatchObject({ code: 'unavailable' });
+    await expect(link.trustedKeys('k-a')).rejects.toMatchObject({ code: 'unavailable', message: expect.stringContaining('not known yet') });
+    expect(keys.hits).toBe(1);
+    now += 1000;
+    keys.status = 200;
+    expect((await link.trustedKeys('k-a')).lookup('k-a')).not.toBeNull();
+    keys.status = 503;
+    now += 5000;
+    // The kernel is down again: a new key id is not found, the known ones still verify.
+    expect((await link.trustedKeys('k-b')).lookup('k-b')).toBeNull();
+    expect((await link.trustedKeys('k-a')).lookup('k-a')).not.toBeNull();
+    expect(keys.hits).toBe(3);
+  });
+});
