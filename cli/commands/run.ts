@@ -97,10 +97,27 @@ export function replayChecksOut(r: ReplayReport): boolean {
   return r.chain_valid && r.state_matches && r.decision_mismatches.length === 0 && r.chain_errors.length === 0;
 }
 
-export async function handleAbandon(client: SvcHttpClient, id: string, reason: string, actor: { id: string; role: string } | null): Promise<{ compensations_scheduled: number; state?: string }> {
+export interface AbandonAnswer {
+  compensations_scheduled: number;
+  state?: string;
+  uncompensated_writes?: Array<{ seq: number; kind: string; step: string; tool: string }>;
+}
+
+export async function handleAbandon(client: SvcHttpClient, id: string, reason: string, actor: { id: string; role: string } | null): Promise<AbandonAnswer> {
   const body: Record<string, unknown> = { reason };
   if (actor) body.actor = actor;
-  return (await client.request<{ compensations_scheduled: number; state?: string }>('POST', `/runs/${encodeURIComponent(id)}/abandon`, body)).body;
+  return (await client.request<AbandonAnswer>('POST', `/runs/${encodeURIComponent(id)}/abandon`, body)).body;
+}
+
+/** What abandon did, and the writes of unfinished steps it cannot undo, for a person. */
+export function abandonHuman(id: string, x: AbandonAnswer): string {
+  const lines = [`run ${id} ${x.state ?? 'abandoning'}: ${x.compensations_scheduled} compensation(s) scheduled`];
+  const writes = x.uncompensated_writes ?? [];
+  if (writes.length > 0) {
+    lines.push(`warning: ${writes.length} write(s) of steps that never completed are not compensated; check them by hand:`);
+    for (const w of writes) lines.push(`  step ${w.step}: ${w.tool} (event ${w.seq}, ${w.kind})`);
+  }
+  return lines.join('\n');
 }
 
 export async function handleResume(client: SvcHttpClient, id: string, actor: { id: string; role: string } | null): Promise<{ run_id: string; state: string }> {
@@ -313,7 +330,7 @@ export function registerRun(program: Command): void {
     .requiredOption('--reason <text>', 'why, recorded in the log (required)')
     .action(async function (this: Command, id: string, f: { reason: string }) {
       const r = await handleAbandon(kernelClient(this), id, f.reason, optionalActor(this));
-      output(this, r, (x: typeof r) => `run ${id} ${x.state ?? 'abandoning'}: ${x.compensations_scheduled} compensation(s) scheduled`);
+      output(this, r, (x: typeof r) => abandonHuman(id, x));
     });
 
   run

@@ -141,6 +141,14 @@ export interface BudgetExceededPayload {
   reserved: Spend;
 }
 
+/** An event that shows a write for a step that never completed (run.abandon_requested). */
+export interface UncompensatedWrite {
+  seq: number;
+  kind: 'action.decided' | 'tool.called';
+  step: string;
+  tool: string;
+}
+
 export interface RunAbandonRequestedPayload {
   reason: string;
   from_state: RunState;
@@ -150,6 +158,8 @@ export interface RunAbandonRequestedPayload {
   cancelled_approval_ids: string[];
   /** Model usage recorded by the worker that no lease reported (src/kernel/unreported-usage.ts); absent when none. */
   unreported_usage?: Spend;
+  /** Writes allowed or run for steps that never completed, which no compensation undoes (src/kernel/uncompensated-writes.ts); absent when none. */
+  uncompensated_writes?: UncompensatedWrite[];
 }
 
 export interface CompensationCompletedPayload {

@@ -4,7 +4,7 @@
  * one transaction that appends the events, folds them with the reducer and stores the new state
  * and signed head together. After the commit, metrics move and waiting lease requests wake.
  */
-import type { TxOptions } from '../store/sql-db.js';
+import type { SqlDb, TxOptions } from '../store/sql-db.js';
 import { isoTime } from '../clock.js';
 import { SvcError, notFound } from '../errors.js';
 import { signHead } from '../events/event-hash.js';
@@ -25,6 +25,7 @@ import { replayRun, type ReplayReport } from './replay.js';
 import { insertEvent, KERNEL_ACTOR, loadRunRow, loadWriterRow, parseEventRow, runStateOf, RunWriter, sealEvent, workColumns, type EventRow, type RunRow, type WriterDeps } from './run-store.js';
 import { schemaCheck } from './schema-check.js';
 import { Sweeper } from './sweeper.js';
+import { uncompensatedWrites, type UncompensatedWrite } from './uncompensated-writes.js';
 import { unreportedUsage } from './unreported-usage.js';
 
 /** Every run state (decisions §6), for the svc_runs gauge and list filters. */
@@ -405,11 +406,14 @@ export class RunEngine {
    * Active leases are released, pending approvals cancelled, and the compensations of
    * completed steps scheduled last first; with none the run is abandoned at once.
    */
-  async abandon(runId: string, reason: string, actor: Actor): Promise<{ compensations_scheduled: number; state: RunState }> {
+  async abandon(runId: string, reason: string, actor: Actor): Promise<{ compensations_scheduled: number; state: RunState; uncompensated_writes: UncompensatedWrite[] }> {
     const now = this.k.clock.now();
     const result = await this.mutate(runId, async (w) => {
       const m = w.model;
-      if (m.state === 'abandoning') return { compensations_scheduled: m.compensations.length, state: m.state, cancelled: 0, chargedUsd: 0, department: m.department };
+      if (m.state === 'abandoning') {
+        const uncompensated = uncompensatedWrites(await stepEvents(w.tx, runId));
+        return { compensations_scheduled: m.compensations.length, state: m.state, uncompensated, cancelled: 0, chargedUsd: 0, department: m.department };
+      }
       if (isTerminal(m.state)) {
         throw new SvcError('invalid_state', `run ${runId} is ${m.state}; it can no longer be abandoned`, { run_id: runId, state: m.state });
       }
@@ -425,23 +429,22 @@ export class RunEngine {
         released_lease_id: active[0]?.lease_id ?? null,
         cancelled_approval_ids: pending.map((p) => p.approval_id),
       };
+      const logged = await stepEvents(w.tx, runId);
       // Model calls of a step that parked or lost its lease are reported by its next lease;
       // an abandoned run has none, so abandon charges them (docs/design.md, Spend).
-      const usageRows = await w.tx.all<{ kind: string; payload: string }>(
-        "SELECT kind, payload FROM run_events WHERE run_id = ? AND kind IN ('model.called', 'step.failed', 'step.completed') ORDER BY seq",
-        [runId],
-      );
-      const unreported = unreportedUsage(usageRows.map((r) => ({ kind: r.kind, payload: JSON.parse(r.payload) as unknown })));
+      const unreported = unreportedUsage(logged);
       if (unreported.tokens > 0 || unreported.usd > 0) payload.unreported_usage = unreported;
+      const uncompensated = uncompensatedWrites(logged);
+      if (uncompensated.length > 0) payload.uncompensated_writes = uncompensated;
       await w.append({ kind: 'run.abandon_requested', payload, actor: actor as RunEvent['actor'] });
       if (compensations.length === 0) {
         await w.append({ kind: 'run.abandoned', payload: { reason, compensated: [], failed: [] }, actor: KERNEL_ACTOR });
       }
-      return { compensations_scheduled: compensations.length, state: w.model.state, cancelled: pending.length, chargedUsd: unreported.usd, department: m.department };
+      return { compensations_scheduled: compensations.length, state: w.model.state, uncompensated, cancelled: pending.length, chargedUsd: unreported.usd, department: m.department };
     });
     if (result.cancelled > 0) this.k.metrics.approvalsPending.dec(result.cancelled);
     if (result.chargedUsd > 0) this.k.metrics.usageUsd.inc({ department: result.department }, result.chargedUsd);
-    return { compensations_scheduled: result.compensations_scheduled, state: result.state };
+    return { compensations_scheduled: result.compensations_scheduled, state: result.state, uncompensated_writes: result.uncompensated };
   }
 
   // ------------------------------------------------------------------ replay
@@ -476,6 +479,24 @@ export function workflowOf(bundle: Bundle, name: string): WorkflowDef | undefine
 export function budgetExceeded(usage: Spend, budget: Spend, reserved: Spend): boolean {
   const left = spendLeft(budget, reserved);
   return usage.tokens > left.tokens || roundUsd(usage.usd) > left.usd;
+}
+
+/**
+ * The events abandon reads (usage to charge, writes it will not undo), seq order, payloads
+ * parsed; a payload edited into invalid JSON is skipped rather than failing the abandon.
+ */
+async function stepEvents(tx: SqlDb, runId: string): Promise<Array<{ seq: number; kind: string; payload: unknown }>> {
+  const rows = await tx.all<{ seq: number; kind: string; payload: string }>(
+    "SELECT seq, kind, payload FROM run_events WHERE run_id = ? AND kind IN ('model.called', 'step.failed', 'step.completed', 'action.decided', 'tool.called') ORDER BY seq",
+    [runId],
+  );
+  return rows.map((r) => {
+    try {
+      return { seq: r.seq, kind: r.kind, payload: JSON.parse(r.payload) as unknown };
+    } catch {
+      return { seq: r.seq, kind: r.kind, payload: null };
+    }
+  });
 }
 
 function sameRequester(a: Requester, b: Requester): boolean {

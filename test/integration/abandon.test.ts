@@ -141,6 +141,42 @@ describe('abandon (D §6)', () => {
     expect((await d.kernel_(`/runs/${tiny.run_id}/resume`, { body: {} })).status).toBe(409);
   });
 
+  it('names the writes of a step that never completed, which no compensation undoes (docs/design.md Abandon)', async () => {
+    await using d = await startRunDaemon();
+    const { run_id, lease: l } = await runToAction(d, { amount: 50 });
+    const allowed = await propose(d, l.lease_id, { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 50 } });
+    expect(allowed.body.decision).toBe('allow');
+    // The gateway ran the write for the step (as it records it), then the run was abandoned
+    // before the worker completed the step.
+    const called = (outcome: string) =>
+      d.kernel_(`/runs/${run_id}/events`, {
+        body: { kind: 'tool.called', payload: { tool: 'billing.refund', step: 'refund', writes: true, outcome }, actor: { id: 'gateway', role: 'gateway' } },
+        headers: { 'x-svc-lease': l.lease_id },
+      });
+    expect((await called('ok')).status).toBe(201);
+    expect((await called('args_invalid')).status).toBe(201); // never ran: not named
+    const events = await allEvents(d, run_id);
+    const decidedSeq = events.find((e) => e.kind === 'action.decided').seq;
+    const calledSeq = events.find((e) => e.kind === 'tool.called').seq;
+    const ab = await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'wrong invoice', actor: { id: 'ops-1', role: 'ops' } } });
+    expect(ab.status).toBe(202);
+    const named = [
+      { seq: decidedSeq, kind: 'action.decided', step: 'refund', tool: 'billing.refund' },
+      { seq: calledSeq, kind: 'tool.called', step: 'refund', tool: 'billing.refund' },
+    ];
+    expect(ab.body).toEqual({ compensations_scheduled: 0, run_id, state: 'abandoned', uncompensated_writes: named });
+    const requested = (await allEvents(d, run_id)).find((e) => e.kind === 'run.abandon_requested');
+    expect(requested.payload.uncompensated_writes).toEqual(named);
+    expect((await d.kernel_(`/runs/${run_id}/replay`, { body: {} })).body).toMatchObject({ chain_valid: true, state_matches: true });
+
+    // A write waiting for its approval has not run: nothing is named.
+    const parked = await runToAction(d, { amount: 500 });
+    expect((await propose(d, parked.lease.lease_id, { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 500 } })).body.decision).toBe('approval_required');
+    const second = await d.kernel_(`/runs/${parked.run_id}/abandon`, { body: { reason: 'x' } });
+    expect(second.body).toMatchObject({ compensations_scheduled: 0, uncompensated_writes: [] });
+    expect((await allEvents(d, parked.run_id)).find((e) => e.kind === 'run.abandon_requested').payload).not.toHaveProperty('uncompensated_writes');
+  });
+
   it('validates the body: reason is required (400); unknown runs are 404', async () => {
     await using d = await startRunDaemon();
     const { run_id } = await startRun(d, await pushBundle(d));

@@ -10,7 +10,7 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { runSvc } from '../helpers/cli.js';
 import { ROOT, tempDir } from '../helpers/daemon.js';
-import { getRun, lease, leaseAndComplete, mintRemit, pushBundle, startRun, startRunDaemon } from './run-fixtures.js';
+import { getRun, lease, leaseAndComplete, mintRemit, propose, pushBundle, runToAction, startRun, startRunDaemon } from './run-fixtures.js';
 
 describe('svc run (D §11)', () => {
   it('start, show, list, events, replay, abandon, resume', async () => {
@@ -71,6 +71,20 @@ describe('svc run (D §11)', () => {
     const followed = await runSvc(['run', 'events', runId, '--follow', '--from-seq', '8'], env);
     expect(followed.code).toBe(0);
     expect(followed.stdout).toMatch(/run\.resumed[\s\S]*run\.abandon_requested[\s\S]*run\.abandoned/);
+  });
+
+  it('run abandon warns about the writes of a step that never completed (docs/design.md Abandon)', async () => {
+    await using d = await startRunDaemon();
+    const env = { SVC_KERNEL_URL: d.kernelUrl! };
+    const { run_id, lease: l } = await runToAction(d, { amount: 50 });
+    expect((await propose(d, l.lease_id, { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 50 } })).body.decision).toBe('allow');
+    const ab = await runSvc(['run', 'abandon', run_id, '--reason', 'wrong invoice'], env);
+    expect(ab.code, ab.stderr).toBe(0);
+    expect(ab.stdout.trim().split('\n')).toEqual([
+      `run ${run_id} abandoned: 0 compensation(s) scheduled`,
+      'warning: 1 write(s) of steps that never completed are not compensated; check them by hand:',
+      expect.stringMatching(/^  step refund: billing\.refund \(event \d+, action\.decided\)$/),
+    ]);
   });
 
   it('run replay exits 1 when the log was tampered with; usage errors exit 2; no daemon exits 3', async () => {

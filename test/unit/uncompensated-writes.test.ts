@@ -1,0 +1,58 @@
+/**
+ * Writes abandon cannot undo (decisions §6: compensations of completed steps only;
+ * docs/design.md Abandon): allowed write actions and gateway writes of steps that never
+ * completed, in seq order.
+ */
+import { describe, expect, it } from 'vitest';
+import { MAX_NAMED_WRITES, uncompensatedWrites } from '../../src/kernel/uncompensated-writes.js';
+
+const decided = (seq: number, step: string, decision: string, writes = true) => ({
+  seq,
+  kind: 'action.decided',
+  payload: { step, decision, action: { tool: 'billing.refund', writes } },
+});
+const called = (seq: number, step: string, outcome: string, writes = true) => ({ seq, kind: 'tool.called', payload: { step, tool: 'crm.update', writes, outcome } });
+const completed = (seq: number, step: string) => ({ seq, kind: 'step.completed', payload: { step } });
+
+describe('uncompensatedWrites', () => {
+  it('names allowed write actions and gateway writes that may have run, for steps that never completed', () => {
+    const events = [
+      decided(3, 'refund', 'allow'),
+      called(4, 'refund', 'ok'),
+      called(5, 'refund', 'upstream_error'), // a timeout may have written
+      called(6, 'refund', 'idempotency_outcome_unknown'),
+      called(7, 'refund', 'args_invalid'), // never ran
+      called(8, 'refund', 'circuit_open'),
+      called(9, 'refund', 'deterministic_failure'),
+      decided(10, 'refund', 'approval_required'),
+      decided(11, 'refund', 'deny'),
+      decided(12, 'refund', 'allow', false), // a read
+      called(13, 'refund', 'ok', false),
+    ];
+    expect(uncompensatedWrites(events)).toEqual([
+      { seq: 3, kind: 'action.decided', step: 'refund', tool: 'billing.refund' },
+      { seq: 4, kind: 'tool.called', step: 'refund', tool: 'crm.update' },
+      { seq: 5, kind: 'tool.called', step: 'refund', tool: 'crm.update' },
+      { seq: 6, kind: 'tool.called', step: 'refund', tool: 'crm.update' },
+    ]);
+  });
+
+  it('leaves out steps that completed, also when the write came from an earlier attempt', () => {
+    const events = [decided(3, 'a', 'allow'), called(4, 'a', 'upstream_error'), decided(5, 'a', 'allow'), completed(6, 'a'), called(7, 'b', 'ok')];
+    expect(uncompensatedWrites(events)).toEqual([{ seq: 7, kind: 'tool.called', step: 'b', tool: 'crm.update' }]);
+  });
+
+  it('skips payloads that are not what the kernel and gateway write, and stops at the cap', () => {
+    const odd = [
+      { seq: 1, kind: 'tool.called', payload: null },
+      { seq: 2, kind: 'tool.called', payload: { step: 5, tool: 'x', writes: true, outcome: 'ok' } },
+      { seq: 3, kind: 'action.decided', payload: { step: 'a', decision: 'allow', action: 'x' } },
+      { seq: 4, kind: 'note', payload: { step: 'a', tool: 'x', writes: true } },
+    ];
+    expect(uncompensatedWrites(odd)).toEqual([]);
+    const many = Array.from({ length: MAX_NAMED_WRITES + 5 }, (_, i) => called(i + 1, 's', 'ok'));
+    const named = uncompensatedWrites(many);
+    expect(named).toHaveLength(MAX_NAMED_WRITES);
+    expect(named.at(-1)!.seq).toBe(MAX_NAMED_WRITES);
+  });
+});
