@@ -93,7 +93,7 @@ export class SvcHttpClient {
   async request<T = unknown>(method: string, path: string, body?: unknown, extraHeaders: Record<string, string> = {}): Promise<HttpResponse<T>> {
     const res = await this.raw(method, path, body, extraHeaders);
     if (res.status >= 200 && res.status < 300) return res as HttpResponse<T>;
-    throw errorFromBody(res.status, res.body);
+    throw errorFromBody(res.status, res.body, this.opts.baseUrl);
   }
 
   /** Like request, but returns any status (callers that branch on 204/403/409). */
@@ -107,13 +107,20 @@ export class SvcHttpClient {
   }
 }
 
-/** Turns a kernel (I 7.1) or gateway (I 7.2) error body into a one-line CliError. */
-export function errorFromBody(status: number, body: unknown): CliError {
+/**
+ * Turns a kernel (I 7.1) or gateway (I 7.2) error body into a one-line CliError. An answer in
+ * neither shape comes from something that is not svcd (a web server, a proxy's error page):
+ * it is named in one line, and its body is not carried to --json's stdout.
+ */
+export function errorFromBody(status: number, body: unknown, where?: string): CliError {
   const b = body as { error?: { code?: string; message?: string; details?: Record<string, unknown> }; refusal?: { reason?: string; detail?: string } } | null;
   if (b?.refusal) return new CliError(`refused (${b.refusal.reason}): ${b.refusal.detail ?? ''}`.trim(), EXIT.failed, body);
   if (b?.error) {
     const details = b.error.details && Object.keys(b.error.details).length ? ` ${JSON.stringify(b.error.details)}` : '';
-    return new CliError(`${b.error.code}: ${b.error.message ?? ''}${details}`, EXIT.failed, body);
+    // svcd's other listener (the gateway's URL as --kernel-url, or the other way round).
+    const hint = b.error.code === 'not_found' && b.error.details?.resource === 'route' && where ? `; is ${where} the right listener?` : '';
+    return new CliError(`${b.error.code}: ${b.error.message ?? ''}${details}${hint}`, EXIT.failed, body);
   }
-  return new CliError(`HTTP ${status}: ${typeof body === 'string' ? body.slice(0, 200) : JSON.stringify(body)}`, EXIT.failed, body);
+  const from = where ? ` from ${where}` : '';
+  return new CliError(`HTTP ${status}${from} is not an svcd answer; is the URL svcd's?`, EXIT.failed);
 }

@@ -73,7 +73,7 @@ export async function handleCall(client: SvcHttpClient, tool: string, f: CallFla
   };
   const res = await client.raw('POST', '/tools/call', body);
   if (res.status === 200) return res.body as CallAnswer;
-  throw errorFromBody(res.status, res.body);
+  throw errorFromBody(res.status, res.body, client.opts.baseUrl);
 }
 
 function toolsHuman(list: ToolDescriptor[]): string {

@@ -8,7 +8,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { eventLine } from '../../cli/commands/run.js';
 import { runSvc } from '../helpers/cli.js';
-import { ROOT } from '../helpers/daemon.js';
+import { loadGatewayConfig } from '../../src/gateway/config.js';
+import { Redactor } from '../../src/log/logger.js';
+import { ROOT, startTestDaemon, tempDir } from '../helpers/daemon.js';
 
 const oneLine = (s: string) => s.trimEnd().split('\n');
 
@@ -31,6 +33,32 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
   it('offline commands do not care about the daemon address', async () => {
     const r = await runSvc(['bundle', 'validate', join(ROOT, 'fixtures/bundles/refunds.yaml')], { SVC_KERNEL_URL: 'nonsense' });
     expect(r.code).toBe(0);
+  });
+
+  it('a URL that answers but is not svcd, or is its other listener: one line saying so, nothing on stdout', async () => {
+    const { createServer } = await import('node:http');
+    const page = '<!DOCTYPE HTML>\n<html>\n<body>\n<h1>Not Found</h1>\n</body>\n</html>\n';
+    const server = createServer((req, res) => {
+      res.writeHead(req.url?.includes('empty') ? 502 : 404, { 'content-type': 'text/html' });
+      res.end(req.url?.includes('empty') ? '' : page);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    try {
+      for (const args of [['run', 'list'], ['--json', 'run', 'list'], ['--json', 'run', 'show', 'empty']]) {
+        const r = await runSvc(['--kernel-url', url, ...args]);
+        expect(r.code, args.join(' ')).toBe(1);
+        expect(oneLine(r.stderr)).toEqual([expect.stringMatching(new RegExp(`^svc: HTTP (404|502) from ${url} is not an svcd answer; is the URL svcd's\\?$`))]);
+        expect(r.stdout).toBe('');
+      }
+    } finally {
+      server.close();
+    }
+    // The gateway's listener given as the kernel's: svcd's 404 for an unknown route, with a hint.
+    await using d = await startTestDaemon({ gateway: { config: loadGatewayConfig({ data_dir: join(tempDir(), 'gw') }, { env: {}, redactor: new Redactor() }), listen: '127.0.0.1:0', canaryLoop: false } });
+    const r = await runSvc(['--kernel-url', d.gatewayUrl!, 'run', 'list']);
+    expect(r.code).toBe(1);
+    expect(oneLine(r.stderr)).toEqual([expect.stringMatching(/^svc: not_found: no route GET \/v1\/runs .*; is http:\/\/127\.0\.0\.1:\d+ the right listener\?$/)]);
   });
 
   it('no daemon: exit 3 with one line naming the URL', async () => {
