@@ -136,6 +136,8 @@ export function buildProgram(): Command {
   // every usage error to exit 2, as svc does.
   const program = new Command('svcd')
     .exitOverride()
+    // Usage errors read like every other svcd failure before it serves: one "svcd:" line.
+    .configureOutput({ outputError: (text, write) => write(`svcd: ${text.trim().replace(/^error: /, '')} (run with --help for usage)\n`) })
     .description('svc daemon: the run kernel (default 127.0.0.1:7401) and the tool gateway (default 127.0.0.1:7402)')
     .version(VERSION)
     .option('--config <file>', 'YAML or JSON config with kernel: and gateway: sections')
@@ -149,7 +151,7 @@ export function buildProgram(): Command {
     .addOption(new Option('--log-level <level>', 'log level (default: info, or SVC_LOG_LEVEL)').choices(LOG_LEVELS))
     .option('--drain-seconds <n>', 'how long SIGTERM waits for requests in flight before closing their connections (default: 15, or SVC_DRAIN_SECONDS)')
     .action(async (flags: Flags) => {
-      if (!flags.kernel && !flags.gateway) program.error('svcd: --no-kernel and --no-gateway together leave nothing to run', { exitCode: 2 });
+      if (!flags.kernel && !flags.gateway) program.error('--no-kernel and --no-gateway together leave nothing to run', { exitCode: 2 });
       await serve(flags);
     });
 

@@ -65,8 +65,18 @@ describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
     expect(loud.stderr).toContain('Allowed choices are debug, info, warn, error');
     const nothing = svcdExit(['--no-kernel', '--no-gateway']);
     expect(nothing.code).toBe(2);
-    expect(nothing.stderr).toContain('leave nothing to run');
+    expect(nothing.stderr).toBe('svcd: --no-kernel and --no-gateway together leave nothing to run (run with --help for usage)\n');
     expect(nothing.stdout).toBe('');
+    // Unknown flags and subcommands: one "svcd:" line too.
+    for (const [args, text] of [[['--bogus'], "unknown option '--bogus'"], [['keys', 'bogus'], "unknown command 'bogus'"]] as const) {
+      const r = svcdExit([...args]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toBe(`svcd: ${text} (run with --help for usage)\n`);
+    }
+    // A flag value svcd cannot use is bad configuration (1), named in one line.
+    const listen = svcdExit(['--kernel-listen', 'nonsense', '--no-gateway']);
+    expect(listen.code).toBe(1);
+    expect(listen.stderr).toMatch(/^svcd: .*nonsense/);
     const verbose = svcdExit(['--no-gateway', '--kernel-listen', '127.0.0.1:0'], { SVC_LOG_LEVEL: 'verbose' });
     expect(verbose.code).toBe(1);
     expect(verbose.stderr).toContain('SVC_LOG_LEVEL "verbose" must be one of debug, info, warn, error');
