@@ -100,6 +100,14 @@ export function registerApprovals(program: Command): void {
   const approvals = program
     .command('approvals')
     .description('the approvals inbox (a terminal UI for --actor\'s role) and approval decisions')
+    // The group has its own action (the inbox), so commander adds no `help` subcommand by itself.
+    .helpCommand(true)
+    .addHelpText(
+      'after',
+      '\nWith no subcommand, on a terminal, opens the inbox of pending approvals for --actor\'s role:\n' +
+        '  ↑/↓ or j/k move, a approve, r reject (a reason is required), / filter, q quit.\n' +
+        'See svc-approvals(1).',
+    )
     .action(
       run(async (_opts: unknown, cmd: Command) => {
         const actor = actorOf(cmd);

@@ -123,6 +123,14 @@ describe('help a newcomer can act on', () => {
     expect(approve.stdout).not.toContain('(default: "")');
     const mint = await runSvc(['remit', 'mint', '--help']);
     expect(mint.stdout).toContain('Required: --tools, --scopes, --autonomy, --requested-by, --spend-tokens and --spend-usd.');
+    // The approvals group opens the inbox by itself; its help says so, and `help` works there too.
+    for (const args of [['approvals', '--help'], ['approvals', 'help']]) {
+      const r = await runSvc(args);
+      expect(r.code, args.join(' ')).toBe(0);
+      expect(r.stdout).toContain('With no subcommand, on a terminal, opens the inbox');
+      expect(r.stdout).toContain('a approve, r reject');
+    }
+    expect((await runSvc(['approvals', 'help', 'reject'])).stdout).toContain('Usage: svc approvals reject');
     const top = await runSvc(['--help']);
     expect(top.stdout).toContain('Exit status: 0 ok, 1 refused or failed (by the service, or a');
     expect(top.stdout).toContain('2 usage error, 3 svcd unreachable');
