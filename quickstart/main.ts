@@ -38,6 +38,22 @@ interface Flags {
   json: boolean;
 }
 
+const HELP = `usage: npm start [-- --data-dir DIR] [--kernel-listen HOST:PORT] [--gateway-listen HOST:PORT] [--json]
+
+Starts svcd on the embedded SQLite store with a gateway in front of a demo billing database,
+runs a refund workflow end to end with a worker, and waits for a finance approver.
+
+  --data-dir DIR               kernel and gateway data (default: ./.demo); wiped at start when
+                               it holds a previous demo, refused when it holds anything else
+  --kernel-listen HOST:PORT    kernel listener (default: 127.0.0.1:7401, or a free port when it
+                               is taken; port 0 picks one)
+  --gateway-listen HOST:PORT   gateway listener (default: 127.0.0.1:7402, likewise)
+  --json                       NDJSON events ({type, ...}) instead of lines for people
+  -h, --help                   this text
+
+Ctrl+C stops the demo and svcd. See README.md, "Tour".
+`;
+
 function parseFlags(argv: string[]): Flags {
   const f: Flags = { dataDir: './.demo', kernelListen: null, gatewayListen: null, json: false };
   for (let i = 0; i < argv.length; i++) {
@@ -52,7 +68,7 @@ function parseFlags(argv: string[]): Flags {
     else if (a === '--gateway-listen') f.gatewayListen = value();
     else if (a === '--json') f.json = true;
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: npm start [-- --data-dir DIR] [--kernel-listen HOST:PORT] [--gateway-listen HOST:PORT] [--json]\n');
+      process.stdout.write(HELP);
       process.exit(0);
     } else usage(`unknown flag ${a}`);
   }

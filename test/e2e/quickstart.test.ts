@@ -12,6 +12,17 @@ import { ROOT, tempDir } from '../helpers/daemon.js';
 import { events, ok } from './helpers.js';
 
 describe('e2e: the quickstart demo flow', () => {
+  it('--help lists every flag the README names with its default; an unknown flag is exit 2', async () => {
+    const { execFileSync, spawnSync } = await import('node:child_process');
+    const help = execFileSync(process.execPath, [join(ROOT, 'dist/quickstart/main.js'), '--help'], { encoding: 'utf8' });
+    for (const text of ['--data-dir DIR', '(default: ./.demo)', '--kernel-listen HOST:PORT', '127.0.0.1:7401', '--gateway-listen HOST:PORT', '127.0.0.1:7402', '--json']) {
+      expect(help).toContain(text);
+    }
+    const bad = spawnSync(process.execPath, [join(ROOT, 'dist/quickstart/main.js'), '--bogus'], { encoding: 'utf8' });
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toBe('quickstart: unknown flag --bogus\n');
+  });
+
   it('parks for finance within 10 s, completes after `svc approvals approve`, replays, and stops on SIGINT', { timeout: 60_000 }, async () => {
     const dir = tempDir('svc-quickstart-');
     const t0 = Date.now();
