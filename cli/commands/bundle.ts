@@ -115,6 +115,14 @@ export interface PushResult {
 /** `svc bundle push`: signs an unsigned bundle when a key is given, then POST /v1/bundles. */
 export async function handlePush(client: SvcHttpClient, file: string, keyFile?: string): Promise<PushResult> {
   const doc = readBundleFile(file);
+  // Checked here first, signed or not: every problem at once, and nothing sent that svcd refuses.
+  const checked = validateBundle(doc.bundle);
+  if (!checked.ok) {
+    const message = `${file} is not a valid bundle; nothing sent`;
+    throw new CliError(`bundle_invalid: ${message}:\n${formatProblems(file, checked.problems)}`, EXIT.failed, {
+      error: { code: 'bundle_invalid', message, details: { path: checked.problems[0]?.path ?? '', problems: checked.problems } },
+    });
+  }
   let body: { bundle: unknown; signature?: BundleSignature } = doc;
   if (!doc.signature && keyFile) body = handleSign(file, keyFile);
   try {

@@ -221,12 +221,17 @@ function printCreated(cmd: Command, r: CreatedRemit): void {
 }
 
 function readToken(arg: string): string {
-  if (arg !== '-') return arg;
-  try {
-    return readFileSync(0, 'utf8').trim();
-  } catch (err) {
-    throw new CliError(`cannot read the token from stdin: ${(err as Error).message}`, EXIT.failed);
+  let token = arg;
+  if (arg === '-') {
+    try {
+      token = readFileSync(0, 'utf8');
+    } catch (err) {
+      throw new CliError(`cannot read the token from stdin: ${(err as Error).message}`, EXIT.failed);
+    }
   }
+  // Nothing to check is a usage error, not a "malformed" token with one part.
+  if (token.trim() === '') throw new CliError(arg === '-' ? 'no token on standard input' : 'the token is empty', EXIT.usage);
+  return token.trim();
 }
 
 export function registerRemit(program: Command): void {

@@ -153,7 +153,7 @@ describe('svc bundle push, list, show against svcd (I 4.1)', () => {
     expect(conflict.code).toBe(1);
     expect(conflict.stderr).toMatch(/bundle_version_exists/);
 
-    // Signed but invalid: svcd lists every problem.
+    // Signed but invalid: svc checks it before sending, lists every problem and sends nothing.
     const b = structuredClone(refunds);
     b.version = '2.0.0';
     b.workflows.refund.steps[1].prompt = 'missing';
@@ -165,8 +165,16 @@ describe('svc bundle push, list, show against svcd (I 4.1)', () => {
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain(`${invalid}: /workflows/refund/steps/1/prompt: unknown prompt "missing"`);
     expect(refused.stderr).toContain(`${invalid}: /workflows/refund/steps/2/args/amount: template {{steps.nope.output}} names no step`);
+    expect(refused.stderr.split('\n')[0]).toBe(`svc: bundle_invalid: ${invalid} is not a valid bundle; nothing sent:`);
     const refusedJson = await runSvc([...url, '--json', 'bundle', 'push', invalid]);
     expect(JSON.parse(refusedJson.stdout).error.code).toBe('bundle_invalid');
+    expect(JSON.parse((await runSvc([...url, '--json', 'bundle', 'list'])).stdout).bundles.map((x: any) => x.version)).not.toContain('2.0.0');
+    // Not a bundle at all (a text that YAML reads as one string), unsigned: the same, offline.
+    const notBundle = join(tempDir(), 'notes.txt');
+    writeFileSync(notBundle, 'just some words\n');
+    const words = await runSvc([...url, 'bundle', 'push', notBundle]);
+    expect(words.code).toBe(1);
+    expect(words.stderr).toMatch(/^svc: bundle_invalid: .*notes\.txt is not a valid bundle; nothing sent:\n.*notes\.txt: \/: /);
 
     const unknown = await runSvc([...url, 'bundle', 'show', 'bnd_nope']);
     expect(unknown.code).toBe(1);

@@ -33,6 +33,12 @@ describe('svc remit (issue 2, I 4.1)', () => {
     expect(payload).toMatchObject({ tools: ['billing.*', 'crm.lookup'], scopes: ['sql:table:*'], grants: ['pii'], spend: { tokens: 100000, usd: 5 }, autonomy: 'supervised', policy_set: ['refunds', 'baseline@1.0.0'], requested_by: { id: 'ana', role: 'agent', manager: 'support-lead' } });
     expect(payload.exp - payload.iat).toBe(600);
 
+    // Nothing on stdin, or an empty argument, is a usage error (2) that says so, before svcd is asked.
+    for (const [args, stdin, text] of [[['remit', 'decode', '-'], '\n', 'no token on standard input'], [['remit', 'decode', ''], '', 'the token is empty']] as const) {
+      const none = await runSvc([...k, ...args], {}, stdin);
+      expect(none.code).toBe(2);
+      expect(none.stderr).toBe(`svc: ${text}\n`);
+    }
     const fromStdin = await runSvc([...k, 'remit', 'decode', '-'], {}, token + '\n');
     expect(fromStdin.code).toBe(0);
 
