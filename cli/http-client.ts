@@ -92,7 +92,11 @@ export class SvcHttpClient {
   /** Sends a request; returns 2xx responses, throws CliError for the rest. */
   async request<T = unknown>(method: string, path: string, body?: unknown, extraHeaders: Record<string, string> = {}): Promise<HttpResponse<T>> {
     const res = await this.raw(method, path, body, extraHeaders);
-    if (res.status >= 200 && res.status < 300) return res as HttpResponse<T>;
+    if (res.status >= 200 && res.status < 300) {
+      // Every svcd answer the CLI asks for is a JSON object (or no body at all).
+      if (res.status === 204 || isObject(res.body)) return res as HttpResponse<T>;
+      throw notSvcd(res.status, this.opts.baseUrl);
+    }
     throw errorFromBody(res.status, res.body, this.opts.baseUrl);
   }
 
@@ -113,14 +117,26 @@ export class SvcHttpClient {
  * it is named in one line, and its body is not carried to --json's stdout.
  */
 export function errorFromBody(status: number, body: unknown, where?: string): CliError {
-  const b = body as { error?: { code?: string; message?: string; details?: Record<string, unknown> }; refusal?: { reason?: string; detail?: string } } | null;
-  if (b?.refusal) return new CliError(`refused (${b.refusal.reason}): ${b.refusal.detail ?? ''}`.trim(), EXIT.failed, body);
-  if (b?.error) {
-    const details = b.error.details && Object.keys(b.error.details).length ? ` ${JSON.stringify(b.error.details)}` : '';
+  const b = isObject(body) ? body : {};
+  const refusal = isObject(b.refusal) && typeof b.refusal.reason === 'string' ? b.refusal : null;
+  if (refusal) return new CliError(`refused (${String(refusal.reason)}): ${typeof refusal.detail === 'string' ? refusal.detail : ''}`.trim(), EXIT.failed, body);
+  // Other servers answer with an `error` member too (`{"error": "Not Found"}`): svcd's has a code.
+  const error = isObject(b.error) && typeof b.error.code === 'string' ? b.error : null;
+  if (error) {
+    const detailsOf = isObject(error.details) ? error.details : {};
+    const details = Object.keys(detailsOf).length ? ` ${JSON.stringify(detailsOf)}` : '';
     // svcd's other listener (the gateway's URL as --kernel-url, or the other way round).
-    const hint = b.error.code === 'not_found' && b.error.details?.resource === 'route' && where ? `; is ${where} the right listener?` : '';
-    return new CliError(`${b.error.code}: ${b.error.message ?? ''}${details}${hint}`, EXIT.failed, body);
+    const hint = error.code === 'not_found' && detailsOf.resource === 'route' && where ? `; is ${where} the right listener?` : '';
+    return new CliError(`${String(error.code)}: ${typeof error.message === 'string' ? error.message : ''}${details}${hint}`, EXIT.failed, body);
   }
+  return notSvcd(status, where);
+}
+
+function notSvcd(status: number, where?: string): CliError {
   const from = where ? ` from ${where}` : '';
   return new CliError(`HTTP ${status}${from} is not an svcd answer; is the URL svcd's?`, EXIT.failed);
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

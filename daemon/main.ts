@@ -137,7 +137,7 @@ export function buildProgram(): Command {
   const program = new Command('svcd')
     .exitOverride()
     // Usage errors read like every other svcd failure before it serves: one "svcd:" line.
-    .configureOutput({ outputError: (text, write) => write(`svcd: ${text.trim().replace(/^error: /, '')} (run with --help for usage)\n`) })
+    .configureOutput({ outputError: (text, write) => write(`svcd: ${text.trim().replace(/^error: /, '').replace(/\s*\n\s*/g, ' ')} (run with --help for usage)\n`) })
     .description('svc daemon: the run kernel (default 127.0.0.1:7401) and the tool gateway (default 127.0.0.1:7402)')
     .version(VERSION)
     .option('--config <file>', 'YAML or JSON config with kernel: and gateway: sections')

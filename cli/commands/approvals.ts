@@ -24,7 +24,7 @@ function apiOf(cmd: Command): ApprovalsApi {
 /** Maps the approvals client's failures to the CLI's exit codes (cli/exit.ts). */
 export function toCliError(err: unknown): unknown {
   if (err instanceof TransportError) return unreachable(err);
-  if (err instanceof ApiError) return errorFromBody(err.status, err.body);
+  if (err instanceof ApiError) return errorFromBody(err.status, err.body, err.baseUrl);
   return err;
 }
 

@@ -66,6 +66,8 @@ export class ApiError extends Error {
     readonly details: Record<string, unknown>,
     /** The response body as received (printed with --json). */
     readonly body: unknown,
+    /** The kernel address that answered. */
+    readonly baseUrl?: string,
   ) {
     super(message);
     this.name = 'ApiError';
@@ -173,15 +175,24 @@ export class ApprovalsApi {
 
   private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
     const res = await exchange({ ...this.opts, baseUrl: this.baseUrl, timeoutMs: this.opts.timeoutMs ?? 10_000 }, method, path, body);
-    if (res.status >= 200 && res.status < 300) return res.body as T;
     const parsed = res.body;
-    const env = (parsed as { error?: { code?: string; message?: string; details?: Record<string, unknown> } } | null)?.error;
+    const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+    if (res.status >= 200 && res.status < 300) {
+      // svcd answers the inbox with JSON objects: anything else is another server at this URL.
+      if (res.status === 204 || isObject(parsed) || Array.isArray(parsed)) return parsed as T;
+      throw new ApiError(res.status, 'not_svcd', `HTTP ${res.status} from ${this.baseUrl} is not an svcd answer; is the URL svcd's?`, {}, undefined, this.baseUrl);
+    }
+    const env = isObject(parsed) && isObject(parsed.error) && typeof parsed.error.code === 'string' ? parsed.error : null;
+    if (!env) {
+      throw new ApiError(res.status, 'not_svcd', `HTTP ${res.status} from ${this.baseUrl} is not an svcd answer; is the URL svcd's?`, {}, undefined, this.baseUrl);
+    }
     throw new ApiError(
       res.status,
-      env?.code ?? `http_${res.status}`,
-      env?.message ?? (typeof parsed === 'string' && parsed ? parsed.slice(0, 200) : `HTTP ${res.status}`),
-      env?.details ?? {},
+      env.code as string,
+      typeof env.message === 'string' ? env.message : `HTTP ${res.status}`,
+      isObject(env.details) ? env.details : {},
       parsed,
+      this.baseUrl,
     );
   }
 }

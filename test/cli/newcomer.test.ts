@@ -39,16 +39,23 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
     const { createServer } = await import('node:http');
     const page = '<!DOCTYPE HTML>\n<html>\n<body>\n<h1>Not Found</h1>\n</body>\n</html>\n';
     const server = createServer((req, res) => {
-      res.writeHead(req.url?.includes('empty') ? 502 : 404, { 'content-type': 'text/html' });
-      res.end(req.url?.includes('empty') ? '' : page);
+      const url = req.url ?? '';
+      if (url.includes('json')) {
+        res.writeHead(404, { 'content-type': 'application/json' });
+        res.end('{"error":"Not Found","statusCode":404}'); // another framework's own envelope
+      } else {
+        res.writeHead(url.includes('empty') ? 502 : url.includes('fine') ? 200 : 404, { 'content-type': 'text/html' });
+        res.end(url.includes('empty') ? '' : page);
+      }
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
     try {
-      for (const args of [['run', 'list'], ['--json', 'run', 'list'], ['--json', 'run', 'show', 'empty']]) {
+      const cases = [['run', 'list'], ['--json', 'run', 'list'], ['--json', 'run', 'show', 'empty'], ['--json', 'run', 'show', 'json'], ['run', 'show', 'fine'], ['--json', 'run', 'show', 'fine'], ['approvals', 'list', '--actor', 'fin-1:finance']];
+      for (const args of cases) {
         const r = await runSvc(['--kernel-url', url, ...args]);
         expect(r.code, args.join(' ')).toBe(1);
-        expect(oneLine(r.stderr)).toEqual([expect.stringMatching(new RegExp(`^svc: HTTP (404|502) from ${url} is not an svcd answer; is the URL svcd's\\?$`))]);
+        expect(oneLine(r.stderr)).toEqual([expect.stringMatching(new RegExp(`^svc: HTTP (200|404|502) from ${url} is not an svcd answer; is the URL svcd's\\?$`))]);
         expect(r.stdout).toBe('');
       }
     } finally {
@@ -75,6 +82,7 @@ describe('usage errors (svc(1) DIAGNOSTICS: one line each)', () => {
       [['run', 'show'], "missing required argument 'id'"],
       [['nosuch'], "unknown command 'nosuch'"],
       [['run', 'list', '--bogus'], "unknown option '--bogus'"],
+      [['run', 'list', '--limt', '3'], "unknown option '--limt' (Did you mean --limit?)"],
     ] as const) {
       const r = await runSvc([...args]);
       expect(r.code, args.join(' ')).toBe(2);

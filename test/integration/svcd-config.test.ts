@@ -68,7 +68,8 @@ describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
     expect(nothing.stderr).toBe('svcd: --no-kernel and --no-gateway together leave nothing to run (run with --help for usage)\n');
     expect(nothing.stdout).toBe('');
     // Unknown flags and subcommands: one "svcd:" line too.
-    for (const [args, text] of [[['--bogus'], "unknown option '--bogus'"], [['keys', 'bogus'], "unknown command 'bogus'"]] as const) {
+    const misspelt: [string[], string] = [['--kernel-lisen', 'x'], "unknown option '--kernel-lisen' (Did you mean --kernel-listen?)"];
+    for (const [args, text] of [[['--bogus'], "unknown option '--bogus'"], [['keys', 'bogus'], "unknown command 'bogus'"], misspelt] as const) {
       const r = svcdExit([...args]);
       expect(r.code).toBe(2);
       expect(r.stderr).toBe(`svcd: ${text} (run with --help for usage)\n`);

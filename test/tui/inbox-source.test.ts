@@ -67,7 +67,12 @@ describe('ApprovalsApi (I 4.1, D 5.4)', () => {
     expect(err).toMatchObject({ status: 404, code: 'not_found', details: { resource: 'approval', id: 'apr_nope' } });
     const plain: FetchLike = async () => ({ status: 502, headers: { get: () => 'text/plain' }, text: async () => 'Bad Gateway' });
     const e2 = await new ApprovalsApi({ baseUrl: URL_, fetch: plain }).get('x').catch((e: unknown) => e);
-    expect(e2).toMatchObject({ status: 502, code: 'http_502', message: 'Bad Gateway' });
+    expect(e2).toMatchObject({ status: 502, code: 'not_svcd', message: `HTTP 502 from ${URL_} is not an svcd answer; is the URL svcd's?` });
+    // Another server's JSON error, or a 200 that is not svcd's JSON object: not svcd either.
+    const foreign: FetchLike = async () => ({ status: 404, headers: { get: () => 'application/json' }, text: async () => '{"error":"Not Found","statusCode":404}' });
+    expect(await new ApprovalsApi({ baseUrl: URL_, fetch: foreign }).get('x').catch((e: unknown) => e)).toMatchObject({ status: 404, code: 'not_svcd' });
+    const page: FetchLike = async () => ({ status: 200, headers: { get: () => 'text/html' }, text: async () => '<html></html>' });
+    expect(await new ApprovalsApi({ baseUrl: URL_, fetch: page }).list({}).catch((e: unknown) => e)).toMatchObject({ status: 200, code: 'not_svcd' });
   });
 
   it('reports a connection failure as TransportError naming the address', async () => {
