@@ -101,6 +101,7 @@ export interface AbandonAnswer {
   compensations_scheduled: number;
   state?: string;
   uncompensated_writes?: Array<{ seq: number; kind: string; step: string; tool: string }>;
+  uncompensated_writes_total?: number;
 }
 
 export async function handleAbandon(client: SvcHttpClient, id: string, reason: string, actor: { id: string; role: string } | null): Promise<AbandonAnswer> {
@@ -113,9 +114,11 @@ export async function handleAbandon(client: SvcHttpClient, id: string, reason: s
 export function abandonHuman(id: string, x: AbandonAnswer): string {
   const lines = [`run ${id} ${x.state ?? 'abandoning'}: ${x.compensations_scheduled} compensation(s) scheduled`];
   const writes = x.uncompensated_writes ?? [];
-  if (writes.length > 0) {
-    lines.push(`warning: ${writes.length} write(s) of steps that never completed are not compensated; check them by hand:`);
+  const total = Math.max(x.uncompensated_writes_total ?? 0, writes.length);
+  if (total > 0) {
+    lines.push(`warning: ${total} write(s) of steps that never completed are not compensated; check them by hand:`);
     for (const w of writes) lines.push(`  step ${w.step}: ${w.tool} (event ${w.seq}, ${w.kind})`);
+    if (total > writes.length) lines.push(`  … and ${total - writes.length} more (svc run events shows them all)`);
   }
   return lines.join('\n');
 }

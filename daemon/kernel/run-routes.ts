@@ -91,9 +91,13 @@ export async function runRoutes(app: FastifyInstance, kernel: Kernel): Promise<v
     { preValidation, schema: { body: abandonBody } },
     async (req, reply) => {
       const r = await runs.abandon(req.params.id, req.body.reason, req.body.actor ?? null);
-      return reply
-        .status(202)
-        .send({ compensations_scheduled: r.compensations_scheduled, run_id: req.params.id, state: r.state, uncompensated_writes: r.uncompensated_writes });
+      return reply.status(202).send({
+        compensations_scheduled: r.compensations_scheduled,
+        run_id: req.params.id,
+        state: r.state,
+        uncompensated_writes: r.uncompensated.named,
+        uncompensated_writes_total: r.uncompensated.total,
+      });
     },
   );
 

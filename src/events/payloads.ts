@@ -158,8 +158,10 @@ export interface RunAbandonRequestedPayload {
   cancelled_approval_ids: string[];
   /** Model usage recorded by the worker that no lease reported (src/kernel/unreported-usage.ts); absent when none. */
   unreported_usage?: Spend;
-  /** Writes allowed or run for steps that never completed, which no compensation undoes (src/kernel/uncompensated-writes.ts); absent when none. */
+  /** Writes allowed or run for steps that never completed, which no compensation undoes (src/kernel/uncompensated-writes.ts); the first 100, absent when none. */
   uncompensated_writes?: UncompensatedWrite[];
+  /** How many there were, present only when more than `uncompensated_writes` names. */
+  uncompensated_writes_total?: number;
 }
 
 export interface CompensationCompletedPayload {

@@ -406,7 +406,7 @@ export class RunEngine {
    * Active leases are released, pending approvals cancelled, and the compensations of
    * completed steps scheduled last first; with none the run is abandoned at once.
    */
-  async abandon(runId: string, reason: string, actor: Actor): Promise<{ compensations_scheduled: number; state: RunState; uncompensated_writes: UncompensatedWrite[] }> {
+  async abandon(runId: string, reason: string, actor: Actor): Promise<{ compensations_scheduled: number; state: RunState; uncompensated: { named: UncompensatedWrite[]; total: number } }> {
     const now = this.k.clock.now();
     const result = await this.mutate(runId, async (w) => {
       const m = w.model;
@@ -435,7 +435,8 @@ export class RunEngine {
       const unreported = unreportedUsage(logged);
       if (unreported.tokens > 0 || unreported.usd > 0) payload.unreported_usage = unreported;
       const uncompensated = uncompensatedWrites(logged);
-      if (uncompensated.length > 0) payload.uncompensated_writes = uncompensated;
+      if (uncompensated.total > 0) payload.uncompensated_writes = uncompensated.named;
+      if (uncompensated.total > uncompensated.named.length) payload.uncompensated_writes_total = uncompensated.total;
       await w.append({ kind: 'run.abandon_requested', payload, actor: actor as RunEvent['actor'] });
       if (compensations.length === 0) {
         await w.append({ kind: 'run.abandoned', payload: { reason, compensated: [], failed: [] }, actor: KERNEL_ACTOR });
@@ -444,7 +445,7 @@ export class RunEngine {
     });
     if (result.cancelled > 0) this.k.metrics.approvalsPending.dec(result.cancelled);
     if (result.chargedUsd > 0) this.k.metrics.usageUsd.inc({ department: result.department }, result.chargedUsd);
-    return { compensations_scheduled: result.compensations_scheduled, state: result.state, uncompensated_writes: result.uncompensated };
+    return { compensations_scheduled: result.compensations_scheduled, state: result.state, uncompensated: result.uncompensated };
   }
 
   // ------------------------------------------------------------------ replay

@@ -1,9 +1,11 @@
 /**
- * Writes an abandon will not undo. Abandon compensates completed steps only (decisions §6): a
- * step that was leased when the run was abandoned never completed, so nothing undoes it, yet
- * its worker may already have written — an action the kernel allowed, or a write the gateway
- * ran for it. Abandon cannot know whether those took effect; it names them on
- * `run.abandon_requested` and in its answer so an operator can check them by hand.
+ * Writes of unfinished steps, which an abandon will not undo. Abandon compensates completed
+ * steps only (decisions §6): a step that was leased when the run was abandoned never
+ * completed, so nothing undoes it, yet its worker may already have written — an action the
+ * kernel allowed, or a write the gateway ran for it. Abandon cannot know whether those took
+ * effect; it names them on `run.abandon_requested` and in its answer so an operator can check
+ * them by hand. (Completed steps are out of scope: each is undone by its `compensate`, or was
+ * left without one by the bundle's author.)
  */
 
 import type { UncompensatedWrite } from '../events/payloads.js';
@@ -19,8 +21,12 @@ interface LoggedEvent {
 /** Most writes named on one abandon: the log keeps the rest, the payload stays small. */
 export const MAX_NAMED_WRITES = 100;
 
-/** Gateway outcomes after which the upstream never ran the call (src/gateway/call.ts). */
-const NOTHING_RAN = new Set(['args_invalid', 'deterministic_failure', 'idempotency_conflict', 'connector_quarantined', 'circuit_open', 'tool_not_found', 'refused']);
+/**
+ * Gateway outcomes of a call whose upstream was never asked (src/gateway/call.ts). Every
+ * other outcome may have written: `deterministic_failure` too (an MCP tool's error result,
+ * or an answer too deep to store after the upstream acted).
+ */
+const NOTHING_RAN = new Set(['args_invalid', 'idempotency_conflict', 'idempotency_in_flight', 'connector_quarantined', 'circuit_open']);
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -41,20 +47,22 @@ function writeOf(e: LoggedEvent): { step: string; tool: string } | null {
 
 /**
  * From a run's events in seq order: the allowed write actions and the writes the gateway ran
- * (or may have run) for steps with no `step.completed`, at most `MAX_NAMED_WRITES`. (A step
- * that completed on a later attempt is compensated, its earlier attempts' writes with it.)
+ * (or may have run) for steps with no `step.completed` — the first `MAX_NAMED_WRITES` of them,
+ * and how many there are. (A step that completed on a later attempt is compensated like any
+ * completed step; its earlier attempts' writes are not named.)
  */
-export function uncompensatedWrites(events: readonly LoggedEvent[]): UncompensatedWrite[] {
+export function uncompensatedWrites(events: readonly LoggedEvent[]): { named: UncompensatedWrite[]; total: number } {
   const completed = new Set<string>();
   for (const e of events) {
     if (e.kind === 'step.completed' && isRecord(e.payload) && typeof e.payload.step === 'string') completed.add(e.payload.step);
   }
-  const found: UncompensatedWrite[] = [];
+  const named: UncompensatedWrite[] = [];
+  let total = 0;
   for (const e of events) {
     const w = writeOf(e);
     if (!w || completed.has(w.step)) continue;
-    found.push({ seq: e.seq, kind: e.kind as UncompensatedWrite['kind'], step: w.step, tool: w.tool });
-    if (found.length === MAX_NAMED_WRITES) break;
+    total++;
+    if (named.length < MAX_NAMED_WRITES) named.push({ seq: e.seq, kind: e.kind as UncompensatedWrite['kind'], step: w.step, tool: w.tool });
   }
-  return found;
+  return { named, total };
 }

@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { eventLine } from '../../cli/commands/run.js';
+import { abandonHuman, eventLine } from '../../cli/commands/run.js';
 import { runSvc } from '../helpers/cli.js';
 import { loadGatewayConfig } from '../../src/gateway/config.js';
 import { Redactor } from '../../src/log/logger.js';
@@ -163,6 +163,22 @@ describe('svc run events: redaction notes (svc-events(7) note {type: redaction})
       at: '2026-01-01T00:00:00.000Z',
     });
     expect(line).toMatch(/note\s+w-1:worker\s+step=triage redacted 1 pii at \/input\/message$/);
+  });
+});
+
+describe('svc run abandon: the writes it cannot undo (svc(1), svc-events(7) run.abandon_requested)', () => {
+  it('names each, and says how many more there are beyond the ones named', () => {
+    const w = (seq: number) => ({ seq, kind: 'tool.called', step: 'refund', tool: 'billing.refund' });
+    expect(abandonHuman('run_1', { compensations_scheduled: 2, state: 'abandoning', uncompensated_writes: [], uncompensated_writes_total: 0 })).toBe(
+      'run run_1 abandoning: 2 compensation(s) scheduled',
+    );
+    expect(abandonHuman('run_1', { compensations_scheduled: 0, state: 'abandoned', uncompensated_writes: [w(7), w(9)], uncompensated_writes_total: 5 }).split('\n')).toEqual([
+      'run run_1 abandoned: 0 compensation(s) scheduled',
+      'warning: 5 write(s) of steps that never completed are not compensated; check them by hand:',
+      '  step refund: billing.refund (event 7, tool.called)',
+      '  step refund: billing.refund (event 9, tool.called)',
+      '  … and 3 more (svc run events shows them all)',
+    ]);
   });
 });
 

@@ -164,16 +164,17 @@ describe('abandon (D §6)', () => {
       { seq: decidedSeq, kind: 'action.decided', step: 'refund', tool: 'billing.refund' },
       { seq: calledSeq, kind: 'tool.called', step: 'refund', tool: 'billing.refund' },
     ];
-    expect(ab.body).toEqual({ compensations_scheduled: 0, run_id, state: 'abandoned', uncompensated_writes: named });
+    expect(ab.body).toEqual({ compensations_scheduled: 0, run_id, state: 'abandoned', uncompensated_writes: named, uncompensated_writes_total: 2 });
     const requested = (await allEvents(d, run_id)).find((e) => e.kind === 'run.abandon_requested');
     expect(requested.payload.uncompensated_writes).toEqual(named);
+    expect(requested.payload).not.toHaveProperty('uncompensated_writes_total'); // only when more than named
     expect((await d.kernel_(`/runs/${run_id}/replay`, { body: {} })).body).toMatchObject({ chain_valid: true, state_matches: true });
 
     // A write waiting for its approval has not run: nothing is named.
     const parked = await runToAction(d, { amount: 500 });
     expect((await propose(d, parked.lease.lease_id, { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 500 } })).body.decision).toBe('approval_required');
     const second = await d.kernel_(`/runs/${parked.run_id}/abandon`, { body: { reason: 'x' } });
-    expect(second.body).toMatchObject({ compensations_scheduled: 0, uncompensated_writes: [] });
+    expect(second.body).toMatchObject({ compensations_scheduled: 0, uncompensated_writes: [], uncompensated_writes_total: 0 });
     expect((await allEvents(d, parked.run_id)).find((e) => e.kind === 'run.abandon_requested').payload).not.toHaveProperty('uncompensated_writes');
   });
 

@@ -23,36 +23,39 @@ describe('uncompensatedWrites', () => {
       called(6, 'refund', 'idempotency_outcome_unknown'),
       called(7, 'refund', 'args_invalid'), // never ran
       called(8, 'refund', 'circuit_open'),
-      called(9, 'refund', 'deterministic_failure'),
+      called(9, 'refund', 'deterministic_failure'), // an MCP tool's error result may have written part of it
+      called(14, 'refund', 'idempotency_in_flight'), // another caller holds the key: this one did not run
       decided(10, 'refund', 'approval_required'),
       decided(11, 'refund', 'deny'),
       decided(12, 'refund', 'allow', false), // a read
       called(13, 'refund', 'ok', false),
     ];
-    expect(uncompensatedWrites(events)).toEqual([
+    expect(uncompensatedWrites(events).named).toEqual([
       { seq: 3, kind: 'action.decided', step: 'refund', tool: 'billing.refund' },
       { seq: 4, kind: 'tool.called', step: 'refund', tool: 'crm.update' },
       { seq: 5, kind: 'tool.called', step: 'refund', tool: 'crm.update' },
       { seq: 6, kind: 'tool.called', step: 'refund', tool: 'crm.update' },
+      { seq: 9, kind: 'tool.called', step: 'refund', tool: 'crm.update' },
     ]);
   });
 
   it('leaves out steps that completed, also when the write came from an earlier attempt', () => {
     const events = [decided(3, 'a', 'allow'), called(4, 'a', 'upstream_error'), decided(5, 'a', 'allow'), completed(6, 'a'), called(7, 'b', 'ok')];
-    expect(uncompensatedWrites(events)).toEqual([{ seq: 7, kind: 'tool.called', step: 'b', tool: 'crm.update' }]);
+    expect(uncompensatedWrites(events)).toEqual({ named: [{ seq: 7, kind: 'tool.called', step: 'b', tool: 'crm.update' }], total: 1 });
   });
 
-  it('skips payloads that are not what the kernel and gateway write, and stops at the cap', () => {
+  it('skips payloads that are not what the kernel and gateway write; names up to the cap and counts them all', () => {
     const odd = [
       { seq: 1, kind: 'tool.called', payload: null },
       { seq: 2, kind: 'tool.called', payload: { step: 5, tool: 'x', writes: true, outcome: 'ok' } },
       { seq: 3, kind: 'action.decided', payload: { step: 'a', decision: 'allow', action: 'x' } },
       { seq: 4, kind: 'note', payload: { step: 'a', tool: 'x', writes: true } },
     ];
-    expect(uncompensatedWrites(odd)).toEqual([]);
+    expect(uncompensatedWrites(odd)).toEqual({ named: [], total: 0 });
     const many = Array.from({ length: MAX_NAMED_WRITES + 5 }, (_, i) => called(i + 1, 's', 'ok'));
-    const named = uncompensatedWrites(many);
+    const { named, total } = uncompensatedWrites(many);
     expect(named).toHaveLength(MAX_NAMED_WRITES);
     expect(named.at(-1)!.seq).toBe(MAX_NAMED_WRITES);
+    expect(total).toBe(MAX_NAMED_WRITES + 5);
   });
 });
