@@ -93,8 +93,8 @@ export class SvcHttpClient {
   async request<T = unknown>(method: string, path: string, body?: unknown, extraHeaders: Record<string, string> = {}): Promise<HttpResponse<T>> {
     const res = await this.raw(method, path, body, extraHeaders);
     if (res.status >= 200 && res.status < 300) {
-      // Every svcd answer the CLI asks for is a JSON object (or no body at all).
-      if (res.status === 204 || isObject(res.body)) return res as HttpResponse<T>;
+      // Every svcd answer the CLI asks for is JSON: an object, a list (GET /tools), or no body.
+      if (res.status === 204 || isObject(res.body) || Array.isArray(res.body)) return res as HttpResponse<T>;
       throw notSvcd(res.status, this.opts.baseUrl);
     }
     throw errorFromBody(res.status, res.body, this.opts.baseUrl);
