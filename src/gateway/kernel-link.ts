@@ -118,6 +118,7 @@ export class HttpKernelLink implements KernelLink {
   private keys: KeyMap | null = null;
   private lastMiss = -Infinity;
   private fetching: Promise<void> | null = null;
+  private refreshFailed: Error | null = null;
   private readonly base: string;
 
   constructor(private readonly opts: HttpKernelLinkOptions) {
@@ -144,23 +145,40 @@ export class HttpKernelLink implements KernelLink {
   }
 
   async trustedKeys(keyIdHint?: string): Promise<TrustedKeys> {
-    const now = this.opts.now?.() ?? Date.now();
     const unknown = (): boolean => !this.keys || (keyIdHint !== undefined && !this.keys.has(keyIdHint));
-    if (unknown() && (this.fetching || now - this.lastMiss >= (this.opts.minRefreshMs ?? 1000))) {
-      this.fetching ??= this.fetchKeys().finally(() => {
+    if (unknown()) {
+      // A fetch already on its way may have left the kernel before a rotation: join it, and
+      // when it does not know the id either, ask once more rather than wait out the throttle.
+      const joined = this.fetching !== null;
+      if (joined) await this.fetching!.catch(() => {});
+      const now = this.opts.now?.() ?? Date.now();
+      if (unknown() && ((joined && !this.refreshFailed) || now - this.lastMiss >= (this.opts.minRefreshMs ?? 1000))) {
+        await this.refresh();
+        // Only a refresh that did not help holds the next one back (a throttled lookup does not).
+        if (unknown()) this.lastMiss = this.opts.now?.() ?? Date.now();
+      }
+    }
+    if (!this.keys) throw new SvcError('unavailable', `the kernel's keys are not known yet (${this.base})${this.failureNote()}`, {});
+    // A key the cache lacks while the kernel does not answer cannot be judged either way.
+    if (unknown() && this.refreshFailed) throw new SvcError('unavailable', `cannot fetch the kernel's keys from ${this.base}${this.failureNote()}`, {});
+    return this.keys;
+  }
+
+  /** One fetch at a time; remembers whether the last one failed. */
+  private async refresh(): Promise<void> {
+    this.fetching ??= this.fetchKeys()
+      .then(
+        () => void (this.refreshFailed = null),
+        (err: unknown) => void (this.refreshFailed = err as Error),
+      )
+      .finally(() => {
         this.fetching = null;
       });
-      let failure: Error | null = null;
-      try {
-        await this.fetching;
-      } catch (err) {
-        failure = err as Error;
-      }
-      if (failure || unknown()) this.lastMiss = this.opts.now?.() ?? Date.now();
-      if (failure && !this.keys) throw new SvcError('unavailable', `cannot fetch the kernel's keys from ${this.base}: ${failure.message}`, {});
-    }
-    if (!this.keys) throw new SvcError('unavailable', `the kernel's keys are not known yet (${this.base})`, {});
-    return this.keys;
+    await this.fetching;
+  }
+
+  private failureNote(): string {
+    return this.refreshFailed ? `: ${this.refreshFailed.message}` : '';
   }
 
   async appendEvent(runId: string, ev: GatewayEvent, cred: EventCredential): Promise<void> {
