@@ -41,12 +41,12 @@ const createBody = {
  * The conventional members, where present, are names like the approvals' `actor` (I 4.1), so a
  * log never reads `{id: 7}` or `{role: ""}`; other members are kept as given.
  */
-const ACTOR_NAME = { type: 'string', minLength: 1, maxLength: 256 } as const;
+const ACTOR_NAME = { type: 'string', minLength: 1 } as const;
 export const RECORDED_ACTOR = {
   anyOf: [
     { type: 'object', properties: { id: ACTOR_NAME, role: ACTOR_NAME, worker_id: ACTOR_NAME } },
     // `kernel` is the kernel's own actor on the events it appends: no caller may sign as it.
-    { ...ACTOR_NAME, not: { const: 'kernel' } },
+    { ...ACTOR_NAME, maxLength: 256, not: { const: 'kernel' } },
     { type: 'null' },
   ],
 } as const;

@@ -185,6 +185,9 @@ describe('abandon (D §6)', () => {
       expect((await d.kernel_(`/runs/${run_id}/abandon`, { body })).status, JSON.stringify(body)).toBe(400);
       expect((await d.kernel_(`/runs/${run_id}/resume`, { body: { actor: 'actor' in body ? body.actor : 7 } })).status, JSON.stringify(body)).toBe(400);
     }
+    // An actor that may decide an approval may also abandon and resume (one rule for names).
+    const long = { id: 'o'.repeat(300), role: 'ops' };
+    expect((await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'x', actor: long } })).status).toBe(202);
     expect((await d.kernel_('/runs/run_nope/abandon', { body: { reason: 'x' } })).status).toBe(404);
     expect((await d.kernel_('/runs/run_nope/resume', { body: {} })).status).toBe(404);
   });
