@@ -191,3 +191,31 @@ describe('svc bundle push, list, show against svcd (I 4.1)', () => {
     expect(r.code).toBe(3);
   });
 });
+
+describe('svc bundle push against an svcd stricter than this svc (svc(1) bundle push)', () => {
+  it("prints every problem svcd lists, for a bundle this svc's offline check passed", async () => {
+    const { createServer } = await import('node:http');
+    const problems = [
+      { path: '/workflows/refund/steps/0', message: 'a newer rule' },
+      { path: '/tools', message: 'another one' },
+    ];
+    const server = createServer((_req, res) => {
+      res.writeHead(422, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { code: 'bundle_invalid', message: 'bundle is invalid', details: { path: problems[0]!.path, problems } } }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    try {
+      const file = join(ROOT, 'fixtures/bundles/refunds.yaml');
+      const r = await runSvc(['--kernel-url', url, 'bundle', 'push', file, '--key', KEY]);
+      expect(r.code).toBe(1);
+      expect(r.stderr.trimEnd().split('\n')).toEqual([
+        `svc: bundle_invalid: svcd refused ${file}:`,
+        `${file}: /workflows/refund/steps/0: a newer rule`,
+        `${file}: /tools: another one`,
+      ]);
+    } finally {
+      server.close();
+    }
+  });
+});
