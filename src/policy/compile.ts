@@ -91,7 +91,51 @@ function checkCondition(
     diagnostics.push({ ...cond.exprAt, message: `a condition must be a bool, but this one is ${checked.type}` });
     return null;
   }
+  const badPattern = invalidLiteralPattern(program.ast);
+  if (badPattern) {
+    place(badPattern);
+    return null;
+  }
   return program;
+}
+
+interface AstNode {
+  op: string;
+  args: unknown;
+  start?: number;
+}
+
+const isAstNode = (v: unknown): v is AstNode => typeof v === 'object' && v !== null && typeof (v as AstNode).op === 'string';
+
+/**
+ * The first `matches` whose pattern is a literal JS cannot compile. Such a pattern would fail
+ * every evaluation, and a failing condition counts fail-closed (D 5.1): a deny rule that
+ * always matches, an allow that never does. Said when the policy is posted instead.
+ */
+function invalidLiteralPattern(node: unknown): RangedError | null {
+  if (Array.isArray(node)) {
+    for (const n of node) {
+      const found = invalidLiteralPattern(n);
+      if (found) return found;
+    }
+    return null;
+  }
+  if (!isAstNode(node)) return null;
+  const args = Array.isArray(node.args) ? node.args : [];
+  if ((node.op === 'rcall' || node.op === 'call') && args[0] === 'matches') {
+    const callArgs = node.op === 'rcall' ? args[2] : args[1];
+    const pattern = Array.isArray(callArgs) ? callArgs[callArgs.length - 1] : null;
+    if (isAstNode(pattern) && pattern.op === 'value' && typeof pattern.args === 'string') {
+      try {
+        new RegExp(pattern.args);
+      } catch (err) {
+        const why = (err as Error).message.replace(/^Invalid regular expression: \/.*\/[a-z]*: /s, '');
+        return { summary: `matches: the pattern is not a valid regular expression (${why})`, range: { start: pattern.start ?? 0, end: pattern.start ?? 0 } };
+      }
+    }
+  }
+  // Unary operators hold their operand as `args` itself, the others a list.
+  return invalidLiteralPattern(node.args);
 }
 
 interface Compiled {

@@ -82,6 +82,12 @@ describe('CEL syntax errors map into the whole source (D 5.1)', () => {
   it('depth limit (parse limits)', () => at('allow a when ' + '('.repeat(40) + 'true' + ')'.repeat(40), 1, 46, /maxDepth/));
   it('a chain of prefix operators deep enough to overflow the parser', () =>
     at('allow a when true\ndeny b when ' + '!'.repeat(20_000) + 'action.writes', 2, 13, /nests too deeply to parse/));
+  it('a matches pattern that is not a regular expression is refused when posted, not failed closed later', () =>
+    at('allow a when true\ndeny b when action.tool.matches("(")', 2, 33, /matches: the pattern is not a valid regular expression \(Unterminated group\)/));
+  it('also deep inside a condition (under ! and ||); a valid or a computed pattern is fine', () => {
+    at('allow a when action.writes && (action.summary.matches("ok") || !action.tool.matches("a["))', 1, 85, /not a valid regular expression/);
+    expect(compilePolicy(ref, 'allow a when action.tool.matches("^billing[.]") && action.tool.matches(run.workflow)').rules).toHaveLength(1);
+  });
   it('"#" inside a string is not a comment', () => at('deny a when action.tool == "#x" && action.nope', 1, 43, /No such key: nope/));
   it('a comment line inside a condition is skipped', () =>
     at('allow a when action.tool == "x" ||\n  # a comment line\n  run.remit.grants(1)', 3, 3, /Remit\.grants\(int\)/));
