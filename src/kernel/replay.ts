@@ -103,7 +103,7 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
     let c = compiled.get(key);
     if (!c) {
       try {
-        c = compilePolicy({ name: ref.name, version: ref.version }, stored.source);
+        c = compilePolicy({ name: ref.name, version: ref.version }, stored.source, { stored: true });
       } catch (err) {
         c = err instanceof Error ? err : new Error(String(err));
       }

@@ -61,6 +61,7 @@ function checkCondition(
   cond: { expr: string; exprOffset: number; exprAt: SourcePos },
   lines: LineMap,
   diagnostics: Diagnostic[],
+  opts: CompileOptions,
 ): CelProgram | null {
   const place = (err: RangedError) => {
     const start = err.range?.start;
@@ -91,7 +92,7 @@ function checkCondition(
     diagnostics.push({ ...cond.exprAt, message: `a condition must be a bool, but this one is ${checked.type}` });
     return null;
   }
-  const badPattern = invalidLiteralPattern(program.ast);
+  const badPattern = opts.stored ? null : invalidLiteralPattern(program.ast);
   if (badPattern) {
     place(badPattern);
     return null;
@@ -143,12 +144,21 @@ interface Compiled {
   diagnostics: Diagnostic[];
 }
 
-function compileSource(source: string): Compiled {
+/**
+ * `stored`: the source was accepted when it was posted and is compiled again (after a
+ * restart, for replay). Checks added since then must not turn an accepted, pinned policy
+ * into one that no longer loads: a stored policy decides as it did when it was accepted.
+ */
+export interface CompileOptions {
+  stored?: boolean;
+}
+
+function compileSource(source: string, opts: CompileOptions = {}): Compiled {
   const parsed = parsePolicySource(source);
   const diagnostics = [...parsed.diagnostics];
   const rules: CompiledRule[] = [];
   for (const rule of parsed.rules) {
-    const program = checkCondition(rule, parsed.lines, diagnostics);
+    const program = checkCondition(rule, parsed.lines, diagnostics, opts);
     if (!program) continue;
     rules.push({
       name: rule.name,
@@ -160,7 +170,7 @@ function compileSource(source: string): Compiled {
       program,
     });
   }
-  for (const cond of parsed.orphanConditions) checkCondition(cond, parsed.lines, diagnostics);
+  for (const cond of parsed.orphanConditions) checkCondition(cond, parsed.lines, diagnostics, opts);
   diagnostics.sort((a, b) => a.offset - b.offset);
   // The tokenizer and CEL both see an unterminated string: report it once.
   const unique = diagnostics.filter((d, i) => i === 0 || d.offset !== diagnostics[i - 1]!.offset);
@@ -173,8 +183,8 @@ export function lintPolicy(source: string): Diagnostic[] {
 }
 
 /** Compiles a policy or throws SvcError `policy_invalid` for its first problem. */
-export function compilePolicy(ref: PolicyRef, source: string): CompiledPolicy {
-  const { rules, diagnostics } = compileSource(source);
+export function compilePolicy(ref: PolicyRef, source: string, opts: CompileOptions = {}): CompiledPolicy {
+  const { rules, diagnostics } = compileSource(source, opts);
   const first = diagnostics[0];
   if (first) {
     throw new SvcError('policy_invalid', `line ${first.line}, column ${first.column}: ${first.message}`, {

@@ -163,7 +163,7 @@ export class PolicyService {
     if (hit) return hit;
     const row = await this.deps.db.get<PolicyRow>('SELECT * FROM policies WHERE name = ? AND version = ?', [ref.name, ref.version]);
     if (!row) throw new SvcError('policy_not_found', `policy ${key} does not exist`, { policy: key });
-    return this.remember(compilePolicy(ref, row.source));
+    return this.remember(compilePolicy(ref, row.source, { stored: true }));
   }
 
   /** Decides a proposal under pinned versions, in policy_set order (decisions 5.2). */

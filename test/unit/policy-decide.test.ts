@@ -160,6 +160,13 @@ describe('fail-closed evaluation (D 5.1)', () => {
     expect(d.errors).toHaveLength(2);
   });
 
+  it('a stored policy with a pattern that is not a regexp (accepted before posts checked it) fails closed', () => {
+    const p = compilePolicy({ name: 'p', version: '1' }, 'deny bad when action.tool.matches("(")', { stored: true });
+    const d = decide([p], action(), run('autonomous'));
+    expect(d).toMatchObject({ decision: 'deny', rule: 'p/bad' });
+    expect(d.errors).toEqual([{ rule: 'p/bad', message: expect.stringMatching(/Invalid regular expression/) }]);
+  });
+
   it('a failing rule in one policy does not stop the others', () => {
     const p = policy('p', 'allow broken when action.args.nope == 1');
     const q = policy('q', 'allow fine when true');

@@ -84,6 +84,10 @@ describe('CEL syntax errors map into the whole source (D 5.1)', () => {
     at('allow a when true\ndeny b when ' + '!'.repeat(20_000) + 'action.writes', 2, 13, /nests too deeply to parse/));
   it('a matches pattern that is not a regular expression is refused when posted, not failed closed later', () =>
     at('allow a when true\ndeny b when action.tool.matches("(")', 2, 33, /matches: the pattern is not a valid regular expression \(Unterminated group\)/));
+  it('a stored policy accepted before that check still compiles (it fails closed when decided: policy-decide.test.ts)', () => {
+    const stored = compilePolicy(ref, 'deny b when action.tool.matches("(")', { stored: true });
+    expect(stored.rules.map((r) => r.name)).toEqual(['b']);
+  });
   it('also deep inside a condition (under ! and ||); a valid or a computed pattern is fine', () => {
     at('allow a when action.writes && (action.summary.matches("ok") || !action.tool.matches("a["))', 1, 85, /not a valid regular expression/);
     expect(compilePolicy(ref, 'allow a when action.tool.matches("^billing[.]") && action.tool.matches(run.workflow)').rules).toHaveLength(1);
