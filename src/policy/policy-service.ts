@@ -84,8 +84,12 @@ export class PolicyService {
   async post(input: unknown): Promise<PolicyPostResult> {
     const body = checkPolicyPost(input);
     const ref = { name: body.name, version: body.version };
-    const compiled = compilePolicy(ref, body.source);
     const { db, clock } = this.deps;
+    // The same source posted again is the version already there (200), even when it was
+    // accepted before a check that would refuse it now (stored versions stay as accepted).
+    const same = await db.get<PolicyRow>('SELECT * FROM policies WHERE name = ? AND version = ?', [ref.name, ref.version]);
+    if (same && same.source === body.source) return { status: 200, policy_id: same.policy_id, name: ref.name, version: ref.version };
+    const compiled = compilePolicy(ref, body.source);
     const result = await db.tx(async (t) => {
       const existing = await t.get<PolicyRow>('SELECT * FROM policies WHERE name = ? AND version = ?', [ref.name, ref.version]);
       if (existing) return { existing };

@@ -238,3 +238,34 @@ describe('corpusSlices', () => {
     expect(corpusSlices(Array.from({ length: 25 }, () => ({})), 1e6, 10).map((s) => s.length)).toEqual([10, 10, 5]);
   });
 });
+
+describe('a stored policy accepted before a stricter check (D 5.2 pinning; svc-policy(5) matches)', () => {
+  it('re-posts as 200, is pinned and decides fail-closed, and replays', async () => {
+    const { default: Database } = await import('better-sqlite3');
+    const { mintRemit, propose, pushBundle, leaseAndComplete, lease, startRunDaemon } = await import('./run-fixtures.js');
+    await using d = await startRunDaemon();
+    const source = 'deny bad_pattern when action.tool.matches("(")\n';
+    expect((await d.kernel_('/policies', { body: { name: 'legacy', version: '1', source } })).body.error.code).toBe('policy_invalid');
+    // As an older svcd stored it, when literal patterns were not checked yet.
+    const db = new Database(join(d.dataDir, 'kernel.db'));
+    db.prepare('INSERT INTO policies (policy_id, name, version, source, created_at) VALUES (?, ?, ?, ?, ?)').run('pol_01J0000000000000000000LEGA', 'legacy', '1', source, '2026-11-01T00:00:00.000Z');
+    db.close();
+    const again = await d.kernel_('/policies', { body: { name: 'legacy', version: '1', source } });
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual({ policy_id: 'pol_01J0000000000000000000LEGA', name: 'legacy', version: '1' });
+
+    const bundleId = await pushBundle(d);
+    const remit = await mintRemit(d, { policy_set: ['legacy'] });
+    const run = await d.kernel_('/runs', { body: { bundle_id: bundleId, workflow: 'refund', input: { invoice_id: 'inv-1' }, remit_id: remit.remit_id, requested_by: { id: 'ana', role: 'agent', manager: 'finance' } } });
+    expect(run.status).toBe(201);
+    await leaseAndComplete(d, { amount: 50 }, undefined, ['model']);
+    await leaseAndComplete(d, { rows: [] }, undefined, ['tool']);
+    const l = await lease(d, ['action']);
+    const decided = await propose(d, l.body.lease_id, { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 50 } });
+    expect(decided.status).toBe(403);
+    expect(decided.body.error).toMatchObject({ code: 'action_denied' });
+    expect(JSON.stringify(decided.body)).toContain('legacy/bad_pattern');
+    const replay = await d.kernel_(`/runs/${run.body.run_id}/replay`, { body: {} });
+    expect(replay.body).toMatchObject({ chain_valid: true, state_matches: true, decision_mismatches: [] });
+  });
+});
