@@ -178,6 +178,31 @@ describe('abandon (D §6)', () => {
     expect((await allEvents(d, parked.run_id)).find((e) => e.kind === 'run.abandon_requested').payload).not.toHaveProperty('uncompensated_writes');
   });
 
+  it('while compensations run, a repeated abandon answers the same unfinished writes (docs/design.md Abandon)', async () => {
+    await using d = await startRunDaemon();
+    const b = refundsBundle();
+    b.tools!['billing.unlookup'] = { writes: true };
+    b.workflows.refund!.steps[1]!.compensate = { tool: 'billing.unlookup', args: {} };
+    const { run_id } = await startRun(d, await pushBundle(d, b), { autonomy: 'autonomous' });
+    await leaseAndComplete(d, { amount: 20 });
+    await leaseAndComplete(d, { rows: 2 });
+    const l = await lease(d, ['action']);
+    expect((await propose(d, l.body.lease_id, { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 20 } })).body.decision).toBe('allow');
+    const first = await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'wrong customer' } });
+    expect(first.body).toMatchObject({ compensations_scheduled: 1, state: 'abandoning', uncompensated_writes_total: 1 });
+    expect(first.body.uncompensated_writes).toEqual([expect.objectContaining({ kind: 'action.decided', step: 'refund', tool: 'billing.refund' })]);
+    const again = await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'again' } });
+    expect(again.status).toBe(202);
+    expect(again.body).toEqual(first.body);
+    // The compensation of lookup runs; its gateway call is for a completed step: not named.
+    const comp = await lease(d, ['compensation']);
+    await d.kernel_(`/runs/${run_id}/events`, {
+      body: { kind: 'tool.called', payload: { tool: 'billing.unlookup', step: 'lookup', writes: true, outcome: 'ok' }, actor: { id: 'gateway', role: 'gateway' } },
+      headers: { 'x-svc-lease': comp.body.lease_id },
+    });
+    expect((await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'third' } })).body.uncompensated_writes).toEqual(first.body.uncompensated_writes);
+  });
+
   it('validates the body: reason is required (400); unknown runs are 404', async () => {
     await using d = await startRunDaemon();
     const { run_id } = await startRun(d, await pushBundle(d));
