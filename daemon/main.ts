@@ -6,7 +6,7 @@
 import { dirname, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { KeyRing } from '../src/keys/keyring.js';
-import { createLogger, LOG_LEVELS, type LogLevel } from '../src/log/logger.js';
+import { createLogger, globalRedactor, LOG_LEVELS, type LogLevel } from '../src/log/logger.js';
 import { VERSION } from '../src/version.js';
 import { defaultGatewayConfig, loadGatewayConfig, loadGatewayConfigFile, type GatewayConfig } from '../src/gateway/config.js';
 import { logLevelOf, MAX_CLOCK_SKEW_SECONDS, MAX_DRAIN_SECONDS, readConfigFile, wholeSecondsOf, type SvcdFileConfig } from './config.js';
@@ -175,7 +175,8 @@ async function main(): Promise<void> {
     await program.parseAsync(process.argv);
   } catch (err) {
     if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
-    process.stderr.write(`svcd: ${(err as Error).message}\n`);
+    // A config problem's path can name a key spelt with a `${VAR}` value: registered by now.
+    process.stderr.write(`svcd: ${globalRedactor.redact((err as Error).message)}\n`);
     process.exit(1);
   }
 }

@@ -192,14 +192,28 @@ export function loadGatewayConfig(doc: unknown, opts: LoadOptions = {}): Gateway
 /**
  * Registers a secret with the spellings it takes on its way out: JSON-escaped once (a string
  * field, a log line) and twice (JSON text inside a string field, such as an http `body` or
- * an MCP text block that prints a JSON document), and percent-encoded as a URL component
- * and as a form or query value (an upstream echoing the URL it was called with).
+ * an MCP text block that prints a JSON document), and percent-encoded as a URL component,
+ * as a form or query value, and as the WHATWG URL parser writes it in a query or a path (an
+ * upstream echoing the URL it was called with, or redirecting to one the gateway follows).
+ * The value trimmed too: a header is sent without its leading and trailing whitespace, and
+ * secrets read from files often end in a newline.
  */
 export function registerSecret(redactor: Redactor, value: string): void {
-  const once = JSON.stringify(value).slice(1, -1);
-  const twice = JSON.stringify(once).slice(1, -1);
-  const form = new URLSearchParams([['', value]]).toString().slice(1);
-  for (const spelling of new Set([value, once, twice, encodeURIComponent(value), form])) redactor.add(spelling);
+  for (const v of new Set([value, value.trim()])) {
+    const once = JSON.stringify(v).slice(1, -1);
+    const twice = JSON.stringify(once).slice(1, -1);
+    const form = new URLSearchParams([['', v]]).toString().slice(1);
+    for (const spelling of new Set([v, once, twice, encodeURIComponent(v), form, ...urlSpellings(v)])) redactor.add(spelling);
+  }
+}
+
+/** How `new URL()` writes a value in a query and in a path (neither is encodeURIComponent's). */
+function urlSpellings(v: string): string[] {
+  try {
+    return [new URL(`http://h/?${v}`).search.slice(1), new URL(`http://h/${v}`).pathname.slice(1)];
+  } catch {
+    return [];
+  }
 }
 
 const VAR = /\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\{([^}]*)\}?/g;

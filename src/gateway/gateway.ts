@@ -50,7 +50,7 @@ export interface GatewayHealth {
   connectors: Record<string, CanaryHealth>;
 }
 
-function buildConnector(cfg: ConnectorConfig, logger: Logger, mcp: GatewayOptions['mcp'], groups: McpGroups): Connector {
+function buildConnector(cfg: ConnectorConfig, logger: Logger, mcp: GatewayOptions['mcp'], groups: McpGroups, redactor: Redactor): Connector {
   switch (cfg.type) {
     case 'sqlite':
       return new SqliteConnector(cfg);
@@ -59,7 +59,7 @@ function buildConnector(cfg: ConnectorConfig, logger: Logger, mcp: GatewayOption
     case 'fs':
       return new FsConnector(cfg);
     case 'mcp':
-      return new McpConnector(cfg, { logger: logger.child({ connector: cfg.name }), groups, ...mcp });
+      return new McpConnector(cfg, { logger: logger.child({ connector: cfg.name }), groups, redactor, ...mcp });
   }
 }
 
@@ -101,7 +101,7 @@ export class Gateway {
     let list: Connector[];
     try {
       const groups = McpGroups.forDir(config.data_dir, gw.logger);
-      list = config.connectors.map((c) => buildConnector(c, gw.logger, opts.mcp, groups));
+      list = config.connectors.map((c) => buildConnector(c, gw.logger, opts.mcp, groups, gw.redactor));
     } catch (err) {
       gw.unlock();
       throw err;

@@ -7,7 +7,7 @@
  */
 import { decodeBase64url } from '../encoding/base64url.js';
 import { SvcError } from '../errors.js';
-import type { Logger } from '../log/logger.js';
+import { globalRedactor, type Logger } from '../log/logger.js';
 import type { TrustedKeys } from '../types.js';
 
 /** An event the gateway appends to a run (decisions §7 external kinds). */
@@ -196,7 +196,7 @@ export class HttpKernelLink implements KernelLink {
     if (!res.ok) {
       const text = await res.text().catch(() => '');
       const code = res.status === 401 ? errorCodeOf(text) : null;
-      const message = `POST /v1/runs/${runId}/events answered ${res.status} ${text.slice(0, 200)}`;
+      const message = `POST /v1/runs/${runId}/events answered ${res.status} ${globalRedactor.redact(text).slice(0, 200)}`;
       if (code === 'credential_invalid' || code === 'credential_required') throw new SvcError(code, message, {});
       throw new Error(message);
     }

@@ -17,6 +17,7 @@ import { capturedLogger, startGateway, type TestGateway } from './helpers.js';
 const DIGITS = '31337';
 const QUOTED = 'qs"x\\y-ZZZ999';
 const HEADER_NAME = 'X-Hidden-Name-4242'; // the http connector sends it lower-cased
+const TRAILING = 's3cr3t-TRAIL-77\n'; // a secret read from a file: headers go out trimmed
 const spellings = (v: string) => [v, v.toLowerCase(), JSON.stringify(v).slice(1, -1), JSON.stringify(JSON.stringify(v).slice(1, -1)).slice(1, -1)];
 
 const signer = testSigner();
@@ -41,14 +42,14 @@ beforeAll(async () => {
     keys: signer,
     redactor,
     logger,
-    env: { SECRET_DIGITS: DIGITS, SECRET_QUOTED: QUOTED, SECRET_HNAME: HEADER_NAME, SVC_GATEWAY_TEST_TOOLS: '1' },
+    env: { SECRET_DIGITS: DIGITS, SECRET_QUOTED: QUOTED, SECRET_HNAME: HEADER_NAME, SECRET_TRAIL: TRAILING, SVC_GATEWAY_TEST_TOOLS: '1' },
     doc: {
       connectors: [
         {
           name: 'web',
           type: 'http',
           allowed_hosts: ['127.0.0.1'],
-          headers: { 'x-digits': '${SECRET_DIGITS}', 'x-quoted': '${SECRET_QUOTED}', '${SECRET_HNAME}': 'named' },
+          headers: { 'x-digits': '${SECRET_DIGITS}', 'x-quoted': '${SECRET_QUOTED}', '${SECRET_HNAME}': 'named', authorization: 'Bearer ${SECRET_TRAIL}' },
         },
       ],
     },
@@ -78,10 +79,10 @@ describe('awkward ${VAR} values never leave the gateway (I 2.10)', () => {
     expect(res.status, res.text).toBe(200);
     // The upstream really got both headers (redacted on the way back), and the header named by
     // a ${VAR} was substituted, not sent as the literal `${SECRET_HNAME}`.
-    expect(res.body.result.json.headers).toMatchObject({ 'x-quoted': '[REDACTED]', 'x-digits': '[REDACTED]', '[REDACTED]': 'named' });
+    expect(res.body.result.json.headers).toMatchObject({ 'x-quoted': '[REDACTED]', 'x-digits': '[REDACTED]', '[REDACTED]': 'named', authorization: 'Bearer [REDACTED]' });
     expect(JSON.parse(res.body.result.body).headers['x-quoted']).toBe('[REDACTED]');
     expect(res.text).not.toContain('${');
-    for (const secret of [DIGITS, QUOTED, HEADER_NAME]) for (const s of spellings(secret)) expect(res.text).not.toContain(s);
+    for (const secret of [DIGITS, QUOTED, HEADER_NAME, TRAILING, TRAILING.trim()]) for (const s of spellings(secret)) expect(res.text).not.toContain(s);
   });
 
   it('logs: every line stays JSON and shows no spelling of any secret', async () => {
@@ -124,6 +125,16 @@ describe('Redactor (src/log/logger.ts)', () => {
     const body = w.redactJsonText('{"a":"s3cret-value","__proto__":{"x":1},"b":2}');
     expect(body).toBe('{"a":"[REDACTED]","__proto__":{"x":1},"b":2}');
     expect(Object.getPrototypeOf(w.redactValue(JSON.parse('{"__proto__":{"x":"s3cret-value"}}')))).toBe(Object.prototype);
+  });
+
+  it('the trimmed value, and the spellings new URL() gives it in a query and a path, are registered too', () => {
+    const u = new Redactor();
+    registerSecret(u, ' p@ss/w:rd"q\n');
+    const followed = new URL('http://upstream/echo?k=p@ss/w:rd"q');
+    expect(followed.href).toContain('p@ss/w:rd%22q'); // neither encodeURIComponent's spelling nor the raw one
+    expect(u.redact(followed.href)).toBe('http://upstream/echo?k=[REDACTED]');
+    expect(u.redact(new URL('http://upstream/p@ss/w:rd"q').href)).toBe('http://upstream/[REDACTED]');
+    expect(u.redact('Bearer p@ss/w:rd"q')).toBe('Bearer [REDACTED]');
   });
 
   it('a form-encoded spelling is registered too', () => {

@@ -61,6 +61,20 @@ describe('D §10 / I 7.1: router errors use the envelope', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it('the kernel redacts registered secrets from every answer, as the gateway does (I 2.10)', async () => {
+    const { globalRedactor } = await import('../../src/log/logger.js');
+    const secret = 's3cr3t-KERNEL-55';
+    globalRedactor.add(secret);
+    await using d = await startTestDaemon();
+    // What the kernel repeats from a request (an unknown id), and what it hands out from the
+    // gateway's descriptors, pass the same hook.
+    const res = await fetch(`${d.kernelUrl}/v1/runs/run_${secret}`);
+    expect(res.status).toBe(404);
+    const text = await res.text();
+    expect(text).not.toContain(secret);
+    expect(JSON.parse(text).error.details).toEqual({ resource: 'run', id: 'run_[REDACTED]' });
+  });
+
   it('a long unknown id is 404 not_found with details.resource and details.id', async () => {
     await using d = await startTestDaemon();
     const id = `run_${'x'.repeat(300)}`;

@@ -74,6 +74,14 @@ describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
       expect(r.code).toBe(2);
       expect(r.stderr).toBe(`svcd: ${text} (run with --help for usage)\n`);
     }
+    // A config problem whose path names a key spelt with a ${VAR} value: the value stays hidden.
+    const dir = tempDir();
+    const cfg = join(dir, 'gw.json');
+    writeFileSync(cfg, JSON.stringify({ connectors: [{ name: 'web', type: 'http', allowed_hosts: ['h'], headers: { '${KEY_SECRET}': 5 } }] }));
+    const leaky = svcdExit(['--no-kernel', '--gateway-config', cfg, '--gateway-listen', '127.0.0.1:0'], { KEY_SECRET: 's3cr3t-KEY-909' });
+    expect(leaky.code).toBe(1);
+    expect(leaky.stderr).toContain('/connectors/0/headers/[REDACTED]: must be string');
+    expect(leaky.stderr).not.toContain('s3cr3t-KEY-909');
     // A flag value svcd cannot use is bad configuration (1), named in one line.
     const listen = svcdExit(['--kernel-listen', 'nonsense', '--no-gateway']);
     expect(listen.code).toBe(1);

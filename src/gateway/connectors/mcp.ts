@@ -10,7 +10,7 @@
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ErrorCode, McpError, type Tool } from '@modelcontextprotocol/sdk/types.js';
-import type { Logger } from '../../log/logger.js';
+import { globalRedactor, type Logger, type Redactor } from '../../log/logger.js';
 import { VERSION } from '../../version.js';
 import type { McpConnectorConfig } from '../config.js';
 import { compileInputSchema } from '../schema-validator.js';
@@ -36,6 +36,8 @@ export interface McpConnectorOptions {
   startupTimeoutMs?: number;
   /** Where running servers are written down, so the next gateway can end what a crash left. */
   groups?: McpGroups;
+  /** Redacts texts before they are cut to length (a cut secret is no longer recognised). (Default: globalRedactor) */
+  redactor?: Redactor;
 }
 
 export type McpState = 'starting' | 'ready' | 'down' | 'closed';
@@ -62,6 +64,8 @@ export class McpConnector implements Connector {
   /** Number of times the server was (re)connected; tests wait on it. */
   generation = 0;
 
+  private readonly redactor: Redactor;
+
   constructor(
     private readonly cfg: McpConnectorConfig,
     private readonly opts: McpConnectorOptions,
@@ -69,6 +73,7 @@ export class McpConnector implements Connector {
     this.name = cfg.name;
     this.probe = cfg.probe;
     this.timeoutMs = cfg.timeout_ms;
+    this.redactor = opts.redactor ?? globalRedactor;
   }
 
   get state(): McpState {
@@ -109,7 +114,9 @@ export class McpConnector implements Connector {
       args,
       env: this.cfg.env,
       cwd: this.cfg.cwd,
-      onStderr: (line) => this.opts.logger.info('mcp stderr', { connector: this.name, line: line.slice(0, 4000) }),
+      // Redacted whole before it is cut: a cut through a secret would leave a piece the
+      // logger's redaction no longer recognises.
+      onStderr: (line) => this.opts.logger.info('mcp stderr', { connector: this.name, line: this.redactor.redact(line).slice(0, 4000) }),
       onGroupStarted: (pid) => this.opts.groups?.add(pid, this.name),
       onGroupEnded: (pid) => this.opts.groups?.remove(pid),
     });
@@ -240,9 +247,10 @@ export class McpConnector implements Connector {
     if (res.isError === true) {
       const text = (Array.isArray(res.content) ? res.content : [])
         .map((c) => (c as { type?: string; text?: string }).type === 'text' ? (c as { text: string }).text : '')
-        .join(' ')
-        .slice(0, 1000);
-      throw new DeterministicFailure(`tool ${operation} reported an error${text ? `: ${text}` : ''}`, { result });
+        .join(' ');
+      // Redacted before it is cut, for the same reason as stderr lines above.
+      const shown = this.redactor.redact(text).slice(0, 1000);
+      throw new DeterministicFailure(`tool ${operation} reported an error${shown ? `: ${shown}` : ''}`, { result });
     }
     return result;
   }

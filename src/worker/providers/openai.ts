@@ -122,7 +122,7 @@ export class OpenAiProvider implements Provider {
       throw new StepError('network_error', `cannot reach the model provider at ${this.opts.baseUrl} (${cause?.code ?? (err as Error).message})`, false);
     }
     if (res.status < 200 || res.status >= 300) {
-      const detail = globalRedactor.redact(text.slice(0, 300));
+      const detail = globalRedactor.redact(text).slice(0, 300); // redacted whole, then cut
       if (res.status === 400 || res.status === 404 || res.status === 422) {
         throw new StepError('provider_rejected', `model provider refused the request: HTTP ${res.status} ${detail}`, true);
       }
