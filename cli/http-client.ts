@@ -132,11 +132,15 @@ export function errorFromBody(status: number, body: unknown, where?: string): Cl
   return notSvcd(status, where);
 }
 
-function notSvcd(status: number, where?: string): CliError {
-  const from = where ? ` from ${where}` : '';
-  return new CliError(`HTTP ${status}${from} is not an svcd answer; is the URL svcd's?`, EXIT.failed);
+/** What an answer from something that is not svcd is called (the CLI and the inbox). */
+export function notSvcdMessage(status: number, where?: string): string {
+  return `HTTP ${status}${where ? ` from ${where}` : ''} is not an svcd answer; is the URL svcd's?`;
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
+function notSvcd(status: number, where?: string): CliError {
+  return new CliError(notSvcdMessage(status, where), EXIT.failed);
+}
+
+export function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

@@ -5,6 +5,7 @@
  * errors to exit codes (cli/exit.ts).
  */
 import { isMainModule } from '../src/util/main-module.js';
+import { usageLine } from '../src/util/usage-line.js';
 import { Command, CommanderError } from 'commander';
 import { VERSION } from '../src/version.js';
 import { CliError, EXIT } from './exit.js';
@@ -28,7 +29,7 @@ export function buildProgram(): Command {
     .option('--json', 'print data as JSON (NDJSON for streams)')
     // One line per error, with the prefix every other error has (svc(1) DIAGNOSTICS); commands
     // made after this inherit it.
-    .configureOutput({ outputError: (text, write) => write(`svc: ${text.trim().replace(/^error: /, '').replace(/\s*\n\s*/g, ' ')} (run with --help for usage)\n`) })
+    .configureOutput({ outputError: (text, write) => write(usageLine('svc', text)) })
     .addHelpText(
       'after',
       '\nEvery command takes --help. Exit status: 0 ok, 1 refused or failed (by the service, or a\nfile that cannot be read or is not valid), 2 usage error, 3 svcd unreachable.\nManual: man -l man/svc.1 in the source tree.\n\nExample (svcd running on 127.0.0.1:7401):\n  svc keys show\n  svc run list --state parked',

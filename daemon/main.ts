@@ -7,6 +7,7 @@ import { dirname, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { KeyRing } from '../src/keys/keyring.js';
 import { createLogger, globalRedactor, LOG_LEVELS, type LogLevel } from '../src/log/logger.js';
+import { usageLine } from '../src/util/usage-line.js';
 import { VERSION } from '../src/version.js';
 import { defaultGatewayConfig, loadGatewayConfig, loadGatewayConfigFile, type GatewayConfig } from '../src/gateway/config.js';
 import { logLevelOf, MAX_CLOCK_SKEW_SECONDS, MAX_DRAIN_SECONDS, readConfigFile, wholeSecondsOf, type SvcdFileConfig } from './config.js';
@@ -137,7 +138,7 @@ export function buildProgram(): Command {
   const program = new Command('svcd')
     .exitOverride()
     // Usage errors read like every other svcd failure before it serves: one "svcd:" line.
-    .configureOutput({ outputError: (text, write) => write(`svcd: ${text.trim().replace(/^error: /, '').replace(/\s*\n\s*/g, ' ')} (run with --help for usage)\n`) })
+    .configureOutput({ outputError: (text, write) => write(usageLine('svcd', text)) })
     .description('svc daemon: the run kernel (default 127.0.0.1:7401) and the tool gateway (default 127.0.0.1:7402)')
     .version(VERSION)
     .option('--config <file>', 'YAML or JSON config with kernel: and gateway: sections')

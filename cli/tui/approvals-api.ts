@@ -6,7 +6,7 @@
  * data layer is tested without a daemon.
  */
 import type { RunEvent, RunStateObject } from '../../src/types.js';
-import { exchange, type ClientOptions, type FetchLike } from '../http-client.js';
+import { exchange, isObject, notSvcdMessage, type ClientOptions, type FetchLike } from '../http-client.js';
 
 export type { FetchLike };
 
@@ -176,16 +176,12 @@ export class ApprovalsApi {
   private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
     const res = await exchange({ ...this.opts, baseUrl: this.baseUrl, timeoutMs: this.opts.timeoutMs ?? 10_000 }, method, path, body);
     const parsed = res.body;
-    const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-    if (res.status >= 200 && res.status < 300) {
-      // svcd answers the inbox with JSON objects: anything else is another server at this URL.
-      if (res.status === 204 || isObject(parsed) || Array.isArray(parsed)) return parsed as T;
-      throw new ApiError(res.status, 'not_svcd', `HTTP ${res.status} from ${this.baseUrl} is not an svcd answer; is the URL svcd's?`, {}, undefined, this.baseUrl);
-    }
-    const env = isObject(parsed) && isObject(parsed.error) && typeof parsed.error.code === 'string' ? parsed.error : null;
-    if (!env) {
-      throw new ApiError(res.status, 'not_svcd', `HTTP ${res.status} from ${this.baseUrl} is not an svcd answer; is the URL svcd's?`, {}, undefined, this.baseUrl);
-    }
+    const ok = res.status >= 200 && res.status < 300;
+    // svcd answers the inbox with JSON objects, and refuses with an envelope that has a code:
+    // anything else is another server at this URL.
+    if (ok && (res.status === 204 || isObject(parsed) || Array.isArray(parsed))) return parsed as T;
+    const env = !ok && isObject(parsed) && isObject(parsed.error) && typeof parsed.error.code === 'string' ? parsed.error : null;
+    if (!env) throw new ApiError(res.status, 'not_svcd', notSvcdMessage(res.status, this.baseUrl), {}, undefined, this.baseUrl);
     throw new ApiError(
       res.status,
       env.code as string,

@@ -29,10 +29,7 @@ export interface GatewayAppOptions {
 export async function buildGatewayApp(gateway: Gateway, opts: GatewayAppOptions): Promise<FastifyInstance> {
   const app = Fastify(fastifyOptions());
   const redactor = opts.redactor ?? globalRedactor;
-  installCommon(app, { token: opts.token, render: renderGatewayError, logger: opts.logger });
-  // The last line of defence: nothing registered as a secret leaves in a body, and the body
-  // stays the JSON it was (a secret's digits inside a number must not break it).
-  app.addHook('onSend', async (_req, _reply, payload) => (typeof payload === 'string' && redactor.size > 0 ? redactor.redactJsonText(payload) : payload));
+  installCommon(app, { token: opts.token, render: renderGatewayError, logger: opts.logger, redactor });
   await app.register(gatewayRoutes, { prefix: '/v1', gateway });
   return app;
 }

@@ -12,7 +12,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { bodyProblem } from '../../src/encoding/json-limits.js';
 import { isLoopbackAddress, isLoopbackName } from '../../src/util/loopback.js';
 import { SvcError, isSvcError } from '../../src/errors.js';
-import type { Logger } from '../../src/log/logger.js';
+import { globalRedactor, type Logger, type Redactor } from '../../src/log/logger.js';
 
 /** How a listener renders an SvcError (the kernel and the gateway differ, I 7.1 vs 7.2). */
 export type ErrorRenderer = (err: SvcError) => unknown;
@@ -100,6 +100,12 @@ export interface CommonOptions {
   token: string | null;
   render: ErrorRenderer;
   logger: Logger;
+  /**
+   * Every JSON body leaves through it: the last line of defence for `${VAR}` values, also
+   * when an upstream echoes one back or the kernel hands out an MCP tool's description that
+   * quotes its own env. (Default: globalRedactor)
+   */
+  redactor?: Redactor;
 }
 
 /** The renderer installCommon registered for each listener (read by renderFrameworkError). */
@@ -249,9 +255,13 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   // Node closes the connections that are idle when the drain starts, never those that go idle
   // later: a response finished during the drain (a tool call, a woken long poll) would leave its
   // keep-alive connection open until the client dropped it, and hold svcd to its deadline.
+  // The same hook redacts every body (a callback hook: an async one costs each response a
+  // promise, bench/README.md item 20); with no secret registered it is one branch. The body
+  // stays the JSON it was (a secret's digits inside a number must not break it).
+  const redactor = opts.redactor ?? globalRedactor;
   app.addHook('onSend', (_req, reply, payload, done) => {
     if (closing) reply.header('Connection', 'close');
-    done(null, payload);
+    done(null, typeof payload === 'string' && redactor.size > 0 ? redactor.redactJsonText(payload) : payload);
   });
 
   const noteRefusal = refusalLogger(opts.logger);

@@ -150,7 +150,7 @@ export class HttpKernelLink implements KernelLink {
       // A fetch already on its way may have left the kernel before a rotation: join it, and
       // when it does not know the id either, ask once more rather than wait out the throttle.
       const joined = this.fetching !== null;
-      if (joined) await this.fetching!.catch(() => {});
+      if (joined) await this.fetching; // refresh() settles it, never rejects
       const now = this.opts.now?.() ?? Date.now();
       if (unknown() && ((joined && !this.refreshFailed) || now - this.lastMiss >= (this.opts.minRefreshMs ?? 1000))) {
         await this.refresh();
