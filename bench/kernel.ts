@@ -138,6 +138,7 @@ export const kernelBenchmark: Benchmark = {
         // Where a cycle's time goes (bench/README.md "Why the kernel targets are not met").
         if (spent.every((p) => p.cpuMsPerCycle !== null)) {
           rows.push({ label: `svcd CPU, all threads, c=${c}`, unit: 'ms/cycle', samples: spent.map((p) => p.cpuMsPerCycle!), better: 'lower' });
+          rows.push({ label: `  of which in the OS kernel c=${c}`, unit: 'ms/cycle', samples: spent.map((p) => p.sysCpuMsPerCycle!), better: 'lower' });
           rows.push({ label: `svcd event loop on CPU c=${c}`, unit: '% of wall', samples: spent.map((p) => p.loopBusyPercent!), better: 'lower' });
         }
         rows.push({ label: `durable commit's wait for fsync c=${c}`, unit: 'ms', samples: spent.map((p) => p.syncWaitMs), better: 'lower' });

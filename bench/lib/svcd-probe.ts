@@ -12,6 +12,8 @@ export interface SvcdSample {
   at: number;
   /** CPU ms of the whole process (all threads), or null without /proc. */
   cpuMs: number | null;
+  /** The part of cpuMs spent in the OS kernel on svcd's behalf (system calls: fsync, I/O, locks). */
+  sysCpuMs: number | null;
   /** CPU ms of the main thread (the event loop), or null without /proc. */
   loopCpuMs: number | null;
   syncWaitSeconds: number;
@@ -23,6 +25,8 @@ export interface SvcdSample {
 export interface SvcdPhase {
   /** CPU ms per cycle, all threads. */
   cpuMsPerCycle: number | null;
+  /** The part of cpuMsPerCycle spent in the OS kernel (system time). */
+  sysCpuMsPerCycle: number | null;
   /** Share of the wall time the event loop was on the CPU, in %. */
   loopBusyPercent: number | null;
   /** Mean wait of a durable commit for its fsync, ms. */
@@ -31,12 +35,12 @@ export interface SvcdPhase {
   transactionsPerFsync: number;
 }
 
-/** utime + stime of /proc/PID[/task/TID]/stat in ms (USER_HZ is 100 on Linux). */
-function procCpuMs(path: string): number | null {
+/** utime and stime of /proc/PID[/task/TID]/stat in ms (USER_HZ is 100 on Linux). */
+function procCpuMs(path: string): { user: number; sys: number } | null {
   try {
     const text = readFileSync(path, 'utf8');
     const fields = text.slice(text.lastIndexOf(')') + 2).split(' '); // the name may hold ') '
-    return (Number(fields[11]) + Number(fields[12])) * 10;
+    return { user: Number(fields[11]) * 10, sys: Number(fields[12]) * 10 };
   } catch {
     return null;
   }
@@ -50,14 +54,15 @@ function metric(text: string, name: string): number {
 export async function sampleSvcd(pid: number, kernelUrl: string): Promise<SvcdSample> {
   // Clock and CPU first: the metrics request below is not part of the measured phase.
   const at = performance.now();
-  const cpuMs = procCpuMs(`/proc/${pid}/stat`);
-  const loopCpuMs = procCpuMs(`/proc/${pid}/task/${pid}/stat`);
+  const cpu = procCpuMs(`/proc/${pid}/stat`);
+  const loop = procCpuMs(`/proc/${pid}/task/${pid}/stat`);
   const res = await httpJson('GET', `${kernelUrl}/metrics`);
   const text = typeof res.body === 'string' ? res.body : '';
   return {
     at,
-    cpuMs,
-    loopCpuMs,
+    cpuMs: cpu && cpu.user + cpu.sys,
+    sysCpuMs: cpu && cpu.sys,
+    loopCpuMs: loop && loop.user + loop.sys,
     syncWaitSeconds: metric(text, 'svc_store_commit_sync_seconds_sum'),
     durableCommits: metric(text, 'svc_store_commit_sync_seconds_count'),
     fsyncs: metric(text, 'svc_store_fsyncs_total'),
@@ -69,11 +74,13 @@ export function phase(from: SvcdSample, to: SvcdSample, cycles: number): SvcdPha
   const wall = to.at - from.at;
   const diff = (a: number | null, b: number | null) => (a === null || b === null ? null : b - a);
   const cpu = diff(from.cpuMs, to.cpuMs);
+  const sys = diff(from.sysCpuMs, to.sysCpuMs);
   const loop = diff(from.loopCpuMs, to.loopCpuMs);
   const commits = to.durableCommits - from.durableCommits;
   const fsyncs = to.fsyncs - from.fsyncs;
   return {
     cpuMsPerCycle: cpu === null ? null : cpu / cycles,
+    sysCpuMsPerCycle: sys === null ? null : sys / cycles,
     loopBusyPercent: loop === null ? null : (loop / wall) * 100,
     syncWaitMs: commits > 0 ? ((to.syncWaitSeconds - from.syncWaitSeconds) * 1000) / commits : 0,
     transactionsPerFsync: fsyncs > 0 ? (to.fsyncTransactions - from.fsyncTransactions) / fsyncs : 0,
