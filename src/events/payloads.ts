@@ -126,11 +126,15 @@ export interface RunResumedPayload {
 
 export interface RunCompletedPayload {
   output: unknown;
+  /** The approvals still pending when the run ended, cancelled with it; present only when any were. */
+  cancelled_approval_ids?: string[];
 }
 
 export interface RunFailedPayload {
   error: ErrorInfo;
   step: string | null;
+  /** As in run.completed. */
+  cancelled_approval_ids?: string[];
 }
 
 export interface BudgetExceededPayload {

@@ -6,11 +6,12 @@
 import { isoTime } from '../clock.js';
 import { SvcError, notFound } from '../errors.js';
 import type { ApprovalDecidedPayload, RunResumedPayload } from '../events/payloads.js';
+import type { SqlDb } from '../store/sql-db.js';
 import type { PolicyAction, RunState } from '../types.js';
 import { pageNewestFirst } from './cursor.js';
 import type { RunEngine } from './run-engine.js';
 
-/** Approval states: `cancelled` when its run was abandoned before a decision. */
+/** Approval states: `cancelled` when its run ended (completed, failed, abandoned) before a decision. */
 export type ApprovalState = 'pending' | 'approved' | 'rejected' | 'cancelled';
 export const APPROVAL_STATES: readonly ApprovalState[] = ['pending', 'approved', 'rejected', 'cancelled'];
 
@@ -83,6 +84,18 @@ export function approvalObject(r: ApprovalRow): ApprovalObject {
   };
 }
 
+/**
+ * Cancels the pending approvals of a run that is ending (completed, failed or abandoning): no
+ * step of it will be leased again to act on a decision, so they leave the approvers' inboxes.
+ * A run parked for a human that is resumed and then ends keeps one otherwise. Returns their
+ * ids, newest last, for the ending event's `cancelled_approval_ids`.
+ */
+export async function cancelPendingApprovals(tx: SqlDb, runId: string, at: string): Promise<string[]> {
+  const pending = await tx.all<{ approval_id: string }>("SELECT approval_id FROM approvals WHERE run_id = ? AND state = 'pending' ORDER BY approval_id", [runId]);
+  if (pending.length > 0) await tx.run("UPDATE approvals SET state = 'cancelled', decided_at = ? WHERE run_id = ? AND state = 'pending'", [at, runId]);
+  return pending.map((p) => p.approval_id);
+}
+
 export class ApprovalService {
   constructor(private readonly e: RunEngine) {}
 
@@ -136,7 +149,11 @@ export class ApprovalService {
         throw new SvcError('not_the_approver', `${body.actor.id} requested run ${a.run_id} and cannot approve its actions`, { approver: a.approver, actor: body.actor, reason: 'self_approval' });
       }
       if (a.state === 'cancelled') {
-        throw new SvcError('invalid_state', `approval ${approvalId} was cancelled when its run was abandoned`, { approval_id: approvalId, state: a.state });
+        throw new SvcError('invalid_state', `approval ${approvalId} was cancelled when run ${a.run_id} ended (${w.model.state}) before a decision`, {
+          approval_id: approvalId,
+          state: a.state,
+          run_state: w.model.state,
+        });
       }
       if (a.state !== 'pending') {
         throw new SvcError('already_decided', `approval ${approvalId} is already ${a.state}`, { approval_id: approvalId, state: a.state, decision: a.decision, decided_at: a.decided_at });

@@ -11,6 +11,7 @@ import type {
   CompensationCompletedPayload,
   CompensationFailedPayload,
   LeaseExpiredPayload,
+  RunCompletedPayload,
   RunFailedPayload,
   RunParkedPayload,
   StepCompletedPayload,
@@ -28,6 +29,7 @@ import { retryDelayMs, retryPolicy } from './retry.js';
 import { budgetExceeded, type RunEngine } from './run-engine.js';
 import { KERNEL_ACTOR, normalizeLease, type LeaseRow, type RunWriter } from './run-store.js';
 import { schemaCheck } from './schema-check.js';
+import { cancelPendingApprovals } from './approvals.js';
 
 /** Lease ttl bounds (decisions §6). */
 export const LEASE_TTL = { default: 60, max: 3600 } as const;
@@ -313,7 +315,12 @@ export class LeaseService {
         const p: StepCompletedPayload = { step: lease.step, attempt: lease.attempt, lease_id: leaseId, output, usage };
         await w.append({ kind: 'step.completed', payload: p, actor: { worker_id: lease.worker_id } });
         if (budgetExceeded(w.model.usage, w.model.budget, reserved)) await this.failForBudget(w, lease.step, reserved);
-        else if (w.model.current_step === null) await w.append({ kind: 'run.completed', payload: { output }, actor: KERNEL_ACTOR });
+        else if (w.model.current_step === null) {
+          const done: RunCompletedPayload = { output };
+          const cancelled = await cancelPendingApprovals(w.tx, lease.run_id, isoTime(this.k.clock.now()));
+          if (cancelled.length > 0) done.cancelled_approval_ids = cancelled;
+          await w.append({ kind: 'run.completed', payload: done, actor: KERNEL_ACTOR });
+        }
       }
       await this.endLease(w, leaseId, 'completed');
       const m = w.model;
@@ -474,6 +481,8 @@ export class LeaseService {
       error: { code: 'budget_exhausted', message: budgetMessage(m.usage, m.budget, reserved) },
       step,
     };
+    const cancelled = await cancelPendingApprovals(w.tx, w.row.run_id, isoTime(this.k.clock.now()));
+    if (cancelled.length > 0) failed.cancelled_approval_ids = cancelled;
     await w.append({ kind: 'budget.exceeded', payload: exceeded, actor: KERNEL_ACTOR }, { kind: 'run.failed', payload: failed, actor: KERNEL_ACTOR });
   }
 

@@ -365,6 +365,7 @@ const TRANSITIONS: { [K in FoldedKind]: Transition<KernelEventPayloads[K]> } = {
     if (m.state !== 'running' || m.current_step !== null) fail(ev, 'only a running run whose steps all completed can complete');
     m.state = 'completed';
     m.output = p.output;
+    m.pending_approval_id = null; // cancelled with the run (cancelled_approval_ids)
   },
 
   'budget.exceeded'() {},
@@ -373,6 +374,7 @@ const TRANSITIONS: { [K in FoldedKind]: Transition<KernelEventPayloads[K]> } = {
     if (m.state !== 'running' && m.state !== 'parked') fail(ev, `a ${m.state} run cannot fail`);
     m.state = 'failed';
     m.parked_reason = null;
+    m.pending_approval_id = null;
     m.error = { code: p.error.code, message: p.error.message };
     const s = m.current_step ? m.steps[m.current_step] : undefined;
     if (s) {

@@ -13,7 +13,7 @@ import type { RunAbandonRequestedPayload, RunCreatedPayload, RunResumedPayload }
 import { newId } from '../ids.js';
 import { globalRedactor } from '../log/logger.js';
 import type { Bundle, RemitPayload, Requester, RunEvent, RunState, RunStateObject, Spend, StepDef, StoredBundle, WorkflowDef } from '../types.js';
-import { ApprovalService } from './approvals.js';
+import { ApprovalService, cancelPendingApprovals } from './approvals.js';
 import { ActionService } from './actions.js';
 import { pageNewestFirst } from './cursor.js';
 import type { Kernel } from './kernel.js';
@@ -162,7 +162,12 @@ export class RunEngine {
 
   /** Metrics and wake-ups for a committed change. */
   afterCommit(before: RunModel | null, after: RunModel, events: readonly RunEvent[], wake = true): void {
-    for (const e of events) this.k.metrics.events.inc({ kind: e.kind });
+    for (const e of events) {
+      this.k.metrics.events.inc({ kind: e.kind });
+      // The ending events name the approvals they cancelled (cancelPendingApprovals).
+      const cancelled = (e.payload as { cancelled_approval_ids?: unknown } | null)?.cancelled_approval_ids;
+      if (Array.isArray(cancelled) && cancelled.length > 0) this.k.metrics.approvalsPending.dec(cancelled.length);
+    }
     if (!before || before.state !== after.state) {
       if (before) this.k.metrics.runs.dec({ state: before.state });
       this.k.metrics.runs.inc({ state: after.state });
@@ -412,7 +417,7 @@ export class RunEngine {
       const m = w.model;
       if (m.state === 'abandoning') {
         const uncompensated = uncompensatedWrites(await stepEvents(w.tx, runId));
-        return { compensations_scheduled: m.compensations.length, state: m.state, uncompensated, cancelled: 0, chargedUsd: 0, department: m.department };
+        return { compensations_scheduled: m.compensations.length, state: m.state, uncompensated, chargedUsd: 0, department: m.department };
       }
       if (isTerminal(m.state)) {
         throw new SvcError('invalid_state', `run ${runId} is ${m.state}; it can no longer be abandoned`, { run_id: runId, state: m.state });
@@ -420,14 +425,13 @@ export class RunEngine {
       const compensations = compensationsFor(m);
       const active = await w.tx.all<{ lease_id: string }>("SELECT lease_id FROM leases WHERE run_id = ? AND status = 'active'", [runId]);
       await w.tx.run("UPDATE leases SET status = 'released', ended_at = ? WHERE run_id = ? AND status = 'active'", [isoTime(now), runId]);
-      const pending = await w.tx.all<{ approval_id: string }>("SELECT approval_id FROM approvals WHERE run_id = ? AND state = 'pending' ORDER BY approval_id", [runId]);
-      await w.tx.run("UPDATE approvals SET state = 'cancelled', decided_at = ? WHERE run_id = ? AND state = 'pending'", [isoTime(now), runId]);
+      const cancelled = await cancelPendingApprovals(w.tx, runId, isoTime(now));
       const payload: RunAbandonRequestedPayload = {
         reason,
         from_state: m.state,
         compensations,
         released_lease_id: active[0]?.lease_id ?? null,
-        cancelled_approval_ids: pending.map((p) => p.approval_id),
+        cancelled_approval_ids: cancelled,
       };
       const logged = await stepEvents(w.tx, runId);
       // Model calls of a step that parked or lost its lease are reported by its next lease;
@@ -441,9 +445,8 @@ export class RunEngine {
       if (compensations.length === 0) {
         await w.append({ kind: 'run.abandoned', payload: { reason, compensated: [], failed: [] }, actor: KERNEL_ACTOR });
       }
-      return { compensations_scheduled: compensations.length, state: w.model.state, uncompensated, cancelled: pending.length, chargedUsd: unreported.usd, department: m.department };
+      return { compensations_scheduled: compensations.length, state: w.model.state, uncompensated, chargedUsd: unreported.usd, department: m.department };
     });
-    if (result.cancelled > 0) this.k.metrics.approvalsPending.dec(result.cancelled);
     if (result.chargedUsd > 0) this.k.metrics.usageUsd.inc({ department: result.department }, result.chargedUsd);
     return { compensations_scheduled: result.compensations_scheduled, state: result.state, uncompensated: result.uncompensated };
   }

@@ -116,3 +116,54 @@ describe('GET /approvals (I 4.1, D 5.4)', () => {
     expect((await d.kernel_('/metrics')).body).toMatch(/^svc_approvals_pending 2$/m);
   });
 });
+
+describe('an approval outlived by its run (I 3 approval rows; docs/design.md "Approvals")', () => {
+  it('a run parked for a human, resumed and then completed cancels the approval: out of the inbox, not decidable, named in run.completed', async () => {
+    await using d = await startRunDaemon();
+    const { run_id, lease: l } = await runToAction(d);
+    const p = (await propose(d, l.lease_id, BIG)).body;
+    expect(p.decision).toBe('approval_required');
+    expect((await d.kernel_('/metrics')).body).toMatch(/^svc_approvals_pending 1$/m);
+    // An operator resumes the run without a decision; the worker proposes a smaller refund.
+    expect((await d.kernel_(`/runs/${run_id}/resume`, { body: { actor: { id: 'op-1', role: 'operator' } } })).status).toBe(200);
+    const l2 = (await lease(d, ['action'])).body;
+    expect((await propose(d, l2.lease_id, { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 50 } })).body.decision).toBe('allow');
+    expect((await d.kernel_(`/leases/${l2.lease_id}/complete`, { body: { output: { id: 'rf-2' } } })).body).toEqual({ run_state: 'completed', next_step: null });
+
+    expect((await d.kernel_(`/approvals/${p.approval_id}`)).body).toMatchObject({ state: 'cancelled', decision: null, decided_at: expect.any(String) });
+    expect((await d.kernel_('/approvals?state=pending')).body.approvals).toEqual([]);
+    expect((await d.kernel_('/metrics')).body).toMatch(/^svc_approvals_pending 0$/m);
+    const late = await d.kernel_(`/approvals/${p.approval_id}`, { body: { decision: 'approved', actor: APPROVER, reason: 'late' } });
+    expect(late.status).toBe(409);
+    expect(late.body.error).toMatchObject({ code: 'invalid_state', details: { approval_id: p.approval_id, state: 'cancelled', run_state: 'completed' } });
+    expect(late.body.error.message).toContain('ended (completed)');
+
+    const events = await allEvents(d, run_id);
+    expect(events.at(-1)).toMatchObject({ kind: 'run.completed', payload: { output: { id: 'rf-2' }, cancelled_approval_ids: [p.approval_id] } });
+    expect(events.some((e) => e.kind === 'approval.decided')).toBe(false);
+    expect(await getRun(d, run_id)).toMatchObject({ state: 'completed', pending_approval_id: null });
+    expect((await d.kernel_(`/runs/${run_id}/replay`, { body: {} })).body).toMatchObject({ chain_valid: true, state_matches: true });
+  });
+
+  it('a run that fails for its budget after such a resume cancels the approval too (run.failed names it)', async () => {
+    await using d = await startRunDaemon();
+    // leaseAndComplete spends 10 tokens a step: two steps in, 5 tokens are left.
+    const { run_id, lease: l } = await runToAction(d, { spend: { tokens: 25, usd: 5 } });
+    const p = (await propose(d, l.lease_id, BIG)).body;
+    await d.kernel_(`/runs/${run_id}/resume`, { body: { actor: { id: 'op-1', role: 'operator' } } });
+    const l2 = (await lease(d, ['action'])).body;
+    const done = await d.kernel_(`/leases/${l2.lease_id}/complete`, { body: { output: { id: 'rf-4' }, usage: { tokens: 50, usd: 0 } } });
+    expect(done.body).toMatchObject({ run_state: 'failed' });
+    expect((await allEvents(d, run_id)).at(-1)).toMatchObject({ kind: 'run.failed', payload: { error: { code: 'budget_exhausted' }, cancelled_approval_ids: [p.approval_id] } });
+    expect((await d.kernel_(`/approvals/${p.approval_id}`)).body.state).toBe('cancelled');
+    expect((await d.kernel_('/metrics')).body).toMatch(/^svc_approvals_pending 0$/m);
+  });
+
+  it('a run with no pending approval completes with run.completed {output} alone', async () => {
+    await using d = await startRunDaemon();
+    const { run_id, lease: l } = await runToAction(d);
+    expect((await propose(d, l.lease_id, { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 50 } })).body.decision).toBe('allow');
+    await d.kernel_(`/leases/${l.lease_id}/complete`, { body: { output: { id: 'rf-3' } } });
+    expect((await allEvents(d, run_id)).at(-1)).toEqual(expect.objectContaining({ kind: 'run.completed', payload: { output: { id: 'rf-3' } } }));
+  });
+});
