@@ -3,6 +3,7 @@
  * failure (ours and fastify's own 400/404/413), bearer auth with a constant-time compare, and
  * loopback-only operation when no token is configured (interface 5.1, decisions §10).
  */
+import { isUtf8 } from 'node:buffer';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -170,9 +171,13 @@ function shortPath(path: string): string {
 export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   renderers.set(app, opts.render);
   // One JSON parser for every content type: an empty body is "no body", bad JSON is a 400.
+  // The bytes are checked before they are decoded: decoding replaces invalid UTF-8 with U+FFFD,
+  // which would store something other than what the client sent (RFC 8259: JSON is UTF-8).
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
-    const text = typeof body === 'string' ? body : body.toString('utf8');
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => {
+    const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
+    if (!isUtf8(bytes)) return done(new SvcError('request_invalid', 'request body is not valid UTF-8 (a JSON text is UTF-8, RFC 8259)', { path: '' }), undefined);
+    const text = bytes.toString('utf8');
     if (text.trim() === '') return done(null, undefined);
     try {
       done(null, JSON.parse(text));

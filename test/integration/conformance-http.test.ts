@@ -244,3 +244,29 @@ describe('JSON svc cannot carry is a 400 on the kernel too (D §10)', () => {
     expect(a.body.error.details.path).toBe('/action/args/amount');
   });
 });
+
+describe('D §10, RFC 8259: a body that is not UTF-8 is 400 request_invalid, never stored altered', () => {
+  it('refuses invalid bytes and an encoded surrogate on the kernel and the gateway; valid UTF-8 passes as sent', async () => {
+    const dir = tempDir('svc-utf8-');
+    const config = loadGatewayConfig({ data_dir: join(dir, 'gw') }, { env: {}, redactor: new Redactor() });
+    await using d = await startTestDaemon({ gateway: { config, listen: '127.0.0.1:0', canaryLoop: false } });
+    const post = (base: string | null, path: string, bytes: Buffer) =>
+      fetch(`${base}/v1${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: bytes });
+    const policy = (source: Buffer) => Buffer.concat([Buffer.from('{"name":"utf","version":"1","source":"# '), source, Buffer.from('\\nallow a when true"}')]);
+    for (const bad of [Buffer.from([0xff, 0xfe]), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from([0xc3])]) {
+      const res = await post(d.kernelUrl, '/policies', policy(bad));
+      expect(res.status, bad.toString('hex')).toBe(400);
+      const body = (await res.json()) as any;
+      envelope(body, 'request_invalid');
+      expect(body.error.message).toMatch(/UTF-8/);
+      const gw = await post(d.gatewayUrl, '/tools/call', Buffer.concat([Buffer.from('{"tool":"test.echo","args":{"x":"'), bad, Buffer.from('"}}')]));
+      expect(gw.status).toBe(400);
+      expect(await gw.json()).toMatchObject({ ok: false, error: { code: 'request_invalid' } });
+    }
+    expect((await d.kernel_('/policies/utf/1')).status).toBe(404);
+    const ok = await post(d.kernelUrl, '/policies', policy(Buffer.from('café ✓ 😀', 'utf8')));
+    expect(ok.status).toBe(201);
+    expect((await d.kernel_('/policies/utf/1')).body.source).toBe('# café ✓ 😀\nallow a when true');
+    rmSync(dir, { recursive: true, force: true });
+  });
+});
