@@ -37,9 +37,18 @@ export interface CreateFlags {
 }
 
 /** Comma lists; the flag may also be repeated. An empty value is an empty list. */
-function collectList(value: string, prev: string[] | undefined): string[] {
-  const items = value.split(',').map((s) => s.trim()).filter(Boolean);
-  return [...(prev ?? []), ...items];
+/**
+ * A comma-separated list flag, repeatable. An empty value is an explicit empty list (`--tools
+ * ''`: a remit for model steps alone); an empty entry inside a list (`a,,b`, `a,`) is a typo
+ * and a usage error rather than something to drop quietly.
+ */
+function collectList(flag: string) {
+  return (value: string, prev: string[] | undefined): string[] => {
+    if (value.trim() === '') return prev ?? [];
+    const items = value.split(',').map((s) => s.trim());
+    if (items.includes('')) throw usageError(`${flag} has an empty entry in "${value}"; separate patterns with single commas`);
+    return [...(prev ?? []), ...items];
+  };
 }
 
 function intFlag(name: string, v: string, min: number, max: number): number {
@@ -200,10 +209,10 @@ function recordHuman(r: RemitRecord): string {
 
 function addCreateFlags(cmd: Command): Command {
   return cmd
-    .option('--tools <list>', 'tool patterns, comma-separated: <connector>.<operation> or <connector>.*', collectList)
-    .option('--scopes <list>', 'scope patterns, comma-separated; a trailing * matches a prefix', collectList)
-    .option('--grants <list>', 'data classes the run may see un-redacted, comma-separated', collectList)
-    .option('--policy-set <list>', 'policies that apply, comma-separated: NAME or NAME@VERSION', collectList)
+    .option('--tools <list>', "tool patterns, comma-separated: <connector>.<operation> or <connector>.*; '' for none", collectList('--tools'))
+    .option('--scopes <list>', "scope patterns, comma-separated; a trailing * matches a prefix; '' for none", collectList('--scopes'))
+    .option('--grants <list>', "data classes the run may see un-redacted, comma-separated; '' for none", collectList('--grants'))
+    .option('--policy-set <list>', "policies that apply, comma-separated: NAME or NAME@VERSION; '' for none", collectList('--policy-set'))
     .option('--spend-tokens <n>', 'token budget (mint: with --spend-usd)')
     .option('--spend-usd <x>', 'USD budget (mint: with --spend-tokens)')
     .addOption(new Option('--autonomy <level>', 'autonomy level').choices([...AUTONOMY_ORDER]))

@@ -136,10 +136,25 @@ describe('svc remit (issue 2, I 4.1)', () => {
       ['remit', 'derive'],
       ['remit', 'decode'],
       ['remit', 'frobnicate'],
+      [...MINT, '--tools', 'billing.*,,crm.lookup'],
+      [...MINT, '--scopes', 'sql:table:*,'],
+      ['remit', 'derive', 'rmt_x', '--grants', ',pii'],
     ]) {
       const r = await runSvc(['--kernel-url', 'http://127.0.0.1:1', ...args]);
       expect(r.code, args.join(' ') + r.stderr).toBe(2);
     }
+    const typo = await runSvc(['--kernel-url', 'http://127.0.0.1:1', ...MINT, '--tools', 'a.b,,c.d']);
+    expect(typo.stderr.trim()).toBe('svc: --tools has an empty entry in "a.b,,c.d"; separate patterns with single commas');
+  });
+
+  it("an empty list flag is an explicit empty list: --tools '' mints a remit for model steps alone", async () => {
+    await using d = await startTestDaemon();
+    const k = ['--kernel-url', d.kernelUrl!];
+    const args = MINT.map((a, i) => (MINT[i - 1] === '--tools' ? '' : a));
+    const r = await runSvc([...k, '--json', ...args]);
+    expect(r.code, r.stderr).toBe(0);
+    const shown = JSON.parse((await runSvc([...k, '--json', 'remit', 'show', JSON.parse(r.stdout).remit_id])).stdout);
+    expect(shown).toMatchObject({ tools: [], scopes: ['sql:table:*'] });
   });
 
   it('exits 3 when the daemon is unreachable', async () => {
