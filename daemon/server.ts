@@ -75,12 +75,33 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
   let gatewayUrl: string | null = null;
   const unregister: Array<() => void> = [];
   try {
+    // Both halves open before either listens: a connector that cannot be set up (a statement
+    // that does not prepare, a missing fs root or MCP command) stops svcd before it has
+    // accepted a single connection, as svc-gateway(5) says.
+    let kernelAt: { host: string; port: number } | null = null;
     if (opts.kernel) {
-      const { host, port } = parseListen(opts.kernel.listen ?? '127.0.0.1:7401');
-      assertSafeListen('kernel', host, token);
+      kernelAt = parseListen(opts.kernel.listen ?? '127.0.0.1:7401');
+      assertSafeListen('kernel', kernelAt.host, token);
       kernel = await Kernel.open({ ...opts.kernel, logger });
+    }
+    let gatewayAt: { host: string; port: number; token: string | null; logger: Logger } | null = null;
+    if (opts.gateway) {
+      const g = opts.gateway;
+      const { host, port } = parseListen(g.listen ?? g.config.listen);
+      assertSafeListen('gateway', host, g.config.token, 'SVC_TOKEN or the gateway config token (gateway.token)');
+      const gwLogger = logger.child({ component: 'gateway' });
+      // One process: keys by reference and events straight into the run engine. Apart: HTTP with the token.
+      const link = kernel ? new InProcessKernelLink(kernel, gwLogger) : new HttpKernelLink({ kernelUrl: g.config.kernel_url, token: g.config.token });
+      const { listen: _listen, config, ...rest } = g;
+      gateway = await Gateway.open({ clock: kernel?.clock, skewSeconds: kernel?.options.clockSkewSeconds, ...rest, config, link, logger: gwLogger });
+      gatewayAt = { host, port, token: g.config.token, logger: gwLogger };
+      if (kernel) kernel.toolCatalog = gateway.catalog;
+    } else if (kernel && opts.gatewayUrl) {
+      kernel.toolCatalog = new HttpToolCatalog({ gatewayUrl: opts.gatewayUrl, token, logger });
+    }
+    if (kernel && kernelAt && opts.kernel) {
       const app = await buildKernelApp(kernel, { token });
-      await app.listen({ host, port });
+      await app.listen(kernelAt);
       apps.push(app);
       kernelUrl = urlOf(app);
       unregister.push(registerSvcListener(kernelUrl));
@@ -93,23 +114,12 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
         auth: token ? 'bearer token' : 'loopback clients only',
       });
     }
-    if (opts.gateway) {
-      const g = opts.gateway;
-      const { host, port } = parseListen(g.listen ?? g.config.listen);
-      assertSafeListen('gateway', host, g.config.token, 'SVC_TOKEN or the gateway config token (gateway.token)');
-      const gwLogger = logger.child({ component: 'gateway' });
-      // One process: keys by reference and events straight into the run engine. Apart: HTTP with the token.
-      const link = kernel ? new InProcessKernelLink(kernel, gwLogger) : new HttpKernelLink({ kernelUrl: g.config.kernel_url, token: g.config.token });
-      const { listen: _listen, config, ...rest } = g;
-      gateway = await Gateway.open({ clock: kernel?.clock, skewSeconds: kernel?.options.clockSkewSeconds, ...rest, config, link, logger: gwLogger });
-      const app = await buildGatewayApp(gateway, { token: g.config.token, logger: gwLogger });
-      await app.listen({ host, port });
+    if (gateway && gatewayAt) {
+      const app = await buildGatewayApp(gateway, { token: gatewayAt.token, logger: gatewayAt.logger });
+      await app.listen({ host: gatewayAt.host, port: gatewayAt.port });
       apps.push(app);
       gatewayUrl = urlOf(app);
       unregister.push(registerSvcListener(gatewayUrl));
-      if (kernel) kernel.toolCatalog = gateway.catalog;
-    } else if (kernel && opts.gatewayUrl) {
-      kernel.toolCatalog = new HttpToolCatalog({ gatewayUrl: opts.gatewayUrl, token, logger });
     }
   } catch (err) {
     for (const off of unregister) off();

@@ -82,6 +82,17 @@ describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
     expect(leaky.code).toBe(1);
     expect(leaky.stderr).toContain('/connectors/0/headers/[REDACTED]: must be string');
     expect(leaky.stderr).not.toContain('s3cr3t-KEY-909');
+    // A connector that cannot be set up stops svcd before either listener accepts a connection
+    // (svc-gateway(5)): the kernel opens first but listens only once the gateway has opened.
+    const db = join(dir, 'app.db');
+    writeFileSync(db, '');
+    const badSql = join(dir, 'bad-sql.json');
+    writeFileSync(badSql, JSON.stringify({ connectors: [{ name: 'b', type: 'sqlite', path: db, tools: { x: { description: 'x', writes: false, statement: 'SELEKT 1' } } }] }));
+    const both = svcdExit(['--data-dir', join(dir, 'kernel'), '--kernel-listen', '127.0.0.1:0', '--gateway-config', badSql, '--gateway-listen', '127.0.0.1:0']);
+    expect(both.code).toBe(1);
+    expect(both.stderr).toContain('connector b: tool x: statement does not prepare');
+    expect(both.stderr).not.toContain('kernel ready');
+    expect(both.stdout).toBe('');
     // A flag value svcd cannot use is bad configuration (1), named in one line.
     const listen = svcdExit(['--kernel-listen', 'nonsense', '--no-gateway']);
     expect(listen.code).toBe(1);
