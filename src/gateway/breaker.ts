@@ -68,6 +68,11 @@ export class CircuitBreaker {
     return Math.min(this.baseMs * 2 ** (n - 1), this.maxMs);
   }
 
+  /** How long until an open circuit lets a trial through (0 when it is not open). */
+  retryAfterMs(): number {
+    return this.state === 'open' ? Math.max(0, this.openUntil - this.opts.clock.now()) : 0;
+  }
+
   /** Asks to make a call: closed lets it through; half-open lets one trial through. */
   admit(): Admission {
     const state = this.state;

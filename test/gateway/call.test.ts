@@ -360,6 +360,9 @@ describe('circuit breaker through HTTP (interface 3, 7.2; decisions §9) with a 
       expect(r.status).toBe(502);
       expect(r.body.error.code).toBe('upstream_error');
       expect(r.body.error.circuit).toBe(i === 5 ? 'open' : undefined);
+      // The failure that opens the circuit says when to retry, like the calls it then turns away.
+      expect(r.headers.get('retry-after')).toBe(i === 5 ? '10' : null);
+      expect(r.body.error.details.retry_after_ms).toBe(i === 5 ? 10_000 : undefined);
     }
     expect(metricValue(await g.metrics(), 'svc_gateway_circuit_open', { connector: 'test' })).toBe(1);
     // Open: the flaky tool would now succeed, but the call never reaches it.
