@@ -48,7 +48,8 @@ export async function handleDecide(
   } catch (err) {
     if (err instanceof ApiError && (err.code === 'already_decided' || (err.code === 'invalid_state' && err.details.state === 'cancelled'))) {
       const current = await api.get(id).catch(() => null);
-      throw new CliError(describeDecided(id, current), EXIT.failed, err.body);
+      const runState = typeof err.details.run_state === 'string' ? err.details.run_state : null;
+      throw new CliError(describeDecided(id, current, runState), EXIT.failed, err.body);
     }
     if (err instanceof ApiError && err.code === 'not_the_approver') {
       throw new CliError(`not_the_approver: ${actor.id} (role:${actor.role}) may not decide ${id}: ${err.message}`, EXIT.failed, err.body);
@@ -57,10 +58,13 @@ export async function handleDecide(
   }
 }
 
-/** "apr_x was already rejected by fin-2 (role:finance) at …: reason" */
-export function describeDecided(id: string, current: Approval | null): string {
+/**
+ * "apr_x was already rejected by fin-2 (role:finance) at …: reason", or for a cancelled one
+ * "apr_x was cancelled when its run run_y ended (completed)" (the kernel's details.run_state).
+ */
+export function describeDecided(id: string, current: Approval | null, runState: string | null = null): string {
   if (!current) return `already_decided: ${id} was already decided`;
-  if (current.state === 'cancelled') return `invalid_state: ${id} was cancelled when its run ${current.run_id} was abandoned`;
+  if (current.state === 'cancelled') return `invalid_state: ${id} was cancelled when its run ${current.run_id} ended${runState ? ` (${runState})` : ''} before anyone decided`;
   const what = current.decision ?? current.state;
   const who = current.actor ? ` by ${current.actor.id} (role:${current.actor.role})` : '';
   const when = current.decided_at ? ` at ${current.decided_at}` : '';

@@ -86,7 +86,7 @@ export function AlertScreen({ alert, width }: { alert: Alert; width: number }): 
         <Text bold color="yellow">
           Too late: {clean(a.approval_id)} was cancelled
         </Text>
-        <Text>Its run {clean(a.run_id)} was abandoned before anyone decided.</Text>
+        <Text>Its run {clean(a.run_id)} ended before anyone decided.</Text>
         <Text>Your {verb} was not recorded.</Text>
         <Text dimColor>The list has been refreshed. Press any key to continue.</Text>
       </Frame>

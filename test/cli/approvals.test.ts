@@ -115,7 +115,7 @@ describe('svc approvals approve|reject (I 4.1 POST /approvals/{id}, D 5.4)', () 
     k.approvals.set(a.approval_id, { ...a, state: 'cancelled' });
     const r = await svc(['--actor', 'fin-1:finance', 'approvals', 'reject', a.approval_id, '--reason', 'no']);
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe(`svc: invalid_state: ${a.approval_id} was cancelled when its run ${a.run_id} was abandoned\n`);
+    expect(r.stderr).toBe(`svc: invalid_state: ${a.approval_id} was cancelled when its run ${a.run_id} ended (abandoned) before anyone decided\n`);
   });
 
   it('a refusal exits 1 with not_the_approver; an unknown id exits 1 with not_found', async () => {

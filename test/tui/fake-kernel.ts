@@ -115,7 +115,7 @@ export class FakeKernel {
       if (this.runs.get(now.run_id)?.requested_by.id === b.actor.id) {
         return err(403, 'not_the_approver', `${b.actor.id} requested run ${now.run_id} and cannot approve its actions`, { reason: 'self_approval' });
       }
-      if (now.state === 'cancelled') return err(409, 'invalid_state', `approval ${id} was cancelled when its run was abandoned`, { approval_id: id, state: 'cancelled' });
+      if (now.state === 'cancelled') return err(409, 'invalid_state', `approval ${id} was cancelled when run ${now.run_id} ended (abandoned) before a decision`, { approval_id: id, state: 'cancelled', run_state: 'abandoned' });
       if (now.state !== 'pending') return err(409, 'already_decided', `approval ${id} is already ${now.state}`, { approval_id: id, state: now.state });
       this.decideAs(id, b.decision, b.actor, b.reason, '2026-01-01T10:59:00.000Z');
       const run = this.runs.get(now.run_id);

@@ -301,7 +301,7 @@ describe('svc approvals inbox: status screens', () => {
     const { t } = setup(list, { alert: { kind: 'lost_race', approval: list[0]!, attempted: 'rejected', current: { ...list[0]!, state: 'cancelled' } } });
     const f = await t.waitFor('cancelled');
     expect(f).toContain('Too late: apr_01JTEST000000000000000003 was cancelled');
-    expect(f).toContain('Its run run_01JTEST000000000000000003 was abandoned before anyone decided.');
+    expect(f).toContain('Its run run_01JTEST000000000000000003 ended before anyone decided.');
     expect(f).toContain('Your rejection was not recorded.');
   });
 
