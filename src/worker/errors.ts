@@ -26,6 +26,7 @@ export const WORKER_ERROR_CODES = {
   provider_error: { deterministic: false, doc: 'the model provider failed (5xx, 429, timeout, bad key)' },
   provider_rejected: { deterministic: true, doc: 'the model provider refused the request as malformed (400, 404, 422)' },
   model_loop_exceeded: { deterministic: true, doc: 'the model kept calling tools past the turn limit' },
+  budget_exhausted: { deterministic: true, doc: "the step's model calls took the run past its budget (the lease's budget); no further call is made and the kernel fails the run" },
   model_output_invalid: { deterministic: true, doc: 'the model answered with something the worker cannot use' },
   step_timeout: { deterministic: false, doc: "the step ran longer than its timeout_seconds" },
   worker_shutdown: { deterministic: false, doc: 'the worker was stopped while the step ran' },

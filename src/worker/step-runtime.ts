@@ -10,7 +10,7 @@ import type { GatewayClient, ToolCallResult } from './gateway-client.js';
 import type { KernelClient, ProposalResult, WorkerEventKind } from './kernel-client.js';
 import type { Provider } from './providers/provider.js';
 import { StepHistory } from './step-history.js';
-import { addSpend } from '../spend.js';
+import { addSpend, roundUsd } from '../spend.js';
 import { ZERO_USAGE, type Lease, type Usage } from './types.js';
 
 /** Something a step did that the Worker re-emits as a typed event. */
@@ -67,6 +67,22 @@ export class StepRuntime {
 
   addUsage(u: Partial<Usage> | undefined): void {
     this.used = addSpend(this.used, u);
+  }
+
+  /**
+   * Why this step may spend no more, or null: the run's usage when leased plus this step's
+   * exceeds the lease's budget (decisions §8: `budget − reserved`, the line the kernel fails
+   * the run at). Checked after every model call, so a step overshoots by one call at most
+   * instead of looping on after the budget is gone.
+   */
+  overBudget(): string | null {
+    const b = this.lease.context?.budget;
+    if (!b) return null;
+    const tokens = b.used_tokens + this.used.tokens;
+    const usd = roundUsd(b.used_usd + this.used.usd);
+    if (tokens > b.tokens) return `the run has used ${tokens} tokens of its ${b.tokens}; no further model call is made`;
+    if (usd > b.usd) return `the run has spent ${usd} USD of its ${b.usd}; no further model call is made`;
+    return null;
   }
 
   /**

@@ -101,7 +101,7 @@ export function spawnWorker(demo: Pick<Demo, 'kernelUrl' | 'gatewayUrl'>, args: 
 }
 
 /** Signs and pushes a bundle with the demo key, pushes the refunds policy (once), mints a remit. */
-export async function publish(kernelUrl: string, bundle: Record<string, any>, remit: { grants?: string[]; autonomy?: string } = {}): Promise<{ bundle_id: string; remit_id: string }> {
+export async function publish(kernelUrl: string, bundle: Record<string, any>, remit: { grants?: string[]; autonomy?: string; spend?: { tokens: number; usd: number } } = {}): Promise<{ bundle_id: string; remit_id: string }> {
   const pushed = await ok(kernelUrl, 'POST', '/bundles', { bundle, signature: signBundle(bundle, DEMO_KEY) });
   const policy = await http(kernelUrl, 'POST', '/policies', { name: 'refunds', version: '1.0.0', source: REFUNDS_POLICY });
   if (policy.status !== 201 && policy.status !== 200 && policy.status !== 409) throw new Error(`policy push: ${JSON.stringify(policy.body)}`);
@@ -109,7 +109,7 @@ export async function publish(kernelUrl: string, bundle: Record<string, any>, re
     tools: ['billing.*'],
     scopes: ['sql:table:*'],
     grants: remit.grants ?? [],
-    spend: { tokens: 1_000_000, usd: 50 },
+    spend: remit.spend ?? { tokens: 1_000_000, usd: 50 },
     autonomy: remit.autonomy ?? 'supervised',
     ttl_seconds: 3600,
     policy_set: ['refunds'],

@@ -155,3 +155,23 @@ describe('e2e: an action proposed inside a model step (I 3; D 5.4 action_id, D ย
     expect(log.filter((e) => e.kind === 'approval.requested')).toHaveLength(1);
   });
 });
+
+describe('e2e: spend (I 8 "Spend is bounded by the remit\'s spend"; D ยง8)', () => {
+  it('a model call that takes the run past its budget is the last one: no tool call, the run fails budget_exhausted', { timeout: 40_000 }, async () => {
+    await using demo = await startDemoDaemon();
+    // Every answer asks for another tool call; each call costs $10 (10 prompt tokens at $1 each).
+    await using openai = await new FakeOpenAi(() => chatAnswer({ toolCalls: [{ id: 'call_1', name: 'billing__lookup_invoice', args: { invoice_id: 'inv_1001' } }] })).start();
+    await using worker = spawnWorker(demo, ['--provider', 'openai'], { SVC_OPENAI_BASE_URL: `${openai.url}/v1`, SVC_OPENAI_MODEL: 'fake-model', SVC_OPENAI_USD_PER_1M_INPUT: '1000000' });
+    const ids = await publish(demo.kernelUrl, REFUNDS_BUNDLE, { spend: { tokens: 1_000_000, usd: 5 } });
+    const runId = await startRun(demo.kernelUrl, ids, TICKET);
+    const done = await waitRun(demo.kernelUrl, runId, (s) => ['completed', 'failed', 'parked'].includes(s.state), 15_000, () => worker.stderr());
+    expect(done).toMatchObject({ state: 'failed', error: { code: 'budget_exhausted' } });
+    expect(openai.requests.length).toBe(1);
+    const log = await events(demo.kernelUrl, runId);
+    const failed = log.find((e) => e.kind === 'step.failed');
+    expect(failed.payload).toMatchObject({ step: 'triage', error: { code: 'budget_exhausted' }, deterministic: true, usage: { usd: 10 } });
+    // The lookup step's own gateway call happened before the model; none came after it.
+    expect(log.filter((e) => e.kind === 'tool.called').map((e) => e.payload.step ?? null)).not.toContain('triage');
+    expect(log.filter((e) => e.kind === 'budget.exceeded')).toHaveLength(1);
+  });
+});

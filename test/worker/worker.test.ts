@@ -500,6 +500,27 @@ describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', 
     expect(kernel.calls('POST', `/v1/leases/${second.lease_id}/complete`)[0]!.body.usage).toEqual({ tokens: 0, usd: 0 });
   });
 
+  it('a model call that takes the run past its budget ends the step: no further call, budget_exhausted with the usage (D §8)', async () => {
+    const provider = new CountingMock();
+    const { kernel, gateway, run } = await setup({ provider });
+    gateway.define('billing.lookup_invoice', () => ({ rows: [] }));
+    const script = { tool_calls: [{ tool: 'billing.lookup_invoice', args: {} }], output: { ok: 1 }, usage: { tokens: 200, usd: 0.5 } };
+    // 900 of 1,000 tokens used before this lease: the first answer's 200 go over.
+    const over = makeLease({ step: 'triage', step_def: triage }, { prompts: { triage: 'go' }, mock: { triage: script }, budget: { tokens: 1000, usd: 5, used_tokens: 900, used_usd: 0 } });
+    await run(over);
+    expect(provider.requests).toHaveLength(1);
+    expect(gateway.toolCalls('billing.lookup_invoice')).toHaveLength(0);
+    const failed = kernel.calls('POST', `/v1/leases/${over.lease_id}/fail`)[0]!.body;
+    expect(failed).toMatchObject({ error: { code: 'budget_exhausted', message: 'the run has used 1100 tokens of its 1000; no further model call is made' }, deterministic: true, usage: { tokens: 200, usd: 0.5 } });
+    // USD counts the same way; within both budgets the loop goes on to its output.
+    const usd = makeLease({ step: 'triage', step_def: triage }, { prompts: { triage: 'go' }, mock: { triage: script }, budget: { tokens: 10_000, usd: 0.6, used_tokens: 0, used_usd: 0.2 } });
+    await run(usd);
+    expect(kernel.calls('POST', `/v1/leases/${usd.lease_id}/fail`)[0]!.body.error).toEqual({ code: 'budget_exhausted', message: 'the run has spent 0.7 USD of its 0.6; no further model call is made' });
+    const within = makeLease({ step: 'triage', step_def: triage }, { prompts: { triage: 'go' }, mock: { triage: script }, budget: { tokens: 1100, usd: 0.5, used_tokens: 900, used_usd: 0 } });
+    await run(within);
+    expect(kernel.calls('POST', `/v1/leases/${within.lease_id}/complete`)[0]!.body).toMatchObject({ output: { ok: 1 }, usage: { tokens: 200, usd: 0.5 } });
+  });
+
   it('after a quarantine the step starts afresh with new idempotency keys', async () => {
     const provider = new CountingMock();
     const { kernel, gateway, run } = await setup({ provider });

@@ -197,6 +197,11 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
       });
     }
     pending = [];
+    // Past the budget nothing more is worth doing: not the calls this answer asks for (they
+    // would feed a next turn the kernel will refuse to pay for), not an output (the kernel
+    // fails the run on this usage either way). The failure reports the usage.
+    const over = rt.overBudget();
+    if (over !== null) throw new StepError('budget_exhausted', over, true);
     messages.push({ role: 'assistant', content: response.content, calls: response.calls });
 
     if (response.calls.length === 0) {
