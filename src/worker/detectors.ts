@@ -3,7 +3,7 @@
  * payment-card (`pci`) data wherever it appears, whatever the field is called. Each detector is
  * a global regular expression plus an optional validator, so false positives stay rare:
  * card numbers must carry a card-network prefix and pass Luhn; SSNs exclude the ranges the SSA never issues and need one kind of separator;
- * phones need separators or a leading `+`.
+ * phones need separators or a leading `+` (a national number: its leading 0 and a separator).
  */
 
 /** One kind of sensitive content and the class it belongs to. */
@@ -172,10 +172,14 @@ export const BUILTIN_DETECTORS: readonly Detector[] = Object.freeze([
   {
     name: 'phone',
     class: 'pii',
-    // +CC then 7–14 more digits with optional separators; or North American (NXX) NXX-XXXX.
-    pattern: /(?<![\w+])(?:\+\d{1,3}[ .-]?(?:\(\d{1,4}\)[ .-]?)?\d{1,4}(?:[ .-]?\d{2,4}){1,4}|(?:\(\d{3}\) ?|\d{3}[ .-])\d{3}[ .-]\d{4})(?![\w])/g,
+    // +CC then 7–14 more digits with optional separators; North American (NXX) NXX-XXXX; or a
+    // national number written with its trunk prefix 0 (or the international prefix 00) and at
+    // least one separator: 020 7946 0958, 07700 900123, (030) 1234 5678, 01 23 45 67 89.
+    pattern: /(?<![\w+])(?:\+\d{1,3}[ .-]?(?:\(\d{1,4}\)[ .-]?)?\d{1,4}(?:[ .-]?\d{2,4}){1,4}|(?:\(\d{3}\) ?|\d{3}[ .-])\d{3}[ .-]\d{4}|(?:\(0{1,2}[1-9]\d{0,3}\) ?|0{1,2}[1-9]\d{0,3})(?:[ .-]\d{2,8}){1,4})(?![\w]|[.-]\d)/g,
     validate: (m) => {
       const digits = m.replace(/\D/g, '').length;
+      // A national number is 9–12 digits with its 0 (dates such as 01.02.2026 have 8).
+      if (/^\(?0/.test(m)) return digits >= 9 && digits <= (m.replace(/^\(/, '').startsWith('00') ? 15 : 12);
       return digits >= 8 && digits <= 15;
     },
   },

@@ -29,6 +29,13 @@ describe('detectors (I 5.5 built-in classes)', () => {
     ['phone', 'call +44 20 7946 0958 now', '+44 20 7946 0958', 'pii'],
     ['phone', 'call (415) 555-2671 now', '(415) 555-2671', 'pii'],
     ['phone', 'call 415-555-2671.', '415-555-2671', 'pii'],
+    // National numbers with their trunk prefix (the sweep's: UK landline and mobile), and others.
+    ['phone', 'office 020 7946 0958 or', '020 7946 0958', 'pii'],
+    ['phone', 'mobile 07700 900123.', '07700 900123', 'pii'],
+    ['phone', 'Berlin (030) 1234 5678 ok', '(030) 1234 5678', 'pii'],
+    ['phone', 'Paris 01 23 45 67 89 ok', '01 23 45 67 89', 'pii'],
+    ['phone', 'Sydney 02-9876-5432 ok', '02-9876-5432', 'pii'],
+    ['phone', 'from abroad 0044 20 7946 0958', '0044 20 7946 0958', 'pii'],
     ['us_ssn', 'ssn 123-45-6789 on file', '123-45-6789', 'pii'],
     ['us_ssn', 'ssn 123 45 6789 on file', '123 45 6789', 'pii'],
     ['us_ssn', 'row 7 123-45-6789', '123-45-6789', 'pii'],
@@ -57,6 +64,9 @@ describe('detectors (I 5.5 built-in classes)', () => {
     // Dotted numbers that are not card-shaped, and spaced numbers in a row.
     'ldap syntax 1.3.6.1.4.1.1466.115.121.1.15 and oid 1.3.6.1.4.1.41111.1111.1111.1',
     'ls: 512 64 1024 2048 and 7 123 45 6789',
+    // Leading-zero numbers that are not phones: dates, times, versions, short codes, amounts.
+    'on 01.02.2026 at 09:30, build 0.12.3, code 012-345, paid 0.50 and 0 15 EUR',
+    'INV-0012-3456 and room 02-14 and 01/02/2026',
   ])('finds nothing in ordinary text: %s', (text) => {
     expect(detect(text)).toEqual([]);
   });
