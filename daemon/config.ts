@@ -12,7 +12,7 @@ import { Ajv } from 'ajv';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError, registerSecret, substitute } from '../src/gateway/config.js';
 import { formatAjvErrors } from '../src/gateway/schema-validator.js';
-import { globalRedactor, LOG_LEVELS, type LogLevel, type Redactor } from '../src/log/logger.js';
+import { globalRedactor, type Redactor } from '../src/log/logger.js';
 import type { SqliteSynchronous } from '../src/store/sqlite-db.js';
 
 export interface KernelFileConfig {
@@ -110,12 +110,6 @@ export function parseListen(value: string): { host: string; port: number } {
   return { host: m[1]!.replace(/^\[|\]$/g, ''), port };
 }
 
-/** `--log-level` or SVC_LOG_LEVEL: one of the four levels, or an error naming them. */
-export function logLevelOf(value: string | undefined, source: string): LogLevel {
-  if (value === undefined || value === '') return 'info';
-  if ((LOG_LEVELS as string[]).includes(value)) return value as LogLevel;
-  throw new Error(`${source} "${value}" must be one of ${LOG_LEVELS.join(', ')}`);
-}
 
 /** A whole number of seconds from 0 to `max` named by `source` (a flag or a variable), or an error; unset is `fallback`. */
 export function wholeSecondsOf(value: string | undefined, source: string, max: number, fallback: number): number {

@@ -6,11 +6,11 @@
 import { dirname, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { KeyRing } from '../src/keys/keyring.js';
-import { createLogger, globalRedactor, LOG_LEVELS, type LogLevel } from '../src/log/logger.js';
+import { createLogger, globalRedactor, logLevelOf, LOG_LEVELS, type LogLevel } from '../src/log/logger.js';
 import { usageLine } from '../src/util/usage-line.js';
 import { VERSION } from '../src/version.js';
 import { defaultGatewayConfig, loadGatewayConfig, loadGatewayConfigFile, type GatewayConfig } from '../src/gateway/config.js';
-import { logLevelOf, MAX_CLOCK_SKEW_SECONDS, MAX_DRAIN_SECONDS, readConfigFile, wholeSecondsOf, type SvcdFileConfig } from './config.js';
+import { MAX_CLOCK_SKEW_SECONDS, MAX_DRAIN_SECONDS, readConfigFile, wholeSecondsOf, type SvcdFileConfig } from './config.js';
 import { startSvcd, type RunningSvcd } from './server.js';
 
 interface Flags {

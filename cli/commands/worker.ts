@@ -10,9 +10,10 @@
  * one, or the end of the grace, aborts them and fails them as `worker_shutdown` (retryable).
  */
 import type { Command } from 'commander';
-import { createLogger, type Logger, type LogLevel } from '../../src/log/logger.js';
+import { createLogger, logLevelOf, type Logger, type LogLevel } from '../../src/log/logger.js';
 import type { LeaseKind } from '../../src/types.js';
 import { createProvider, PROVIDER_NAMES, type ProviderName } from '../../src/worker/providers/index.js';
+import { openAiOptionsFromEnv } from '../../src/worker/providers/openai.js';
 import { ALL_KINDS, Worker, type WorkerOptions } from '../../src/worker/worker.js';
 import { gatewayUrlOf, globals, kernelUrlOf } from '../context.js';
 import { usageError } from '../exit.js';
@@ -126,7 +127,16 @@ export function registerWorker(program: Command): void {
     .action(async function (this: Command, flags: WorkerFlags) {
       const settings = parseWorkerFlags(flags);
       const g = globals(this);
-      const logger = createLogger({ level: (process.env.SVC_LOG_LEVEL as LogLevel | undefined) ?? 'info', base: { svc: 'worker' } });
+      // The environment is checked before anything starts, like the flags: a bad value is a
+      // usage error naming the variable, not a default the operator did not ask for.
+      let level: LogLevel;
+      try {
+        level = logLevelOf(process.env.SVC_LOG_LEVEL, 'SVC_LOG_LEVEL');
+        if (settings.provider === 'openai') openAiOptionsFromEnv(process.env);
+      } catch (err) {
+        throw usageError((err as Error).message);
+      }
+      const logger = createLogger({ level, base: { svc: 'worker' } });
       await handleWorker(settings, { kernelUrl: kernelUrlOf(this), gatewayUrl: gatewayUrlOf(this), token: g.token }, logger);
     });
 }

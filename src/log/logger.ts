@@ -8,6 +8,13 @@ const LEVELS: Record<LogLevel, number> = { debug: 20, info: 30, warn: 40, error:
 /** The levels, least severe first (what `--log-level` and SVC_LOG_LEVEL accept). */
 export const LOG_LEVELS = Object.keys(LEVELS) as LogLevel[];
 
+/** `--log-level` or SVC_LOG_LEVEL: one of the four levels (unset: info), or an error naming them. */
+export function logLevelOf(value: string | undefined, source: string): LogLevel {
+  if (value === undefined || value === '') return 'info';
+  if ((LOG_LEVELS as string[]).includes(value)) return value as LogLevel;
+  throw new Error(`${source} "${value}" must be one of ${LOG_LEVELS.join(', ')}`);
+}
+
 /** What a secret becomes wherever it would have appeared. */
 export const REDACTED = '[REDACTED]';
 

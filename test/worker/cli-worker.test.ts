@@ -32,6 +32,20 @@ describe('svc worker flags', () => {
     expect(r.stderr).toContain(reason);
     expect(r.stdout).toBe('');
   });
+
+  // A set but unusable variable is refused before the worker starts, never read as a default
+  // (a price of "xyz" read as 0 would let every call spend nothing against the USD budget).
+  it.each([
+    [{ SVC_OPENAI_USD_PER_1M_INPUT: 'xyz' }, 'SVC_OPENAI_USD_PER_1M_INPUT "xyz" must be a non-negative number of dollars'],
+    [{ SVC_OPENAI_USD_PER_1M_OUTPUT: '-1' }, 'SVC_OPENAI_USD_PER_1M_OUTPUT "-1" must be a non-negative number of dollars'],
+    [{ SVC_OPENAI_TIMEOUT_MS: 'abc' }, 'SVC_OPENAI_TIMEOUT_MS "abc" must be a whole number of milliseconds from 1 to 3600000'],
+    [{ SVC_OPENAI_BASE_URL: 'notaurl' }, 'SVC_OPENAI_BASE_URL "notaurl" must be an http:// or https:// URL'],
+    [{ SVC_LOG_LEVEL: 'bogus' }, 'SVC_LOG_LEVEL "bogus" must be one of debug, info, warn, error'],
+  ])('svc worker --provider openai with %j exits 2 naming the variable', async (env, reason) => {
+    const r = await runSvc(['--kernel-url', 'http://127.0.0.1:1', 'worker', '--provider', 'openai'], env);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim()).toBe(`svc: ${reason}${reason.endsWith('URL') ? ', such as https://api.openai.com/v1' : ''}`);
+  });
 });
 
 describe('svc worker process', () => {

@@ -32,16 +32,43 @@ export interface OpenAiOptions {
   fetch?: typeof fetch;
 }
 
-/** Options from SVC_OPENAI_* (see the file comment). */
+/**
+ * Options from SVC_OPENAI_* (see the file comment). A value that is set but unusable is an
+ * error naming the variable, never a silent default: a price of "xyz" read as 0 would report
+ * every call as free and no USD budget would ever be charged. Unset or empty means the default.
+ */
 export function openAiOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): OpenAiOptions {
-  const num = (v: string | undefined) => (v !== undefined && v !== '' && Number.isFinite(Number(v)) ? Number(v) : undefined);
+  const set = (name: string) => (env[name] === undefined || env[name] === '' ? undefined : env[name]!);
+  const price = (name: string) => {
+    const v = set(name);
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (v.trim() === '' || !Number.isFinite(n) || n < 0) throw new Error(`${name} "${v}" must be a non-negative number of dollars`);
+    return n;
+  };
+  const timeout = set('SVC_OPENAI_TIMEOUT_MS');
+  if (timeout !== undefined && (!/^\d+$/.test(timeout) || Number(timeout) < 1 || Number(timeout) > 3_600_000)) {
+    throw new Error(`SVC_OPENAI_TIMEOUT_MS "${timeout}" must be a whole number of milliseconds from 1 to 3600000`);
+  }
+  const baseUrl = set('SVC_OPENAI_BASE_URL');
+  if (baseUrl !== undefined) {
+    let url: URL | null = null;
+    try {
+      url = new URL(baseUrl);
+    } catch {
+      /* reported below */
+    }
+    if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+      throw new Error(`SVC_OPENAI_BASE_URL "${globalRedactor.redact(baseUrl)}" must be an http:// or https:// URL, such as https://api.openai.com/v1`);
+    }
+  }
   return {
-    baseUrl: env.SVC_OPENAI_BASE_URL || undefined,
-    apiKey: env.SVC_OPENAI_API_KEY || undefined,
-    model: env.SVC_OPENAI_MODEL || undefined,
-    timeoutMs: num(env.SVC_OPENAI_TIMEOUT_MS),
-    usdPer1MInput: num(env.SVC_OPENAI_USD_PER_1M_INPUT),
-    usdPer1MOutput: num(env.SVC_OPENAI_USD_PER_1M_OUTPUT),
+    baseUrl,
+    apiKey: set('SVC_OPENAI_API_KEY'),
+    model: set('SVC_OPENAI_MODEL'),
+    timeoutMs: timeout === undefined ? undefined : Number(timeout),
+    usdPer1MInput: price('SVC_OPENAI_USD_PER_1M_INPUT'),
+    usdPer1MOutput: price('SVC_OPENAI_USD_PER_1M_OUTPUT'),
   };
 }
 
