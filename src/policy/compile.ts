@@ -7,6 +7,7 @@
 import { SvcError } from '../errors.js';
 import type { Decision, PolicyRef } from '../types.js';
 import { policyEnvironment, type CelProgram } from './cel-env.js';
+import { matchPatternProblem } from './match-pattern.js';
 import { parsePolicySource, type Effect } from './parser.js';
 import type { Diagnostic, SourcePos } from './tokenizer.js';
 import type { LineMap } from './tokenizer.js';
@@ -109,9 +110,11 @@ interface AstNode {
 const isAstNode = (v: unknown): v is AstNode => typeof v === 'object' && v !== null && typeof (v as AstNode).op === 'string';
 
 /**
- * The first `matches` whose pattern is a literal JS cannot compile. Such a pattern would fail
- * every evaluation, and a failing condition counts fail-closed (D 5.1): a deny rule that
- * always matches, an allow that never does. Said when the policy is posted instead.
+ * The first `matches` whose literal pattern cannot be one (src/policy/match-pattern.ts): one
+ * JS cannot compile would fail every evaluation, and a failing condition counts fail-closed
+ * (D 5.1), a deny rule that always matches, an allow that never does; one RE2 and JS read
+ * differently would decide otherwise than the policy's author meant. Said when the policy is
+ * posted instead.
  */
 function invalidLiteralPattern(node: unknown): RangedError | null {
   if (Array.isArray(node)) {
@@ -127,12 +130,8 @@ function invalidLiteralPattern(node: unknown): RangedError | null {
     const callArgs = node.op === 'rcall' ? args[2] : args[1];
     const pattern = Array.isArray(callArgs) ? callArgs[callArgs.length - 1] : null;
     if (isAstNode(pattern) && pattern.op === 'value' && typeof pattern.args === 'string') {
-      try {
-        new RegExp(pattern.args);
-      } catch (err) {
-        const why = (err as Error).message.replace(/^Invalid regular expression: \/.*\/[a-z]*: /s, '');
-        return { summary: `matches: the pattern is not a valid regular expression (${why})`, range: { start: pattern.start ?? 0, end: pattern.start ?? 0 } };
-      }
+      const why = matchPatternProblem(pattern.args);
+      if (why !== null) return { summary: `matches: ${why}`, range: { start: pattern.start ?? 0, end: pattern.start ?? 0 } };
     }
   }
   // Unary operators hold their operand as `args` itself, the others a list.

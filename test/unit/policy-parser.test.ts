@@ -92,6 +92,27 @@ describe('CEL syntax errors map into the whole source (D 5.1)', () => {
     at('allow a when action.writes && (action.summary.matches("ok") || !action.tool.matches("a["))', 1, 85, /not a valid regular expression/);
     expect(compilePolicy(ref, 'allow a when action.tool.matches("^billing[.]") && action.tool.matches(run.workflow)').rules).toHaveLength(1);
   });
+  // svc-policy(5): matches is RE2; the evaluator is a JS RegExp. A pattern the two read
+  // differently would change a decision silently (a deny on "abc\\z" that never denies).
+  it.each([
+    ['(?i)^crm\\\\.', /flag groups such as \(\?i\) are RE2 syntax the evaluator does not support/],
+    ['^abc\\\\z', /\\z means something else to the evaluator than to RE2; write \$ for the end of the text/],
+    ['\\\\Aabc', /\\A means something else .* write \^/],
+    ['^[[:alpha:]]+$', /POSIX classes such as \[\[:alpha:\]\]/],
+    ['[0[:digit:]]', /POSIX classes/],
+    ['\\\\p{L}+', /\\p means something else/],
+    ['\\\\x{41}', /\\x\{…\} means something else/],
+    ['(a)\\\\1', /not valid RE2 \(invalid escape sequence: `\\1`\): backreferences and lookaround have no RE2 form/],
+    ['^(?!admin)', /not valid RE2 .*lookaround/],
+    ['(?P<n>a)', /RE2 the evaluator cannot compile \(Invalid group\)/],
+  ])('a matches pattern RE2 and the evaluator read differently is refused when posted: %s', (pattern, message) =>
+    at(`deny b when action.tool.matches("${pattern}")`, 1, 33, message),
+  );
+  it('patterns both read alike are accepted, an escaped backslash before z among them', () => {
+    for (const p of ['^billing\\\\.(refund|void)$', '\\\\d{3}-\\\\d{4}', '[A-Za-z_][A-Za-z0-9_]*', '\\\\\\\\z', '[\\\\[:a:]]', 'a{2,3}?']) {
+      expect(compilePolicy(ref, `deny b when action.tool.matches("${p}")`).rules, p).toHaveLength(1);
+    }
+  });
   it('"#" inside a string is not a comment', () => at('deny a when action.tool == "#x" && action.nope', 1, 43, /No such key: nope/));
   it('a comment line inside a condition is skipped', () =>
     at('allow a when action.tool == "x" ||\n  # a comment line\n  run.remit.grants(1)', 3, 3, /Remit\.grants\(int\)/));

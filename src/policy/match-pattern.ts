@@ -1,0 +1,64 @@
+/**
+ * What a policy's literal `matches` pattern must be for it to mean the same thing wherever it
+ * is read. CEL defines `matches` as RE2 (svc-policy(5) says to write RE2), but cel-js
+ * evaluates it with the JS RegExp and offers no seam to replace that. Most patterns read the
+ * same in both; the rest would silently change a decision: `\z` is "end of text" in RE2 and
+ * the letter z in a JS RegExp, `[[:alpha:]]` a class of letters in RE2 and an odd set of
+ * punctuation in JS. A `deny` written with one would stop denying without a word. So a
+ * pattern is accepted only when RE2 compiles it, JS compiles it, and it uses none of the
+ * constructs the two read differently; the message says what to write instead.
+ */
+import { RE2JS } from 're2js';
+
+/** RE2 escapes a JS RegExp (without the `u` flag) reads as a plain letter, and what to write instead. */
+const MISREAD_ESCAPES: Record<string, string> = {
+  A: 'write ^ for the start of the text',
+  z: 'write $ for the end of the text',
+  Q: 'escape each special character with \\ instead of \\Q…\\E',
+  E: 'escape each special character with \\ instead of \\Q…\\E',
+  C: 'write . for any character',
+  p: 'write the characters as a class such as [A-Za-z]; Unicode classes are not available',
+  P: 'write the characters as a negated class such as [^A-Za-z]; Unicode classes are not available',
+};
+
+/** `[:name:]` or `[:^name:]`, RE2's POSIX classes (inside a class: `[[:alpha:]]`, `[a[:digit:]]`). */
+const POSIX_CLASS = /^(?:[^\]\\]|\\.)*?\[:\^?(?:alnum|alpha|ascii|blank|cntrl|digit|graph|lower|print|punct|space|upper|word|xdigit):\]/;
+
+/** Why `pattern` cannot be a `matches` pattern, or null when it can. */
+export function matchPatternProblem(pattern: string): string | null {
+  const jsProblem = jsCompileProblem(pattern);
+  try {
+    RE2JS.compile(pattern);
+  } catch (err) {
+    if (jsProblem !== null) return `the pattern is not a valid regular expression (${jsProblem})`;
+    const why = (err as Error).message.replace(/^error parsing regexp: /, '');
+    return `the pattern is not valid RE2 (${why}): backreferences and lookaround have no RE2 form`;
+  }
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
+    if (c === '\\') {
+      const next = pattern[i + 1] ?? '';
+      const fix = MISREAD_ESCAPES[next];
+      if (fix !== undefined) return `\\${next} means something else to the evaluator than to RE2; ${fix}`;
+      if (next === 'x' && pattern[i + 2] === '{') return '\\x{…} means something else to the evaluator than to RE2; write \\xHH or \\uHHHH';
+      i++; // skip the escaped character, whatever it is
+      continue;
+    }
+    if (c === '[' && POSIX_CLASS.test(pattern.slice(i + 1))) {
+      return 'POSIX classes such as [[:alpha:]] mean something else to the evaluator than to RE2; write the class out, such as [A-Za-z]';
+    }
+    if (c === '(' && pattern[i + 1] === '?' && /^[imsU-]+[):]/.test(pattern.slice(i + 2))) {
+      return 'flag groups such as (?i) are RE2 syntax the evaluator does not support; write the cases out, such as [Cc][Rr][Mm]';
+    }
+  }
+  return jsProblem === null ? null : `the pattern is RE2 the evaluator cannot compile (${jsProblem})`;
+}
+
+function jsCompileProblem(pattern: string): string | null {
+  try {
+    new RegExp(pattern);
+    return null;
+  } catch (err) {
+    return (err as Error).message.replace(/^Invalid regular expression: \/.*\/[a-z]*: /s, '');
+  }
+}
