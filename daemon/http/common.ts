@@ -10,7 +10,7 @@ import type { Socket } from 'node:net';
 import { hostname } from 'node:os';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { bodyProblem } from '../../src/encoding/json-limits.js';
+import { bodyProblem, textProblem } from '../../src/encoding/json-limits.js';
 import { isLoopbackAddress, isLoopbackName } from '../../src/util/loopback.js';
 import { SvcError, isSvcError } from '../../src/errors.js';
 import { globalRedactor, type Logger, type Redactor } from '../../src/log/logger.js';
@@ -179,11 +179,15 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
     if (!isUtf8(bytes)) return done(new SvcError('request_invalid', 'request body is not valid UTF-8 (a JSON text is UTF-8, RFC 8259)', { path: '' }), undefined);
     const text = bytes.toString('utf8');
     if (text.trim() === '') return done(null, undefined);
+    let value: unknown;
     try {
-      done(null, JSON.parse(text));
+      value = JSON.parse(text);
     } catch {
-      done(new SvcError('request_invalid', 'request body is not valid JSON', { path: '' }), undefined);
+      return done(new SvcError('request_invalid', 'request body is not valid JSON', { path: '' }), undefined);
     }
+    // I-JSON (RFC 7493), which canonical JSON assumes: no repeated member names, no lone surrogates.
+    const p = textProblem(text);
+    done(p === null ? null : new SvcError('request_invalid', p.message, { path: p.path }), p === null ? value : undefined);
   });
 
   // Decisions §10: a body nested too deep for the recursive walks after parsing (hashing,

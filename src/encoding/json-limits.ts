@@ -51,3 +51,92 @@ function firstProblem(value: unknown, max: number, numbers: boolean, what: strin
   }
   return null;
 }
+
+const LONE_SURROGATE = /\p{Cs}/u;
+
+function pointerOf(segments: string[]): string {
+  return segments.map((s) => '/' + pointerToken(s)).join('');
+}
+
+function duplicate(where: string, name: string): BodyProblem {
+  return { path: where, message: `${where}: member "${name}" appears twice in one object` };
+}
+
+function loneSurrogate(where: string, what: string): BodyProblem {
+  return { path: where, message: `${what} ${where || '/'} holds a lone surrogate (\\ud800 to \\udfff without its pair), which canonical JSON cannot carry` };
+}
+
+/**
+ * The first place a JSON text is not I-JSON (RFC 7493), which RFC 8785 canonical JSON (the
+ * signed bytes of bundles and remits, the event hashes; decisions §1) assumes: a member name
+ * repeated in one object, or a string holding a lone surrogate (`"\ud800"`). JSON.parse keeps
+ * the last of repeated names, so a signer or a reviewer whose parser keeps the first would
+ * read another document than the one svc stores and hashes. Null when there is none.
+ *
+ * `text` must already be valid JSON (run after JSON.parse). One pass; strings without escapes
+ * are only sliced when they are member names.
+ */
+export function textProblem(text: string): BodyProblem | null {
+  // One frame per open object or array: the names seen, or null for an array.
+  const names: Array<string[] | Set<string> | null> = [];
+  const path: string[] = [];
+  const index: number[] = [];
+  let expectName = false;
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22 /* " */) {
+      let j = i + 1;
+      let escaped = false;
+      for (; j < n; j++) {
+        const d = text.charCodeAt(j);
+        if (d === 0x5c /* \ */) {
+          escaped = true;
+          j++;
+        } else if (d === 0x22) break;
+      }
+      const value = escaped ? (JSON.parse(text.slice(i, j + 1)) as string) : null;
+      if (expectName) {
+        const name = value ?? text.slice(i + 1, j);
+        const where = () => pointerOf([...path.slice(0, -1), name]);
+        if (value !== null && LONE_SURROGATE.test(value)) return loneSurrogate(where(), 'the member name at');
+        // Most objects in request bodies have a handful of members, where a list beats a Set;
+        // a large one moves to a Set so the check stays linear.
+        const top = names.length - 1;
+        const seen = names[top]!;
+        if (Array.isArray(seen)) {
+          if (seen.includes(name)) return duplicate(where(), name);
+          seen.push(name);
+          if (seen.length === 16) names[top] = new Set(seen);
+        } else {
+          if (seen.has(name)) return duplicate(where(), name);
+          seen.add(name);
+        }
+        path[path.length - 1] = name;
+        expectName = false;
+      } else if (value !== null && LONE_SURROGATE.test(value)) {
+        return loneSurrogate(pointerOf(path), 'the string at');
+      }
+      i = j;
+    } else if (c === 0x7b /* { */) {
+      names.push([]);
+      path.push('');
+      index.push(-1);
+      expectName = true;
+    } else if (c === 0x5b /* [ */) {
+      names.push(null);
+      path.push('0');
+      index.push(0);
+    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
+      names.pop();
+      path.pop();
+      index.pop();
+      expectName = false; // `{}` closes before any name came
+    } else if (c === 0x2c /* , */) {
+      const top = names.length - 1;
+      if (names[top] === null) path[top] = String(++index[top]!);
+      else expectName = true;
+    }
+  }
+  return null;
+}

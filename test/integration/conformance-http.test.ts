@@ -270,3 +270,28 @@ describe('D §10, RFC 8259: a body that is not UTF-8 is 400 request_invalid, nev
     rmSync(dir, { recursive: true, force: true });
   });
 });
+
+describe('D §1, RFC 7493: a body with a repeated member name or a lone surrogate is 400 request_invalid', () => {
+  it('on a signed bundle (the signer may have read the first "name", JSON.parse keeps the last), on the gateway too', async () => {
+    const dir = tempDir('svc-ijson-');
+    const config = loadGatewayConfig({ data_dir: join(dir, 'gw') }, { env: {}, redactor: new Redactor() });
+    await using d = await startTestDaemon({ gateway: { config, listen: '127.0.0.1:0', canaryLoop: false } });
+    const post = (base: string | null, path: string, text: string) =>
+      fetch(`${base}/v1${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text });
+    const dup = await post(d.kernelUrl, '/bundles', '{"bundle":{"name":"evil","version":"1.0.0","name":"refunds"},"signature":{"key_id":"k","signature":"x"}}');
+    expect(dup.status).toBe(400);
+    const body = (await dup.json()) as any;
+    envelope(body, 'request_invalid');
+    expect(body.error.details).toEqual({ path: '/bundle/name' });
+    expect(body.error.message).toBe('/bundle/name: member "name" appears twice in one object');
+    const lone = await post(d.kernelUrl, '/policies', '{"name":"p","version":"1","source":"# \\ud800\\nallow a when true"}');
+    expect(lone.status).toBe(400);
+    expect(((await lone.json()) as any).error).toMatchObject({ code: 'request_invalid', details: { path: '/source' } });
+    const gw = await post(d.gatewayUrl, '/tools/call', '{"tool":"test.echo","args":{"a":1,"a":2}}');
+    expect(gw.status).toBe(400);
+    expect(await gw.json()).toMatchObject({ ok: false, error: { code: 'request_invalid', details: { path: '/args/a' } } });
+    // A pair of escapes that makes one character is fine.
+    expect((await post(d.kernelUrl, '/policies', '{"name":"p","version":"1","source":"# \\ud83d\\ude00\\nallow a when true"}')).status).toBe(201);
+    rmSync(dir, { recursive: true, force: true });
+  });
+});

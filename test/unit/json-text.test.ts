@@ -1,0 +1,43 @@
+/**
+ * Request bodies are I-JSON (RFC 7493), which RFC 8785 canonical JSON assumes (decisions §1):
+ * `textProblem` finds a member name repeated in one object and a lone surrogate, with the JSON
+ * pointer of the place; everything else JSON.parse accepts passes.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { textProblem } from '../../src/encoding/json-limits.js';
+
+describe('textProblem (D §1, RFC 7493)', () => {
+  it.each([
+    ['{"a":1,"a":2}', '/a', 'member "a" appears twice in one object'],
+    ['{"bundle":{"name":"evil","version":"1","name":"refunds"}}', '/bundle/name', 'member "name" appears twice'],
+    ['{"a":[1,{"b":0},{"d":2,"d":3}]}', '/a/2/d', 'appears twice'],
+    ['{"x":{"k":1},"y":{"k":1,"\\u006b":2}}', '/y/k', 'member "k" appears twice'], // an escaped spelling of the same name
+    ['{"a":["ok","\\ud800"]}', '/a/1', 'the string at /a/1 holds a lone surrogate'],
+    ['{"a":{"\\udfff":1}}', '/a/\udfff', 'the member name at'],
+    ['["x","y\\udc00z"]', '/1', 'lone surrogate'],
+  ])('%s → %s', (text, path, message) => {
+    JSON.parse(text); // valid JSON all the same
+    const p = textProblem(text);
+    expect(p?.path).toBe(path);
+    expect(p?.message).toContain(message);
+  });
+
+  it('the same name in different objects, pairs of surrogates, and escapes in values are fine', () => {
+    for (const t of ['[[{},[""]]]', '{"a":{},"b":"c"}', '{"a":{"k":1},"b":{"k":1},"k":[{"k":1},{"k":2}]}', '{"e":"\\ud83d\\ude00","\\ud83d\\ude00":1}', '{"q":"say \\"a\\":1, \\"a\\":2"}', '[]', '{}', '"x"', '3']) {
+      expect(textProblem(t), t).toBeNull();
+    }
+  });
+
+  it('a large object moves to a Set and stays linear; its duplicate is still found', () => {
+    const o: Record<string, number> = {};
+    for (let i = 0; i < 50_000; i++) o[`k${i}`] = i;
+    const text = JSON.stringify(o);
+    expect(textProblem(text)).toBeNull();
+    expect(textProblem(`${text.slice(0, -1)},"k49999":0}`)?.path).toBe('/k49999');
+  });
+
+  it('finds nothing in what JSON.stringify writes of any JSON value (its names are unique, its strings well formed)', () => {
+    fc.assert(fc.property(fc.jsonValue(), (v) => textProblem(JSON.stringify(v)) === null), { numRuns: 500 });
+  });
+});
