@@ -56,7 +56,12 @@ export async function testInSlices(
   let policyB = body.policy_b;
   let offset = 0;
   for (const slice of slices) {
-    const r = await post({ policy_a: policyA, policy_b: policyB, corpus: slice });
+    let r: PolicyTestResult;
+    try {
+      r = await post({ policy_a: policyA, policy_b: policyB, corpus: slice });
+    } catch (err) {
+      throw renumberCorpusError(err, offset);
+    }
     if (merged === null) {
       merged = { ...r, flips: [] };
       policyA = { name: r.policy_a.name, version: r.policy_a.version };
@@ -66,4 +71,27 @@ export async function testInSlices(
     offset += slice.length;
   }
   return merged!;
+}
+
+/**
+ * An error about a case of a slice, renumbered for the whole corpus: the kernel answers
+ * `details.path` `/corpus/N/…` (and names it in the message) for the slice it was sent, and the
+ * user's file has that case at `offset + N`. The error is changed in place, wherever it carries
+ * the kernel's answer: as `details` (an ApiError) or as the envelope in `body` (the CLI's
+ * CliError), and in its message. Other errors pass as they are.
+ */
+export function renumberCorpusError(err: unknown, offset: number): unknown {
+  if (offset === 0 || typeof err !== 'object' || err === null) return err;
+  const e = err as { message?: unknown; details?: { path?: unknown }; body?: { error?: { message?: unknown; details?: { path?: unknown } } } };
+  const carriers = [e.details, e.body?.error?.details].filter((d): d is { path?: unknown } => typeof d === 'object' && d !== null);
+  const path = carriers.map((d) => d.path).find((p): p is string => typeof p === 'string');
+  const m = path === undefined ? null : /^\/corpus\/(\d+)(?=\/|$)/.exec(path);
+  if (!m) return err;
+  const local = m[0];
+  const whole = `/corpus/${Number(m[1]) + offset}`;
+  const renumber = (text: string) => text.replace(new RegExp(`${local}(?![0-9])`, 'g'), whole); // `local` is /corpus/N: no regexp syntax
+  for (const d of carriers) if (typeof d.path === 'string') d.path = renumber(d.path);
+  if (typeof e.message === 'string') e.message = renumber(e.message);
+  if (e.body?.error && typeof e.body.error.message === 'string') e.body.error.message = renumber(e.body.error.message);
+  return err;
 }

@@ -112,6 +112,19 @@ describe('svc policy test (D 5.3)', () => {
     expect(JSON.parse(diff.stdout)).toEqual(JSON.parse(j.stdout));
   });
 
+  it('a bad case in a corpus sent in slices is named at its index in the whole file (svc(1))', async () => {
+    await using d = await startTestDaemon();
+    const url = ['--kernel-url', d.kernelUrl!];
+    await runSvc([...url, 'policy', 'push', V1, '--name', 'refunds', '--version', '1.0.0']);
+    const cases: unknown[] = Array.from({ length: 12_000 }, (_, i) => ({ action: { tool: 'billing.refund', args: { amount: i, note: 'x'.repeat(150) } }, run: { department: 'support' } }));
+    cases[11_000] = { action: { tool: 5 } };
+    const file = join(tempDir(), 'big.json');
+    writeFileSync(file, JSON.stringify(cases));
+    const r = await runSvc([...url, 'policy', 'test', file, '--a', 'refunds@1.0.0', '--b', V1]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^svc: request_invalid: \/corpus\/11000\/action\/tool /);
+  });
+
   it('takes B from a policy file; --fail-on-flip exits 1 on flips and 0 without', async () => {
     await using d = await startTestDaemon();
     const url = ['--kernel-url', d.kernelUrl!];
