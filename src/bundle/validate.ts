@@ -23,7 +23,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import formatsModule from 'ajv-formats';
-import { linearRegExp } from '../util/linear-regexp.js';
+import { firstNonLinearPattern, linearRegExp } from '../util/linear-regexp.js';
 import { pointerToken } from '../encoding/json-pointer.js';
 import type { Bundle } from '../types.js';
 import { BUNDLE_SCHEMA } from './bundle-schema.js';
@@ -128,6 +128,9 @@ function jsonSchemaProblems(schema: unknown, path: string): BundleProblem[] {
     draft.removeSchema(schema);
     return [];
   } catch (err) {
+    // A pattern RE2 cannot run (src/util/linear-regexp.ts) fails the compile: name the pattern.
+    const bad = firstNonLinearPattern(schema);
+    if (bad) return [{ path: path + bad.pointer, message: bad.message }];
     return [{ path, message: `is not a valid JSON schema: ${(err as Error).message}` }];
   }
 }

@@ -7,6 +7,7 @@
  * backreference or lookaround does not compile and the schema is refused where it is loaded.
  */
 import { RE2JS } from 're2js';
+import { pointerToken } from '../encoding/json-pointer.js';
 import type { RegExpEngine, RegExpLike } from 'ajv/dist/types/index.js';
 
 function compileLinear(pattern: string): RegExpLike {
@@ -16,3 +17,37 @@ function compileLinear(pattern: string): RegExpLike {
 }
 
 export const linearRegExp: RegExpEngine = Object.assign(compileLinear, { code: 'linearRegExp' });
+
+/**
+ * The first `pattern` (or `patternProperties` name) in a JSON schema that RE2 cannot compile,
+ * with its JSON pointer below the schema, so a schema refused for it is reported at the
+ * pattern rather than at its root. Null when every pattern compiles.
+ */
+export function firstNonLinearPattern(schema: unknown): { pointer: string; message: string } | null {
+  const stack: Array<{ v: unknown; at: string }> = [{ v: schema, at: '' }];
+  while (stack.length > 0) {
+    const { v, at } = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    const entries = Array.isArray(v) ? v.map((x, i) => [String(i), x] as const) : Object.entries(v as Record<string, unknown>);
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const [k, x] = entries[i]!;
+      const here = `${at}/${pointerToken(k)}`;
+      const candidates =
+        k === 'pattern' && typeof x === 'string'
+          ? [[here, x] as const]
+          : k === 'patternProperties' && x !== null && typeof x === 'object' && !Array.isArray(x)
+            ? Object.keys(x).map((p) => [`${here}/${pointerToken(p)}`, p] as const)
+            : [];
+      for (const [pointer, pattern] of candidates) {
+        try {
+          RE2JS.compile(pattern);
+        } catch (err) {
+          const why = (err as Error).message.replace(/^error parsing regexp: /, '');
+          return { pointer, message: `is not a pattern svc can run in linear time (${why}); backreferences and lookaround are not available` };
+        }
+      }
+      stack.push({ v: x, at: here });
+    }
+  }
+  return null;
+}
