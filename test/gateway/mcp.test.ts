@@ -283,6 +283,22 @@ describe('leak test (interface 2.10: a ${VAR} value never appears in logs, respo
 });
 
 describe('shutdown (decisions §9: the whole process group is ended)', () => {
+  it('a server that never answers initialize is ended at once on close, not after the startup timeout', async () => {
+    const mute = new McpConnector(
+      { name: 'mute', type: 'mcp', command: [process.execPath, '-e', 'setInterval(() => {}, 1e9)'], env: {}, tools: {}, timeout_ms: 5000 } as never,
+      { logger: log.logger, startupTimeoutMs: 30_000 },
+    );
+    const starting = mute.start();
+    const pid = await until('the server to run', () => mute.pid);
+    const t0 = Date.now();
+    await mute.close();
+    await starting;
+    // stdin closed, then SIGTERM after the 2 s grace (svc-gateway(5)); far under 30 s.
+    expect(Date.now() - t0).toBeLessThan(5000);
+    await until('the server to end', () => !isAlive(pid), 3000);
+    expect(mute.state).toBe('closed');
+  });
+
   it('closing the gateway ends every server and the processes they started', async () => {
     const pids = [...gw.gateway.connectors.values()].map((c) => (c as McpConnector).pid!).filter(Boolean);
     const children = childPids().filter(isAlive);

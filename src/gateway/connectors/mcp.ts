@@ -282,9 +282,11 @@ export class McpConnector implements Connector {
     const client = this.client;
     const transport = this.transport;
     this.client = null;
+    // Close first, then wait for a connect in progress: a server that has not answered
+    // `initialize` would otherwise hold shutdown for the whole startup timeout (15 s), past
+    // svcd's drain. Closing its transport ends the group now and fails that connect.
+    await Promise.all([client?.close().catch(() => {}), transport?.close().catch(() => {})]);
     await this.connecting?.catch(() => {});
-    await client?.close().catch(() => {});
-    await transport?.close().catch(() => {});
     await this.transport?.close().catch(() => {});
   }
 }
