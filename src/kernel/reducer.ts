@@ -365,7 +365,9 @@ const TRANSITIONS: { [K in FoldedKind]: Transition<KernelEventPayloads[K]> } = {
     if (m.state !== 'running' || m.current_step !== null) fail(ev, 'only a running run whose steps all completed can complete');
     m.state = 'completed';
     m.output = p.output;
-    m.pending_approval_id = null; // cancelled with the run (cancelled_approval_ids)
+    // Cancelled with the run. Keyed on the payload, so logs written before runs cancelled
+    // their approvals replay to the state they stored.
+    if (p.cancelled_approval_ids?.length) m.pending_approval_id = null;
   },
 
   'budget.exceeded'() {},
@@ -374,7 +376,7 @@ const TRANSITIONS: { [K in FoldedKind]: Transition<KernelEventPayloads[K]> } = {
     if (m.state !== 'running' && m.state !== 'parked') fail(ev, `a ${m.state} run cannot fail`);
     m.state = 'failed';
     m.parked_reason = null;
-    m.pending_approval_id = null;
+    if (p.cancelled_approval_ids?.length) m.pending_approval_id = null; // as in run.completed
     m.error = { code: p.error.code, message: p.error.message };
     const s = m.current_step ? m.steps[m.current_step] : undefined;
     if (s) {
