@@ -19,21 +19,21 @@ interface Flags {
   kernelListen?: string;
   gatewayListen?: string;
   gatewayConfig?: string;
-  publisher: string[];
+  publisher?: string[];
   kernel: boolean;
   gateway: boolean;
   logLevel?: LogLevel;
   drainSeconds?: string;
 }
 
-function collect(value: string, prev: string[]): string[] {
-  return [...prev, value];
+function collect(value: string, prev: string[] | undefined): string[] {
+  return [...(prev ?? []), value];
 }
 
 function publishersFrom(file: SvcdFileConfig, flags: Flags): string[] {
   const fromFile = (file.kernel?.publishers ?? []).map((p) => `${p.key_id}:${p.public_key}`);
   const fromEnv = (process.env.SVC_PUBLISHERS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
-  return [...fromFile, ...fromEnv, ...flags.publisher];
+  return [...fromFile, ...fromEnv, ...(flags.publisher ?? [])];
 }
 
 /**
@@ -146,11 +146,23 @@ export function buildProgram(): Command {
     .option('--kernel-listen <host:port>', 'kernel listener; port 0 picks a free port (default: 127.0.0.1:7401)')
     .option('--gateway-listen <host:port>', 'gateway listener; port 0 picks a free port (default: 127.0.0.1:7402)')
     .option('--gateway-config <file>', 'gateway config (YAML or JSON, interface 2.10)')
-    .option('--publisher <key_id:public_key>', 'trust a bundle publisher key (repeatable)', collect, [])
+    .option('--publisher <key_id:public_key>', 'trust a bundle publisher key (repeatable; also SVC_PUBLISHERS, or publishers: in --config)', collect)
     .option('--no-kernel', 'do not run the kernel')
     .option('--no-gateway', 'do not run the gateway')
     .addOption(new Option('--log-level <level>', 'log level (default: info, or SVC_LOG_LEVEL)').choices(LOG_LEVELS))
     .option('--drain-seconds <n>', 'how long SIGTERM waits for requests in flight before closing their connections (default: 15, or SVC_DRAIN_SECONDS)')
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Environment: SVC_TOKEN (bearer token; without it the listeners are loopback-only),',
+        'SVC_PUBLISHERS, SVC_SIGNING_KEY, SVC_GATEWAY_URL, SVC_CLOCK_SKEW_SECONDS, SVC_DRAIN_SECONDS,',
+        'SVC_LOG_LEVEL; the gateway reads SVC_GATEWAY_DATA, SVC_CANARY_* and SVC_GATEWAY_TEST_TOOLS.',
+        'Exit status: 0 after a clean drain, 1 when startup fails (bad configuration) or a drain',
+        'times out, 2 usage error. SIGTERM or SIGINT drains and stops.',
+        'Manual: man -l man/svcd.8 in the source tree.',
+      ].join('\n'),
+    )
     .action(async (flags: Flags) => {
       if (!flags.kernel && !flags.gateway) program.error('--no-kernel and --no-gateway together leave nothing to run', { exitCode: 2 });
       await serve(flags);
@@ -158,7 +170,7 @@ export function buildProgram(): Command {
 
   program
     .command('keys')
-    .description('manage the control-plane signing key')
+    .description('the control-plane signing key: "svcd keys rotate [--data-dir DIR]" retires it (still trusted) and makes a new one')
     .command('rotate')
     .description('retire the current key (still trusted for verification) and create a new one')
     .option('--data-dir <dir>', 'kernel data directory (default: ./svc-data)')

@@ -127,8 +127,8 @@ export function Inbox(props: InboxProps): React.JSX.Element {
       if (e.kind === 'cancel') return setMode({ kind: 'browse' });
       if (e.kind === 'edit') return setMode({ ...m, reason: e.value, error: null });
       if (e.kind === 'submit') {
-        const reason = m.reason.trim();
-        if (m.decision === 'rejected' && !reason) return setMode({ ...m, error: 'a reason is required to reject' });
+        const reason = e.value.trim();
+        if (m.decision === 'rejected' && !reason) return setMode({ ...m, reason: e.value, error: 'a reason is required to reject' });
         setMode({ kind: 'browse' });
         return p.onDecide(m.target, m.decision, reason);
       }
@@ -137,7 +137,10 @@ export function Inbox(props: InboxProps): React.JSX.Element {
     if (m.kind === 'filter') {
       const e = editLine(filterRef.current, input, key, 100);
       if (e.kind === 'edit') return setFilter(e.value);
-      if (e.kind === 'submit') return setMode({ kind: 'browse' });
+      if (e.kind === 'submit') {
+        setFilter(e.value);
+        return setMode({ kind: 'browse' });
+      }
       if (e.kind === 'cancel') {
         setFilter('');
         return setMode({ kind: 'browse' });
@@ -255,7 +258,7 @@ export function Inbox(props: InboxProps): React.JSX.Element {
       {rule}
       {compact ? (
         <Text wrap="truncate-end" dimColor>
-          {fit(`details need ${fullRows} rows (${height} here)`, width)}
+          {fit(`details need ${fullRows - height} more row${fullRows - height === 1 ? '' : 's'}`, width)}
         </Text>
       ) : shown ? (
         <ApprovalDetail approval={shown} run={props.runs[shown.run_id]} events={props.events[shown.run_id]} width={width} rows={detailRows} now={now} />

@@ -163,6 +163,24 @@ describe('svc approvals inbox: deciding (I 4.1 POST /approvals/{id}, D 5.4)', ()
     expect(props.onDecide).toHaveBeenCalledWith(expect.anything(), 'rejected', 'dup of INV-0 here');
   });
 
+  it('a reason and its Enter arriving in one chunk (tmux send-keys "…" Enter, a script) decide at once (svc-approvals(1) Keys)', async () => {
+    const { t, props } = setup(three());
+    await t.press('r');
+    await t.waitFor('Reason (required):');
+    t.stdin.write('wrong invoice\r');
+    await t.press();
+    expect(props.onDecide).toHaveBeenCalledTimes(1);
+    expect(props.onDecide).toHaveBeenCalledWith(expect.anything(), 'rejected', 'wrong invoice');
+    // An Enter alone after a required reason was left empty still says so.
+    const second = setup(three());
+    await second.t.press('r');
+    await second.t.waitFor('Reason (required):');
+    second.t.stdin.write('  \r');
+    await second.t.press();
+    expect(second.props.onDecide).not.toHaveBeenCalled();
+    expect(second.t.frame()).toContain('a reason is required to reject');
+  });
+
   it('Esc cancels a prompt without deciding, and keys typed into it do not act', async () => {
     const { t, props } = setup(three());
     await t.press('r');
@@ -351,7 +369,7 @@ describe('svc approvals inbox: legible in 80×24', () => {
       expect(lines.length, f).toBeLessThanOrEqual(h);
       expect(lines[0]).toMatch(/^svc approvals/);
       expect(lines[1]).toMatch(/^› /);
-      expect(f).toMatch(/details need \d+ rows \(\d+ here\)/);
+      expect(f).toMatch(/details need \d+ more rows?/);
       expect(lines.at(-1)).toMatch(/^↑↓\/jk move/);
       await t.press('r');
       const p = await t.waitFor('Reason (required)');
