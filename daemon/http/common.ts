@@ -177,6 +177,9 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => {
     const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
     if (!isUtf8(bytes)) return done(new SvcError('request_invalid', 'request body is not valid UTF-8 (a JSON text is UTF-8, RFC 8259)', { path: '' }), undefined);
+    if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) {
+      return done(new SvcError('request_invalid', 'request body starts with a byte-order mark, which a JSON text must not (RFC 8259)', { path: '' }), undefined);
+    }
     const text = bytes.toString('utf8');
     if (text.trim() === '') return done(null, undefined);
     let value: unknown;

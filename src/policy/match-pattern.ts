@@ -40,9 +40,13 @@ export function matchPatternProblem(pattern: string): string | null {
       const next = pattern[i + 1] ?? '';
       const fix = MISREAD_ESCAPES[next];
       if (fix !== undefined) return `\\${next} means something else to the evaluator than to RE2; ${fix}`;
-      if (next === 'x' && pattern[i + 2] === '{') return '\\x{…} means something else to the evaluator than to RE2; write \\xHH or \\uHHHH';
+      if (next === 'x' && pattern[i + 2] === '{') return '\\x{…} means something else to the evaluator than to RE2; write \\xHH';
       i++; // skip the escaped character, whatever it is
       continue;
+    }
+    // RE2 reads a ] right after [ or [^ as a member; JS reads [] as the empty class and [^] as any character.
+    if (c === '[' && (pattern[i + 1] === ']' || (pattern[i + 1] === '^' && pattern[i + 2] === ']'))) {
+      return 'a ] first in a class means something else to the evaluator than to RE2; escape it as \\]';
     }
     if (c === '[' && POSIX_CLASS.test(pattern.slice(i + 1))) {
       return 'POSIX classes such as [[:alpha:]] mean something else to the evaluator than to RE2; write the class out, such as [A-Za-z]';

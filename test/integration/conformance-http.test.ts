@@ -264,6 +264,12 @@ describe('D §10, RFC 8259: a body that is not UTF-8 is 400 request_invalid, nev
       expect(await gw.json()).toMatchObject({ ok: false, error: { code: 'request_invalid' } });
     }
     expect((await d.kernel_('/policies/utf/1')).status).toBe(404);
+    // A byte-order mark is UTF-8 but no JSON text starts with one (RFC 8259), not even an "empty" body.
+    for (const bom of [Buffer.from([0xef, 0xbb, 0xbf]), Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), policy(Buffer.from('x'))])]) {
+      const res = await post(d.kernelUrl, '/policies', bom);
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as any).error.message).toContain('byte-order mark');
+    }
     const ok = await post(d.kernelUrl, '/policies', policy(Buffer.from('café ✓ 😀', 'utf8')));
     expect(ok.status).toBe(201);
     expect((await d.kernel_('/policies/utf/1')).body.source).toBe('# café ✓ 😀\nallow a when true');

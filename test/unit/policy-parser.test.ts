@@ -101,15 +101,17 @@ describe('CEL syntax errors map into the whole source (D 5.1)', () => {
     ['^[[:alpha:]]+$', /POSIX classes such as \[\[:alpha:\]\]/],
     ['[0[:digit:]]', /POSIX classes/],
     ['\\\\p{L}+', /\\p means something else/],
-    ['\\\\x{41}', /\\x\{…\} means something else/],
+    ['\\\\x{41}', /\\x\{…\} means something else to the evaluator than to RE2; write \\xHH$/],
     ['(a)\\\\1', /not valid RE2 \(invalid escape sequence: `\\1`\): backreferences and lookaround have no RE2 form/],
     ['^(?!admin)', /not valid RE2 .*lookaround/],
     ['(?P<n>a)', /RE2 the evaluator cannot compile \(Invalid group\)/],
+    ['[]a]', /a \] first in a class means something else .* escape it as \\\]/],
+    ['[^]a]', /a \] first in a class/],
   ])('a matches pattern RE2 and the evaluator read differently is refused when posted: %s', (pattern, message) =>
     at(`deny b when action.tool.matches("${pattern}")`, 1, 33, message),
   );
   it('patterns both read alike are accepted, an escaped backslash before z among them', () => {
-    for (const p of ['^billing\\\\.(refund|void)$', '\\\\d{3}-\\\\d{4}', '[A-Za-z_][A-Za-z0-9_]*', '\\\\\\\\z', '[\\\\[:a:]]', 'a{2,3}?']) {
+    for (const p of ['^billing\\\\.(refund|void)$', '\\\\d{3}-\\\\d{4}', '[A-Za-z_][A-Za-z0-9_]*', '\\\\\\\\z', '[\\\\[:a:]]', 'a{2,3}?', '[a\\\\]]']) {
       expect(compilePolicy(ref, `deny b when action.tool.matches("${p}")`).rules, p).toHaveLength(1);
     }
   });

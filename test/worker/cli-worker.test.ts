@@ -39,7 +39,9 @@ describe('svc worker flags', () => {
     [{ SVC_OPENAI_USD_PER_1M_INPUT: 'xyz' }, 'SVC_OPENAI_USD_PER_1M_INPUT "xyz" must be a non-negative number of dollars'],
     [{ SVC_OPENAI_USD_PER_1M_OUTPUT: '-1' }, 'SVC_OPENAI_USD_PER_1M_OUTPUT "-1" must be a non-negative number of dollars'],
     [{ SVC_OPENAI_TIMEOUT_MS: 'abc' }, 'SVC_OPENAI_TIMEOUT_MS "abc" must be a whole number of milliseconds from 1 to 3600000'],
-    [{ SVC_OPENAI_BASE_URL: 'notaurl' }, 'SVC_OPENAI_BASE_URL "notaurl" must be an http:// or https:// URL'],
+    [{ SVC_OPENAI_BASE_URL: 'notaurl' }, 'SVC_OPENAI_BASE_URL must be an http:// or https:// URL'],
+    // A URL that may carry a key is not echoed.
+    [{ SVC_OPENAI_BASE_URL: 'ftp://u:sk-secret-42@host/v1', SVC_OPENAI_API_KEY: 'sk-secret-42' }, 'SVC_OPENAI_BASE_URL must be an http:// or https:// URL'],
     [{ SVC_LOG_LEVEL: 'bogus' }, 'SVC_LOG_LEVEL "bogus" must be one of debug, info, warn, error'],
   ])('svc worker --provider openai with %j exits 2 naming the variable', async (env, reason) => {
     const r = await runSvc(['--kernel-url', 'http://127.0.0.1:1', 'worker', '--provider', 'openai'], env);

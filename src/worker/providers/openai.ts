@@ -39,6 +39,9 @@ export interface OpenAiOptions {
  */
 export function openAiOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): OpenAiOptions {
   const set = (name: string) => (env[name] === undefined || env[name] === '' ? undefined : env[name]!);
+  // The key is a secret from the first moment: an error below must not be able to show it.
+  const apiKey = set('SVC_OPENAI_API_KEY');
+  if (apiKey !== undefined) globalRedactor.add(apiKey);
   const price = (name: string) => {
     const v = set(name);
     if (v === undefined) return undefined;
@@ -59,12 +62,13 @@ export function openAiOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Open
       /* reported below */
     }
     if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
-      throw new Error(`SVC_OPENAI_BASE_URL "${globalRedactor.redact(baseUrl)}" must be an http:// or https:// URL, such as https://api.openai.com/v1`);
+      // The value is not echoed: a URL may carry a key (user:key@host, ?api-key=).
+      throw new Error('SVC_OPENAI_BASE_URL must be an http:// or https:// URL, such as https://api.openai.com/v1');
     }
   }
   return {
     baseUrl,
-    apiKey: set('SVC_OPENAI_API_KEY'),
+    apiKey,
     model: set('SVC_OPENAI_MODEL'),
     timeoutMs: timeout === undefined ? undefined : Number(timeout),
     usdPer1MInput: price('SVC_OPENAI_USD_PER_1M_INPUT'),
