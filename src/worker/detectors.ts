@@ -173,9 +173,12 @@ export const BUILTIN_DETECTORS: readonly Detector[] = Object.freeze([
     name: 'phone',
     class: 'pii',
     // +CC then 7–14 more digits with optional separators; North American (NXX) NXX-XXXX; or a
-    // national number written with its trunk prefix 0 (or the international prefix 00) and at
-    // least one separator: 020 7946 0958, 07700 900123, (030) 1234 5678, 01 23 45 67 89.
-    pattern: /(?<![\w+])(?:\+\d{1,3}[ .-]?(?:\(\d{1,4}\)[ .-]?)?\d{1,4}(?:[ .-]?\d{2,4}){1,4}|(?:\(\d{3}\) ?|\d{3}[ .-])\d{3}[ .-]\d{4}|(?:\(0{1,2}[1-9]\d{0,3}\) ?|0{1,2}[1-9]\d{0,3})(?:[ .-]\d{2,8}){1,4})(?![\w]|[.-]\d)/g,
+    // national number written with its trunk prefix 0 (or the international prefix 00): after
+    // a parenthesised area code, (030) 1234 5678; or with one separator used throughout,
+    // 020 7946 0958, 07700 900123, 01 23 45 67 89. A mixed run such as a date and a time
+    // (01.02.2026 10:30) is not one number.
+    pattern:
+      /(?<![\w+])(?:\+\d{1,3}[ .-]?(?:\(\d{1,4}\)[ .-]?)?\d{1,4}(?:[ .-]?\d{2,4}){1,4}|(?:\(\d{3}\) ?|\d{3}[ .-])\d{3}[ .-]\d{4}|\(0{1,2}[1-9]\d{0,3}\) ?\d{2,8}(?:[ .-]\d{2,8}){0,3}|0{1,2}[1-9]\d{0,3}([ .-])\d{2,8}(?:\1\d{2,8}){0,3})(?![\w]|[.:-]\d)/g,
     validate: (m) => {
       const digits = m.replace(/\D/g, '').length;
       // A national number is 9–12 digits with its 0 (dates such as 01.02.2026 have 8).

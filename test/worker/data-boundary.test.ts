@@ -67,6 +67,8 @@ describe('detectors (I 5.5 built-in classes)', () => {
     // Leading-zero numbers that are not phones: dates, times, versions, short codes, amounts.
     'on 01.02.2026 at 09:30, build 0.12.3, code 012-345, paid 0.50 and 0 15 EUR',
     'INV-0012-3456 and room 02-14 and 01/02/2026',
+    // A date and a time, or mixed separators, are not one national number.
+    'Meeting 01.02.2026 10:30, again 05.03.2026 09:15 and 01-02-2026 1430; years 01-1999 02-2000',
   ])('finds nothing in ordinary text: %s', (text) => {
     expect(detect(text)).toEqual([]);
   });
