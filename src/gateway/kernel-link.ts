@@ -9,6 +9,7 @@ import { decodeBase64url } from '../encoding/base64url.js';
 import { SvcError } from '../errors.js';
 import { globalRedactor, type Logger } from '../log/logger.js';
 import type { TrustedKeys } from '../types.js';
+import { wellFormedJson } from '../encoding/well-formed-json.js';
 
 /** An event the gateway appends to a run (decisions §7 external kinds). */
 export interface GatewayEvent {
@@ -190,7 +191,7 @@ export class HttpKernelLink implements KernelLink {
     const res = await fetch(`${this.base}/v1/runs/${encodeURIComponent(runId)}/events`, {
       method: 'POST',
       headers,
-      body: JSON.stringify({ kind: ev.kind, payload: ev.payload, actor: ev.actor }),
+      body: wellFormedJson({ kind: ev.kind, payload: ev.payload, actor: ev.actor }),
       signal: AbortSignal.timeout(this.opts.timeoutMs ?? 5000),
     });
     if (!res.ok) {

@@ -3,6 +3,7 @@
  * `network_error`; an abort rethrows the signal's reason so the step stops for the right cause.
  */
 import { abortReason, StepError } from './errors.js';
+import { wellFormedJson } from '../encoding/well-formed-json.js';
 
 export interface JsonResponse {
   status: number;
@@ -36,7 +37,7 @@ export async function requestJson(
     res = await (peer.fetch ?? fetch)(url, {
       method,
       headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
+      body: body === undefined ? undefined : wellFormedJson(body),
       signal: opts.signal,
     });
   } catch (err) {

@@ -6,6 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { textProblem } from '../../src/encoding/json-limits.js';
+import { wellFormedJson } from '../../src/encoding/well-formed-json.js';
 
 describe('textProblem (D §1, RFC 7493)', () => {
   it.each([
@@ -39,5 +40,16 @@ describe('textProblem (D §1, RFC 7493)', () => {
 
   it('finds nothing in what JSON.stringify writes of any JSON value (its names are unique, its strings well formed)', () => {
     fc.assert(fc.property(fc.jsonValue(), (v) => textProblem(JSON.stringify(v)) === null), { numRuns: 500 });
+  });
+});
+
+describe('wellFormedJson: what the worker and the gateway send svcd', () => {
+  it('replaces lone surrogates in values and names with U+FFFD, so svcd accepts the text; pairs stay', () => {
+    const cut = { output: { text: 'thanks \ud83d', list: ['\udc00x', '😀'] }, ['k\ud800']: 1 };
+    expect(textProblem(JSON.stringify(cut))).not.toBeNull();
+    const text = wellFormedJson(cut);
+    expect(textProblem(text)).toBeNull();
+    expect(JSON.parse(text)).toEqual({ output: { text: 'thanks \ufffd', list: ['\ufffdx', '😀'] }, ['k\ufffd']: 1 });
+    expect(wellFormedJson({ a: [1, 'b', null, { c: true }] })).toBe(JSON.stringify({ a: [1, 'b', null, { c: true }] }));
   });
 });
