@@ -59,7 +59,9 @@ function pointerOf(segments: string[]): string {
 }
 
 function duplicate(where: string, name: string): BodyProblem {
-  return { path: where, message: `${where}: member "${name}" appears twice in one object` };
+  // A name can be a megabyte long: the answer names it in short, like an unknown route.
+  const cut = (t: string, n: number) => (t.length > n ? `${t.slice(0, n)}…` : t);
+  return { path: cut(where, 1024), message: `${cut(where, 200)}: member "${cut(name, 64)}" appears twice in one object` };
 }
 
 function loneSurrogate(where: string, what: string): BodyProblem {

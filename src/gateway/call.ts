@@ -338,7 +338,10 @@ class ToolCall {
       const message = err instanceof UpstreamError ? err.message : controller.signal.aborted ? abortMessage(controller.signal) : `${req.tool} failed: ${(err as Error).message}`;
       if (!(err instanceof UpstreamError) && !controller.signal.aborted) d.logger.error('connector threw an unexpected error', { tool: req.tool, err: d.redactor.redact((err as Error).stack ?? String(err)) });
       const details = err instanceof UpstreamError ? err.details : {};
-      if (breaker.state === 'closed') return this.failWith(a, gatewayError('upstream_error', message, details), 'upstream_error');
+      const state = breaker.state;
+      if (state === 'closed') return this.failWith(a, gatewayError('upstream_error', message, details), 'upstream_error');
+      // A straggler ending while the circuit is half-open: not open by this call, no wait to name.
+      if (state !== 'open') return this.failWith(a, gatewayError('upstream_error', message, details, { circuit: 'open' }), 'upstream_error');
       // This failure opened the circuit: answered like the calls it now turns away, with when to retry.
       const retryAfterMs = breaker.retryAfterMs();
       const res = gatewayError('upstream_error', message, { ...details, retry_after_ms: retryAfterMs }, { circuit: 'open' });

@@ -30,6 +30,13 @@ describe('textProblem (D §1, RFC 7493)', () => {
     }
   });
 
+  it('a repeated name of a megabyte is named in short', () => {
+    const long = 'n'.repeat(1_000_000);
+    const p = textProblem(`{"${long}":1,"${long}":2}`)!;
+    expect(p.path).toBe(`/${'n'.repeat(1023)}…`);
+    expect(p.message.length).toBeLessThan(320);
+  });
+
   it('a large object moves to a Set and stays linear; its duplicate is still found', () => {
     const o: Record<string, number> = {};
     for (let i = 0; i < 50_000; i++) o[`k${i}`] = i;
