@@ -289,7 +289,7 @@ describe('shutdown (decisions §9: the whole process group is ended)', () => {
       { logger: log.logger, startupTimeoutMs: 30_000 },
     );
     const starting = mute.start();
-    const pid = await until('the server to run', () => mute.pid);
+    const pid = (await until('the server to run', () => mute.pid))!;
     const t0 = Date.now();
     await mute.close();
     await starting;

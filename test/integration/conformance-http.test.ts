@@ -21,6 +21,16 @@ function envelope(body: any, code: string): void {
   expect(body).toEqual({ error: { code, message: expect.any(String), details: expect.any(Object) } });
 }
 
+/** svcd with the kernel and a gateway without connectors, and a POST that sends its body as given. */
+async function startBoth(prefix: string) {
+  const dir = tempDir(prefix);
+  const config = loadGatewayConfig({ data_dir: join(dir, 'gw') }, { env: {}, redactor: new Redactor() });
+  const d = await startTestDaemon({ gateway: { config, listen: '127.0.0.1:0', canaryLoop: false } });
+  const post = (base: string | null, path: string, body: string | Buffer) =>
+    fetch(`${base}/v1${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+  return { d, dir, post };
+}
+
 describe('D §10 / I 7.1: router errors use the envelope', () => {
   it('a URL that does not decode is 400 request_invalid, not fastify\'s body', async () => {
     await using d = await startTestDaemon();
@@ -247,11 +257,8 @@ describe('JSON svc cannot carry is a 400 on the kernel too (D §10)', () => {
 
 describe('D §10, RFC 8259: a body that is not UTF-8 is 400 request_invalid, never stored altered', () => {
   it('refuses invalid bytes and an encoded surrogate on the kernel and the gateway; valid UTF-8 passes as sent', async () => {
-    const dir = tempDir('svc-utf8-');
-    const config = loadGatewayConfig({ data_dir: join(dir, 'gw') }, { env: {}, redactor: new Redactor() });
-    await using d = await startTestDaemon({ gateway: { config, listen: '127.0.0.1:0', canaryLoop: false } });
-    const post = (base: string | null, path: string, bytes: Buffer) =>
-      fetch(`${base}/v1${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: bytes });
+    const { d: daemon, dir, post } = await startBoth('svc-utf8-');
+    await using d = daemon;
     const policy = (source: Buffer) => Buffer.concat([Buffer.from('{"name":"utf","version":"1","source":"# '), source, Buffer.from('\\nallow a when true"}')]);
     for (const bad of [Buffer.from([0xff, 0xfe]), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from([0xc3])]) {
       const res = await post(d.kernelUrl, '/policies', policy(bad));
@@ -279,11 +286,8 @@ describe('D §10, RFC 8259: a body that is not UTF-8 is 400 request_invalid, nev
 
 describe('D §1, RFC 7493: a body with a repeated member name or a lone surrogate is 400 request_invalid', () => {
   it('on a signed bundle (the signer may have read the first "name", JSON.parse keeps the last), on the gateway too', async () => {
-    const dir = tempDir('svc-ijson-');
-    const config = loadGatewayConfig({ data_dir: join(dir, 'gw') }, { env: {}, redactor: new Redactor() });
-    await using d = await startTestDaemon({ gateway: { config, listen: '127.0.0.1:0', canaryLoop: false } });
-    const post = (base: string | null, path: string, text: string) =>
-      fetch(`${base}/v1${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text });
+    const { d: daemon, dir, post } = await startBoth('svc-ijson-');
+    await using d = daemon;
     const dup = await post(d.kernelUrl, '/bundles', '{"bundle":{"name":"evil","version":"1.0.0","name":"refunds"},"signature":{"key_id":"k","signature":"x"}}');
     expect(dup.status).toBe(400);
     const body = (await dup.json()) as any;
