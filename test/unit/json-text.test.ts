@@ -45,6 +45,36 @@ describe('textProblem (D §1, RFC 7493)', () => {
     expect(textProblem(`${text.slice(0, -1)},"k49999":0}`)?.path).toBe('/k49999');
   });
 
+  // A model of the rule: objects written member by member, names drawn from a small set so
+  // repeats are common, strings from any UTF-16 units so lone surrogates are too.
+  type Doc = { o: Array<[string, Doc]> } | { a: Doc[] } | { s: string } | { n: number };
+  const str = fc.string({ unit: 'binary', maxLength: 4 });
+  const { doc } = fc.letrec<{ doc: Doc }>((tie) => ({
+    doc: fc.oneof(
+      { depthSize: 'small' },
+      fc.record({ s: str }),
+      fc.record({ n: fc.integer() }),
+      fc.record({ a: fc.array(tie('doc'), { maxLength: 4 }) }),
+      fc.record({ o: fc.array(fc.tuple(fc.constantFrom('a', 'b', 'c', '\ud800', 'é'), tie('doc')), { maxLength: 4 }) }),
+    ),
+  }));
+  const write = (d: Doc): string =>
+    'o' in d ? `{${d.o.map(([k, v]) => `${JSON.stringify(k)}:${write(v)}`).join(',')}}` : 'a' in d ? `[${d.a.map(write).join(',')}]` : 's' in d ? JSON.stringify(d.s) : String(d.n);
+  const lone = (t: string) => /\p{Cs}/u.test(t);
+  const bad = (d: Doc): boolean =>
+    'o' in d ? new Set(d.o.map(([k]) => k)).size < d.o.length || d.o.some(([k, v]) => lone(k) || bad(v)) : 'a' in d ? d.a.some(bad) : 's' in d ? lone(d.s) : false;
+
+  it('finds a problem exactly when the document repeats a name in one object or holds a lone surrogate', () => {
+    fc.assert(
+      fc.property(doc, (d) => {
+        const text = write(d);
+        JSON.parse(text);
+        return (textProblem(text) !== null) === bad(d);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
   it('finds nothing in what JSON.stringify writes of any JSON value (its names are unique, its strings well formed)', () => {
     fc.assert(fc.property(fc.jsonValue(), (v) => textProblem(JSON.stringify(v)) === null), { numRuns: 500 });
   });
