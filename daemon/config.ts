@@ -110,7 +110,6 @@ export function parseListen(value: string): { host: string; port: number } {
   return { host: m[1]!.replace(/^\[|\]$/g, ''), port };
 }
 
-
 /** A whole number of seconds from 0 to `max` named by `source` (a flag or a variable), or an error; unset is `fallback`. */
 export function wholeSecondsOf(value: string | undefined, source: string, max: number, fallback: number): number {
   if (value === undefined || value === '') return fallback;

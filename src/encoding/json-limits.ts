@@ -7,6 +7,7 @@
  * Both are refused up front as 400 `request_invalid` with `details.path`.
  */
 import { pointerToken } from './json-pointer.js';
+import { hasLoneSurrogate } from './well-formed-json.js';
 
 /** Deepest nesting of objects and arrays accepted in a request body. */
 export const MAX_BODY_DEPTH = 64;
@@ -51,8 +52,6 @@ function firstProblem(value: unknown, max: number, numbers: boolean, what: strin
   }
   return null;
 }
-
-const LONE_SURROGATE = /\p{Cs}/u;
 
 function pointerOf(segments: string[]): string {
   return segments.map((s) => '/' + pointerToken(s)).join('');
@@ -101,7 +100,7 @@ export function textProblem(text: string): BodyProblem | null {
       if (expectName) {
         const name = value ?? text.slice(i + 1, j);
         const where = () => pointerOf([...path.slice(0, -1), name]);
-        if (value !== null && LONE_SURROGATE.test(value)) return loneSurrogate(where(), 'the member name at');
+        if (value !== null && hasLoneSurrogate(value)) return loneSurrogate(where(), 'the member name at');
         // Most objects in request bodies have a handful of members, where a list beats a Set;
         // a large one moves to a Set so the check stays linear.
         const top = names.length - 1;
@@ -116,7 +115,7 @@ export function textProblem(text: string): BodyProblem | null {
         }
         path[path.length - 1] = name;
         expectName = false;
-      } else if (value !== null && LONE_SURROGATE.test(value)) {
+      } else if (value !== null && hasLoneSurrogate(value)) {
         return loneSurrogate(pointerOf(path), 'the string at');
       }
       i = j;

@@ -5,8 +5,14 @@
  * result. The worker and the gateway replace each lone surrogate with U+FFFD (what a UTF-8
  * decoder does with a broken sequence) rather than have a whole step or event refused for it.
  */
-const LONE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
-const HAS_LONE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+/** A surrogate code unit without its pair: in a `u` regexp it stands alone as category Cs. */
+const LONE = /\p{Cs}/gu;
+const HAS_LONE = /\p{Cs}/u;
+
+/** True when `s` holds a lone surrogate (what I-JSON and canonical JSON cannot carry). */
+export function hasLoneSurrogate(s: string): boolean {
+  return HAS_LONE.test(s);
+}
 
 function wellFormed(s: string): string {
   return HAS_LONE.test(s) ? s.replace(LONE, '\uFFFD') : s;

@@ -70,7 +70,7 @@ export class CircuitBreaker {
 
   /** How long until an open circuit lets a trial through (0 when it is not open). */
   retryAfterMs(): number {
-    return this.state === 'open' ? Math.max(0, this.openUntil - this.opts.clock.now()) : 0;
+    return this.state === 'open' ? this.openUntil - this.opts.clock.now() : 0; // `state` reads half-open once the wait is over
   }
 
   /** Asks to make a call: closed lets it through; half-open lets one trial through. */
@@ -81,7 +81,7 @@ export class CircuitBreaker {
       this.trialInFlight = true;
       return { ok: true, trial: true };
     }
-    return { ok: false, retryAfterMs: Math.max(0, this.openUntil - this.opts.clock.now()) };
+    return { ok: false, retryAfterMs: this.retryAfterMs() }; // open, or half-open with its trial out (0)
   }
 
   /** The upstream answered (a result, or a deterministic failure): closes the circuit. */

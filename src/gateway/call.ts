@@ -80,6 +80,12 @@ export function gatewayError(code: ErrorCode, message: string, details: Record<s
   return { status: ERROR_CODES[code].status, body: { ok: false, error: { code, message, details, ...extra } } };
 }
 
+/** 502 `upstream_error` with `circuit: "open"`, when to retry in the details and as `Retry-After` (whole seconds, at least 1). */
+function circuitOpen(message: string, details: Record<string, unknown>, retryAfterMs: number): CallResponse {
+  const res = gatewayError('upstream_error', message, { ...details, retry_after_ms: retryAfterMs }, { circuit: 'open' });
+  return { ...res, headers: { 'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) } };
+}
+
 /**
  * Appends `ev` to a run with the first of `creds` the kernel accepts (decisions §7): a
  * credential it refuses (a remit of another run, an ended lease) passes the event to the
@@ -271,8 +277,7 @@ class ToolCall {
     const admission = d.breaker(connector.name).admit();
     if (!admission.ok) {
       await this.release(a);
-      const res = gatewayError('upstream_error', `the circuit of connector ${connector.name} is open`, { connector: connector.name, retry_after_ms: admission.retryAfterMs }, { circuit: 'open' });
-      return this.failWith(a, { ...res, headers: { 'retry-after': String(Math.max(1, Math.ceil(admission.retryAfterMs / 1000))) } }, 'circuit_open');
+      return this.failWith(a, circuitOpen(`the circuit of connector ${connector.name} is open`, { connector: connector.name }, admission.retryAfterMs), 'circuit_open');
     }
     return { trial: admission.trial };
   }
@@ -343,9 +348,7 @@ class ToolCall {
       // A straggler ending while the circuit is half-open: not open by this call, no wait to name.
       if (state !== 'open') return this.failWith(a, gatewayError('upstream_error', message, details, { circuit: 'open' }), 'upstream_error');
       // This failure opened the circuit: answered like the calls it now turns away, with when to retry.
-      const retryAfterMs = breaker.retryAfterMs();
-      const res = gatewayError('upstream_error', message, { ...details, retry_after_ms: retryAfterMs }, { circuit: 'open' });
-      return this.failWith(a, { ...res, headers: { 'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) } }, 'upstream_error');
+      return this.failWith(a, circuitOpen(message, details, breaker.retryAfterMs()), 'upstream_error');
     } finally {
       clearTimeout(timer);
     }

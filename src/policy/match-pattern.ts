@@ -8,7 +8,7 @@
  * pattern is accepted only when RE2 compiles it, JS compiles it, and it uses none of the
  * constructs the two read differently; the message says what to write instead.
  */
-import { RE2JS } from 're2js';
+import { re2Problem } from '../util/linear-regexp.js';
 
 /** RE2 escapes a JS RegExp (without the `u` flag) reads as a plain letter, and what to write instead. */
 const MISREAD_ESCAPES: Record<string, string> = {
@@ -27,12 +27,10 @@ const POSIX_CLASS = /^(?:[^\]\\]|\\.)*?\[:\^?(?:alnum|alpha|ascii|blank|cntrl|di
 /** Why `pattern` cannot be a `matches` pattern, or null when it can. */
 export function matchPatternProblem(pattern: string): string | null {
   const jsProblem = jsCompileProblem(pattern);
-  try {
-    RE2JS.compile(pattern);
-  } catch (err) {
+  const re2 = re2Problem(pattern);
+  if (re2 !== null) {
     if (jsProblem !== null) return `the pattern is not a valid regular expression (${jsProblem})`;
-    const why = (err as Error).message.replace(/^error parsing regexp: /, '');
-    return `the pattern is not valid RE2 (${why}): backreferences and lookaround have no RE2 form`;
+    return `the pattern is not valid RE2 (${re2}): backreferences and lookaround have no RE2 form`;
   }
   for (let i = 0; i < pattern.length; i++) {
     const c = pattern[i];

@@ -18,6 +18,16 @@ function compileLinear(pattern: string): RegExpLike {
 
 export const linearRegExp: RegExpEngine = Object.assign(compileLinear, { code: 'linearRegExp' });
 
+/** Why RE2 cannot compile `pattern` (its parser's words), or null when it can. */
+export function re2Problem(pattern: string): string | null {
+  try {
+    RE2JS.compile(pattern);
+    return null;
+  } catch (err) {
+    return (err as Error).message.replace(/^error parsing regexp: /, '');
+  }
+}
+
 /**
  * The first `pattern` (or `patternProperties` name) in a JSON schema that RE2 cannot compile,
  * with its JSON pointer below the schema, so a schema refused for it is reported at the
@@ -39,12 +49,8 @@ export function firstNonLinearPattern(schema: unknown): { pointer: string; messa
             ? Object.keys(x).map((p) => [`${here}/${pointerToken(p)}`, p] as const)
             : [];
       for (const [pointer, pattern] of candidates) {
-        try {
-          RE2JS.compile(pattern);
-        } catch (err) {
-          const why = (err as Error).message.replace(/^error parsing regexp: /, '');
-          return { pointer, message: `is not a pattern svc can run in linear time (${why}); backreferences and lookaround are not available` };
-        }
+        const why = re2Problem(pattern);
+        if (why !== null) return { pointer, message: `is not a pattern svc can run in linear time (${why}); backreferences and lookaround are not available` };
       }
       stack.push({ v: x, at: here });
     }
