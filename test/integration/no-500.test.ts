@@ -3,14 +3,19 @@
  * the kernel (interface 4.1) and the gateway (4.2) on one real svcd: bodies drawn at random,
  * and valid bodies with one member dropped, replaced by a random JSON value or joined by an
  * unknown one (bundles re-signed after the change, so the validator behind the signature is
- * reached); random ids in paths, random query strings and credential headers. Every answer is
- * below 500 (the gateway's 502/503 only as its upstream codes), is JSON, and an error is in
- * the envelope of interface 7.1 (kernel) or 7.2 (gateway). Afterwards the runs the fuzz
+ * reached); tool arguments for real sqlite, fs and http connectors; random ids in paths,
+ * random query strings and credential headers. Every answer is below 500 (the gateway's
+ * 502/503 only as its upstream codes), is JSON, and an error is in the envelope of
+ * interface 7.1 (kernel) or 7.2 (gateway). Afterwards the runs the fuzz
  * touched still replay with a valid chain and a matching state: nothing was lost or torn.
  *
  * SVC_FUZZ_RUNS raises the draws per route (default 30) for a longer hunt by hand.
  */
+import Database from 'better-sqlite3';
 import fc from 'fast-check';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signBundle } from '../../src/bundle/sign.js';
@@ -104,6 +109,9 @@ function tally(side: string, method: string, path: string, status: number): void
 
 let d: RunDaemon;
 let bundleId: string;
+/** A local upstream for the http connector: echoes the request, or redirects off the allowed hosts. */
+let upstream: Server;
+let upstreamUrl: string;
 const touchedRuns = new Set<string>();
 
 async function kernel(method: string, path: string, body?: string, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> {
@@ -123,8 +131,8 @@ async function gateway(method: string, path: string, body?: string): Promise<{ s
 }
 
 const MINT = {
-  tools: ['billing.*', 'test.*'],
-  scopes: ['sql:table:*', 'test:*'],
+  tools: ['billing.*', 'test.*', 'db.*', 'files.*', 'web.*'],
+  scopes: ['sql:table:*', 'test:*', 'fs:path:*', 'http:host:*'],
   grants: [],
   spend: { tokens: 100_000, usd: 5 },
   autonomy: 'supervised',
@@ -179,7 +187,38 @@ async function pendingApproval(): Promise<{ approval_id: string; run_id: string 
 beforeAll(async () => {
   const publisher = generatePublisherKey();
   const dir = tempDir('svc-fuzz-');
-  const config = loadGatewayConfig({ data_dir: join(dir, 'gw') }, { env: { SVC_GATEWAY_TEST_TOOLS: '1' }, redactor: new Redactor() });
+  upstream = createServer((req, res) => {
+    if (req.url?.startsWith('/away')) {
+      res.writeHead(302, { location: 'http://example.invalid/' }).end();
+      return;
+    }
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ method: req.method, url: req.url, body })));
+  });
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+  upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+  const db = new Database(join(dir, 'app.db'));
+  db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, v); INSERT INTO t (v) VALUES ('one'), (2), (NULL)");
+  db.close();
+  mkdirSync(join(dir, 'files', 'sub'), { recursive: true });
+  writeFileSync(join(dir, 'files', 'a.txt'), 'alpha');
+  // Tools without an input_schema, so whatever args are drawn reach the connector itself.
+  const connectors = [
+    {
+      name: 'db',
+      type: 'sqlite',
+      path: join(dir, 'app.db'),
+      tools: {
+        get: { statement: 'SELECT id, v FROM t WHERE id = :id' },
+        put: { writes: true, statement: 'INSERT INTO t (v) VALUES (:v) RETURNING id, v, :now AS at' },
+        each: { statement: 'SELECT value FROM json_each(:ids)' },
+      },
+    },
+    { name: 'files', type: 'fs', root: join(dir, 'files') },
+    { name: 'web', type: 'http', allowed_hosts: ['127.0.0.1'], timeout_ms: 2000 },
+  ];
+  const config = loadGatewayConfig({ data_dir: join(dir, 'gw'), connectors }, { env: { SVC_GATEWAY_TEST_TOOLS: '1' }, redactor: new Redactor() });
   const started: TestDaemon = await startTestDaemon({
     kernel: { publishers: [`${publisher.key_id}:${publisher.public_key}`] },
     gateway: { config, listen: '127.0.0.1:0', canaryLoop: false },
@@ -193,6 +232,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await d?.[Symbol.asyncDispose]();
+  upstream?.closeAllConnections();
+  await new Promise((r) => upstream?.close(r));
 });
 
 const TIMEOUT = 120_000;
@@ -350,6 +391,32 @@ describe('D §10: no request input yields a 500 (I 4.2 gateway routes, I 7.2 env
       opts,
     );
     await gateway('POST', '/test/shape', asText({}));
+  }, TIMEOUT);
+});
+
+describe('D §10: no tool arguments yield a 500 from a connector (D §9 sqlite, fs, http)', () => {
+  it('each tool with its valid arguments changed in one place, or arguments of any shape', async () => {
+    const run = await newRun();
+    const templates: Array<[string, Json]> = [
+      ['db.get', { id: 1 }],
+      ['db.put', { v: 'x' }],
+      ['db.each', { ids: '[1, "a", null]' }],
+      ['files.read', { path: 'a.txt' }],
+      ['files.list', { path: 'sub' }],
+      ['files.write', { path: 'sub/b.txt', content: 'beta' }],
+      ['web.get', { url: `${upstreamUrl}/x`, headers: { 'x-a': 'b' }, query: { q: '1' } }],
+      ['web.post', { url: `${upstreamUrl}/y`, json: { a: 1 } }],
+      ['web.get', { url: `${upstreamUrl}/away` }],
+    ];
+    let key = 0;
+    const call = (tool: string, args: Json) => ({ remit_token: run.token, run_id: run.run_id, step: 'lookup', lease_id: 'lse_x', tool, args, idempotency_key: `c${++key}`, scope: null });
+    for (const [tool, args] of templates.slice(0, -1)) expect((await gateway('POST', '/tools/call', asText(call(tool, args)))).status, tool).toBe(200);
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...templates).chain(([tool, args]) => fc.tuple(fc.constant(tool), bodies(args))), async ([tool, args]) => {
+        await gateway('POST', '/tools/call', asText(call(tool, args)));
+      }),
+      opts,
+    );
   }, TIMEOUT);
 });
 
