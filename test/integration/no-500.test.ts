@@ -3,7 +3,7 @@
  * the kernel (interface 4.1) and the gateway (4.2) on one real svcd: bodies drawn at random,
  * and valid bodies with one member dropped, replaced by a random JSON value or joined by an
  * unknown one (bundles re-signed after the change, so the validator behind the signature is
- * reached); tool arguments for real sqlite, fs and http connectors; random ids in paths,
+ * reached); tool arguments for real sqlite, fs, http and MCP connectors; random ids in paths,
  * random query strings and credential headers. Every answer is below 500 (the gateway's
  * 502/503 only as its upstream codes), is JSON, and an error is in the envelope of
  * interface 7.1 (kernel) or 7.2 (gateway). Afterwards the runs the fuzz
@@ -22,7 +22,7 @@ import { signBundle } from '../../src/bundle/sign.js';
 import { loadGatewayConfig } from '../../src/gateway/config.js';
 import { generatePublisherKey } from '../../src/keys/publishers.js';
 import { Redactor } from '../../src/log/logger.js';
-import { startTestDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
+import { ROOT, startTestDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
 import { APPROVER, REFUNDS_POLICY, REQUESTER, refundsBundle, type RunDaemon } from './run-fixtures.js';
 
 const RUNS = Number(process.env.SVC_FUZZ_RUNS ?? 30);
@@ -131,8 +131,8 @@ async function gateway(method: string, path: string, body?: string): Promise<{ s
 }
 
 const MINT = {
-  tools: ['billing.*', 'test.*', 'db.*', 'files.*', 'web.*'],
-  scopes: ['sql:table:*', 'test:*', 'fs:path:*', 'http:host:*'],
+  tools: ['billing.*', 'test.*', 'db.*', 'files.*', 'web.*', 'everything.*'],
+  scopes: ['sql:table:*', 'test:*', 'fs:path:*', 'http:host:*', 'mcp:everything:*'],
   grants: [],
   spend: { tokens: 100_000, usd: 5 },
   autonomy: 'supervised',
@@ -217,6 +217,7 @@ beforeAll(async () => {
     },
     { name: 'files', type: 'fs', root: join(dir, 'files') },
     { name: 'web', type: 'http', allowed_hosts: ['127.0.0.1'], timeout_ms: 2000 },
+    { name: 'everything', type: 'mcp', command: ['node', join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js'), 'stdio'], timeout_ms: 1500 },
   ];
   const config = loadGatewayConfig({ data_dir: join(dir, 'gw'), connectors }, { env: { SVC_GATEWAY_TEST_TOOLS: '1' }, redactor: new Redactor() });
   const started: TestDaemon = await startTestDaemon({
@@ -394,7 +395,7 @@ describe('D §10: no request input yields a 500 (I 4.2 gateway routes, I 7.2 env
   }, TIMEOUT);
 });
 
-describe('D §10: no tool arguments yield a 500 from a connector (D §9 sqlite, fs, http)', () => {
+describe('D §10: no tool arguments yield a 500 from a connector (D §9 sqlite, fs, http, mcp)', () => {
   it('each tool with its valid arguments changed in one place, or arguments of any shape', async () => {
     const run = await newRun();
     const templates: Array<[string, Json]> = [
@@ -413,6 +414,21 @@ describe('D §10: no tool arguments yield a 500 from a connector (D §9 sqlite, 
     for (const [tool, args] of templates.slice(0, -1)) expect((await gateway('POST', '/tools/call', asText(call(tool, args)))).status, tool).toBe(200);
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...templates).chain(([tool, args]) => fc.tuple(fc.constant(tool), bodies(args))), async ([tool, args]) => {
+        await gateway('POST', '/tools/call', asText(call(tool, args)));
+      }),
+      opts,
+    );
+  }, TIMEOUT);
+
+  it('every tool of a real MCP server (server-everything) with arguments drawn around {} and its echo', async () => {
+    const run = await newRun();
+    const tools = ((await gateway('GET', '/tools')).body as Array<{ id: string }>).map((t) => t.id).filter((n) => n.startsWith('everything.'));
+    expect(tools).toContain('everything.echo');
+    let key = 0;
+    const call = (tool: string, args: Json) => ({ remit_token: run.token, run_id: run.run_id, step: 'lookup', lease_id: 'lse_x', tool, args, idempotency_key: `m${++key}`, scope: null });
+    expect((await gateway('POST', '/tools/call', asText(call('everything.echo', { message: 'hi' })))).status).toBe(200);
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...tools), bodies({ message: 'hi', a: 1, b: 2 }), async (tool, args) => {
         await gateway('POST', '/tools/call', asText(call(tool, args)));
       }),
       opts,
