@@ -2,8 +2,9 @@
  * Runs under random sequences of operations (decisions §6–§8, interface 3 and 4.1): fast-check
  * draws programs of run starts, leases of any kinds, completions (valid output or not, usage
  * that may cross a small budget), failures (deterministic or not), heartbeats, proposals that
- * are allowed, denied or sent to a human, decisions, resumes, abandons and replays, and runs
- * them against a fresh svcd. No operation may answer 500, and after every program:
+ * are allowed, denied or sent to a human, decisions, resumes, abandons, replays, sub-runs and
+ * steps of the kernel's clock (retry delays passing, leases expiring), and runs them against a
+ * fresh svcd. No operation may answer 500, and after every program:
  * - every run replays with a valid chain, a matching state and no decision mismatch (I 4.1
  *   replay, D §7);
  * - `svc_runs{state}` counts what `GET /runs` lists, and `svc_approvals_pending` what
@@ -19,12 +20,17 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
 import { metricValue } from '../gateway/helpers.js';
-import { APPROVER, pushBundle, pushPolicy, REFUNDS_POLICY, REQUESTER, startRunDaemon, type RunDaemon } from './run-fixtures.js';
+import { APPROVER, pushBundle, pushPolicy, REFUNDS_POLICY, refundsBundle, REQUESTER, startRunDaemon, type RunDaemon } from './run-fixtures.js';
 
 const PROGRAMS = Number(process.env.SVC_FUZZ_RUNS ?? 30);
 const KINDS = ['model', 'tool', 'action', 'compensation'] as const;
 const TERMINAL = new Set(['completed', 'failed', 'abandoned']);
+
+/** The refunds bundle with a compensation on the lookup too, so an abandon mid-run has one to schedule. */
+const BUNDLE = refundsBundle();
+BUNDLE.workflows.refund!.steps[1] = { ...BUNDLE.workflows.refund!.steps[1]!, compensate: { tool: 'billing.void_refund', args: { refund_id: 'none' } } };
 
 type Op =
   | { op: 'start'; budget: 'ample' | 'tight' }
@@ -39,7 +45,8 @@ type Op =
   | { op: 'resume'; at: number }
   | { op: 'abandon'; at: number }
   | { op: 'replay'; at: number }
-  | { op: 'derive'; at: number; tokens: number };
+  | { op: 'derive'; at: number; tokens: number }
+  | { op: 'tick'; seconds: number };
 
 /** Which lease, run or approval an operation acts on, counted from the newest: mostly the newest. */
 const at = fc.oneof({ arbitrary: fc.constant(0), weight: 3 }, { arbitrary: fc.nat({ max: 50 }), weight: 2 });
@@ -57,6 +64,8 @@ const ops: fc.Arbitrary<Op> = fc.oneof(
   { arbitrary: fc.record({ op: fc.constant('abandon' as const), at }), weight: 1 },
   { arbitrary: fc.record({ op: fc.constant('replay' as const), at }), weight: 1 },
   { arbitrary: fc.record({ op: fc.constant('derive' as const), at, tokens: fc.constantFrom(50, 300, 60_000) }), weight: 1 },
+  // The kernel's clock: 2 s lets retry delays pass, 601 s expires every lease (ttl 600).
+  { arbitrary: fc.record({ op: fc.constant('tick' as const), seconds: fc.constantFrom(2, 601) }), weight: 1 },
 );
 
 /** A kernel request that must never answer 500 (D §10). */
@@ -117,8 +126,9 @@ async function checkInvariants(d: RunDaemon, runIds: string[], children: Map<str
 }
 
 async function runProgram(program: Op[]): Promise<void> {
-  await using d = await startRunDaemon();
-  const bundleId = await pushBundle(d);
+  const clock = new ManualClock(Date.now());
+  await using d = await startRunDaemon({ clock });
+  const bundleId = await pushBundle(d, BUNDLE);
   await pushPolicy(d, 'refunds', '1', REFUNDS_POLICY);
   const runIds: string[] = [];
   const leases: Array<{ lease_id: string; run_id: string; step: string; kind: string }> = [];
@@ -213,6 +223,9 @@ async function runProgram(program: Op[]): Promise<void> {
         runIds.push(run.body.run_id);
         break;
       }
+      case 'tick':
+        clock.advance(o.seconds * 1000);
+        break;
       case 'resume':
       case 'abandon':
       case 'replay': {
