@@ -3,8 +3,8 @@
  * draws programs of run starts, leases of any kinds, completions (valid output or not, usage
  * that may cross a small budget), failures (deterministic or not), heartbeats, proposals that
  * are allowed, denied or sent to a human, decisions, resumes, abandons, replays, sub-runs and
- * steps of the kernel's clock (retry delays passing, leases expiring), and runs them against a
- * fresh svcd. No operation may answer 500, and after every program:
+ * steps of the kernel's clock (retry delays passing, leases expiring), some of them two or three
+ * at once, and runs them against a fresh svcd. No operation may answer 500, and after every program:
  * - every run replays with a valid chain, a matching state and no decision mismatch (I 4.1
  *   replay, D §7);
  * - `svc_runs{state}` counts what `GET /runs` lists, and `svc_approvals_pending` what
@@ -46,11 +46,12 @@ type Op =
   | { op: 'abandon'; at: number }
   | { op: 'replay'; at: number }
   | { op: 'derive'; at: number; tokens: number }
-  | { op: 'tick'; seconds: number };
+  | { op: 'tick'; seconds: number }
+  | { op: 'together'; ops: Op[] };
 
 /** Which lease, run or approval an operation acts on, counted from the newest: mostly the newest. */
 const at = fc.oneof({ arbitrary: fc.constant(0), weight: 3 }, { arbitrary: fc.nat({ max: 50 }), weight: 2 });
-const ops: fc.Arbitrary<Op> = fc.oneof(
+const one: fc.Arbitrary<Op> = fc.oneof(
   { arbitrary: fc.record({ op: fc.constant('start' as const), budget: fc.constantFrom('ample' as const, 'tight' as const) }), weight: 2 },
   { arbitrary: fc.record({ op: fc.constant('lease' as const), kinds: fc.subarray([...KINDS], { minLength: 1 }) }), weight: 3 },
   { arbitrary: fc.constant({ op: 'advance' as const }), weight: 5 },
@@ -66,6 +67,11 @@ const ops: fc.Arbitrary<Op> = fc.oneof(
   { arbitrary: fc.record({ op: fc.constant('derive' as const), at, tokens: fc.constantFrom(50, 300, 60_000) }), weight: 1 },
   // The kernel's clock: 2 s lets retry delays pass, 601 s expires every lease (ttl 600).
   { arbitrary: fc.record({ op: fc.constant('tick' as const), seconds: fc.constantFrom(2, 601) }), weight: 1 },
+);
+/** An operation, or two or three sent at once (the kernel serializes what must be serial). */
+const ops: fc.Arbitrary<Op> = fc.oneof(
+  { arbitrary: one, weight: 6 },
+  { arbitrary: fc.record({ op: fc.constant('together' as const), ops: fc.array(one, { minLength: 2, maxLength: 3 }) }), weight: 1 },
 );
 
 /** A kernel request that must never answer 500 (D §10). */
@@ -137,10 +143,13 @@ async function runProgram(program: Op[]): Promise<void> {
   /** Leases are kept while held: one that ended (completed, failed, parked, expired, released) is dropped. */
   const settle = (l: (typeof leases)[number], r: { status: number; body: any }) => {
     const ended = r.status === 410 || (r.status === 200 && ('run_state' in r.body || 'outcome' in r.body || r.body.decision === 'approval_required'));
-    if (ended) leases.splice(leases.indexOf(l), 1);
+    if (ended && leases.includes(l)) leases.splice(leases.indexOf(l), 1);
   };
-  for (const o of program) {
+  const exec = async (o: Op): Promise<void> => {
     switch (o.op) {
+      case 'together':
+        await Promise.all(o.ops.map(exec));
+        break;
       case 'start': {
         const spend = o.budget === 'ample' ? { tokens: 100_000, usd: 5 } : { tokens: 500, usd: 5 };
         const remit = await call(d, '/remits', { tools: ['billing.*'], scopes: ['sql:table:*'], grants: [], spend, autonomy: 'supervised', ttl_seconds: 3600, policy_set: ['refunds'], requested_by: REQUESTER });
@@ -237,7 +246,8 @@ async function runProgram(program: Op[]): Promise<void> {
         break;
       }
     }
-  }
+  };
+  for (const o of program) await exec(o);
   await checkInvariants(d, runIds, children);
 }
 
