@@ -5,15 +5,17 @@
  * unknown one (bundles re-signed after the change, so the validator behind the signature is
  * reached); tool arguments for real sqlite, fs, http and MCP connectors; random ids in paths,
  * random query strings and credential headers. Every answer is below 500 (the gateway's
- * 502/503 only as its upstream codes), is JSON, and an error is in the envelope of
- * interface 7.1 (kernel) or 7.2 (gateway). Afterwards the runs the fuzz
- * touched still replay with a valid chain and a matching state: nothing was lost or torn.
+ * 502/503 only as its upstream codes, and never from the local sqlite and fs connectors), is
+ * JSON, and an error is in the envelope of interface 7.1 (kernel) or 7.2 (gateway).
+ * Afterwards the runs the fuzz touched still replay with a valid chain and a matching state:
+ * nothing was lost or torn. One svcd serves every draw, so a shrunk body may need the state
+ * the draws before it left.
  *
  * SVC_FUZZ_RUNS raises the draws per route (default 30) for a longer hunt by hand.
  */
 import Database from 'better-sqlite3';
 import fc from 'fast-check';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -73,6 +75,10 @@ function bodies(template: Json): fc.Arbitrary<Json> {
   );
 }
 
+function isObject(v: Json): v is Record<string, Json> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
 /** A request body as sent (bodies that are not JSON at all: conformance-http.test.ts). */
 function asText(body: Json): string {
   return JSON.stringify(body);
@@ -99,9 +105,11 @@ async function checked(res: Response, where: string, side: 'kernel' | 'gateway')
   return body;
 }
 
-/** Statuses seen per route, so the last test can show the draws reached past the validators. */
+/** Statuses drawn requests got per route, so a later test can show the draws reached the validators. */
 const seen = new Map<string, Set<number>>();
+let drawing = false;
 function tally(side: string, method: string, path: string, status: number): void {
+  if (!drawing) return;
   const route = `${side} ${method} ${path.split('?')[0]!.replace(/\/(run|rmt|lse|apr|bnd)_[0-9A-Za-z]+/g, '/{id}')}`;
   if (!seen.has(route)) seen.set(route, new Set());
   seen.get(route)!.add(status);
@@ -111,6 +119,7 @@ let d: RunDaemon;
 let bundleId: string;
 /** A local upstream for the http connector: echoes the request, or redirects off the allowed hosts. */
 let upstream: Server;
+let dir: string;
 let upstreamUrl: string;
 const touchedRuns = new Set<string>();
 
@@ -186,7 +195,7 @@ async function pendingApproval(): Promise<{ approval_id: string; run_id: string 
 
 beforeAll(async () => {
   const publisher = generatePublisherKey();
-  const dir = tempDir('svc-fuzz-');
+  dir = tempDir('svc-fuzz-');
   upstream = createServer((req, res) => {
     if (req.url?.startsWith('/away')) {
       res.writeHead(302, { location: 'http://example.invalid/' }).end();
@@ -216,8 +225,8 @@ beforeAll(async () => {
       },
     },
     { name: 'files', type: 'fs', root: join(dir, 'files') },
-    { name: 'web', type: 'http', allowed_hosts: ['127.0.0.1'], timeout_ms: 2000 },
-    { name: 'everything', type: 'mcp', command: ['node', join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js'), 'stdio'], timeout_ms: 1500 },
+    { name: 'web', type: 'http', allowed_hosts: ['127.0.0.1'], timeout_ms: 10_000 },
+    { name: 'everything', type: 'mcp', command: ['node', join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js'), 'stdio'], timeout_ms: 10_000 },
   ];
   const config = loadGatewayConfig({ data_dir: join(dir, 'gw'), connectors }, { env: { SVC_GATEWAY_TEST_TOOLS: '1' }, redactor: new Redactor() });
   const started: TestDaemon = await startTestDaemon({
@@ -235,18 +244,32 @@ afterAll(async () => {
   await d?.[Symbol.asyncDispose]();
   upstream?.closeAllConnections();
   await new Promise((r) => upstream?.close(r));
+  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-const TIMEOUT = 120_000;
-const opts = { numRuns: RUNS };
+/** Long enough for a raised SVC_FUZZ_RUNS too (a draw takes a few ms, a connector call up to tens). */
+const TIMEOUT = Math.max(120_000, RUNS * 200);
+
+/** Runs a property with RUNS draws; only the answers to drawn requests are tallied. */
+async function hunt(property: fc.IAsyncProperty<any>): Promise<void> {
+  drawing = true;
+  try {
+    await fc.assert(property, { numRuns: RUNS });
+  } finally {
+    drawing = false;
+  }
+}
 
 describe('D §10: no request input yields a 500 (I 4.1 kernel routes, I 7.1 envelope)', () => {
   it('POST /bundles: random bodies, and the refunds bundle changed in one place and signed again', async () => {
     const bundle = refundsBundle({ name: 'fuzzed' });
-    // Each template is valid as it stands, so every draw is one change away from a success.
+    // The template is valid as it stands; a draw that leaves the version alone gets a new one,
+    // so an edit that keeps the bundle valid is stored (201), not refused as a clash (409).
     expect((await kernel('POST', '/bundles', asText({ bundle, signature: signBundle(bundle, d.publisher) }))).status).toBe(201);
-    await fc.assert(
-      fc.asyncProperty(bodies(bundle), bodies({ bundle: 0, signature: { key_id: d.publisher.key_id, signature: 'x' } }), async (b, outer) => {
+    let patch = 0;
+    await hunt(
+      fc.asyncProperty(bodies(bundle), bodies({ bundle: 0, signature: { key_id: d.publisher.key_id, signature: 'x' } }), async (drawn, outer) => {
+        const b = isObject(drawn) && drawn.version === bundle.version ? { ...drawn, version: `1.0.${++patch}` } : drawn;
         let signature: Json;
         try {
           signature = signBundle(b, d.publisher);
@@ -256,7 +279,6 @@ describe('D §10: no request input yields a 500 (I 4.1 kernel routes, I 7.1 enve
         await kernel('POST', '/bundles', asText({ bundle: b, signature }));
         await kernel('POST', '/bundles', asText(outer));
       }),
-      opts,
     );
   }, TIMEOUT);
 
@@ -266,14 +288,13 @@ describe('D §10: no request input yields a 500 (I 4.1 kernel routes, I 7.1 enve
     let versions = 0;
     expect((await kernel('POST', '/policies', asText({ name: 'fz', version: '1', source: REFUNDS_POLICY }))).status).toBe(201);
     const corpus = [{ action: { tool: 'billing.refund', args: { amount: 150 } }, run: { department: 'support' } }];
-    await fc.assert(
+    await hunt(
       fc.asyncProperty(source, bodies({ name: 'fz', version: '1', source: REFUNDS_POLICY }), bodies({ policy_a: { name: 'refunds', version: '1' }, policy_b: { source: 'allow a' }, corpus }), async (src, post, test) => {
         await kernel('POST', '/policies', asText({ name: 'fz', version: `v${++versions}`, source: src }));
         await kernel('POST', '/policies/test', asText({ policy_a: { name: 'refunds', version: '1' }, policy_b: { source: src }, corpus }));
-        await kernel('POST', '/policies', asText(post));
+        await kernel('POST', '/policies', asText(isObject(post) && post.version === '1' ? { ...post, version: `p${++versions}` } : post));
         await kernel('POST', '/policies/test', asText(test));
       }),
-      opts,
     );
   }, TIMEOUT);
 
@@ -281,12 +302,11 @@ describe('D §10: no request input yields a 500 (I 4.1 kernel routes, I 7.1 enve
     const parent = await mint();
     const derive = { tools: ['billing.lookup'], scopes: ['sql:table:invoices'], grants: [], spend: { tokens: 1, usd: 0.001 }, autonomy: 'observe', ttl_seconds: 60, policy_set: ['refunds'], requested_by: REQUESTER };
     expect((await kernel('POST', `/remits/${parent.remit_id}/derive`, asText(derive))).status).toBe(201);
-    await fc.assert(
+    await hunt(
       fc.asyncProperty(bodies(MINT), bodies(derive), async (m, dv) => {
         await kernel('POST', '/remits', asText(m));
         await kernel('POST', `/remits/${parent.remit_id}/derive`, asText(dv));
       }),
-      opts,
     );
   }, TIMEOUT);
 
@@ -294,7 +314,7 @@ describe('D §10: no request input yields a 500 (I 4.1 kernel routes, I 7.1 enve
     const live = await newRun();
     const create = { bundle_id: bundleId, workflow: 'refund', input: { invoice_id: 'inv-1' }, remit_id: 'rmt_x', requested_by: REQUESTER };
     const credential = fc.oneof(fc.constant(live.token), fc.string({ unit: fc.constantFrom(...'abcdefghijklmnopqrstuvwxyz0123456789._-'), maxLength: 60 }));
-    await fc.assert(
+    await hunt(
       fc.asyncProperty(
         bodies(create),
         bodies({ kind: 'note', payload: { text: 'hi' }, actor: { id: 'w', role: 'worker' } }),
@@ -317,14 +337,13 @@ describe('D §10: no request input yields a 500 (I 4.1 kernel routes, I 7.1 enve
           }
         },
       ),
-      opts,
     );
   }, TIMEOUT);
 
   it('POST /leases and the lease routes: heartbeat, complete, fail, actions', async () => {
     let model = await leaseOf('model');
     let action = await leaseOf('action');
-    await fc.assert(
+    await hunt(
       fc.asyncProperty(
         bodies({ worker_id: 'fuzz', kinds: ['model', 'tool', 'action', 'compensation'], ttl_seconds: 60, wait_seconds: 0 }),
         bodies({ output: { amount: 5 }, usage: { tokens: 1, usd: 0.001 } }),
@@ -342,7 +361,6 @@ describe('D §10: no request input yields a 500 (I 4.1 kernel routes, I 7.1 enve
           if (decided.status === 410 || decided.body?.decision === 'approval_required') action = await leaseOf('action');
         },
       ),
-      opts,
     );
   }, TIMEOUT);
 
@@ -350,12 +368,11 @@ describe('D §10: no request input yields a 500 (I 4.1 kernel routes, I 7.1 enve
     let pending = await pendingApproval();
     expect((await kernel('POST', `/approvals/${pending.approval_id}`, asText({ decision: 'approved', actor: APPROVER, reason: 'ok' }))).status).toBe(200);
     pending = await pendingApproval();
-    await fc.assert(
+    await hunt(
       fc.asyncProperty(bodies({ decision: 'approved', actor: APPROVER, reason: 'ok' }), async (b) => {
         const r = await kernel('POST', `/approvals/${pending.approval_id}`, asText(b));
         if (r.status === 200) pending = await pendingApproval();
       }),
-      opts,
     );
   }, TIMEOUT);
 
@@ -364,13 +381,12 @@ describe('D §10: no request input yields a 500 (I 4.1 kernel routes, I 7.1 enve
     const param = fc.oneof(fc.string({ maxLength: 20 }), fc.integer().map(String), fc.constantFrom('0', '-1', '501', '1e3', '1.5', '', 'pending', 'all', 'role:finance'));
     const query = fc.dictionary(fc.constantFrom('state', 'department', 'limit', 'after', 'from_seq', 'approver', 'x'), param, { maxKeys: 4 }).map((q) => new URLSearchParams(q).toString());
     const run = await newRun();
-    await fc.assert(
+    await hunt(
       fc.asyncProperty(id, id, query, async (a, b, q) => {
         for (const path of [`/runs/${a}`, `/runs/${a}/events`, `/bundles/${a}`, `/remits/${a}`, `/approvals/${a}`, `/policies/${a}`, `/policies/${a}/${b}`]) await kernel('GET', path);
         for (const path of [`/leases/${a}/heartbeat`, `/runs/${a}/replay`, `/remits/${a}/derive`, `/approvals/${a}`, `/runs/${a}/resume`]) await kernel('POST', path, '{}');
         for (const path of ['/runs', `/runs/${run.run_id}/events`, '/approvals', '/bundles', '/policies']) await kernel('GET', `${path}?${q}`);
       }),
-      opts,
     );
   }, TIMEOUT);
 });
@@ -381,7 +397,7 @@ describe('D §10: no request input yields a 500 (I 4.2 gateway routes, I 7.2 env
     const call = { remit_token: run.token, run_id: run.run_id, step: 'triage', lease_id: 'lse_x', tool: 'test.echo', args: { a: 1 }, idempotency_key: 'k', scope: null };
     expect((await gateway('POST', '/tools/call', asText(call))).status).toBe(200);
     const name = fc.string({ unit: 'grapheme', minLength: 1, maxLength: 20 }).map(encodeURIComponent);
-    await fc.assert(
+    await hunt(
       fc.asyncProperty(bodies(call), fc.integer({ min: 0, max: 1_000_000 }), name, fc.jsonValue({ maxDepth: 3 }), async (b, n, c, shape) => {
         const keyed = b !== null && typeof b === 'object' && !Array.isArray(b) && (b as any).idempotency_key === 'k' ? { ...b, idempotency_key: `k${n}` } : b;
         await gateway('POST', '/tools/call', asText(keyed));
@@ -389,7 +405,6 @@ describe('D §10: no request input yields a 500 (I 4.2 gateway routes, I 7.2 env
         await gateway('POST', `/canaries/${c}/release`);
         await gateway('POST', '/test/shape', asText(shape));
       }),
-      opts,
     );
     await gateway('POST', '/test/shape', asText({}));
   }, TIMEOUT);
@@ -412,35 +427,38 @@ describe('D §10: no tool arguments yield a 500 from a connector (D §9 sqlite, 
     let key = 0;
     const call = (tool: string, args: Json) => ({ remit_token: run.token, run_id: run.run_id, step: 'lookup', lease_id: 'lse_x', tool, args, idempotency_key: `c${++key}`, scope: null });
     for (const [tool, args] of templates.slice(0, -1)) expect((await gateway('POST', '/tools/call', asText(call(tool, args)))).status, tool).toBe(200);
-    await fc.assert(
+    await hunt(
       fc.asyncProperty(fc.constantFrom(...templates).chain(([tool, args]) => fc.tuple(fc.constant(tool), bodies(args))), async ([tool, args]) => {
-        await gateway('POST', '/tools/call', asText(call(tool, args)));
+        const r = await gateway('POST', '/tools/call', asText(call(tool, args)));
+        // A local file or database has no upstream to blame: a 502 there would be our own error.
+        if (/^(db|files)\./.test(tool)) expect(r.status, `${tool} ${JSON.stringify(args)}: ${JSON.stringify(r.body)}`).toBeLessThan(500);
       }),
-      opts,
     );
   }, TIMEOUT);
 
   it('every tool of a real MCP server (server-everything) with arguments drawn around {} and its echo', async () => {
     const run = await newRun();
-    const tools = ((await gateway('GET', '/tools')).body as Array<{ id: string }>).map((t) => t.id).filter((n) => n.startsWith('everything.'));
+    const tools = ((await gateway('GET', '/tools')).body as Array<{ id: string }>).map((t) => t.id)
+      // The long-running tool only waits out its duration (10 s by default): nothing to draw.
+      .filter((n) => n.startsWith('everything.') && n !== 'everything.trigger-long-running-operation');
     expect(tools).toContain('everything.echo');
     let key = 0;
     const call = (tool: string, args: Json) => ({ remit_token: run.token, run_id: run.run_id, step: 'lookup', lease_id: 'lse_x', tool, args, idempotency_key: `m${++key}`, scope: null });
     expect((await gateway('POST', '/tools/call', asText(call('everything.echo', { message: 'hi' })))).status).toBe(200);
-    await fc.assert(
+    await hunt(
       fc.asyncProperty(fc.constantFrom(...tools), bodies({ message: 'hi', a: 1, b: 2 }), async (tool, args) => {
         await gateway('POST', '/tools/call', asText(call(tool, args)));
       }),
-      opts,
     );
   }, TIMEOUT);
 });
 
 describe('after the fuzz (D §10: never lost data)', () => {
-  it('the draws got past the validators: the main routes answered both a success and a refusal', () => {
-    const both = (route: string, ok: number, refused: number[]) => {
+  // The templates were each checked to succeed before their draws; this shows the draws themselves
+  // were refused by the validators rather than lost on the way. Needs the tests above (module state).
+  it('the draws reached the validators: each main route refused some of them', () => {
+    const both = (route: string, _ok: number, refused: number[]) => {
       const statuses = [...(seen.get(route) ?? [])];
-      expect(statuses, route).toContain(ok);
       expect(statuses.some((s) => refused.includes(s)), `${route}: ${statuses}`).toBe(true);
     };
     both('kernel POST /bundles', 201, [400, 422]);

@@ -12,7 +12,8 @@
  * - a pending approval belongs to a run that has not ended, and a run's
  *   `pending_approval_id` names a pending approval of that run (D §6, interface 3);
  * - a terminal run has no step still `leased` (D §6);
- * - a run whose usage exceeds its budget has failed or is being abandoned (D §8), and the
+ * - a run's usage is the sum of what its accepted completions and failures reported, and a run
+ *   whose usage exceeds its budget has failed or is abandoning or abandoned (D §8), and the
  *   remits derived from one remit never reserve more than its spend (D 8.3), sub-runs included.
  * Failures shrink to the shortest program that breaks one of these.
  *
@@ -102,7 +103,7 @@ async function allPages<T>(d: RunDaemon, path: string, member: string): Promise<
   return out;
 }
 
-async function checkInvariants(d: RunDaemon, runIds: string[], children: Map<string, Array<{ tokens: number; usd: number }>>): Promise<void> {
+async function checkInvariants(d: RunDaemon, runIds: string[], children: Map<string, Array<{ tokens: number; usd: number }>>, reported: Map<string, number>): Promise<void> {
   for (const [parent, kids] of children) {
     const spend = (await call(d, `/remits/${parent}`)).body.spend;
     expect(kids.reduce((t, k) => t + k.tokens, 0), `tokens reserved from ${parent}`).toBeLessThanOrEqual(spend.tokens);
@@ -126,6 +127,7 @@ async function checkInvariants(d: RunDaemon, runIds: string[], children: Map<str
       const leased = Object.entries(run.steps as Record<string, { state: string }>).filter(([, s]) => s.state === 'leased');
       expect(leased, `${runId} is ${run.state} with a leased step`).toEqual([]);
     }
+    expect(run.usage.tokens, `${runId} usage`).toBe(reported.get(runId) ?? 0);
     if (run.usage.tokens > run.budget.tokens || run.usage.usd > run.budget.usd) expect(['failed', 'abandoning', 'abandoned'], `${runId} over budget`).toContain(run.state);
     if (run.pending_approval_id) expect(mine.map((a) => a.approval_id), `${runId} pending_approval_id`).toContain(run.pending_approval_id);
   }
@@ -140,6 +142,11 @@ async function runProgram(program: Op[]): Promise<void> {
   const leases: Array<{ lease_id: string; run_id: string; step: string; kind: string }> = [];
   const approvals: string[] = [];
   const children = new Map<string, Array<{ tokens: number; usd: number }>>();
+  /** Tokens each run's accepted completions and failures reported (D §8: usage is added). */
+  const reported = new Map<string, number>();
+  const charge = (l: (typeof leases)[number], r: { status: number }, tokens: number) => {
+    if (r.status === 200) reported.set(l.run_id, (reported.get(l.run_id) ?? 0) + tokens);
+  };
   /** Leases are kept while held: one that ended (completed, failed, parked, expired, released) is dropped. */
   const settle = (l: (typeof leases)[number], r: { status: number; body: any }) => {
     const ended = r.status === 410 || (r.status === 200 && ('run_state' in r.body || 'outcome' in r.body || r.body.decision === 'approval_required'));
@@ -174,16 +181,19 @@ async function runProgram(program: Op[]): Promise<void> {
           leases.push(l);
         }
         if (l.kind === 'action') await call(d, `/leases/${l.lease_id}/actions`, { action: { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 50 } } });
-        settle(l, await call(d, `/leases/${l.lease_id}/complete`, { output: outputFor(l.kind, l.step), usage: { tokens: 10, usd: 0 } }));
+        const done = await call(d, `/leases/${l.lease_id}/complete`, { output: outputFor(l.kind, l.step), usage: { tokens: 10, usd: 0 } });
+        charge(l, done, 10);
+        settle(l, done);
         break;
       }
       case 'ask': {
         // An action lease whose refund needs finance: the run parks for a human.
         const l = await call(d, '/leases', { worker_id: 'prop', kinds: ['action'], ttl_seconds: 600 });
         if (l.status !== 200) break;
-        leases.push({ lease_id: l.body.lease_id, run_id: l.body.run_id, step: l.body.step, kind: 'action' });
+        const held = { lease_id: l.body.lease_id, run_id: l.body.run_id, step: l.body.step, kind: 'action' };
+        leases.push(held);
         const r = await call(d, `/leases/${l.body.lease_id}/actions`, { action: { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 500 } } });
-        settle(leases.at(-1)!, r);
+        settle(held, r);
         if (r.body.decision === 'approval_required') approvals.push(r.body.approval_id);
         break;
       }
@@ -191,12 +201,17 @@ async function runProgram(program: Op[]): Promise<void> {
         const l = pick(leases, o.at);
         if (!l) break;
         const output = o.valid ? outputFor(l.kind, l.step) : { amount: 'lots' };
-        settle(l, await call(d, `/leases/${l.lease_id}/complete`, { output, usage: { tokens: o.tokens, usd: 0 } }));
+        const done = await call(d, `/leases/${l.lease_id}/complete`, { output, usage: { tokens: o.tokens, usd: 0 } });
+        charge(l, done, o.tokens);
+        settle(l, done);
         break;
       }
       case 'fail': {
         const l = pick(leases, o.at);
-        if (l) settle(l, await call(d, `/leases/${l.lease_id}/fail`, { error: { code: 'prop', message: 'drawn' }, deterministic: o.deterministic, usage: { tokens: o.tokens, usd: 0 } }));
+        if (!l) break;
+        const failed = await call(d, `/leases/${l.lease_id}/fail`, { error: { code: 'prop', message: 'drawn' }, deterministic: o.deterministic, usage: { tokens: o.tokens, usd: 0 } });
+        charge(l, failed, o.tokens);
+        settle(l, failed);
         break;
       }
       case 'heartbeat': {
@@ -248,7 +263,7 @@ async function runProgram(program: Op[]): Promise<void> {
     }
   };
   for (const o of program) await exec(o);
-  await checkInvariants(d, runIds, children);
+  await checkInvariants(d, runIds, children, reported);
 }
 
 describe('runs under random programs keep their invariants (D §6–§8, I 3, I 4.1)', () => {

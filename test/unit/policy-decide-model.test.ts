@@ -25,8 +25,11 @@ interface Case {
   writes: boolean;
   sor: boolean;
   department: string;
-  autonomous: boolean;
+  autonomy: 'observe' | 'propose' | 'supervised' | 'autonomous';
 }
+
+/** The requester's manager: the approver when a rule names none, and of the default rule. */
+const MANAGER = 'role:lead';
 
 /** A condition as text, and its value for a case (null: it fails at decision time). */
 interface Cond {
@@ -40,7 +43,7 @@ const atom: fc.Arbitrary<Cond> = fc.oneof(
   fc.constantFrom('support', 'ops').map((d): Cond => ({ text: `run.department == "${d}"`, value: (c) => c.department === d })),
   fc.constant<Cond>({ text: 'action.tool.startsWith("billing.")', value: () => true }),
   fc.constant<Cond>({ text: 'has(action.args.note)', value: () => false }),
-  fc.constant<Cond>({ text: 'run.remit.autonomy == "autonomous"', value: (c) => c.autonomous }),
+  fc.constant<Cond>({ text: 'run.remit.autonomy == "autonomous"', value: (c) => c.autonomy === 'autonomous' }),
 );
 
 /** Conditions that always evaluate (so `&&`, `||` and `!` mean what they mean in JS). */
@@ -67,11 +70,13 @@ interface Rule {
   cond: Cond;
 }
 
-const rule: fc.Arbitrary<Rule> = fc.record({
-  effect: fc.constantFrom('allow' as const, 'deny' as const, 'require_approval' as const),
-  by: fc.constantFrom(null, 'role:finance', 'role:legal'),
-  cond: fc.oneof({ arbitrary: sound, weight: 5 }, { arbitrary: failing, weight: 1 }),
-});
+const rule: fc.Arbitrary<Rule> = fc
+  .record({
+    effect: fc.constantFrom('allow' as const, 'deny' as const, 'require_approval' as const),
+    by: fc.constantFrom(null, 'role:finance', 'role:legal'),
+    cond: fc.oneof({ arbitrary: sound, weight: 5 }, { arbitrary: failing, weight: 1 }),
+  })
+  .map((r) => (r.effect === 'require_approval' ? r : { ...r, by: null })); // `by` belongs to approvals only
 
 const policySet = fc.array(fc.array(rule, { minLength: 1, maxLength: 5 }), { minLength: 1, maxLength: 3 });
 
@@ -81,11 +86,11 @@ const caseArb: fc.Arbitrary<Case> = fc.record({
   writes: fc.boolean(),
   sor: fc.boolean(),
   department: fc.constantFrom('support', 'ops'),
-  autonomous: fc.boolean(),
+  autonomy: fc.constantFrom('observe' as const, 'propose' as const, 'supervised' as const, 'autonomous' as const),
 });
 
 function source(rules: Rule[]): string {
-  return rules.map((r, i) => `${r.effect} r${i}${r.effect === 'require_approval' && r.by ? ` by "${r.by}"` : ''}\n  when ${r.cond.text}\n`).join('\n');
+  return rules.map((r, i) => `${r.effect} r${i}${r.by ? ` by "${r.by}"` : ''}\n  when ${r.cond.text}\n`).join('\n');
 }
 
 const RANK = { allow: 0, approval_required: 1, deny: 2 } as const;
@@ -103,12 +108,12 @@ function expected(policies: Rule[][], c: Case): { decision: string; rule: string
       if (!hit) return;
       const decision = DECISION[r.effect];
       if (!winner || RANK[decision] > RANK[winner.decision]) {
-        winner = { decision, rule: `p${p}/r${i}`, approver: decision === 'approval_required' ? (r.by ?? 'role:lead') : null };
+        winner = { decision, rule: `p${p}/r${i}`, approver: decision === 'approval_required' ? (r.by ?? MANAGER) : null };
       }
     }),
   );
   if (winner) return { ...(winner as { decision: string; rule: string; approver: string | null }), failed };
-  if (c.writes && c.sor && !c.autonomous) return { decision: 'approval_required', rule: 'default/sor_write', approver: 'role:lead', failed };
+  if (c.writes && c.sor && c.autonomy !== 'autonomous') return { decision: 'approval_required', rule: 'default/sor_write', approver: MANAGER, failed };
   return { decision: 'allow', rule: 'default/allow', approver: null, failed };
 }
 
@@ -123,10 +128,10 @@ describe('policy decisions follow D 5.1–5.2 (a model of the rules, the real pa
           bundle: 'refunds',
           workflow: 'refund',
           department: c.department,
-          requested_by: { id: 'ana', role: 'agent', manager: 'lead' },
+          requested_by: { id: 'ana', role: 'agent', manager: MANAGER.slice('role:'.length) },
           input: {},
           usage: { tokens: 0, usd: 0 },
-          remit: { autonomy: c.autonomous ? 'autonomous' : 'supervised', grants: [], tools: ['billing.*'], scopes: [] },
+          remit: { autonomy: c.autonomy, grants: [], tools: ['billing.*'], scopes: [] },
         });
         const got = decide(compiled, action, run);
         const want = expected(policies, c);
