@@ -37,35 +37,35 @@ type Op =
   | { op: 'start'; budget: 'ample' | 'tight' }
   | { op: 'lease'; kinds: string[] }
   | { op: 'advance' }
-  | { op: 'ask'; at: number }
-  | { op: 'complete'; at: number; valid: boolean; tokens: number }
-  | { op: 'fail'; at: number; deterministic: boolean; tokens: number }
-  | { op: 'heartbeat'; at: number }
-  | { op: 'propose'; at: number; what: 'small' | 'large' | 'export' }
-  | { op: 'decide'; at: number; decision: 'approved' | 'rejected' }
-  | { op: 'resume'; at: number }
-  | { op: 'abandon'; at: number }
-  | { op: 'replay'; at: number }
-  | { op: 'derive'; at: number; tokens: number }
+  | { op: 'ask'; fromNewest: number }
+  | { op: 'complete'; fromNewest: number; valid: boolean; tokens: number }
+  | { op: 'fail'; fromNewest: number; deterministic: boolean; tokens: number }
+  | { op: 'heartbeat'; fromNewest: number }
+  | { op: 'propose'; fromNewest: number; what: 'small' | 'large' | 'export' }
+  | { op: 'decide'; fromNewest: number; decision: 'approved' | 'rejected' }
+  | { op: 'resume'; fromNewest: number }
+  | { op: 'abandon'; fromNewest: number }
+  | { op: 'replay'; fromNewest: number }
+  | { op: 'derive'; fromNewest: number; tokens: number }
   | { op: 'tick'; seconds: number }
   | { op: 'together'; ops: Op[] };
 
 /** Which lease, run or approval an operation acts on, counted from the newest: mostly the newest. */
-const at = fc.oneof({ arbitrary: fc.constant(0), weight: 3 }, { arbitrary: fc.nat({ max: 50 }), weight: 2 });
+const fromNewest = fc.oneof({ arbitrary: fc.constant(0), weight: 3 }, { arbitrary: fc.nat({ max: 50 }), weight: 2 });
 const one: fc.Arbitrary<Op> = fc.oneof(
   { arbitrary: fc.record({ op: fc.constant('start' as const), budget: fc.constantFrom('ample' as const, 'tight' as const) }), weight: 2 },
   { arbitrary: fc.record({ op: fc.constant('lease' as const), kinds: fc.subarray([...KINDS], { minLength: 1 }) }), weight: 3 },
   { arbitrary: fc.constant({ op: 'advance' as const }), weight: 5 },
-  { arbitrary: fc.record({ op: fc.constant('ask' as const), at }), weight: 2 },
-  { arbitrary: fc.record({ op: fc.constant('complete' as const), at, valid: fc.oneof({ arbitrary: fc.constant(true), weight: 3 }, { arbitrary: fc.constant(false), weight: 1 }), tokens: fc.constantFrom(0, 10, 400) }), weight: 4 },
-  { arbitrary: fc.record({ op: fc.constant('fail' as const), at, deterministic: fc.boolean(), tokens: fc.constantFrom(0, 10, 400) }), weight: 1 },
-  { arbitrary: fc.record({ op: fc.constant('heartbeat' as const), at }), weight: 1 },
-  { arbitrary: fc.record({ op: fc.constant('propose' as const), at, what: fc.constantFrom('small' as const, 'large' as const, 'export' as const) }), weight: 3 },
-  { arbitrary: fc.record({ op: fc.constant('decide' as const), at, decision: fc.constantFrom('approved' as const, 'rejected' as const) }), weight: 2 },
-  { arbitrary: fc.record({ op: fc.constant('resume' as const), at }), weight: 1 },
-  { arbitrary: fc.record({ op: fc.constant('abandon' as const), at }), weight: 1 },
-  { arbitrary: fc.record({ op: fc.constant('replay' as const), at }), weight: 1 },
-  { arbitrary: fc.record({ op: fc.constant('derive' as const), at, tokens: fc.constantFrom(50, 300, 60_000) }), weight: 1 },
+  { arbitrary: fc.record({ op: fc.constant('ask' as const), fromNewest }), weight: 2 },
+  { arbitrary: fc.record({ op: fc.constant('complete' as const), fromNewest, valid: fc.oneof({ arbitrary: fc.constant(true), weight: 3 }, { arbitrary: fc.constant(false), weight: 1 }), tokens: fc.constantFrom(0, 10, 400) }), weight: 4 },
+  { arbitrary: fc.record({ op: fc.constant('fail' as const), fromNewest, deterministic: fc.boolean(), tokens: fc.constantFrom(0, 10, 400) }), weight: 1 },
+  { arbitrary: fc.record({ op: fc.constant('heartbeat' as const), fromNewest }), weight: 1 },
+  { arbitrary: fc.record({ op: fc.constant('propose' as const), fromNewest, what: fc.constantFrom('small' as const, 'large' as const, 'export' as const) }), weight: 3 },
+  { arbitrary: fc.record({ op: fc.constant('decide' as const), fromNewest, decision: fc.constantFrom('approved' as const, 'rejected' as const) }), weight: 2 },
+  { arbitrary: fc.record({ op: fc.constant('resume' as const), fromNewest }), weight: 1 },
+  { arbitrary: fc.record({ op: fc.constant('abandon' as const), fromNewest }), weight: 1 },
+  { arbitrary: fc.record({ op: fc.constant('replay' as const), fromNewest }), weight: 1 },
+  { arbitrary: fc.record({ op: fc.constant('derive' as const), fromNewest, tokens: fc.constantFrom(50, 300, 60_000) }), weight: 1 },
   // The kernel's clock: 2 s lets retry delays pass, 601 s expires every lease (ttl 600).
   { arbitrary: fc.record({ op: fc.constant('tick' as const), seconds: fc.constantFrom(2, 601) }), weight: 1 },
 );
@@ -198,7 +198,7 @@ async function runProgram(program: Op[]): Promise<void> {
         break;
       }
       case 'complete': {
-        const l = pick(leases, o.at);
+        const l = pick(leases, o.fromNewest);
         if (!l) break;
         const output = o.valid ? outputFor(l.kind, l.step) : { amount: 'lots' };
         const done = await call(d, `/leases/${l.lease_id}/complete`, { output, usage: { tokens: o.tokens, usd: 0 } });
@@ -207,7 +207,7 @@ async function runProgram(program: Op[]): Promise<void> {
         break;
       }
       case 'fail': {
-        const l = pick(leases, o.at);
+        const l = pick(leases, o.fromNewest);
         if (!l) break;
         const failed = await call(d, `/leases/${l.lease_id}/fail`, { error: { code: 'prop', message: 'drawn' }, deterministic: o.deterministic, usage: { tokens: o.tokens, usd: 0 } });
         charge(l, failed, o.tokens);
@@ -215,12 +215,12 @@ async function runProgram(program: Op[]): Promise<void> {
         break;
       }
       case 'heartbeat': {
-        const l = pick(leases, o.at);
+        const l = pick(leases, o.fromNewest);
         if (l) settle(l, await call(d, `/leases/${l.lease_id}/heartbeat`, undefined, 'POST'));
         break;
       }
       case 'propose': {
-        const l = pick(leases, o.at);
+        const l = pick(leases, o.fromNewest);
         if (!l) break;
         const action = o.what === 'export' ? { tool: 'billing.export', args: {} } : { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: o.what === 'large' ? 500 : 50 } };
         const r = await call(d, `/leases/${l.lease_id}/actions`, { action });
@@ -229,13 +229,13 @@ async function runProgram(program: Op[]): Promise<void> {
         break;
       }
       case 'decide': {
-        const a = pick(approvals, o.at);
+        const a = pick(approvals, o.fromNewest);
         if (a) await call(d, `/approvals/${a}`, { decision: o.decision, actor: APPROVER, reason: 'drawn' });
         break;
       }
       case 'derive': {
         // A sub-run (I 4.1 rule 5): a remit derived from a run's remit, and a run on it.
-        const runId = pick(runIds, o.at);
+        const runId = pick(runIds, o.fromNewest);
         if (!runId) break;
         const parent = (await call(d, `/runs/${runId}`)).body.remit_id as string;
         const spend = { tokens: o.tokens, usd: 0.5 };
@@ -253,7 +253,7 @@ async function runProgram(program: Op[]): Promise<void> {
       case 'resume':
       case 'abandon':
       case 'replay': {
-        const runId = pick(runIds, o.at);
+        const runId = pick(runIds, o.fromNewest);
         if (!runId) break;
         const body = o.op === 'abandon' ? { reason: 'drawn', actor: APPROVER } : o.op === 'resume' ? { actor: APPROVER } : undefined;
         const r = await call(d, `/runs/${runId}/${o.op}`, body, 'POST');
