@@ -11,7 +11,8 @@
  * nothing was lost or torn. One svcd serves every draw, so a shrunk body may need the state
  * the draws before it left.
  *
- * SVC_FUZZ_RUNS raises the draws per route (default 30) for a longer hunt by hand.
+ * Bodies that are not JSON at all are conformance-http.test.ts's. SVC_FUZZ_RUNS raises the
+ * draws per route (default 30) for a longer hunt by hand.
  */
 import Database from 'better-sqlite3';
 import fc from 'fast-check';
@@ -25,7 +26,7 @@ import { loadGatewayConfig } from '../../src/gateway/config.js';
 import { generatePublisherKey } from '../../src/keys/publishers.js';
 import { Redactor } from '../../src/log/logger.js';
 import { ROOT, startTestDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
-import { APPROVER, REFUNDS_POLICY, REQUESTER, refundsBundle, type RunDaemon } from './run-fixtures.js';
+import { APPROVER, lease, REFUNDS_POLICY, REQUESTER, refundsBundle, runToAction, type RunDaemon } from './run-fixtures.js';
 
 const RUNS = Number(process.env.SVC_FUZZ_RUNS ?? 30);
 
@@ -79,10 +80,6 @@ function isObject(v: Json): v is Record<string, Json> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
-/** A request body as sent (bodies that are not JSON at all: conformance-http.test.ts). */
-function asText(body: Json): string {
-  return JSON.stringify(body);
-}
 
 /** The answer holds to D §10 and I 7.1/7.2; returns the parsed body. */
 async function checked(res: Response, where: string, side: 'kernel' | 'gateway'): Promise<any> {
@@ -164,27 +161,25 @@ async function newRun(): Promise<{ run_id: string; remit_id: string; token: stri
   return { run_id: r.body.run_id, ...remit };
 }
 
-/** A live lease of the given kind, starting runs and completing earlier steps until one is handed out. */
-async function leaseOf(kind: 'model' | 'tool' | 'action'): Promise<any> {
-  for (let i = 0; i < 6; i++) {
-    const l = await kernel('POST', '/leases', JSON.stringify({ worker_id: 'fuzz', kinds: [kind], ttl_seconds: 3600 }));
-    if (l.status === 200) return l.body;
-    const earlier = kind === 'tool' ? 'model' : kind === 'action' ? 'tool' : null;
-    if (earlier) {
-      const e = await leaseOf(earlier);
-      const output = earlier === 'model' ? { amount: 500 } : { rows: [] };
-      await kernel('POST', `/leases/${e.lease_id}/complete`, JSON.stringify({ output, usage: { tokens: 1, usd: 0.001 } }));
-    } else {
-      await newRun();
-    }
-  }
-  throw new Error(`no ${kind} lease`);
+/** A live model lease: a new run's first step (or an older one still ready). */
+async function modelLease(): Promise<any> {
+  await newRun();
+  const l = await lease(d, ['model'], { ttl_seconds: 3600 });
+  expect(l.status).toBe(200);
+  return l.body;
+}
+
+/** A live action lease: a new run with its model and tool steps done (run-fixtures). */
+async function actionLease(): Promise<any> {
+  const { run_id, lease: l } = await runToAction(d, { amount: 500 });
+  touchedRuns.add(run_id);
+  return l;
 }
 
 /** A pending approval: an action lease whose large refund the policy sends to finance. */
 async function pendingApproval(): Promise<{ approval_id: string; run_id: string }> {
   for (let i = 0; i < 4; i++) {
-    const l = await leaseOf('action');
+    const l = await actionLease();
     const p = await kernel('POST', `/leases/${l.lease_id}/actions`, JSON.stringify({ action: { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 500 } } }));
     if (p.body.decision === 'approval_required') return { approval_id: p.body.approval_id, run_id: l.run_id };
     // A step whose refund was approved earlier comes back allowed (approved:<id>): finish it.
@@ -265,7 +260,7 @@ describe('D §10: no request input yields a 500 (I 4.1 kernel routes, I 7.1 enve
     const bundle = refundsBundle({ name: 'fuzzed' });
     // The template is valid as it stands; a draw that leaves the version alone gets a new one,
     // so an edit that keeps the bundle valid is stored (201), not refused as a clash (409).
-    expect((await kernel('POST', '/bundles', asText({ bundle, signature: signBundle(bundle, d.publisher) }))).status).toBe(201);
+    expect((await kernel('POST', '/bundles', JSON.stringify({ bundle, signature: signBundle(bundle, d.publisher) }))).status).toBe(201);
     let patch = 0;
     await hunt(
       fc.asyncProperty(bodies(bundle), bodies({ bundle: 0, signature: { key_id: d.publisher.key_id, signature: 'x' } }), async (drawn, outer) => {
@@ -276,8 +271,8 @@ describe('D §10: no request input yields a 500 (I 4.1 kernel routes, I 7.1 enve
         } catch {
           signature = { key_id: d.publisher.key_id, signature: 'AAAA' };
         }
-        await kernel('POST', '/bundles', asText({ bundle: b, signature }));
-        await kernel('POST', '/bundles', asText(outer));
+        await kernel('POST', '/bundles', JSON.stringify({ bundle: b, signature }));
+        await kernel('POST', '/bundles', JSON.stringify(outer));
       }),
     );
   }, TIMEOUT);
@@ -286,14 +281,14 @@ describe('D §10: no request input yields a 500 (I 4.1 kernel routes, I 7.1 enve
     const token = fc.constantFrom('allow', 'deny', 'require_approval', 'by', 'when', '"role:finance"', 'action.tool', 'action.args.amount', 'run.department', '==', '!=', '>', '&&', '||', '!', '(', ')', '[', ']', '.matches(', '"^a+$"', '100', '1.5', 'true', 'has(', 'size(', 'in', '#', '\n', 'x', '"', '\\', '{', '}', ':', ',');
     const source = fc.array(token, { maxLength: 30 }).map((t) => t.join(' '));
     let versions = 0;
-    expect((await kernel('POST', '/policies', asText({ name: 'fz', version: '1', source: REFUNDS_POLICY }))).status).toBe(201);
+    expect((await kernel('POST', '/policies', JSON.stringify({ name: 'fz', version: '1', source: REFUNDS_POLICY }))).status).toBe(201);
     const corpus = [{ action: { tool: 'billing.refund', args: { amount: 150 } }, run: { department: 'support' } }];
     await hunt(
       fc.asyncProperty(source, bodies({ name: 'fz', version: '1', source: REFUNDS_POLICY }), bodies({ policy_a: { name: 'refunds', version: '1' }, policy_b: { source: 'allow a' }, corpus }), async (src, post, test) => {
-        await kernel('POST', '/policies', asText({ name: 'fz', version: `v${++versions}`, source: src }));
-        await kernel('POST', '/policies/test', asText({ policy_a: { name: 'refunds', version: '1' }, policy_b: { source: src }, corpus }));
-        await kernel('POST', '/policies', asText(isObject(post) && post.version === '1' ? { ...post, version: `p${++versions}` } : post));
-        await kernel('POST', '/policies/test', asText(test));
+        await kernel('POST', '/policies', JSON.stringify({ name: 'fz', version: `v${++versions}`, source: src }));
+        await kernel('POST', '/policies/test', JSON.stringify({ policy_a: { name: 'refunds', version: '1' }, policy_b: { source: src }, corpus }));
+        await kernel('POST', '/policies', JSON.stringify(isObject(post) && post.version === '1' ? { ...post, version: `p${++versions}` } : post));
+        await kernel('POST', '/policies/test', JSON.stringify(test));
       }),
     );
   }, TIMEOUT);
@@ -301,11 +296,11 @@ describe('D §10: no request input yields a 500 (I 4.1 kernel routes, I 7.1 enve
   it('POST /remits and /remits/{id}/derive', async () => {
     const parent = await mint();
     const derive = { tools: ['billing.lookup'], scopes: ['sql:table:invoices'], grants: [], spend: { tokens: 1, usd: 0.001 }, autonomy: 'observe', ttl_seconds: 60, policy_set: ['refunds'], requested_by: REQUESTER };
-    expect((await kernel('POST', `/remits/${parent.remit_id}/derive`, asText(derive))).status).toBe(201);
+    expect((await kernel('POST', `/remits/${parent.remit_id}/derive`, JSON.stringify(derive))).status).toBe(201);
     await hunt(
       fc.asyncProperty(bodies(MINT), bodies(derive), async (m, dv) => {
-        await kernel('POST', '/remits', asText(m));
-        await kernel('POST', `/remits/${parent.remit_id}/derive`, asText(dv));
+        await kernel('POST', '/remits', JSON.stringify(m));
+        await kernel('POST', `/remits/${parent.remit_id}/derive`, JSON.stringify(dv));
       }),
     );
   }, TIMEOUT);
@@ -325,15 +320,15 @@ describe('D §10: no request input yields a 500 (I 4.1 kernel routes, I 7.1 enve
         async (c, ev, cred, abandon, resume, dice) => {
           const remit = await mint();
           const body = c !== null && typeof c === 'object' && !Array.isArray(c) && (c as any).remit_id === 'rmt_x' ? { ...c, remit_id: remit.remit_id } : c;
-          const created = await kernel('POST', '/runs', asText(body));
+          const created = await kernel('POST', '/runs', JSON.stringify(body));
           if (created.status === 201) touchedRuns.add(created.body.run_id);
-          await kernel('POST', `/runs/${live.run_id}/events`, asText(ev), { 'x-svc-remit': cred });
-          await kernel('POST', `/runs/${live.run_id}/resume`, asText(resume));
+          await kernel('POST', `/runs/${live.run_id}/events`, JSON.stringify(ev), { 'x-svc-remit': cred });
+          await kernel('POST', `/runs/${live.run_id}/resume`, JSON.stringify(resume));
           await kernel('POST', `/runs/${live.run_id}/replay`);
           // Abandon on a run of its own: the live run stays for the events above.
           if (dice === 0) {
             const other = await newRun();
-            await kernel('POST', `/runs/${other.run_id}/abandon`, asText(abandon));
+            await kernel('POST', `/runs/${other.run_id}/abandon`, JSON.stringify(abandon));
           }
         },
       ),
@@ -341,8 +336,8 @@ describe('D §10: no request input yields a 500 (I 4.1 kernel routes, I 7.1 enve
   }, TIMEOUT);
 
   it('POST /leases and the lease routes: heartbeat, complete, fail, actions', async () => {
-    let model = await leaseOf('model');
-    let action = await leaseOf('action');
+    let model = await modelLease();
+    let action = await actionLease();
     await hunt(
       fc.asyncProperty(
         bodies({ worker_id: 'fuzz', kinds: ['model', 'tool', 'action', 'compensation'], ttl_seconds: 60, wait_seconds: 0 }),
@@ -351,14 +346,14 @@ describe('D §10: no request input yields a 500 (I 4.1 kernel routes, I 7.1 enve
         bodies({ action: { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 50 } } }),
         fc.boolean(),
         async (lq, complete, fail, act, completing) => {
-          const l = await kernel('POST', '/leases', asText(lq));
+          const l = await kernel('POST', '/leases', JSON.stringify(lq));
           // A lease handed out here is given back by failing it, so the queue does not fill with held steps.
-          if (l.status === 200) await kernel('POST', `/leases/${l.body.lease_id}/fail`, asText({ error: { code: 'fuzz', message: 'returned' }, deterministic: false }));
-          await kernel('POST', `/leases/${model.lease_id}/heartbeat`, asText({}));
-          const done = await kernel('POST', `/leases/${model.lease_id}/${completing ? 'complete' : 'fail'}`, asText(completing ? complete : fail));
-          if (done.status < 300 || done.status === 410) model = await leaseOf('model');
-          const decided = await kernel('POST', `/leases/${action.lease_id}/actions`, asText(act));
-          if (decided.status === 410 || decided.body?.decision === 'approval_required') action = await leaseOf('action');
+          if (l.status === 200) await kernel('POST', `/leases/${l.body.lease_id}/fail`, JSON.stringify({ error: { code: 'fuzz', message: 'returned' }, deterministic: false }));
+          await kernel('POST', `/leases/${model.lease_id}/heartbeat`, JSON.stringify({}));
+          const done = await kernel('POST', `/leases/${model.lease_id}/${completing ? 'complete' : 'fail'}`, JSON.stringify(completing ? complete : fail));
+          if (done.status < 300 || done.status === 410) model = await modelLease();
+          const decided = await kernel('POST', `/leases/${action.lease_id}/actions`, JSON.stringify(act));
+          if (decided.status === 410 || decided.body?.decision === 'approval_required') action = await actionLease();
         },
       ),
     );
@@ -366,11 +361,11 @@ describe('D §10: no request input yields a 500 (I 4.1 kernel routes, I 7.1 enve
 
   it('POST /approvals/{id}: random decisions on a pending approval', async () => {
     let pending = await pendingApproval();
-    expect((await kernel('POST', `/approvals/${pending.approval_id}`, asText({ decision: 'approved', actor: APPROVER, reason: 'ok' }))).status).toBe(200);
+    expect((await kernel('POST', `/approvals/${pending.approval_id}`, JSON.stringify({ decision: 'approved', actor: APPROVER, reason: 'ok' }))).status).toBe(200);
     pending = await pendingApproval();
     await hunt(
       fc.asyncProperty(bodies({ decision: 'approved', actor: APPROVER, reason: 'ok' }), async (b) => {
-        const r = await kernel('POST', `/approvals/${pending.approval_id}`, asText(b));
+        const r = await kernel('POST', `/approvals/${pending.approval_id}`, JSON.stringify(b));
         if (r.status === 200) pending = await pendingApproval();
       }),
     );
@@ -395,18 +390,18 @@ describe('D §10: no request input yields a 500 (I 4.2 gateway routes, I 7.2 env
   it('POST /tools/call: random bodies and a valid test.echo call changed in one place; canary routes with random names', async () => {
     const run = await newRun();
     const call = { remit_token: run.token, run_id: run.run_id, step: 'triage', lease_id: 'lse_x', tool: 'test.echo', args: { a: 1 }, idempotency_key: 'k', scope: null };
-    expect((await gateway('POST', '/tools/call', asText(call))).status).toBe(200);
+    expect((await gateway('POST', '/tools/call', JSON.stringify(call))).status).toBe(200);
     const name = fc.string({ unit: 'grapheme', minLength: 1, maxLength: 20 }).map(encodeURIComponent);
     await hunt(
       fc.asyncProperty(bodies(call), fc.integer({ min: 0, max: 1_000_000 }), name, fc.jsonValue({ maxDepth: 3 }), async (b, n, c, shape) => {
         const keyed = b !== null && typeof b === 'object' && !Array.isArray(b) && (b as any).idempotency_key === 'k' ? { ...b, idempotency_key: `k${n}` } : b;
-        await gateway('POST', '/tools/call', asText(keyed));
+        await gateway('POST', '/tools/call', JSON.stringify(keyed));
         await gateway('POST', `/canaries/${c}/probe`);
         await gateway('POST', `/canaries/${c}/release`);
-        await gateway('POST', '/test/shape', asText(shape));
+        await gateway('POST', '/test/shape', JSON.stringify(shape));
       }),
     );
-    await gateway('POST', '/test/shape', asText({}));
+    await gateway('POST', '/test/shape', JSON.stringify({}));
   }, TIMEOUT);
 });
 
@@ -426,10 +421,10 @@ describe('D §10: no tool arguments yield a 500 from a connector (D §9 sqlite, 
     ];
     let key = 0;
     const call = (tool: string, args: Json) => ({ remit_token: run.token, run_id: run.run_id, step: 'lookup', lease_id: 'lse_x', tool, args, idempotency_key: `c${++key}`, scope: null });
-    for (const [tool, args] of templates.slice(0, -1)) expect((await gateway('POST', '/tools/call', asText(call(tool, args)))).status, tool).toBe(200);
+    for (const [tool, args] of templates.slice(0, -1)) expect((await gateway('POST', '/tools/call', JSON.stringify(call(tool, args)))).status, tool).toBe(200);
     await hunt(
       fc.asyncProperty(fc.constantFrom(...templates).chain(([tool, args]) => fc.tuple(fc.constant(tool), bodies(args))), async ([tool, args]) => {
-        const r = await gateway('POST', '/tools/call', asText(call(tool, args)));
+        const r = await gateway('POST', '/tools/call', JSON.stringify(call(tool, args)));
         // A local file or database has no upstream to blame: a 502 there would be our own error.
         if (/^(db|files)\./.test(tool)) expect(r.status, `${tool} ${JSON.stringify(args)}: ${JSON.stringify(r.body)}`).toBeLessThan(500);
       }),
@@ -444,10 +439,10 @@ describe('D §10: no tool arguments yield a 500 from a connector (D §9 sqlite, 
     expect(tools).toContain('everything.echo');
     let key = 0;
     const call = (tool: string, args: Json) => ({ remit_token: run.token, run_id: run.run_id, step: 'lookup', lease_id: 'lse_x', tool, args, idempotency_key: `m${++key}`, scope: null });
-    expect((await gateway('POST', '/tools/call', asText(call('everything.echo', { message: 'hi' })))).status).toBe(200);
+    expect((await gateway('POST', '/tools/call', JSON.stringify(call('everything.echo', { message: 'hi' })))).status).toBe(200);
     await hunt(
       fc.asyncProperty(fc.constantFrom(...tools), bodies({ message: 'hi', a: 1, b: 2 }), async (tool, args) => {
-        await gateway('POST', '/tools/call', asText(call(tool, args)));
+        await gateway('POST', '/tools/call', JSON.stringify(call(tool, args)));
       }),
     );
   }, TIMEOUT);

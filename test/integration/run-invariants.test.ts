@@ -23,7 +23,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { metricValue } from '../gateway/helpers.js';
-import { APPROVER, pushBundle, pushPolicy, REFUNDS_POLICY, refundsBundle, REQUESTER, startRunDaemon, type RunDaemon } from './run-fixtures.js';
+import { APPROVER, pushBundle, pushPolicy, REFUNDS_POLICY, refundsBundle, REQUESTER, startRun, startRunDaemon, type RunDaemon } from './run-fixtures.js';
 
 const PROGRAMS = Number(process.env.SVC_FUZZ_RUNS ?? 30);
 const KINDS = ['model', 'tool', 'action', 'compensation'] as const;
@@ -159,10 +159,7 @@ async function runProgram(program: Op[]): Promise<void> {
         break;
       case 'start': {
         const spend = o.budget === 'ample' ? { tokens: 100_000, usd: 5 } : { tokens: 500, usd: 5 };
-        const remit = await call(d, '/remits', { tools: ['billing.*'], scopes: ['sql:table:*'], grants: [], spend, autonomy: 'supervised', ttl_seconds: 3600, policy_set: ['refunds'], requested_by: REQUESTER });
-        const run = await call(d, '/runs', { bundle_id: bundleId, workflow: 'refund', input: { invoice_id: 'inv-1', ticket: 't' }, remit_id: remit.body.remit_id, requested_by: REQUESTER });
-        expect(run.status).toBe(201);
-        runIds.push(run.body.run_id);
+        runIds.push((await startRun(d, bundleId, { spend, policy_set: ['refunds'], input: { invoice_id: 'inv-1', ticket: 't' } })).run_id);
         break;
       }
       case 'lease': {
