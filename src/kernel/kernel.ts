@@ -34,6 +34,11 @@ export interface KernelOptions {
   publishers?: string[];
   /** Allowed clock skew for remit nbf/exp, seconds. (Default: SVC_CLOCK_SKEW_SECONDS or 0) */
   clockSkewSeconds?: number;
+  /**
+   * Real milliseconds between the background sweeps for expired leases; 0 turns the timer off,
+   * leaving expiry to lease requests and to access (tests replaying a seed use it). (Default: 500)
+   */
+  sweepIntervalMs?: number;
 }
 
 export interface KernelDeps {
@@ -79,7 +84,7 @@ export class Kernel implements KernelDeps {
     this.remits = new RemitService(this);
     this.bundles = new BundleService({ db, clock, publishers: () => this.publishers });
     this.policies = new PolicyService({ db, clock });
-    this.runs = new RunEngine(this);
+    this.runs = new RunEngine(this, { sweepIntervalMs: options.sweepIntervalMs });
   }
 
   static async open(options: KernelOptions): Promise<Kernel> {

@@ -51,7 +51,7 @@ export interface RunListQuery {
 }
 
 export interface RunEngineOptions {
-  /** Milliseconds between sweeps for expired leases. (Default: 500) */
+  /** Milliseconds between sweeps for expired leases; 0: no timer. (Default: 500) */
   sweepIntervalMs?: number;
   /** Source of retry jitter, [0, 1). (Default: Math.random) */
   random?: () => number;

@@ -11,13 +11,13 @@ export class Sweeper {
 
   constructor(
     private readonly tick: () => Promise<unknown>,
-    /** Milliseconds between ticks. (Default: 500) */
+    /** Milliseconds between ticks; 0: no timer, ticks only through runOnce. */
     private readonly intervalMs: number,
     private readonly logger: Logger,
   ) {}
 
   start(): void {
-    if (this.timer) return;
+    if (this.timer || this.intervalMs <= 0) return;
     this.timer = setInterval(() => void this.runOnce(), this.intervalMs);
     this.timer.unref();
   }

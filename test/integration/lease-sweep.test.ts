@@ -2,7 +2,8 @@
  * Expired leases and acquire (decisions §6: "An expired lease makes the step ready again with
  * attempt + 1"): a lease request sweeps expired leases first, so the step is handed out again
  * at once, but no more often than every ACQUIRE_SWEEP_MS of the kernel's clock (bench/README.md
- * item 22). Runs the kernel in-process on a real SQLite file with a manual clock.
+ * item 22). Runs the kernel in-process on a real SQLite file with a manual clock and without the
+ * periodic sweeper (sweepIntervalMs 0), so every sweep counted here is one acquire made.
  */
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -33,7 +34,7 @@ let bundleId: string;
 
 beforeAll(async () => {
   const pub = generateKeyPair();
-  kernel = await Kernel.open({ dataDir: join(dir, 'k'), clock, logger: silentLogger, publishers: [`p:${encodeBase64url(pub.publicKey)}`] });
+  kernel = await Kernel.open({ dataDir: join(dir, 'k'), clock, logger: silentLogger, sweepIntervalMs: 0, publishers: [`p:${encodeBase64url(pub.publicKey)}`] });
   const posted = await kernel.bundles.post({ bundle: BUNDLE, signature: { key_id: 'p', signature: encodeBase64url(signBytes(pub.seed, Buffer.from(canonicalJson(BUNDLE)))) } });
   bundleId = posted.bundle_id;
 });
@@ -67,16 +68,13 @@ describe('acquire and expired leases (D §6)', () => {
     const sweep = vi.spyOn(kernel.runs.leases, 'sweep');
     clock.advance(ACQUIRE_SWEEP_MS);
     for (let i = 0; i < 20; i++) expect(await acquire()).toBeNull();
-    // One from the first request; the periodic sweeper (every 500 ms of real time) may add one.
-    expect(sweep.mock.calls.length).toBeGreaterThanOrEqual(1);
-    expect(sweep.mock.calls.length).toBeLessThanOrEqual(2);
-    const before = sweep.mock.calls.length;
+    expect(sweep).toHaveBeenCalledTimes(1); // the first request's
     clock.advance(ACQUIRE_SWEEP_MS - 1);
     await acquire();
+    expect(sweep).toHaveBeenCalledTimes(1); // not yet due
     clock.advance(1);
     await acquire();
-    expect(sweep.mock.calls.length - before).toBeGreaterThanOrEqual(1);
-    expect(sweep.mock.calls.length - before).toBeLessThanOrEqual(2);
+    expect(sweep).toHaveBeenCalledTimes(2);
     sweep.mockRestore();
   });
 
@@ -89,5 +87,21 @@ describe('acquire and expired leases (D §6)', () => {
     expect(await acquire(1)).toMatchObject({ run_id: runId, attempt: 1 });
     clock.set(t + 1_000); // expired, and still before the last sweep's time
     expect(await acquire()).toMatchObject({ run_id: runId, attempt: 2 });
+  });
+
+  it('sweepIntervalMs sets the background sweeper: 0 runs none, 20 runs one every 20 ms', async () => {
+    const idle = vi.spyOn(kernel.runs.leases, 'sweep');
+    await new Promise((r) => setTimeout(r, 120));
+    expect(idle).not.toHaveBeenCalled();
+    idle.mockRestore();
+
+    const other = await Kernel.open({ dataDir: join(dir, 'k2'), clock: new ManualClock(), logger: silentLogger, sweepIntervalMs: 20 });
+    try {
+      const ticking = vi.spyOn(other.runs.leases, 'sweep');
+      await new Promise((r) => setTimeout(r, 120));
+      expect(ticking.mock.calls.length).toBeGreaterThanOrEqual(2);
+    } finally {
+      await other.close();
+    }
   });
 });

@@ -15,7 +15,10 @@
  * - a run's usage is the sum of what its accepted completions and failures reported, and a run
  *   whose usage exceeds its budget has failed or is abandoning or abandoned (D §8), and the
  *   remits derived from one remit never reserve more than its spend (D 8.3), sub-runs included.
- * Failures shrink to the shortest program that breaks one of these.
+ * Failures shrink to the shortest program that breaks one of these. The kernel's background
+ * sweeper is off (sweepIntervalMs 0): leases expire only when a lease request or an access finds
+ * them, at points the program chooses, so a seed replays the same way but for the operations it
+ * sends at once. test/integration/leases.test.ts covers the sweeper itself.
  *
  * SVC_FUZZ_RUNS raises the number of programs (default 30).
  */
@@ -135,7 +138,7 @@ async function checkInvariants(d: RunDaemon, runIds: string[], children: Map<str
 
 async function runProgram(program: Op[]): Promise<void> {
   const clock = new ManualClock(Date.now());
-  await using d = await startRunDaemon({ clock });
+  await using d = await startRunDaemon({ clock, sweepIntervalMs: 0 });
   const bundleId = await pushBundle(d, BUNDLE);
   await pushPolicy(d, 'refunds', '1', REFUNDS_POLICY);
   const runIds: string[] = [];
