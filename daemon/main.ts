@@ -3,9 +3,11 @@
  * svcd: the kernel and the gateway (decisions §11). Prints one JSON line with the chosen
  * addresses on stdout, logs JSON on stderr, drains on SIGTERM/SIGINT and exits 0.
  */
+import { existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
-import { KeyRing } from '../src/keys/keyring.js';
+import { keyFilePath, KeyRing } from '../src/keys/keyring.js';
+import { DataDirInUseError, lockDataDir } from '../src/store/dir-lock.js';
 import { createLogger, globalRedactor, logLevelOf, LOG_LEVELS, type LogLevel } from '../src/log/logger.js';
 import { usageLine } from '../src/util/usage-line.js';
 import { VERSION } from '../src/version.js';
@@ -176,8 +178,30 @@ export function buildProgram(): Command {
     .option('--data-dir <dir>', 'kernel data directory (default: ./svc-data)')
     .action((o: { dataDir?: string }) => {
       const dataDir = resolve(o.dataDir ?? program.opts<Flags>().dataDir ?? './svc-data');
-      const ring = KeyRing.rotate(dataDir);
+      // Held while rotating, so two rotations cannot both retire the same key and an svcd
+      // starting meanwhile waits for neither; a running svcd keeps it, and is told about below.
+      let release: (() => void) | null = null;
+      let running: DataDirInUseError | null = null;
+      if (existsSync(keyFilePath(dataDir)) && !process.env.SVC_SIGNING_KEY) {
+        try {
+          release = lockDataDir(dataDir, 'data directory');
+        } catch (err) {
+          if (!(err instanceof DataDirInUseError)) throw err;
+          running = err;
+        }
+      }
+      let ring: KeyRing;
+      const retiring = running ? KeyRing.load(dataDir, undefined).keyId : null;
+      try {
+        ring = KeyRing.rotate(dataDir);
+      } finally {
+        release?.();
+      }
       process.stdout.write(JSON.stringify({ key_id: ring.keyId, public_key: ring.published().public_key, previous: ring.previous.map((p) => p.key_id) }) + '\n');
+      if (running) {
+        const who = running.pid === null ? 'an svcd' : `svcd (pid ${running.pid})`;
+        process.stderr.write(`svcd: ${who} is running on ${dataDir} and signs with ${retiring} until it restarts; restart it to sign with ${ring.keyId} (what ${retiring} signed still verifies)\n`);
+      }
     });
   return program;
 }

@@ -27,6 +27,17 @@ export const PID_FILE = 'svcd.pid';
 /** The pid file builds before 2026-11-25 locked with; still honoured while its process lives. */
 export const LEGACY_LOCK_FILE = 'svcd.lock';
 
+/** Another live process owns the directory; `pid` from its pid file when it has one. */
+export class DataDirInUseError extends Error {
+  constructor(
+    readonly dir: string,
+    readonly pid: number | null,
+    what: string,
+  ) {
+    super(`${what} ${dir} is in use by another svcd${pid === null ? '' : ` (pid ${pid})`}; one process owns a data directory`);
+  }
+}
+
 const held = new Map<string, { db: Database.Database; dir: string; refs: number }>();
 
 /** Takes `<dir>/owner.lock` for this process; returns its release. Throws when another process holds it. */
@@ -69,7 +80,7 @@ function takeLock(dir: string, what: string): Database.Database {
     db.close();
     const code = (err as { code?: string }).code;
     if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') {
-      throw new Error(`${what} ${dir} is in use by another svcd${holderOf(dir)}; one process owns a data directory`);
+      throw new DataDirInUseError(dir, holderOf(dir), what);
     }
     throw err;
   }
@@ -89,7 +100,7 @@ function refuseLegacyHolder(dir: string, what: string): void {
   }
   const pid = /^\d+\n?$/.test(text) ? Number.parseInt(text, 10) : null;
   if (pid !== null && pid !== process.pid && alive(pid)) {
-    throw new Error(`${what} ${dir} is in use by another svcd (pid ${pid}); one process owns a data directory`);
+    throw new DataDirInUseError(dir, pid, what);
   }
   try {
     unlinkSync(path);
@@ -111,13 +122,13 @@ function unref(key: string): void {
   h.db.close(); // drops the file lock
 }
 
-/** ` (pid N)` from the holder's pid file, when it has one. */
-function holderOf(dir: string): string {
+/** The holder's pid from its pid file, when it has one. */
+function holderOf(dir: string): number | null {
   try {
     const pid = Number.parseInt(readFileSync(join(dir, PID_FILE), 'utf8'), 10);
-    return Number.isInteger(pid) && pid > 0 ? ` (pid ${pid})` : '';
+    return Number.isInteger(pid) && pid > 0 ? pid : null;
   } catch {
-    return '';
+    return null;
   }
 }
 

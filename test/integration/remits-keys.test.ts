@@ -3,7 +3,7 @@
  * any source, naming it; good keys are trusted from flags, SVC_PUBLISHERS and the config file;
  * after `svcd keys rotate` a remit signed by the previous key still decodes as valid.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -82,5 +82,29 @@ describe('rotation and remits (D §2, I 4.1 /keys previous)', () => {
     expect(dec.stdout).toMatch(new RegExp(`^valid: .* signed by ${oldKey}`));
     const fresh = (await runSvc(['--kernel-url', second.kernelUrl!, ...mintArgs])).stdout.trim();
     expect(fresh.split('.')[1]).toBe(keys.key_id);
+  });
+
+  it('`svcd keys rotate` beside a running svcd rotates, and says that svcd signs with the old key until it restarts (svcd(8))', async () => {
+    const dir = tempDir();
+    const args = ['--data-dir', dir, '--kernel-listen', '127.0.0.1:0', '--no-gateway'];
+    await using running = await spawnSvcd(args);
+    const before = ((await (await fetch(`${running.kernelUrl}/v1/keys`)).json()) as { key_id: string }).key_id;
+    const r = spawnSync(process.execPath, [join(ROOT, 'dist/daemon/main.js'), 'keys', 'rotate', '--data-dir', dir], { encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    const rotated = JSON.parse(r.stdout) as { key_id: string; previous: string[] };
+    expect(rotated.previous).toEqual([before]);
+    expect(r.stderr).toBe(`svcd: svcd (pid ${running.child.pid}) is running on ${dir} and signs with ${before} until it restarts; restart it to sign with ${rotated.key_id} (what ${before} signed still verifies)\n`);
+    // The running svcd still holds its data directory and signs with the key it started with.
+    expect(((await (await fetch(`${running.kernelUrl}/v1/keys`)).json()) as { key_id: string }).key_id).toBe(before);
+    expect(await running.stop('SIGTERM')).toBe(0);
+
+    // With nobody running, a rotation says nothing on stderr; the next svcd signs with the newest key.
+    const again = spawnSync(process.execPath, [join(ROOT, 'dist/daemon/main.js'), 'keys', 'rotate', '--data-dir', dir], { encoding: 'utf8' });
+    expect(again.status, again.stderr).toBe(0);
+    expect(again.stderr).toBe('');
+    const newest = JSON.parse(again.stdout) as { key_id: string; previous: string[] };
+    expect(newest.previous).toEqual([rotated.key_id, before]);
+    await using next = await spawnSvcd(args);
+    expect(((await (await fetch(`${next.kernelUrl}/v1/keys`)).json()) as { key_id: string }).key_id).toBe(newest.key_id);
   });
 });
