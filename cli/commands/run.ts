@@ -185,7 +185,7 @@ function summarize(payload: Record<string, unknown>): string {
   const p = payload as Record<string, any>;
   const parts: string[] = [];
   for (const key of ['step', 'attempt', 'reason', 'decision', 'rule', 'approval_id', 'tool', 'delay_ms', 'next_attempt']) {
-    if (p[key] !== undefined && p[key] !== null && typeof p[key] !== 'object') parts.push(`${key}=${p[key]}`);
+    if (p[key] !== undefined && p[key] !== null && p[key] !== '' && typeof p[key] !== 'object') parts.push(`${key}=${p[key]}`);
   }
   if (p.error && typeof p.error === 'object') parts.push(`error=${p.error.code}`);
   if (p.action && typeof p.action === 'object' && p.action.tool) parts.push(`tool=${p.action.tool}`);
@@ -199,7 +199,8 @@ function actorText(a: RunEvent['actor']): string {
   if (typeof a === 'string') return a;
   const o = a as Record<string, unknown>;
   if (typeof o.id === 'string') return typeof o.role === 'string' ? `${o.id}:${o.role}` : o.id;
-  if (typeof o.worker_id === 'string') return `worker ${o.worker_id}`;
+  // The kernel records a lease's worker as {worker_id}; shown as a worker's own posts are.
+  if (typeof o.worker_id === 'string') return `${o.worker_id}:worker`;
   return JSON.stringify(a);
 }
 

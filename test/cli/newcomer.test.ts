@@ -166,6 +166,18 @@ describe('svc run events: redaction notes (svc-events(7) note {type: redaction})
   });
 });
 
+describe('svc run events: one actor form, no empty members', () => {
+  const at = '2026-01-01T00:00:00.000Z';
+  it('shows a lease\'s {worker_id} as ID:worker, like the worker\'s own {id, role} posts', () => {
+    const leased = eventLine({ seq: 2, hash: 'h', prev_hash: 'p', kind: 'step.leased', payload: { step: 'lookup', attempt: 1 }, actor: { worker_id: 'w-1' }, at });
+    expect(leased).toMatch(/step\.leased\s+w-1:worker\s+step=lookup attempt=1$/);
+  });
+  it('leaves out a member whose value is empty, such as an approval decided without a reason', () => {
+    const decided = eventLine({ seq: 9, hash: 'h', prev_hash: 'p', kind: 'approval.decided', payload: { approval_id: 'apr_1', decision: 'approved', reason: '' }, actor: { id: 'fin-1', role: 'finance' }, at });
+    expect(decided).toMatch(/approval\.decided\s+fin-1:finance\s+decision=approved approval_id=apr_1$/);
+  });
+});
+
 describe('svc run abandon: the writes it cannot undo (svc(1), svc-events(7) run.abandon_requested)', () => {
   it('names each, and says how many more there are beyond the ones named', () => {
     const w = (seq: number) => ({ seq, kind: 'tool.called', step: 'refund', tool: 'billing.refund' });

@@ -6,6 +6,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { actionView } from '../../cli/commands/policy.js';
 import { runSvc } from '../helpers/cli.js';
 import { ROOT, startTestDaemon, tempDir } from '../helpers/daemon.js';
 
@@ -87,6 +88,16 @@ describe('svc policy push, list, show against svcd (I 4.1)', () => {
   });
 });
 
+describe('the flips table\'s ACTION column', () => {
+  it('shows the summary when the action has one, else the tool and its args, cut to the width', () => {
+    expect(actionView({ action: { tool: 'billing.refund', args: { invoice_id: 'inv_1', amount: 150 }, summary: '  refund 150\n on inv_1 ' } })).toBe('billing.refund: refund 150 on inv_1');
+    expect(actionView({ action: { tool: 'billing.refund', args: { amount: 150 }, summary: '' } })).toBe('billing.refund {"amount":150}');
+    expect(actionView({ action: { tool: 'billing.refund', args: { amount: 150 }, summary: 7 } })).toBe('billing.refund {"amount":150}');
+    expect(actionView({ action: { tool: 'crm.export', summary: 'x'.repeat(100) } }, 20)).toBe('crm.export: xxxxxxx…');
+    expect(actionView({})).toBe('? {}');
+  });
+});
+
 describe('svc policy test (D 5.3)', () => {
   it('prints a table of flips with both rules and the action; --json gives the flips', async () => {
     await using d = await startTestDaemon();
@@ -99,7 +110,8 @@ describe('svc policy test (D 5.3)', () => {
     const lines = r.stdout.trim().split('\n');
     expect(lines[0]).toMatch(/^INDEX\s+A → B\s+RULE A\s+RULE B\s+ACTION$/);
     expect(lines).toHaveLength(1 + written.flips.length + 2);
-    expect(lines[1]).toMatch(/^2\s+approval_required → allow\s+refunds\/large_refund\s+refunds\/small_refund\s+billing\.refund \{"invoice_id":"inv_1001",/);
+    // The action as its summary says it (D 5.1), not its args' leading ids.
+    expect(lines[1]).toMatch(/^2\s+approval_required → allow\s+refunds\/large_refund\s+refunds\/small_refund\s+billing\.refund: refund 100\.01 on inv_1001$/);
     expect(lines.at(-1)).toBe(`${written.flips.length} flips in ${written.cases} cases: A = refunds@1.0.0, B = refunds@2.0.0`);
     for (const f of written.flips) expect(r.stdout).toMatch(new RegExp(`^${f.index}\\s+${f.a} → ${f.b}\\s+${f.rule_a.replace('/', '\\/')}\\s+${f.rule_b.replace('/', '\\/')}\\s`, 'm'));
 
