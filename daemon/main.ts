@@ -178,8 +178,9 @@ export function buildProgram(): Command {
     .option('--data-dir <dir>', 'kernel data directory (default: ./svc-data)')
     .action((o: { dataDir?: string }) => {
       const dataDir = resolve(o.dataDir ?? program.opts<Flags>().dataDir ?? './svc-data');
-      // Held while rotating, so two rotations cannot both retire the same key and an svcd
-      // starting meanwhile waits for neither; a running svcd keeps it, and is told about below.
+      // The directory's lock is held while rotating, so two rotations cannot both retire the
+      // same key and no svcd starts on a directory halfway through one. A running svcd holds
+      // it already: the rotation goes ahead and says that svcd needs a restart.
       let release: (() => void) | null = null;
       let running: DataDirInUseError | null = null;
       if (existsSync(keyFilePath(dataDir)) && !process.env.SVC_SIGNING_KEY) {
