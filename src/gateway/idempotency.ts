@@ -3,8 +3,11 @@
  * the gateway's data dir. An entry is keyed by (tool, idempotency_key) and holds the hash of
  * the arguments. The key is claimed (`pending`) before the upstream call; successes and
  * deterministic failures are stored (`done`); upstream errors delete the claim so a retry can
- * run. A write still `pending` when the gateway stopped is marked `unknown` at the next start:
- * its outcome cannot be known, so a repeat is refused rather than executed twice. Entries
+ * run. A read's claim is held in memory, not in the file (a read that runs twice changes
+ * nothing, so its claim never needed the disk, and one process owns the store): a read costs
+ * one transaction, storing its result, instead of two. A write still `pending` when the
+ * gateway stopped is marked `unknown` at the next start: its outcome cannot be known, so a
+ * repeat is refused rather than executed twice. Entries
  * expire 30 days after they were stored: a claim treats an expired entry as absent at once,
  * and the rows are deleted at start and every hour after (`PURGE_EVERY_MS`).
  *
@@ -64,8 +67,18 @@ interface Row {
   expires_at: number;
 }
 
+/** A read's claim while its call runs, keyed by `readKey(tool, key)`. */
+interface ReadClaim {
+  argsHash: string;
+  claimedAt: string;
+}
+
+const readKey = (tool: string, key: string): string => `${tool}\u0000${key}`;
+
 export class IdempotencyStore {
   private purgeTimer: NodeJS.Timeout | null = null;
+  /** Reads in flight (see the module comment): a claim and its release cost no transaction. */
+  private readonly readClaims = new Map<string, ReadClaim>();
 
   private constructor(
     readonly db: SqlDb,
@@ -107,26 +120,41 @@ export class IdempotencyStore {
   /**
    * Claims (tool, key) for a call with `argsHash`, or says why it cannot run. A write's claim
    * is on disk before the upstream call (group commit): after a power loss it is found
-   * pending and becomes `unknown`, never a second execution. A read's claim need not be: a
-   * read that runs twice changes nothing.
+   * pending and becomes `unknown`, never a second execution. A read's claim is held in
+   * memory: a read that runs twice changes nothing.
    */
   async claim(tool: string, key: string, argsHash: string, writes: boolean): Promise<ClaimResult> {
+    if (!writes) return this.claimRead(tool, key, argsHash);
     const now = this.clock.now();
     return this.db.tx(async (t) => {
       const row = await t.get<Row>('SELECT args_hash, state, status, body, expires_at FROM gateway_idempotency WHERE tool = ? AND idem_key = ?', [tool, key]);
-      if (row && row.expires_at > now) {
-        if (row.args_hash !== argsHash) return { kind: 'conflict' } as const;
-        if (row.state === 'pending') return { kind: 'in_flight' } as const;
-        if (row.state === 'unknown') return { kind: 'unknown' } as const;
-        return { kind: 'replay', status: row.status ?? 200, body: JSON.parse(row.body ?? 'null') as unknown } as const;
-      }
+      if (row && row.expires_at > now) return answerFor(row, argsHash);
       if (row) await t.run('DELETE FROM gateway_idempotency WHERE tool = ? AND idem_key = ?', [tool, key]);
       await t.run(
         "INSERT INTO gateway_idempotency (tool, idem_key, args_hash, state, writes, claimed_at, expires_at) VALUES (?, ?, ?, 'pending', ?, ?, ?)",
         [tool, key, argsHash, writes ? 1 : 0, new Date(now).toISOString(), now + IDEMPOTENCY_TTL_MS],
       );
       return { kind: 'claimed' } as const;
-    }, { durable: writes });
+    }, { durable: true });
+  }
+
+  private async claimRead(tool: string, key: string, argsHash: string): Promise<ClaimResult> {
+    const id = readKey(tool, key);
+    const held = this.readClaims.get(id);
+    if (held) return held.argsHash === argsHash ? { kind: 'in_flight' } : { kind: 'conflict' };
+    // Taken before the lookup yields, so a duplicate arriving meanwhile is in flight, not a second run.
+    this.readClaims.set(id, { argsHash, claimedAt: new Date(this.clock.now()).toISOString() });
+    try {
+      const row = await this.db.get<Row>('SELECT args_hash, state, status, body, expires_at FROM gateway_idempotency WHERE tool = ? AND idem_key = ?', [tool, key]);
+      if (row && row.expires_at > this.clock.now()) {
+        this.readClaims.delete(id);
+        return answerFor(row, argsHash);
+      }
+      return { kind: 'claimed' };
+    } catch (err) {
+      this.readClaims.delete(id);
+      throw err;
+    }
   }
 
   /**
@@ -136,6 +164,26 @@ export class IdempotencyStore {
    */
   async complete(tool: string, key: string, status: number, body: unknown): Promise<void> {
     const now = this.clock.now();
+    const id = readKey(tool, key);
+    const read = this.readClaims.get(id);
+    if (read) {
+      // Replaces an expired entry of the same key. The claim is dropped only once the row is
+      // there, so a duplicate meanwhile is in flight rather than a second run; if the row
+      // cannot be written, the claim stays (as a pending row did) until the process ends.
+      await this.db.tx(
+        (t) =>
+          t.run(
+            `INSERT INTO gateway_idempotency (tool, idem_key, args_hash, state, writes, status, body, claimed_at, stored_at, expires_at)
+             VALUES (?, ?, ?, 'done', 0, ?, ?, ?, ?, ?)
+             ON CONFLICT (tool, idem_key) DO UPDATE SET args_hash = excluded.args_hash, state = 'done', writes = 0, status = excluded.status,
+               body = excluded.body, claimed_at = excluded.claimed_at, stored_at = excluded.stored_at, expires_at = excluded.expires_at`,
+            [tool, key, read.argsHash, status, JSON.stringify(body), read.claimedAt, new Date(now).toISOString(), now + IDEMPOTENCY_TTL_MS],
+          ),
+        { durable: false },
+      );
+      this.readClaims.delete(id);
+      return;
+    }
     await this.db.tx(
       (t) =>
         t.run(
@@ -148,6 +196,7 @@ export class IdempotencyStore {
 
   /** Drops a claim whose call did not happen or failed upstream, so a retry can run. */
   async release(tool: string, key: string): Promise<void> {
+    if (this.readClaims.delete(readKey(tool, key))) return;
     // Lost on a power failure, a write's claim stays and turns `unknown`: the safe side.
     await this.db.tx((t) => t.run("DELETE FROM gateway_idempotency WHERE tool = ? AND idem_key = ? AND state = 'pending'", [tool, key]), { durable: false });
   }
@@ -178,4 +227,12 @@ export class IdempotencyStore {
     if (this.purgeTimer) clearInterval(this.purgeTimer);
     await this.db.close();
   }
+}
+
+/** What a live entry (not expired) means for a claim with `argsHash`. */
+function answerFor(row: Row, argsHash: string): ClaimResult {
+  if (row.args_hash !== argsHash) return { kind: 'conflict' };
+  if (row.state === 'pending') return { kind: 'in_flight' };
+  if (row.state === 'unknown') return { kind: 'unknown' };
+  return { kind: 'replay', status: row.status ?? 200, body: JSON.parse(row.body ?? 'null') as unknown };
 }

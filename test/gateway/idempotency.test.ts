@@ -3,7 +3,7 @@
  * conflict, in flight, recovery of pending claims at start, and the 30-day expiry.
  */
 import { rmSync } from 'node:fs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { IDEMPOTENCY_TTL_MS, IdempotencyStore } from '../../src/gateway/idempotency.js';
 import { tempDir } from '../helpers/daemon.js';
@@ -66,8 +66,45 @@ describe('idempotency store (decisions §9)', () => {
     expect(await again.claim('t.write', 'w', 'other', true)).toEqual({ kind: 'conflict' });
     expect(await again.claim('t.read', 'r', 'h', false)).toEqual({ kind: 'claimed' });
     const rows = await again.db.all<{ tool: string }>('SELECT tool FROM gateway_idempotency ORDER BY tool');
-    expect(rows.map((r) => r.tool)).toEqual(['t.read', 't.write']); // t.old was purged at start
+    expect(rows.map((r) => r.tool)).toEqual(['t.write']); // t.old was purged at start; a read's claim is not a row
     await again.close();
+  });
+
+  it('a read\'s claim is held in memory: no row until its result is stored, one transaction in all', async () => {
+    const { store } = await open();
+    const commits = vi.spyOn(store.db, 'tx');
+    expect(await store.claim('t.read', 'k', 'h', false)).toEqual({ kind: 'claimed' });
+    expect(await store.db.all('SELECT 1 FROM gateway_idempotency')).toEqual([]);
+    // A duplicate while it runs is in flight, other args conflict, a release frees it.
+    expect(await store.claim('t.read', 'k', 'h', false)).toEqual({ kind: 'in_flight' });
+    expect(await store.claim('t.read', 'k', 'h2', false)).toEqual({ kind: 'conflict' });
+    await store.release('t.read', 'k');
+    expect(await store.claim('t.read', 'k', 'h2', false)).toEqual({ kind: 'claimed' });
+    expect(commits).not.toHaveBeenCalled();
+    await store.complete('t.read', 'k', 200, { result: 1 });
+    expect(commits).toHaveBeenCalledTimes(1);
+    expect(await store.claim('t.read', 'k', 'h2', false)).toEqual({ kind: 'replay', status: 200, body: { result: 1 } });
+    expect(await store.db.all('SELECT state, writes, args_hash FROM gateway_idempotency')).toEqual([{ state: 'done', writes: 0, args_hash: 'h2' }]);
+    commits.mockRestore();
+    await store.close();
+  });
+
+  it('two claims of one read sent at once: one runs, the other is in flight', async () => {
+    const { store } = await open();
+    const answers = await Promise.all([store.claim('t.read', 'k', 'h', false), store.claim('t.read', 'k', 'h', false)]);
+    expect(answers.map((a) => a.kind).sort()).toEqual(['claimed', 'in_flight']);
+    await store.close();
+  });
+
+  it('an expired read result is replaced by the next one stored under its key', async () => {
+    const { store, clock } = await open();
+    await store.claim('t.read', 'k', 'h', false);
+    await store.complete('t.read', 'k', 200, { v: 1 });
+    clock.advance(IDEMPOTENCY_TTL_MS);
+    expect(await store.claim('t.read', 'k', 'other', false)).toEqual({ kind: 'claimed' });
+    await store.complete('t.read', 'k', 200, { v: 2 });
+    expect(await store.claim('t.read', 'k', 'other', false)).toEqual({ kind: 'replay', status: 200, body: { v: 2 } });
+    await store.close();
   });
 
   it('a running store deletes expired rows on its own, not only at start', async () => {
