@@ -4,7 +4,7 @@
  * addresses on stdout, logs JSON on stderr, drains on SIGTERM/SIGINT and exits 0.
  */
 import { existsSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { keyFilePath, KeyRing } from '../src/keys/keyring.js';
 import { DataDirInUseError, lockDataDir } from '../src/store/dir-lock.js';
@@ -178,30 +178,35 @@ export function buildProgram(): Command {
     .option('--data-dir <dir>', 'kernel data directory (default: ./svc-data)')
     .action((o: { dataDir?: string }) => {
       const dataDir = resolve(o.dataDir ?? program.opts<Flags>().dataDir ?? './svc-data');
-      // The directory's lock is held while rotating, so two rotations cannot both retire the
-      // same key and no svcd starts on a directory halfway through one. A running svcd holds
-      // it already: the rotation goes ahead and says that svcd needs a restart.
-      let release: (() => void) | null = null;
+      // Two rotations at once would both retire the same key and one new key would be lost:
+      // a lock of its own in keys/ (svcd never takes it) refuses the second one.
+      let releaseRotation: (() => void) | null = null;
       let running: DataDirInUseError | null = null;
       if (existsSync(keyFilePath(dataDir)) && !process.env.SVC_SIGNING_KEY) {
         try {
-          release = lockDataDir(dataDir, 'data directory');
+          releaseRotation = lockDataDir(join(dataDir, 'keys'), 'key directory');
+        } catch (err) {
+          if (!(err instanceof DataDirInUseError)) throw err;
+          throw new Error(`another svcd keys rotate${err.pid === null ? '' : ` (pid ${err.pid})`} is rotating the key in ${dataDir}; run it again when that one is done`);
+        }
+        // Whether an svcd runs on the directory: it keeps signing with its key until restarted.
+        try {
+          lockDataDir(dataDir, 'data directory')();
         } catch (err) {
           if (!(err instanceof DataDirInUseError)) throw err;
           running = err;
         }
       }
       let ring: KeyRing;
-      const retiring = running ? KeyRing.load(dataDir, undefined).keyId : null;
       try {
         ring = KeyRing.rotate(dataDir);
       } finally {
-        release?.();
+        releaseRotation?.();
       }
       process.stdout.write(JSON.stringify({ key_id: ring.keyId, public_key: ring.published().public_key, previous: ring.previous.map((p) => p.key_id) }) + '\n');
       if (running) {
         const who = running.pid === null ? 'an svcd' : `svcd (pid ${running.pid})`;
-        process.stderr.write(`svcd: ${who} is running on ${dataDir} and signs with ${retiring} until it restarts; restart it to sign with ${ring.keyId} (what ${retiring} signed still verifies)\n`);
+        process.stderr.write(`svcd: ${who} is running on ${dataDir} and signs with the key it started with until it restarts; restart it to sign with ${ring.keyId}\n`);
       }
     });
   return program;

@@ -353,15 +353,20 @@ class ToolCall {
       clearTimeout(timer);
     }
 
-    // The upstream did it. From here the claim must never be released: a store that cannot
-    // keep the result leaves the key pending, so a repeat waits (409 in flight) and, after a
-    // restart, a write is `unknown` — never executed twice.
+    // The upstream did it. From here a write's claim must never be released: a store that
+    // cannot keep the result leaves the key pending, so a repeat waits (409 in flight) and,
+    // after a restart, is `unknown` — never executed twice. A read that runs again changes
+    // nothing, so its claim is released and a retry runs it.
     breaker.success();
     const stored = { result: d.redactor.redactValue(result), scope: scopes[0] ?? null, scopes };
     if (key !== null) {
       try {
         await d.store.complete(req.tool, key, 200, stored);
       } catch (err) {
+        if (!a.writes) {
+          await this.release(a);
+          return this.failWith(a, this.storeFailed(a, 'store the result', err, 'the read ran and its result was not kept; a retry runs it again'), 'store_failed');
+        }
         return this.failWith(a, this.storeFailed(a, 'store the result', err, 'the call ran; its key stays claimed so it cannot run again'), 'store_failed');
       }
     }
@@ -451,9 +456,10 @@ class ToolCall {
   }
 
   /**
-   * Nothing ran under the claim: frees the key so a retry can run. A store that cannot even
-   * do that is logged; the pending claim then turns `unknown` (a write) or drops (a read) at
-   * the next start, which errs on the side of never running twice.
+   * Nothing ran under the claim (or a read did): frees the key so a retry can run. A store
+   * that cannot even do that for a write is logged; the pending claim then turns `unknown` at
+   * the next start, which errs on the side of never running twice. A read's claim is in
+   * memory and always released.
    */
   private async release(a: Admitted): Promise<void> {
     if (a.key === null) return;

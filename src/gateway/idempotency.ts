@@ -67,10 +67,15 @@ interface Row {
   expires_at: number;
 }
 
-/** A read's claim while its call runs, keyed by `readKey(tool, key)`. */
+/**
+ * A read's claim, keyed by `readKey(tool, key)`: first while it looks for a stored entry
+ * (`lookup`), then, finding none, while its call runs (`claimed`).
+ */
 interface ReadClaim {
   argsHash: string;
   claimedAt: string;
+  lookup: Promise<Row | undefined>;
+  claimed: boolean;
 }
 
 const readKey = (tool: string, key: string): string => `${tool}\u0000${key}`;
@@ -140,21 +145,32 @@ export class IdempotencyStore {
 
   private async claimRead(tool: string, key: string, argsHash: string): Promise<ClaimResult> {
     const id = readKey(tool, key);
-    const held = this.readClaims.get(id);
-    if (held) return held.argsHash === argsHash ? { kind: 'in_flight' } : { kind: 'conflict' };
-    // Taken before the lookup yields, so a duplicate arriving meanwhile is in flight, not a second run.
-    this.readClaims.set(id, { argsHash, claimedAt: new Date(this.clock.now()).toISOString() });
+    // A duplicate that comes while another claim of the key is still looking waits for that
+    // lookup: a stored result replays to both; only a claim that found none makes it in flight.
+    for (let held = this.readClaims.get(id); held; held = this.readClaims.get(id)) {
+      if (held.claimed) return held.argsHash === argsHash ? { kind: 'in_flight' } : { kind: 'conflict' };
+      await held.lookup.catch(() => undefined);
+    }
+    const claim: ReadClaim = {
+      argsHash,
+      claimedAt: new Date(this.clock.now()).toISOString(),
+      lookup: this.db.get<Row>('SELECT args_hash, state, status, body, expires_at FROM gateway_idempotency WHERE tool = ? AND idem_key = ?', [tool, key]),
+      claimed: false,
+    };
+    this.readClaims.set(id, claim); // before the lookup yields
+    let row: Row | undefined;
     try {
-      const row = await this.db.get<Row>('SELECT args_hash, state, status, body, expires_at FROM gateway_idempotency WHERE tool = ? AND idem_key = ?', [tool, key]);
-      if (row && row.expires_at > this.clock.now()) {
-        this.readClaims.delete(id);
-        return answerFor(row, argsHash);
-      }
-      return { kind: 'claimed' };
+      row = await claim.lookup;
     } catch (err) {
       this.readClaims.delete(id);
       throw err;
     }
+    if (row && row.expires_at > this.clock.now()) {
+      this.readClaims.delete(id);
+      return answerFor(row, argsHash);
+    }
+    claim.claimed = true;
+    return { kind: 'claimed' };
   }
 
   /**
@@ -166,10 +182,10 @@ export class IdempotencyStore {
     const now = this.clock.now();
     const id = readKey(tool, key);
     const read = this.readClaims.get(id);
-    if (read) {
+    if (read?.claimed) {
       // Replaces an expired entry of the same key. The claim is dropped only once the row is
-      // there, so a duplicate meanwhile is in flight rather than a second run; if the row
-      // cannot be written, the claim stays (as a pending row did) until the process ends.
+      // there, so a duplicate meanwhile is in flight rather than a second run. If the row
+      // cannot be written the claim stays; the caller releases it (a read may run again).
       await this.db.tx(
         (t) =>
           t.run(
@@ -196,7 +212,11 @@ export class IdempotencyStore {
 
   /** Drops a claim whose call did not happen or failed upstream, so a retry can run. */
   async release(tool: string, key: string): Promise<void> {
-    if (this.readClaims.delete(readKey(tool, key))) return;
+    const id = readKey(tool, key);
+    if (this.readClaims.get(id)?.claimed) {
+      this.readClaims.delete(id);
+      return;
+    }
     // Lost on a power failure, a write's claim stays and turns `unknown`: the safe side.
     await this.db.tx((t) => t.run("DELETE FROM gateway_idempotency WHERE tool = ? AND idem_key = ? AND state = 'pending'", [tool, key]), { durable: false });
   }

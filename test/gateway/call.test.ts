@@ -7,7 +7,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { SvcError } from '../../src/errors.js';
-import { IdempotencyStore } from '../../src/gateway/idempotency.js';
+import { IDEMPOTENCY_TTL_MS, IdempotencyStore } from '../../src/gateway/idempotency.js';
 import { canonicalHash } from '../../src/encoding/canonical-json.js';
 import { StepError } from '../../src/worker/errors.js';
 import { GatewayClient, retryAfterMs } from '../../src/worker/gateway-client.js';
@@ -292,6 +292,22 @@ describe('a failing idempotency store never lets a write run twice (decisions §
     });
   });
 
+  it('a read whose result is not stored: 503, and the key is released so a retry runs it again', async () => {
+    const t = token();
+    await whileStoreFails('complete', 'disk I/O error', async () => {
+      const first = await gw.call({ remit_token: t, tool: 'test.echo', args: { n: 1 }, idempotency_key: 'k-read-store-fails' });
+      expect(first.status).toBe(503);
+      expect(first.body).toMatchObject({ ok: false, error: { code: 'unavailable', message: expect.stringContaining('a retry runs it again') } });
+      // Not in flight: the repeat ran (and could not store either).
+      const again = await gw.call({ remit_token: t, tool: 'test.echo', args: { n: 1 }, idempotency_key: 'k-read-store-fails' });
+      expect(again.status).toBe(503);
+    });
+    const ok = await gw.call({ remit_token: t, tool: 'test.echo', args: { n: 1 }, idempotency_key: 'k-read-store-fails' });
+    expect(ok.body).toMatchObject({ ok: true, replayed: false });
+    const replay = await gw.call({ remit_token: t, tool: 'test.echo', args: { n: 1 }, idempotency_key: 'k-read-store-fails' });
+    expect(replay.body).toMatchObject({ ok: true, replayed: true });
+  });
+
   it('a claim the store cannot make: 503 unavailable before anything runs', async () => {
     await whileStoreFails('claim', 'database is locked', async () => {
       const res = await gw.call({ remit_token: token(), tool: 'test.write', args: { n: 2 }, idempotency_key: 'k-claim-fails' });
@@ -310,10 +326,15 @@ describe('idempotency across a restart (decisions §9: pending write → unknown
     const dataDir = g1.dataDir;
     await g1.gateway.close();
     await g1.app.close();
-    // The process "stops" while a write and a read hold claims: nothing completes them.
+    // The process "stops" while a write and a read hold claims: nothing completes them. A
+    // read's claim is not written (held in memory), but builds before 2026-11-27 wrote it as
+    // a pending row: such a row is what a store may hold.
     const store = await IdempotencyStore.open(dataDir, clock);
     expect(await store.claim('test.write', 'k-crash', canonicalHash({ n: 1 }), true)).toEqual({ kind: 'claimed' });
-    expect(await store.claim('test.echo', 'k-crash-read', canonicalHash({ n: 1 }), false)).toEqual({ kind: 'claimed' });
+    await store.db.run(
+      "INSERT INTO gateway_idempotency (tool, idem_key, args_hash, state, writes, claimed_at, expires_at) VALUES ('test.echo', 'k-crash-read', ?, 'pending', 0, '2026-11-26T00:00:00.000Z', ?)",
+      [canonicalHash({ n: 1 }), clock.now() + IDEMPOTENCY_TTL_MS],
+    );
     await store.close();
 
     await using g2 = await startGateway({ keys: signer2, env: { SVC_GATEWAY_TEST_TOOLS: '1' }, dataDir });

@@ -96,6 +96,38 @@ describe('idempotency store (decisions §9)', () => {
     await store.close();
   });
 
+  it('claims sent at once for a read already stored: each replays or conflicts by its own args, none is in flight', async () => {
+    const { store } = await open();
+    await store.claim('t.read', 'k', 'h', false);
+    await store.complete('t.read', 'k', 200, { v: 1 });
+    const answers = await Promise.all([store.claim('t.read', 'k', 'other', false), store.claim('t.read', 'k', 'h', false), store.claim('t.read', 'k', 'h', false)]);
+    expect(answers).toEqual([{ kind: 'conflict' }, { kind: 'replay', status: 200, body: { v: 1 } }, { kind: 'replay', status: 200, body: { v: 1 } }]);
+    await store.close();
+  });
+
+  it('a read claim whose lookup fails holds nothing: the next claim of the key runs', async () => {
+    const { store } = await open();
+    const get = vi.spyOn(store.db, 'get').mockRejectedValueOnce(new Error('disk I/O error'));
+    await expect(store.claim('t.read', 'k', 'h', false)).rejects.toThrow('disk I/O error');
+    expect(await store.claim('t.read', 'k', 'h', false)).toEqual({ kind: 'claimed' });
+    get.mockRestore();
+    await store.close();
+  });
+
+  it('pending read rows written by older builds are dropped at start', async () => {
+    const { store, clock, dir } = await open();
+    await store.db.run(
+      "INSERT INTO gateway_idempotency (tool, idem_key, args_hash, state, writes, claimed_at, expires_at) VALUES ('t.read', 'old', 'h', 'pending', 0, '2026-11-26T00:00:00.000Z', ?)",
+      [clock.now() + IDEMPOTENCY_TTL_MS],
+    );
+    expect(await store.claim('t.read', 'old', 'h', false)).toEqual({ kind: 'in_flight' });
+    await store.close();
+    const again = await IdempotencyStore.open(dir, clock);
+    expect(await again.db.all('SELECT 1 FROM gateway_idempotency')).toEqual([]);
+    expect(await again.claim('t.read', 'old', 'h', false)).toEqual({ kind: 'claimed' });
+    await again.close();
+  });
+
   it('an expired read result is replaced by the next one stored under its key', async () => {
     const { store, clock } = await open();
     await store.claim('t.read', 'k', 'h', false);

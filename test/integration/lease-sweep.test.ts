@@ -91,7 +91,7 @@ describe('acquire and expired leases (D §6)', () => {
 
   it('sweepIntervalMs sets the background sweeper: 0 runs none, 20 runs one every 20 ms', async () => {
     const idle = vi.spyOn(kernel.runs.leases, 'sweep');
-    await new Promise((r) => setTimeout(r, 120));
+    await new Promise((r) => setTimeout(r, 650)); // past the default interval (500 ms)
     expect(idle).not.toHaveBeenCalled();
     idle.mockRestore();
 

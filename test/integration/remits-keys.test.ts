@@ -7,7 +7,9 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { KeyRing } from '../../src/keys/keyring.js';
 import { generatePublisherKey } from '../../src/keys/publishers.js';
+import { lockDataDir } from '../../src/store/dir-lock.js';
 import { runSvc } from '../helpers/cli.js';
 import { ROOT, spawnSvcd, startTestDaemon, tempDir } from '../helpers/daemon.js';
 
@@ -93,7 +95,7 @@ describe('rotation and remits (D §2, I 4.1 /keys previous)', () => {
     expect(r.status, r.stderr).toBe(0);
     const rotated = JSON.parse(r.stdout) as { key_id: string; previous: string[] };
     expect(rotated.previous).toEqual([before]);
-    expect(r.stderr).toBe(`svcd: svcd (pid ${running.child.pid}) is running on ${dir} and signs with ${before} until it restarts; restart it to sign with ${rotated.key_id} (what ${before} signed still verifies)\n`);
+    expect(r.stderr).toBe(`svcd: svcd (pid ${running.child.pid}) is running on ${dir} and signs with the key it started with until it restarts; restart it to sign with ${rotated.key_id}\n`);
     // The running svcd still holds its data directory and signs with the key it started with.
     expect(((await (await fetch(`${running.kernelUrl}/v1/keys`)).json()) as { key_id: string }).key_id).toBe(before);
     expect(await running.stop('SIGTERM')).toBe(0);
@@ -106,5 +108,24 @@ describe('rotation and remits (D §2, I 4.1 /keys previous)', () => {
     expect(newest.previous).toEqual([rotated.key_id, before]);
     await using next = await spawnSvcd(args);
     expect(((await (await fetch(`${next.kernelUrl}/v1/keys`)).json()) as { key_id: string }).key_id).toBe(newest.key_id);
+  });
+
+  it('a second `svcd keys rotate` while one is rotating is refused, and retires nothing', () => {
+    const dir = tempDir();
+    const rotate = () => spawnSync(process.execPath, [join(ROOT, 'dist/daemon/main.js'), 'keys', 'rotate', '--data-dir', dir], { encoding: 'utf8' });
+    const ring = KeyRing.load(dir, undefined); // makes the key, as svcd's first start does
+    expect(ring.keyId).toMatch(/^cp-/);
+    const release = lockDataDir(join(dir, 'keys'), 'key directory'); // as a rotation in progress holds it
+    try {
+      const r = rotate();
+      expect(r.status).toBe(1);
+      expect(r.stderr).toBe(`svcd: another svcd keys rotate (pid ${process.pid}) is rotating the key in ${dir}; run it again when that one is done\n`);
+      expect(KeyRing.load(dir, undefined).keyId).toBe(ring.keyId);
+    } finally {
+      release();
+    }
+    const ok = rotate();
+    expect(ok.status, ok.stderr).toBe(0);
+    expect(JSON.parse(ok.stdout).previous).toEqual([ring.keyId]);
   });
 });
