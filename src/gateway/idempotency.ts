@@ -136,8 +136,8 @@ export class IdempotencyStore {
       if (row && row.expires_at > now) return answerFor(row, argsHash);
       if (row) await t.run('DELETE FROM gateway_idempotency WHERE tool = ? AND idem_key = ?', [tool, key]);
       await t.run(
-        "INSERT INTO gateway_idempotency (tool, idem_key, args_hash, state, writes, claimed_at, expires_at) VALUES (?, ?, ?, 'pending', ?, ?, ?)",
-        [tool, key, argsHash, writes ? 1 : 0, new Date(now).toISOString(), now + IDEMPOTENCY_TTL_MS],
+        "INSERT INTO gateway_idempotency (tool, idem_key, args_hash, state, writes, claimed_at, expires_at) VALUES (?, ?, ?, 'pending', 1, ?, ?)",
+        [tool, key, argsHash, new Date(now).toISOString(), now + IDEMPOTENCY_TTL_MS],
       );
       return { kind: 'claimed' } as const;
     }, { durable: true });
