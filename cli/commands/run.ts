@@ -208,11 +208,19 @@ export function eventLine(e: RunEvent): string {
   return `${String(e.seq).padStart(4)}  ${e.at}  ${e.kind.padEnd(22)} ${actorText(e.actor).padEnd(16)} ${summarize(e.payload)}`.trimEnd();
 }
 
+/** The signed head's own check (decisions §7), which `chain valid` also counts. */
+function headLine(r: ReplayReport): string {
+  const bad = r.chain_errors.filter((e) => e.reason === 'head_mismatch' || e.reason === 'head_signature_invalid');
+  if (bad.length) return `signed head     NO (${[...new Set(bad.map((e) => e.reason))].join(', ')})`;
+  return `signed head     yes (seq ${r.state?.last_seq ?? r.events})`;
+}
+
 export function replayHuman(r: ReplayReport): string {
   const yes = (b: boolean) => (b ? 'yes' : 'NO');
   const lines = [
     `run             ${r.run_id}`,
     `chain valid     ${yes(r.chain_valid)} (${r.events} events)`,
+    headLine(r),
     `state matches   ${yes(r.state_matches)}${r.state_differences?.length ? ` (differs in ${r.state_differences.join(', ')})` : ''}`,
     `decisions       ${r.decisions} re-evaluated, ${r.decision_mismatches.length} mismatched`,
   ];

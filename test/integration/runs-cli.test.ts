@@ -59,6 +59,7 @@ describe('svc run (D §11)', () => {
     const replay = await runSvc(['run', 'replay', runId], env);
     expect(replay.code).toBe(0);
     expect(replay.stdout).toContain('replay: everything checks out');
+    expect(replay.stdout).toMatch(/^signed head\s+yes \(seq 7\)$/m); // D §7: the head after the last event
 
     const resume = await runSvc(['--actor', 'ops-1:ops', 'run', 'resume', runId], env);
     expect(resume.code).toBe(0);
@@ -101,6 +102,7 @@ describe('svc run (D §11)', () => {
     const replay = await runSvc(['run', 'replay', runId], env);
     expect(replay.code).toBe(1);
     expect(replay.stdout).toMatch(/chain valid\s+NO/);
+    expect(replay.stdout).toMatch(/^signed head\s+NO \(head_mismatch\)$/m);
     expect(replay.stdout).toMatch(/seq 3: head_mismatch/);
     expect(replay.stderr).toContain('does not check out');
 
