@@ -178,31 +178,7 @@ export function buildProgram(): Command {
     .option('--data-dir <dir>', 'kernel data directory (default: ./svc-data)')
     .action((o: { dataDir?: string }) => {
       const dataDir = resolve(o.dataDir ?? program.opts<Flags>().dataDir ?? './svc-data');
-      // Two rotations at once would both retire the same key and one new key would be lost:
-      // a lock of its own in keys/ (svcd never takes it) refuses the second one.
-      let releaseRotation: (() => void) | null = null;
-      let running: DataDirInUseError | null = null;
-      if (existsSync(keyFilePath(dataDir)) && !process.env.SVC_SIGNING_KEY) {
-        try {
-          releaseRotation = lockDataDir(join(dataDir, 'keys'), 'key directory');
-        } catch (err) {
-          if (!(err instanceof DataDirInUseError)) throw err;
-          throw new Error(`another svcd keys rotate${err.pid === null ? '' : ` (pid ${err.pid})`} is rotating the key in ${dataDir}; run it again when that one is done`);
-        }
-        // Whether an svcd runs on the directory: it keeps signing with its key until restarted.
-        try {
-          lockDataDir(dataDir, 'data directory')();
-        } catch (err) {
-          if (!(err instanceof DataDirInUseError)) throw err;
-          running = err;
-        }
-      }
-      let ring: KeyRing;
-      try {
-        ring = KeyRing.rotate(dataDir);
-      } finally {
-        releaseRotation?.();
-      }
+      const { ring, running } = rotateKey(dataDir);
       process.stdout.write(JSON.stringify({ key_id: ring.keyId, public_key: ring.published().public_key, previous: ring.previous.map((p) => p.key_id) }) + '\n');
       if (running) {
         const who = running.pid === null ? 'an svcd' : `svcd (pid ${running.pid})`;
@@ -210,6 +186,36 @@ export function buildProgram(): Command {
       }
     });
   return program;
+}
+
+/**
+ * `svcd keys rotate`. Two rotations at once would both retire the same key and one new key
+ * would be lost: a lock of its own in keys/ (svcd never takes it) refuses the second one.
+ * `running` is the svcd that holds the data directory, if any: it keeps signing with the key
+ * it started with until it restarts.
+ */
+function rotateKey(dataDir: string): { ring: KeyRing; running: DataDirInUseError | null } {
+  let releaseRotation: (() => void) | null = null;
+  let running: DataDirInUseError | null = null;
+  if (existsSync(keyFilePath(dataDir)) && !process.env.SVC_SIGNING_KEY) {
+    try {
+      releaseRotation = lockDataDir(join(dataDir, 'keys'), 'key directory');
+    } catch (err) {
+      if (!(err instanceof DataDirInUseError)) throw err;
+      throw new Error(`another svcd keys rotate${err.pid === null ? '' : ` (pid ${err.pid})`} is rotating the key in ${dataDir}; run it again when that one is done`);
+    }
+    try {
+      lockDataDir(dataDir, 'data directory')();
+    } catch (err) {
+      if (!(err instanceof DataDirInUseError)) throw err;
+      running = err;
+    }
+  }
+  try {
+    return { ring: KeyRing.rotate(dataDir), running };
+  } finally {
+    releaseRotation?.();
+  }
 }
 
 async function main(): Promise<void> {

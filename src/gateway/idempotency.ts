@@ -132,7 +132,7 @@ export class IdempotencyStore {
     if (!writes) return this.claimRead(tool, key, argsHash);
     const now = this.clock.now();
     return this.db.tx(async (t) => {
-      const row = await t.get<Row>('SELECT args_hash, state, status, body, expires_at FROM gateway_idempotency WHERE tool = ? AND idem_key = ?', [tool, key]);
+      const row = await entryOf(t, tool, key);
       if (row && row.expires_at > now) return answerFor(row, argsHash);
       if (row) await t.run('DELETE FROM gateway_idempotency WHERE tool = ? AND idem_key = ?', [tool, key]);
       await t.run(
@@ -154,7 +154,7 @@ export class IdempotencyStore {
     const claim: ReadClaim = {
       argsHash,
       claimedAt: new Date(this.clock.now()).toISOString(),
-      lookup: this.db.get<Row>('SELECT args_hash, state, status, body, expires_at FROM gateway_idempotency WHERE tool = ? AND idem_key = ?', [tool, key]),
+      lookup: entryOf(this.db, tool, key),
       claimed: false,
     };
     this.readClaims.set(id, claim); // before the lookup yields
@@ -247,6 +247,11 @@ export class IdempotencyStore {
     if (this.purgeTimer) clearInterval(this.purgeTimer);
     await this.db.close();
   }
+}
+
+/** The stored entry of (tool, key), live or expired. */
+function entryOf(db: SqlDb, tool: string, key: string): Promise<Row | undefined> {
+  return db.get<Row>('SELECT args_hash, state, status, body, expires_at FROM gateway_idempotency WHERE tool = ? AND idem_key = ?', [tool, key]);
 }
 
 /** What a live entry (not expired) means for a claim with `argsHash`. */

@@ -22,7 +22,7 @@ import { WorkNotifier } from './notifier.js';
 import { roundUsd, spendLeft } from '../spend.js';
 import { compensationsFor, initialModel, isTerminal, workItem, type RunModel } from './reducer.js';
 import { replayRun, type ReplayReport } from './replay.js';
-import { insertEvent, KERNEL_ACTOR, loadRunRow, loadWriterRow, parseEventRow, runStateOf, RunWriter, sealEvent, workColumns, type EventRow, type RunRow, type WriterDeps } from './run-store.js';
+import { insertEvent, KERNEL_ACTOR, loadRunRemitId, loadRunRow, loadWriterRow, parseEventRow, runStateOf, RunWriter, sealEvent, workColumns, type EventRow, type RunRow, type WriterDeps } from './run-store.js';
 import { schemaCheck } from './schema-check.js';
 import { Sweeper } from './sweeper.js';
 import { uncompensatedWrites, type UncompensatedWrite } from './uncompensated-writes.js';
@@ -376,17 +376,15 @@ export class RunEngine {
     ev: { kind: string; payload: Record<string, unknown>; actor: unknown },
     cred: { lease?: string; remit?: string; bearer?: boolean },
   ): Promise<{ seq: number; hash: string }> {
-    // Only the remit is needed here: a whole row costs 6–13 µs to read (bench/README.md item
-    // 19), and every gateway call appends an event this way.
-    const row = await this.k.db.get<{ remit_id: string }>('SELECT remit_id FROM runs WHERE run_id = ?', [runId]);
-    if (!row) throw notFound('run', runId);
+    const remitId = await loadRunRemitId(this.k.db, runId);
+    if (remitId === undefined) throw notFound('run', runId);
     if (cred.lease !== undefined) {
       const ok = await this.leases.isActiveFor(cred.lease, runId);
       if (!ok) throw new SvcError('credential_invalid', 'X-Svc-Lease is not an active lease of this run', { header: 'X-Svc-Lease' });
     } else if (cred.remit !== undefined) {
       const res = this.k.remits.verify(cred.remit, { run_id: runId });
       if (!res.ok) throw new SvcError('credential_invalid', `X-Svc-Remit is refused: ${res.reason}`, { header: 'X-Svc-Remit', reason: res.reason });
-      if (res.payload.rid !== row.remit_id) throw new SvcError('credential_invalid', "X-Svc-Remit is not this run's remit", { header: 'X-Svc-Remit', reason: 'remit_run_mismatch' });
+      if (res.payload.rid !== remitId) throw new SvcError('credential_invalid', "X-Svc-Remit is not this run's remit", { header: 'X-Svc-Remit', reason: 'remit_run_mismatch' });
     } else if (ev.kind !== 'tool.refused' || cred.bearer !== true) {
       throw new SvcError('credential_required', 'posting events needs an X-Svc-Lease or X-Svc-Remit header', {});
     }

@@ -82,6 +82,14 @@ export async function loadRunRow(db: SqlDb, runId: string): Promise<RunRow | und
   return db.get<RunRow>('SELECT * FROM runs WHERE run_id = ?', [runId]);
 }
 
+/**
+ * A run's remit id alone, for a caller that needs no more: a whole row costs 6–13 µs to read
+ * (bench/README.md item 19), and every gateway call posts an event that asks this.
+ */
+export async function loadRunRemitId(db: SqlDb, runId: string): Promise<string | undefined> {
+  return (await db.get<{ remit_id: string }>('SELECT remit_id FROM runs WHERE run_id = ?', [runId]))?.remit_id;
+}
+
 /** The columns a RunWriter works from: a third of the row's columns, none of its names and times. */
 export type WriterRow = Pick<RunRow, 'run_id' | 'state' | 'model' | 'last_seq' | 'head_hash' | 'work_kind' | 'work_step' | 'work_ready_at' | 'remit_payload' | 'remit_token'>;
 
