@@ -10,6 +10,7 @@
  */
 import { decodeBase64url, encodeBase64url } from '../encoding/base64url.js';
 import { canonicalJson } from '../encoding/canonical-json.js';
+import { textProblem } from '../encoding/json-limits.js';
 import { AUTONOMY_ORDER, type Autonomy, type RemitPayload } from '../types.js';
 
 /** The token format prefix; any other prefix is refused (interface 9). */
@@ -85,6 +86,10 @@ export function decodeToken(token: unknown): DecodeResult {
     return { ok: false, detail: 'payload is not JSON' };
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return { ok: false, detail: 'payload is not a JSON object' };
+  // Repeated member names (JSON.parse keeps the last) would let a reader that keeps the first
+  // see another grant than the one verified; refused like in request bodies.
+  const notIJson = textProblem(text);
+  if (notIJson) return { ok: false, detail: `payload is not I-JSON: ${notIJson.message}` };
   const problem = payloadProblem(value as Record<string, unknown>);
   if (problem) return { ok: false, detail: problem };
   return { ok: true, keyId, payload: value as RemitPayload, payloadBytes, signature };

@@ -77,6 +77,8 @@ describe('step 1: token_malformed (D §3)', () => {
     ['payload a string', jsonToken('x')],
     ['payload null', jsonToken(null)],
     ['payload nested deeper than 32', jsonToken({ ...payload(), extra: JSON.parse('['.repeat(32) + ']'.repeat(32)) })],
+    ['payload with a member name repeated (last would win in JSON.parse)', rawToken(Buffer.from(JSON.stringify(payload()).slice(0, -1) + ',"autonomy":"autonomous"}'))],
+    ['payload holding a lone surrogate', rawToken(Buffer.from(JSON.stringify(payload()).slice(0, -1) + ',"x":"\\ud800"}'))],
     ['payload nested deeper than 32 inside a string-bearing value', rawToken(Buffer.from(JSON.stringify(payload()).slice(0, -1) + ',"x":' + '{"a":'.repeat(40) + '1' + '}'.repeat(40) + '}'))],
   ];
   for (const field of ['rid', 'iss', 'iat', 'nbf', 'exp', 'tools', 'scopes', 'grants', 'spend', 'autonomy', 'policy_set', 'requested_by'] as const) {
