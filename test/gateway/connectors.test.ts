@@ -3,6 +3,7 @@
  * decisions §9): a real SQLite file with a join, a view and a trigger; a local HTTP server
  * with redirects; a temp fs root with symlinks that escape it.
  */
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -422,6 +423,22 @@ describe('fs connector (decisions §9: real paths, symlinks that escape the root
     expect(existsSync(join(away, 'planted.txt'))).toBe(false);
     expect(readFileSync(join(away, 's.txt'), 'utf8')).toBe('TOPSECRET');
     rmSync(base, { recursive: true, force: true });
+  });
+
+  it('a FIFO under the root is refused at once (422, not a regular file), and never ties up the fs thread pool', async () => {
+    execFileSync('mkfifo', [join(root, 'pipe')]);
+    try {
+      // More at once than libuv has pool threads (4): a blocking open would hang them all.
+      const reads = await Promise.all(Array.from({ length: 6 }, () => gw.call({ remit_token: all(), tool: 'files.read', args: { path: 'pipe' } })));
+      for (const res of reads) {
+        expect(res.status).toBe(422);
+        expect(res.body.error).toMatchObject({ code: 'deterministic_failure', message: expect.stringContaining('pipe is not a regular file') });
+      }
+      const after = await gw.call({ remit_token: all(), tool: 'files.read', args: { path: 'a.txt' } });
+      expect(after.body).toMatchObject({ ok: true, result: { content: 'alpha' } });
+    } finally {
+      rmSync(join(root, 'pipe'));
+    }
   });
 
   it('symlinks and paths that escape the root are refused scope_not_granted, even under fs:path:*', async () => {

@@ -141,7 +141,10 @@ export class FsConnector implements Connector {
       case 'read': {
         let fh;
         try {
-          fh = await open(real, constants.O_RDONLY | constants.O_NOFOLLOW);
+          // O_NONBLOCK: opening a FIFO (or a device) for reading would otherwise wait for a
+          // writer on one of libuv's four pool threads, for good; four such calls would stall
+          // every fs call and the kernel's fsyncs behind them. The fstat below refuses it.
+          fh = await open(real, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
         } catch (err) {
           throw fsFailure(err, `cannot open ${this.rel(real)}`);
         }
