@@ -255,9 +255,15 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
     let release: (() => void) | null = null;
     try {
       const bundle = lease.context?.run?.bundle ?? '';
-      release = await this.gate.acquire(`${bundle}\u0000${kind}`, lease.context?.pacing?.[kind], abort.signal);
-      // The grace of a stop is for steps that run; one still waiting for its slot does not start.
-      if (this.stopping) throw new StepError('worker_shutdown', 'the worker stopped before the step started (it waited for its pacing slot)', false);
+      // The grace of a stop is for steps that run; one still waiting for its slot does not
+      // start, and stop() ends its wait at once rather than when the slot comes due.
+      const notStarted = () => new StepError('worker_shutdown', 'the worker stopped before the step started (it waited for its pacing slot)', false);
+      try {
+        release = await this.gate.acquire(`${bundle}\u0000${kind}`, lease.context?.pacing?.[kind], AbortSignal.any([abort.signal, this.pollAbort.signal]));
+      } catch (err) {
+        throw this.stopping && !abort.signal.aborted ? notStarted() : err;
+      }
+      if (this.stopping) throw notStarted();
       // timeout_seconds bounds the attempt itself: a step waiting for its pacing slot has not
       // started, and must not time out (and spend an attempt) without having run.
       if (Number.isFinite(timeoutS) && timeoutS > 0) {

@@ -175,20 +175,41 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)[0]!.body.output).toEqual({ finished: true });
   });
 
-  it('stop() lets the running step finish but does not start one still waiting for its pacing slot', async () => {
+  it('stop() lets the running step finish but fails one still waiting for its pacing slot at once, unstarted', async () => {
     const { kernel, gateway, worker, events } = await setup({ concurrency: 2 });
-    gateway.define('billing.slow', () => new Promise((r) => setTimeout(() => r({ finished: true }), 300)));
+    gateway.define('billing.slow', () => new Promise((r) => setTimeout(() => r({ finished: true }), 600)));
     const pacing = { pacing: { tool: { max_concurrent: 1 } } };
     const first = makeLease({ step: 'first', step_def: { id: 'first', kind: 'tool', tool: 'billing.slow', args: {} } }, pacing);
     const queued = makeLease({ step: 'queued', step_def: { id: 'queued', kind: 'tool', tool: 'billing.slow', args: {} } }, pacing);
     kernel.offer(first);
     await until(() => events.some((e) => e.name === 'step:start'));
     kernel.offer(queued);
-    await new Promise((r) => setTimeout(r, 100)); // the second slot's long poll takes it; first runs 300 ms
+    await new Promise((r) => setTimeout(r, 100)); // the second slot's long poll takes it; first runs 600 ms
     await worker.stop({ graceMs: 5000 });
     expect(kernel.calls('POST', `/v1/leases/${first.lease_id}/complete`)).toHaveLength(1);
+    // Failed when the stop came, not when the running step released the slot.
+    const order = kernel.requests.map((r) => r.path);
+    expect(order.indexOf(`/v1/leases/${queued.lease_id}/fail`)).toBeLessThan(order.indexOf(`/v1/leases/${first.lease_id}/complete`));
     expect(events.filter((e) => e.name === 'step:start').map((e) => e.payload.step)).toEqual(['first']);
     expect(kernel.calls('POST', `/v1/leases/${queued.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'worker_shutdown' }, deterministic: false });
+  });
+
+  it('stop() does not wait for a min_interval_ms slot to come due (svc-worker(1) PACING)', async () => {
+    const { kernel, gateway, worker, events } = await setup({ concurrency: 2 });
+    gateway.define('billing.fast', () => ({ ok: true }));
+    const pacing = { pacing: { tool: { min_interval_ms: 20_000 } } };
+    const first = makeLease({ step: 'first', step_def: { id: 'first', kind: 'tool', tool: 'billing.fast', args: {} } }, pacing);
+    const queued = makeLease({ step: 'queued', step_def: { id: 'queued', kind: 'tool', tool: 'billing.fast', args: {} } }, pacing);
+    kernel.offer(first);
+    await until(() => kernel.calls('POST', `/v1/leases/${first.lease_id}/complete`).length === 1);
+    kernel.offer(queued);
+    await until(() => kernel.calls('POST', '/v1/leases').filter((r) => r.path === '/v1/leases').length >= 3);
+    await new Promise((r) => setTimeout(r, 100));
+    const t0 = Date.now();
+    await worker.stop({ graceMs: 5000 });
+    expect(Date.now() - t0).toBeLessThan(2000);
+    expect(kernel.calls('POST', `/v1/leases/${queued.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'worker_shutdown', message: expect.stringContaining('pacing slot') }, deterministic: false });
+    expect(events.filter((e) => e.name === 'step:start').map((e) => e.payload.step)).toEqual(['first']);
   });
 
   it('a step over its timeout_seconds fails as step_timeout (not deterministic)', async () => {
