@@ -80,7 +80,10 @@ export async function describeTool(k: Pick<Kernel, 'toolCatalog'>, bundle: Bundl
   } catch {
     d = null;
   }
-  if (d) return { ...d, system_of_record: sor, known: true };
+  // The bundle's description was written for this workflow's model: it wins over the
+  // gateway's generic one; the gateway stays authoritative for everything else (writes).
+  const ownDescription = bundle.tools?.[toolId]?.description;
+  if (d) return { ...d, description: typeof ownDescription === 'string' && ownDescription !== '' ? ownDescription : d.description, system_of_record: sor, known: true };
   return {
     id: toolId,
     connector,

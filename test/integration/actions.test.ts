@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../src/encoding/canonical-json.js';
 import type { ToolDescriptor } from '../../src/types.js';
-import { allEvents, getRun, lease, propose, pushPolicy, REQUESTER, runToAction, startRunDaemon } from './run-fixtures.js';
+import { allEvents, getRun, lease, leaseAndComplete, propose, pushBundle, pushPolicy, refundsBundle, REQUESTER, runToAction, startRun, startRunDaemon } from './run-fixtures.js';
 
 function descriptor(id: string, writes: boolean): ToolDescriptor {
   return { id, connector: id.split('.')[0]!, description: id, writes, input_schema: { type: 'object' }, scope_derivation: 'table', contract: { required: {} } };
@@ -147,6 +147,23 @@ describe('POST /leases/{id}/actions (I 2.7, D 5.2, 5.4)', () => {
     const write = await propose(d, l.lease_id, { tool: 'billing.refund', args: { amount: 1 }, writes: false, system_of_record: false });
     expect(write.body).toMatchObject({ decision: 'approval_required', rule: 'default/sor_write' });
     expect((await d.kernel_(`/approvals/${write.body.approval_id}`)).body.approver).toBe('role:finance');
+  });
+
+  it("lease context tools: the gateway's descriptor, with the bundle's description where it gives one (svc-bundle(5) tools)", async () => {
+    await using d = await startRunDaemon();
+    d.kernel!.toolCatalog = { describe: async (id) => (id.startsWith('billing.') ? descriptor(id, id !== 'billing.lookup') : null) };
+    const base = refundsBundle();
+    const bundleId = await pushBundle(d, refundsBundle({ version: '1.0.1', tools: { ...base.tools, 'billing.lookup': { writes: false, description: 'Look up the invoice the ticket names' } } }));
+    await startRun(d, bundleId, { policy_set: [] });
+    const model = await lease(d, ['model']);
+    expect(model.body.context.tools).toEqual([
+      { ...descriptor('billing.lookup', false), description: 'Look up the invoice the ticket names', system_of_record: true, known: true },
+    ]);
+    await d.kernel_(`/leases/${model.body.lease_id}/complete`, { body: { output: { amount: 5 }, usage: { tokens: 1, usd: 0 } } });
+    await leaseAndComplete(d, { rows: [] }, undefined, ['tool']);
+    // billing.refund is declared without a description: the gateway's stays.
+    const action = await lease(d, ['action']);
+    expect(action.body.context.tools).toEqual([{ ...descriptor('billing.refund', true), system_of_record: true, known: true }]);
   });
 
   it('a tool nobody can describe is a write to a system of record; autonomous remits skip the default approval', async () => {
