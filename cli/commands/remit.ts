@@ -36,7 +36,6 @@ export interface CreateFlags {
   notBefore?: string;
 }
 
-/** Comma lists; the flag may also be repeated. An empty value is an empty list. */
 /**
  * A comma-separated list flag, repeatable. An empty value is an explicit empty list (`--tools
  * ''`: a remit for model steps alone); an empty entry inside a list (`a,,b`, `a,`) is a typo

@@ -50,11 +50,11 @@ function intFlag(name: string, raw: string | undefined, dflt: number, min: numbe
 
 /** Validates the flags (usage errors exit 2). */
 export function parseWorkerFlags(f: WorkerFlags): WorkerSettings {
-  const kinds = (f.kinds ?? ALL_KINDS.join(','))
-    .split(',')
-    .map((k) => k.trim())
-    .filter(Boolean);
-  if (kinds.length === 0) throw usageError('--kinds needs at least one kind');
+  const kindsText = f.kinds ?? ALL_KINDS.join(',');
+  if (kindsText.trim() === '') throw usageError('--kinds needs at least one kind');
+  const kinds = kindsText.split(',').map((k) => k.trim());
+  // `model,,tool` is a typo, as in svc remit's lists: refused rather than dropped quietly.
+  if (kinds.includes('')) throw usageError(`--kinds has an empty entry in "${kindsText}"; separate kinds with single commas`);
   for (const k of kinds) if (!(ALL_KINDS as readonly string[]).includes(k)) throw usageError(`--kinds: unknown kind "${k}" (expected ${ALL_KINDS.join(', ')})`);
   const provider = f.provider ?? 'mock';
   if (!(PROVIDER_NAMES as readonly string[]).includes(provider)) throw usageError(`--provider must be one of ${PROVIDER_NAMES.join(', ')}, got "${provider}"`);

@@ -21,6 +21,8 @@ describe('svc worker flags', () => {
 
   it.each([
     [['--kinds', 'tool,bogus'], 'unknown kind "bogus"'],
+    [['--kinds', 'model,,tool'], '--kinds has an empty entry in "model,,tool"'],
+    [['--kinds', ' '], '--kinds needs at least one kind'],
     [['--provider', 'claude'], '--provider must be one of mock, openai'],
     [['--concurrency', '0'], '--concurrency must be between 1 and 256'],
     [['--concurrency', 'two'], '--concurrency must be a whole number'],
