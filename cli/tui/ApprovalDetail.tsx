@@ -17,6 +17,8 @@ export interface ApprovalDetailProps {
   /** Lines available for the whole pane. */
   rows: number;
   now: number;
+  /** The approval is no longer pending (a refresh dropped it while a prompt was open). */
+  left?: boolean;
 }
 
 const LABEL = 10;
@@ -33,7 +35,7 @@ function Row({ label, children, width }: { label: string; children: string; widt
 /** The number of lines the pane uses besides the args (see the layout below). */
 export const DETAIL_FIXED_ROWS = 10;
 
-export function ApprovalDetail({ approval: a, run, events, width, rows, now }: ApprovalDetailProps): React.JSX.Element {
+export function ApprovalDetail({ approval: a, run, events, width, rows, now, left }: ApprovalDetailProps): React.JSX.Element {
   const act = a.action ?? { tool: '?' };
   const flags = [act.writes ? 'write' : null, act.system_of_record ? 'system of record' : null].filter(Boolean).join(', ');
   const argLines = prettyLines(act.args ?? {}).map(clean);
@@ -41,7 +43,11 @@ export function ApprovalDetail({ approval: a, run, events, width, rows, now }: A
   const shownArgs = argLines.length <= argRows ? argLines : [...argLines.slice(0, argRows - 1), `… ${argLines.length - argRows + 1} more lines`];
   const bodyW = width - LABEL;
 
-  const runLine = run ? `${clean(a.run_id)} · ${clean(run.state)}${run.parked_reason ? ` (${clean(run.parked_reason)})` : ''}` : `${clean(a.run_id)} (loading…)`;
+  // An approval that left the list has its run dropped by the data layer: say why it is
+  // not loading rather than wait for it.
+  const runLine = run
+    ? `${clean(a.run_id)} · ${clean(run.state)}${run.parked_reason ? ` (${clean(run.parked_reason)})` : ''}`
+    : `${clean(a.run_id)} ${left ? '· no longer pending' : '(loading…)'}`;
   const flowLine = run ? `${clean(run.bundle?.name)}@${clean(run.bundle?.version)} / ${clean(run.workflow)} · dept ${clean(run.department)}` : '…';
   const req = run?.requested_by;
   const reqLine = run ? `${clean(req?.id)} (role:${clean(req?.role)}, manager role:${clean(req?.manager)})` : '…';

@@ -201,12 +201,16 @@ export function Inbox(props: InboxProps): React.JSX.Element {
   const detailRows = Math.max(DETAIL_FIXED_ROWS + 1, height - 3 - listRows - bottomRows);
   const rule = <Text dimColor>{'─'.repeat(width)}</Text>;
 
+  // A refresh can drop the prompt's target (decided or cancelled elsewhere): the prompt stays
+  // (Enter then shows what became of it) but says so.
+  const targetLeft = mode.kind === 'prompt' && !props.approvals.some((a) => a.approval_id === mode.target.approval_id);
   let bottom: React.JSX.Element;
   if (mode.kind === 'prompt') {
     bottom = (
       <ReasonPrompt
         decision={mode.decision}
         subject={`${mode.target.action?.tool ?? '?'} (${mode.target.approval_id})`}
+        gone={targetLeft}
         value={mode.reason}
         error={mode.error}
         width={width}
@@ -261,7 +265,7 @@ export function Inbox(props: InboxProps): React.JSX.Element {
           {fit(`details need ${fullRows - height} more row${fullRows - height === 1 ? '' : 's'}`, width)}
         </Text>
       ) : shown ? (
-        <ApprovalDetail approval={shown} run={props.runs[shown.run_id]} events={props.events[shown.run_id]} width={width} rows={detailRows} now={now} />
+        <ApprovalDetail approval={shown} run={props.runs[shown.run_id]} events={props.events[shown.run_id]} width={width} rows={detailRows} now={now} left={targetLeft} />
       ) : (
         <Box height={detailRows} />
       )}

@@ -15,13 +15,15 @@ export interface ReasonPromptProps {
   value: string;
   /** Why Enter was refused, if it was. */
   error?: string | null;
+  /** The approval left the pending list while the prompt was open. */
+  gone?: boolean;
   width: number;
 }
 
 /** The number of lines the prompt takes. */
 export const PROMPT_ROWS = 3;
 
-export function ReasonPrompt({ decision, subject, value, error, width }: ReasonPromptProps): React.JSX.Element {
+export function ReasonPrompt({ decision, subject, value, error, gone, width }: ReasonPromptProps): React.JSX.Element {
   const required = decision === 'rejected';
   const title = `${required ? 'Reject' : 'Approve'} ${clean(subject)}?`;
   const label = required ? 'Reason (required): ' : 'Reason (optional): ';
@@ -37,8 +39,8 @@ export function ReasonPrompt({ decision, subject, value, error, width }: ReasonP
         {shown}
         <Text inverse> </Text>
       </Text>
-      <Text wrap="truncate-end" color={error ? 'red' : undefined} dimColor={!error}>
-        {fit(error ?? `Enter ${required ? 'reject' : 'approve'} · Esc cancel`, width)}
+      <Text wrap="truncate-end" color={error ? 'red' : gone ? 'yellow' : undefined} dimColor={!error && !gone}>
+        {fit(error ?? (gone ? 'No longer pending · Enter shows what became of it · Esc cancel' : `Enter ${required ? 'reject' : 'approve'} · Esc cancel`), width)}
       </Text>
     </Box>
   );

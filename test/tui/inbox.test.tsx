@@ -287,6 +287,24 @@ describe('svc approvals inbox: status screens', () => {
     expect(f.split('\n').length).toBeLessThanOrEqual(24);
   });
 
+  it('a prompt whose approval a refresh dropped says it is no longer pending, not "loading" (svc-approvals(1))', async () => {
+    const { t, props } = setup(three());
+    await t.press('r');
+    await t.type('dup');
+    // Decided elsewhere: the data layer drops the approval and its run.
+    const rest = three().slice(1);
+    t.rerender(<Inbox {...props} approvals={rest} runs={Object.fromEntries(rest.map((a) => [a.run_id, runOf(a)]))} />);
+    const f = await t.waitFor('No longer pending');
+    expect(f).toContain('No longer pending · Enter shows what became of it · Esc cancel');
+    expect(f).toContain('run_01JTEST000000000000000003 · no longer pending');
+    expect(f).not.toContain('loading');
+    expect(f).toContain('Reason (required): dup');
+    expect(f.split('\n').length).toBeLessThanOrEqual(24);
+    // Enter still goes to the kernel, whose answer (409) the alert screen explains.
+    await t.press(KEY.enter);
+    expect(props.onDecide).toHaveBeenCalledWith(expect.objectContaining({ approval_id: 'apr_01JTEST000000000000000003' }), 'rejected', 'dup');
+  });
+
   it('shows an error answer (401) with a hint', async () => {
     const { t } = setup([], { connection: { state: 'error', url: 'http://127.0.0.1:7401', code: 'unauthorized', message: 'missing or wrong bearer token', attempts: 1 } });
     const f = await t.waitFor('refused');
