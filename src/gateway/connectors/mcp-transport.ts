@@ -6,11 +6,17 @@
  * stopping it ends every process it started (an `npx` wrapper and the server under it, a
  * server's own workers), not just the first. stderr is always drained, line by line, to a
  * callback (the connector logs it through the redactor).
+ *
+ * Both streams are split into lines by `LineSplitter`, which never holds more than one line of
+ * a bound: a server is a hostile peer too. A stdout line that is not a JSON-RPC message is
+ * reported and skipped (the messages after it in the same chunk still arrive); a stdout line
+ * longer than `maxMessageBytes` ends the server (it is restarted), instead of buffering it and
+ * the calls behind it until their timeouts; a stderr line longer than `maxStderrLineBytes` is
+ * dropped with a note (cut, it could end inside a secret that redaction would not recognise).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
+import { deserializeMessage, serializeMessage, STDIO_DEFAULT_MAX_BUFFER_SIZE } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 
@@ -28,6 +34,58 @@ export interface GroupStdioOptions {
   onGroupStarted?: (pid: number) => void;
   /** Group `pid` has been ended. */
   onGroupEnded?: (pid: number) => void;
+  /** Longest stdout line (one JSON-RPC message). (Default: the SDK's 10 MiB) */
+  maxMessageBytes?: number;
+  /** Longest stderr line logged; a longer one is dropped, not cut (a cut could split a secret). (Default: 8 KiB) */
+  maxStderrLineBytes?: number;
+}
+
+/**
+ * Splits a byte stream into lines (`\n`, a trailing `\r` dropped) without concatenating the
+ * buffered part on every chunk, so a peer that never ends its line costs linear time. A line
+ * longer than `max` bytes is reported to `onOverflow` once and discarded, up to the next
+ * newline.
+ */
+export class LineSplitter {
+  private parts: Buffer[] = [];
+  private size = 0;
+  private discarding = false;
+
+  constructor(
+    private readonly max: number,
+    private readonly onLine: (line: string) => void,
+    private readonly onOverflow: () => void,
+  ) {}
+
+  push(chunk: Buffer): void {
+    let start = 0;
+    for (let nl = chunk.indexOf(0x0a, start); nl !== -1; nl = chunk.indexOf(0x0a, start)) {
+      const piece = chunk.subarray(start, nl);
+      start = nl + 1;
+      if (this.discarding) this.discarding = false;
+      else if (this.size + piece.length > this.max) this.onOverflow();
+      else {
+        const bytes = this.size === 0 ? piece : Buffer.concat([...this.parts, piece], this.size + piece.length);
+        const text = bytes.toString('utf8');
+        this.onLine(text.endsWith('\r') ? text.slice(0, -1) : text);
+      }
+      this.parts = [];
+      this.size = 0;
+    }
+    if (start >= chunk.length || this.discarding) return;
+    const rest = chunk.subarray(start);
+    if (this.size + rest.length > this.max) {
+      this.onOverflow();
+      this.parts = [];
+      this.size = 0;
+      this.discarding = true;
+    } else {
+      this.parts.push(rest);
+      this.size += rest.length;
+    }
+  }
+
+
 }
 
 const useGroups = process.platform !== 'win32';
@@ -66,7 +124,6 @@ export class GroupStdioTransport implements Transport {
   onmessage?: (message: JSONRPCMessage) => void;
 
   private child: ChildProcess | null = null;
-  private readonly readBuffer = new ReadBuffer();
   private closedFired = false;
   private exited: Promise<void> = Promise.resolve();
 
@@ -114,21 +171,40 @@ export class GroupStdioTransport implements Transport {
         this.fireClose();
       });
       child.stdin!.on('error', (err) => this.onerror?.(err));
-      child.stdout!.on('data', (chunk: Buffer) => {
-        try {
-          this.readBuffer.append(chunk);
-          for (;;) {
-            const msg = this.readBuffer.readMessage();
-            if (msg === null) break;
-            this.onmessage?.(msg);
+      const maxMessage = this.opts.maxMessageBytes ?? STDIO_DEFAULT_MAX_BUFFER_SIZE;
+      const stdout = new LineSplitter(
+        maxMessage,
+        (line) => {
+          if (line.trim() === '') return;
+          let msg: JSONRPCMessage;
+          try {
+            msg = deserializeMessage(line);
+          } catch {
+            // Its content is not quoted: a piece of it cut short could hold part of a secret
+            // that redaction no longer recognises.
+            this.onerror?.(new Error(`MCP server wrote a ${Buffer.byteLength(line)}-byte line that is not a JSON-RPC message on stdout; skipped`));
+            return;
           }
-        } catch (err) {
-          this.onerror?.(err as Error);
-        }
-      });
+          try {
+            this.onmessage?.(msg);
+          } catch (err) {
+            this.onerror?.(err as Error);
+          }
+        },
+        () => {
+          this.onerror?.(new Error(`MCP server wrote a stdout line over ${maxMessage} bytes; ending it`));
+          void this.close();
+        },
+      );
+      child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
       child.stdout!.on('error', (err) => this.onerror?.(err));
-      const lines = createInterface({ input: child.stderr!, crlfDelay: Infinity });
-      lines.on('line', (line) => this.opts.onStderr?.(line));
+      const maxStderr = this.opts.maxStderrLineBytes ?? 8192;
+      const stderr = new LineSplitter(
+        maxStderr,
+        (line) => this.opts.onStderr?.(line),
+        () => this.opts.onStderr?.(`(a stderr line over ${maxStderr} bytes, dropped)`),
+      );
+      child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk));
       child.stderr!.on('error', () => {});
     });
   }
@@ -171,7 +247,6 @@ export class GroupStdioTransport implements Transport {
       liveGroups.delete(child.pid);
       this.opts.onGroupEnded?.(child.pid);
     }
-    this.readBuffer.clear();
     this.fireClose();
   }
 }

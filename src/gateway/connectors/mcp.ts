@@ -126,7 +126,7 @@ export class McpConnector implements Connector {
     client.onclose = () => {
       if (this.client === client) this.markDown();
     };
-    client.onerror = (err) => this.opts.logger.debug('mcp transport error', { connector: this.name, err: err.message });
+    client.onerror = (err) => this.opts.logger.warn('mcp transport error', { connector: this.name, err: this.redactor.redact(err.message) });
     try {
       await client.connect(transport, { timeout: timeoutMs });
       const tools = await this.listAll(client, AbortSignal.timeout(timeoutMs));

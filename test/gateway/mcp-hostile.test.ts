@@ -1,0 +1,106 @@
+/**
+ * The mcp connector against a server that breaks the stdio framing (decisions §9: stderr is
+ * always drained; §10: no upstream behaviour yields a 500 or brings svcd down). The server is
+ * fixtures/gateway/hostile-mcp.mjs, raw JSON-RPC, so it can write what the SDK never would.
+ * LineSplitter, the framing both streams go through, is tested on its own first.
+ */
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { McpConnector } from '../../src/gateway/connectors/mcp.js';
+import { LineSplitter } from '../../src/gateway/connectors/mcp-transport.js';
+import { UpstreamError } from '../../src/gateway/connectors/types.js';
+import { ROOT } from '../helpers/daemon.js';
+import { Redactor } from '../../src/log/logger.js';
+import { capturedLogger } from './helpers.js';
+
+describe('LineSplitter', () => {
+  const split = (max: number) => {
+    const lines: string[] = [];
+    let overflows = 0;
+    const s = new LineSplitter(max, (l) => lines.push(l), () => overflows++);
+    return { s, lines, overflows: () => overflows };
+  };
+
+  it('yields each line once, across chunk boundaries, without its \\r', () => {
+    const { s, lines } = split(100);
+    for (const chunk of ['a', 'b\r\ncd\n', '', 'e', 'f\ng\n\n']) s.push(Buffer.from(chunk));
+    expect(lines).toEqual(['ab', 'cd', 'ef', 'g', '']);
+  });
+
+  it('keeps a UTF-8 character split between chunks whole', () => {
+    const { s, lines } = split(100);
+    const bytes = Buffer.from('é!\n');
+    s.push(bytes.subarray(0, 1));
+    s.push(bytes.subarray(1));
+    expect(lines).toEqual(['é!']);
+  });
+
+  it('a line over the bound is reported once and dropped up to its newline; the next line is whole', () => {
+    const { s, lines, overflows } = split(10);
+    s.push(Buffer.from('0123456789'));
+    s.push(Buffer.from('abc'));
+    s.push(Buffer.from('def'));
+    s.push(Buffer.from('ghi\nnext\n'));
+    expect(overflows()).toBe(1);
+    expect(lines).toEqual(['next']);
+    s.push(Buffer.from('x'.repeat(11) + '\nok\n'));
+    expect(overflows()).toBe(2);
+    expect(lines).toEqual(['next', 'ok']);
+  });
+
+  it('a peer that never ends its line costs linear time (no concatenation per chunk)', () => {
+    const { s, overflows } = split(64 << 20);
+    const chunk = Buffer.alloc(64 << 10, 0x78);
+    const t0 = performance.now();
+    for (let i = 0; i < 512; i++) s.push(chunk); // 32 MiB in 64 KiB chunks
+    expect(overflows()).toBe(0);
+    // Concatenating on every chunk copies ~8 GiB here; linear takes a few ms.
+    expect(performance.now() - t0).toBeLessThan(2000);
+  });
+});
+
+describe('a server that breaks the framing', () => {
+  const log = capturedLogger(new Redactor());
+  let mcp: McpConnector;
+  const ctx = () => ({ signal: AbortSignal.timeout(10_000) }) as never;
+
+  beforeAll(async () => {
+    mcp = new McpConnector(
+      { name: 'hostile', type: 'mcp', command: [process.execPath, join(ROOT, 'fixtures/gateway/hostile-mcp.mjs')], env: {}, tools: {}, timeout_ms: 4000 } as never,
+      { logger: log.logger, initialBackoffMs: 100, maxBackoffMs: 400 },
+    );
+    await mcp.start();
+    expect(mcp.state).toBe('ready');
+  }, 20_000);
+
+  afterAll(async () => {
+    await mcp?.close();
+  });
+
+  it('a non-JSON stdout line is skipped and logged; the answer after it in the same write arrives', async () => {
+    const t0 = Date.now();
+    expect(await mcp.call('noise', {}, ctx())).toEqual({ content: [{ type: 'text', text: 'after noise' }] });
+    expect(Date.now() - t0).toBeLessThan(2000);
+    expect(log.text()).toContain('not a JSON-RPC message on stdout; skipped');
+    expect(log.text()).not.toContain('starting work');
+    expect(await mcp.call('ok', {}, ctx())).toEqual({ content: [{ type: 'text', text: 'ok' }] });
+  });
+
+  it('stderr without a newline (64 MiB) is drained and dropped with a note, not buffered', async () => {
+    const before = process.memoryUsage().rss;
+    expect(await mcp.call('stderr_mb', { mb: 64 }, { signal: AbortSignal.timeout(20_000) } as never)).toEqual({ content: [{ type: 'text', text: 'after stderr' }] });
+    expect(log.text()).toContain('(a stderr line over 8192 bytes, dropped)');
+    expect(process.memoryUsage().rss - before).toBeLessThan(48 << 20);
+  }, 30_000);
+
+  it('a stdout line over 10 MiB ends the server at once (the call fails, not at its timeout) and it is restarted', async () => {
+    const t0 = Date.now();
+    const err = await mcp.call('endless', {}, ctx()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(UpstreamError);
+    expect(Date.now() - t0).toBeLessThan(3000);
+    expect(log.text()).toContain('stdout line over 10485760 bytes; ending it');
+    const deadline = Date.now() + 10_000;
+    while (mcp.state !== 'ready' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(await mcp.call('ok', {}, ctx())).toEqual({ content: [{ type: 'text', text: 'ok' }] });
+  }, 20_000);
+});
