@@ -50,6 +50,22 @@ export interface CallResponse {
 /** Deepest nesting of a tool's answer that the gateway passes on (decisions §10: never a 500). */
 const MAX_RESULT_DEPTH = 256;
 
+/**
+ * An upstream value as the gateway keeps it (redacted), or why it cannot be kept: nested
+ * deeper than the walks after it allow, or too large for them (a RangeError from building its
+ * text). Either is the upstream's answer, so the caller stores it as a deterministic failure:
+ * for a write the upstream did act, and the key must hold an outcome rather than stay claimed.
+ */
+function keepable(redactor: Redactor, value: unknown, what: string): { ok: true; value: unknown } | { ok: false; message: string; details: Record<string, unknown> } {
+  const deep = depthProblem(value, MAX_RESULT_DEPTH, what);
+  if (deep) return { ok: false, message: deep.message, details: { path: deep.path } };
+  try {
+    return { ok: true, value: redactor.redactValue(value) };
+  } catch (err) {
+    return { ok: false, message: `${what} cannot be kept: ${(err as Error).message}`, details: {} };
+  }
+}
+
 /** The actor of the events the gateway appends. */
 export const GATEWAY_ACTOR = { id: 'gateway', role: 'gateway' } as const;
 
@@ -165,7 +181,14 @@ class ToolCall {
     if (!('payload' in admitted)) return admitted;
     const gated = await this.gate(admitted);
     if ('status' in gated) return gated;
-    return this.execute(admitted, gated.trial);
+    try {
+      return await this.execute(admitted, gated.trial);
+    } catch (err) {
+      // A bug past the claim (answered 500 by the route): a read's key must not stay claimed
+      // for good, while a write's stays, since the upstream may have acted.
+      if (!admitted.writes) await this.release(admitted);
+      throw err;
+    }
   }
 
   // --- phase 1: token (5.3 steps 1–4) → tool exists → tool pattern → args → scope → autonomy
@@ -310,13 +333,15 @@ class ToolCall {
       // An answer nested too deep for the walks after it (redaction, the stored body) is
       // kept as a deterministic failure: for a write the upstream did act, so the key must
       // hold an outcome, never stay claimed or run again.
-      const deep = depthProblem(answer, MAX_RESULT_DEPTH, 'the upstream answer');
-      if (deep) throw new DeterministicFailure(deep.message, { path: deep.path });
-      result = answer;
+      const kept = keepable(d.redactor, answer, 'the upstream answer');
+      if (!kept.ok) throw new DeterministicFailure(kept.message, kept.details);
+      result = kept.value;
     } catch (err) {
       if (err instanceof DeterministicFailure) {
         breaker.success(); // the upstream answered
-        const res = gatewayError('deterministic_failure', err.message, d.redactor.redactValue(err.details));
+        // The details can carry the upstream's own answer (an MCP error result): bounded the same way.
+        const details = keepable(d.redactor, err.details, 'the failure details');
+        const res = gatewayError('deterministic_failure', err.message, details.ok ? (details.value as Record<string, unknown> | undefined) : { details_dropped: details.message });
         if (key !== null) {
           try {
             await d.store.complete(req.tool, key, res.status, d.redactor.redactValue(res.body));
@@ -358,7 +383,7 @@ class ToolCall {
     // after a restart, is `unknown` — never executed twice. A read that runs again changes
     // nothing, so its claim is released and a retry runs it.
     breaker.success();
-    const stored = { result: d.redactor.redactValue(result), scope: scopes[0] ?? null, scopes };
+    const stored = { result, scope: scopes[0] ?? null, scopes };
     if (key !== null) {
       try {
         await d.store.complete(req.tool, key, 200, stored);

@@ -11,7 +11,8 @@ import { LineSplitter } from '../../src/gateway/connectors/mcp-transport.js';
 import { UpstreamError } from '../../src/gateway/connectors/types.js';
 import { ROOT } from '../helpers/daemon.js';
 import { Redactor } from '../../src/log/logger.js';
-import { capturedLogger } from './helpers.js';
+import { mintToken, remitPayload, testSigner } from '../helpers/remit-token.js';
+import { capturedLogger, startGateway, type TestGateway } from './helpers.js';
 
 describe('LineSplitter', () => {
   const split = (max: number) => {
@@ -103,4 +104,34 @@ describe('a server that breaks the framing', () => {
     while (mcp.state !== 'ready' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     expect(await mcp.call('ok', {}, ctx())).toEqual({ content: [{ type: 'text', text: 'ok' }] });
   }, 20_000);
+});
+
+describe('through the gateway: an error result too deep to keep (decisions §10: never a 500)', () => {
+  const signer = testSigner();
+  let gw: TestGateway;
+  const token = () => mintToken(signer, remitPayload(signer, { tools: ['hostile.*'], scopes: ['mcp:hostile:*'], autonomy: 'autonomous' }));
+
+  beforeAll(async () => {
+    gw = await startGateway({
+      keys: signer,
+      doc: { connectors: [{ name: 'hostile', type: 'mcp', command: [process.execPath, join(ROOT, 'fixtures/gateway/hostile-mcp.mjs')] }] },
+    });
+  }, 20_000);
+
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  for (const tool of ['hostile.deep_error', 'hostile.deep_error_write']) {
+    it(`${tool}: 422 deterministic_failure with the details dropped, stored under its key and replayed`, async () => {
+      const call = () => gw.call({ remit_token: token(), tool, args: { n: 100_000 }, idempotency_key: `deep-${tool}` });
+      const first = await call();
+      expect(first.status).toBe(422);
+      expect(first.body.error).toMatchObject({ code: 'deterministic_failure', details: { details_dropped: expect.stringContaining('nested deeper than 256') } });
+      // The key holds the outcome: not stuck in flight, not run again.
+      const again = await call();
+      expect(again.status).toBe(422);
+      expect(again.body).toMatchObject({ replayed: true, error: { code: 'deterministic_failure' } });
+    });
+  }
 });
