@@ -3,15 +3,15 @@
  * decisions §9): a real SQLite file with a join, a view and a trigger; a local HTTP server
  * with redirects; a temp fs root with symlinks that escape it.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
-import { FsConnector } from '../../src/gateway/connectors/fs.js';
+import { FsConnector, MAX_LIST_ENTRIES } from '../../src/gateway/connectors/fs.js';
 import { SqliteConnector, namedParameters, tablesTouched } from '../../src/gateway/connectors/sqlite.js';
 import { ScopeRefusal } from '../../src/gateway/connectors/types.js';
 import { tempDir } from '../helpers/daemon.js';
@@ -440,6 +440,70 @@ describe('fs connector (decisions §9: real paths, symlinks that escape the root
       rmSync(join(root, 'pipe'));
     }
   });
+
+  it('a unix socket under the root is 422 (ENXIO), never an upstream error the breaker counts', async () => {
+    const sock = createNetServer();
+    await new Promise<void>((r) => sock.listen(join(root, 'sock'), r));
+    try {
+      for (let i = 0; i < 6; i++) {
+        const res = await gw.call({ remit_token: all(), tool: 'files.read', args: { path: 'sock' } });
+        expect(res.status).toBe(422);
+        expect(res.body.error).toMatchObject({ code: 'deterministic_failure', details: { errno: 'ENXIO' } });
+      }
+      // Six in a row: a counted failure would have opened the circuit after five.
+      expect((await gw.call({ remit_token: all(), tool: 'files.read', args: { path: 'a.txt' } })).status).toBe(200);
+    } finally {
+      await new Promise((r) => sock.close(r));
+    }
+  });
+
+  it('read is bounded by max_file_bytes at the byte, also for a file that grows while it is read', async () => {
+    const base = tempDir('svc-fs-max-');
+    writeFileSync(join(base, 'exact.txt'), 'x'.repeat(64));
+    writeFileSync(join(base, 'over.txt'), 'x'.repeat(65));
+    writeFileSync(join(base, 'empty.txt'), '');
+    const c = new FsConnector({ name: 'small', type: 'fs', root: base, max_file_bytes: 64, tools: {}, probe: null, timeout_ms: 1000 });
+    await c.start();
+    expect(await c.call('read', { path: 'exact.txt' })).toEqual({ path: 'exact.txt', content: 'x'.repeat(64), size: 64 });
+    expect(await c.call('read', { path: 'empty.txt' })).toEqual({ path: 'empty.txt', content: '', size: 0 });
+    await expect(c.call('read', { path: 'over.txt' })).rejects.toThrow(/larger than 64 bytes/);
+    // A writer truncating and refilling the file past the bound while it is read: every read
+    // is whole and within the bound, or refused; never more than the bound.
+    const grower = spawn(process.execPath, ['-e', `const fs = require('fs'); const p = ${JSON.stringify(join(base, 'grow.txt'))}; const end = Date.now() + 1500; while (Date.now() < end) { fs.writeFileSync(p, ''); for (let i = 0; i < 20; i++) fs.appendFileSync(p, 'y'.repeat(16)); }`]);
+    try {
+      let refused = 0;
+      for (let i = 0; i < 300; i++) {
+        try {
+          const r = (await c.call('read', { path: 'grow.txt' })) as { content: string; size: number };
+          expect(r.content.length).toBeLessThanOrEqual(64);
+          expect(r.size).toBe(r.content.length);
+        } catch (err) {
+          if (!/larger than 64 bytes|ENOENT/.test(String(err))) throw err;
+          refused++;
+        }
+      }
+      expect(refused).toBeGreaterThan(0);
+    } finally {
+      grower.kill();
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+
+  it(`list refuses a directory of more than ${MAX_LIST_ENTRIES} entries (422) instead of answering megabytes`, async () => {
+    const base = tempDir('svc-fs-list-');
+    mkdirSync(join(base, 'big'));
+    for (let i = 0; i < MAX_LIST_ENTRIES; i++) writeFileSync(join(base, 'big', `f${i}`), '');
+    const c = new FsConnector({ name: 'lists', type: 'fs', root: base, max_file_bytes: 64, tools: {}, probe: null, timeout_ms: 5000 });
+    await c.start();
+    try {
+      const ok = (await c.call('list', { path: 'big' })) as { entries: unknown[] };
+      expect(ok.entries).toHaveLength(MAX_LIST_ENTRIES);
+      writeFileSync(join(base, 'big', 'one-more'), '');
+      await expect(c.call('list', { path: 'big' })).rejects.toThrow(new RegExp(`more than ${MAX_LIST_ENTRIES} entries`));
+    } finally {
+      rmSync(base, { recursive: true, force: true });
+    }
+  }, 30_000);
 
   it('symlinks and paths that escape the root are refused scope_not_granted, even under fs:path:*', async () => {
     for (const args of [{ path: 'escape/secret.txt' }, { path: 'escape-file' }, { path: '../outside/secret.txt' }, { path: join(outside, 'secret.txt') }]) {

@@ -6,7 +6,8 @@
  * runs on the checked real path with O_NOFOLLOW, never on the caller's spelling of it.
  */
 import { constants } from 'node:fs';
-import { mkdir, open, readdir, readlink, realpath, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, opendir, readlink, realpath, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
+import type { Dirent } from 'node:fs';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { FsConnectorConfig } from '../config.js';
@@ -26,7 +27,12 @@ const DEFAULT_CONTRACTS = {
   write: { bytes: 'number' },
 } as const;
 
-const DETERMINISTIC = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM', 'EEXIST', 'ELOOP', 'ENAMETOOLONG', 'EINVAL', 'ENOTEMPTY']);
+// ENXIO, ENODEV: a socket or a device without its driver opened non-blocking (read): the
+// path names no file, which a retry does not change and the breaker must not count.
+const DETERMINISTIC = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM', 'EEXIST', 'ELOOP', 'ENAMETOOLONG', 'EINVAL', 'ENOTEMPTY', 'ENXIO', 'ENODEV']);
+
+/** Most entries `list` returns; a larger directory is a deterministic failure, not a 50 MB answer. */
+export const MAX_LIST_ENTRIES = 10_000;
 
 function fsFailure(err: unknown, what: string): Error {
   const code = (err as NodeJS.ErrnoException).code ?? '';
@@ -152,9 +158,26 @@ export class FsConnector implements Connector {
           await this.checkOpened(fh, real);
           const st = await fh.stat();
           if (!st.isFile()) throw new DeterministicFailure(`${this.rel(real)} is not a regular file`);
-          if (st.size > this.cfg.max_file_bytes) throw new DeterministicFailure(`${this.rel(real)} is larger than ${this.cfg.max_file_bytes} bytes`);
-          const content = await fh.readFile({ encoding: 'utf8' });
-          return { path: this.rel(real), content, size: st.size };
+          const max = this.cfg.max_file_bytes;
+          const tooLarge = () => new DeterministicFailure(`${this.rel(real)} is larger than ${max} bytes`);
+          if (st.size > max) throw tooLarge();
+          // The file may grow after the fstat: read until EOF, never more than one byte past
+          // the bound, into a buffer sized for what fstat saw.
+          let buf = Buffer.allocUnsafe(Math.min(max + 1, st.size + 1));
+          let got = 0;
+          for (;;) {
+            if (got === buf.length) {
+              if (got > max) throw tooLarge();
+              const bigger = Buffer.allocUnsafe(Math.min(max + 1, buf.length * 2));
+              buf.copy(bigger, 0, 0, got);
+              buf = bigger;
+            }
+            const { bytesRead } = await fh.read(buf, got, buf.length - got, got);
+            if (bytesRead === 0) break;
+            got += bytesRead;
+          }
+          if (got > max) throw tooLarge();
+          return { path: this.rel(real), content: buf.toString('utf8', 0, got), size: got };
         } catch (err) {
           if (err instanceof DeterministicFailure || err instanceof ScopeRefusal) throw err;
           throw fsFailure(err, `cannot read ${this.rel(real)}`);
@@ -164,12 +187,22 @@ export class FsConnector implements Connector {
       }
       case 'list': {
         try {
-          const dirents = await readdir(real, { withFileTypes: true });
+          const dir = await opendir(real);
+          const dirents: Dirent[] = [];
+          try {
+            for await (const d of dir) {
+              if (dirents.length === MAX_LIST_ENTRIES) throw new DeterministicFailure(`${this.rel(real)} has more than ${MAX_LIST_ENTRIES} entries`);
+              dirents.push(d);
+            }
+          } finally {
+            await dir.close().catch(() => {}); // already closed when the loop ran to its end
+          }
           const entries = dirents
             .map((d) => ({ name: d.name, type: d.isFile() ? 'file' : d.isDirectory() ? 'dir' : d.isSymbolicLink() ? 'symlink' : 'other' }))
             .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
           return { path: this.rel(real), entries };
         } catch (err) {
+          if (err instanceof DeterministicFailure) throw err;
           throw fsFailure(err, `cannot list ${this.rel(real)}`);
         }
       }
