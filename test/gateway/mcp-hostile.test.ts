@@ -90,6 +90,9 @@ describe('a server that breaks the framing', () => {
   it('stderr without a newline (64 MiB) is drained and dropped with a note, not buffered', async () => {
     const before = process.memoryUsage().rss;
     expect(await mcp.call('stderr_mb', { mb: 64 }, { signal: AbortSignal.timeout(20_000) } as never)).toEqual({ content: [{ type: 'text', text: 'after stderr' }] });
+    // stderr is another pipe: its data may be read after the answer on stdout.
+    const deadline = Date.now() + 10_000;
+    while (!log.text().includes('(a stderr line over 8192 bytes, dropped)') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     expect(log.text()).toContain('(a stderr line over 8192 bytes, dropped)');
     expect(process.memoryUsage().rss - before).toBeLessThan(48 << 20);
   }, 30_000);

@@ -6,20 +6,22 @@
  * view counts as the tables under it and a trigger's writes count too, and no SQL text is
  * parsed for scopes. Read tools run on a read-only
  * connection, so a read tool cannot write even if its statement were changed underneath.
+ * Statements run on a thread of the connector's own (sqlite-thread.ts), so a long one stops
+ * this connector only, and is stopped when its call times out.
  */
 import Database from 'better-sqlite3';
 import { isoTime } from '../../clock.js';
 import type { ContractType } from '../../types.js';
-import type { SqliteConnectorConfig } from '../config.js';
+import { DEFAULT_MAX_BYTES, type SqliteConnectorConfig } from '../config.js';
 import { compileInputSchema } from '../schema-validator.js';
+import { StatementError, StatementThread, ThreadEnded } from './sqlite-thread.js';
 import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
 
 interface SqliteTool extends ConnectorTool {
   params: string[];
   tables: string[];
-  stmt: Database.Statement;
-  /** The statement returns rows (a select, or a write with RETURNING). */
-  reader: boolean;
+  /** The statement as prepared (trimmed, without a final `;`). */
+  sql: string;
   writes: boolean;
 }
 
@@ -154,8 +156,10 @@ export class SqliteConnector implements Connector {
   readonly name: string;
   readonly probe;
   readonly timeoutMs: number;
+  // The connections of the load-time checks; closed once the tools are known.
   private rw: Database.Database | null = null;
   private ro: Database.Database | null = null;
+  private thread: StatementThread | null = null;
   private readonly list = new Map<string, SqliteTool>();
 
   constructor(private readonly cfg: SqliteConnectorConfig) {
@@ -201,7 +205,7 @@ export class SqliteConnector implements Connector {
         problems.push(`${where}: tool ${op}: the statement writes; set writes: true`);
         continue;
       }
-      const stmt = writes ? probeStmt : this.ro.prepare(sql);
+      if (!writes) this.ro.prepare(sql); // a read must prepare on the read-only connection too
       const userParams = names.filter((p) => p !== 'now');
       const inputSchema = t.input_schema ?? {
         type: 'object',
@@ -216,14 +220,13 @@ export class SqliteConnector implements Connector {
         problems.push(`${where}: tool ${op}: input_schema does not compile: ${(err as Error).message}`);
         continue;
       }
-      const reader = stmt.reader;
+      const reader = probeStmt.reader;
       const defaultContract: Record<string, ContractType> = reader && !writes ? { rows: 'list' } : reader ? {} : { changes: 'number' };
       this.list.set(op, {
         operation: op,
         params: names,
         tables,
-        stmt,
-        reader,
+        sql,
         writes,
         validate,
         descriptor: descriptor({
@@ -238,10 +241,21 @@ export class SqliteConnector implements Connector {
         }),
       });
     }
-    if (problems.length > 0) {
-      await this.close();
-      throw new ConnectorSetupError(problems);
-    }
+    this.closeChecks();
+    if (problems.length > 0) throw new ConnectorSetupError(problems);
+    this.thread = new StatementThread({
+      path: this.cfg.path,
+      statements: [...this.list.values()].map((t) => ({ op: t.operation, sql: t.sql, writes: t.writes })),
+      maxBytes: DEFAULT_MAX_BYTES,
+    });
+    this.thread.warm();
+  }
+
+  /** Closes the load-time connections: the read-only one first (see close()). */
+  private closeChecks(): void {
+    this.ro?.close();
+    this.rw?.close();
+    this.rw = this.ro = null;
   }
 
   tools(): ConnectorTool[] {
@@ -272,28 +286,28 @@ export class SqliteConnector implements Connector {
       else if (typeof v === 'string' || typeof v === 'number') binds[p] = v;
       else throw new ArgsInvalid(`parameter ${p} must be a string, number, boolean or null`, `/${p}`);
     }
+    if (!this.thread) throw new UpstreamError(`connector ${this.name} is not running`);
+    // A select returns {rows}; a write with RETURNING its row (several rows: {rows}); any
+    // other write {changes, last_insert_rowid}.
     try {
-      if (tool.reader) {
-        const rows = tool.stmt.all(binds) as Array<Record<string, unknown>>;
-        if (!tool.writes) return { rows };
-        // A write with RETURNING returns its row (several rows: {rows}).
-        return rows.length === 1 ? rows[0] : { rows };
-      }
-      const info = tool.stmt.run(binds);
-      return { changes: info.changes, last_insert_rowid: Number(info.lastInsertRowid) };
+      return await this.thread.run(operation, binds, ctx.signal);
     } catch (err) {
-      const e = err as { code?: string; message?: string };
-      if (err instanceof RangeError || err instanceof TypeError) throw new ArgsInvalid(e.message ?? 'bad parameters');
-      if (typeof e.code === 'string' && DETERMINISTIC_CODES.test(e.code)) throw new DeterministicFailure(e.message ?? e.code, { sqlite_code: e.code });
-      throw new UpstreamError(e.message ?? 'sqlite error', { sqlite_code: e.code ?? null });
+      if (err instanceof ThreadEnded) throw new UpstreamError(`connector ${this.name}: ${err.message}`);
+      if (!(err instanceof StatementError)) throw err;
+      const { kind, code, message } = err.failure;
+      if (kind === 'args') throw new ArgsInvalid(message || 'bad parameters');
+      if (kind === 'too_large') throw new DeterministicFailure(message, { max_bytes: DEFAULT_MAX_BYTES });
+      if (code !== null && DETERMINISTIC_CODES.test(code)) throw new DeterministicFailure(message || code, { sqlite_code: code });
+      throw new UpstreamError(message || 'sqlite error', { sqlite_code: code });
     }
   }
 
   async close(): Promise<void> {
-    // The read-only connection first: SQLite checkpoints the WAL and removes -wal/-shm only
-    // when the last connection to close can write, so the database file alone is complete.
-    this.ro?.close();
-    this.rw?.close();
-    this.rw = this.ro = null;
+    // The thread closes the read-only connection first: SQLite checkpoints the WAL and
+    // removes -wal/-shm only when the last connection to close can write, so the database
+    // file alone is complete.
+    this.closeChecks();
+    await this.thread?.close();
+    this.thread = null;
   }
 }
