@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { McpConnector } from '../../src/gateway/connectors/mcp.js';
+import { MAX_TOOLS, McpConnector } from '../../src/gateway/connectors/mcp.js';
 import { LineSplitter } from '../../src/gateway/connectors/mcp-transport.js';
 import { UpstreamError } from '../../src/gateway/connectors/types.js';
 import { ROOT } from '../helpers/daemon.js';
@@ -137,4 +137,39 @@ describe('through the gateway: an error result too deep to keep (decisions §10:
       expect(again.body).toMatchObject({ replayed: true, error: { code: 'deterministic_failure' } });
     });
   }
+});
+
+describe('a server that dies right after it starts (svc-gateway(5): restarted with backoff)', () => {
+  const HOSTILE = join(ROOT, 'fixtures/gateway/hostile-mcp.mjs');
+  const lives = (text: string) => text.split('\n').filter((l) => l.includes('mcp server ready')).length;
+
+  it('the backoff keeps growing: a server that answers initialize is not "recovered" until it stays up', async () => {
+    const log = capturedLogger(new Redactor());
+    const c = new McpConnector(
+      { name: 'flap', type: 'mcp', command: [process.execPath, HOSTILE], env: { HOSTILE_DIE_AFTER_INIT_MS: '50' }, tools: {}, timeout_ms: 4000 } as never,
+      { logger: log.logger, initialBackoffMs: 100, maxBackoffMs: 1600 },
+    );
+    await c.start();
+    await new Promise((r) => setTimeout(r, 3000));
+    await c.close();
+    // Waits of 100, 200, 400, 800, 1600 ms leave room for 4 or 5 lives in 3 s; resetting
+    // to 100 ms after every initialize gave one every ~0.2 s (15 or more).
+    expect(lives(log.text())).toBeGreaterThanOrEqual(2);
+    expect(lives(log.text())).toBeLessThanOrEqual(6);
+  }, 15_000);
+
+  it(`a server listing new tool names at every start grows the list to ${MAX_TOOLS} tools and no further`, async () => {
+    const log = capturedLogger(new Redactor());
+    const c = new McpConnector(
+      { name: 'fresh', type: 'mcp', command: [process.execPath, HOSTILE], env: { HOSTILE_DIE_AFTER_INIT_MS: '200', HOSTILE_FRESH_TOOLS: '4000' }, tools: {}, timeout_ms: 4000 } as never,
+      { logger: log.logger, initialBackoffMs: 50, maxBackoffMs: 50 },
+    );
+    await c.start();
+    const deadline = Date.now() + 10_000;
+    while (lives(log.text()) < 4 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    await c.close();
+    expect(lives(log.text())).toBeGreaterThanOrEqual(4); // 4 × 4,005 names offered
+    expect(c.tools()).toHaveLength(MAX_TOOLS);
+    expect(log.text()).toContain('mcp server lists more tools than a connector keeps');
+  }, 20_000);
 });

@@ -44,6 +44,12 @@ export type McpState = 'starting' | 'ready' | 'down' | 'closed';
 
 const SPAWN_CONFIG_ERRORS = new Set(['ENOENT', 'EACCES', 'ENOTDIR']);
 
+/** Most tools one connector keeps, over every listing of every server life. */
+export const MAX_TOOLS = 10_000;
+
+/** How long a restarted server must stay up before its restart backoff starts over. */
+const STABLE_AFTER_MS = 10_000;
+
 function requiredOf(schema: unknown): string[] {
   const r = (schema as { required?: unknown } | null)?.required;
   return Array.isArray(r) ? r.filter((x): x is string => typeof x === 'string') : [];
@@ -60,6 +66,8 @@ export class McpConnector implements Connector {
   private readonly list = new Map<string, McpTool>();
   private attempt = 0;
   private timer: NodeJS.Timeout | null = null;
+  /** Forgets the restart backoff once a server has stayed up STABLE_AFTER_MS. */
+  private stableTimer: NodeJS.Timeout | null = null;
   private connecting: Promise<void> | null = null;
   /** Number of times the server was (re)connected; tests wait on it. */
   generation = 0;
@@ -136,7 +144,14 @@ export class McpConnector implements Connector {
       }
       this.learn(tools);
       this.stateValue = 'ready';
-      this.attempt = 0;
+      // A server that answers initialize and dies at once would otherwise restart every
+      // initial backoff for ever: the backoff is forgotten only after it stays up a while.
+      if (this.stableTimer) clearTimeout(this.stableTimer);
+      this.stableTimer = setTimeout(() => {
+        this.stableTimer = null;
+        this.attempt = 0;
+      }, STABLE_AFTER_MS);
+      this.stableTimer.unref();
       this.generation++;
       this.opts.logger.info('mcp server ready', { connector: this.name, pid: transport.pid, tools: this.list.size });
     } catch (err) {
@@ -153,14 +168,21 @@ export class McpConnector implements Connector {
       const page = await client.listTools(cursor ? { cursor } : undefined, { signal, timeout: this.timeoutMs });
       out.push(...page.tools);
       cursor = page.nextCursor;
-    } while (cursor && out.length < 10_000);
+    } while (cursor && out.length < MAX_TOOLS);
     return out;
   }
 
-  /** Descriptors are fixed by the first listing; later listings only add tools not seen before. */
+  /**
+   * Descriptors are fixed by the first listing; later listings only add tools not seen before,
+   * up to MAX_TOOLS in all (a server listing new names at every start must not grow svcd).
+   */
   private learn(tools: Tool[]): void {
     for (const t of tools) {
       if (this.list.has(t.name)) continue;
+      if (this.list.size >= MAX_TOOLS) {
+        this.opts.logger.warn('mcp server lists more tools than a connector keeps; the rest are not offered', { connector: this.name, max: MAX_TOOLS });
+        break;
+      }
       const override = this.cfg.tools[t.name] ?? {};
       const inputSchema = (override.input_schema ?? t.inputSchema ?? { type: 'object' }) as Record<string, unknown>;
       const scopeArg = typeof inputSchema['x-svc-scope'] === 'string' ? (inputSchema['x-svc-scope'] as string) : null;
@@ -194,6 +216,8 @@ export class McpConnector implements Connector {
     if (this.stateValue === 'ready') this.opts.logger.warn('mcp server stopped; restarting with backoff', { connector: this.name });
     this.stateValue = 'down';
     this.client = null;
+    if (this.stableTimer) clearTimeout(this.stableTimer);
+    this.stableTimer = null;
     if (this.timer) return;
     const initial = this.opts.initialBackoffMs ?? 500;
     const delay = Math.min(initial * 2 ** this.attempt, this.opts.maxBackoffMs ?? 30_000);
@@ -278,6 +302,7 @@ export class McpConnector implements Connector {
   async close(): Promise<void> {
     this.stateValue = 'closed';
     if (this.timer) clearTimeout(this.timer);
+    if (this.stableTimer) clearTimeout(this.stableTimer);
     this.timer = null;
     const client = this.client;
     const transport = this.transport;
