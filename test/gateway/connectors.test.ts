@@ -50,6 +50,9 @@ function handler(req: IncomingMessage, res: ServerResponse): void {
       case '/redirect-on':
         res.writeHead(302, { location: `/json?q=followed` }).end();
         return;
+      case '/redirect-creds':
+        res.writeHead(302, { location: `http://user:pw@127.0.0.1:${port}/json?q=with-creds` }).end();
+        return;
       case '/redirect-off':
         res.writeHead(302, { location: `http://localhost:${port}/json?q=escaped` }).end();
         return;
@@ -350,6 +353,11 @@ describe('http connector (decisions §9: allowed_hosts, redirects, timeouts)', (
     expect(off.status).toBe(200);
     expect(off.body.result).toMatchObject({ status: 302, headers: { location: `http://localhost:${port}/json?q=escaped` } });
     expect(hits.filter((h) => h.includes('escaped')).length).toBe(before);
+    // A Location carrying credentials is not followed either (the caller may not send any).
+    const creds = await gw.call({ remit_token: t(), tool: 'web.get', args: { url: `http://127.0.0.1:${port}/redirect-creds` } });
+    expect(creds.status).toBe(200);
+    expect(creds.body.result).toMatchObject({ status: 302 });
+    expect(hits.some((h) => h.includes('with-creds'))).toBe(false);
   });
 
   it('a redirect to another granted host adds its scope to the response and the tool.called event (I 4.2 rule 3)', async () => {

@@ -184,7 +184,14 @@ export class HttpConnector implements Connector {
         }
         const host = next?.hostname.toLowerCase() ?? '';
         const followable =
-          next !== null && (next.protocol === 'http:' || next.protocol === 'https:') && hostAllowed(this.cfg.allowed_hosts, host) && ctx.enterScope(`http:host:${host}`);
+          next !== null &&
+          (next.protocol === 'http:' || next.protocol === 'https:') &&
+          // Credentials in the URL are refused from the caller (args_invalid); from a redirect
+          // the 3xx is answered as it came, like one to a host outside allowed_hosts.
+          !next.username &&
+          !next.password &&
+          hostAllowed(this.cfg.allowed_hosts, host) &&
+          ctx.enterScope(`http:host:${host}`);
         if (followable) {
           await res.body?.cancel().catch(() => {});
           if (res.status === 303 || ((res.status === 301 || res.status === 302) && method === 'POST')) {
