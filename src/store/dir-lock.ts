@@ -18,7 +18,7 @@
  * POSIX file locks belong to the process and drop when it closes ANY descriptor of the file:
  * nothing in svcd may open `owner.lock` itself (not even to read it) while it holds the lock.
  */
-import { mkdirSync, readFileSync, realpathSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, readlinkSync, realpathSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 
@@ -33,8 +33,9 @@ export class DataDirInUseError extends Error {
     readonly dir: string,
     readonly pid: number | null,
     what: string,
+    why = '; one process owns a data directory',
   ) {
-    super(`${what} ${dir} is in use by another svcd${pid === null ? '' : ` (pid ${pid})`}; one process owns a data directory`);
+    super(`${what} ${dir} is in use by another svcd${pid === null ? '' : ` (pid ${pid})`}${why}`);
   }
 }
 
@@ -48,7 +49,13 @@ export function lockDataDir(dir: string, what: string): () => void {
   const mine = held.get(key);
   if (mine) mine.refs++;
   else {
-    held.set(key, { db: takeLock(dir, what), dir, refs: 1 });
+    const db = takeLock(dir, what);
+    const orphanedHolder = holderOfDeletedLock(dir, key);
+    if (orphanedHolder !== null) {
+      db.close();
+      throw new DataDirInUseError(dir, orphanedHolder, what, `; its ${LOCK_FILE} was deleted while it ran, so the lock could not say so: stop pid ${orphanedHolder} first, and never delete ${LOCK_FILE}`);
+    }
+    held.set(key, { db, dir, refs: 1 });
     try {
       writeFileSync(join(dir, PID_FILE), `${process.pid}\n`, { mode: 0o644 });
     } catch {
@@ -120,6 +127,35 @@ function unref(key: string): void {
     /* already gone */
   }
   h.db.close(); // drops the file lock
+}
+
+/**
+ * The lock is a lock on a file: an operator who deletes `owner.lock` (it stays after a stop
+ * and looks stale) lets the next starter lock a new file while the owner still runs. So a
+ * starter that got the lock also asks whether the process its pid file names still holds the
+ * directory's `owner.lock` open (Linux `/proc/<pid>/fd`; the deleted file shows as
+ * `… (deleted)`). Only that proof refuses: a reused pid, or no `/proc`, lets the start go on.
+ */
+function holderOfDeletedLock(dir: string, realDir: string): number | null {
+  const pid = holderOf(dir);
+  if (pid === null || pid === process.pid) return null;
+  const lockPath = join(realDir, LOCK_FILE);
+  let fds: string[];
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return null;
+  }
+  for (const fd of fds) {
+    let target: string;
+    try {
+      target = readlinkSync(`/proc/${pid}/fd/${fd}`);
+    } catch {
+      continue;
+    }
+    if (target === lockPath || target === `${lockPath} (deleted)`) return pid;
+  }
+  return null;
 }
 
 /** The holder's pid from its pid file, when it has one. */

@@ -6,7 +6,7 @@
  * one wins), and a crash leaves nothing stale behind.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LEGACY_LOCK_FILE, LOCK_FILE, PID_FILE, lockDataDir } from '../../src/store/dir-lock.js';
@@ -66,6 +66,19 @@ describe('lockDataDir', () => {
     // Killed, it leaves no stale lock: the kernel dropped it.
     h.child.kill('SIGKILL');
     await exited(h.child);
+    lockDataDir(dir, 'test dir')();
+  });
+
+  it('owner.lock deleted while its owner runs: the next starter is still refused, and the pid file kept (Linux /proc)', async () => {
+    const dir = tempDir();
+    const h = holder(dir);
+    expect(await h.answer).toBe('held');
+    rmSync(join(dir, LOCK_FILE)); // an operator taking it for a stale lock
+    expect(() => lockDataDir(dir, 'test dir')).toThrow(`test dir ${dir} is in use by another svcd (pid ${h.child.pid}); its owner.lock was deleted while it ran`);
+    expect(readFileSync(join(dir, PID_FILE), 'utf8').trim()).toBe(String(h.child.pid));
+    h.child.kill('SIGKILL');
+    await exited(h.child);
+    // Once it is gone, its pid file proves nothing and the directory is free.
     lockDataDir(dir, 'test dir')();
   });
 
