@@ -21,6 +21,7 @@
 import { mkdirSync, readdirSync, readFileSync, readlinkSync, realpathSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import { openError } from './sqlite-db.js';
 
 export const LOCK_FILE = 'owner.lock';
 export const PID_FILE = 'svcd.pid';
@@ -72,7 +73,12 @@ export function lockDataDir(dir: string, what: string): () => void {
 
 function takeLock(dir: string, what: string): Database.Database {
   refuseLegacyHolder(dir, what);
-  const db = new Database(join(dir, LOCK_FILE), { timeout: 0 }); // busy at once: never wait for another owner
+  let db: Database.Database;
+  try {
+    db = new Database(join(dir, LOCK_FILE), { timeout: 0 }); // busy at once: never wait for another owner
+  } catch (err) {
+    throw openError('the lock', join(dir, LOCK_FILE), err);
+  }
   try {
     db.pragma('locking_mode = EXCLUSIVE');
     db.pragma('journal_mode = MEMORY'); // no journal file beside it
@@ -89,7 +95,7 @@ function takeLock(dir: string, what: string): Database.Database {
     if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') {
       throw new DataDirInUseError(dir, holderOf(dir), what);
     }
-    throw err;
+    throw openError('the lock', join(dir, LOCK_FILE), err);
   }
 }
 

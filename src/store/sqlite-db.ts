@@ -89,6 +89,30 @@ class SqliteHandle implements SqlDb {
 }
 
 /** SQLite implementation of SqlDb. */
+/**
+ * Opens the store and turns WAL on, the first write. SQLite's own messages ("unable to open
+ * database file", "attempt to write a readonly database") name neither the file nor the
+ * likely cause, and are what an operator starting svcd as the wrong user sees first.
+ */
+function openStore(path: string): Database.Database {
+  let raw: Database.Database | null = null;
+  try {
+    raw = new Database(path);
+    raw.pragma('journal_mode = WAL');
+    return raw;
+  } catch (err) {
+    raw?.close();
+    throw openError('the store', path, err);
+  }
+}
+
+/** An error opening a SQLite file, naming the file and, for a permission problem, the likely cause. */
+export function openError(what: string, path: string, err: unknown): Error {
+  const code = (err as { code?: string }).code ?? '';
+  const hint = /^SQLITE_(CANTOPEN|READONLY|PERM|AUTH)/.test(code) ? ' (can this user read and write the file and the directory it is in?)' : '';
+  return new Error(`cannot open ${what} ${path}: ${(err as Error).message}${hint}`, { cause: err });
+}
+
 export class SqliteDb implements SqlDb {
   readonly dialect = 'sqlite' as const;
   readonly raw: Db;
@@ -118,8 +142,7 @@ export class SqliteDb implements SqlDb {
 
   constructor(opts: SqliteDbOptions) {
     if (opts.path !== ':memory:') mkdirSync(dirname(opts.path), { recursive: true });
-    this.raw = new Database(opts.path);
-    this.raw.pragma('journal_mode = WAL');
+    this.raw = openStore(opts.path);
     const level = opts.synchronous ?? 'FULL';
     this.synchronous = level;
     // Group commit applies when every commit must reach the disk (FULL, EXTRA) on a file.

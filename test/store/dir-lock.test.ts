@@ -6,7 +6,7 @@
  * one wins), and a crash leaves nothing stale behind.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LEGACY_LOCK_FILE, LOCK_FILE, PID_FILE, lockDataDir } from '../../src/store/dir-lock.js';
@@ -80,6 +80,12 @@ describe('lockDataDir', () => {
     await exited(h.child);
     // Once it is gone, its pid file proves nothing and the directory is free.
     lockDataDir(dir, 'test dir')();
+  });
+
+  it('a lock file that cannot be opened is named, with the likely cause', () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, LOCK_FILE)); // not a file: SQLite cannot open it, as for a user without access
+    expect(() => lockDataDir(dir, 'test dir')).toThrow(`cannot open the lock ${join(dir, LOCK_FILE)}: unable to open database file (can this user read and write the file and the directory it is in?)`);
   });
 
   it('six starters at once, over a lock left by a crashed older svcd: exactly one holds it', async () => {

@@ -2,7 +2,7 @@
  * SqliteDb (decisions §11: better-sqlite3, WAL, synchronous FULL by default, migrations) runs
  * the SqlDb contract against a real file in a temp dir, plus SQLite-specific checks.
  */
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it, vi } from 'vitest';
@@ -20,6 +20,12 @@ const file = () => join(dir, `db-${n++}.sqlite`);
 describeSqlDbContract('SqliteDb (file-backed)', async () => new SqliteDb({ path: file() }));
 
 describe('SqliteDb specifics (D §11)', () => {
+  it('a store that cannot be opened is named with the likely cause, not only SQLite\'s words (svcd(8) EXIT STATUS)', () => {
+    const path = join(dir, 'a-directory');
+    mkdirSync(path);
+    expect(() => new SqliteDb({ path })).toThrow(`cannot open the store ${path}: unable to open database file (can this user read and write the file and the directory it is in?)`);
+  });
+
   it('uses WAL and synchronous FULL by default, through group commit; synchronous is configurable', async () => {
     const db = new SqliteDb({ path: file() });
     expect(db.raw.pragma('journal_mode', { simple: true })).toBe('wal');
