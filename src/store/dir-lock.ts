@@ -113,7 +113,8 @@ function refuseLegacyHolder(dir: string, what: string): void {
   }
   const pid = /^\d+\n?$/.test(text) ? Number.parseInt(text, 10) : null;
   if (pid !== null && pid !== process.pid && alive(pid)) {
-    throw new DataDirInUseError(dir, pid, what);
+    // A pid in a file is all the old lock has, and a pid can be reused after a crash.
+    throw new DataDirInUseError(dir, pid, what, `, per its ${LEGACY_LOCK_FILE} (the lock of builds before 2026-11-25); if pid ${pid} is not an svcd, delete ${join(dir, LEGACY_LOCK_FILE)}`);
   }
   try {
     unlinkSync(path);

@@ -104,7 +104,9 @@ describe('lockDataDir', () => {
   it("an older svcd's pid lock file: a live holder is honoured, a dead one's file removed", () => {
     const dir = tempDir();
     writeFileSync(join(dir, LEGACY_LOCK_FILE), `${process.ppid}\n`);
-    expect(() => lockDataDir(dir, 'test dir')).toThrow(`test dir ${dir} is in use by another svcd (pid ${process.ppid})`);
+    expect(() => lockDataDir(dir, 'test dir')).toThrow(
+      `test dir ${dir} is in use by another svcd (pid ${process.ppid}), per its svcd.lock (the lock of builds before 2026-11-25); if pid ${process.ppid} is not an svcd, delete ${join(dir, LEGACY_LOCK_FILE)}`,
+    );
     writeFileSync(join(dir, LEGACY_LOCK_FILE), `${deadPid()}\n`);
     lockDataDir(dir, 'test dir')();
     expect(existsSync(join(dir, LEGACY_LOCK_FILE))).toBe(false);
