@@ -301,6 +301,34 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
     }
   });
 
+  it('a database file deleted under the connector: an upstream error (not a stored failure); once restored, the new file is used', async () => {
+    const base = tempDir('svc-sqlite-moved-');
+    const file = join(base, 'x.db');
+    const make = (v: string) => {
+      const db = new Database(file);
+      db.exec(`CREATE TABLE t (v TEXT); INSERT INTO t VALUES ('${v}')`);
+      db.close();
+    };
+    make('old');
+    const c = new SqliteConnector({ type: 'sqlite', name: 'moved', path: file, probe: null, timeout_ms: 5000, tools: { put: { statement: 'INSERT INTO t (v) VALUES (:v)', writes: true }, all: { statement: 'SELECT v FROM t ORDER BY rowid' } } });
+    await c.start();
+    const ctx = { signal: new AbortController().signal, now: () => Date.now(), enterScope: () => true };
+    try {
+      expect(await c.call('all', {}, ctx)).toEqual({ rows: [{ v: 'old' }] }); // the thread has the file open
+      rmSync(file); // an operator about to restore a copy
+      const err = await c.call('put', { v: 'x' }, ctx).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(UpstreamError);
+      expect((err as UpstreamError).details).toMatchObject({ sqlite_code: 'SQLITE_READONLY_DBMOVED' });
+      make('new');
+      // The retry opens the file that is there now.
+      expect(await c.call('put', { v: 'x' }, ctx)).toEqual({ changes: 1, last_insert_rowid: 2 });
+      expect(await c.call('all', {}, ctx)).toEqual({ rows: [{ v: 'new' }, { v: 'x' }] });
+    } finally {
+      await c.close();
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+
   it('a read whose result is larger than 5 MiB is a deterministic failure, stopped at the row that crosses it', async () => {
     const c = new SqliteConnector({
       type: 'sqlite',

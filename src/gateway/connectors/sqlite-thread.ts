@@ -32,8 +32,11 @@ export interface ThreadSpec {
 
 /** What the thread reports for a failed statement. */
 export interface StatementFailure {
-  /** `args`: the binds do not fit the statement; `too_large`: the result is over maxBytes. */
-  kind: 'args' | 'too_large' | 'sqlite';
+  /**
+   * `args`: the binds do not fit the statement; `too_large`: the result is over maxBytes;
+   * `open`: the thread could not open the file or prepare the statements in it.
+   */
+  kind: 'args' | 'too_large' | 'open' | 'sqlite';
   code: string | null;
   message: string;
 }
@@ -53,10 +56,20 @@ const SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
 const { path, statements, maxBytes } = workerData;
-const rw = new Database(path, { fileMustExist: true });
-const ro = new Database(path, { fileMustExist: true, readonly: true });
-for (const db of [rw, ro]) db.pragma('busy_timeout = 5000');
-const stmts = new Map(statements.map((s) => [s.op, { stmt: (s.writes ? rw : ro).prepare(s.sql), writes: s.writes }]));
+let rw = null;
+let ro = null;
+let stmts = null;
+let openFailure = null;
+try {
+  rw = new Database(path, { fileMustExist: true });
+  ro = new Database(path, { fileMustExist: true, readonly: true });
+  for (const db of [rw, ro]) db.pragma('busy_timeout = 5000');
+  stmts = new Map(statements.map((s) => [s.op, { stmt: (s.writes ? rw : ro).prepare(s.sql), writes: s.writes }]));
+} catch (err) {
+  // The file is missing, unreadable or not what it was at load: every call is told so.
+  openFailure = { kind: 'open', code: (err && typeof err.code === 'string') ? err.code : null, message: 'cannot open ' + path + ': ' + String((err && err.message) || err) };
+  for (const db of [ro, rw]) try { if (db) db.close(); } catch {}
+}
 class TooLarge extends Error {}
 function rowsText(it) {
   const parts = [];
@@ -74,9 +87,13 @@ function rowsText(it) {
 }
 parentPort.on('message', (m) => {
   if (m === 'close') {
-    ro.close();
-    rw.close();
+    if (ro) ro.close();
+    if (rw) rw.close();
     parentPort.close();
+    return;
+  }
+  if (openFailure) {
+    parentPort.postMessage({ id: m.id, ok: false, failure: openFailure });
     return;
   }
   try {
@@ -112,10 +129,14 @@ type Reply = { id: number; ok: true; text: string } | { id: number; ok: false; f
 interface Life {
   worker: Worker;
   waiting: Map<number, Waiting>;
+  /** Replaced by restart(): ends once its last call is answered. */
+  retiring?: boolean;
 }
 
 export class StatementThread {
   private life: Life | null = null;
+  /** Threads restart() replaced that are still answering their last calls. */
+  private readonly retiring = new Set<Life>();
   private nextId = 1;
   private closed = false;
 
@@ -150,8 +171,21 @@ export class StatementThread {
     });
   }
 
+  /** Ends the current thread after its calls (the next call opens the file afresh). */
+  restart(): void {
+    const life = this.life;
+    if (!life) return;
+    this.life = null; // new calls go to a new thread; this one finishes what it has
+    if (life.waiting.size === 0) void life.worker.terminate();
+    else {
+      life.retiring = true;
+      this.retiring.add(life);
+    }
+  }
+
   async close(): Promise<void> {
     this.closed = true;
+    for (const old of this.retiring) this.end(old, 'the connector is closing');
     const life = this.life;
     if (!life) return;
     const exited = new Promise<void>((resolve) => life.worker.once('exit', () => resolve()));
@@ -173,7 +207,10 @@ export class StatementThread {
       const waiter = life.waiting.get(m.id);
       if (!waiter) return;
       life.waiting.delete(m.id);
-      if (life.waiting.size === 0) worker.unref();
+      if (life.waiting.size === 0) {
+        worker.unref();
+        if (life.retiring) void worker.terminate();
+      }
       if (m.ok) {
         try {
           waiter.resolve(JSON.parse(m.text));
@@ -182,7 +219,7 @@ export class StatementThread {
         }
       } else waiter.reject(new StatementError(m.failure));
     });
-    worker.on('error', (err) => this.failAll(life, `the statement thread failed: ${err.message}`));
+    worker.on('error', (err: unknown) => this.failAll(life, `the statement thread failed: ${(err as Error)?.message ?? String(err)}`));
     worker.on('exit', () => this.failAll(life, 'the statement thread ended'));
     this.life = life;
     return life;
@@ -196,6 +233,7 @@ export class StatementThread {
 
   private failAll(life: Life, why: string): void {
     if (this.life === life) this.life = null;
+    this.retiring.delete(life);
     const waiting = [...life.waiting.values()];
     life.waiting.clear();
     for (const x of waiting) x.reject(new ThreadEnded(why));

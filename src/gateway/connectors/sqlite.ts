@@ -149,7 +149,13 @@ function virtualTables(db: Database.Database): Map<string, string | null> {
   return out;
 }
 
-const DETERMINISTIC_CODES = /^SQLITE_(CONSTRAINT|MISMATCH|TOOBIG|RANGE|ERROR|READONLY|AUTH)/;
+const DETERMINISTIC_CODES = /^SQLITE_(CONSTRAINT|MISMATCH|TOOBIG|RANGE|ERROR|AUTH)/;
+/**
+ * The file, not the statement: made read-only, replaced or deleted under the connections
+ * (SQLITE_READONLY_DBMOVED), or failing I/O. An upstream error (an operator can fix it, and a
+ * retry should then succeed, not replay a stored failure), and the connections are reopened.
+ */
+const FILE_CODES = /^SQLITE_(READONLY|CANTOPEN|IOERR|CORRUPT|NOTADB)/;
 
 export class SqliteConnector implements Connector {
   readonly type = 'sqlite' as const;
@@ -297,7 +303,12 @@ export class SqliteConnector implements Connector {
       const { kind, code, message } = err.failure;
       if (kind === 'args') throw new ArgsInvalid(message || 'bad parameters');
       if (kind === 'too_large') throw new DeterministicFailure(message, { max_bytes: DEFAULT_MAX_BYTES });
+      if (kind === 'open') {
+        this.thread?.restart(); // the next call tries the file again
+        throw new UpstreamError(message, { sqlite_code: code });
+      }
       if (code !== null && DETERMINISTIC_CODES.test(code)) throw new DeterministicFailure(message || code, { sqlite_code: code });
+      if (code !== null && FILE_CODES.test(code)) this.thread?.restart();
       throw new UpstreamError(message || 'sqlite error', { sqlite_code: code });
     }
   }
