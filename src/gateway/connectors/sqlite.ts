@@ -6,15 +6,16 @@
  * view counts as the tables under it and a trigger's writes count too, and no SQL text is
  * parsed for scopes. Read tools run on a read-only
  * connection, so a read tool cannot write even if its statement were changed underneath.
- * Statements run on a thread of the connector's own (sqlite-thread.ts), so a long one stops
- * this connector only, and is stopped when its call times out.
+ * Statements run on svcd's main thread: better-sqlite3 is synchronous and a running SQLite
+ * statement cannot be stopped from JavaScript, not even by terminating a worker thread that
+ * runs it (docs/design.md, "Upstreams are hostile peers too"). So lock waits are bounded
+ * (BUSY_TIMEOUT_MS) and a read stops at the row that takes its result over MAX_RESULT_BYTES.
  */
 import Database from 'better-sqlite3';
 import { isoTime } from '../../clock.js';
 import type { ContractType } from '../../types.js';
 import { DEFAULT_MAX_BYTES, type SqliteConnectorConfig } from '../config.js';
 import { compileInputSchema } from '../schema-validator.js';
-import { StatementError, StatementThread, ThreadEnded } from './sqlite-thread.js';
 import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
 
 interface SqliteTool extends ConnectorTool {
@@ -157,15 +158,37 @@ const DETERMINISTIC_CODES = /^SQLITE_(CONSTRAINT|MISMATCH|TOOBIG|RANGE|ERROR|AUT
  */
 const FILE_CODES = /^SQLITE_(READONLY|CANTOPEN|IOERR|CORRUPT|NOTADB)/;
 
+/** How long a statement waits for a lock another process holds; svcd's main thread waits with it. */
+const BUSY_TIMEOUT_MS = 1000;
+
+/** Largest select result, as JSON text. */
+export const MAX_RESULT_BYTES = DEFAULT_MAX_BYTES;
+
+/** A select's rows, stopping at the row that takes the result over MAX_RESULT_BYTES of JSON. */
+function boundedRows(stmt: Database.Statement, binds: Record<string, unknown>): unknown[] {
+  const rows: unknown[] = [];
+  let bytes = 0;
+  const it = stmt.iterate(binds);
+  for (const row of it) {
+    bytes += Buffer.byteLength(JSON.stringify(row)) + 1;
+    if (bytes > MAX_RESULT_BYTES) {
+      it.return?.();
+      throw new DeterministicFailure(`the result is larger than ${MAX_RESULT_BYTES} bytes`, { max_bytes: MAX_RESULT_BYTES });
+    }
+    rows.push(row);
+  }
+  return rows;
+}
+
 export class SqliteConnector implements Connector {
   readonly type = 'sqlite' as const;
   readonly name: string;
   readonly probe;
   readonly timeoutMs: number;
-  // The connections of the load-time checks; closed once the tools are known.
   private rw: Database.Database | null = null;
   private ro: Database.Database | null = null;
-  private thread: StatementThread | null = null;
+  /** Prepared statements by operation, on rw (writes) or ro (reads); null while the file cannot be opened. */
+  private stmts: Map<string, Database.Statement> | null = null;
   private readonly list = new Map<string, SqliteTool>();
 
   constructor(private readonly cfg: SqliteConnectorConfig) {
@@ -182,7 +205,7 @@ export class SqliteConnector implements Connector {
     } catch (err) {
       throw new ConnectorSetupError([`${where}: cannot open ${this.cfg.path}: ${(err as Error).message}`]);
     }
-    for (const db of [this.rw, this.ro]) db.pragma('busy_timeout = 5000');
+    for (const db of [this.rw, this.ro]) db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
     const problems: string[] = [];
     const schema = schemaMap(this.rw);
     for (const [op, t] of Object.entries(this.cfg.tools)) {
@@ -247,21 +270,32 @@ export class SqliteConnector implements Connector {
         }),
       });
     }
-    this.closeChecks();
-    if (problems.length > 0) throw new ConnectorSetupError(problems);
-    this.thread = new StatementThread({
-      path: this.cfg.path,
-      statements: [...this.list.values()].map((t) => ({ op: t.operation, sql: t.sql, writes: t.writes })),
-      maxBytes: DEFAULT_MAX_BYTES,
-    });
-    this.thread.warm();
+    if (problems.length > 0) {
+      await this.close();
+      throw new ConnectorSetupError(problems);
+    }
+    this.stmts = this.prepareAll(this.rw, this.ro);
   }
 
-  /** Closes the load-time connections: the read-only one first (see close()). */
-  private closeChecks(): void {
-    this.ro?.close();
-    this.rw?.close();
-    this.rw = this.ro = null;
+  private prepareAll(rw: Database.Database, ro: Database.Database): Map<string, Database.Statement> {
+    return new Map([...this.list.values()].map((t) => [t.operation, (t.writes ? rw : ro).prepare(t.sql)]));
+  }
+
+  /**
+   * Opens the file afresh after an error about the file itself (missing, read-only, moved or
+   * deleted under the connections), so a restored or fixed file is used without a restart.
+   * Failing, the connector stays without connections and the next call tries again.
+   */
+  private reopen(): void {
+    this.closeConnections();
+    try {
+      this.rw = new Database(this.cfg.path, { fileMustExist: true });
+      this.ro = new Database(this.cfg.path, { fileMustExist: true, readonly: true });
+      for (const db of [this.rw, this.ro]) db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+      this.stmts = this.prepareAll(this.rw, this.ro);
+    } catch {
+      this.closeConnections();
+    }
   }
 
   tools(): ConnectorTool[] {
@@ -292,33 +326,45 @@ export class SqliteConnector implements Connector {
       else if (typeof v === 'string' || typeof v === 'number') binds[p] = v;
       else throw new ArgsInvalid(`parameter ${p} must be a string, number, boolean or null`, `/${p}`);
     }
-    if (!this.thread) throw new UpstreamError(`connector ${this.name} is not running`);
-    // A select returns {rows}; a write with RETURNING its row (several rows: {rows}); any
-    // other write {changes, last_insert_rowid}.
+    if (!this.stmts) this.reopen();
+    const stmt = this.stmts?.get(operation);
+    if (!stmt) throw new UpstreamError(`connector ${this.name}: cannot open ${this.cfg.path}`);
     try {
-      return await this.thread.run(operation, binds, ctx.signal);
-    } catch (err) {
-      if (err instanceof ThreadEnded) throw new UpstreamError(`connector ${this.name}: ${err.message}`);
-      if (!(err instanceof StatementError)) throw err;
-      const { kind, code, message } = err.failure;
-      if (kind === 'args') throw new ArgsInvalid(message || 'bad parameters');
-      if (kind === 'too_large') throw new DeterministicFailure(message, { max_bytes: DEFAULT_MAX_BYTES });
-      if (kind === 'open') {
-        this.thread?.restart(); // the next call tries the file again
-        throw new UpstreamError(message, { sqlite_code: code });
+      if (!stmt.reader) {
+        const info = stmt.run(binds);
+        return { changes: info.changes, last_insert_rowid: Number(info.lastInsertRowid) };
       }
-      if (code !== null && DETERMINISTIC_CODES.test(code)) throw new DeterministicFailure(message || code, { sqlite_code: code });
-      if (code !== null && FILE_CODES.test(code)) this.thread?.restart();
-      throw new UpstreamError(message || 'sqlite error', { sqlite_code: code });
+      if (tool.writes) {
+        // A write with RETURNING returns its row (several rows: {rows}); it runs to its end.
+        const rows = stmt.all(binds) as Array<Record<string, unknown>>;
+        return rows.length === 1 ? rows[0] : { rows };
+      }
+      return { rows: boundedRows(stmt, binds) };
+    } catch (err) {
+      if (err instanceof DeterministicFailure) throw err;
+      const e = err as { code?: string; message?: string };
+      if (err instanceof RangeError || err instanceof TypeError) throw new ArgsInvalid(e.message ?? 'bad parameters');
+      const code = typeof e.code === 'string' ? e.code : null;
+      if (code !== null && DETERMINISTIC_CODES.test(code)) throw new DeterministicFailure(e.message ?? code, { sqlite_code: code });
+      if (code !== null && FILE_CODES.test(code)) this.closeConnections(); // reopened by the next call
+      throw new UpstreamError(e.message ?? 'sqlite error', { sqlite_code: code });
     }
   }
 
+  private closeConnections(): void {
+    // The read-only connection first: SQLite checkpoints the WAL and removes -wal/-shm only
+    // when the last connection to close can write, so the database file alone is complete.
+    try {
+      this.ro?.close();
+      this.rw?.close();
+    } catch {
+      /* closing a connection to a file that is gone */
+    }
+    this.rw = this.ro = null;
+    this.stmts = null;
+  }
+
   async close(): Promise<void> {
-    // The thread closes the read-only connection first: SQLite checkpoints the WAL and
-    // removes -wal/-shm only when the last connection to close can write, so the database
-    // file alone is complete.
-    this.closeChecks();
-    await this.thread?.close();
-    this.thread = null;
+    this.closeConnections();
   }
 }
