@@ -167,6 +167,8 @@ class ToolCall {
   private readonly toolLabel: string;
   /** The verified remit; null until the token checked out (or when it is bound to another run). */
   private payload: RemitPayload | null = null;
+  /** This call's idempotency claim was released. */
+  private released = false;
 
   constructor(
     private readonly d: CallDeps,
@@ -346,9 +348,13 @@ class ToolCall {
           try {
             await d.store.complete(req.tool, key, res.status, d.redactor.redactValue(res.body));
           } catch (storeErr) {
-            // The upstream refused, so nothing happened: a retry may run again.
-            await this.release(a);
-            return this.failWith(a, this.storeFailed(a, 'store a deterministic failure', storeErr, 'the upstream refused the call; a retry may run it'), 'store_failed');
+            // A refusal changed nothing, so a read may run again. A write's failure may come
+            // after the upstream acted (an answer too large to keep): its key stays claimed.
+            if (!a.writes) {
+              await this.release(a);
+              return this.failWith(a, this.storeFailed(a, 'store a deterministic failure', storeErr, 'the upstream refused the call; a retry may run it'), 'store_failed');
+            }
+            return this.failWith(a, this.storeFailed(a, 'store a deterministic failure', storeErr, 'the outcome was not kept; its key stays claimed so the write cannot run again'), 'store_failed');
           }
         }
         return this.failWith(a, res, 'deterministic_failure');
@@ -487,7 +493,9 @@ class ToolCall {
    * memory and always released.
    */
   private async release(a: Admitted): Promise<void> {
-    if (a.key === null) return;
+    // Once: a second release could drop the claim a concurrent retry has taken since.
+    if (a.key === null || this.released) return;
+    this.released = true;
     try {
       await this.d.store.release(this.req.tool, a.key);
     } catch (err) {

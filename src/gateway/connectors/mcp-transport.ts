@@ -1,6 +1,6 @@
 /**
  * The stdio transport the MCP connector hands to the SDK's `Client` (decisions §9). It speaks
- * the SDK's own stdio framing (`ReadBuffer`, `serializeMessage`) and environment defaults
+ * the SDK's own stdio framing (`deserializeMessage`, `serializeMessage`) and environment defaults
  * (`getDefaultEnvironment`); it differs from the SDK's `StdioClientTransport` in one way that
  * the gateway needs: the server is spawned as the leader of its own process group, so that
  * stopping it ends every process it started (an `npx` wrapper and the server under it, a
@@ -10,8 +10,8 @@
  * Both streams are split into lines by `LineSplitter`, which never holds more than one line of
  * a bound: a server is a hostile peer too. A stdout line that is not a JSON-RPC message is
  * reported and skipped (the messages after it in the same chunk still arrive); a stdout line
- * longer than `maxMessageBytes` ends the server (it is restarted), instead of buffering it and
- * the calls behind it until their timeouts; a stderr line longer than `maxStderrLineBytes` is
+ * longer than `maxMessageBytes` is dropped as it streams in (its request times out) instead
+ * of being buffered without end; a stderr line longer than `maxStderrLineBytes` is
  * dropped with a note (cut, it could end inside a secret that redaction would not recognise).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -56,6 +56,17 @@ export class LineSplitter {
     private readonly onLine: (line: string) => void,
     private readonly onOverflow: () => void,
   ) {}
+
+  /** The stream ended: a last line without its newline is still a line. */
+  end(): void {
+    if (this.size > 0 && !this.discarding) {
+      const text = Buffer.concat(this.parts, this.size).toString('utf8');
+      this.onLine(text.endsWith('\r') ? text.slice(0, -1) : text);
+    }
+    this.parts = [];
+    this.size = 0;
+    this.discarding = false;
+  }
 
   push(chunk: Buffer): void {
     let start = 0;
@@ -191,10 +202,9 @@ export class GroupStdioTransport implements Transport {
             this.onerror?.(err as Error);
           }
         },
-        () => {
-          this.onerror?.(new Error(`MCP server wrote a stdout line over ${maxMessage} bytes; ending it`));
-          void this.close();
-        },
+        // Dropped, not fatal: ending the server would fail every other call in flight on it.
+        // The request it answered times out; the splitter kept none of it.
+        () => this.onerror?.(new Error(`MCP server wrote a stdout line over ${maxMessage} bytes; dropped`)),
       );
       child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
       child.stdout!.on('error', (err) => this.onerror?.(err));
@@ -205,6 +215,7 @@ export class GroupStdioTransport implements Transport {
         () => this.opts.onStderr?.(`(a stderr line over ${maxStderr} bytes, dropped)`),
       );
       child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk));
+      child.stderr!.on('end', () => stderr.end()); // a last line without its newline (a crash message)
       child.stderr!.on('error', () => {});
     });
   }

@@ -134,7 +134,8 @@ export class McpConnector implements Connector {
     client.onclose = () => {
       if (this.client === client) this.markDown();
     };
-    client.onerror = (err) => this.opts.logger.warn('mcp transport error', { connector: this.name, err: this.redactor.redact(err.message) });
+    // debug: the SDK's messages quote whole late responses (tool results) in their text.
+    client.onerror = (err) => this.opts.logger.debug('mcp transport error', { connector: this.name, err: this.redactor.redact(err.message) });
     try {
       await client.connect(transport, { timeout: timeoutMs });
       const tools = await this.listAll(client, AbortSignal.timeout(timeoutMs));
