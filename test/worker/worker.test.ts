@@ -184,7 +184,7 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
     kernel.offer(first);
     await until(() => events.some((e) => e.name === 'step:start'));
     kernel.offer(queued);
-    await new Promise((r) => setTimeout(r, 100)); // the second slot's long poll takes it; first runs 600 ms
+    await until(() => kernel.leases.has(queued.lease_id)); // the second slot's long poll takes it; first runs 600 ms
     await worker.stop({ graceMs: 5000 });
     expect(kernel.calls('POST', `/v1/leases/${first.lease_id}/complete`)).toHaveLength(1);
     // Failed when the stop came, not when the running step released the slot.
@@ -203,8 +203,7 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
     kernel.offer(first);
     await until(() => kernel.calls('POST', `/v1/leases/${first.lease_id}/complete`).length === 1);
     kernel.offer(queued);
-    await until(() => kernel.calls('POST', '/v1/leases').filter((r) => r.path === '/v1/leases').length >= 3);
-    await new Promise((r) => setTimeout(r, 100));
+    await until(() => kernel.leases.has(queued.lease_id)); // handed out: now waiting for its slot
     const t0 = Date.now();
     await worker.stop({ graceMs: 5000 });
     expect(Date.now() - t0).toBeLessThan(2000);
