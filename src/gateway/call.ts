@@ -350,11 +350,9 @@ class ToolCall {
           } catch (storeErr) {
             // A refusal changed nothing, so a read may run again. A write's failure may come
             // after the upstream acted (an answer too large to keep): its key stays claimed.
-            if (!a.writes) {
-              await this.release(a);
-              return this.failWith(a, this.storeFailed(a, 'store a deterministic failure', storeErr, 'the upstream refused the call; a retry may run it'), 'store_failed');
-            }
-            return this.failWith(a, this.storeFailed(a, 'store a deterministic failure', storeErr, 'the outcome was not kept; its key stays claimed so the write cannot run again'), 'store_failed');
+            if (!a.writes) await this.release(a);
+            const then = a.writes ? 'the outcome was not kept; its key stays claimed so the write cannot run again' : 'the upstream refused the call; a retry may run it';
+            return this.failWith(a, this.storeFailed(a, 'store a deterministic failure', storeErr, then), 'store_failed');
           }
         }
         return this.failWith(a, res, 'deterministic_failure');

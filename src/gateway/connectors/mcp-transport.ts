@@ -59,10 +59,7 @@ export class LineSplitter {
 
   /** The stream ended: a last line without its newline is still a line. */
   end(): void {
-    if (this.size > 0 && !this.discarding) {
-      const text = Buffer.concat(this.parts, this.size).toString('utf8');
-      this.onLine(text.endsWith('\r') ? text.slice(0, -1) : text);
-    }
+    if (this.size > 0 && !this.discarding) this.emit(Buffer.concat(this.parts, this.size));
     this.parts = [];
     this.size = 0;
     this.discarding = false;
@@ -75,11 +72,7 @@ export class LineSplitter {
       start = nl + 1;
       if (this.discarding) this.discarding = false;
       else if (this.size + piece.length > this.max) this.onOverflow();
-      else {
-        const bytes = this.size === 0 ? piece : Buffer.concat([...this.parts, piece], this.size + piece.length);
-        const text = bytes.toString('utf8');
-        this.onLine(text.endsWith('\r') ? text.slice(0, -1) : text);
-      }
+      else this.emit(this.size === 0 ? piece : Buffer.concat([...this.parts, piece], this.size + piece.length));
       this.parts = [];
       this.size = 0;
     }
@@ -96,7 +89,10 @@ export class LineSplitter {
     }
   }
 
-
+  private emit(bytes: Buffer): void {
+    const text = bytes.toString('utf8');
+    this.onLine(text.endsWith('\r') ? text.slice(0, -1) : text);
+  }
 }
 
 const useGroups = process.platform !== 'win32';

@@ -147,7 +147,7 @@ export class McpConnector implements Connector {
       this.stateValue = 'ready';
       // A server that answers initialize and dies at once would otherwise restart every
       // initial backoff for ever: the backoff is forgotten only after it stays up a while.
-      if (this.stableTimer) clearTimeout(this.stableTimer);
+      this.clearStableTimer();
       this.stableTimer = setTimeout(() => {
         this.stableTimer = null;
         this.attempt = 0;
@@ -212,13 +212,17 @@ export class McpConnector implements Connector {
     }
   }
 
+  private clearStableTimer(): void {
+    if (this.stableTimer) clearTimeout(this.stableTimer);
+    this.stableTimer = null;
+  }
+
   private markDown(): void {
     if (this.stateValue === 'closed') return;
     if (this.stateValue === 'ready') this.opts.logger.warn('mcp server stopped; restarting with backoff', { connector: this.name });
     this.stateValue = 'down';
     this.client = null;
-    if (this.stableTimer) clearTimeout(this.stableTimer);
-    this.stableTimer = null;
+    this.clearStableTimer();
     if (this.timer) return;
     const initial = this.opts.initialBackoffMs ?? 500;
     const delay = Math.min(initial * 2 ** this.attempt, this.opts.maxBackoffMs ?? 30_000);
@@ -303,7 +307,7 @@ export class McpConnector implements Connector {
   async close(): Promise<void> {
     this.stateValue = 'closed';
     if (this.timer) clearTimeout(this.timer);
-    if (this.stableTimer) clearTimeout(this.stableTimer);
+    this.clearStableTimer();
     this.timer = null;
     const client = this.client;
     const transport = this.transport;

@@ -199,15 +199,15 @@ export class SqliteConnector implements Connector {
 
   async start(): Promise<void> {
     const where = `connector ${this.name}`;
+    let rw: Database.Database;
+    let ro: Database.Database;
     try {
-      this.rw = new Database(this.cfg.path, { fileMustExist: true });
-      this.ro = new Database(this.cfg.path, { fileMustExist: true, readonly: true });
+      ({ rw, ro } = this.openConnections());
     } catch (err) {
       throw new ConnectorSetupError([`${where}: cannot open ${this.cfg.path}: ${(err as Error).message}`]);
     }
-    for (const db of [this.rw, this.ro]) db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
     const problems: string[] = [];
-    const schema = schemaMap(this.rw);
+    const schema = schemaMap(rw);
     for (const [op, t] of Object.entries(this.cfg.tools)) {
       const sql = (t.statement ?? '').trim().replace(/;\s*$/, '');
       const { names, others } = namedParameters(sql);
@@ -218,13 +218,13 @@ export class SqliteConnector implements Connector {
       let probeStmt: Database.Statement;
       let tables: string[];
       try {
-        probeStmt = this.rw.prepare(sql);
+        probeStmt = rw.prepare(sql);
       } catch (err) {
         problems.push(`${where}: tool ${op}: statement does not prepare: ${(err as Error).message}`);
         continue;
       }
       try {
-        tables = tablesTouched(this.rw, sql, names, schema);
+        tables = tablesTouched(rw, sql, names, schema);
       } catch (err) {
         problems.push(`${where}: tool ${op}: ${(err as Error).message}`);
         continue;
@@ -234,7 +234,7 @@ export class SqliteConnector implements Connector {
         problems.push(`${where}: tool ${op}: the statement writes; set writes: true`);
         continue;
       }
-      if (!writes) this.ro.prepare(sql); // a read must prepare on the read-only connection too
+      if (!writes) ro.prepare(sql); // a read must prepare on the read-only connection too
       const userParams = names.filter((p) => p !== 'now');
       const inputSchema = t.input_schema ?? {
         type: 'object',
@@ -274,7 +274,7 @@ export class SqliteConnector implements Connector {
       await this.close();
       throw new ConnectorSetupError(problems);
     }
-    this.stmts = this.prepareAll(this.rw, this.ro);
+    this.stmts = this.prepareAll(rw, ro);
   }
 
   private prepareAll(rw: Database.Database, ro: Database.Database): Map<string, Database.Statement> {
@@ -289,13 +289,19 @@ export class SqliteConnector implements Connector {
   private reopen(): void {
     this.closeConnections();
     try {
-      this.rw = new Database(this.cfg.path, { fileMustExist: true });
-      this.ro = new Database(this.cfg.path, { fileMustExist: true, readonly: true });
-      for (const db of [this.rw, this.ro]) db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-      this.stmts = this.prepareAll(this.rw, this.ro);
+      const { rw, ro } = this.openConnections();
+      this.stmts = this.prepareAll(rw, ro);
     } catch {
       this.closeConnections();
     }
+  }
+
+  /** The read-write and the read-only connection, each waiting BUSY_TIMEOUT_MS for a lock. */
+  private openConnections(): { rw: Database.Database; ro: Database.Database } {
+    const rw = (this.rw = new Database(this.cfg.path, { fileMustExist: true }));
+    const ro = (this.ro = new Database(this.cfg.path, { fileMustExist: true, readonly: true }));
+    for (const db of [rw, ro]) db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    return { rw, ro };
   }
 
   tools(): ConnectorTool[] {
