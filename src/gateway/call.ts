@@ -318,6 +318,7 @@ class ToolCall {
     const timer = setTimeout(() => controller.abort(new Error(`${req.tool} timed out after ${connector.timeoutMs} ms`)), connector.timeoutMs);
     const requestScope = req.scope ?? null;
     const granted = a.payload.scopes;
+    let outcomeUnknown = false;
     let result: unknown;
     try {
       const answer = await abortable(
@@ -328,6 +329,9 @@ class ToolCall {
             if (!anyScopeMatches(granted, s) || (requestScope !== null && !scopeMatches(requestScope, s))) return false;
             if (!scopes.includes(s)) scopes.push(s);
             return true;
+          },
+          outcomeUnknown: () => {
+            outcomeUnknown = true;
           },
         }),
         controller.signal,
@@ -368,10 +372,16 @@ class ToolCall {
         return this.refuse('scope_not_granted', err.message);
       }
       breaker.failure(trial);
-      await this.release(a);
-      const message = err instanceof UpstreamError ? err.message : controller.signal.aborted ? abortMessage(controller.signal) : `${req.tool} failed: ${(err as Error).message}`;
+      // A write given up mid-statement may have taken effect: its key must never run again.
+      if (outcomeUnknown && a.writes) await this.keepUnknown(a);
+      else await this.release(a);
+      let message = err instanceof UpstreamError ? err.message : controller.signal.aborted ? abortMessage(controller.signal) : `${req.tool} failed: ${(err as Error).message}`;
       if (!(err instanceof UpstreamError) && !controller.signal.aborted) d.logger.error('connector threw an unexpected error', { tool: req.tool, err: d.redactor.redact((err as Error).stack ?? String(err)) });
-      const details = err instanceof UpstreamError ? err.details : {};
+      let details = err instanceof UpstreamError ? err.details : {};
+      if (outcomeUnknown && a.writes) {
+        message += `; the write was stopped mid-run and may have taken effect, so its outcome is unknown${key !== null ? ' and a repeat of its idempotency key will not run it again' : ''}`;
+        details = { ...details, outcome: 'unknown' };
+      }
       const state = breaker.state;
       if (state === 'closed') return this.failWith(a, gatewayError('upstream_error', message, details), 'upstream_error');
       // A straggler ending while the circuit is half-open: not open by this call, no wait to name.
@@ -490,6 +500,17 @@ class ToolCall {
    * the next start, which errs on the side of never running twice. A read's claim is in
    * memory and always released.
    */
+  /** Marks a write's claim `unknown`; failing that, the claim stays pending (also never run again). */
+  private async keepUnknown(a: Admitted): Promise<void> {
+    if (a.key === null) return;
+    this.released = true; // the claim is not ours to drop any more
+    try {
+      await this.d.store.markUnknown(this.req.tool, a.key);
+    } catch (err) {
+      this.d.logger.error('idempotency store: cannot mark a claim unknown; it stays pending', { tool: this.req.tool, err: this.d.redactor.redact((err as Error).message) });
+    }
+  }
+
   private async release(a: Admitted): Promise<void> {
     // Once: a second release could drop the claim a concurrent retry has taken since.
     if (a.key === null || this.released) return;

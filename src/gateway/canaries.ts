@@ -156,7 +156,7 @@ export class Canaries {
         const tool = c.tools().find((t) => t.operation === op);
         if (!tool) throw new Error(`probe tool ${c.name}.${op} is not offered by the connector`);
         observed = await abortable(
-          c.call(op, probe.args, { signal: controller.signal, now: () => clock.now(), enterScope: () => false }),
+          c.call(op, probe.args, { signal: controller.signal, now: () => clock.now(), enterScope: () => false, outcomeUnknown: () => undefined }),
           controller.signal,
         );
         const d = checkContract(tool.descriptor.contract.required, observed);

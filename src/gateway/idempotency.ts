@@ -210,6 +210,25 @@ export class IdempotencyStore {
     );
   }
 
+  /**
+   * A write's claim whose call was given up after the upstream may have acted (a statement
+   * killed mid-run): `unknown` now, as it would be after a restart — a repeat is 409, never
+   * a second execution. Kept 30 days from now.
+   */
+  async markUnknown(tool: string, key: string): Promise<void> {
+    const now = this.clock.now();
+    await this.db.tx(
+      (t) =>
+        t.run("UPDATE gateway_idempotency SET state = 'unknown', stored_at = ?, expires_at = ? WHERE tool = ? AND idem_key = ? AND state = 'pending' AND writes = 1", [
+          new Date(now).toISOString(),
+          now + IDEMPOTENCY_TTL_MS,
+          tool,
+          key,
+        ]),
+      { durable: false },
+    );
+  }
+
   /** Drops a claim whose call did not happen or failed upstream, so a retry can run. */
   async release(tool: string, key: string): Promise<void> {
     const id = readKey(tool, key);

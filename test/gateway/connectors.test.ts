@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { FsConnector, MAX_LIST_ENTRIES } from '../../src/gateway/connectors/fs.js';
 import { SqliteConnector, namedParameters, tablesTouched } from '../../src/gateway/connectors/sqlite.js';
+import { StatementFailureError, StatementHost } from '../../src/gateway/connectors/sqlite-host.js';
 import { ScopeRefusal, UpstreamError } from '../../src/gateway/connectors/types.js';
 import { tempDir } from '../helpers/daemon.js';
 import { mintToken, remitPayload, testSigner } from '../helpers/remit-token.js';
@@ -262,13 +263,24 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
     expect(wrongArgs.body.error.code).toBe('args_invalid');
   });
 
-  it('read tools run on a read-only connection', async () => {
-    const c = new SqliteConnector({ type: 'sqlite', name: 'ro', path: dbPath, probe: null, timeout_ms: 1000, tools: { peek: { statement: 'SELECT 1 AS one' } } });
-    await c.start();
-    // Reach the prepared statement's connection: it must refuse writes.
-    const stmt = (c as unknown as { stmts: Map<string, { database: Database.Database }> }).stmts.get('peek')!;
-    expect(stmt.database.readonly).toBe(true);
-    await c.close();
+  it('read tools run on a read-only connection: a read statement that would write is refused by SQLite', async () => {
+    // The connector refuses such a read at load; below it, the statement host must still run
+    // reads on the read-only connection, whatever their text.
+    const host = new StatementHost({
+      name: 'ro',
+      path: dbPath,
+      statements: [{ op: 'sneak', sql: "INSERT INTO audit (what, at) VALUES ('x', 'y')", writes: false, mode: 'run' }],
+      busyTimeoutMs: 100,
+      maxResultBytes: 1024,
+      fileCodes: '^$',
+    });
+    try {
+      const err = await host.run('sneak', {}, new AbortController().signal, () => undefined).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(StatementFailureError);
+      expect((err as StatementFailureError).failure).toMatchObject({ kind: 'sqlite', code: 'SQLITE_READONLY' });
+    } finally {
+      await host.close();
+    }
   });
 
   it('a database file deleted under the connector: an upstream error (not a stored failure); once restored, the new file is used', async () => {
@@ -282,9 +294,9 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
     make('old');
     const c = new SqliteConnector({ type: 'sqlite', name: 'moved', path: file, probe: null, timeout_ms: 5000, tools: { put: { statement: 'INSERT INTO t (v) VALUES (:v)', writes: true }, all: { statement: 'SELECT v FROM t ORDER BY rowid' } } });
     await c.start();
-    const ctx = { signal: new AbortController().signal, now: () => Date.now(), enterScope: () => true };
+    const ctx = { signal: new AbortController().signal, now: () => Date.now(), enterScope: () => true, outcomeUnknown: () => undefined };
     try {
-      expect(await c.call('all', {}, ctx)).toEqual({ rows: [{ v: 'old' }] }); // the thread has the file open
+      expect(await c.call('all', {}, ctx)).toEqual({ rows: [{ v: 'old' }] }); // the statement process has the file open
       rmSync(file); // an operator about to restore a copy
       const err = await c.call('put', { v: 'x' }, ctx).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(UpstreamError);
@@ -309,7 +321,7 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
       tools: { rows: { statement: "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < :n) SELECT x, printf('%.100c', 'y') AS pad FROM c" } },
     });
     await c.start();
-    const ctx = { signal: new AbortController().signal, now: () => Date.now(), enterScope: () => true };
+    const ctx = { signal: new AbortController().signal, now: () => Date.now(), enterScope: () => true, outcomeUnknown: () => undefined };
     try {
       expect(((await c.call('rows', { n: 1000 }, ctx)) as { rows: unknown[] }).rows).toHaveLength(1000);
       await expect(c.call('rows', { n: 1e9 }, ctx)).rejects.toThrow(/larger than 5242880 bytes/);

@@ -284,6 +284,80 @@ describe('the svcd binary (decisions §11) and `svc gateway` (CLI)', () => {
     }
   }, 60_000);
 
+  /** Running, not a zombie left for an init that does not reap (this sandbox's pid 1). */
+  function running(pid: number): boolean {
+    try {
+      return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+    } catch {
+      return false;
+    }
+  }
+  async function statementPid(gwData: string, parent: number): Promise<number> {
+    const deadline = Date.now() + 5000;
+    for (;;) {
+      const kids = readFileSync(`/proc/${parent}/task/${parent}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+      const host = kids.find((k) => readFileSync(`/proc/${k}/cmdline`, 'utf8').includes('better-sqlite3'));
+      if (host) return host;
+      if (Date.now() > deadline) throw new Error(`no statement process under ${parent} (${gwData})`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  it('a slow sqlite statement holds up neither the kernel nor SIGTERM, and dies with a SIGKILLed svcd (docs/design.md, "Upstreams are hostile peers too")', async () => {
+    const db = join(dir, 'slow.db');
+    const { default: Database } = await import('better-sqlite3');
+    const file = new Database(db);
+    file.exec('CREATE TABLE IF NOT EXISTS t (v INTEGER)');
+    file.close();
+    const cfg = join(dir, 'slow-sqlite.yaml');
+    const count = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < :n) SELECT count(*) AS n FROM c, (SELECT count(*) FROM t)';
+    writeFileSync(cfg, ['connectors:', '  - name: slow', '    type: sqlite', `    path: ${JSON.stringify(db)}`, '    timeout_ms: 60000', '    tools:', '      count:', `        statement: ${JSON.stringify(count)}`].join('\n'));
+    const args = (name: string) => ['--data-dir', join(dir, `${name}-kernel`), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0', '--gateway-config', cfg, '--drain-seconds', '1'];
+    const env = (name: string) => ({ SVC_GATEWAY_DATA: join(dir, `${name}-gateway`), SVC_TOKEN: '' });
+    const slowCall = async (svcd: { kernelUrl: string | null; gatewayUrl: string | null }) => {
+      const m = await json(`${svcd.kernelUrl}/v1/remits`, {
+        body: { tools: ['slow.*'], scopes: ['sql:table:*'], grants: [], spend: { tokens: 1, usd: 1 }, autonomy: 'supervised', ttl_seconds: 600, policy_set: [], requested_by: REQUESTER },
+      });
+      expect(m.status).toBe(201);
+      const call = json(`${svcd.gatewayUrl}/v1/tools/call`, { body: { remit_token: m.body.token, tool: 'slow.count', args: { n: 1e12 } } }).catch((e: Error) => e);
+      await new Promise((r) => setTimeout(r, 300)); // the statement is running now
+      return { call }; // wrapped: an async function returning the promise would wait for it
+    };
+
+    const svcd = await spawnSvcd(args('term'), env('term'));
+    try {
+      const host = await statementPid(join(dir, 'term-gateway'), svcd.child.pid!);
+      const { call } = await slowCall(svcd);
+      const t0 = Date.now();
+      const health = await json(`${svcd.kernelUrl}/v1/health`);
+      expect(health.status).toBe(200);
+      expect(Date.now() - t0).toBeLessThan(1000); // the kernel answers while the statement runs
+      const stopped = Date.now();
+      expect(await svcd.stop('SIGTERM')).toBe(0);
+      expect(Date.now() - stopped).toBeLessThan(10_000); // the drain (1 s), not the statement, set the pace
+      expect(running(host)).toBe(false);
+      await call;
+    } finally {
+      await svcd.stop('SIGKILL');
+    }
+
+    const killed = await spawnSvcd(args('kill'), env('kill'));
+    let host = 0;
+    try {
+      host = await statementPid(join(dir, 'kill-gateway'), killed.child.pid!);
+      const { call } = await slowCall(killed);
+      await killed.stop('SIGKILL');
+      await call;
+      // Its watchdog ends the orphan within a second, statement or not.
+      const deadline = Date.now() + 5000;
+      while (Date.now() < deadline && running(host)) await new Promise((r) => setTimeout(r, 50));
+      expect(running(host)).toBe(false);
+    } finally {
+      await killed.stop('SIGKILL');
+      if (host && running(host)) process.kill(host, 'SIGKILL');
+    }
+  }, 60_000);
+
   it('an MCP server that outlives a SIGKILLed svcd is ended by the next svcd on the directory (src/gateway/connectors/mcp-groups.ts)', async () => {
     // The group leader is a shell that goes on sleeping after the server exits at the end of
     // its stdin: the kind of server that survives its gateway.

@@ -6,17 +6,17 @@
  * view counts as the tables under it and a trigger's writes count too, and no SQL text is
  * parsed for scopes. Read tools run on a read-only
  * connection, so a read tool cannot write even if its statement were changed underneath.
- * Statements run on svcd's main thread: better-sqlite3 is synchronous and a running SQLite
- * statement cannot be stopped from JavaScript, not even by terminating a worker thread that
- * runs it (docs/design.md, "Upstreams are hostile peers too"). So lock waits are bounded
- * (BUSY_TIMEOUT_MS) and a read stops at the row that takes its result over MAX_RESULT_BYTES.
+ * Statements run in a child process (sqlite-host.ts), killed when a call is abandoned, so a
+ * slow one never holds up svcd; lock waits are bounded (BUSY_TIMEOUT_MS) and a read stops
+ * at the row that takes its result over MAX_RESULT_BYTES.
  */
 import Database from 'better-sqlite3';
 import { isoTime } from '../../clock.js';
 import type { ContractType } from '../../types.js';
 import { DEFAULT_MAX_BYTES, type SqliteConnectorConfig } from '../config.js';
 import { compileInputSchema } from '../schema-validator.js';
-import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
+import { classifyFailure, StatementFailureError, StatementHost, type StatementMode } from './sqlite-host.js';
+import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, type CallContext, type Connector, type ConnectorTool } from './types.js';
 
 interface SqliteTool extends ConnectorTool {
   params: string[];
@@ -24,6 +24,7 @@ interface SqliteTool extends ConnectorTool {
   /** The statement as prepared (trimmed, without a final `;`). */
   sql: string;
   writes: boolean;
+  mode: StatementMode;
 }
 
 /**
@@ -158,37 +159,19 @@ const DETERMINISTIC_CODES = /^SQLITE_(CONSTRAINT|MISMATCH|TOOBIG|RANGE|ERROR|AUT
  */
 const FILE_CODES = /^SQLITE_(READONLY|CANTOPEN|IOERR|CORRUPT|NOTADB)/;
 
-/** How long a statement waits for a lock another process holds; svcd's main thread waits with it. */
+/** How long a statement waits for a lock another process holds. */
 const BUSY_TIMEOUT_MS = 1000;
 
 /** Largest select result, as JSON text. */
 export const MAX_RESULT_BYTES = DEFAULT_MAX_BYTES;
-
-/** A select's rows, stopping at the row that takes the result over MAX_RESULT_BYTES of JSON. */
-function boundedRows(stmt: Database.Statement, binds: Record<string, unknown>): unknown[] {
-  const rows: unknown[] = [];
-  let bytes = 0;
-  const it = stmt.iterate(binds);
-  for (const row of it) {
-    bytes += Buffer.byteLength(JSON.stringify(row)) + 1;
-    if (bytes > MAX_RESULT_BYTES) {
-      it.return?.();
-      throw new DeterministicFailure(`the result is larger than ${MAX_RESULT_BYTES} bytes`, { max_bytes: MAX_RESULT_BYTES });
-    }
-    rows.push(row);
-  }
-  return rows;
-}
 
 export class SqliteConnector implements Connector {
   readonly type = 'sqlite' as const;
   readonly name: string;
   readonly probe;
   readonly timeoutMs: number;
-  private rw: Database.Database | null = null;
-  private ro: Database.Database | null = null;
-  /** Prepared statements by operation, on rw (writes) or ro (reads); null while the file cannot be opened. */
-  private stmts: Map<string, Database.Statement> | null = null;
+  /** Runs the statements once start() has checked them all. */
+  private host: StatementHost | null = null;
   private readonly list = new Map<string, SqliteTool>();
 
   constructor(private readonly cfg: SqliteConnectorConfig) {
@@ -199,13 +182,36 @@ export class SqliteConnector implements Connector {
 
   async start(): Promise<void> {
     const where = `connector ${this.name}`;
+    // The load-time checks run here, on connections closed once they are done; calls run in
+    // the host's child process.
     let rw: Database.Database;
     let ro: Database.Database;
     try {
-      ({ rw, ro } = this.openConnections());
+      rw = new Database(this.cfg.path, { fileMustExist: true });
+      ro = new Database(this.cfg.path, { fileMustExist: true, readonly: true });
     } catch (err) {
       throw new ConnectorSetupError([`${where}: cannot open ${this.cfg.path}: ${(err as Error).message}`]);
     }
+    try {
+      this.checkStatements(rw, ro);
+    } finally {
+      ro.close();
+      rw.close();
+    }
+    this.host = new StatementHost({
+      name: this.name,
+      path: this.cfg.path,
+      statements: [...this.list.values()].map((t) => ({ op: t.operation, sql: t.sql, writes: t.writes, mode: t.mode })),
+      busyTimeoutMs: BUSY_TIMEOUT_MS,
+      maxResultBytes: MAX_RESULT_BYTES,
+      fileCodes: FILE_CODES.source,
+    });
+    this.host.start();
+  }
+
+  /** Prepares, explains and describes every tool; throws ConnectorSetupError listing every fault. */
+  private checkStatements(rw: Database.Database, ro: Database.Database): void {
+    const where = `connector ${this.name}`;
     const problems: string[] = [];
     const schema = schemaMap(rw);
     for (const [op, t] of Object.entries(this.cfg.tools)) {
@@ -250,6 +256,7 @@ export class SqliteConnector implements Connector {
         continue;
       }
       const reader = probeStmt.reader;
+      const mode: StatementMode = !reader ? 'run' : writes ? 'returning' : 'select';
       const defaultContract: Record<string, ContractType> = reader && !writes ? { rows: 'list' } : reader ? {} : { changes: 'number' };
       this.list.set(op, {
         operation: op,
@@ -257,6 +264,7 @@ export class SqliteConnector implements Connector {
         tables,
         sql,
         writes,
+        mode,
         validate,
         descriptor: descriptor({
           id: `${this.name}.${op}`,
@@ -270,38 +278,7 @@ export class SqliteConnector implements Connector {
         }),
       });
     }
-    if (problems.length > 0) {
-      await this.close();
-      throw new ConnectorSetupError(problems);
-    }
-    this.stmts = this.prepareAll(rw, ro);
-  }
-
-  private prepareAll(rw: Database.Database, ro: Database.Database): Map<string, Database.Statement> {
-    return new Map([...this.list.values()].map((t) => [t.operation, (t.writes ? rw : ro).prepare(t.sql)]));
-  }
-
-  /**
-   * Opens the file afresh after an error about the file itself (missing, read-only, moved or
-   * deleted under the connections), so a restored or fixed file is used without a restart.
-   * Failing, the connector stays without connections and the next call tries again.
-   */
-  private reopen(): void {
-    this.closeConnections();
-    try {
-      const { rw, ro } = this.openConnections();
-      this.stmts = this.prepareAll(rw, ro);
-    } catch {
-      this.closeConnections();
-    }
-  }
-
-  /** The read-write and the read-only connection, each waiting BUSY_TIMEOUT_MS for a lock. */
-  private openConnections(): { rw: Database.Database; ro: Database.Database } {
-    const rw = (this.rw = new Database(this.cfg.path, { fileMustExist: true }));
-    const ro = (this.ro = new Database(this.cfg.path, { fileMustExist: true, readonly: true }));
-    for (const db of [rw, ro]) db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-    return { rw, ro };
+    if (problems.length > 0) throw new ConnectorSetupError(problems);
   }
 
   tools(): ConnectorTool[] {
@@ -332,45 +309,18 @@ export class SqliteConnector implements Connector {
       else if (typeof v === 'string' || typeof v === 'number') binds[p] = v;
       else throw new ArgsInvalid(`parameter ${p} must be a string, number, boolean or null`, `/${p}`);
     }
-    if (!this.stmts) this.reopen();
-    const stmt = this.stmts?.get(operation);
-    if (!stmt) throw new UpstreamError(`connector ${this.name}: cannot open ${this.cfg.path}`);
+    if (!this.host) throw new DeterministicFailure(`connector ${this.name} is not started`);
     try {
-      if (!stmt.reader) {
-        const info = stmt.run(binds);
-        return { changes: info.changes, last_insert_rowid: Number(info.lastInsertRowid) };
-      }
-      if (tool.writes) {
-        // A write with RETURNING returns its row (several rows: {rows}); it runs to its end.
-        const rows = stmt.all(binds) as Array<Record<string, unknown>>;
-        return rows.length === 1 ? rows[0] : { rows };
-      }
-      return { rows: boundedRows(stmt, binds) };
+      return await this.host.run(operation, binds, ctx.signal, () => ctx.outcomeUnknown());
     } catch (err) {
-      if (err instanceof DeterministicFailure) throw err;
-      const e = err as { code?: string; message?: string };
-      if (err instanceof RangeError || err instanceof TypeError) throw new ArgsInvalid(e.message ?? 'bad parameters');
-      const code = typeof e.code === 'string' ? e.code : null;
-      if (code !== null && DETERMINISTIC_CODES.test(code)) throw new DeterministicFailure(e.message ?? code, { sqlite_code: code });
-      if (code !== null && FILE_CODES.test(code)) this.closeConnections(); // reopened by the next call
-      throw new UpstreamError(e.message ?? 'sqlite error', { sqlite_code: code });
+      if (err instanceof StatementFailureError) throw classifyFailure(err.failure, DETERMINISTIC_CODES, this.name, this.cfg.path, MAX_RESULT_BYTES);
+      throw err;
     }
-  }
-
-  private closeConnections(): void {
-    // The read-only connection first: SQLite checkpoints the WAL and removes -wal/-shm only
-    // when the last connection to close can write, so the database file alone is complete.
-    try {
-      this.ro?.close();
-      this.rw?.close();
-    } catch {
-      /* closing a connection to a file that is gone */
-    }
-    this.rw = this.ro = null;
-    this.stmts = null;
   }
 
   async close(): Promise<void> {
-    this.closeConnections();
+    const host = this.host;
+    this.host = null;
+    await host?.close();
   }
 }

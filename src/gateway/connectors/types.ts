@@ -30,6 +30,12 @@ export interface CallContext {
    * rule 3: a call is granted, and reports, every scope it touches).
    */
   enterScope(scope: string): boolean;
+  /**
+   * The connector gave up a write it had already started (its timeout, the gateway stopping)
+   * and cannot tell whether it took effect: the call's idempotency key becomes `unknown`
+   * (decisions §9), so a repeat is refused rather than run a second time.
+   */
+  outcomeUnknown(): void;
 }
 
 /** One input field an upstream tool now requires that its descriptor does not. */

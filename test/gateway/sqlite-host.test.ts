@@ -1,0 +1,179 @@
+/**
+ * sqlite statements run in a child process per connector (docs/design.md, "Upstreams are
+ * hostile peers too"; decisions §9 for the idempotency states): a statement past the
+ * connector's `timeout_ms` is stopped by killing that process, the gateway answers other
+ * calls meanwhile, a write stopped mid-run is an unknown outcome whose key never runs again,
+ * and SQLite rolls back what the killed statement had not committed. Real SQLite files, the
+ * real gateway over HTTP.
+ */
+import { readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import type { StatementHost } from '../../src/gateway/connectors/sqlite-host.js';
+import { tempDir } from '../helpers/daemon.js';
+import { mintToken, remitPayload, testSigner } from '../helpers/remit-token.js';
+import { startGateway, type TestGateway } from './helpers.js';
+
+const signer = testSigner();
+const clock = new ManualClock(Date.parse('2026-11-22T10:00:00.000Z'));
+const remit = () => mintToken(signer, remitPayload(signer, { tools: ['slow.*', 'fast.*'], scopes: ['sql:table:*'], autonomy: 'autonomous' }, Math.floor(clock.now() / 1000)));
+
+const dir = tempDir('svc-sqlite-host-');
+const slowDb = join(dir, 'slow.db');
+const fastDb = join(dir, 'fast.db');
+/** A value only this process's environment holds: the statement process must not see it. */
+const ENV_SECRET = 'env-secret-7f3a9c1e5b';
+// Counting to :n through a recursive CTE: CPU-bound, as long as :n asks, touching table t.
+const COUNT = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < :n) SELECT count(*) AS n FROM c, (SELECT count(*) FROM t)';
+let gw: TestGateway;
+
+const hostOf = (name: string): StatementHost => (gw.gateway as unknown as { connectors: Map<string, { host: StatementHost }> }).connectors.get(name)!.host;
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+async function until(what: () => boolean, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!what()) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+beforeAll(async () => {
+  for (const file of [slowDb, fastDb]) {
+    const db = new Database(file);
+    db.pragma('journal_mode = WAL');
+    db.exec('CREATE TABLE t (v INTEGER)');
+    db.close();
+  }
+  process.env.SVC_TEST_ENV_SECRET = ENV_SECRET;
+  gw = await startGateway({
+    keys: signer,
+    clock,
+    doc: {
+      connectors: [
+        {
+          name: 'slow',
+          type: 'sqlite',
+          path: slowDb,
+          timeout_ms: 1000,
+          tools: {
+            count: { statement: COUNT, input_schema: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] } },
+            // Inserts :n rows one by one: killed midway, SQLite must roll back the rows it had written.
+            fill: { writes: true, statement: 'INSERT INTO t (v) WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < :n) SELECT x FROM c', input_schema: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] } },
+            rows: { statement: 'SELECT count(*) AS n FROM t' },
+          },
+        },
+        { name: 'fast', type: 'sqlite', path: fastDb, tools: { rows: { statement: 'SELECT count(*) AS n FROM t' } } },
+      ],
+    },
+  });
+});
+
+afterAll(async () => {
+  delete process.env.SVC_TEST_ENV_SECRET;
+  await gw?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('sqlite statements in a child process (docs/design.md "Upstreams are hostile peers too")', () => {
+  it('a statement past timeout_ms is stopped: 502 upstream_error in about timeout_ms, its process killed, the next call served by a new one', async () => {
+    const before = hostOf('slow').pid!;
+    expect(alive(before)).toBe(true);
+    const started = Date.now();
+    const res = await gw.call({ remit_token: remit(), tool: 'slow.count', args: { n: 1e12 } });
+    const took = Date.now() - started;
+    expect(res.status).toBe(502);
+    expect(res.body.error).toMatchObject({ code: 'upstream_error', message: expect.stringMatching(/timed out after 1000 ms/) });
+    expect(took).toBeLessThan(4000);
+    await until(() => !alive(before));
+    const next = await gw.call({ remit_token: remit(), tool: 'slow.count', args: { n: 10 } });
+    expect(next.status).toBe(200);
+    expect(next.body.result).toEqual({ rows: [{ n: 10 }] });
+    expect(hostOf('slow').pid).not.toBe(before);
+  });
+
+  it('the gateway answers other calls while a statement runs; a call queued behind it on the same connector runs after the kill', async () => {
+    const slow = gw.call({ remit_token: remit(), tool: 'slow.count', args: { n: 1e12 } });
+    await new Promise((r) => setTimeout(r, 50));
+    const t0 = Date.now();
+    const other = await gw.call({ remit_token: remit(), tool: 'fast.rows', args: {} });
+    expect(other.status).toBe(200);
+    expect(Date.now() - t0).toBeLessThan(700); // not held for the slow statement's 1000 ms
+    // Queued halfway through: its own 1000 ms leave it half of them once the kill frees the connector.
+    await new Promise((r) => setTimeout(r, Math.max(0, 500 - (Date.now() - t0))));
+    const queued = gw.call({ remit_token: remit(), tool: 'slow.rows', args: {} });
+    expect((await slow).status).toBe(502);
+    const behind = await queued;
+    expect(behind.status).toBe(200); // not failed with the statement that overran
+    expect(behind.body.result).toEqual({ rows: [{ n: 0 }] });
+  });
+
+  it('a write stopped mid-run: 502 with details.outcome "unknown", SQLite rolled its rows back, and its key is 409 idempotency_outcome_unknown (decisions §9)', async () => {
+    const res = await gw.call({ remit_token: remit(), tool: 'slow.fill', args: { n: 1e12 }, idempotency_key: 'fill-1' });
+    expect(res.status).toBe(502);
+    expect(res.body.error).toMatchObject({ code: 'upstream_error', details: { outcome: 'unknown' } });
+    expect(res.body.error.message).toMatch(/outcome is unknown/);
+    const again = await gw.call({ remit_token: remit(), tool: 'slow.fill', args: { n: 1e12 }, idempotency_key: 'fill-1' });
+    expect(again.status).toBe(409);
+    expect(again.body.error.code).toBe('idempotency_outcome_unknown');
+    // The killed statement's rows are not in the file.
+    const count = await gw.call({ remit_token: remit(), tool: 'slow.rows', args: {} });
+    expect(count.body.result).toEqual({ rows: [{ n: 0 }] });
+    const direct = new Database(slowDb, { readonly: true });
+    expect(direct.prepare('SELECT count(*) AS n FROM t').get()).toEqual({ n: 0 });
+    direct.close();
+    // A write that finishes in time is stored as usual.
+    const ok = await gw.call({ remit_token: remit(), tool: 'slow.fill', args: { n: 3 }, idempotency_key: 'fill-2' });
+    expect(ok.status).toBe(200);
+    expect(ok.body.result).toMatchObject({ changes: 3 });
+  });
+
+  it('a read stopped mid-run releases its key: a retry runs it', async () => {
+    const res = await gw.call({ remit_token: remit(), tool: 'slow.count', args: { n: 1e12 }, idempotency_key: 'count-1' });
+    expect(res.status).toBe(502);
+    expect(res.body.error.details?.outcome).toBeUndefined();
+    const again = await gw.call({ remit_token: remit(), tool: 'slow.count', args: { n: 1e12 }, idempotency_key: 'count-1' });
+    expect(again.status).toBe(502); // ran again (and overran again), not refused
+    expect(again.body.error.code).toBe('upstream_error');
+  });
+
+  it('a statement process that dies while idle is replaced by the next call', async () => {
+    const pid = hostOf('fast').pid!;
+    process.kill(pid, 'SIGKILL');
+    await until(() => !alive(pid));
+    const res = await gw.call({ remit_token: remit(), tool: 'fast.rows', args: {} });
+    expect(res.status).toBe(200);
+    expect(hostOf('fast').pid).not.toBe(pid);
+  });
+
+  it("the statement process gets none of svcd's environment (secrets stay in svcd)", () => {
+    const pid = hostOf('fast').pid!;
+    const environ = readFileSync(`/proc/${pid}/environ`, 'utf8');
+    expect(environ).not.toContain(ENV_SECRET);
+    expect(environ).not.toContain('SVC_TEST_ENV_SECRET');
+  });
+
+  it('closing the gateway (the end of a drain) ends its statement processes, a running one too', async () => {
+    const g = await startGateway({ keys: signer, clock, doc: { connectors: [{ name: 'slow', type: 'sqlite', path: slowDb, timeout_ms: 60_000, tools: { count: { statement: COUNT } } }] } });
+    const host = (g.gateway as unknown as { connectors: Map<string, { host: StatementHost }> }).connectors.get('slow')!.host;
+    const pid = host.pid!;
+    const running = g.call({ remit_token: remit(), tool: 'slow.count', args: { n: 1e12 } });
+    await new Promise((r) => setTimeout(r, 100));
+    const t0 = Date.now();
+    await g.gateway.close(); // what svcd does once the drain deadline has passed
+    expect(Date.now() - t0).toBeLessThan(1500); // killed, not waited on for a graceful close
+    await until(() => !alive(pid));
+    const res = await running; // answered, not left hanging for its 60 s
+    expect(res.status).toBe(502);
+    expect(res.body.error.message).toMatch(/closing/);
+    await g.close();
+  });
+});
