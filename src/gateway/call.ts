@@ -286,7 +286,7 @@ class ToolCall {
         case 'unknown':
           return this.failWith(
             a,
-            gatewayError('idempotency_outcome_unknown', `a write with idempotency key ${key} was in flight when the gateway stopped; its outcome is unknown and it will not run again`, { tool: req.tool, idempotency_key: key }),
+            gatewayError('idempotency_outcome_unknown', `a write with idempotency key ${key} was interrupted before its outcome was known (the gateway stopped, or the call was stopped mid-run); it will not run again`, { tool: req.tool, idempotency_key: key }),
             'idempotency_outcome_unknown',
           );
         case 'claimed':
@@ -507,7 +507,8 @@ class ToolCall {
     try {
       await this.d.store.markUnknown(this.req.tool, a.key);
     } catch (err) {
-      this.d.logger.error('idempotency store: cannot mark a claim unknown; it stays pending', { tool: this.req.tool, err: this.d.redactor.redact((err as Error).message) });
+      // Expected while svcd stops (the store closes first): pending turns unknown at the next start.
+      this.d.logger.warn('idempotency store: a write of unknown outcome stays pending; the next start marks it unknown', { tool: this.req.tool, err: this.d.redactor.redact((err as Error).message) });
     }
   }
 

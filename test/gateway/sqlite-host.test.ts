@@ -6,13 +6,15 @@
  * and SQLite rolls back what the killed statement had not committed. Real SQLite files, the
  * real gateway over HTTP.
  */
+import { spawnSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
-import type { StatementHost } from '../../src/gateway/connectors/sqlite-host.js';
-import { tempDir } from '../helpers/daemon.js';
+import { StatementHost, type StatementHostOptions } from '../../src/gateway/connectors/sqlite-host.js';
+import { UpstreamError } from '../../src/gateway/connectors/types.js';
+import { ROOT, tempDir } from '../helpers/daemon.js';
 import { mintToken, remitPayload, testSigner } from '../helpers/remit-token.js';
 import { startGateway, type TestGateway } from './helpers.js';
 
@@ -175,5 +177,108 @@ describe('sqlite statements in a child process (docs/design.md "Upstreams are ho
     expect(res.status).toBe(502);
     expect(res.body.error.message).toMatch(/closing/);
     await g.close();
+  });
+});
+
+describe('StatementHost: what a call that failed did (docs/design.md "Upstreams are hostile peers too")', () => {
+  const file = join(dir, 'host.db');
+  const options = (extra: Partial<StatementHostOptions> = {}): StatementHostOptions => ({
+    name: 'h',
+    path: file,
+    statements: [
+      { op: 'put', sql: 'INSERT INTO t (v) VALUES (:v)', writes: true, mode: 'run' },
+      { op: 'slowput', sql: 'INSERT INTO t (v) WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1e12) SELECT x FROM c', writes: true, mode: 'run' },
+      { op: 'n', sql: 'SELECT count(*) AS n FROM t', writes: false, mode: 'select' },
+      { op: 'local', sql: "SELECT datetime(0, 'unixepoch', 'localtime') AS t", writes: false, mode: 'select' },
+    ],
+    busyTimeoutMs: 100,
+    maxResultBytes: 1 << 20,
+    fileCodes: '^$',
+    ...extra,
+  });
+  const live = () => new AbortController().signal;
+  const rows = async (h: StatementHost) => ((await h.run('n', {}, live(), () => undefined)) as { rows: Array<{ n: number }> }).rows[0]!.n;
+
+  beforeAll(() => {
+    const db = new Database(file);
+    db.exec('CREATE TABLE t (v INTEGER)');
+    db.close();
+  });
+
+  it('a process that cannot be spawned fails start and every call, none of them an unknown outcome, and the host is not stuck', async () => {
+    const h = new StatementHost(options({ execPath: join(dir, 'no-such-node') }));
+    expect(await h.start()).toMatch(/ended before it was ready \(spawn .*no-such-node ENOENT\)/);
+    let unknown = 0;
+    for (let i = 0; i < 2; i++) {
+      const err = await h.run('put', { v: 1 }, live(), () => unknown++).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(UpstreamError);
+      expect((err as Error).message).toMatch(/ENOENT/);
+    }
+    expect(unknown).toBe(0);
+    await h.close();
+  });
+
+  it('a write sent to a process that died before running it did not run (not unknown); one that died mid-write is unknown', async () => {
+    const h = new StatementHost(options());
+    expect(await h.start()).toBeNull();
+    let unknown = 0;
+    for (let i = 0; i < 3; i++) {
+      expect(await rows(h)).toBe(0); // a process is up (the first, or the one this call started)
+      process.kill(h.pid!, 'SIGKILL'); // the kill lands as the call is written to the channel
+      const err = await h.run('put', { v: i }, live(), () => unknown++).catch((e: unknown) => e);
+      expect((err as Error).message).toMatch(/the statement process ended \(signal SIGKILL\)/);
+    }
+    expect(unknown).toBe(0);
+    expect(await rows(h)).toBe(0); // none of the three ran
+    const running = h.run('slowput', {}, live(), () => unknown++).catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 300));
+    process.kill(h.pid!, 'SIGKILL');
+    expect(((await running) as Error).message).toMatch(/ended \(signal SIGKILL\)/);
+    expect(unknown).toBe(1);
+    expect(await rows(h)).toBe(0); // SQLite rolled back what the killed write had inserted
+    await h.close();
+  });
+
+  it("the process keeps svcd's time zone (SQLite's localtime), nothing else of its environment", async () => {
+    const before = process.env.TZ;
+    process.env.TZ = 'Asia/Tokyo';
+    const h = new StatementHost(options());
+    try {
+      await h.start();
+      expect(await h.run('local', {}, live(), () => undefined)).toEqual({ rows: [{ t: '1970-01-01 09:00:00' }] });
+    } finally {
+      if (before === undefined) delete process.env.TZ;
+      else process.env.TZ = before;
+      await h.close();
+    }
+  });
+
+  it('an idle host does not keep its process alive; out of descriptors at spawn, a call fails cleanly and the next one runs', () => {
+    const host = join(ROOT, 'dist/src/gateway/connectors/sqlite-host.js');
+    const script = `
+      import { openSync, closeSync } from 'node:fs';
+      import { StatementHost } from ${JSON.stringify(host)};
+      const h = new StatementHost(${JSON.stringify(options())});
+      await h.start();
+      const sig = () => new AbortController().signal;
+      console.log('first', JSON.stringify(await h.run('n', {}, sig(), () => {})));
+      // The next call needs a new process; take every descriptor first.
+      process.kill(h.pid, 'SIGKILL');
+      await new Promise((r) => setTimeout(r, 200));
+      const fds = [];
+      try { for (;;) fds.push(openSync('/dev/null', 'r')); } catch {}
+      let unknown = 0;
+      const starved = h.run('put', { v: 7 }, sig(), () => unknown++).then(() => 'ran', (e) => e.constructor.name + ': ' + e.message);
+      for (const fd of fds.splice(0, 5)) closeSync(fd);
+      console.log('starved', await starved, 'unknown', unknown);
+      for (const fd of fds) closeSync(fd);
+      console.log('after', JSON.stringify(await h.run('n', {}, sig(), () => {})));
+      // No close(): an idle host must not keep this process from exiting.
+    `;
+    const out = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 });
+    expect(out.status, out.stderr).toBe(0);
+    expect(out.stdout).toContain('first {"rows":[{"n":0}]}');
+    expect(out.stdout).toMatch(/starved UpstreamError: .*EMFILE.* unknown 0/);
+    expect(out.stdout).toContain('after {"rows":[{"n":0}]}');
   });
 });

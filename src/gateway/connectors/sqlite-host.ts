@@ -36,6 +36,8 @@ export interface StatementHostOptions {
   maxResultBytes: number;
   /** SQLite error codes (a regex source) about the file itself: the child reopens it. */
   fileCodes: string;
+  /** The node binary for the child; tests point it elsewhere to make the spawn fail. */
+  execPath?: string;
 }
 
 /** What the child says when a statement fails: classified by the connector. */
@@ -52,6 +54,12 @@ interface Pending {
   op: string;
   binds: Record<string, unknown>;
   writes: boolean;
+  /**
+   * Where the call is: `queued` here, `sending` (handed to the channel), `sent` (written to
+   * it), `started` (the process said it is running the write), `refused` (provably never
+   * reached a process), `settled`.
+   */
+  delivery: 'queued' | 'sending' | 'sent' | 'started' | 'refused' | 'settled';
   signal: AbortSignal;
   onAbort: () => void;
   /** Called when a write is abandoned after it was sent: it may have taken effect. */
@@ -108,6 +116,9 @@ function execute(m) {
     }
   }
   const { s, stmt } = stmts.get(m.op);
+  // Before a write runs, so svcd can tell a write that never started from one that may have
+  // committed when this process dies.
+  if (s.writes) process.send({ type: 'started', id: m.id });
   try {
     if (s.mode === 'run') {
       const info = stmt.run(m.binds);
@@ -126,7 +137,14 @@ function execute(m) {
   }
 }
 process.on('message', (m) => {
-  if (m.type === 'init') { cfg = m; return; }
+  if (m.type === 'init') {
+    cfg = m;
+    // Opened now, so a boot that cannot load the driver or open the file shows at start.
+    let error = null;
+    try { open(); } catch (err) { closeAll(); error = String(err && err.message || err); }
+    process.send({ type: 'ready', error });
+    return;
+  }
   if (m.type === 'close') { closeAll(); process.disconnect(); return; }
   if (m.type === 'call') process.send(Object.assign({ id: m.id }, execute(m)));
 });
@@ -135,10 +153,15 @@ process.on('disconnect', () => { closeAll(); process.exit(0); });
 
 const driverPath = createRequire(import.meta.url).resolve('better-sqlite3');
 
-/** Where SQLite may spill temporary files; nothing else of svcd's environment. */
+/**
+ * What of svcd's environment the child gets: where SQLite may spill temporary files, the time
+ * zone its `localtime` modifier reads, and what node itself may need to load. Nothing else —
+ * svcd's secrets least of all.
+ */
+const CHILD_ENV = ['TMPDIR', 'SQLITE_TMPDIR', 'TZ', 'LD_LIBRARY_PATH'];
 function childEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const k of ['TMPDIR', 'SQLITE_TMPDIR']) if (process.env[k] !== undefined) env[k] = process.env[k];
+  for (const k of CHILD_ENV) if (process.env[k] !== undefined) env[k] = process.env[k];
   return env;
 }
 
@@ -150,24 +173,48 @@ export class StatementHost {
   private nextId = 1;
   private closed = false;
   private readonly modes: Map<string, HostedStatement>;
+  /** Settled by the first child's `ready` (or its end): what start() waits for. */
+  private firstReady: Promise<string | null> | null = null;
 
   constructor(private readonly opts: StatementHostOptions) {
     this.modes = new Map(opts.statements.map((s) => [s.op, s]));
   }
 
-  /** Starts the child ahead of the first call, so that call does not wait for node to boot. */
-  start(): void {
+  /**
+   * Starts the child and waits until it has loaded the driver and opened the file, so a child
+   * that cannot boot fails the connector's start instead of every call. Resolves with the
+   * child's open error, if any (the file may be fixed before the first call).
+   */
+  async start(): Promise<string | null> {
     this.ensureChild();
+    const problem = await this.firstReady!;
+    this.holdOpen();
+    return problem;
   }
 
-  /** Runs one statement; rejects with the child's failure as StatementFailureError, or UpstreamError. */
+  /** Keeps this process alive for the child while it has work, not when idle. */
+  private holdOpen(): void {
+    const child = this.child;
+    if (!child || child.pid === undefined) return;
+    const busy = this.current !== null || this.queue.length > 0;
+    const channel = (child as unknown as { channel?: { ref(): void; unref(): void } }).channel;
+    if (busy) {
+      child.ref();
+      channel?.ref();
+    } else {
+      child.unref();
+      channel?.unref();
+    }
+  }
+
+  /** Runs one statement; rejects with StatementFailureError (the child's refusal) or UpstreamError. */
   run(op: string, binds: Record<string, unknown>, signal: AbortSignal, outcomeUnknown: () => void): Promise<unknown> {
     const s = this.modes.get(op);
     if (!s) return Promise.reject(new DeterministicFailure(`no statement ${op}`));
     if (this.closed) return Promise.reject(new UpstreamError(`connector ${this.opts.name} is closed`));
     if (signal.aborted) return Promise.reject(new UpstreamError(abortMessage(signal)));
     return new Promise((resolve, reject) => {
-      const p: Pending = { id: this.nextId++, op, binds, writes: s.writes, signal, outcomeUnknown, resolve, reject, onAbort: () => this.abandon(p) };
+      const p: Pending = { id: this.nextId++, op, binds, writes: s.writes, delivery: 'queued', signal, outcomeUnknown, resolve, reject, onAbort: () => this.abandon(p) };
       signal.addEventListener('abort', p.onAbort, { once: true });
       this.queue.push(p);
       this.pump();
@@ -187,7 +234,7 @@ export class StatementHost {
     // A statement still running would hold a graceful close up for as long as it runs.
     const busy = this.current !== null;
     if (this.current) this.fail(this.current, `connector ${this.opts.name} is closing`);
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    if (!child || child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return;
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     if (child.connected && !busy) child.send({ type: 'close' }, () => undefined);
     else child.kill('SIGKILL');
@@ -196,40 +243,105 @@ export class StatementHost {
     clearTimeout(timer);
   }
 
-  private ensureChild(): ChildProcess {
+  /** The running child, started when there is none; null when it cannot be started now. */
+  private ensureChild(): ChildProcess | null {
     if (this.child) return this.child;
-    const child = spawn(process.execPath, ['-e', CHILD_SOURCE, driverPath], {
-      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-      serialization: 'json',
-      env: childEnv(), // none of svcd's environment, its secrets least of all
+    let child: ChildProcess;
+    try {
+      child = spawn(this.opts.execPath ?? process.execPath, ['-e', CHILD_SOURCE, driverPath], {
+        stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+        serialization: 'json',
+        env: childEnv(),
+      });
+    } catch (err) {
+      this.noChild((err as Error).message);
+      return null;
+    }
+    // Listeners before anything else: a spawn that failed (ENOENT, EMFILE, EAGAIN) reports
+    // through 'error' on the next tick, with no pid and, out of descriptors, no stdio.
+    let ready!: (error: string | null) => void;
+    const readyOnce = new Promise<string | null>((resolve) => (ready = resolve));
+    this.firstReady ??= readyOnce;
+    child.on('message', (m: Reply | { type: 'ready'; error: string | null } | { type: 'started'; id: number }) => {
+      if (!('type' in m)) this.onReply(child, m);
+      else if (m.type === 'ready') ready(m.error);
+      else if (child === this.child && this.current?.id === m.id && this.current.delivery !== 'settled') this.current.delivery = 'started';
     });
+    // 'close', not 'exit': it comes once the channel is read to its end, so a `started` the
+    // process sent before it died has been seen.
+    child.on('close', (code, sig) => {
+      ready(this.ended(sig ? `signal ${sig}` : `exit code ${code}`));
+      this.onExit(child, sig ? `signal ${sig}` : `exit code ${code}`);
+    });
+    child.on('error', (err) => {
+      ready(this.ended(err.message));
+      if (child.pid === undefined) this.onExit(child, err.message, true);
+    });
+    if (child.pid === undefined || !child.stderr) {
+      // Not started: 'error' follows and answers the call waiting for it.
+      this.child = child;
+      return child;
+    }
     this.child = child;
     this.stderrTail = '';
-    child.stderr!.setEncoding('utf8');
-    child.stderr!.on('data', (chunk: string) => {
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (chunk: string) => {
       if (this.child === child) this.stderrTail = (this.stderrTail + chunk).slice(-STDERR_TAIL_BYTES);
     });
-    child.on('message', (m: Reply) => this.onReply(child, m));
-    child.on('exit', (code, sig) => this.onExit(child, code, sig));
-    child.on('error', (err) => this.onExit(child, null, null, err));
-    // An idle child must not keep a process (a CLI command) alive; a call in flight has its
-    // own request keeping svcd up.
-    child.unref();
-    (child as unknown as { channel?: { unref(): void } }).channel?.unref();
-    const { name: _name, ...init } = this.opts;
-    child.send({ type: 'init', ...init });
+    // Its stderr never keeps this process alive; the child and its channel do only while
+    // they have work (start, a call), so an idle one does not hold a CLI or an embedder open.
+    (child.stderr as unknown as { unref?(): void }).unref?.();
+    const { name: _name, execPath: _execPath, ...init } = this.opts;
+    child.send({ type: 'init', ...init }, () => undefined); // a failure shows as the child's exit
     return child;
+  }
+
+  /** A child's end, as the message start() reports. */
+  private ended(how: string): string {
+    const tail = this.stderrTail.trim().split('\n').slice(-3).join(' | ');
+    return `the statement process ended before it was ready (${how})${tail ? `: ${tail}` : ''}`;
+  }
+
+  /** No process could be started: the call waiting for one did not run. */
+  private noChild(reason: string): void {
+    this.firstReady ??= Promise.resolve(`cannot start the statement process: ${reason}`);
+    const p = this.current;
+    if (!p) return;
+    this.current = null;
+    p.delivery = 'refused';
+    this.fail(p, `connector ${this.opts.name}: cannot start the statement process: ${reason}`);
   }
 
   private pump(): void {
     if (this.current || this.closed) return;
     const p = this.queue.shift();
-    if (!p) return;
+    if (!p) {
+      this.holdOpen();
+      return;
+    }
     this.current = p;
     const child = this.ensureChild();
+    if (!child) return; // noChild answered p
+    if (child.pid === undefined || !child.connected) return; // 'error' or 'exit' answers p
+    p.delivery = 'sending';
+    this.holdOpen();
     child.send({ type: 'call', id: p.id, op: p.op, binds: p.binds }, (err) => {
-      // The channel closed under the message: the exit handler answers the call.
-      if (err && this.child === child) child.kill('SIGKILL');
+      if (p.delivery !== 'sending') return;
+      if (!err) {
+        p.delivery = 'sent';
+        return;
+      }
+      // Never written: the statement did not run, whatever became of the process.
+      p.delivery = 'refused';
+      if (this.current === p) {
+        this.current = null;
+        this.fail(p, `connector ${this.opts.name}: the statement process did not take the call (${err.message})`);
+      }
+      if (this.child === child) {
+        this.child = null;
+        child.kill('SIGKILL');
+      }
+      this.pump();
     });
   }
 
@@ -237,18 +349,30 @@ export class StatementHost {
     if (child !== this.child || !this.current || m.id !== this.current.id) return;
     const p = this.current;
     this.current = null;
+    p.delivery = 'sent';
     if (m.ok) this.settle(p, () => p.resolve(m.value));
     else this.settle(p, () => p.reject(new StatementFailureError(m.failure)));
     this.pump();
   }
 
-  private onExit(child: ChildProcess, code: number | null, sig: NodeJS.Signals | null, err?: Error): void {
+  /** `notStarted`: the spawn itself failed, so nothing was sent to it. */
+  private onExit(child: ChildProcess, how: string, notStarted = false): void {
     if (child !== this.child) return; // a child already replaced (killed on an abandoned call)
     this.child = null;
-    const how = err ? err.message : sig ? `signal ${sig}` : `exit code ${code}`;
-    const tail = this.stderrTail.trim().split('\n').slice(-3).join(' | ');
-    if (this.current) this.fail(this.current, `connector ${this.opts.name}: the statement process ended (${how})${tail ? `: ${tail}` : ''}`);
+    const p = this.current;
+    if (p) {
+      // Its channel has been read to the end: a write the process had not said `started`
+      // never ran.
+      if (notStarted || p.delivery !== 'started') p.delivery = 'refused';
+      this.current = null;
+      this.fail(p, this.endedMessage(how));
+    }
     this.pump();
+  }
+
+  private endedMessage(how: string): string {
+    const tail = this.stderrTail.trim().split('\n').slice(-3).join(' | ');
+    return `connector ${this.opts.name}: the statement process ended (${how})${tail ? `: ${tail}` : ''}`;
   }
 
   /** The call was given up (its timeout, the gateway stopping). */
@@ -264,18 +388,25 @@ export class StatementHost {
     const child = this.child;
     this.child = null;
     child?.kill('SIGKILL');
+    this.current = null;
     this.fail(p, abortMessage(p.signal));
     this.pump();
   }
 
-  /** Fails the call in flight; a write that was sent may have committed: its outcome is unknown. */
+  /**
+   * Fails a call. A write that may have started may have committed: its outcome is unknown.
+   * Given up (abandon), a write handed to the process counts as started — its `started` may
+   * still be on the way; after the process ended, only a `started` seen does.
+   */
   private fail(p: Pending, message: string): void {
     if (this.current === p) this.current = null;
-    if (p.writes) p.outcomeUnknown();
+    if (p.writes && (p.delivery === 'sending' || p.delivery === 'sent' || p.delivery === 'started')) p.outcomeUnknown();
     this.settle(p, () => p.reject(new UpstreamError(message)));
   }
 
   private settle(p: Pending, done: () => void): void {
+    if (p.delivery === 'settled') return;
+    p.delivery = 'settled';
     p.signal.removeEventListener('abort', p.onAbort);
     done();
   }

@@ -16,7 +16,7 @@ import type { ContractType } from '../../types.js';
 import { DEFAULT_MAX_BYTES, type SqliteConnectorConfig } from '../config.js';
 import { compileInputSchema } from '../schema-validator.js';
 import { classifyFailure, StatementFailureError, StatementHost, type StatementMode } from './sqlite-host.js';
-import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, type CallContext, type Connector, type ConnectorTool } from './types.js';
+import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
 
 interface SqliteTool extends ConnectorTool {
   params: string[];
@@ -206,7 +206,11 @@ export class SqliteConnector implements Connector {
       maxResultBytes: MAX_RESULT_BYTES,
       fileCodes: FILE_CODES.source,
     });
-    this.host.start();
+    const problem = await this.host.start();
+    if (problem !== null) {
+      await this.close();
+      throw new ConnectorSetupError([`${where}: ${problem}`]);
+    }
   }
 
   /** Prepares, explains and describes every tool; throws ConnectorSetupError listing every fault. */
@@ -309,7 +313,7 @@ export class SqliteConnector implements Connector {
       else if (typeof v === 'string' || typeof v === 'number') binds[p] = v;
       else throw new ArgsInvalid(`parameter ${p} must be a string, number, boolean or null`, `/${p}`);
     }
-    if (!this.host) throw new DeterministicFailure(`connector ${this.name} is not started`);
+    if (!this.host) throw new UpstreamError(`connector ${this.name} is not running`);
     try {
       return await this.host.run(operation, binds, ctx.signal, () => ctx.outcomeUnknown());
     } catch (err) {
