@@ -379,6 +379,8 @@ class ToolCall {
       if (!(err instanceof UpstreamError) && !controller.signal.aborted) d.logger.error('connector threw an unexpected error', { tool: req.tool, err: d.redactor.redact((err as Error).stack ?? String(err)) });
       let details = err instanceof UpstreamError ? err.details : {};
       if (outcomeUnknown && a.writes) {
+        // An operator may have to reconcile this write with the upstream by hand.
+        d.logger.warn('a write was stopped mid-run; its outcome is unknown', { tool: req.tool, idempotency_key: key, run_id: req.run_id ?? null });
         message += `; the write was stopped mid-run and may have taken effect, so its outcome is unknown${key !== null ? ' and a repeat of its idempotency key will not run it again' : ''}`;
         details = { ...details, outcome: 'unknown' };
       }
