@@ -22,6 +22,7 @@ import type { RefusalReason, RemitCallCheck, RemitPayload, TrustedKeys } from '.
 import type { CircuitBreaker } from './breaker.js';
 import type { Canaries } from './canaries.js';
 import { argsErrors } from './schema-validator.js';
+import { DECIDE_WITHIN_MS } from './connectors/sqlite-host.js';
 import { abortable, abortMessage, ArgsInvalid, DeterministicFailure, ScopeRefusal, UpstreamError, type Connector, type ConnectorTool } from './connectors/types.js';
 import type { IdempotencyStore } from './idempotency.js';
 import { isCredentialRefusal, type EventCredential, type GatewayEvent, type KernelLink } from './kernel-link.js';
@@ -65,6 +66,20 @@ function keepable(redactor: Redactor, value: unknown, what: string): { ok: true;
     return { ok: false, message: `${what} cannot be kept: ${(err as Error).message}`, details: {} };
   }
 }
+
+/**
+ * How long an abandoned write's connector may take to settle (and report an unknown outcome)
+ * after its timeout; longer than the sqlite host's own bound on deciding (DECIDE_WITHIN_MS).
+ */
+const ABANDONED_WRITE_GRACE_MS = DECIDE_WITHIN_MS + 1000;
+
+/** Waits for `work` to settle, at most `ms`. */
+async function settledWithin(work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([work.then(noop, noop), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
+}
+function noop(): void {}
 
 /** The actor of the events the gateway appends. */
 export const GATEWAY_ACTOR = { id: 'gateway', role: 'gateway' } as const;
@@ -319,10 +334,11 @@ class ToolCall {
     const requestScope = req.scope ?? null;
     const granted = a.payload.scopes;
     let outcomeUnknown = false;
+    let work: Promise<unknown> | undefined;
     let result: unknown;
     try {
       const answer = await abortable(
-        connector.call(tool.operation, args, {
+        (work = connector.call(tool.operation, args, {
           signal: controller.signal,
           now: () => d.clock.now(),
           enterScope: (s) => {
@@ -333,7 +349,7 @@ class ToolCall {
           outcomeUnknown: () => {
             outcomeUnknown = true;
           },
-        }),
+        })),
         controller.signal,
       );
       // An answer nested too deep for the walks after it (redaction, the stored body) is
@@ -372,6 +388,9 @@ class ToolCall {
         return this.refuse('scope_not_granted', err.message);
       }
       breaker.failure(trial);
+      // A write given up at its timeout: the connector may need a moment to learn whether it
+      // had started (a killed sqlite process's last messages), and says so before it settles.
+      if (controller.signal.aborted && a.writes && work) await settledWithin(work, ABANDONED_WRITE_GRACE_MS);
       // A write given up mid-statement may have taken effect: its key must never run again.
       if (outcomeUnknown && a.writes) await this.keepUnknown(a);
       else await this.release(a);

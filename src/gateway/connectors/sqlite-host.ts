@@ -60,6 +60,8 @@ interface Pending {
    * reached a process), `settled`.
    */
   delivery: 'queued' | 'sending' | 'sent' | 'started' | 'refused' | 'settled';
+  /** Put back once after it provably did not run (its process died before taking it). */
+  retried: boolean;
   signal: AbortSignal;
   onAbort: () => void;
   /** Called when a write is abandoned after it was sent: it may have taken effect. */
@@ -70,6 +72,12 @@ interface Pending {
 
 /** How long close() waits for the child to close its connections before killing it. */
 const CLOSE_GRACE_MS = 2000;
+/**
+ * How long a killed child's call waits for the child's channel to end before it is decided
+ * on the safe side (a write handed over counts as started). call.ts waits longer than this
+ * for an abandoned write's connector to settle.
+ */
+export const DECIDE_WITHIN_MS = 2000;
 /** How often the child's watchdog checks that svcd is still its parent. */
 const PARENT_CHECK_MS = 500;
 /** The end of the child's stderr kept for the message when it dies (a driver that fails to load). */
@@ -170,6 +178,11 @@ export class StatementHost {
   private stderrTail = '';
   private readonly queue: Pending[] = [];
   private current: Pending | null = null;
+  /**
+   * Calls in flight on a child that was killed (their timeout, close): each is decided when
+   * that child's channel has been read to its end, so a `started` on the way is not missed.
+   */
+  private readonly dying = new Map<ChildProcess, { p: Pending; message: string; timer: NodeJS.Timeout }>();
   private nextId = 1;
   private closed = false;
   private readonly modes: Map<string, HostedStatement>;
@@ -182,14 +195,64 @@ export class StatementHost {
 
   /**
    * Starts the child and waits until it has loaded the driver and opened the file, so a child
-   * that cannot boot fails the connector's start instead of every call. Resolves with the
-   * child's open error, if any (the file may be fixed before the first call).
+   * that cannot boot, or cannot open the file the connector has just checked, fails the
+   * connector's start instead of every call. Resolves with what went wrong, or null.
    */
   async start(): Promise<string | null> {
     this.ensureChild();
     const problem = await this.firstReady!;
     this.holdOpen();
     return problem;
+  }
+
+  /** Runs one statement; rejects with StatementFailureError (the child's refusal) or UpstreamError. */
+  run(op: string, binds: Record<string, unknown>, signal: AbortSignal, outcomeUnknown: () => void): Promise<unknown> {
+    const s = this.modes.get(op);
+    if (!s) return Promise.reject(new DeterministicFailure(`no statement ${op}`));
+    if (this.closed) return Promise.reject(new UpstreamError(`connector ${this.opts.name} is closed`));
+    if (signal.aborted) return Promise.reject(new UpstreamError(abortMessage(signal)));
+    return new Promise((resolve, reject) => {
+      const p: Pending = { id: this.nextId++, op, binds, writes: s.writes, delivery: 'queued', retried: false, signal, outcomeUnknown, resolve, reject, onAbort: () => this.abandon(p) };
+      signal.addEventListener('abort', p.onAbort, { once: true });
+      this.queue.push(p);
+      this.pump();
+    });
+  }
+
+  /** The child's pid (tests). */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const p of this.queue.splice(0)) this.settle(p, () => p.reject(new UpstreamError(`connector ${this.opts.name} is closing`)));
+    const child = this.child;
+    const p = this.current;
+    this.child = null;
+    this.current = null;
+    if (!child || child.pid === undefined) {
+      if (p) this.fail(p, `connector ${this.opts.name} is closing`); // never reached a process
+      return;
+    }
+    const closed = this.closeOf(child);
+    if (p) this.retire(child, p, `connector ${this.opts.name} is closing`); // a running statement would hold a graceful close up
+    else if (child.connected) child.send({ type: 'close' }, () => undefined);
+    const timer = setTimeout(() => child.kill('SIGKILL'), CLOSE_GRACE_MS);
+    await closed;
+    clearTimeout(timer);
+  }
+
+  /** Resolves on the child's 'close', or after a bound should it never come. */
+  private closeOf(child: ChildProcess): Promise<void> {
+    if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const bound = setTimeout(resolve, CLOSE_GRACE_MS + DECIDE_WITHIN_MS);
+      child.once('close', () => {
+        clearTimeout(bound);
+        resolve();
+      });
+    });
   }
 
   /** Keeps this process alive for the child while it has work, not when idle. */
@@ -207,45 +270,10 @@ export class StatementHost {
     }
   }
 
-  /** Runs one statement; rejects with StatementFailureError (the child's refusal) or UpstreamError. */
-  run(op: string, binds: Record<string, unknown>, signal: AbortSignal, outcomeUnknown: () => void): Promise<unknown> {
-    const s = this.modes.get(op);
-    if (!s) return Promise.reject(new DeterministicFailure(`no statement ${op}`));
-    if (this.closed) return Promise.reject(new UpstreamError(`connector ${this.opts.name} is closed`));
-    if (signal.aborted) return Promise.reject(new UpstreamError(abortMessage(signal)));
-    return new Promise((resolve, reject) => {
-      const p: Pending = { id: this.nextId++, op, binds, writes: s.writes, delivery: 'queued', signal, outcomeUnknown, resolve, reject, onAbort: () => this.abandon(p) };
-      signal.addEventListener('abort', p.onAbort, { once: true });
-      this.queue.push(p);
-      this.pump();
-    });
-  }
-
-  /** The child's pid (tests). */
-  get pid(): number | undefined {
-    return this.child?.pid;
-  }
-
-  async close(): Promise<void> {
-    this.closed = true;
-    for (const p of this.queue.splice(0)) this.settle(p, () => p.reject(new UpstreamError(`connector ${this.opts.name} is closing`)));
-    const child = this.child;
-    this.child = null;
-    // A statement still running would hold a graceful close up for as long as it runs.
-    const busy = this.current !== null;
-    if (this.current) this.fail(this.current, `connector ${this.opts.name} is closing`);
-    if (!child || child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return;
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    if (child.connected && !busy) child.send({ type: 'close' }, () => undefined);
-    else child.kill('SIGKILL');
-    const timer = setTimeout(() => child.kill('SIGKILL'), CLOSE_GRACE_MS);
-    await exited;
-    clearTimeout(timer);
-  }
-
   /** The running child, started when there is none; null when it cannot be started now. */
   private ensureChild(): ChildProcess | null {
     if (this.child) return this.child;
+    this.stderrTail = '';
     let child: ChildProcess;
     try {
       child = spawn(this.opts.execPath ?? process.execPath, ['-e', CHILD_SOURCE, driverPath], {
@@ -265,25 +293,22 @@ export class StatementHost {
     child.on('message', (m: Reply | { type: 'ready'; error: string | null } | { type: 'started'; id: number }) => {
       if (!('type' in m)) this.onReply(child, m);
       else if (m.type === 'ready') ready(m.error);
-      else if (child === this.child && this.current?.id === m.id && this.current.delivery !== 'settled') this.current.delivery = 'started';
+      else this.onStarted(child, m.id);
     });
     // 'close', not 'exit': it comes once the channel is read to its end, so a `started` the
     // process sent before it died has been seen.
     child.on('close', (code, sig) => {
-      ready(this.ended(sig ? `signal ${sig}` : `exit code ${code}`));
-      this.onExit(child, sig ? `signal ${sig}` : `exit code ${code}`);
+      const how = sig ? `signal ${sig}` : `exit code ${code}`;
+      ready(this.ended(how));
+      if (this.dying.has(child)) this.decide(child, true);
+      else this.onExit(child, how);
     });
     child.on('error', (err) => {
       ready(this.ended(err.message));
       if (child.pid === undefined) this.onExit(child, err.message, true);
     });
-    if (child.pid === undefined || !child.stderr) {
-      // Not started: 'error' follows and answers the call waiting for it.
-      this.child = child;
-      return child;
-    }
     this.child = child;
-    this.stderrTail = '';
+    if (child.pid === undefined || !child.stderr) return child; // not started: 'error' follows
     child.stderr.setEncoding('utf8');
     child.stderr.on('data', (chunk: string) => {
       if (this.child === child) this.stderrTail = (this.stderrTail + chunk).slice(-STDERR_TAIL_BYTES);
@@ -292,14 +317,22 @@ export class StatementHost {
     // they have work (start, a call), so an idle one does not hold a CLI or an embedder open.
     (child.stderr as unknown as { unref?(): void }).unref?.();
     const { name: _name, execPath: _execPath, ...init } = this.opts;
-    child.send({ type: 'init', ...init }, () => undefined); // a failure shows as the child's exit
+    child.send({ type: 'init', ...init }, () => undefined); // a failure shows as the child's close
     return child;
   }
 
   /** A child's end, as the message start() reports. */
   private ended(how: string): string {
+    return `the statement process ended before it was ready (${how})${this.stderrNote()}`;
+  }
+
+  private endedMessage(how: string): string {
+    return `connector ${this.opts.name}: the statement process ended (${how})${this.stderrNote()}`;
+  }
+
+  private stderrNote(): string {
     const tail = this.stderrTail.trim().split('\n').slice(-3).join(' | ');
-    return `the statement process ended before it was ready (${how})${tail ? `: ${tail}` : ''}`;
+    return tail ? `: ${tail}` : '';
   }
 
   /** No process could be started: the call waiting for one did not run. */
@@ -308,8 +341,7 @@ export class StatementHost {
     const p = this.current;
     if (!p) return;
     this.current = null;
-    p.delivery = 'refused';
-    this.fail(p, `connector ${this.opts.name}: cannot start the statement process: ${reason}`);
+    this.notRun(p, `connector ${this.opts.name}: cannot start the statement process: ${reason}`);
   }
 
   private pump(): void {
@@ -321,8 +353,8 @@ export class StatementHost {
     }
     this.current = p;
     const child = this.ensureChild();
-    if (!child) return; // noChild answered p
-    if (child.pid === undefined || !child.connected) return; // 'error' or 'exit' answers p
+    if (!child) return this.pump(); // noChild answered p; the next call may find a process
+    if (child.pid === undefined || !child.connected) return; // 'error' or 'close' answers p
     p.delivery = 'sending';
     this.holdOpen();
     child.send({ type: 'call', id: p.id, op: p.op, binds: p.binds }, (err) => {
@@ -332,47 +364,44 @@ export class StatementHost {
         return;
       }
       // Never written: the statement did not run, whatever became of the process.
-      p.delivery = 'refused';
-      if (this.current === p) {
-        this.current = null;
-        this.fail(p, `connector ${this.opts.name}: the statement process did not take the call (${err.message})`);
-      }
       if (this.child === child) {
         this.child = null;
         child.kill('SIGKILL');
       }
+      if (this.current === p) {
+        this.current = null;
+        this.notRun(p, `connector ${this.opts.name}: the statement process did not take the call (${err.message})`);
+      }
       this.pump();
     });
+  }
+
+  private onStarted(child: ChildProcess, id: number): void {
+    const p = child === this.child ? this.current : this.dying.get(child)?.p;
+    if (p && p.id === id && p.delivery !== 'settled') p.delivery = 'started';
   }
 
   private onReply(child: ChildProcess, m: Reply): void {
     if (child !== this.child || !this.current || m.id !== this.current.id) return;
     const p = this.current;
     this.current = null;
-    p.delivery = 'sent';
     if (m.ok) this.settle(p, () => p.resolve(m.value));
     else this.settle(p, () => p.reject(new StatementFailureError(m.failure)));
     this.pump();
   }
 
-  /** `notStarted`: the spawn itself failed, so nothing was sent to it. */
+  /** The child ended by itself (or never started: `notStarted`). */
   private onExit(child: ChildProcess, how: string, notStarted = false): void {
-    if (child !== this.child) return; // a child already replaced (killed on an abandoned call)
+    if (child !== this.child) return; // a child already replaced
     this.child = null;
     const p = this.current;
     if (p) {
-      // Its channel has been read to the end: a write the process had not said `started`
-      // never ran.
-      if (notStarted || p.delivery !== 'started') p.delivery = 'refused';
       this.current = null;
-      this.fail(p, this.endedMessage(how));
+      // Its channel has been read to the end: a write it had not said `started` never ran.
+      if (!notStarted && p.delivery === 'started') this.fail(p, this.endedMessage(how));
+      else this.notRun(p, this.endedMessage(how));
     }
     this.pump();
-  }
-
-  private endedMessage(how: string): string {
-    const tail = this.stderrTail.trim().split('\n').slice(-3).join(' | ');
-    return `connector ${this.opts.name}: the statement process ended (${how})${tail ? `: ${tail}` : ''}`;
   }
 
   /** The call was given up (its timeout, the gateway stopping). */
@@ -384,23 +413,54 @@ export class StatementHost {
       return;
     }
     if (this.current !== p) return;
-    // Its statement is running: only killing the process stops it.
+    // Its statement may be running: only killing the process stops it.
     const child = this.child;
     this.child = null;
-    child?.kill('SIGKILL');
     this.current = null;
-    this.fail(p, abortMessage(p.signal));
+    if (child && child.pid !== undefined) this.retire(child, p, abortMessage(p.signal));
+    else this.fail(p, abortMessage(p.signal)); // no process took it: nothing ran
     this.pump();
   }
 
+  /** Kills the child running `p`; `p` is decided when the child's channel ends (decide). */
+  private retire(child: ChildProcess, p: Pending, message: string): void {
+    // Should 'close' never come, the safe side: a write handed over counts as started.
+    const timer = setTimeout(() => this.decide(child, false), DECIDE_WITHIN_MS);
+    timer.unref();
+    this.dying.set(child, { p, message, timer });
+    child.kill('SIGKILL');
+  }
+
+  /** `exact`: the channel was read to its end, so a `started` not seen was never sent. */
+  private decide(child: ChildProcess, exact: boolean): void {
+    const d = this.dying.get(child);
+    if (!d) return;
+    this.dying.delete(child);
+    clearTimeout(d.timer);
+    const { p, message } = d;
+    if (!exact && (p.delivery === 'sending' || p.delivery === 'sent')) p.delivery = 'started';
+    this.fail(p, message);
+  }
+
   /**
-   * Fails a call. A write that may have started may have committed: its outcome is unknown.
-   * Given up (abandon), a write handed to the process counts as started — its `started` may
-   * still be on the way; after the process ended, only a `started` seen does.
+   * A call that provably never ran (no process took it, or its process ended before it began):
+   * run once more on a new process, as its caller would have it; failing that, an error that
+   * is never an unknown outcome.
    */
+  private notRun(p: Pending, message: string): void {
+    if (p.delivery !== 'settled') p.delivery = 'refused';
+    if (!p.retried && !this.closed && !p.signal.aborted && p.delivery === 'refused') {
+      p.retried = true;
+      p.delivery = 'queued';
+      this.queue.unshift(p);
+      return; // the caller pumps
+    }
+    this.fail(p, message);
+  }
+
+  /** Fails a call; a write that started may have committed, so its outcome is unknown. */
   private fail(p: Pending, message: string): void {
-    if (this.current === p) this.current = null;
-    if (p.writes && (p.delivery === 'sending' || p.delivery === 'sent' || p.delivery === 'started')) p.outcomeUnknown();
+    if (p.writes && p.delivery === 'started') p.outcomeUnknown();
     this.settle(p, () => p.reject(new UpstreamError(message)));
   }
 
