@@ -22,8 +22,7 @@ import type { RefusalReason, RemitCallCheck, RemitPayload, TrustedKeys } from '.
 import type { CircuitBreaker } from './breaker.js';
 import type { Canaries } from './canaries.js';
 import { argsErrors } from './schema-validator.js';
-import { DECIDE_WITHIN_MS } from './connectors/sqlite-host.js';
-import { abortable, abortMessage, ArgsInvalid, DeterministicFailure, ScopeRefusal, UpstreamError, type Connector, type ConnectorTool } from './connectors/types.js';
+import { ABANDONED_WRITE_GRACE_MS, abortable, abortMessage, ArgsInvalid, DeterministicFailure, ScopeRefusal, UpstreamError, type Connector, type ConnectorTool } from './connectors/types.js';
 import type { IdempotencyStore } from './idempotency.js';
 import { isCredentialRefusal, type EventCredential, type GatewayEvent, type KernelLink } from './kernel-link.js';
 import type { GatewayMetrics } from './metrics.js';
@@ -66,12 +65,6 @@ function keepable(redactor: Redactor, value: unknown, what: string): { ok: true;
     return { ok: false, message: `${what} cannot be kept: ${(err as Error).message}`, details: {} };
   }
 }
-
-/**
- * How long an abandoned write's connector may take to settle (and report an unknown outcome)
- * after its timeout; longer than the sqlite host's own bound on deciding (DECIDE_WITHIN_MS).
- */
-const ABANDONED_WRITE_GRACE_MS = DECIDE_WITHIN_MS + 1000;
 
 /** Waits for `work` to settle, at most `ms`. */
 async function settledWithin(work: Promise<unknown>, ms: number): Promise<void> {
@@ -515,12 +508,6 @@ class ToolCall {
     return gatewayError('unavailable', `the idempotency store cannot ${what} (${message}); ${consequence}`, { tool: this.req.tool, idempotency_key: a.key });
   }
 
-  /**
-   * Nothing ran under the claim (or a read did): frees the key so a retry can run. A store
-   * that cannot even do that for a write is logged; the pending claim then turns `unknown` at
-   * the next start, which errs on the side of never running twice. A read's claim is in
-   * memory and always released.
-   */
   /** Marks a write's claim `unknown`; failing that, the claim stays pending (also never run again). */
   private async keepUnknown(a: Admitted): Promise<void> {
     if (a.key === null) return;
@@ -533,6 +520,12 @@ class ToolCall {
     }
   }
 
+  /**
+   * Nothing ran under the claim (or a read did): frees the key so a retry can run. A store
+   * that cannot even do that for a write is logged; the pending claim then turns `unknown` at
+   * the next start, which errs on the side of never running twice. A read's claim is in
+   * memory and always released.
+   */
   private async release(a: Admitted): Promise<void> {
     // Once: a second release could drop the claim a concurrent retry has taken since.
     if (a.key === null || this.released) return;

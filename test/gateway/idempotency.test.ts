@@ -41,6 +41,21 @@ describe('idempotency store (decisions §9)', () => {
     await store.close();
   });
 
+  it('markUnknown: a pending write becomes unknown at once (a statement killed mid-run), kept 30 days; a stored result is left alone', async () => {
+    const { store, clock } = await open();
+    await store.claim('t.op', 'w', 'h', true);
+    await store.markUnknown('t.op', 'w');
+    expect(await store.claim('t.op', 'w', 'h', true)).toEqual({ kind: 'unknown' });
+    expect(await store.claim('t.op', 'w', 'other', true)).toEqual({ kind: 'conflict' });
+    clock.advance(IDEMPOTENCY_TTL_MS - 1);
+    expect(await store.claim('t.op', 'w', 'h', true)).toEqual({ kind: 'unknown' });
+    await store.claim('t.op', 'd', 'h', true);
+    await store.complete('t.op', 'd', 200, { ok: true });
+    await store.markUnknown('t.op', 'd');
+    expect((await store.claim('t.op', 'd', 'h', true)).kind).toBe('replay');
+    await store.close();
+  });
+
   it('entries expire 30 days after they were stored (interface 8)', async () => {
     const { store, clock } = await open();
     await store.claim('t.op', 'k', 'h', false);

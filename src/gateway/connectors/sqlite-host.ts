@@ -15,7 +15,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { abortMessage, ArgsInvalid, DeterministicFailure, UpstreamError } from './types.js';
+import { ABANDONED_WRITE_GRACE_MS, abortMessage, ArgsInvalid, DeterministicFailure, UpstreamError } from './types.js';
 
 /** How a statement's answer is shaped (decided at load from the prepared statement). */
 export type StatementMode = 'run' | 'returning' | 'select';
@@ -74,10 +74,9 @@ interface Pending {
 const CLOSE_GRACE_MS = 2000;
 /**
  * How long a killed child's call waits for the child's channel to end before it is decided
- * on the safe side (a write handed over counts as started). call.ts waits longer than this
- * for an abandoned write's connector to settle.
+ * on the safe side (a write handed over counts as started): within the gateway's wait.
  */
-export const DECIDE_WITHIN_MS = 2000;
+const DECIDE_WITHIN_MS = ABANDONED_WRITE_GRACE_MS - 1000;
 /** How often the child's watchdog checks that svcd is still its parent. */
 const PARENT_CHECK_MS = 500;
 /** The end of the child's stderr kept for the message when it dies (a driver that fails to load). */

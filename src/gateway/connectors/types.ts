@@ -38,6 +38,13 @@ export interface CallContext {
   outcomeUnknown(): void;
 }
 
+/**
+ * How long the gateway waits, after a write's timeout, for its connector's call to settle:
+ * a connector that learns only then whether the write had started (a killed sqlite process's
+ * last messages) must call `outcomeUnknown()` within it.
+ */
+export const ABANDONED_WRITE_GRACE_MS = 3000;
+
 /** One input field an upstream tool now requires that its descriptor does not. */
 export interface DriftFinding {
   /** The tool id, `<connector>.<operation>`. */
