@@ -580,6 +580,26 @@ describe('fs connector (decisions §9: real paths, symlinks that escape the root
     }
   }, 30_000);
 
+  it('list counts names that are not UTF-8 (not_utf8) instead of listing replacement characters that name no file', async () => {
+    const base = tempDir('svc-fs-names-');
+    writeFileSync(join(base, 'fine.txt'), 'a');
+    writeFileSync(Buffer.concat([Buffer.from(base + '/bad'), Buffer.from([0xff, 0xfe]), Buffer.from('.txt')]), 'b');
+    writeFileSync(join(base, 'héllo.txt'), 'c');
+    const c = new FsConnector({ name: 'names', type: 'fs', root: base, max_file_bytes: 64, tools: {}, probe: null, timeout_ms: 5000 });
+    await c.start();
+    try {
+      const listed = (await c.call('list', {})) as { entries: Array<{ name: string }>; not_utf8?: number };
+      expect(listed.entries.map((e) => e.name)).toEqual(['fine.txt', 'héllo.txt']);
+      expect(listed.not_utf8).toBe(1);
+      expect(JSON.stringify(listed)).not.toContain('\ufffd');
+      writeFileSync(join(base, 'fine2.txt'), 'd');
+      rmSync(Buffer.concat([Buffer.from(base + '/bad'), Buffer.from([0xff, 0xfe]), Buffer.from('.txt')]));
+      expect(((await c.call('list', {})) as { not_utf8?: number }).not_utf8).toBeUndefined(); // only when there are some
+    } finally {
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+
   it('symlinks and paths that escape the root are refused scope_not_granted, even under fs:path:*', async () => {
     for (const args of [{ path: 'escape/secret.txt' }, { path: 'escape-file' }, { path: '../outside/secret.txt' }, { path: join(outside, 'secret.txt') }]) {
       const res = await gw.call({ remit_token: all(), tool: 'files.read', args });

@@ -31,6 +31,16 @@ const DEFAULT_CONTRACTS = {
 // path names no file, which a retry does not change and the breaker must not count.
 const DETERMINISTIC = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM', 'EEXIST', 'ELOOP', 'ENAMETOOLONG', 'EINVAL', 'ENOTEMPTY', 'ENXIO', 'ENODEV']);
 
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+/** A file name as a string, or null when its bytes are not UTF-8. */
+function utf8Name(bytes: Buffer): string | null {
+  try {
+    return strictUtf8.decode(bytes);
+  } catch {
+    return null;
+  }
+}
+
 /** Most entries `list` returns; a larger directory is a deterministic failure, not a 50 MB answer. */
 export const MAX_LIST_ENTRIES = 10_000;
 
@@ -187,20 +197,24 @@ export class FsConnector implements Connector {
       }
       case 'list': {
         try {
-          const dir = await opendir(real);
-          const dirents: Dirent[] = [];
+          // Names as bytes: one that is not UTF-8 cannot be named back in a JSON `path`, so it
+          // is counted, not listed with replacement characters that name no file.
+          // (node takes 'buffer' here; @types/node 20 lists string encodings only)
+          const dir = await opendir(real, { encoding: 'buffer' as BufferEncoding });
+          const entries: Array<{ name: string; type: string }> = [];
+          let notUtf8 = 0;
           try {
-            for await (const d of dir) {
-              if (dirents.length === MAX_LIST_ENTRIES) throw new DeterministicFailure(`${this.rel(real)} has more than ${MAX_LIST_ENTRIES} entries`);
-              dirents.push(d);
+            for await (const d of dir as AsyncIterable<Dirent<Buffer>>) {
+              if (entries.length + notUtf8 === MAX_LIST_ENTRIES) throw new DeterministicFailure(`${this.rel(real)} has more than ${MAX_LIST_ENTRIES} entries`);
+              const name = utf8Name(d.name);
+              if (name === null) notUtf8++;
+              else entries.push({ name, type: d.isFile() ? 'file' : d.isDirectory() ? 'dir' : d.isSymbolicLink() ? 'symlink' : 'other' });
             }
           } finally {
             await dir.close().catch(() => {}); // already closed when the loop ran to its end
           }
-          const entries = dirents
-            .map((d) => ({ name: d.name, type: d.isFile() ? 'file' : d.isDirectory() ? 'dir' : d.isSymbolicLink() ? 'symlink' : 'other' }))
-            .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-          return { path: this.rel(real), entries };
+          entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+          return { path: this.rel(real), entries, ...(notUtf8 > 0 ? { not_utf8: notUtf8 } : {}) };
         } catch (err) {
           if (err instanceof DeterministicFailure) throw err;
           throw fsFailure(err, `cannot list ${this.rel(real)}`);
