@@ -4,10 +4,11 @@
  * fixtures/gateway/hostile-mcp.mjs, raw JSON-RPC, so it can write what the SDK never would.
  * LineSplitter, the framing both streams go through, is tested on its own first.
  */
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_TOOLS, McpConnector } from '../../src/gateway/connectors/mcp.js';
-import { LineSplitter } from '../../src/gateway/connectors/mcp-transport.js';
+import { GroupStdioTransport, LineSplitter, PIPE_DRAIN_MS } from '../../src/gateway/connectors/mcp-transport.js';
 import { UpstreamError } from '../../src/gateway/connectors/types.js';
 import { ROOT } from '../helpers/daemon.js';
 import { Redactor } from '../../src/log/logger.js';
@@ -180,4 +181,21 @@ describe('a server that dies right after it starts (svc-gateway(5): restarted wi
     expect(c.tools()).toHaveLength(MAX_TOOLS);
     expect(log.text()).toContain('mcp server lists more tools than a connector keeps');
   }, 20_000);
+});
+
+describe('a server whose descendant escapes its process group (setsid)', () => {
+  it('its pipes are let go of a moment after it exits, and its last stderr line still arrives (no descriptors kept per restart)', async () => {
+    const lines: string[] = [];
+    // The escapee inherits the pipes and outlives the group kill.
+    const t = new GroupStdioTransport({ command: 'sh', args: ['-c', 'setsid sleep 37.25 & printf "last words" >&2; exit 0'], env: {}, onStderr: (l) => lines.push(l) });
+    const closed = new Promise<void>((r) => (t.onclose = () => r()));
+    await t.start();
+    await closed;
+    const child = (t as unknown as { child: import('node:child_process').ChildProcess }).child;
+    expect(child.stdout!.destroyed).toBe(false); // held open by the escapee
+    await new Promise((r) => setTimeout(r, PIPE_DRAIN_MS + 300));
+    expect([child.stdin!.destroyed, child.stdout!.destroyed, child.stderr!.destroyed]).toEqual([true, true, true]);
+    expect(lines).toEqual(['last words']);
+    spawnSync('pkill', ['-f', 'sleep 37.25']);
+  });
 });

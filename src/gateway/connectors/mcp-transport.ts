@@ -125,6 +125,9 @@ export function killGroup(pid: number, signal: NodeJS.Signals): boolean {
   }
 }
 
+/** How long after a server exits its pipes may still bring output, before svcd closes them. */
+export const PIPE_DRAIN_MS = 1000;
+
 export class GroupStdioTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
@@ -176,6 +179,13 @@ export class GroupStdioTransport implements Transport {
           this.opts.onGroupEnded?.(child.pid);
         }
         this.fireClose();
+        // A descendant that left the group (setsid) can hold the pipes open for good: once
+        // the last output has had a moment to drain, svcd lets go of its ends, or every
+        // restart of such a server would keep three descriptors.
+        setTimeout(() => {
+          if (child.stderr && !child.stderr.readableEnded) stderrLines.end(); // its last line, as 'end' would
+          for (const s of [child.stdin, child.stdout, child.stderr]) if (s && !s.destroyed) s.destroy();
+        }, PIPE_DRAIN_MS).unref();
       });
       child.stdin!.on('error', (err) => this.onerror?.(err));
       const maxMessage = this.opts.maxMessageBytes ?? STDIO_DEFAULT_MAX_BUFFER_SIZE;
@@ -205,13 +215,13 @@ export class GroupStdioTransport implements Transport {
       child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
       child.stdout!.on('error', (err) => this.onerror?.(err));
       const maxStderr = this.opts.maxStderrLineBytes ?? 8192;
-      const stderr = new LineSplitter(
+      const stderrLines = new LineSplitter(
         maxStderr,
         (line) => this.opts.onStderr?.(line),
         () => this.opts.onStderr?.(`(a stderr line over ${maxStderr} bytes, dropped)`),
       );
-      child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk));
-      child.stderr!.on('end', () => stderr.end()); // a last line without its newline (a crash message)
+      child.stderr!.on('data', (chunk: Buffer) => stderrLines.push(chunk));
+      child.stderr!.on('end', () => stderrLines.end()); // a last line without its newline (a crash message)
       child.stderr!.on('error', () => {});
     });
   }
