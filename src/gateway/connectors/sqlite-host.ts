@@ -5,9 +5,11 @@
  * a native statement either (docs/design.md, "Upstreams are hostile peers too"). A process
  * can be killed. When a call is abandoned (its `timeout_ms`, the gateway stopping) while its
  * statement runs, the child is killed with SIGKILL: SQLite rolls back whatever the statement
- * had not committed, the next call starts a new child, and a write that had been sent is
- * reported as an unknown outcome — it may have committed just before the kill — so its
- * idempotency key is never released for a second execution.
+ * had not committed, and the next call starts a new child. The child says `started` before a
+ * write runs; a killed (or dead) child's write is decided once its channel has been read to
+ * the end: one that had started is reported as an unknown outcome — it may have committed just
+ * before the kill — so its idempotency key is never released for a second execution; one that
+ * had not provably never ran.
  *
  * One statement runs at a time (SQLite serialises writers anyway, and it keeps the kill to the
  * one statement that overran): calls queue here, and a queued call that is abandoned is simply
@@ -64,7 +66,7 @@ interface Pending {
   retried: boolean;
   signal: AbortSignal;
   onAbort: () => void;
-  /** Called when a write is abandoned after it was sent: it may have taken effect. */
+  /** Called when a write that had started fails: it may have taken effect. */
   outcomeUnknown: () => void;
   resolve(v: unknown): void;
   reject(e: unknown): void;
@@ -447,8 +449,9 @@ export class StatementHost {
    * is never an unknown outcome.
    */
   private notRun(p: Pending, message: string): void {
-    if (p.delivery !== 'settled') p.delivery = 'refused';
-    if (!p.retried && !this.closed && !p.signal.aborted && p.delivery === 'refused') {
+    if (p.delivery === 'settled') return;
+    p.delivery = 'refused';
+    if (!p.retried && !this.closed && !p.signal.aborted) {
       p.retried = true;
       p.delivery = 'queued';
       this.queue.unshift(p);
