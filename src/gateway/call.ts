@@ -66,13 +66,19 @@ function keepable(redactor: Redactor, value: unknown, what: string): { ok: true;
   }
 }
 
-/** Waits for `work` to settle, at most `ms`. */
-async function settledWithin(work: Promise<unknown>, ms: number): Promise<void> {
+/** Waits for `work` to settle, at most `ms`: whether it fulfilled in time, and with what. */
+async function settledWithin(work: Promise<unknown>, ms: number): Promise<{ fulfilled: boolean; value?: unknown }> {
   let timer: NodeJS.Timeout | undefined;
-  await Promise.race([work.then(noop, noop), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  const outcome = await Promise.race([
+    work.then(
+      (value) => ({ fulfilled: true, value }),
+      () => ({ fulfilled: false }),
+    ),
+    new Promise<{ fulfilled: boolean }>((resolve) => (timer = setTimeout(() => resolve({ fulfilled: false }), ms))),
+  ]);
   clearTimeout(timer);
+  return outcome;
 }
-function noop(): void {}
 
 /** The actor of the events the gateway appends. */
 export const GATEWAY_ACTOR = { id: 'gateway', role: 'gateway' } as const;
@@ -294,7 +300,7 @@ class ToolCall {
         case 'unknown':
           return this.failWith(
             a,
-            gatewayError('idempotency_outcome_unknown', `a write with idempotency key ${key} was interrupted before its outcome was known (the gateway stopped, or the call was stopped mid-run); it will not run again`, { tool: req.tool, idempotency_key: key }),
+            gatewayError('idempotency_outcome_unknown', `a write with idempotency key ${key} was interrupted before its outcome was known (the gateway stopped, or its sqlite statement was stopped mid-run); it will not run again`, { tool: req.tool, idempotency_key: key }),
             'idempotency_outcome_unknown',
           );
         case 'claimed':
@@ -380,28 +386,35 @@ class ToolCall {
         await this.release(a);
         return this.refuse('scope_not_granted', err.message);
       }
-      breaker.failure(trial);
       // A write given up at its timeout: the connector may need a moment to learn whether it
       // had started (a killed sqlite process's last messages), and says so before it settles.
-      if (controller.signal.aborted && a.writes && work) await settledWithin(work, ABANDONED_WRITE_GRACE_MS);
-      // A write given up mid-statement may have taken effect: its key must never run again.
-      if (outcomeUnknown && a.writes) await this.keepUnknown(a);
-      else await this.release(a);
-      let message = err instanceof UpstreamError ? err.message : controller.signal.aborted ? abortMessage(controller.signal) : `${req.tool} failed: ${(err as Error).message}`;
-      if (!(err instanceof UpstreamError) && !controller.signal.aborted) d.logger.error('connector threw an unexpected error', { tool: req.tool, err: d.redactor.redact((err as Error).stack ?? String(err)) });
-      let details = err instanceof UpstreamError ? err.details : {};
-      if (outcomeUnknown && a.writes) {
-        // An operator may have to reconcile this write with the upstream by hand.
-        d.logger.warn('a write was stopped mid-run; its outcome is unknown', { tool: req.tool, idempotency_key: key, run_id: req.run_id ?? null });
-        message += `; the write was stopped mid-run and may have taken effect, so its outcome is unknown${key !== null ? ' and a repeat of its idempotency key will not run it again' : ''}`;
-        details = { ...details, outcome: 'unknown' };
+      // One that finishes meanwhile (an fs write cannot be stopped) did run: its answer is
+      // the call's, stored under its key like any other, never run a second time.
+      const late = controller.signal.aborted && a.writes && work ? await settledWithin(work, ABANDONED_WRITE_GRACE_MS) : null;
+      const lateKept = late?.fulfilled ? keepable(d.redactor, late.value, 'the upstream answer') : null;
+      if (lateKept?.ok) result = lateKept.value;
+      else {
+        if (lateKept) outcomeUnknown = true; // it ran, and its answer cannot be kept
+        breaker.failure(trial);
+        // A write given up mid-statement may have taken effect: its key must never run again.
+        if (outcomeUnknown && a.writes) await this.keepUnknown(a);
+        else await this.release(a);
+        let message = err instanceof UpstreamError ? err.message : controller.signal.aborted ? abortMessage(controller.signal) : `${req.tool} failed: ${(err as Error).message}`;
+        if (!(err instanceof UpstreamError) && !controller.signal.aborted) d.logger.error('connector threw an unexpected error', { tool: req.tool, err: d.redactor.redact((err as Error).stack ?? String(err)) });
+        let details = err instanceof UpstreamError ? err.details : {};
+        if (outcomeUnknown && a.writes) {
+          // An operator may have to reconcile this write with the upstream by hand.
+          d.logger.warn('a write was stopped mid-run; its outcome is unknown', { tool: req.tool, idempotency_key: key, run_id: req.run_id ?? null });
+          message += `; the write was stopped mid-run and may have taken effect, so its outcome is unknown${key !== null ? ' and a repeat of its idempotency key will not run it again' : ''}`;
+          details = { ...details, outcome: 'unknown' };
+        }
+        const state = breaker.state;
+        if (state === 'closed') return this.failWith(a, gatewayError('upstream_error', message, details), 'upstream_error');
+        // A straggler ending while the circuit is half-open: not open by this call, no wait to name.
+        if (state !== 'open') return this.failWith(a, gatewayError('upstream_error', message, details, { circuit: 'open' }), 'upstream_error');
+        // This failure opened the circuit: answered like the calls it now turns away, with when to retry.
+        return this.failWith(a, circuitOpen(message, details, breaker.retryAfterMs()), 'upstream_error');
       }
-      const state = breaker.state;
-      if (state === 'closed') return this.failWith(a, gatewayError('upstream_error', message, details), 'upstream_error');
-      // A straggler ending while the circuit is half-open: not open by this call, no wait to name.
-      if (state !== 'open') return this.failWith(a, gatewayError('upstream_error', message, details, { circuit: 'open' }), 'upstream_error');
-      // This failure opened the circuit: answered like the calls it now turns away, with when to retry.
-      return this.failWith(a, circuitOpen(message, details, breaker.retryAfterMs()), 'upstream_error');
     } finally {
       clearTimeout(timer);
     }

@@ -4,6 +4,9 @@
  * metric; idempotency (interface 4.2 call rules, decisions §9); quarantine and circuit order;
  * tool.called audit events; the gateway error bodies (interface 7.2).
  */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { SvcError } from '../../src/errors.js';
@@ -466,5 +469,37 @@ describe('gateway HTTP surface (interface 4.2, 7.2; decisions §9, §10)', () =>
     const res = await g.call({ remit_token: mintToken(s, remitPayload(s)), tool: 'test.echo', args: {} });
     expect(res.status).toBe(404);
     expect(res.body.error.code).toBe('tool_not_found');
+  });
+});
+
+describe('a write that finishes after its timeout (decisions §9: never executed twice)', () => {
+  it('is answered with its result and stored under its key, not released for a second run', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-late-write-'));
+    const g = await startGateway({ keys: signer, clock: new ManualClock(Date.parse('2026-11-22T10:00:00.000Z')), doc: { connectors: [{ name: 'files', type: 'fs', root, timeout_ms: 100 }] } });
+    try {
+      // A slow disk: the fs connector cannot stop a write it has begun.
+      const c = (g.gateway as unknown as { connectors: Map<string, { call: (...a: unknown[]) => Promise<unknown> }> }).connectors.get('files')!;
+      const original = c.call.bind(c);
+      let runs = 0;
+      c.call = async (op: unknown, args: unknown, ctx: unknown) => {
+        if (op === 'write') {
+          runs++;
+          await new Promise((r) => setTimeout(r, 400));
+        }
+        return original(op, args, ctx);
+      };
+      const token = mintToken(signer, remitPayload(signer, { tools: ['files.*'], scopes: ['fs:path:*'], autonomy: 'autonomous' }, Math.floor(Date.parse('2026-11-22T10:00:00.000Z') / 1000)));
+      const first = await g.call({ remit_token: token, tool: 'files.write', args: { path: 'a.txt', content: 'x' }, idempotency_key: 'late-1' });
+      expect(first.status).toBe(200);
+      expect(first.body.result).toMatchObject({ path: 'a.txt' });
+      const repeat = await g.call({ remit_token: token, tool: 'files.write', args: { path: 'a.txt', content: 'x' }, idempotency_key: 'late-1' });
+      expect(repeat.status).toBe(200);
+      expect(repeat.body).toMatchObject({ ok: true, replayed: true, result: first.body.result });
+      expect(runs).toBe(1);
+      expect(readFileSync(join(root, 'a.txt'), 'utf8')).toBe('x');
+    } finally {
+      await g.close();
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
