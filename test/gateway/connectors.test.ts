@@ -600,6 +600,34 @@ describe('fs connector (decisions §9: real paths, symlinks that escape the root
     }
   });
 
+  it('a path through a directory whose name is not UTF-8 is 422, and a lone surrogate is args_invalid: neither touches another file', async () => {
+    const base = tempDir('svc-fs-bytes-');
+    const odd = Buffer.concat([Buffer.from(base + '/d'), Buffer.from([0xff])]);
+    mkdirSync(odd);
+    writeFileSync(Buffer.concat([odd, Buffer.from('/x.txt')]), 'inside');
+    symlinkSync(odd, join(base, 'link'));
+    const g = await startGateway({ keys: signer, clock, doc: { connectors: [{ name: 'raw', type: 'fs', root: base }] } });
+    const t = remit(['raw.*'], ['fs:path:*']);
+    try {
+      for (const [tool, args] of [['raw.read', { path: 'link/x.txt' }], ['raw.write', { path: 'link/new.txt', content: 'y' }], ['raw.list', { path: 'link' }]] as const) {
+        const res = await g.call({ remit_token: t, tool, args });
+        expect(res.status, tool).toBe(422);
+        expect(res.body.error).toMatchObject({ code: 'deterministic_failure', message: expect.stringContaining('not UTF-8') });
+      }
+      // Over HTTP the body is refused first (400); the connector itself refuses it too.
+      const lone = await g.call({ remit_token: t, tool: 'raw.write', args: { path: 'x\ud800/y.txt', content: 'z' } });
+      expect(lone.status).toBe(400);
+      const c = new FsConnector({ name: 'raw2', type: 'fs', root: base, max_file_bytes: 64, tools: {}, probe: null, timeout_ms: 5000 });
+      await c.start();
+      await expect(c.deriveScopes('write', { path: 'x\ud800/y.txt', content: 'z' })).rejects.toThrow(/lone surrogate/);
+      // Nothing was made in place of the names that could not be spelled.
+      expect(execFileSync('ls', ['-b', base], { encoding: 'utf8' }).split('\n').filter(Boolean).sort()).toEqual(['d\\377', 'link']);
+    } finally {
+      await g.close();
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+
   it('symlinks and paths that escape the root are refused scope_not_granted, even under fs:path:*', async () => {
     for (const args of [{ path: 'escape/secret.txt' }, { path: 'escape-file' }, { path: '../outside/secret.txt' }, { path: join(outside, 'secret.txt') }]) {
       const res = await gw.call({ remit_token: all(), tool: 'files.read', args });

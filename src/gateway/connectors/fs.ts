@@ -99,15 +99,23 @@ export class FsConnector implements Connector {
   async resolveReal(p: unknown): Promise<string> {
     // A NUL byte can name no file: bad input (422), not an upstream failure (decisions §10).
     if (typeof p === 'string' && p.includes('\0')) throw new ArgsInvalid('path contains a NUL byte', '/path');
+    // A lone surrogate has no UTF-8 form: node would write U+FFFD, naming another file.
+    if (typeof p === 'string' && /\p{Cs}/u.test(p)) throw new ArgsInvalid('path is not well-formed Unicode (a lone surrogate)', '/path');
     const target = resolve(this.realRoot, typeof p === 'string' && p !== '' ? p : '.');
     const rest: string[] = [];
     let cur = target;
     let real: string;
     for (;;) {
       try {
-        real = await realpath(cur);
+        // As bytes: a directory whose name is not UTF-8 would come back with U+FFFD in its
+        // place, and every later step would name some other file.
+        const bytes = await realpath(cur, { encoding: 'buffer' });
+        const name = utf8Name(bytes);
+        if (name === null) throw new DeterministicFailure('path resolves through a file name that is not UTF-8; it cannot be named in a request');
+        real = name;
         break;
       } catch (err) {
+        if (err instanceof DeterministicFailure) throw err;
         const code = (err as NodeJS.ErrnoException).code;
         if (code !== 'ENOENT' && code !== 'ENOTDIR') throw fsFailure(err, 'cannot resolve path');
         const parent = dirname(cur);
