@@ -11,6 +11,7 @@
 import { decodeBase64url, encodeBase64url } from '../encoding/base64url.js';
 import { canonicalJson } from '../encoding/canonical-json.js';
 import { textProblem } from '../encoding/json-limits.js';
+import { decodeUtf8Strict } from '../encoding/utf8.js';
 import { AUTONOMY_ORDER, type Autonomy, type RemitPayload } from '../types.js';
 
 /** The token format prefix; any other prefix is refused (interface 9). */
@@ -52,8 +53,6 @@ export function encodeCanonicalToken(payload: RemitPayload, canonical: string, s
   return [TOKEN_PREFIX, signer.keyId, encodeBase64url(bytes), encodeBase64url(signer.sign(bytes))].join('.');
 }
 
-const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
-
 /**
  * Splits and decodes a token and checks the payload's fields (verification step 1). Does not
  * check the signature. Never throws.
@@ -71,12 +70,8 @@ export function decodeToken(token: unknown): DecodeResult {
   const signature = sigPart === '' ? null : decodeBase64url(sigPart);
   if (!signature) return { ok: false, detail: 'signature part is not canonical base64url' };
 
-  let text: string;
-  try {
-    text = utf8.decode(payloadBytes);
-  } catch {
-    return { ok: false, detail: 'payload is not UTF-8' };
-  }
+  const text = decodeUtf8Strict(payloadBytes);
+  if (text === null) return { ok: false, detail: 'payload is not UTF-8' };
   const depth = jsonDepth(text);
   if (depth > MAX_PAYLOAD_DEPTH) return { ok: false, detail: `payload is nested deeper than ${MAX_PAYLOAD_DEPTH}` };
   let value: unknown;

@@ -600,6 +600,20 @@ describe('fs connector (decisions §9: real paths, symlinks that escape the root
     }
   });
 
+  it('a name that starts with a byte-order mark is listed as it is, and reads back', async () => {
+    const base = tempDir('svc-fs-bom-');
+    writeFileSync(join(base, '\ufeffbom.txt'), 'marked');
+    const c = new FsConnector({ name: 'bom', type: 'fs', root: base, max_file_bytes: 64, tools: {}, probe: null, timeout_ms: 5000 });
+    await c.start();
+    try {
+      const listed = (await c.call('list', {})) as { entries: Array<{ name: string }> };
+      expect(listed.entries.map((e) => e.name)).toEqual(['\ufeffbom.txt']);
+      expect(await c.call('read', { path: listed.entries[0]!.name })).toMatchObject({ content: 'marked' });
+    } finally {
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+
   it('a path through a directory whose name is not UTF-8 is 422, and a lone surrogate is args_invalid: neither touches another file', async () => {
     const base = tempDir('svc-fs-bytes-');
     const odd = Buffer.concat([Buffer.from(base + '/d'), Buffer.from([0xff])]);

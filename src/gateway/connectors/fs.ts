@@ -11,6 +11,8 @@ import type { Dirent } from 'node:fs';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { FsConnectorConfig } from '../config.js';
+import { decodeUtf8Strict } from '../../encoding/utf8.js';
+import { hasLoneSurrogate } from '../../encoding/well-formed-json.js';
 import { compileInputSchema } from '../schema-validator.js';
 import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, ScopeRefusal, UpstreamError, type Connector, type ConnectorTool } from './types.js';
 
@@ -30,16 +32,6 @@ const DEFAULT_CONTRACTS = {
 // ENXIO, ENODEV: a socket or a device without its driver opened non-blocking (read): the
 // path names no file, which a retry does not change and the breaker must not count.
 const DETERMINISTIC = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM', 'EEXIST', 'ELOOP', 'ENAMETOOLONG', 'EINVAL', 'ENOTEMPTY', 'ENXIO', 'ENODEV']);
-
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
-/** A file name as a string, or null when its bytes are not UTF-8. */
-function utf8Name(bytes: Buffer): string | null {
-  try {
-    return strictUtf8.decode(bytes);
-  } catch {
-    return null;
-  }
-}
 
 /** Most entries `list` returns; a larger directory is a deterministic failure, not a 50 MB answer. */
 export const MAX_LIST_ENTRIES = 10_000;
@@ -100,7 +92,7 @@ export class FsConnector implements Connector {
     // A NUL byte can name no file: bad input (422), not an upstream failure (decisions §10).
     if (typeof p === 'string' && p.includes('\0')) throw new ArgsInvalid('path contains a NUL byte', '/path');
     // A lone surrogate has no UTF-8 form: node would write U+FFFD, naming another file.
-    if (typeof p === 'string' && /\p{Cs}/u.test(p)) throw new ArgsInvalid('path is not well-formed Unicode (a lone surrogate)', '/path');
+    if (typeof p === 'string' && hasLoneSurrogate(p)) throw new ArgsInvalid('path is not well-formed Unicode (a lone surrogate)', '/path');
     const target = resolve(this.realRoot, typeof p === 'string' && p !== '' ? p : '.');
     const rest: string[] = [];
     let cur = target;
@@ -110,7 +102,7 @@ export class FsConnector implements Connector {
         // As bytes: a directory whose name is not UTF-8 would come back with U+FFFD in its
         // place, and every later step would name some other file.
         const bytes = await realpath(cur, { encoding: 'buffer' });
-        const name = utf8Name(bytes);
+        const name = decodeUtf8Strict(bytes);
         if (name === null) throw new DeterministicFailure('path resolves through a file name that is not UTF-8; it cannot be named in a request');
         real = name;
         break;
@@ -214,7 +206,7 @@ export class FsConnector implements Connector {
           try {
             for await (const d of dir as AsyncIterable<Dirent<Buffer>>) {
               if (entries.length + notUtf8 === MAX_LIST_ENTRIES) throw new DeterministicFailure(`${this.rel(real)} has more than ${MAX_LIST_ENTRIES} entries`);
-              const name = utf8Name(d.name);
+              const name = decodeUtf8Strict(d.name);
               if (name === null) notUtf8++;
               else entries.push({ name, type: d.isFile() ? 'file' : d.isDirectory() ? 'dir' : d.isSymbolicLink() ? 'symlink' : 'other' });
             }
