@@ -392,29 +392,9 @@ class ToolCall {
       // the call's, stored under its key like any other, never run a second time.
       const late = controller.signal.aborted && a.writes && work ? await settledWithin(work, ABANDONED_WRITE_GRACE_MS) : null;
       const lateKept = late?.fulfilled ? keepable(d.redactor, late.value, 'the upstream answer') : null;
-      if (lateKept?.ok) result = lateKept.value;
-      else {
-        if (lateKept) outcomeUnknown = true; // it ran, and its answer cannot be kept
-        breaker.failure(trial);
-        // A write given up mid-statement may have taken effect: its key must never run again.
-        if (outcomeUnknown && a.writes) await this.keepUnknown(a);
-        else await this.release(a);
-        let message = err instanceof UpstreamError ? err.message : controller.signal.aborted ? abortMessage(controller.signal) : `${req.tool} failed: ${(err as Error).message}`;
-        if (!(err instanceof UpstreamError) && !controller.signal.aborted) d.logger.error('connector threw an unexpected error', { tool: req.tool, err: d.redactor.redact((err as Error).stack ?? String(err)) });
-        let details = err instanceof UpstreamError ? err.details : {};
-        if (outcomeUnknown && a.writes) {
-          // An operator may have to reconcile this write with the upstream by hand.
-          d.logger.warn('a write was stopped mid-run; its outcome is unknown', { tool: req.tool, idempotency_key: key, run_id: req.run_id ?? null });
-          message += `; the write was stopped mid-run and may have taken effect, so its outcome is unknown${key !== null ? ' and a repeat of its idempotency key will not run it again' : ''}`;
-          details = { ...details, outcome: 'unknown' };
-        }
-        const state = breaker.state;
-        if (state === 'closed') return this.failWith(a, gatewayError('upstream_error', message, details), 'upstream_error');
-        // A straggler ending while the circuit is half-open: not open by this call, no wait to name.
-        if (state !== 'open') return this.failWith(a, gatewayError('upstream_error', message, details, { circuit: 'open' }), 'upstream_error');
-        // This failure opened the circuit: answered like the calls it now turns away, with when to retry.
-        return this.failWith(a, circuitOpen(message, details, breaker.retryAfterMs()), 'upstream_error');
-      }
+      // A late answer too large or deep to keep still means the write ran: unknown, never run again.
+      if (!lateKept?.ok) return this.upstreamFailed(a, err, trial, controller.signal, a.writes && (outcomeUnknown || lateKept !== null));
+      result = lateKept.value;
     } finally {
       clearTimeout(timer);
     }
@@ -519,6 +499,34 @@ class ToolCall {
     const message = this.d.redactor.redact((err as Error)?.message ?? String(err));
     this.d.logger.error(`idempotency store: cannot ${what}`, { tool: this.req.tool, err: message });
     return gatewayError('unavailable', `the idempotency store cannot ${what} (${message}); ${consequence}`, { tool: this.req.tool, idempotency_key: a.key });
+  }
+
+  /**
+   * The upstream failed (or the call was given up): counted by the breaker, the claim released
+   * — or, for a write that may have taken effect (`unknown`), kept so it never runs again —
+   * and a 502 that says whether the circuit is now open.
+   */
+  private async upstreamFailed(a: Admitted, err: unknown, trial: boolean, signal: AbortSignal, unknown: boolean): Promise<CallResponse> {
+    const { d, req } = this;
+    const breaker = d.breaker(a.connector.name);
+    breaker.failure(trial);
+    if (unknown) await this.keepUnknown(a);
+    else await this.release(a);
+    let message = err instanceof UpstreamError ? err.message : signal.aborted ? abortMessage(signal) : `${req.tool} failed: ${(err as Error).message}`;
+    if (!(err instanceof UpstreamError) && !signal.aborted) d.logger.error('connector threw an unexpected error', { tool: req.tool, err: d.redactor.redact((err as Error).stack ?? String(err)) });
+    let details = err instanceof UpstreamError ? err.details : {};
+    if (unknown) {
+      // An operator may have to reconcile this write with the upstream by hand.
+      d.logger.warn('a write was stopped mid-run; its outcome is unknown', { tool: req.tool, idempotency_key: a.key, run_id: req.run_id ?? null });
+      message += `; the write was stopped mid-run and may have taken effect, so its outcome is unknown${a.key !== null ? ' and a repeat of its idempotency key will not run it again' : ''}`;
+      details = { ...details, outcome: 'unknown' };
+    }
+    const state = breaker.state;
+    if (state === 'closed') return this.failWith(a, gatewayError('upstream_error', message, details), 'upstream_error');
+    // A straggler ending while the circuit is half-open: not open by this call, no wait to name.
+    if (state !== 'open') return this.failWith(a, gatewayError('upstream_error', message, details, { circuit: 'open' }), 'upstream_error');
+    // This failure opened the circuit: answered like the calls it now turns away, with when to retry.
+    return this.failWith(a, circuitOpen(message, details, breaker.retryAfterMs()), 'upstream_error');
   }
 
   /** Marks a write's claim `unknown`; failing that, the claim stays pending (also never run again). */
