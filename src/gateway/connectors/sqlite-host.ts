@@ -93,7 +93,7 @@ const Database = require(process.argv[1]);
 // parent is gone, statement or not.
 const { Worker } = require('node:worker_threads');
 new Worker('const p = process.ppid; setInterval(() => { if (process.ppid !== p) process.kill(process.pid, "SIGKILL"); }, ' + ${PARENT_CHECK_MS} + ');', { eval: true }).unref();
-let cfg = null, rw = null, ro = null, stmts = null;
+let cfg = null, fileCodes = null, rw = null, ro = null, stmts = null;
 function closeAll() {
   // The read-only connection first: the last to close (it can write) checkpoints the WAL.
   try { if (ro) ro.close(); if (rw) rw.close(); } catch (e) {}
@@ -140,7 +140,7 @@ function execute(m) {
     return { ok: true, value: { rows: selectRows(stmt, m.binds) } };
   } catch (err) {
     const code = err && typeof err.code === 'string' ? err.code : null;
-    if (code !== null && new RegExp(cfg.fileCodes).test(code)) closeAll(); // reopened by the next call
+    if (code !== null && fileCodes.test(code)) closeAll(); // reopened by the next call
     const kind = err instanceof TooLarge ? 'too_large' : err instanceof RangeError || err instanceof TypeError ? 'bad_binding' : 'sqlite';
     return { ok: false, failure: { kind, message: String(err && err.message || err), code } };
   }
@@ -148,6 +148,7 @@ function execute(m) {
 process.on('message', (m) => {
   if (m.type === 'init') {
     cfg = m;
+    fileCodes = new RegExp(m.fileCodes);
     // Opened now, so a boot that cannot load the driver or open the file shows at start.
     let error = null;
     try { open(); } catch (err) { closeAll(); error = String(err && err.message || err); }
