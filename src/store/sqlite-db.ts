@@ -88,7 +88,6 @@ class SqliteHandle implements SqlDb {
   }
 }
 
-/** SQLite implementation of SqlDb. */
 /**
  * Opens the store and turns WAL on, the first write. SQLite's own messages ("unable to open
  * database file", "attempt to write a readonly database") name neither the file nor the
@@ -113,6 +112,7 @@ export function openError(what: string, path: string, err: unknown): Error {
   return new Error(`cannot open ${what} ${path}: ${(err as Error).message}${hint}`, { cause: err });
 }
 
+/** SQLite implementation of SqlDb. */
 export class SqliteDb implements SqlDb {
   readonly dialect = 'sqlite' as const;
   readonly raw: Db;
