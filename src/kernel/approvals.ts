@@ -138,16 +138,8 @@ export class ApprovalService {
     const result = await this.e.mutate(first.run_id, async (w) => {
       const a = await w.tx.get<ApprovalRow>('SELECT * FROM approvals WHERE approval_id = ?', [approvalId]);
       if (!a) throw notFound('approval', approvalId);
-      const role = a.approver.startsWith('role:') ? a.approver.slice(5) : a.approver;
-      if (body.actor.role !== role) {
-        throw new SvcError('not_the_approver', `approval ${approvalId} is for ${a.approver}; ${body.actor.id} acts as role:${body.actor.role}`, {
-          approver: a.approver,
-          actor: body.actor,
-        });
-      }
-      if (sameIdentity(body.actor.id, w.model.requested_by.id)) {
-        throw new SvcError('not_the_approver', `${body.actor.id} requested run ${a.run_id} and cannot approve its actions`, { approver: a.approver, actor: body.actor, reason: 'self_approval' });
-      }
+      // A decided (or cancelled) approval answers 409 to anyone: interface §3 makes every
+      // second decision 409 already_decided, whoever sends it.
       if (a.state === 'cancelled') {
         throw new SvcError('invalid_state', `approval ${approvalId} was cancelled when run ${a.run_id} ended (${w.model.state}) before a decision`, {
           approval_id: approvalId,
@@ -157,6 +149,16 @@ export class ApprovalService {
       }
       if (a.state !== 'pending') {
         throw new SvcError('already_decided', `approval ${approvalId} is already ${a.state}`, { approval_id: approvalId, state: a.state, decision: a.decision, decided_at: a.decided_at });
+      }
+      const role = a.approver.startsWith('role:') ? a.approver.slice(5) : a.approver;
+      if (body.actor.role !== role) {
+        throw new SvcError('not_the_approver', `approval ${approvalId} is for ${a.approver}; ${body.actor.id} acts as role:${body.actor.role}`, {
+          approver: a.approver,
+          actor: body.actor,
+        });
+      }
+      if (sameIdentity(body.actor.id, w.model.requested_by.id)) {
+        throw new SvcError('not_the_approver', `${body.actor.id} requested run ${a.run_id} and cannot approve its actions`, { approver: a.approver, actor: body.actor, reason: 'self_approval' });
       }
       const reason = body.reason ?? null;
       await w.tx.run("UPDATE approvals SET state = ?, decision = ?, decided_at = ?, actor = ?, reason = ? WHERE approval_id = ? AND state = 'pending'", [

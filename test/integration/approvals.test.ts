@@ -70,6 +70,12 @@ describe('deciding an approval (I 3, D 5.4)', () => {
     const second = await d.kernel_(`/approvals/${p.approval_id}`, { body: { decision: 'rejected', actor: { id: 'fin-2', role: 'finance' }, reason: 'late' } });
     expect(second.status).toBe(409);
     expect(second.body.error).toMatchObject({ code: 'already_decided', details: { state: 'approved' } });
+    // Interface §3: a second decision is 409 whoever sends it, a wrong role or the requester too.
+    for (const actor of [{ id: 'sam', role: 'support' }, { id: REQUESTER.id, role: 'finance' }]) {
+      const late = await d.kernel_(`/approvals/${p.approval_id}`, { body: { decision: 'rejected', actor } });
+      expect(late.status, actor.id).toBe(409);
+      expect(late.body.error.code).toBe('already_decided');
+    }
     expect((await d.kernel_(`/approvals/${p.approval_id}`)).body.state).toBe('approved');
   });
 

@@ -109,14 +109,14 @@ export class FakeKernel {
       const b = body as { decision: 'approved' | 'rejected'; actor: Actor; reason: string };
       const hooked = this.onDecide?.(id, b);
       if (hooked) return hooked;
-      // The kernel's order (src/kernel/approvals.ts): role, self-approval, cancelled, decided.
+      // The kernel's order (src/kernel/approvals.ts): cancelled, decided, role, self-approval.
       const now = this.approvals.get(id)!;
+      if (now.state === 'cancelled') return err(409, 'invalid_state', `approval ${id} was cancelled when run ${now.run_id} ended (abandoned) before a decision`, { approval_id: id, state: 'cancelled', run_state: 'abandoned' });
+      if (now.state !== 'pending') return err(409, 'already_decided', `approval ${id} is already ${now.state}`, { approval_id: id, state: now.state });
       if (`role:${b.actor.role}` !== now.approver) return err(403, 'not_the_approver', `approval ${id} is for ${now.approver}; ${b.actor.id} acts as role:${b.actor.role}`);
       if (this.runs.get(now.run_id)?.requested_by.id === b.actor.id) {
         return err(403, 'not_the_approver', `${b.actor.id} requested run ${now.run_id} and cannot approve its actions`, { reason: 'self_approval' });
       }
-      if (now.state === 'cancelled') return err(409, 'invalid_state', `approval ${id} was cancelled when run ${now.run_id} ended (abandoned) before a decision`, { approval_id: id, state: 'cancelled', run_state: 'abandoned' });
-      if (now.state !== 'pending') return err(409, 'already_decided', `approval ${id} is already ${now.state}`, { approval_id: id, state: now.state });
       this.decideAs(id, b.decision, b.actor, b.reason, '2026-01-01T10:59:00.000Z');
       const run = this.runs.get(now.run_id);
       if (run) this.runs.set(now.run_id, { ...run, state: 'running', parked_reason: null });
