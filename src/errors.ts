@@ -32,7 +32,6 @@ export const ERROR_CODES = {
   requester_mismatch: { status: 422, doc: "run requested_by differs from the remit's" },
   event_kind_not_external: { status: 422, doc: 'event kind may not be posted from outside' },
   remit_invalid: { status: 422, doc: 'remit cannot be used (expired, refused token) for this operation' },
-  workflow_not_found: { status: 422, doc: 'bundle has no such workflow' },
   policy_not_found: { status: 422, doc: "a policy named by the remit's policy_set does not exist" },
   template_invalid: { status: 422, doc: 'a step template is malformed or reads a path the run does not have (a deterministic step failure)' },
   method_not_allowed: { status: 405, doc: 'method not allowed on this path' },

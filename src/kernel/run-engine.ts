@@ -189,9 +189,11 @@ export class RunEngine {
     const bundle = stored.bundle;
     const wf = workflowOf(bundle, body.workflow);
     if (!wf) {
-      throw new SvcError('workflow_not_found', `bundle ${stored.name}@${stored.version} has no workflow ${body.workflow}`, {
+      // An unknown workflow is an unknown id like an unknown bundle_id (decisions §10: 404).
+      throw new SvcError('not_found', `bundle ${stored.name}@${stored.version} has no workflow ${body.workflow}`, {
+        resource: 'workflow',
+        id: body.workflow,
         bundle_id: stored.bundle_id,
-        workflow: body.workflow,
         workflows: Object.keys(bundle.workflows ?? {}),
       });
     }

@@ -100,8 +100,9 @@ describe('POST /runs refusals (I 4.1 rule 2, 7.1; D §3, §10)', () => {
     expect(noBundle.status).toBe(404);
     expect(noBundle.body.error.details).toEqual({ resource: 'bundle', id: 'bnd_nope' });
     const noWorkflow = await d.kernel_('/runs', { body: { ...base, workflow: 'nope' } });
-    expect(noWorkflow.status).toBe(422);
-    expect(noWorkflow.body.error.code).toBe('workflow_not_found');
+    expect(noWorkflow.status).toBe(404);
+    expect(noWorkflow.body.error.code).toBe('not_found');
+    expect(noWorkflow.body.error.details).toMatchObject({ resource: 'workflow', id: 'nope', workflows: ['refund'] });
     const noRemit = await d.kernel_('/runs', { body: { ...base, remit_id: 'rmt_nope' } });
     expect(noRemit.status).toBe(404);
 
