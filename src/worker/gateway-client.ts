@@ -4,7 +4,7 @@
  */
 import type { ToolDescriptor } from '../types.js';
 import { delayUnlessAborted, StepError } from './errors.js';
-import { errorOf, requestJson, type PeerOptions } from './http.js';
+import { errorOf, requestJson, type JsonResponse, type PeerOptions } from './http.js';
 
 export interface ToolCallRequest {
   remit_token: string;
@@ -37,6 +37,9 @@ const DETERMINISTIC_GATEWAY_CODES = new Set([
   'payload_too_large',
 ]);
 
+/** First and longest wait between tries of a gateway that cannot be reached, ms. */
+export const UNREACHABLE_RETRY_MS = { first: 250, max: 5000 } as const;
+
 export class GatewayClient {
   private cache: { at: number; tools: ToolDescriptor[] } | null = null;
 
@@ -46,6 +49,8 @@ export class GatewayClient {
     private readonly cacheMs = 30_000,
     /** How long a call waits for the same call in flight elsewhere, ms. (Default: 60000) */
     private readonly inFlightWaitMs = 60_000,
+    /** How long a call keeps trying a gateway it cannot reach, ms. (Default: 60000) */
+    private readonly unreachableWaitMs = 60_000,
   ) {}
 
   /**
@@ -55,11 +60,27 @@ export class GatewayClient {
    * re-leased after its worker died while the first call runs on. The worker waits as
    * `Retry-After` says and asks again, so it gets that execution's stored result instead of
    * failing an attempt; after `inFlightWaitMs` (or when the step is aborted) it gives up.
+   *
+   * A gateway that cannot be reached (restarting, say) is asked again with a growing wait for
+   * up to `unreachableWaitMs`, while the lease's heartbeats go on: failing at once would spend
+   * the step's attempts in a second and quarantine every run a short outage touched. Asking
+   * again is safe because every call carries its idempotency key: an execution whose answer
+   * was lost is answered from the store (or as in flight, above), never run twice.
    */
   async call(req: ToolCallRequest, signal?: AbortSignal): Promise<ToolCallResult> {
     const giveUpAt = Date.now() + this.inFlightWaitMs;
+    const unreachableUntil = Date.now() + this.unreachableWaitMs;
+    let unreachableWait: number = UNREACHABLE_RETRY_MS.first;
     for (;;) {
-      const res = await requestJson(this.peer, 'POST', '/tools/call', req, { signal });
+      let res: JsonResponse;
+      try {
+        res = await requestJson(this.peer, 'POST', '/tools/call', req, { signal });
+      } catch (err) {
+        if (!(err instanceof StepError && err.code === 'network_error') || Date.now() + unreachableWait > unreachableUntil) throw err;
+        await delayUnlessAborted(unreachableWait, signal);
+        unreachableWait = Math.min(unreachableWait * 2, UNREACHABLE_RETRY_MS.max);
+        continue;
+      }
       const body = res.body as Record<string, any> | null;
       if (res.status === 200 && body?.ok === true) {
         return { result: body.result, scope: body.scope ?? null, scopes: body.scopes ?? (body.scope ? [body.scope] : []), replayed: Boolean(body.replayed), latency_ms: Number(body.latency_ms) || 0 };

@@ -249,6 +249,36 @@ describe('idempotency (interface 4.2 rules 1–2, decisions §9)', () => {
     expect(retryAfterMs('3600')).toBe(30_000);
   });
 
+  it("the worker's client asks an unreachable gateway again, and a write whose answer was lost runs once (D §9)", async () => {
+    const t = token();
+    const req = { remit_token: t, run_id: 'run_x', step: 's', lease_id: 'lse_x', tool: 'test.write', args: { n: 'lost-answer' }, idempotency_key: 'k-unreachable', scope: null };
+    const refused = () => Object.assign(new TypeError('fetch failed'), { cause: { code: 'ECONNREFUSED' } });
+    // Two refused connections (a restarting gateway), then a request that reaches the gateway
+    // but whose answer is lost, then the real thing.
+    let tries = 0;
+    const flaky: typeof fetch = async (url, init) => {
+      tries += 1;
+      if (tries <= 2) throw refused();
+      if (tries === 3) {
+        await fetch(url, init);
+        throw Object.assign(new TypeError('fetch failed'), { cause: { code: 'ECONNRESET' } });
+      }
+      return fetch(url, init);
+    };
+    const res = await new GatewayClient({ baseUrl: gw.url, fetch: flaky }).call(req);
+    expect(tries).toBe(4);
+    expect(res).toMatchObject({ replayed: true, result: { written: { n: 'lost-answer' } } });
+
+    // It gives up after its budget with a retryable network_error, and a step's abort stops it.
+    const down: typeof fetch = async () => {
+      throw refused();
+    };
+    await expect(new GatewayClient({ baseUrl: gw.url, fetch: down }, 30_000, 60_000, 0).call(req)).rejects.toMatchObject({ code: 'network_error', deterministic: false });
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(new StepError('step_timeout', 'too slow')), 300);
+    await expect(new GatewayClient({ baseUrl: gw.url, fetch: down }).call(req, ac.signal)).rejects.toMatchObject({ code: 'step_timeout' });
+  });
+
   it('an upstream error releases the claim so a retry with the same key runs', async () => {
     const t = token();
     const args = { key: 'idem-flaky', fail_times: 1 };

@@ -9,7 +9,7 @@ import type { Provider, ProviderRequest } from '../../src/worker/providers/provi
 import type { Lease } from '../../src/worker/types.js';
 import { Worker, type WorkerOptions } from '../../src/worker/worker.js';
 import { getEventListeners } from 'node:events';
-import { gatewayFailure } from '../../src/worker/gateway-client.js';
+import { GatewayClient, gatewayFailure } from '../../src/worker/gateway-client.js';
 import { FakeGateway, FakeKernel, makeLease, until } from './fakes.js';
 import { startTestDaemon } from '../helpers/daemon.js';
 
@@ -103,12 +103,20 @@ describe('tool steps (I 4.2 call; D §9 idempotency)', () => {
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)).toEqual([]);
   });
 
-  it('a gateway that cannot be reached is a non-deterministic network_error', async () => {
-    const { kernel, run } = await setup({ gatewayUrl: 'http://127.0.0.1:1' });
+  it('a gateway that cannot be reached is asked again for a while, then the step fails with a non-deterministic network_error', async () => {
+    let tries = 0;
+    const counting: typeof fetch = (url, init) => {
+      if (String(url).endsWith('/tools/call')) tries += 1;
+      return fetch(url, init);
+    };
+    const gateway = new GatewayClient({ baseUrl: 'http://127.0.0.1:1', fetch: counting }, 30_000, 60_000, 700);
+    const { kernel, run } = await setup({ gateway });
     const lease = makeLease({ step: 'lookup', step_def: { id: 'lookup', kind: 'tool', tool: 'billing.lookup_invoice', args: {} } });
     await run(lease);
     const fail = kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)[0]!;
     expect(fail.body).toMatchObject({ error: { code: 'network_error' }, deterministic: false });
+    // A try, 0.25 s, a second try; another 0.5 s would pass the 0.7 s budget.
+    expect(tries).toBe(2);
   });
 
   it('a step without a tool fails deterministically (step_invalid)', async () => {
