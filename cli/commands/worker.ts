@@ -101,7 +101,8 @@ export async function handleWorker(settings: WorkerSettings, conn: Pick<WorkerOp
   let signals = 0;
   const onSignal = (sig: NodeJS.Signals) => {
     signals += 1;
-    logger.info(signals === 1 ? 'finishing running steps; signal again to stop now' : 'stopping now', { signal: sig });
+    const finishing = signals === 1 && worker.inFlight > 0;
+    logger.info(finishing ? 'finishing running steps; signal again to stop now' : 'stopping now', { signal: sig, in_flight: worker.inFlight });
     void worker.stop({ graceMs: signals === 1 ? settings.graceMs : 0 });
   };
   process.on('SIGINT', onSignal);

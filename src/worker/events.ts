@@ -30,7 +30,15 @@ export interface WorkerEventMap {
   /** The step completed and the kernel accepted it. */
   'step:done': StepInfo & { run_state: string; next_step: string | null; usage: Usage; duration_ms: number };
   /** The step failed and was reported (`outcome` null when the report itself failed). */
-  'step:error': StepInfo & { error: { code: string; message: string }; deterministic: boolean; outcome: string | null; usage: Usage; duration_ms: number };
+  'step:error': StepInfo & {
+    error: { code: string; message: string };
+    deterministic: boolean;
+    /** The kernel's answer to fail (null when it could not be told): the step's outcome and the run's state. */
+    outcome: string | null;
+    run_state: string | null;
+    usage: Usage;
+    duration_ms: number;
+  };
   /** An action needs approval: the kernel parked the run and took the lease back. */
   'step:parked': StepInfo & { action_id: string; approval_id: string | null; usage: Usage };
   /** The lease ended under the step (410: parked, abandoned, expired): it stopped at once. */

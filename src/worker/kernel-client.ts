@@ -86,10 +86,14 @@ export class KernelClient {
     throw leaseError(leaseId, 'complete', res);
   }
 
-  /** Fails the step with the error and whether a retry could help. */
-  async fail(leaseId: string, error: { code: string; message: string }, deterministic: boolean, usage: Usage, opts: LeaseCallOptions = {}): Promise<{ outcome: string; delay_ms: number }> {
+  /**
+   * Fails the step with the error and whether a retry could help. `outcome` is the step's
+   * (interface 3: retry_scheduled or quarantined); `run_state` says what became of the run
+   * (`failed` when the usage reported ran over the budget, say).
+   */
+  async fail(leaseId: string, error: { code: string; message: string }, deterministic: boolean, usage: Usage, opts: LeaseCallOptions = {}): Promise<{ outcome: string; delay_ms: number; run_state?: string }> {
     const res = await this.leaseRequest('POST', `/leases/${encodeURIComponent(leaseId)}/fail`, { error, deterministic, usage }, opts);
-    if (res.status === 200) return res.body as { outcome: string; delay_ms: number };
+    if (res.status === 200) return res.body as { outcome: string; delay_ms: number; run_state?: string };
     throw leaseError(leaseId, 'fail', res);
   }
 

@@ -290,10 +290,10 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
       const error = { code: e.code, message: globalRedactor.redact(e.message).slice(0, 2000) };
       try {
         const r = await this.kernel.fail(lease.lease_id, error, e.deterministic, rt.usage, { until });
-        this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: r.outcome ?? null, usage: rt.usage, duration_ms: Date.now() - started });
+        this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: r.outcome ?? null, run_state: r.run_state ?? null, usage: rt.usage, duration_ms: Date.now() - started });
       } catch (reportErr) {
         if (reportErr instanceof LeaseLostError) this.emit('step:lost', { ...info, reason: reportErr.message });
-        else this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: null, usage: rt.usage, duration_ms: Date.now() - started });
+        else this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: null, run_state: null, usage: rt.usage, duration_ms: Date.now() - started });
       }
     } finally {
       if (timeout) clearTimeout(timeout);

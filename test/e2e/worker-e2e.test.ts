@@ -173,5 +173,15 @@ describe('e2e: spend (I 8 "Spend is bounded by the remit\'s spend"; D §8)', () 
     // The lookup step's own gateway call happened before the model; none came after it.
     expect(log.filter((e) => e.kind === 'tool.called').map((e) => e.payload.step ?? null)).not.toContain('triage');
     expect(log.filter((e) => e.kind === 'budget.exceeded')).toHaveLength(1);
+    // The worker's log says what became of the run, not only the step's outcome.
+    const stepFailed = async () => {
+      for (let i = 0; i < 50; i++) {
+        const line = worker.stderr().split('\n').find((l) => l.includes('"msg":"step failed"'));
+        if (line) return JSON.parse(line);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error(`no "step failed" line in the worker's log:\n${worker.stderr()}`);
+    };
+    expect(await stepFailed()).toMatchObject({ step: 'triage', error: { code: 'budget_exhausted' }, outcome: 'quarantined', run_state: 'failed' });
   });
 });

@@ -83,5 +83,7 @@ describe('svc worker process', () => {
     const lines = stderr.trim().split('\n').map((l) => JSON.parse(l));
     expect(lines.map((l) => l.msg)).toEqual(expect.arrayContaining(['worker started', 'step started', 'step completed', 'worker stopped']));
     expect(lines.find((l) => l.msg === 'step completed')).toMatchObject({ svc: 'worker', step: 'lookup', run_state: 'completed' });
+    // Idle when signalled: it says it stops, not that it is finishing steps it does not have.
+    expect(lines.find((l) => l.signal === 'SIGINT')).toMatchObject({ msg: 'stopping now', in_flight: 0 });
   });
 });
