@@ -6,6 +6,7 @@
  * the TUI's ApprovalsApi to ApiError (TransportError passes through).
  */
 import { CliError, EXIT } from './exit.js';
+import { fetchBlockedPortHint } from '../src/util/fetch-blocked-ports.js';
 
 /** The subset of `fetch` the clients use: the global fetch, or a fake in tests. */
 export type FetchLike = (url: string, init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal }) => Promise<{
@@ -47,6 +48,7 @@ export class TransportError extends Error {
 
 /** The CLI's exit-3 error for a daemon it cannot reach. */
 export function unreachable(err: TransportError): CliError {
+  if (err.reason === 'bad port') return new CliError(`${err.message}: ${fetchBlockedPortHint(err.baseUrl)}`, EXIT.unreachable);
   return new CliError(`${err.message}; is it running?`, EXIT.unreachable);
 }
 

@@ -14,6 +14,7 @@ import { ConfigError, registerSecret, substitute } from '../src/gateway/config.j
 import { formatAjvErrors } from '../src/gateway/schema-validator.js';
 import { globalRedactor, type Redactor } from '../src/log/logger.js';
 import type { SqliteSynchronous } from '../src/store/sqlite-db.js';
+import { isFetchBlockedPort } from '../src/util/fetch-blocked-ports.js';
 
 export interface KernelFileConfig {
   /** Listener address. (Default: 127.0.0.1:7401) */
@@ -107,6 +108,9 @@ export function parseListen(value: string): { host: string; port: number } {
   if (!m) throw new Error(`listen address "${value}" must be HOST:PORT`);
   const port = Number(m[2]);
   if (port > 65535) throw new Error(`listen address "${value}": port out of range`);
+  if (isFetchBlockedPort(port)) {
+    throw new Error(`listen address "${value}": port ${port} is one that fetch refuses to connect to (a "bad port" of the Fetch standard), so svc, its workers and its gateway could never reach it; choose another port`);
+  }
   return { host: m[1]!.replace(/^\[|\]$/g, ''), port };
 }
 

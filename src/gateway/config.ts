@@ -12,6 +12,7 @@ import { parse as parseYaml } from 'yaml';
 import type { ContractType } from '../types.js';
 import { globalRedactor, type Redactor } from '../log/logger.js';
 import { compileConfigSchema, formatAjvErrors } from './schema-validator.js';
+import { fetchBlockedPortHint, isFetchBlockedPort } from '../util/fetch-blocked-ports.js';
 
 /** What a tool entry of a connector may say (interface 2.10 `tools`). */
 export interface ToolConfig {
@@ -367,6 +368,8 @@ function normalize(raw: RawConfig, baseDir: string, env: NodeJS.ProcessEnv): Gat
 /** Checks the schema cannot express: unique names, probe targets, operation names per type. */
 function semanticProblems(config: GatewayConfig): string[] {
   const problems: string[] = [];
+  const kernelPort = URL.canParse(config.kernel_url) ? Number(new URL(config.kernel_url).port) : 0;
+  if (isFetchBlockedPort(kernelPort)) problems.push(`/kernel_url: ${fetchBlockedPortHint(config.kernel_url)}`);
   const seen = new Map<string, number>();
   config.connectors.forEach((c, i) => {
     const where = `/connectors/${i}`;

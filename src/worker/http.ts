@@ -4,6 +4,7 @@
  */
 import { abortReason, StepError } from './errors.js';
 import { wellFormedJson } from '../encoding/well-formed-json.js';
+import { fetchBlockedPortHint } from '../util/fetch-blocked-ports.js';
 
 export interface JsonResponse {
   status: number;
@@ -43,7 +44,8 @@ export async function requestJson(
   } catch (err) {
     if (opts.signal?.aborted) throw abortReason(opts.signal);
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    throw new StepError('network_error', `cannot reach ${peer.baseUrl} (${cause?.code ?? cause?.message ?? (err as Error).message})`);
+    const why = cause?.code ?? cause?.message ?? (err as Error).message;
+    throw new StepError('network_error', `cannot reach ${peer.baseUrl} (${why})${why === 'bad port' ? `: ${fetchBlockedPortHint(peer.baseUrl)}` : ''}`);
   }
   let text: string;
   try {

@@ -10,7 +10,7 @@ import { abandonHuman, eventLine } from '../../cli/commands/run.js';
 import { runSvc } from '../helpers/cli.js';
 import { loadGatewayConfig } from '../../src/gateway/config.js';
 import { Redactor } from '../../src/log/logger.js';
-import { ROOT, startTestDaemon, tempDir } from '../helpers/daemon.js';
+import { closedPortUrl, ROOT, startTestDaemon, tempDir } from '../helpers/daemon.js';
 
 const oneLine = (s: string) => s.trimEnd().split('\n');
 
@@ -69,10 +69,17 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
   });
 
   it('no daemon: exit 3 with one line naming the URL', async () => {
-    const r = await runSvc(['--kernel-url', 'http://127.0.0.1:1', 'run', 'show', 'run_x']);
+    const url = await closedPortUrl();
+    const r = await runSvc(['--kernel-url', url, 'run', 'show', 'run_x']);
     expect(r.code).toBe(3);
     expect(oneLine(r.stderr)).toHaveLength(1);
-    expect(r.stderr).toMatch(/^svc: cannot reach svcd at http:\/\/127\.0\.0\.1:1 \(.+\); is it running\?\n$/);
+    expect(r.stderr).toBe(`svc: cannot reach svcd at ${url} (ECONNREFUSED); is it running?\n`);
+  });
+
+  it('a port fetch refuses (a Fetch "bad port", e.g. 6666): exit 3 naming the cause, not "is it running?"', async () => {
+    const r = await runSvc(['--kernel-url', 'http://127.0.0.1:6666', 'run', 'show', 'run_x']);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toBe('svc: cannot reach svcd at http://127.0.0.1:6666 (bad port): port 6666 is one that fetch refuses to connect to (a "bad port" of the Fetch standard); run svcd on another port\n');
   });
 });
 

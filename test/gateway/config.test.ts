@@ -156,6 +156,13 @@ describe('one schema reports every problem at once', () => {
     ]);
   });
 
+  it('a kernel_url on a port fetch refuses is a problem: the gateway could never reach the kernel', () => {
+    expect(problemsOf(() => loadGatewayConfig({ kernel_url: 'http://127.0.0.1:6665' }, { env: {}, redactor: new Redactor() }))).toEqual([
+      '/kernel_url: port 6665 is one that fetch refuses to connect to (a "bad port" of the Fetch standard); run svcd on another port',
+    ]);
+    expect(loadGatewayConfig({ kernel_url: 'http://127.0.0.1:7401' }, { env: {}, redactor: new Redactor() }).kernel_url).toBe('http://127.0.0.1:7401');
+  });
+
   it('connector setup problems (statements, roots, commands) are reported together at open', async () => {
     const dbDir = join(dir, 'setup');
     mkdirSync(dbDir, { recursive: true });

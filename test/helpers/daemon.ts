@@ -9,8 +9,19 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { silentLogger } from '../../src/log/logger.js';
 import { startSvcd, type RunningSvcd, type SvcdOptions } from '../../daemon/server.js';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
+
+/** A loopback URL nothing listens on: a port the system handed out, then closed again. */
+export async function closedPortUrl(): Promise<string> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((r) => server.close(() => r()));
+  return `http://127.0.0.1:${port}`;
+}
 
 export function tempDir(prefix = 'svc-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix));

@@ -34,6 +34,10 @@ describe('the kernel: section of --config (svcd(8))', () => {
     expect(svcdExit(['--config', cfg, '--no-gateway']).stderr).toContain('/listen: must be string');
     writeFileSync(cfg, 'kernel:\n  listen: "localhost"\n');
     expect(svcdExit(['--config', cfg, '--no-gateway']).stderr).toContain('/listen: listen address "localhost" must be HOST:PORT');
+    // A port fetch will not connect to: svcd's own clients could never reach it.
+    const badPort = svcdExit(['--kernel-listen', '127.0.0.1:6666', '--no-gateway', '--data-dir', tempDir()]);
+    expect(badPort.code).not.toBe(0);
+    expect(badPort.stderr).toContain('listen address "127.0.0.1:6666": port 6666 is one that fetch refuses to connect to');
   });
 
   it('substitutes ${VAR} (the value never logged) and reads data_dir relative to the config file', async () => {
