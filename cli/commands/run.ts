@@ -100,7 +100,7 @@ export function replayChecksOut(r: ReplayReport): boolean {
 export interface AbandonAnswer {
   compensations_scheduled: number;
   state?: string;
-  uncompensated_writes?: Array<{ seq: number; kind: string; step: string; tool: string }>;
+  uncompensated_writes?: Array<{ seq: number; kind: string; step: string; tool: string; called_seq?: number }>;
   uncompensated_writes_total?: number;
 }
 
@@ -117,7 +117,10 @@ export function abandonHuman(id: string, x: AbandonAnswer): string {
   const total = Math.max(x.uncompensated_writes_total ?? 0, writes.length);
   if (total > 0) {
     lines.push(`warning: ${total} write(s) of steps that never completed are not compensated; check them by hand:`);
-    for (const w of writes) lines.push(`  step ${w.step}: ${w.tool} (event ${w.seq}, ${w.kind})`);
+    for (const w of writes) {
+      const ran = w.called_seq !== undefined ? `; the gateway ran it at event ${w.called_seq}` : '';
+      lines.push(`  step ${w.step}: ${w.tool} (event ${w.seq}, ${w.kind}${ran})`);
+    }
     if (total > writes.length) lines.push(`  … and ${total - writes.length} more (svc run events shows them all)`);
   }
   return lines.join('\n');

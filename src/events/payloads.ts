@@ -145,12 +145,17 @@ export interface BudgetExceededPayload {
   reserved: Spend;
 }
 
-/** An event that shows a write for a step that never completed (run.abandon_requested). */
+/**
+ * A write of a step that never completed (run.abandon_requested): the event that shows it —
+ * an allowed write action, or a gateway write no allowed action accounts for.
+ */
 export interface UncompensatedWrite {
   seq: number;
   kind: 'action.decided' | 'tool.called';
   step: string;
   tool: string;
+  /** An action's execution: the seq of the gateway's `tool.called` that ran it, when there is one. */
+  called_seq?: number;
 }
 
 export interface RunAbandonRequestedPayload {

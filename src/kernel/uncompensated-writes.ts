@@ -39,17 +39,21 @@ function writeOf(e: LoggedEvent): { step: string; tool: string } | null {
     return { step: p.step, tool: action.tool };
   }
   if (e.kind === 'tool.called') {
-    if (p.writes !== true || typeof p.tool !== 'string' || NOTHING_RAN.has(String(p.outcome))) return null;
+    // A replay answered from the idempotency store: the write it stands for is its first call.
+    if (p.writes !== true || typeof p.tool !== 'string' || p.replayed === true || NOTHING_RAN.has(String(p.outcome))) return null;
     return { step: p.step, tool: p.tool };
   }
   return null;
 }
 
 /**
- * From a run's events in seq order: the allowed write actions and the writes the gateway ran
- * (or may have run) for steps with no `step.completed` — the first `MAX_NAMED_WRITES` of them,
- * and how many there are. (A step that completed on a later attempt is compensated like any
- * completed step; its earlier attempts' writes are not named.)
+ * From a run's events in seq order: the writes of steps with no `step.completed` — the first
+ * `MAX_NAMED_WRITES` of them, and how many there are. An allowed write action is one write
+ * whether or not the gateway's `tool.called` for it follows: that call (the next one of the
+ * same step and tool) is named on the action as `called_seq`, not counted again. A gateway
+ * write no allowed action accounts for is a write of its own. (A step that completed on a
+ * later attempt is compensated like any completed step; its earlier attempts' writes are not
+ * named.)
  */
 export function uncompensatedWrites(events: readonly LoggedEvent[]): { named: UncompensatedWrite[]; total: number } {
   const completed = new Set<string>();
@@ -58,11 +62,21 @@ export function uncompensatedWrites(events: readonly LoggedEvent[]): { named: Un
   }
   const named: UncompensatedWrite[] = [];
   let total = 0;
+  /** Allowed actions whose gateway call has not been seen yet, per step and tool (null: counted, not named). */
+  const awaitingCall = new Map<string, Array<UncompensatedWrite | null>>();
   for (const e of events) {
     const w = writeOf(e);
     if (!w || completed.has(w.step)) continue;
+    const key = JSON.stringify([w.step, w.tool]);
+    if (e.kind === 'tool.called' && (awaitingCall.get(key)?.length ?? 0) > 0) {
+      const action = awaitingCall.get(key)!.shift();
+      if (action) action.called_seq = e.seq;
+      continue;
+    }
     total++;
-    if (named.length < MAX_NAMED_WRITES) named.push({ seq: e.seq, kind: e.kind as UncompensatedWrite['kind'], step: w.step, tool: w.tool });
+    const entry: UncompensatedWrite = { seq: e.seq, kind: e.kind as UncompensatedWrite['kind'], step: w.step, tool: w.tool };
+    if (named.length < MAX_NAMED_WRITES) named.push(entry);
+    if (e.kind === 'action.decided') awaitingCall.set(key, [...(awaitingCall.get(key) ?? []), named.at(-1) === entry ? entry : null]);
   }
   return { named, total };
 }

@@ -198,6 +198,12 @@ describe('svc run abandon: the writes it cannot undo (svc(1), svc-events(7) run.
       '  step refund: billing.refund (event 9, tool.called)',
       '  … and 3 more (svc run events shows them all)',
     ]);
+    const action = { seq: 4, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: 5 };
+    expect(abandonHuman('run_1', { compensations_scheduled: 0, state: 'abandoned', uncompensated_writes: [action], uncompensated_writes_total: 1 }).split('\n')).toEqual([
+      'run run_1 abandoned: 0 compensation(s) scheduled',
+      'warning: 1 write(s) of steps that never completed are not compensated; check them by hand:',
+      '  step refund: billing.refund (event 4, action.decided; the gateway ran it at event 5)',
+    ]);
   });
 });
 

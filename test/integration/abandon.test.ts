@@ -160,11 +160,9 @@ describe('abandon (D §6)', () => {
     const calledSeq = events.find((e) => e.kind === 'tool.called').seq;
     const ab = await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'wrong invoice', actor: { id: 'ops-1', role: 'ops' } } });
     expect(ab.status).toBe(202);
-    const named = [
-      { seq: decidedSeq, kind: 'action.decided', step: 'refund', tool: 'billing.refund' },
-      { seq: calledSeq, kind: 'tool.called', step: 'refund', tool: 'billing.refund' },
-    ];
-    expect(ab.body).toEqual({ compensations_scheduled: 0, run_id, state: 'abandoned', uncompensated_writes: named, uncompensated_writes_total: 2 });
+    // One write: the allowed action, with the gateway call that ran it.
+    const named = [{ seq: decidedSeq, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: calledSeq }];
+    expect(ab.body).toEqual({ compensations_scheduled: 0, run_id, state: 'abandoned', uncompensated_writes: named, uncompensated_writes_total: 1 });
     const requested = (await allEvents(d, run_id)).find((e) => e.kind === 'run.abandon_requested');
     expect(requested.payload.uncompensated_writes).toEqual(named);
     expect(requested.payload).not.toHaveProperty('uncompensated_writes_total'); // only when more than named

@@ -39,6 +39,33 @@ describe('uncompensatedWrites', () => {
     ]);
   });
 
+  it("counts an allowed action and the gateway call that ran it as one write, naming the call's seq (a replay is no write)", () => {
+    const refund = (seq: number, step: string, outcome: string, extra: Record<string, unknown> = {}) => ({
+      seq,
+      kind: 'tool.called',
+      payload: { step, tool: 'billing.refund', writes: true, outcome, ...extra },
+    });
+    const events = [
+      decided(3, 'refund', 'allow'),
+      refund(4, 'refund', 'upstream_error'), // ran it (and may have written): the action's call
+      decided(5, 'refund', 'allow'), // the next attempt proposes it again
+      refund(6, 'refund', 'ok'),
+      refund(7, 'refund', 'ok', { replayed: true }), // a repeat answered from the store
+      decided(8, 'other', 'allow'), // allowed, never called: still a write that may run
+      refund(9, 'refund', 'ok'), // no allowed action left to account for it: a write of its own
+      refund(10, 'other', 'ok'), // step other's action, run later: its call
+    ];
+    expect(uncompensatedWrites(events)).toEqual({
+      named: [
+        { seq: 3, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: 4 },
+        { seq: 5, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: 6 },
+        { seq: 8, kind: 'action.decided', step: 'other', tool: 'billing.refund', called_seq: 10 },
+        { seq: 9, kind: 'tool.called', step: 'refund', tool: 'billing.refund' },
+      ],
+      total: 4,
+    });
+  });
+
   it('leaves out steps that completed, also when the write came from an earlier attempt', () => {
     const events = [decided(3, 'a', 'allow'), called(4, 'a', 'upstream_error'), decided(5, 'a', 'allow'), completed(6, 'a'), called(7, 'b', 'ok')];
     expect(uncompensatedWrites(events)).toEqual({ named: [{ seq: 7, kind: 'tool.called', step: 'b', tool: 'crm.update' }], total: 1 });
