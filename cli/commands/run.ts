@@ -13,7 +13,7 @@
 import { Option, type Command } from 'commander';
 import type { ReplayReport } from '../../src/kernel/replay.js';
 import type { RunEvent, RunStateObject } from '../../src/types.js';
-import { globals, kernelClient, output, table } from '../context.js';
+import { actorOf, globals, kernelClient, output, table } from '../context.js';
 import { CliError, EXIT, usageError } from '../exit.js';
 import { jsonArgument, type ReadFile } from '../json-argument.js';
 import type { SvcHttpClient } from '../http-client.js';
@@ -104,10 +104,8 @@ export interface AbandonAnswer {
   uncompensated_writes_total?: number;
 }
 
-export async function handleAbandon(client: SvcHttpClient, id: string, reason: string, actor: { id: string; role: string } | null): Promise<AbandonAnswer> {
-  const body: Record<string, unknown> = { reason };
-  if (actor) body.actor = actor;
-  return (await client.request<AbandonAnswer>('POST', `/runs/${encodeURIComponent(id)}/abandon`, body)).body;
+export async function handleAbandon(client: SvcHttpClient, id: string, reason: string, actor: { id: string; role: string }): Promise<AbandonAnswer> {
+  return (await client.request<AbandonAnswer>('POST', `/runs/${encodeURIComponent(id)}/abandon`, { reason, actor })).body;
 }
 
 /** What abandon did, and the writes of unfinished steps it cannot undo, for a person. */
@@ -126,8 +124,8 @@ export function abandonHuman(id: string, x: AbandonAnswer): string {
   return lines.join('\n');
 }
 
-export async function handleResume(client: SvcHttpClient, id: string, actor: { id: string; role: string } | null): Promise<{ run_id: string; state: string }> {
-  return (await client.request<{ run_id: string; state: string }>('POST', `/runs/${encodeURIComponent(id)}/resume`, actor ? { actor } : {})).body;
+export async function handleResume(client: SvcHttpClient, id: string, actor: { id: string; role: string }): Promise<{ run_id: string; state: string }> {
+  return (await client.request<{ run_id: string; state: string }>('POST', `/runs/${encodeURIComponent(id)}/resume`, { actor })).body;
 }
 
 // ------------------------------------------------------------------ human output
@@ -237,15 +235,6 @@ export function replayHuman(r: ReplayReport): string {
   return lines.join('\n');
 }
 
-/** `--actor id:role`, when given. */
-function optionalActor(cmd: Command): { id: string; role: string } | null {
-  const raw = globals(cmd).actor;
-  if (!raw) return null;
-  const i = raw.indexOf(':');
-  if (i <= 0 || i === raw.length - 1) throw usageError(`--actor must be ID:ROLE, got "${raw}"`);
-  return { id: raw.slice(0, i), role: raw.slice(i + 1) };
-}
-
 /** Where --follow stops: nothing more happens to the run unless someone abandons a failed one. */
 const RESTING = new Set(['completed', 'failed', 'abandoned']);
 
@@ -254,7 +243,7 @@ function sleep(ms: number): Promise<void> {
 }
 
 export function registerRun(program: Command): void {
-  const run = program.command('run').description('start, list, show, follow, replay, abandon and resume runs');
+  const run = program.command('run').description('start, list and show runs, read or follow their events, replay, abandon and resume them');
 
   run
     .command('start')
@@ -340,20 +329,21 @@ export function registerRun(program: Command): void {
 
   run
     .command('abandon')
-    .description('abandon a run: compensations of completed steps run last first, then the run is abandoned')
+    .description('abandon a run: compensations of completed steps run last first, then the run is abandoned (who: --actor or SVC_ACTOR, required)')
     .argument('<id>', 'run id')
     .requiredOption('--reason <text>', 'why, recorded in the log (required)')
     .action(async function (this: Command, id: string, f: { reason: string }) {
-      const r = await handleAbandon(kernelClient(this), id, f.reason, optionalActor(this));
+      // An operator's action: the log names who took it, as it names an approver.
+      const r = await handleAbandon(kernelClient(this), id, f.reason, actorOf(this));
       output(this, r, (x: typeof r) => abandonHuman(id, x));
     });
 
   run
     .command('resume')
-    .description('resume a run parked for a human, a quarantined step or a quarantined connector')
+    .description('resume a run parked for a human, a quarantined step or a quarantined connector (who: --actor or SVC_ACTOR, required)')
     .argument('<id>', 'run id')
     .action(async function (this: Command, id: string) {
-      const r = await handleResume(kernelClient(this), id, optionalActor(this));
+      const r = await handleResume(kernelClient(this), id, actorOf(this));
       output(this, r, (x: typeof r) => `run ${x.run_id} ${x.state}`);
     });
 }

@@ -64,7 +64,11 @@ describe('svc run (D §11)', () => {
     const resume = await runSvc(['--actor', 'ops-1:ops', 'run', 'resume', runId], env);
     expect(resume.code).toBe(0);
     expect(resume.stdout.trim()).toBe(`run ${runId} running`);
-    expect((await runSvc(['run', 'resume', runId], env)).code).toBe(1); // not parked: 409 invalid_state
+    expect((await runSvc(['--actor', 'ops-1:ops', 'run', 'resume', runId], env)).code).toBe(1); // not parked: 409 invalid_state
+    // An operator's action names its operator: no actor is a usage error, and nothing is sent.
+    const anonymous = await runSvc(['run', 'resume', runId], { ...env, SVC_ACTOR: '' });
+    expect(anonymous.code).toBe(2);
+    expect(anonymous.stderr).toContain('an actor is required: pass --actor ID:ROLE or set SVC_ACTOR');
 
     const ab = await runSvc(['--json', '--actor', 'ops-1:ops', 'run', 'abandon', runId, '--reason', 'wrong invoice'], env);
     expect(ab.code).toBe(0);
@@ -72,6 +76,7 @@ describe('svc run (D §11)', () => {
     const followed = await runSvc(['run', 'events', runId, '--follow', '--from-seq', '8'], env);
     expect(followed.code).toBe(0);
     expect(followed.stdout).toMatch(/run\.resumed[\s\S]*run\.abandon_requested[\s\S]*run\.abandoned/);
+    expect(followed.stdout).toMatch(/run\.abandon_requested\s+ops-1:ops /);
   });
 
   it('run abandon warns about the writes of a step that never completed (docs/design.md Abandon)', async () => {
@@ -79,12 +84,13 @@ describe('svc run (D §11)', () => {
     const env = { SVC_KERNEL_URL: d.kernelUrl! };
     const { run_id, lease: l } = await runToAction(d, { amount: 50 });
     expect((await propose(d, l.lease_id, { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 50 } })).body.decision).toBe('allow');
-    const ab = await runSvc(['run', 'abandon', run_id, '--reason', 'wrong invoice'], env);
+    expect((await runSvc(['run', 'abandon', run_id, '--reason', 'wrong invoice'], { ...env, SVC_ACTOR: '' })).code).toBe(2); // no actor
+    const ab = await runSvc(['run', 'abandon', run_id, '--reason', 'wrong invoice'], { ...env, SVC_ACTOR: 'ops-1:ops' });
     expect(ab.code, ab.stderr).toBe(0);
     expect(ab.stdout.trim().split('\n')).toEqual([
       `run ${run_id} abandoned: 0 compensation(s) scheduled`,
       'warning: 1 write(s) of steps that never completed are not compensated; check them by hand:',
-      expect.stringMatching(/^  step refund: billing\.refund \(event \d+, action\.decided\)$/),
+      expect.stringMatching(/^  step refund: billing\.refund \(event \d+, action\.decided\)$/), // the gateway never ran it
     ]);
   });
 
