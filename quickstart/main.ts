@@ -12,18 +12,21 @@
  *    finance approval. The demo prints what to run in another terminal, waits for the decision,
  *    and prints the outcome and how to replay the run's log. Ctrl-C stops everything.
  *
- * Flags: --data-dir DIR (default ./.demo; wiped at start when it is a previous demo's),
+ * Flags: --data-dir DIR (default ./.demo; wiped at start when it is a previous demo's, refused
+ * while that demo still runs),
  * --kernel-listen / --gateway-listen HOST:PORT (default 127.0.0.1:7401 / :7402, or free ports
  * when those are taken). Everything it prints is for people; `--json` prints NDJSON events
  * instead (used by the end-to-end tests).
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join, resolve, sep } from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import { parseListen } from '../daemon/config.js';
 import { startSvcd, type RunningSvcd } from '../daemon/server.js';
 import { signBundle, type PublisherKeyFile } from '../src/bundle/sign.js';
-import { loadGatewayConfig } from '../src/gateway/config.js';
+import { loadGatewayConfig, type GatewayConfig } from '../src/gateway/config.js';
 import { createLogger } from '../src/log/logger.js';
+import { DataDirInUseError, LOCK_FILE, PID_FILE, lockDataDir } from '../src/store/dir-lock.js';
 import { requestJson, type JsonResponse } from '../src/worker/http.js';
 import { MockProvider } from '../src/worker/providers/mock.js';
 import { Worker } from '../src/worker/worker.js';
@@ -45,6 +48,7 @@ runs a refund workflow end to end with a worker, and waits for a finance approve
 
   --data-dir DIR               kernel and gateway data (default: ./.demo); wiped at start when
                                it holds a previous demo, refused when it holds anything else
+                               or a demo still running
   --kernel-listen HOST:PORT    kernel listener (default: 127.0.0.1:7401, or a free port when it
                                is taken; port 0 picks one)
   --gateway-listen HOST:PORT   gateway listener (default: 127.0.0.1:7402, likewise)
@@ -64,8 +68,8 @@ function parseFlags(argv: string[]): Flags {
       return v!;
     };
     if (a === '--data-dir') f.dataDir = value();
-    else if (a === '--kernel-listen') f.kernelListen = value();
-    else if (a === '--gateway-listen') f.gatewayListen = value();
+    else if (a === '--kernel-listen') f.kernelListen = listenValue(a, value());
+    else if (a === '--gateway-listen') f.gatewayListen = listenValue(a, value());
     else if (a === '--json') f.json = true;
     else if (a === '--help' || a === '-h') {
       process.stdout.write(HELP);
@@ -73,6 +77,16 @@ function parseFlags(argv: string[]): Flags {
     } else usage(`unknown flag ${a}`);
   }
   return f;
+}
+
+/** A malformed address is the caller's mistake: said before anything is touched, like an unknown flag. */
+function listenValue(flag: string, value: string): string {
+  try {
+    parseListen(value);
+  } catch (err) {
+    usage(`${flag}: ${(err as Error).message}`);
+  }
+  return value;
 }
 
 function usage(message: string): never {
@@ -89,39 +103,94 @@ class Out {
   }
 }
 
-/** Makes the demo data dir fresh: a previous demo's is wiped, anything else is left alone. */
-function prepareDataDir(dir: string): string {
+/**
+ * Makes the demo data dir fresh: a previous demo's is wiped, anything else is left alone. A demo
+ * still running there is refused before anything is touched: its svcd owns the stores inside
+ * (src/store/dir-lock.ts). Their locks stay taken through the wipe, so that a demo starting
+ * meanwhile is refused too, until this demo's own svcd takes them over; hence the release.
+ */
+function prepareDataDir(dir: string, gateway: GatewayConfig): { dataDir: string; release: () => void } {
   const abs = resolve(dir);
-  if (existsSync(abs) && readdirSync(abs).length > 0) {
-    if (!existsSync(join(abs, MARKER))) usage(`${abs} exists and is not a previous demo's data; remove it or pass --data-dir`);
-    rmSync(abs, { recursive: true, force: true });
+  if (existsSync(abs) && readdirSync(abs).length > 0 && !existsSync(join(abs, MARKER))) {
+    usage(`${abs} exists and is not a previous demo's data; remove it or pass --data-dir`);
   }
   mkdirSync(abs, { recursive: true });
+  // A gateway data dir elsewhere (SVC_GATEWAY_DATA) is not wiped: svcd checks it when it starts.
+  const stores = [join(abs, 'kernel'), gateway.data_dir].filter((d) => d.startsWith(abs + sep));
+  const release = lockStores(dir, stores);
+  wipe(abs, new Set(stores.flatMap((d) => [join(d, LOCK_FILE), join(d, PID_FILE)])));
   writeFileSync(join(abs, MARKER), 'svc quickstart data; deleted by the next `npm start`\n');
-  return abs;
+  return { dataDir: abs, release };
 }
 
-async function startDaemon(dataDir: string, flags: Flags, publisher: PublisherKeyFile): Promise<RunningSvcd> {
-  const root = repoRoot();
-  const doc = parseYaml(readFileSync(join(root, 'fixtures/demo/gateway.yaml'), 'utf8'));
-  const config = loadGatewayConfig(doc, { source: 'fixtures/demo/gateway.yaml', baseDir: dataDir });
+/** Takes every store's lock, or refuses (naming the svcd that holds one) with none taken. */
+function lockStores(dir: string, stores: string[]): () => void {
+  const releases: Array<() => void> = [];
+  const release = () => releases.forEach((r) => r());
+  try {
+    for (const store of stores) releases.push(lockDataDir(store, 'demo store'));
+  } catch (err) {
+    release();
+    if (!(err instanceof DataDirInUseError)) throw err;
+    const who = err.pid === null ? '' : ` (svcd pid ${err.pid})`;
+    throw new Error(`a demo is already running in ${dir}${who}; stop it first or pass --data-dir DIR`);
+  }
+  return release;
+}
+
+/** Empties `dir` but for the files in `keep`: a held lock's file is never deleted (dir-lock.ts says why). */
+function wipe(dir: string, keep: Set<string>): void {
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name);
+    if (keep.has(path)) continue;
+    if ([...keep].some((k) => k.startsWith(path + sep))) wipe(path, keep);
+    else rmSync(path, { recursive: true, force: true });
+  }
+}
+
+/** The demo gateway config (fixtures/demo/gateway.yaml), its relative paths under `dataDir`. */
+function demoGatewayConfig(dataDir: string): GatewayConfig {
+  const doc = parseYaml(readFileSync(join(repoRoot(), 'fixtures/demo/gateway.yaml'), 'utf8'));
+  return loadGatewayConfig(doc, { source: 'fixtures/demo/gateway.yaml', baseDir: resolve(dataDir) });
+}
+
+/** A listener's address is taken; `listener` names the flag that moves it. */
+class AddressInUseError extends Error {
+  constructor(readonly listener: 'kernel' | 'gateway', address: string) {
+    super(`the ${listener} address ${address} is in use; pass another --${listener}-listen HOST:PORT (port 0 picks a free one)`);
+  }
+}
+
+async function startDaemon(dataDir: string, config: GatewayConfig, flags: Flags, publisher: PublisherKeyFile): Promise<RunningSvcd> {
   const logStream = createWriteStreamSync(join(dataDir, 'svcd.log'));
   const logger = createLogger({ level: 'info', stream: logStream, base: { svc: 'svcd' } });
-  const attempt = (kernelListen: string, gatewayListen: string) =>
-    startSvcd({
-      token: null,
-      logger,
-      kernel: { dataDir: join(dataDir, 'kernel'), listen: kernelListen, publishers: [`${publisher.key_id}:${publisher.public_key}`], synchronous: 'NORMAL' },
-      gateway: { config, listen: gatewayListen },
-    });
+  const attempt = async (kernelListen: string, gatewayListen: string) => {
+    try {
+      return await startSvcd({
+        token: null,
+        logger,
+        kernel: { dataDir: join(dataDir, 'kernel'), listen: kernelListen, publishers: [`${publisher.key_id}:${publisher.public_key}`], synchronous: 'NORMAL' },
+        gateway: { config, listen: gatewayListen },
+      });
+    } catch (err) {
+      throw addressInUse(err, kernelListen) ?? err;
+    }
+  };
   try {
     return await attempt(flags.kernelListen ?? '127.0.0.1:7401', flags.gatewayListen ?? '127.0.0.1:7402');
   } catch (err) {
-    const busy = (err as NodeJS.ErrnoException).code === 'EADDRINUSE';
-    if (!busy || (flags.kernelListen && flags.gatewayListen)) throw err;
+    const taken = err instanceof AddressInUseError ? err.listener : null;
+    if (taken === null || flags[`${taken}Listen`] !== null) throw err;
     // 7401/7402 are taken (a svcd already runs?): use free ports and say so.
     return attempt(flags.kernelListen ?? '127.0.0.1:0', flags.gatewayListen ?? '127.0.0.1:0');
   }
+}
+
+/** EADDRINUSE from either listener, told apart by the kernel's port; null for any other error. */
+function addressInUse(err: unknown, kernelListen: string): AddressInUseError | null {
+  const e = err as NodeJS.ErrnoException & { address?: string; port?: number };
+  if (e?.code !== 'EADDRINUSE') return null;
+  return new AddressInUseError(e.port === parseListen(kernelListen).port ? 'kernel' : 'gateway', `${e.address}:${e.port}`);
 }
 
 function createWriteStreamSync(path: string): NodeJS.WritableStream {
@@ -149,16 +218,64 @@ async function kernelCall(base: string, method: string, path: string, body?: unk
   return res.body;
 }
 
+/**
+ * Ctrl-C (SIGINT) or SIGTERM, from the moment the flags are read: stops the worker and svcd (one
+ * still starting once it is up), says `stopped.` and exits 0. What a stop cuts short (a request
+ * whose connection it closed) is its own doing, not a failure: check `requested` before saying so.
+ */
+class Shutdown {
+  requested = false;
+  worker: Worker | null = null;
+  private svcd: Promise<RunningSvcd | null> = Promise.resolve(null);
+
+  constructor(private readonly out: Out) {
+    process.on('SIGINT', () => void this.stop(0));
+    process.on('SIGTERM', () => void this.stop(0));
+  }
+
+  /** The daemon being started: a stop asked for meanwhile waits for it, then closes it. */
+  starting(svcd: Promise<RunningSvcd>): Promise<RunningSvcd> {
+    this.svcd = svcd.catch(() => null);
+    return svcd;
+  }
+
+  async stop(code: number): Promise<void> {
+    if (this.requested) return;
+    this.requested = true;
+    this.out.say('stopping', 'stopping the demo…');
+    await this.worker?.stop({ graceMs: 3000 });
+    await (await this.svcd)?.close();
+    this.out.say('stopped', 'stopped.');
+    process.exit(code);
+  }
+}
+
 async function main(): Promise<void> {
   const flags = parseFlags(process.argv.slice(2));
   const out = new Out(flags.json);
+  const shutdown = new Shutdown(out);
+  try {
+    await runDemo(flags, out, shutdown);
+  } catch (err) {
+    if (!shutdown.requested) throw err; // else the stop ends the process, as `stopped.`
+  }
+}
+
+async function runDemo(flags: Flags, out: Out, shutdown: Shutdown): Promise<void> {
   const t0 = Date.now();
   const root = repoRoot();
-  const dataDir = prepareDataDir(flags.dataDir);
+  const gatewayConfig = demoGatewayConfig(flags.dataDir);
+  const { dataDir, release } = prepareDataDir(flags.dataDir, gatewayConfig);
   const publisher = JSON.parse(readFileSync(join(root, 'fixtures/keys/demo-publisher.json'), 'utf8')) as PublisherKeyFile;
 
   const dbPath = createBillingDb(join(dataDir, 'billing.db'));
-  const svcd = await startDaemon(dataDir, flags, publisher);
+  let svcd: RunningSvcd;
+  try {
+    svcd = await shutdown.starting(startDaemon(dataDir, gatewayConfig, flags, publisher));
+  } finally {
+    release(); // svcd holds its stores now, or has failed to start
+  }
+  if (shutdown.requested) return;
   const kernelUrl = svcd.kernelUrl!;
   const gatewayUrl = svcd.gatewayUrl!;
   // On other ports than the defaults, the commands it prints name them (svc reads both).
@@ -181,20 +298,8 @@ async function main(): Promise<void> {
     if (a.type === 'redaction') out.say('redaction', `    data boundary: ${a.count} ${a.class} value(s) at ${a.path} redacted before the model`, { class: a.class, path: a.path, count: a.count });
     if (a.type === 'tool') out.say('tool', `    tool ${a.tool}${a.replayed ? ' (answered from the idempotency store)' : ''}`, { tool: a.tool, replayed: a.replayed });
   });
+  shutdown.worker = worker;
   worker.start();
-
-  let stopping = false;
-  const stop = async (code: number) => {
-    if (stopping) return;
-    stopping = true;
-    out.say('stopping', 'stopping the demo…');
-    await worker.stop({ graceMs: 3000 });
-    await svcd.close();
-    out.say('stopped', 'stopped.');
-    process.exit(code);
-  };
-  process.on('SIGINT', () => void stop(0));
-  process.on('SIGTERM', () => void stop(0));
 
   try {
     const bundleDoc = parseYaml(readFileSync(join(root, 'fixtures/bundles/refunds.yaml'), 'utf8'));
@@ -229,15 +334,16 @@ async function main(): Promise<void> {
     runId = run.run_id;
     out.say('run', `▶ run ${runId} started: refund ticket ${input.ticket_id} for ${input.invoice_id}`, { run_id: runId });
   } catch (err) {
+    if (shutdown.requested) return;
     out.say('error', `quickstart failed: ${(err as Error).message}`);
-    await stop(1);
+    await shutdown.stop(1);
     return;
   }
 
   // Follow the run until it ends; tell the human what to do while it waits for them.
   let announcedPark = '';
   for (;;) {
-    if (stopping) return;
+    if (shutdown.requested) return;
     let state: any;
     try {
       state = await kernelCall(kernelUrl, 'GET', `/runs/${runId}`);
@@ -283,7 +389,9 @@ function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
+// The mistakes that reach here (a demo already running, an address in use, a gateway config
+// problem) are the caller's to fix, said in one line; nothing tells them from bugs, so no stacks.
 void main().catch((err: unknown) => {
-  process.stderr.write(`quickstart: ${(err as Error)?.stack ?? String(err)}\n`);
+  process.stderr.write(`quickstart: ${err instanceof Error ? err.message : String(err)}\n`);
   process.exit(1);
 });
