@@ -38,7 +38,17 @@ export function readDataFile(file: string): unknown {
     return parseYaml(text, { prettyErrors: true });
   } catch (err) {
     // yaml's first line ends in ':' before its excerpt of the source, which one line has no room for.
-    throw new CliError(`${file} is not valid YAML or JSON: ${(err as Error).message.split('\n')[0]!.replace(/:\s*$/, '')}`, EXIT.failed);
+    throw new UnparsableFileError(file, `not valid YAML or JSON: ${(err as Error).message.split('\n')[0]!.replace(/:\s*$/, '')}`);
+  }
+}
+
+/** A file that was read but does not parse: a problem of the file (svc bundle validate lists it as one). */
+export class UnparsableFileError extends CliError {
+  constructor(
+    file: string,
+    readonly reason: string,
+  ) {
+    super(`${file} is ${reason}`, EXIT.failed);
   }
 }
 
@@ -81,9 +91,16 @@ export interface ValidateResult {
   signed_by?: string;
 }
 
-/** `svc bundle validate`: offline, every problem. */
+/** `svc bundle validate`: offline, every problem; a file that does not parse is one, at the root. */
 export function handleValidate(file: string): ValidateResult {
-  const { bundle, signature } = readBundleFile(file);
+  let read: BundleFile;
+  try {
+    read = readBundleFile(file);
+  } catch (err) {
+    if (err instanceof UnparsableFileError) return { ok: false, file, problems: [{ path: '', message: err.reason }], warnings: [] };
+    throw err;
+  }
+  const { bundle, signature } = read;
   const r = validateBundle(bundle);
   const warnings = undeclaredTools(bundle);
   const signed = signature && typeof signature.key_id === 'string' ? { signed_by: signature.key_id } : {};

@@ -58,12 +58,21 @@ describe('svc bundle validate (offline, D 4)', () => {
     expect(missing.stderr).toMatch(/cannot read \/nonexistent\/x\.yaml/);
     const file = join(tempDir(), 'broken.yaml');
     writeFileSync(file, 'name: [unclosed');
+    // validate lists a file that does not parse as its one problem, like any other (and as JSON with --json)
     const broken = await runSvc(['bundle', 'validate', file]);
     expect(broken.code).toBe(1);
-    expect(broken.stderr).toMatch(/not valid YAML or JSON/);
+    expect(broken.stdout).toMatch(new RegExp(`^${file.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: /: not valid YAML or JSON: .+\n$`));
+    expect(broken.stderr).toBe(`svc: 1 problem in ${file}\n`);
+    const json = await runSvc(['--json', 'bundle', 'validate', file]);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stdout)).toEqual({ ok: false, file, problems: [{ path: '', message: expect.stringMatching(/^not valid YAML or JSON: /) }], warnings: [] });
     writeFileSync(file, '{{{\n');
     const flow = await runSvc(['bundle', 'validate', file]);
-    expect(flow.stderr).toMatch(/not valid YAML or JSON: .* at line 2, column 1\n$/); // one whole line, no dangling ':'
+    expect(flow.stdout).toMatch(/: not valid YAML or JSON: .* at line 2, column 1\n$/); // one whole line, no dangling ':'
+    // the other commands refuse such a file on stderr
+    const sign = await runSvc(['bundle', 'sign', file, '--key', file]);
+    expect(sign.code).toBe(1);
+    expect(sign.stderr).toMatch(/is not valid YAML or JSON: .* at line 2, column 1\n$/);
   });
 });
 
