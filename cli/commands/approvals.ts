@@ -134,7 +134,7 @@ export function registerApprovals(program: Command): void {
     .description('list approvals, newest first (default: pending ones for --actor\'s role, if given)')
     .addOption(new Option('--state <state>', 'approval state').choices(LIST_STATES).default('pending'))
     .option('--approver <role:R>', "approver filter (default: role:<actor's role> when --actor or SVC_ACTOR is set)", parseApprover)
-    .option('--limit <n>', 'at most this many (default: 1000)', parseLimit)
+    .option('--limit <n>', 'at most this many, 1 to 10000 (default: 1000)', parseLimit)
     .action(
       run(async (opts: { state: (typeof LIST_STATES)[number]; approver?: string; limit?: number }, cmd: Command) => {
         const g = globals(cmd);

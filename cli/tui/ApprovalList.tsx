@@ -1,6 +1,8 @@
 /**
- * The inbox list: one line per pending approval (age, tool, requester, rule), the selected
- * one marked, scrolled so the selection stays in view within `rows` lines.
+ * The inbox list: one line per pending approval (age, tool, requester, what it does), the
+ * selected one marked, scrolled so the selection stays in view within `rows` lines. "What it
+ * does" is the action's summary (or its arguments), which tells apart approvals of one tool,
+ * requester and rule; the rule is in the detail pane.
  */
 import React from 'react';
 import { Box, Text } from 'ink';
@@ -37,7 +39,7 @@ export function ApprovalList({ items, selected, rows, width, now }: ApprovalList
   const ageW = 4;
   const toolW = Math.min(24, Math.max(10, Math.floor((width - 8) * 0.34)));
   const whoW = Math.min(14, Math.max(6, Math.floor((width - 8) * 0.18)));
-  const ruleW = Math.max(4, width - 2 - ageW - 1 - toolW - 1 - whoW - 1);
+  const whatW = Math.max(4, width - 2 - ageW - 1 - toolW - 1 - whoW - 1);
   return (
     <Box flexDirection="column" width={width}>
       {visible.map(({ approval, run }, i) => {
@@ -52,7 +54,7 @@ export function ApprovalList({ items, selected, rows, width, now }: ApprovalList
           ' ' +
           cell(who, whoW) +
           ' ' +
-          fit(clean(approval.rule), ruleW);
+          fit(clean(whatItDoes(approval)), whatW);
         return (
           <Text key={approval.approval_id} wrap="truncate-end" inverse={on} bold={on}>
             {fit(line, width)}
@@ -66,4 +68,13 @@ export function ApprovalList({ items, selected, rows, width, now }: ApprovalList
       ) : null}
     </Box>
   );
+}
+
+/** The action's summary without the tool it repeats (a worker's summary starts with it), else its arguments. */
+export function whatItDoes(approval: Approval): string {
+  const tool = approval.action?.tool ?? '';
+  const summary = (approval.action?.summary ?? '').trim();
+  if (summary !== '') return tool !== '' && summary.startsWith(`${tool} `) ? summary.slice(tool.length + 1) : summary;
+  const args = approval.action?.args;
+  return args === undefined ? '' : JSON.stringify(args);
 }

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it, vi } from 'vitest';
 import type { Approval } from '../../cli/tui/approvals-api.js';
+import { whatItDoes } from '../../cli/tui/ApprovalList.js';
 import { Inbox, type InboxProps } from '../../cli/tui/Inbox.js';
 import type { Connection } from '../../cli/tui/inbox-source.js';
 import { approval, eventsOf, runOf } from './fake-kernel.js';
@@ -51,8 +52,11 @@ describe('svc approvals inbox: list and detail (I 2.8, D 5.4, D §6, D §7)', ()
     expect(f).toContain('svc approvals · role:finance · 3 pending');
     expect(f).toContain('as fin-1');
     const rows = f.split('\n').slice(1, 4);
-    expect(rows[0]).toMatch(/^› 2m\s+billing\.refund\s+alice\s+refunds\/large_refund/);
-    expect(rows[2]).toMatch(/^ {2}4m\s+crm\.export\s+alice\s+crm\/export_all/);
+    // Each row: age, tool, requester and what the action does (its summary), so that approvals
+    // of one tool, requester and rule are told apart; the rule is in the detail pane.
+    expect(rows[0]).toMatch(/^› 2m\s+billing\.refund\s+alice\s+Refund 103 USD on INV-3\s*$/);
+    expect(rows[1]).toMatch(/^ {2}3m\s+billing\.refund\s+alice\s+Refund 102 USD on INV-2\s*$/);
+    expect(rows[2]).toMatch(/^ {2}4m\s+crm\.export\s+alice\s+Export all contacts\s*$/);
     // The action: tool, summary and args pretty-printed.
     expect(f).toContain('apr_01JTEST000000000000000003 · step refund · asked 2m ago');
     expect(f).toMatch(/Action\s+billing\.refund {2}\(write, system of record\)/);
@@ -411,5 +415,15 @@ describe('svc approvals inbox: legible in 80×24', () => {
     expect(raw).not.toContain('\u001B]0;');
     expect(raw).not.toContain('\u009B');
     expect(t.frame()).toContain('x.y?[2J');
+  });
+});
+
+describe('what a list row says an approval does', () => {
+  it("is the action's summary without the tool it repeats, else its arguments", () => {
+    const a = (action: Approval['action']) => approval(1, { action });
+    expect(whatItDoes(a({ tool: 'billing.refund', args: { amount: 180 }, summary: 'billing.refund {"amount":180}' }))).toBe('{"amount":180}');
+    expect(whatItDoes(a({ tool: 'billing.refund', args: { amount: 180 }, summary: 'Refund 180 USD' }))).toBe('Refund 180 USD');
+    expect(whatItDoes(a({ tool: 'billing.refund', args: { amount: 180 }, summary: '  ' }))).toBe('{"amount":180}');
+    expect(whatItDoes(a({ tool: 'billing.refund', args: { amount: 180 } }))).toBe('{"amount":180}');
   });
 });
