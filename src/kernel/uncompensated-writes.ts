@@ -8,6 +8,7 @@
  * left without one by the bundle's author.)
  */
 
+import { canonicalHash } from '../encoding/canonical-json.js';
 import type { UncompensatedWrite } from '../events/payloads.js';
 
 export type { UncompensatedWrite };
@@ -30,30 +31,38 @@ const NOTHING_RAN = new Set(['args_invalid', 'idempotency_conflict', 'idempotenc
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-function writeOf(e: LoggedEvent): { step: string; tool: string } | null {
+/** An allowed write action, or a gateway call that ran (or may have run) a write. */
+type Write =
+  | { kind: 'action.decided'; step: string; tool: string; actionId: string; argsHash: string }
+  | { kind: 'tool.called'; step: string; tool: string; argsHash: string | null };
+
+function writeOf(e: LoggedEvent): Write | null {
   const p = e.payload;
   if (!isRecord(p) || typeof p.step !== 'string') return null;
   if (e.kind === 'action.decided') {
     const action = isRecord(p.action) ? p.action : null;
     if (p.decision !== 'allow' || action?.writes !== true || typeof action.tool !== 'string') return null;
-    return { step: p.step, tool: action.tool };
+    // The gateway hashes the arguments it is called with the same way (args_hash on tool.called).
+    const argsHash = canonicalHash(isRecord(action.args) ? action.args : {});
+    return { kind: 'action.decided', step: p.step, tool: action.tool, actionId: typeof p.action_id === 'string' ? p.action_id : `seq:${e.seq}`, argsHash };
   }
   if (e.kind === 'tool.called') {
     // A replay answered from the idempotency store: the write it stands for is its first call.
     if (p.writes !== true || typeof p.tool !== 'string' || p.replayed === true || NOTHING_RAN.has(String(p.outcome))) return null;
-    return { step: p.step, tool: p.tool };
+    return { kind: 'tool.called', step: p.step, tool: p.tool, argsHash: typeof p.args_hash === 'string' ? p.args_hash : null };
   }
   return null;
 }
 
 /**
  * From a run's events in seq order: the writes of steps with no `step.completed` — the first
- * `MAX_NAMED_WRITES` of them, and how many there are. An allowed write action is one write
- * whether or not the gateway's `tool.called` for it follows: that call (the next one of the
- * same step and tool) is named on the action as `called_seq`, not counted again. A gateway
- * write no allowed action accounts for is a write of its own. (A step that completed on a
- * later attempt is compensated like any completed step; its earlier attempts' writes are not
- * named.)
+ * `MAX_NAMED_WRITES` of them, and how many there are. One allowed action is one write,
+ * however often it was proposed again (a retried step proposes it anew, same action id) or
+ * called again; the first gateway call that ran it is named on it as `called_seq`. A call is
+ * an action's when it is of the same step and tool with the same arguments (the gateway's
+ * `args_hash`; a call recorded without one, by the tool alone). A gateway write no allowed
+ * action accounts for is a write of its own. (A step that completed on a later attempt is
+ * compensated like any completed step; its earlier attempts' writes are not named.)
  */
 export function uncompensatedWrites(events: readonly LoggedEvent[]): { named: UncompensatedWrite[]; total: number } {
   const completed = new Set<string>();
@@ -62,21 +71,31 @@ export function uncompensatedWrites(events: readonly LoggedEvent[]): { named: Un
   }
   const named: UncompensatedWrite[] = [];
   let total = 0;
-  /** Allowed actions whose gateway call has not been seen yet, per step and tool (null: counted, not named). */
-  const awaitingCall = new Map<string, Array<UncompensatedWrite | null>>();
+  const count = (entry: UncompensatedWrite) => {
+    total++;
+    if (named.length < MAX_NAMED_WRITES) named.push(entry);
+  };
+  /** The allowed actions seen, by step and action id, with their entries (named or not). */
+  const actions = new Map<string, { write: Write & { kind: 'action.decided' }; entry: UncompensatedWrite }>();
   for (const e of events) {
     const w = writeOf(e);
     if (!w || completed.has(w.step)) continue;
-    const key = JSON.stringify([w.step, w.tool]);
-    if (e.kind === 'tool.called' && (awaitingCall.get(key)?.length ?? 0) > 0) {
-      const action = awaitingCall.get(key)!.shift();
-      if (action) action.called_seq = e.seq;
+    if (w.kind === 'action.decided') {
+      const id = JSON.stringify([w.step, w.actionId]);
+      if (actions.has(id)) continue; // proposed again: the same write
+      const entry: UncompensatedWrite = { seq: e.seq, kind: 'action.decided', step: w.step, tool: w.tool };
+      actions.set(id, { write: w, entry });
+      count(entry);
       continue;
     }
-    total++;
-    const entry: UncompensatedWrite = { seq: e.seq, kind: e.kind as UncompensatedWrite['kind'], step: w.step, tool: w.tool };
-    if (named.length < MAX_NAMED_WRITES) named.push(entry);
-    if (e.kind === 'action.decided') awaitingCall.set(key, [...(awaitingCall.get(key) ?? []), named.at(-1) === entry ? entry : null]);
+    const mine = [...actions.values()].filter((a) => a.write.step === w.step && a.write.tool === w.tool && (w.argsHash === null || a.write.argsHash === w.argsHash));
+    if (mine.length === 0) {
+      count({ seq: e.seq, kind: 'tool.called', step: w.step, tool: w.tool });
+      continue;
+    }
+    // The action this call ran: the earliest one not yet called; a later call of an action already called is that action again.
+    const action = mine.find((a) => a.entry.called_seq === undefined);
+    if (action) action.entry.called_seq = e.seq;
   }
   return { named, total };
 }

@@ -4,6 +4,7 @@
  * `abandoned`; 202 {compensations_scheduled}; abandon from parked and failed; 409 afterwards.
  */
 import { describe, expect, it } from 'vitest';
+import { canonicalHash } from '../../src/encoding/canonical-json.js';
 import { allEvents, APPROVER, getRun, lease, leaseAndComplete, propose, pushBundle, refundsBundle, runToAction, sleep, startRun, startRunDaemon } from './run-fixtures.js';
 
 describe('abandon (D §6)', () => {
@@ -174,6 +175,32 @@ describe('abandon (D §6)', () => {
     const second = await d.kernel_(`/runs/${parked.run_id}/abandon`, { body: { reason: 'x' } });
     expect(second.body).toMatchObject({ compensations_scheduled: 0, uncompensated_writes: [], uncompensated_writes_total: 0 });
     expect((await allEvents(d, parked.run_id)).find((e) => e.kind === 'run.abandon_requested').payload).not.toHaveProperty('uncompensated_writes');
+  });
+
+  it('an action proposed again by a retried step, and its replayed call, are still one write (docs/design.md Abandon)', async () => {
+    await using d = await startRunDaemon();
+    const action = { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 50 } };
+    const { run_id, lease: first } = await runToAction(d, { amount: 50 });
+    const allowed = (await propose(d, first.lease_id, action)).body;
+    expect(allowed.decision).toBe('allow');
+    // As the gateway records its calls: the first ran the write, the retry's is a replay.
+    const called = (leaseId: string, replayed: boolean) =>
+      d.kernel_(`/runs/${run_id}/events`, {
+        body: { kind: 'tool.called', payload: { tool: 'billing.refund', step: 'refund', writes: true, outcome: 'ok', replayed, args_hash: canonicalHash(action.args) }, actor: { id: 'gateway', role: 'gateway' } },
+        headers: { 'x-svc-lease': leaseId },
+      });
+    expect((await called(first.lease_id, false)).status).toBe(201);
+    // The worker lost the answer and failed the step; its retry proposes the same action.
+    expect((await d.kernel_(`/leases/${first.lease_id}/fail`, { body: { error: { code: 'network_error', message: 'lost' }, deterministic: false } })).body.outcome).toBe('retry_scheduled');
+    const again = await lease(d, ['action'], { wait_seconds: 5 });
+    expect(again.status).toBe(200);
+    expect((await propose(d, again.body.lease_id, action)).body).toMatchObject({ decision: 'allow', action_id: allowed.action_id });
+    expect((await called(again.body.lease_id, true)).status).toBe(201);
+    const events = await allEvents(d, run_id);
+    const [decided] = events.filter((e) => e.kind === 'action.decided');
+    const [ran] = events.filter((e) => e.kind === 'tool.called');
+    const ab = await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'wrong invoice', actor: { id: 'ops-1', role: 'ops' } } });
+    expect(ab.body).toMatchObject({ uncompensated_writes: [{ seq: decided.seq, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: ran.seq }], uncompensated_writes_total: 1 });
   });
 
   it('while compensations run, a repeated abandon answers the same unfinished writes (docs/design.md Abandon)', async () => {

@@ -4,6 +4,7 @@
  * completed, in seq order.
  */
 import { describe, expect, it } from 'vitest';
+import { canonicalHash } from '../../src/encoding/canonical-json.js';
 import { MAX_NAMED_WRITES, uncompensatedWrites } from '../../src/kernel/uncompensated-writes.js';
 
 const decided = (seq: number, step: string, decision: string, writes = true) => ({
@@ -39,28 +40,38 @@ describe('uncompensatedWrites', () => {
     ]);
   });
 
-  it("counts an allowed action and the gateway call that ran it as one write, naming the call's seq (a replay is no write)", () => {
-    const refund = (seq: number, step: string, outcome: string, extra: Record<string, unknown> = {}) => ({
+  it("counts an allowed action as one write however often it is proposed or called, naming its first call's seq (a replay is no write)", () => {
+    const act = (seq: number, step: string, id: string, args: Record<string, unknown>) => ({
+      seq,
+      kind: 'action.decided',
+      payload: { step, action_id: id, decision: 'allow', action: { tool: 'billing.refund', args, writes: true } },
+    });
+    const call = (seq: number, step: string, args: Record<string, unknown> | null, outcome: string, extra: Record<string, unknown> = {}) => ({
       seq,
       kind: 'tool.called',
-      payload: { step, tool: 'billing.refund', writes: true, outcome, ...extra },
+      payload: { step, tool: 'billing.refund', writes: true, outcome, ...(args ? { args_hash: canonicalHash(args) } : {}), ...extra },
     });
+    const a = { invoice: 'inv-1', amount: 10 };
+    const b = { invoice: 'inv-2', amount: 20 };
     const events = [
-      decided(3, 'refund', 'allow'),
-      refund(4, 'refund', 'upstream_error'), // ran it (and may have written): the action's call
-      decided(5, 'refund', 'allow'), // the next attempt proposes it again
-      refund(6, 'refund', 'ok'),
-      refund(7, 'refund', 'ok', { replayed: true }), // a repeat answered from the store
-      decided(8, 'other', 'allow'), // allowed, never called: still a write that may run
-      refund(9, 'refund', 'ok'), // no allowed action left to account for it: a write of its own
-      refund(10, 'other', 'ok'), // step other's action, run later: its call
+      act(3, 'refund', 'act_a', a),
+      call(4, 'refund', a, 'args_invalid'), // never ran
+      act(5, 'refund', 'act_a', a), // the retried step proposes it again: the same write
+      call(6, 'refund', a, 'upstream_error'), // ran it, and may have written
+      act(7, 'refund', 'act_b', b),
+      call(8, 'refund', b, 'ok'), // b's call, though a's came first
+      call(9, 'refund', a, 'ok'), // a again after its upstream error: still a's one write
+      call(10, 'refund', a, 'ok', { replayed: true }), // answered from the store
+      call(11, 'refund', { invoice: 'inv-9' }, 'ok'), // no allowed action has these arguments: its own
+      act(12, 'other', 'act_c', a), // allowed, never called: a write that may still run
+      call(13, 'other', null, 'ok'), // recorded without args_hash: matched by step and tool
     ];
     expect(uncompensatedWrites(events)).toEqual({
       named: [
-        { seq: 3, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: 4 },
-        { seq: 5, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: 6 },
-        { seq: 8, kind: 'action.decided', step: 'other', tool: 'billing.refund', called_seq: 10 },
-        { seq: 9, kind: 'tool.called', step: 'refund', tool: 'billing.refund' },
+        { seq: 3, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: 6 },
+        { seq: 7, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: 8 },
+        { seq: 11, kind: 'tool.called', step: 'refund', tool: 'billing.refund' },
+        { seq: 12, kind: 'action.decided', step: 'other', tool: 'billing.refund', called_seq: 13 },
       ],
       total: 4,
     });
