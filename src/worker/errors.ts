@@ -21,7 +21,7 @@ export const WORKER_ERROR_CODES = {
   idempotency_in_flight: { deterministic: false, doc: 'the same call is still executing elsewhere (after waiting up to 60 s for it)' },
   connector_quarantined: { deterministic: false, doc: 'a canary quarantined the connector; the kernel parks the run' },
   upstream_error: { deterministic: false, doc: 'the tool upstream failed (or its circuit is open)' },
-  gateway_error: { deterministic: false, doc: 'the gateway answered with an unexpected status' },
+  gateway_error: { deterministic: false, doc: 'the gateway answered with an unexpected status, or stayed unavailable (503)' },
   network_error: { deterministic: false, doc: 'the kernel, gateway or provider could not be reached' },
   provider_error: { deterministic: false, doc: 'the model provider failed (5xx, 429, timeout, bad key)' },
   provider_rejected: { deterministic: true, doc: 'the model provider refused the request as malformed (400, 404, 422)' },

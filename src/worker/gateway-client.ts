@@ -4,7 +4,7 @@
  */
 import type { ToolDescriptor } from '../types.js';
 import { delayUnlessAborted, StepError } from './errors.js';
-import { errorOf, requestJson, type JsonResponse, type PeerOptions } from './http.js';
+import { errorOf, requestJson, UnreachableError, type JsonResponse, type PeerOptions } from './http.js';
 
 export interface ToolCallRequest {
   remit_token: string;
@@ -40,6 +40,27 @@ const DETERMINISTIC_GATEWAY_CODES = new Set([
 /** First and longest wait between tries of a gateway that cannot be reached, ms. */
 export const UNREACHABLE_RETRY_MS = { first: 250, max: 5000 } as const;
 
+/** One spell of a gateway out of reach: its budget runs from its first failure; an answer ends it. */
+class Outage {
+  private since: number | null = null;
+  private wait: number = UNREACHABLE_RETRY_MS.first;
+
+  constructor(private readonly budgetMs: number) {}
+
+  /** Waits before the next try, or throws `failure` once the wait would pass the budget. */
+  async waitOrThrow(failure: StepError, signal?: AbortSignal): Promise<void> {
+    this.since ??= Date.now();
+    if (Date.now() + this.wait > this.since + this.budgetMs) throw failure;
+    await delayUnlessAborted(this.wait, signal);
+    this.wait = Math.min(this.wait * 2, UNREACHABLE_RETRY_MS.max);
+  }
+
+  end(): void {
+    this.since = null;
+    this.wait = UNREACHABLE_RETRY_MS.first;
+  }
+}
+
 export class GatewayClient {
   private cache: { at: number; tools: ToolDescriptor[] } | null = null;
 
@@ -61,24 +82,24 @@ export class GatewayClient {
    * `Retry-After` says and asks again, so it gets that execution's stored result instead of
    * failing an attempt; after `inFlightWaitMs` (or when the step is aborted) it gives up.
    *
-   * A gateway that cannot be reached (restarting, say) is asked again with a growing wait for
-   * up to `unreachableWaitMs`, while the lease's heartbeats go on: failing at once would spend
-   * the step's attempts in a second and quarantine every run a short outage touched. Asking
-   * again is safe because every call carries its idempotency key: an execution whose answer
-   * was lost is answered from the store (or as in flight, above), never run twice.
+   * A gateway that cannot be reached (restarting, say), or that answers 503 `unavailable`
+   * (draining, or without the kernel's keys yet), is asked again with a growing wait for up to
+   * `unreachableWaitMs` from the first such failure, while the lease's heartbeats go on:
+   * failing at once would spend the step's attempts in a second and quarantine every run a
+   * short outage touched. Asking again is safe because every call carries its idempotency
+   * key: an execution whose answer was lost is answered from the store (or as in flight,
+   * above), never run twice. A port fetch refuses outright is not asked again.
    */
   async call(req: ToolCallRequest, signal?: AbortSignal): Promise<ToolCallResult> {
     const giveUpAt = Date.now() + this.inFlightWaitMs;
-    const unreachableUntil = Date.now() + this.unreachableWaitMs;
-    let unreachableWait: number = UNREACHABLE_RETRY_MS.first;
+    const outage = new Outage(this.unreachableWaitMs);
     for (;;) {
       let res: JsonResponse;
       try {
         res = await requestJson(this.peer, 'POST', '/tools/call', req, { signal });
       } catch (err) {
-        if (!(err instanceof StepError && err.code === 'network_error') || Date.now() + unreachableWait > unreachableUntil) throw err;
-        await delayUnlessAborted(unreachableWait, signal);
-        unreachableWait = Math.min(unreachableWait * 2, UNREACHABLE_RETRY_MS.max);
+        if (!(err instanceof UnreachableError && err.mayRecover)) throw err;
+        await outage.waitOrThrow(err, signal);
         continue;
       }
       const body = res.body as Record<string, any> | null;
@@ -86,6 +107,11 @@ export class GatewayClient {
         return { result: body.result, scope: body.scope ?? null, scopes: body.scopes ?? (body.scope ? [body.scope] : []), replayed: Boolean(body.replayed), latency_ms: Number(body.latency_ms) || 0 };
       }
       const failure = gatewayFailure(req.tool, res.status, body);
+      if (res.status === 503 && failure.code !== 'connector_quarantined') {
+        await outage.waitOrThrow(failure, signal);
+        continue;
+      }
+      outage.end();
       const wait = failure.code === 'idempotency_in_flight' ? retryAfterMs(res.headers.get('retry-after')) : null;
       if (wait === null || Date.now() + wait > giveUpAt) throw failure;
       await delayUnlessAborted(wait, signal);
@@ -124,7 +150,9 @@ export function gatewayFailure(tool: string, status: number, body: Record<string
   const e = errorOf(body);
   const code = e?.code ?? '';
   const message = `gateway ${tool}: ${code || `HTTP ${status}`}${e?.message ? `: ${e.message}` : ''}`;
-  if (status === 503 || code === 'connector_quarantined') return new StepError('connector_quarantined', message, false);
+  if (code === 'connector_quarantined') return new StepError('connector_quarantined', message, false);
+  // Any other 503 (draining, the kernel's keys not yet had, its store failing) says nothing of the connector.
+  if (status === 503) return new StepError('gateway_error', message, false);
   if (code === 'upstream_error' || status === 502) {
     const circuit = (body?.error as { circuit?: string } | undefined)?.circuit;
     return new StepError('upstream_error', circuit === 'open' ? `${message} (circuit open)` : message, false);

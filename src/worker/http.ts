@@ -21,6 +21,21 @@ export interface PeerOptions {
   fetch?: typeof fetch;
 }
 
+/** A peer that could not be reached: `reason` is the system's code (ECONNREFUSED) or fetch's words. */
+export class UnreachableError extends StepError {
+  constructor(
+    baseUrl: string,
+    readonly reason: string,
+  ) {
+    super('network_error', `cannot reach ${baseUrl} (${reason})${reason === 'bad port' ? `: ${fetchBlockedPortHint(baseUrl)}` : ''}`);
+  }
+
+  /** Whether asking again can help: not for a port fetch refuses outright (a configuration mistake). */
+  get mayRecover(): boolean {
+    return this.reason !== 'bad port';
+  }
+}
+
 /** Sends one JSON request and parses the JSON answer; never throws for an HTTP status. */
 export async function requestJson(
   peer: PeerOptions,
@@ -44,8 +59,7 @@ export async function requestJson(
   } catch (err) {
     if (opts.signal?.aborted) throw abortReason(opts.signal);
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    const why = cause?.code ?? cause?.message ?? (err as Error).message;
-    throw new StepError('network_error', `cannot reach ${peer.baseUrl} (${why})${why === 'bad port' ? `: ${fetchBlockedPortHint(peer.baseUrl)}` : ''}`);
+    throw new UnreachableError(peer.baseUrl, cause?.code ?? cause?.message ?? (err as Error).message);
   }
   let text: string;
   try {

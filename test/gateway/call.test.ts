@@ -277,6 +277,25 @@ describe('idempotency (interface 4.2 rules 1–2, decisions §9)', () => {
     const ac = new AbortController();
     setTimeout(() => ac.abort(new StepError('step_timeout', 'too slow')), 300);
     await expect(new GatewayClient({ baseUrl: gw.url, fetch: down }).call(req, ac.signal)).rejects.toMatchObject({ code: 'step_timeout' });
+
+    // A 503 that is not a quarantine (a draining gateway, one without the kernel's keys yet) is
+    // waited out the same way; it never reads as connector_quarantined, which would park the run.
+    let answers = 0;
+    const draining: typeof fetch = async (url, init) => {
+      answers += 1;
+      if (answers <= 2) return new Response(JSON.stringify({ ok: false, error: { code: 'unavailable', message: 'svcd is draining', details: {} } }), { status: 503 });
+      return fetch(url, init);
+    };
+    const after = await new GatewayClient({ baseUrl: gw.url, fetch: draining }).call({ ...req, idempotency_key: 'k-draining' });
+    expect(answers).toBe(3);
+    expect(after).toMatchObject({ replayed: false, result: { written: { n: 'lost-answer' } } });
+    const stuck: typeof fetch = async () => new Response(JSON.stringify({ ok: false, error: { code: 'unavailable', message: 'no keys', details: {} } }), { status: 503 });
+    await expect(new GatewayClient({ baseUrl: gw.url, fetch: stuck }, 30_000, 60_000, 0).call(req)).rejects.toMatchObject({ code: 'gateway_error', deterministic: false });
+
+    // A port fetch refuses outright is a configuration mistake: said at once, not waited on.
+    const started = Date.now();
+    await expect(new GatewayClient({ baseUrl: 'http://127.0.0.1:6666' }).call(req)).rejects.toMatchObject({ code: 'network_error', message: expect.stringContaining('is one that fetch refuses to connect to') });
+    expect(Date.now() - started).toBeLessThan(5000);
   });
 
   it('an upstream error releases the claim so a retry with the same key runs', async () => {
