@@ -1,13 +1,14 @@
 /**
- * The inbox list: one line per pending approval (age, tool, requester, what it does), the
- * selected one marked, scrolled so the selection stays in view within `rows` lines. "What it
- * does" is the action's summary (or its arguments), which tells apart approvals of one tool,
- * requester and rule; the rule is in the detail pane.
+ * The inbox list: one line per pending approval (age, tool, requester, arguments), the
+ * selected one marked, scrolled so the selection stays in view within `rows` lines. The
+ * arguments tell apart approvals of one tool, requester and rule, and they are what the
+ * gateway will run; the summary (which a model may have written) and the rule are in the
+ * detail pane.
  */
 import React from 'react';
 import { Box, Text } from 'ink';
 import type { Approval, RunView } from './approvals-api.js';
-import { age, cell, clean, fit } from './format.js';
+import { age, argsText, cell, clean, fit } from './format.js';
 
 export interface ApprovalListItem {
   approval: Approval;
@@ -54,7 +55,7 @@ export function ApprovalList({ items, selected, rows, width, now }: ApprovalList
           ' ' +
           cell(who, whoW) +
           ' ' +
-          fit(clean(whatItDoes(approval)), whatW);
+          fit(clean(argsText(approval)), whatW);
         return (
           <Text key={approval.approval_id} wrap="truncate-end" inverse={on} bold={on}>
             {fit(line, width)}
@@ -68,13 +69,4 @@ export function ApprovalList({ items, selected, rows, width, now }: ApprovalList
       ) : null}
     </Box>
   );
-}
-
-/** The action's summary without the tool it repeats (a worker's summary starts with it), else its arguments. */
-export function whatItDoes(approval: Approval): string {
-  const tool = approval.action?.tool ?? '';
-  const summary = (approval.action?.summary ?? '').trim();
-  if (summary !== '') return tool !== '' && summary.startsWith(`${tool} `) ? summary.slice(tool.length + 1) : summary;
-  const args = approval.action?.args;
-  return args === undefined ? '' : JSON.stringify(args);
 }

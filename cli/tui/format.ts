@@ -2,6 +2,7 @@
  * Text helpers for the inbox: every string that came from the daemon passes through
  * `clean` before it reaches the terminal, so data cannot inject escape sequences.
  */
+import type { Approval } from './approvals-api.js';
 
 /** Replaces C0/C1 control characters (ESC included) with `?`, and newlines/tabs with a space. */
 export function clean(value: unknown): string {
@@ -82,4 +83,10 @@ export function packTail(items: string[], width: number, maxLines: number): stri
     if (lines.length <= maxLines) return lines;
   }
   return [];
+}
+
+/** An approval's action arguments as one line of JSON: what it lets run, whatever its summary says. */
+export function argsText(approval: Pick<Approval, 'action'>): string {
+  const args = approval.action?.args;
+  return args === undefined ? '' : JSON.stringify(args);
 }

@@ -15,6 +15,7 @@ import {
   type RunView,
 } from './approvals-api.js';
 import { TransportError } from '../http-client.js';
+import { argsText } from './format.js';
 
 /** How the last poll went. */
 export type Connection =
@@ -231,7 +232,7 @@ async function mapLimit<T>(items: T[], limit: number, fn: (item: T) => Promise<u
 export function matchesFilter(a: Approval, run: RunView | undefined, text: string): boolean {
   const needle = text.trim().toLowerCase();
   if (!needle) return true;
-  const hay = [a.action?.tool, a.run_id, a.rule, a.approval_id, run?.requested_by?.id, run?.requested_by?.role]
+  const hay = [a.action?.tool, a.run_id, a.rule, a.approval_id, run?.requested_by?.id, run?.requested_by?.role, a.action?.summary, argsText(a)]
     .filter((s): s is string => typeof s === 'string')
     .map((s) => s.toLowerCase());
   return hay.some((s) => s.includes(needle));

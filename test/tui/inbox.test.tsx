@@ -5,7 +5,7 @@
  */
 import { describe, expect, it, vi } from 'vitest';
 import type { Approval } from '../../cli/tui/approvals-api.js';
-import { whatItDoes } from '../../cli/tui/ApprovalList.js';
+import { argsText } from '../../cli/tui/format.js';
 import { Inbox, type InboxProps } from '../../cli/tui/Inbox.js';
 import type { Connection } from '../../cli/tui/inbox-source.js';
 import { approval, eventsOf, runOf } from './fake-kernel.js';
@@ -52,11 +52,12 @@ describe('svc approvals inbox: list and detail (I 2.8, D 5.4, D §6, D §7)', ()
     expect(f).toContain('svc approvals · role:finance · 3 pending');
     expect(f).toContain('as fin-1');
     const rows = f.split('\n').slice(1, 4);
-    // Each row: age, tool, requester and what the action does (its summary), so that approvals
-    // of one tool, requester and rule are told apart; the rule is in the detail pane.
-    expect(rows[0]).toMatch(/^› 2m\s+billing\.refund\s+alice\s+Refund 103 USD on INV-3\s*$/);
-    expect(rows[1]).toMatch(/^ {2}3m\s+billing\.refund\s+alice\s+Refund 102 USD on INV-2\s*$/);
-    expect(rows[2]).toMatch(/^ {2}4m\s+crm\.export\s+alice\s+Export all contacts\s*$/);
+    // Each row: age, tool, requester and the arguments (what will run, whatever the summary a
+    // model may have written says), so that approvals of one tool, requester and rule are told
+    // apart; the summary and the rule are in the detail pane.
+    expect(rows[0]).toMatch(/^› 2m\s+billing\.refund\s+alice\s+\{"invoice_id":"INV-3","amount":103\}\s*$/);
+    expect(rows[1]).toMatch(/^ {2}3m\s+billing\.refund\s+alice\s+\{"invoice_id":"INV-2","amount":102\}\s*$/);
+    expect(rows[2]).toMatch(/^ {2}4m\s+crm\.export\s+alice\s+\{"list":"all"\}\s*$/);
     // The action: tool, summary and args pretty-printed.
     expect(f).toContain('apr_01JTEST000000000000000003 · step refund · asked 2m ago');
     expect(f).toMatch(/Action\s+billing\.refund {2}\(write, system of record\)/);
@@ -234,7 +235,7 @@ describe('svc approvals inbox: filter', () => {
     expect(t.frame()).not.toContain('filter "');
   });
 
-  it('matches run id, rule and requester, and says when nothing matches', async () => {
+  it('matches run id, rule, requester, arguments and summary, and says when nothing matches', async () => {
     const list = three();
     const { t, props } = setup(list);
     const runs = { ...props.runs, [list[1]!.run_id]: runOf(list[1]!, { requested_by: { id: 'bob', role: 'sales', manager: 'finance' } }) };
@@ -252,6 +253,15 @@ describe('svc approvals inbox: filter', () => {
     expect(t.frame()).toContain('2/3');
     await t.type('zzz');
     expect(t.frame()).toContain('No pending approval matches "large_refundzzz"');
+    // What a row shows can be typed: the arguments, and the summary the detail shows.
+    await t.press(KEY.escape, '/');
+    await t.type('inv-2');
+    expect(t.frame()).toContain('filter "inv-2" 1/3');
+    expect(t.frame()).toContain('"invoice_id": "INV-2"');
+    await t.press(KEY.escape, '/');
+    await t.type('export all');
+    expect(t.frame()).toContain('1/3');
+    expect(t.frame()).toMatch(/Action\s+crm\.export/);
   });
 });
 
@@ -418,12 +428,9 @@ describe('svc approvals inbox: legible in 80×24', () => {
   });
 });
 
-describe('what a list row says an approval does', () => {
-  it("is the action's summary without the tool it repeats, else its arguments", () => {
-    const a = (action: Approval['action']) => approval(1, { action });
-    expect(whatItDoes(a({ tool: 'billing.refund', args: { amount: 180 }, summary: 'billing.refund {"amount":180}' }))).toBe('{"amount":180}');
-    expect(whatItDoes(a({ tool: 'billing.refund', args: { amount: 180 }, summary: 'Refund 180 USD' }))).toBe('Refund 180 USD');
-    expect(whatItDoes(a({ tool: 'billing.refund', args: { amount: 180 }, summary: '  ' }))).toBe('{"amount":180}');
-    expect(whatItDoes(a({ tool: 'billing.refund', args: { amount: 180 } }))).toBe('{"amount":180}');
+describe('what a list row shows of an approval', () => {
+  it('is its arguments as one line of JSON, whatever its summary says', () => {
+    expect(argsText(approval(1, { action: { tool: 'billing.refund', args: { amount: 180, invoice_id: 'INV-1' }, summary: 'a harmless label' } }))).toBe('{"amount":180,"invoice_id":"INV-1"}');
+    expect(argsText(approval(1, { action: { tool: 'billing.refund' } as Approval['action'] }))).toBe('');
   });
 });

@@ -90,7 +90,7 @@ describe('svc approvals under tmux against a live svcd (issue 5; I 3, I 4.1 rule
     let screen = await waitForPane((s) => s.includes('#') && s.includes('Usage'), 'the inbox with its detail pane');
     expect(screen).toContain('svc approvals · role:finance · 1 pending');
     expect(screen).toContain('as fin-1');
-    expect(screen).toMatch(/^› \S+\s+billing\.refund\s+alice\s+Refund 250 USD on INV-7$/m);
+    expect(screen).toMatch(/^› \S+\s+billing\.refund\s+alice\s+\{"amount":250,"invoice_id":"INV-7"\}$/m);
     expect(screen).toContain(`${proposal.approval_id} · step refund`);
     expect(screen).toMatch(/Action\s+billing\.refund/);
     expect(screen).toMatch(/Summary\s+Refund 250 USD on INV-7/);
