@@ -14,7 +14,7 @@ import { ConfigError, registerSecret, substitute } from '../src/gateway/config.j
 import { formatAjvErrors } from '../src/gateway/schema-validator.js';
 import { globalRedactor, type Redactor } from '../src/log/logger.js';
 import type { SqliteSynchronous } from '../src/store/sqlite-db.js';
-import { isFetchBlockedPort } from '../src/util/fetch-blocked-ports.js';
+import { fetchBlockedPortHint, isFetchBlockedPort, urlHasFetchBlockedPort } from '../src/util/fetch-blocked-ports.js';
 
 export interface KernelFileConfig {
   /** Listener address. (Default: 127.0.0.1:7401) */
@@ -97,6 +97,7 @@ export function kernelSection(doc: unknown, source: string, baseDir: string, env
       problems.push(`/listen: ${(err as Error).message}`);
     }
   }
+  if (typeof k.gateway_url === 'string' && urlHasFetchBlockedPort(k.gateway_url)) problems.push(`/gateway_url: ${fetchBlockedPortHint(k.gateway_url)}`);
   if (problems.length > 0) throw new ConfigError(problems, source);
   if (k.token) registerSecret(redactor, k.token);
   return { ...k, ...(k.data_dir !== undefined ? { data_dir: resolve(baseDir, k.data_dir) } : {}) };

@@ -9,6 +9,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { keyFilePath, KeyRing } from '../src/keys/keyring.js';
 import { DataDirInUseError, lockDataDir } from '../src/store/dir-lock.js';
 import { createLogger, globalRedactor, logLevelOf, LOG_LEVELS, type LogLevel } from '../src/log/logger.js';
+import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../src/util/fetch-blocked-ports.js';
 import { usageLine } from '../src/util/usage-line.js';
 import { VERSION } from '../src/version.js';
 import { defaultGatewayConfig, loadGatewayConfig, loadGatewayConfigFile, type GatewayConfig } from '../src/gateway/config.js';
@@ -117,7 +118,7 @@ async function serve(flags: Flags): Promise<void> {
     token,
     logger,
     gateway: gatewayConfig ? { config: gatewayConfig, listen: flags.gatewayListen, skewSeconds: clockSkewSeconds } : false,
-    gatewayUrl: process.env.SVC_GATEWAY_URL || (k.gateway_url ?? null),
+    gatewayUrl: gatewayUrlOf(process.env.SVC_GATEWAY_URL, k.gateway_url),
     kernel: flags.kernel
       ? {
           listen: flags.kernelListen ?? k.listen ?? '127.0.0.1:7401',
@@ -218,6 +219,14 @@ function rotateKey(dataDir: string): { ring: KeyRing; running: DataDirInUseError
   }
 }
 
+/** Where the kernel reads tool descriptors from a gateway running apart: SVC_GATEWAY_URL wins over gateway_url. */
+function gatewayUrlOf(fromEnv: string | undefined, fromFile: string | undefined): string | null {
+  const url = fromEnv || (fromFile ?? null);
+  // gateway_url in a config file is checked with the file; the variable is checked here.
+  if (fromEnv && urlHasFetchBlockedPort(fromEnv)) throw new Error(`SVC_GATEWAY_URL: ${fetchBlockedPortHint(fromEnv)}`);
+  return url;
+}
+
 async function main(): Promise<void> {
   const program = buildProgram();
   try {
@@ -231,3 +240,4 @@ async function main(): Promise<void> {
 }
 
 void main();
+

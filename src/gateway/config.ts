@@ -12,7 +12,7 @@ import { parse as parseYaml } from 'yaml';
 import type { ContractType } from '../types.js';
 import { globalRedactor, type Redactor } from '../log/logger.js';
 import { compileConfigSchema, formatAjvErrors } from './schema-validator.js';
-import { fetchBlockedPortHint, isFetchBlockedPort } from '../util/fetch-blocked-ports.js';
+import { fetchBlockedPortHint, isFetchBlockedPort, urlHasFetchBlockedPort } from '../util/fetch-blocked-ports.js';
 
 /** What a tool entry of a connector may say (interface 2.10 `tools`). */
 export interface ToolConfig {
@@ -368,8 +368,11 @@ function normalize(raw: RawConfig, baseDir: string, env: NodeJS.ProcessEnv): Gat
 /** Checks the schema cannot express: unique names, probe targets, operation names per type. */
 function semanticProblems(config: GatewayConfig): string[] {
   const problems: string[] = [];
-  const kernelPort = URL.canParse(config.kernel_url) ? Number(new URL(config.kernel_url).port) : 0;
-  if (isFetchBlockedPort(kernelPort)) problems.push(`/kernel_url: ${fetchBlockedPortHint(config.kernel_url)}`);
+  if (urlHasFetchBlockedPort(config.kernel_url)) problems.push(`/kernel_url: ${fetchBlockedPortHint(config.kernel_url)}`);
+  const listenPort = /:(\d{1,5})$/.exec(config.listen)?.[1];
+  if (listenPort !== undefined && isFetchBlockedPort(Number(listenPort))) {
+    problems.push(`/listen: port ${listenPort} is one that fetch refuses to connect to (a "bad port" of the Fetch standard), so svc's clients could never reach it; choose another port`);
+  }
   const seen = new Map<string, number>();
   config.connectors.forEach((c, i) => {
     const where = `/connectors/${i}`;

@@ -10,8 +10,14 @@ const FETCH_BLOCKED_PORTS: ReadonlySet<number> = new Set([
   2049, 3659, 4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080,
 ]);
 
+/** Whether fetch refuses to connect to `port`. */
 export function isFetchBlockedPort(port: number): boolean {
   return FETCH_BLOCKED_PORTS.has(port);
+}
+
+/** Whether fetch refuses the port of `url` (an explicit one; a URL that does not parse is not this check's to refuse). */
+export function urlHasFetchBlockedPort(url: string): boolean {
+  return URL.canParse(url) && isFetchBlockedPort(Number(new URL(url).port));
 }
 
 /** How a client says it could not connect because of the list (fetch's own words are "bad port"). */

@@ -38,6 +38,12 @@ describe('the kernel: section of --config (svcd(8))', () => {
     const badPort = svcdExit(['--kernel-listen', '127.0.0.1:6666', '--no-gateway', '--data-dir', tempDir()]);
     expect(badPort.code).not.toBe(0);
     expect(badPort.stderr).toContain('listen address "127.0.0.1:6666": port 6666 is one that fetch refuses to connect to');
+    // …and so for the kernel's link to a gateway running apart, from the file or the variable.
+    writeFileSync(cfg, 'kernel:\n  listen: 127.0.0.1:0\n  gateway_url: http://127.0.0.1:10080\n');
+    expect(svcdExit(['--config', cfg, '--no-gateway']).stderr).toContain('/gateway_url: port 10080 is one that fetch refuses to connect to');
+    const fromEnv = svcdExit(['--kernel-listen', '127.0.0.1:0', '--no-gateway', '--data-dir', tempDir()], { SVC_GATEWAY_URL: 'http://127.0.0.1:6000' });
+    expect(fromEnv.code).toBe(1);
+    expect(fromEnv.stderr).toBe('svcd: SVC_GATEWAY_URL: port 6000 is one that fetch refuses to connect to (a "bad port" of the Fetch standard); run svcd on another port\n');
   });
 
   it('substitutes ${VAR} (the value never logged) and reads data_dir relative to the config file', async () => {
