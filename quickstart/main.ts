@@ -220,8 +220,10 @@ async function kernelCall(base: string, method: string, path: string, body?: unk
 
 /**
  * Ctrl-C (SIGINT) or SIGTERM, from the moment the flags are read: stops the worker and svcd (one
- * still starting once it is up), says `stopped.` and exits 0. What a stop cuts short (a request
- * whose connection it closed) is its own doing, not a failure: check `requested` before saying so.
+ * still starting once it is up), says `stopped.` and exits 0; a second signal while that runs
+ * exits at once (130), as `svc worker` stops now on its second. What a stop cuts short (a
+ * request whose connection it closed) is its own doing, not a failure: check `requested`
+ * before saying so.
  */
 class Shutdown {
   requested = false;
@@ -229,8 +231,13 @@ class Shutdown {
   private svcd: Promise<RunningSvcd | null> = Promise.resolve(null);
 
   constructor(private readonly out: Out) {
-    process.on('SIGINT', () => void this.stop(0));
-    process.on('SIGTERM', () => void this.stop(0));
+    const onSignal = () => {
+      if (!this.requested) return void this.stop(0);
+      this.out.say('stopped', 'stopping now.');
+      process.exit(130);
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
   }
 
   /** The daemon being started: a stop asked for meanwhile waits for it, then closes it. */
@@ -390,8 +397,10 @@ function sleep(ms: number): Promise<void> {
 }
 
 // The mistakes that reach here (a demo already running, an address in use, a gateway config
-// problem) are the caller's to fix, said in one line; nothing tells them from bugs, so no stacks.
+// problem) are the caller's to fix, said in one line; nothing tells them from bugs, so the
+// stack is shown only with SVC_LOG_LEVEL=debug.
 void main().catch((err: unknown) => {
-  process.stderr.write(`quickstart: ${err instanceof Error ? err.message : String(err)}\n`);
+  const debug = process.env.SVC_LOG_LEVEL === 'debug' && err instanceof Error && err.stack;
+  process.stderr.write(`quickstart: ${debug ? err.stack : err instanceof Error ? err.message : String(err)}\n`);
   process.exit(1);
 });

@@ -244,4 +244,32 @@ describe('e2e: Ctrl-C while the quickstart is still starting (issue: an early Ct
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('a second SIGINT while it stops exits at once (130), leaving nothing running', { timeout: 60_000 }, async () => {
+    // The stop takes some 50 ms; a second signal that lands after it is not this test's case,
+    // so up to three tries, and one must have been caught mid-stop.
+    const outcomes: Array<number | null> = [];
+    for (let attempt = 0; attempt < 3 && !outcomes.includes(130); attempt++) {
+      const dir = tempDir('svc-quickstart-');
+      const qs = spawnQuickstart(['--data-dir', join(dir, 'demo'), ...FREE_PORTS]);
+      try {
+        await qs.next('run', 15_000);
+        const hosts = childrenOf(qs.child.pid!);
+        qs.child.kill('SIGINT');
+        await qs.next('stopping', 5000); // two signals sent back to back would arrive as one
+        qs.child.kill('SIGINT');
+        const code = await qs.exited;
+        outcomes.push(code);
+        if (code === 130) expect(qs.lines.at(-1)).toMatchObject({ type: 'stopped', text: 'stopping now.' });
+        else expect(qs.lines.at(-1)).toMatchObject({ type: 'stopped', text: 'stopped.' }); // the stop was already done
+        const deadline = Date.now() + 5000;
+        while (Date.now() < deadline && hosts.some(running)) await new Promise((r) => setTimeout(r, 50));
+        expect(hosts.filter(running)).toEqual([]);
+      } finally {
+        if (qs.child.exitCode === null) qs.child.kill('SIGKILL');
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+    expect(outcomes).toContain(130);
+  });
 });
