@@ -78,6 +78,8 @@ export interface ActionDecidedPayload {
   proposal: Record<string, unknown>;
   /** The enriched action the policies saw. */
   action: PolicyAction;
+  /** sha256 of JCS(action.args) as proposed, before the log's redaction: the gateway's `args_hash` of the call that runs it (absent before 2026-11-28). */
+  args_hash?: string;
   /** The run as the policies saw it. */
   run: PolicyRunContext;
   policies: PolicyRef[];

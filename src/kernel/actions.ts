@@ -6,7 +6,7 @@
  * approval, parks the run for a human and releases the lease in the same transaction.
  */
 import { isoTime } from '../clock.js';
-import { canonicalJson, sha256Hex } from '../encoding/canonical-json.js';
+import { canonicalHash, canonicalJson, sha256Hex } from '../encoding/canonical-json.js';
 import { SvcError } from '../errors.js';
 import type { ActionDecidedPayload, ApprovalRequestedPayload, RunParkedPayload } from '../events/payloads.js';
 import { newId } from '../ids.js';
@@ -146,6 +146,9 @@ export class ActionService {
           action_id: id,
           proposal,
           action,
+          // Hashed before the log's redaction can touch the arguments: it is the gateway's
+          // args_hash of the call that runs this action (src/kernel/uncompensated-writes.ts).
+          args_hash: canonicalHash(action.args),
           run: runCtx,
           policies: model.policies,
           source: fromApproval ? 'approval' : 'policy',

@@ -42,8 +42,9 @@ function writeOf(e: LoggedEvent): Write | null {
   if (e.kind === 'action.decided') {
     const action = isRecord(p.action) ? p.action : null;
     if (p.decision !== 'allow' || action?.writes !== true || typeof action.tool !== 'string') return null;
-    // The gateway hashes the arguments it is called with the same way (args_hash on tool.called).
-    const argsHash = canonicalHash(isRecord(action.args) ? action.args : {});
+    // The gateway's args_hash of the call that runs it; an event from before the kernel recorded
+    // it is hashed from its arguments as stored (which the log's redaction may have changed).
+    const argsHash = typeof p.args_hash === 'string' ? p.args_hash : canonicalHash(isRecord(action.args) ? action.args : {});
     return { kind: 'action.decided', step: p.step, tool: action.tool, actionId: typeof p.action_id === 'string' ? p.action_id : `seq:${e.seq}`, argsHash };
   }
   if (e.kind === 'tool.called') {

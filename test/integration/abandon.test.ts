@@ -199,6 +199,7 @@ describe('abandon (D §6)', () => {
     const events = await allEvents(d, run_id);
     const [decided] = events.filter((e) => e.kind === 'action.decided');
     const [ran] = events.filter((e) => e.kind === 'tool.called');
+    expect(decided.payload.args_hash).toBe(canonicalHash(action.args)); // the gateway's hash of the same arguments
     const ab = await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'wrong invoice', actor: { id: 'ops-1', role: 'ops' } } });
     expect(ab.body).toMatchObject({ uncompensated_writes: [{ seq: decided.seq, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: ran.seq }], uncompensated_writes_total: 1 });
   });

@@ -77,6 +77,15 @@ describe('uncompensatedWrites', () => {
     });
   });
 
+  it("pairs by the args_hash the kernel recorded before the log redacted the arguments' secrets", () => {
+    const raw = { url: 'https://billing.internal/s3cr3t-path/inv/1' };
+    const events = [
+      { seq: 3, kind: 'action.decided', payload: { step: 'refund', action_id: 'act_a', decision: 'allow', args_hash: canonicalHash(raw), action: { tool: 'billing.refund', args: { url: '[REDACTED]/inv/1' }, writes: true } } },
+      { seq: 4, kind: 'tool.called', payload: { step: 'refund', tool: 'billing.refund', writes: true, outcome: 'ok', args_hash: canonicalHash(raw) } },
+    ];
+    expect(uncompensatedWrites(events)).toEqual({ named: [{ seq: 3, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: 4 }], total: 1 });
+  });
+
   it('leaves out steps that completed, also when the write came from an earlier attempt', () => {
     const events = [decided(3, 'a', 'allow'), called(4, 'a', 'upstream_error'), decided(5, 'a', 'allow'), completed(6, 'a'), called(7, 'b', 'ok')];
     expect(uncompensatedWrites(events)).toEqual({ named: [{ seq: 7, kind: 'tool.called', step: 'b', tool: 'crm.update' }], total: 1 });
