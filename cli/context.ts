@@ -5,6 +5,7 @@
 import type { Command } from 'commander';
 import { usageError } from './exit.js';
 import { SvcHttpClient } from './http-client.js';
+import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../src/util/fetch-blocked-ports.js';
 
 export interface GlobalOptions {
   kernelUrl: string;
@@ -38,6 +39,8 @@ function checkedUrl(cmd: Command, which: 'kernel' | 'gateway'): string {
     ok = false;
   }
   if (!ok) throw usageError(`${source} must be an http:// or https:// URL, got "${value}"`);
+  // fetch would refuse it on every request: said once, up front (a worker would otherwise fail every step).
+  if (urlHasFetchBlockedPort(value)) throw usageError(`${source} "${value}": ${fetchBlockedPortHint(value)}`);
   // The API's prefix is the client's to add: `http://host:7401/v1` means the same daemon.
   return value.replace(/\/+$/, '').replace(/\/v1$/, '');
 }

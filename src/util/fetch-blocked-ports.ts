@@ -28,5 +28,5 @@ export function fetchBlockedPortHint(url: string): string {
   } catch {
     /* the caller's URL was already used, so it parses; keep the hint general if not */
   }
-  return `port ${port || 'of ' + url} is one that fetch refuses to connect to (a "bad port" of the Fetch standard); run svcd on another port`;
+  return `port ${port || 'of ' + url} is one that fetch refuses to connect to (a "bad port" of the Fetch standard); use another port`;
 }

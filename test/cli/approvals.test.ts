@@ -5,7 +5,7 @@
  * 3 unreachable (cli/exit.ts).
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { runSvc } from '../helpers/cli.js';
+import { NO_DAEMON, runSvc } from '../helpers/cli.js';
 import { FakeKernel, approval } from '../tui/fake-kernel.js';
 
 let k: FakeKernel;
@@ -131,9 +131,9 @@ describe('svc approvals approve|reject (I 4.1 POST /approvals/{id}, D 5.4)', () 
 
 describe('svc approvals: daemon and terminal', () => {
   it('exits 3 naming the address when svcd is unreachable', async () => {
-    const r = await runSvc(['--kernel-url', 'http://127.0.0.1:1', '--actor', 'fin-1:finance', 'approvals', 'list']);
+    const r = await runSvc(['--kernel-url', NO_DAEMON, '--actor', 'fin-1:finance', 'approvals', 'list']);
     expect(r.code).toBe(3);
-    expect(r.stderr).toContain('cannot reach svcd at http://127.0.0.1:1');
+    expect(r.stderr).toContain(`cannot reach svcd at ${NO_DAEMON}`);
   });
 
   it('the inbox needs an actor and a terminal (exit 2 otherwise)', async () => {

@@ -10,7 +10,7 @@ import { parse } from 'yaml';
 import { bundleId } from '../../src/bundle/sign.js';
 import { canonicalJson } from '../../src/encoding/canonical-json.js';
 import { verifyBytes } from '../../src/keys/ed25519.js';
-import { runSvc } from '../helpers/cli.js';
+import { NO_DAEMON, runSvc } from '../helpers/cli.js';
 import { ROOT, startTestDaemon, tempDir } from '../helpers/daemon.js';
 
 const BUNDLE = join(ROOT, 'fixtures/bundles/refunds.yaml');
@@ -196,7 +196,7 @@ describe('svc bundle push, list, show against svcd (I 4.1)', () => {
   });
 
   it('exits 3 when svcd is unreachable', async () => {
-    const r = await runSvc(['--kernel-url', 'http://127.0.0.1:9', 'bundle', 'list']);
+    const r = await runSvc(['--kernel-url', NO_DAEMON, 'bundle', 'list']);
     expect(r.code).toBe(3);
   });
 });

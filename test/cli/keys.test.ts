@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { keyPairFromSeed } from '../../src/keys/ed25519.js';
 import { parsePublisher, publisherKeyId } from '../../src/keys/publishers.js';
-import { runSvc } from '../helpers/cli.js';
+import { NO_DAEMON, runSvc } from '../helpers/cli.js';
 import { startTestDaemon, tempDir } from '../helpers/daemon.js';
 
 describe('svc keys (D §2)', () => {
@@ -56,7 +56,7 @@ describe('svc keys (D §2)', () => {
     expect(human.stdout).toMatch(/previous\s+none/);
     const json = await runSvc(['--kernel-url', d.kernelUrl!, '--json', 'keys', 'show']);
     expect(JSON.parse(json.stdout)).toEqual((await d.kernel_('/keys')).body);
-    const down = await runSvc(['--kernel-url', 'http://127.0.0.1:1', 'keys', 'show']);
+    const down = await runSvc(['--kernel-url', NO_DAEMON, 'keys', 'show']);
     expect(down.code).toBe(3);
   });
 });

@@ -7,7 +7,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { abandonHuman, eventLine } from '../../cli/commands/run.js';
-import { runSvc } from '../helpers/cli.js';
+import { NO_DAEMON, runSvc } from '../helpers/cli.js';
 import { loadGatewayConfig } from '../../src/gateway/config.js';
 import { Redactor } from '../../src/log/logger.js';
 import { closedPortUrl, ROOT, startTestDaemon, tempDir } from '../helpers/daemon.js';
@@ -76,10 +76,13 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
     expect(r.stderr).toBe(`svc: cannot reach svcd at ${url} (ECONNREFUSED); is it running?\n`);
   });
 
-  it('a port fetch refuses (a Fetch "bad port", e.g. 6666): exit 3 naming the cause, not "is it running?"', async () => {
+  it('a port fetch refuses (a Fetch "bad port", e.g. 6666) is a usage error naming the cause, before any request', async () => {
     const r = await runSvc(['--kernel-url', 'http://127.0.0.1:6666', 'run', 'show', 'run_x']);
-    expect(r.code).toBe(3);
-    expect(r.stderr).toBe('svc: cannot reach svcd at http://127.0.0.1:6666 (bad port): port 6666 is one that fetch refuses to connect to (a "bad port" of the Fetch standard); run svcd on another port\n');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe('svc: --kernel-url "http://127.0.0.1:6666": port 6666 is one that fetch refuses to connect to (a "bad port" of the Fetch standard); use another port\n');
+    const worker = await runSvc(['worker'], { SVC_KERNEL_URL: 'http://127.0.0.1:7401', SVC_GATEWAY_URL: 'http://127.0.0.1:6000' });
+    expect(worker.code).toBe(2);
+    expect(worker.stderr).toContain('svc: SVC_GATEWAY_URL "http://127.0.0.1:6000": port 6000 is one that fetch refuses to connect to');
   });
 });
 
@@ -108,9 +111,9 @@ describe('files that are not there', () => {
   });
 
   it('an --input or --args @FILE that is missing fails like any other file (exit 1); bad inline JSON is usage (exit 2)', async () => {
-    const gw = ['--gateway-url', 'http://127.0.0.1:1', 'gateway', 'call', 'test.echo', '--remit-token', 'krt1.x.y.z'];
+    const gw = ['--gateway-url', NO_DAEMON, 'gateway', 'call', 'test.echo', '--remit-token', 'krt1.x.y.z'];
     const missing = [
-      ['--kernel-url', 'http://127.0.0.1:1', 'run', 'start', 'b', 'w', '--remit', 'rmt_x', '--input', '@/nonexistent/in.json'],
+      ['--kernel-url', NO_DAEMON, 'run', 'start', 'b', 'w', '--remit', 'rmt_x', '--input', '@/nonexistent/in.json'],
       [...gw, '--args', '@/nonexistent/args.json'],
     ];
     for (const args of missing) {
@@ -153,7 +156,7 @@ describe('help a newcomer can act on', () => {
 
   it('approve without --reason still sends an empty reason (no commander default needed)', async () => {
     // The option lost its '' default in the help; the command must still reach the daemon.
-    const r = await runSvc(['--kernel-url', 'http://127.0.0.1:1', '--actor', 'fin-1:finance', 'approvals', 'approve', 'apr_x']);
+    const r = await runSvc(['--kernel-url', NO_DAEMON, '--actor', 'fin-1:finance', 'approvals', 'approve', 'apr_x']);
     expect(r.code).toBe(3);
   });
 });

@@ -10,7 +10,7 @@ import { generateKeyPair } from '../../src/keys/ed25519.js';
 import { KeyRing } from '../../src/keys/keyring.js';
 import { encodeToken } from '../../src/remit/token.js';
 import type { RemitPayload } from '../../src/types.js';
-import { runSvc } from '../helpers/cli.js';
+import { NO_DAEMON, runSvc } from '../helpers/cli.js';
 import { startTestDaemon } from '../helpers/daemon.js';
 
 const MINT = ['remit', 'mint', '--tools', 'billing.*,crm.lookup', '--scopes', 'sql:table:*', '--autonomy', 'supervised', '--requested-by', 'ana:agent:support-lead', '--spend-usd', '5', '--spend-tokens', '100000'];
@@ -140,10 +140,10 @@ describe('svc remit (issue 2, I 4.1)', () => {
       [...MINT, '--scopes', 'sql:table:*,'],
       ['remit', 'derive', 'rmt_x', '--grants', ',pii'],
     ]) {
-      const r = await runSvc(['--kernel-url', 'http://127.0.0.1:1', ...args]);
+      const r = await runSvc(['--kernel-url', NO_DAEMON, ...args]);
       expect(r.code, args.join(' ') + r.stderr).toBe(2);
     }
-    const typo = await runSvc(['--kernel-url', 'http://127.0.0.1:1', ...MINT, '--tools', 'a.b,,c.d']);
+    const typo = await runSvc(['--kernel-url', NO_DAEMON, ...MINT, '--tools', 'a.b,,c.d']);
     expect(typo.stderr.trim()).toBe('svc: --tools has an empty entry in "a.b,,c.d"; separate patterns with single commas');
   });
 
@@ -159,7 +159,7 @@ describe('svc remit (issue 2, I 4.1)', () => {
 
   it('exits 3 when the daemon is unreachable', async () => {
     for (const args of [MINT, ['remit', 'show', 'rmt_x'], ['remit', 'decode', 'krt1.a.b.c'], ['remit', 'derive', 'rmt_x']]) {
-      const r = await runSvc(['--kernel-url', 'http://127.0.0.1:1', ...args]);
+      const r = await runSvc(['--kernel-url', NO_DAEMON, ...args]);
       expect(r.code, args.join(' ')).toBe(3);
       expect(r.stderr).toMatch(/cannot reach svcd/);
     }

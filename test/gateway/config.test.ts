@@ -158,7 +158,7 @@ describe('one schema reports every problem at once', () => {
 
   it('a kernel_url or listen on a port fetch refuses is a problem: the gateway could never reach the kernel, nor svc it', () => {
     expect(problemsOf(() => loadGatewayConfig({ kernel_url: 'http://127.0.0.1:6665' }, { env: {}, redactor: new Redactor() }))).toEqual([
-      '/kernel_url: port 6665 is one that fetch refuses to connect to (a "bad port" of the Fetch standard); run svcd on another port',
+      '/kernel_url: port 6665 is one that fetch refuses to connect to (a "bad port" of the Fetch standard); use another port',
     ]);
     expect(loadGatewayConfig({ kernel_url: 'http://127.0.0.1:7401' }, { env: {}, redactor: new Redactor() }).kernel_url).toBe('http://127.0.0.1:7401');
     // Its own listener likewise: the file's problem, named by its path.

@@ -9,6 +9,9 @@ export interface CliResult {
   stderr: string;
 }
 
+/** A daemon address nothing answers on: port 2 is unused, and fetch does not refuse it (1 and 9 are Fetch "bad ports"). */
+export const NO_DAEMON = 'http://127.0.0.1:2';
+
 export function runSvc(args: string[], env: Record<string, string> = {}, stdin?: string): Promise<CliResult> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [join(ROOT, 'dist/cli/index.js'), ...args], {

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { runSvc } from '../helpers/cli.js';
+import { NO_DAEMON, runSvc } from '../helpers/cli.js';
 import { ROOT, tempDir } from '../helpers/daemon.js';
 import { getRun, lease, leaseAndComplete, mintRemit, propose, pushBundle, runToAction, startRun, startRunDaemon } from './run-fixtures.js';
 
@@ -119,7 +119,7 @@ describe('svc run (D §11)', () => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('input_invalid');
     expect((await runSvc(['run', 'show', 'run_nope'], env)).code).toBe(1);
-    expect((await runSvc(['run', 'list'], { SVC_KERNEL_URL: 'http://127.0.0.1:9' })).code).toBe(3);
+    expect((await runSvc(['run', 'list'], { SVC_KERNEL_URL: NO_DAEMON })).code).toBe(3);
   });
 
   it('as a newcomer uses it: a closed pipe ends quietly, the next-page hint keeps the filters, --follow stops at failed, a /v1 URL works', async () => {

@@ -43,7 +43,7 @@ describe('the kernel: section of --config (svcd(8))', () => {
     expect(svcdExit(['--config', cfg, '--no-gateway']).stderr).toContain('/gateway_url: port 10080 is one that fetch refuses to connect to');
     const fromEnv = svcdExit(['--kernel-listen', '127.0.0.1:0', '--no-gateway', '--data-dir', tempDir()], { SVC_GATEWAY_URL: 'http://127.0.0.1:6000' });
     expect(fromEnv.code).toBe(1);
-    expect(fromEnv.stderr).toBe('svcd: SVC_GATEWAY_URL: port 6000 is one that fetch refuses to connect to (a "bad port" of the Fetch standard); run svcd on another port\n');
+    expect(fromEnv.stderr).toBe('svcd: SVC_GATEWAY_URL: port 6000 is one that fetch refuses to connect to (a "bad port" of the Fetch standard); use another port\n');
   });
 
   it('substitutes ${VAR} (the value never logged) and reads data_dir relative to the config file', async () => {

@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseWorkerFlags } from '../../cli/commands/worker.js';
-import { runSvc } from '../helpers/cli.js';
+import { NO_DAEMON, runSvc } from '../helpers/cli.js';
 import { ROOT } from '../helpers/daemon.js';
 import { FakeGateway, FakeKernel, makeLease, until } from './fakes.js';
 
@@ -46,7 +46,7 @@ describe('svc worker flags', () => {
     [{ SVC_OPENAI_BASE_URL: 'ftp://u:sk-secret-42@host/v1', SVC_OPENAI_API_KEY: 'sk-secret-42' }, 'SVC_OPENAI_BASE_URL must be an http:// or https:// URL'],
     [{ SVC_LOG_LEVEL: 'bogus' }, 'SVC_LOG_LEVEL "bogus" must be one of debug, info, warn, error'],
   ])('svc worker --provider openai with %j exits 2 naming the variable', async (env, reason) => {
-    const r = await runSvc(['--kernel-url', 'http://127.0.0.1:1', 'worker', '--provider', 'openai'], env);
+    const r = await runSvc(['--kernel-url', NO_DAEMON, 'worker', '--provider', 'openai'], env);
     expect(r.code).toBe(2);
     expect(r.stderr.trim()).toBe(`svc: ${reason}${reason.endsWith('URL') ? ', such as https://api.openai.com/v1' : ''}`);
   });
