@@ -98,7 +98,9 @@ export class GatewayClient {
       try {
         res = await requestJson(this.peer, 'POST', '/tools/call', req, { signal });
       } catch (err) {
-        if (!(err instanceof UnreachableError && err.mayRecover)) throw err;
+        // Unreachable, or the answer broke off (a drain's cut): ask again, but not a port fetch refuses outright.
+        const recoverable = err instanceof StepError && err.code === 'network_error' && !(err instanceof UnreachableError && !err.mayRecover);
+        if (!recoverable) throw err;
         await outage.waitOrThrow(err, signal);
         continue;
       }

@@ -292,6 +292,31 @@ describe('idempotency (interface 4.2 rules 1–2, decisions §9)', () => {
     const stuck: typeof fetch = async () => new Response(JSON.stringify({ ok: false, error: { code: 'unavailable', message: 'no keys', details: {} } }), { status: 503 });
     await expect(new GatewayClient({ baseUrl: gw.url, fetch: stuck }, 30_000, 60_000, 0).call(req)).rejects.toMatchObject({ code: 'gateway_error', deterministic: false });
 
+    // The outage's budget runs from its first failure, not from the call's start: a connection
+    // that took 0.4 s to be refused still gets its retries under a 0.3 s budget.
+    let slowTries = 0;
+    const slowRefusal: typeof fetch = async (url, init) => {
+      slowTries += 1;
+      if (slowTries === 1) {
+        await new Promise((r) => setTimeout(r, 400));
+        throw refused();
+      }
+      return fetch(url, init);
+    };
+    expect(await new GatewayClient({ baseUrl: gw.url, fetch: slowRefusal }, 30_000, 60_000, 300).call({ ...req, idempotency_key: 'k-slow-refusal' })).toMatchObject({ replayed: false });
+    expect(slowTries).toBe(2);
+
+    // An answer that broke off after its headers (a drain's cut) is asked again too.
+    let cut = 0;
+    const cutOff: typeof fetch = async (url, init) => {
+      cut += 1;
+      if (cut > 1) return fetch(url, init);
+      const body = new ReadableStream({ start: (c) => c.error(new Error('socket hang up')) });
+      return new Response(body, { status: 200 });
+    };
+    expect(await new GatewayClient({ baseUrl: gw.url, fetch: cutOff }).call({ ...req, idempotency_key: 'k-cut' })).toMatchObject({ replayed: false });
+    expect(cut).toBe(2);
+
     // A port fetch refuses outright is a configuration mistake: said at once, not waited on.
     const started = Date.now();
     await expect(new GatewayClient({ baseUrl: 'http://127.0.0.1:6666' }).call(req)).rejects.toMatchObject({ code: 'network_error', message: expect.stringContaining('is one that fetch refuses to connect to') });
