@@ -4,11 +4,20 @@
  */
 import type { Approval } from './approvals-api.js';
 
-/** Replaces C0/C1 control characters (ESC included) with `?`, and newlines/tabs with a space. */
+/**
+ * Replaces C0/C1 control characters (ESC included) with `?`, newlines/tabs with a space, and
+ * shows format characters and line/paragraph separators as `\u{…}`: a bidi override could
+ * reorder what the approver reads, and a zero-width space makes `INV-\u200b2` look like `INV-2`.
+ */
 export function clean(value: unknown): string {
   const s = value === null || value === undefined ? '' : String(value);
-  // eslint-disable-next-line no-control-regex
-  return s.replace(/[\t\n\r]/g, ' ').replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+  return (
+    s
+      .replace(/[\t\n\r]/g, ' ')
+      // eslint-disable-next-line no-control-regex
+      .replace(/[\u0000-\u001f\u007f-\u009f]/g, '?')
+      .replace(/[\p{Cf}\p{Zl}\p{Zp}]/gu, (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`)
+  );
 }
 
 /** Cuts `s` to `width` columns, ending in `…` when cut. */

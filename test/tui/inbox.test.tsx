@@ -425,6 +425,13 @@ describe('svc approvals inbox: legible in 80×24', () => {
     expect(raw).not.toContain('\u001B]0;');
     expect(raw).not.toContain('\u009B');
     expect(t.frame()).toContain('x.y?[2J');
+    // Invisible and reordering characters are shown, not obeyed: the arguments are what will run.
+    const sly = approval(2, { action: { tool: 'billing.refund', args: { invoice_id: 'INV-\u200b2', note: '\u202eevil\u2066' }, summary: 'ok' } });
+    const s = setup([sly]).t;
+    await s.waitFor('Args');
+    expect(s.raw()).not.toMatch(/[\u200b\u202e\u2066]/);
+    expect(s.frame()).toContain('INV-\\u{200b}2');
+    expect(s.frame()).toContain('\\u{202e}evil\\u{2066}');
   });
 });
 
