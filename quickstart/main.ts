@@ -221,7 +221,7 @@ async function kernelCall(base: string, method: string, path: string, body?: unk
 /**
  * Ctrl-C (SIGINT) or SIGTERM, from the moment the flags are read: stops the worker and svcd (one
  * still starting once it is up), says `stopped.` and exits 0; a second signal while that runs
- * exits at once (130), as `svc worker` stops now on its second. What a stop cuts short (a
+ * exits at once (130 for SIGINT, 143 for SIGTERM), as `svc worker` stops now on its second. What a stop cuts short (a
  * request whose connection it closed) is its own doing, not a failure: check `requested`
  * before saying so.
  */
@@ -231,10 +231,16 @@ class Shutdown {
   private svcd: Promise<RunningSvcd | null> = Promise.resolve(null);
 
   constructor(private readonly out: Out) {
-    const onSignal = () => {
-      if (!this.requested) return void this.stop(0);
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (!this.requested) {
+        this.stop(0).catch((err: unknown) => {
+          process.stderr.write(`quickstart: stopping failed: ${err instanceof Error ? err.message : String(err)}\n`);
+          process.exit(1);
+        });
+        return;
+      }
       this.out.say('stopped', 'stopping now.');
-      process.exit(130);
+      process.exit(signal === 'SIGTERM' ? 143 : 130); // 128 + the signal's number, as a shell reports it
     };
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
