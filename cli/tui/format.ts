@@ -24,13 +24,17 @@ export function clean(value: unknown): string {
 export function fit(s: string, width: number): string {
   if (width <= 0) return '';
   if (s.length <= width) return s;
+  // Counted in code points, so a cut never splits a surrogate pair into a stray half.
+  const chars = Array.from(s);
+  if (chars.length <= width) return s;
   if (width === 1) return '…';
-  return s.slice(0, width - 1) + '…';
+  return chars.slice(0, width - 1).join('') + '…';
 }
 
 /** Pads or cuts to exactly `width` columns. */
 export function cell(s: string, width: number): string {
-  return fit(s, width).padEnd(width);
+  const cut = fit(s, width);
+  return cut + ' '.repeat(Math.max(0, width - Array.from(cut).length));
 }
 
 /** Age of an ISO time relative to `now`: `12s`, `5m`, `3h`, `2d`. */

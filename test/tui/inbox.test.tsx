@@ -5,7 +5,7 @@
  */
 import { describe, expect, it, vi } from 'vitest';
 import type { Approval } from '../../cli/tui/approvals-api.js';
-import { argsText } from '../../cli/tui/format.js';
+import { argsText, cell, fit } from '../../cli/tui/format.js';
 import { Inbox, type InboxProps } from '../../cli/tui/Inbox.js';
 import type { Connection } from '../../cli/tui/inbox-source.js';
 import { approval, eventsOf, runOf } from './fake-kernel.js';
@@ -439,5 +439,14 @@ describe('what a list row shows of an approval', () => {
   it('is its arguments as one line of JSON, whatever its summary says', () => {
     expect(argsText(approval(1, { action: { tool: 'billing.refund', args: { amount: 180, invoice_id: 'INV-1' }, summary: 'a harmless label' } }))).toBe('{"amount":180,"invoice_id":"INV-1"}');
     expect(argsText(approval(1, { action: { tool: 'billing.refund' } as Approval['action'] }))).toBe('');
+  });
+});
+
+describe('cutting text to a width', () => {
+  it('counts code points, so a cut never leaves half a surrogate pair', () => {
+    expect(fit('😀😀😀', 2)).toBe('😀…');
+    expect(fit('😀😀', 2)).toBe('😀😀');
+    expect(cell('😀', 3)).toBe('😀  ');
+    expect(cell('abcdef', 4)).toBe('abc…');
   });
 });
