@@ -76,20 +76,25 @@ export function uncompensatedWrites(events: readonly LoggedEvent[]): { named: Un
     total++;
     if (named.length < MAX_NAMED_WRITES) named.push(entry);
   };
-  /** The allowed actions seen, by step and action id, with their entries (named or not). */
-  const actions = new Map<string, { write: Write & { kind: 'action.decided' }; entry: UncompensatedWrite }>();
+  /** The allowed actions seen (their entries named or not): the ids per step, the actions per step and tool. */
+  const seen = new Set<string>();
+  const byStepTool = new Map<string, Array<{ argsHash: string; entry: UncompensatedWrite }>>();
   for (const e of events) {
     const w = writeOf(e);
     if (!w || completed.has(w.step)) continue;
+    const stepTool = JSON.stringify([w.step, w.tool]);
     if (w.kind === 'action.decided') {
       const id = JSON.stringify([w.step, w.actionId]);
-      if (actions.has(id)) continue; // proposed again: the same write
+      if (seen.has(id)) continue; // proposed again: the same write
+      seen.add(id);
       const entry: UncompensatedWrite = { seq: e.seq, kind: 'action.decided', step: w.step, tool: w.tool };
-      actions.set(id, { write: w, entry });
+      const list = byStepTool.get(stepTool) ?? [];
+      list.push({ argsHash: w.argsHash, entry });
+      byStepTool.set(stepTool, list);
       count(entry);
       continue;
     }
-    const mine = [...actions.values()].filter((a) => a.write.step === w.step && a.write.tool === w.tool && (w.argsHash === null || a.write.argsHash === w.argsHash));
+    const mine = (byStepTool.get(stepTool) ?? []).filter((a) => w.argsHash === null || a.argsHash === w.argsHash);
     if (mine.length === 0) {
       count({ seq: e.seq, kind: 'tool.called', step: w.step, tool: w.tool });
       continue;
