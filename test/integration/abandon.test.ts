@@ -227,6 +227,16 @@ describe('abandon (D §6)', () => {
       headers: { 'x-svc-lease': comp.body.lease_id },
     });
     expect((await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'third' } })).body.uncompensated_writes).toEqual(first.body.uncompensated_writes);
+    // Even a write of the unfinished step logged after the abandon leaves the answer as the
+    // abandon recorded it on run.abandon_requested.
+    await d.kernel_(`/runs/${run_id}/events`, {
+      body: { kind: 'tool.called', payload: { tool: 'billing.other', step: 'refund', writes: true, outcome: 'ok' }, actor: { id: 'gateway', role: 'gateway' } },
+      headers: { 'x-svc-lease': comp.body.lease_id },
+    });
+    const fourth = await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'fourth' } });
+    expect(fourth.body).toEqual(first.body);
+    const requested = (await allEvents(d, run_id)).find((e) => e.kind === 'run.abandon_requested');
+    expect(requested.payload.uncompensated_writes).toEqual(first.body.uncompensated_writes);
   });
 
   it('validates the body: reason is required (400); unknown runs are 404', async () => {
