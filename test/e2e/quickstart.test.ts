@@ -83,6 +83,13 @@ function childrenOf(pid: number): number[] {
   }
 }
 
+/** The ones of `pids` still running after up to 5 s of waiting for them to end. */
+async function stillRunning(pids: number[]): Promise<number[]> {
+  const deadline = Date.now() + 5000;
+  while (Date.now() < deadline && pids.some(running)) await new Promise((r) => setTimeout(r, 50));
+  return pids.filter(running);
+}
+
 /** True when no live process owns `dir`: this process can take its lock (src/store/dir-lock.ts). */
 function unowned(dir: string): boolean {
   try {
@@ -236,9 +243,7 @@ describe('e2e: Ctrl-C while the quickstart is still starting (issue: an early Ct
 
       // svcd ran inside the quickstart: its stores are free again and its statement host is gone.
       expect(unowned(join(demo, 'kernel')) && unowned(join(demo, 'gateway-data'))).toBe(true);
-      const deadline = Date.now() + 5000;
-      while (Date.now() < deadline && hosts.some(running)) await new Promise((r) => setTimeout(r, 50));
-      expect(hosts.filter(running)).toEqual([]);
+      expect(await stillRunning(hosts)).toEqual([]);
     } finally {
       if (qs.child.exitCode === null) qs.child.kill('SIGKILL');
       rmSync(dir, { recursive: true, force: true });
@@ -262,9 +267,7 @@ describe('e2e: Ctrl-C while the quickstart is still starting (issue: an early Ct
         outcomes.push(code);
         if (code === 130) expect(qs.lines.at(-1)).toMatchObject({ type: 'stopped', text: 'stopping now.' });
         else expect(qs.lines.at(-1)).toMatchObject({ type: 'stopped', text: 'stopped.' }); // the stop was already done
-        const deadline = Date.now() + 5000;
-        while (Date.now() < deadline && hosts.some(running)) await new Promise((r) => setTimeout(r, 50));
-        expect(hosts.filter(running)).toEqual([]);
+        expect(await stillRunning(hosts)).toEqual([]);
       } finally {
         if (qs.child.exitCode === null) qs.child.kill('SIGKILL');
         rmSync(dir, { recursive: true, force: true });
