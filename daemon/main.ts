@@ -240,4 +240,3 @@ async function main(): Promise<void> {
 }
 
 void main();
-

@@ -489,17 +489,25 @@ export function budgetExceeded(usage: Spend, budget: Spend, reserved: Spend): bo
 }
 
 /**
+ * The uncompensated writes a run's `run.abandon_requested` named (and how many there were);
+ * none when its payload was edited into something else, rather than failing the abandon.
+ */
+async function recordedUncompensated(tx: SqlDb, runId: string): Promise<{ named: UncompensatedWrite[]; total: number }> {
+  const row = await tx.get<{ payload: string }>("SELECT payload FROM run_events WHERE run_id = ? AND kind = 'run.abandon_requested' ORDER BY seq DESC LIMIT 1", [runId]);
+  let p: Partial<RunAbandonRequestedPayload> = {};
+  try {
+    p = row ? (JSON.parse(row.payload) as RunAbandonRequestedPayload) : {};
+  } catch {
+    /* as if it named none */
+  }
+  const named = Array.isArray(p?.uncompensated_writes) ? p.uncompensated_writes : [];
+  return { named, total: typeof p?.uncompensated_writes_total === 'number' ? p.uncompensated_writes_total : named.length };
+}
+
+/**
  * The events abandon reads (usage to charge, writes it will not undo), seq order, payloads
  * parsed; a payload edited into invalid JSON is skipped rather than failing the abandon.
  */
-/** The uncompensated writes a run's `run.abandon_requested` named (and how many there were). */
-async function recordedUncompensated(tx: SqlDb, runId: string): Promise<{ named: UncompensatedWrite[]; total: number }> {
-  const row = await tx.get<{ payload: string }>("SELECT payload FROM run_events WHERE run_id = ? AND kind = 'run.abandon_requested' ORDER BY seq DESC LIMIT 1", [runId]);
-  const p = row ? (JSON.parse(row.payload) as RunAbandonRequestedPayload) : null;
-  const named = p?.uncompensated_writes ?? [];
-  return { named, total: p?.uncompensated_writes_total ?? named.length };
-}
-
 async function stepEvents(tx: SqlDb, runId: string): Promise<Array<{ seq: number; kind: string; payload: unknown }>> {
   const rows = await tx.all<{ seq: number; kind: string; payload: string }>(
     "SELECT seq, kind, payload FROM run_events WHERE run_id = ? AND kind IN ('model.called', 'step.failed', 'step.completed', 'action.decided', 'tool.called') ORDER BY seq",
