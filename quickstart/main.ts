@@ -376,7 +376,7 @@ async function runDemo(flags: Flags, out: Out, shutdown: Shutdown): Promise<void
         });
         out.say('next', ['', 'Next, in another terminal, decide it as a finance approver:', `  ${env}npx svc approvals --actor fin-1:finance`, `  (or: ${env}npx svc approvals approve ${state.pending_approval_id} --actor fin-1:finance --reason "duplicate charge")`, 'Approve it and this run completes. Ctrl-C stops the demo.', ''].join('\n'));
       } else {
-        out.say('parked', `⏸ run ${runId} parked (${state.parked_reason}); resume it with: ${env}npx svc run resume ${runId}`, { run_id: runId, reason: state.parked_reason });
+        out.say('parked', `⏸ run ${runId} parked (${state.parked_reason}); resume it with: ${env}npx svc run resume ${runId} --actor ana:support`, { run_id: runId, reason: state.parked_reason });
       }
     }
     if (state.state === 'running') announcedPark = '';
