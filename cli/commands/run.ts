@@ -5,8 +5,8 @@
  *   svc run show ID
  *   svc run events ID [--from-seq N] [--follow]
  *   svc run replay ID            exits 1 when anything does not check out
- *   svc run abandon ID --reason R
- *   svc run resume ID
+ *   svc run abandon ID --reason R   an actor is required (--actor or SVC_ACTOR)
+ *   svc run resume ID               an actor is required (--actor or SVC_ACTOR)
  * BUNDLE is a bundle id (`bnd_…`) or NAME[@VERSION] (the newest version when none is given).
  * Each handler returns data; `registerRun` wires them to argv.
  */
