@@ -9,6 +9,7 @@ import { functionName, OpenAiProvider, openAiOptionsFromEnv, parseFinalContent }
 import type { ProviderRequest } from '../../src/worker/providers/provider.js';
 import { Worker } from '../../src/worker/worker.js';
 import { chatAnswer, FakeGateway, FakeKernel, FakeOpenAi, makeLease, until } from './fakes.js';
+import { closedPortUrl } from '../helpers/daemon.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -163,19 +164,35 @@ describe('OpenAI-compatible provider (fake chat-completions server)', () => {
   });
 
   it.each([
-    [400, 'provider_rejected', true],
-    [422, 'provider_rejected', true],
-    [401, 'provider_error', false],
-    [429, 'provider_error', false],
-    [500, 'provider_error', false],
-  ])('HTTP %i → %s (deterministic %s)', async (status, code, deterministic) => {
+    [400, 'provider_rejected', true, 1],
+    [422, 'provider_rejected', true, 1],
+    [401, 'provider_error', false, 1],
+    [429, 'provider_error', false, 3],
+    [500, 'provider_error', false, 3],
+  ])('HTTP %i → %s (deterministic %s) after %i request(s)', async (status, code, deterministic, requests) => {
     const server = await new FakeOpenAi(() => ({ status, body: { error: { message: 'nope' } } })).start();
     cleanups.push(() => server.close());
-    await expect(new OpenAiProvider({ baseUrl: `${server.url}/v1` }).complete(req())).rejects.toMatchObject({ code, deterministic });
+    await expect(new OpenAiProvider({ baseUrl: `${server.url}/v1`, retryDelayMs: 1 }).complete(req())).rejects.toMatchObject({ code, deterministic });
+    expect(server.requests).toHaveLength(requests); // a rate limit or a 5xx is asked twice more
+  });
+
+  it("a rate limit or a provider's blip is asked again, waiting as Retry-After says; a wait over 30 s is not waited", async () => {
+    const server = await new FakeOpenAi((_body, n) =>
+      n === 0 ? { status: 429, body: { error: { message: 'slow down' } }, headers: { 'retry-after': '0.3' } } : n === 1 ? { status: 503, body: {} } : chatAnswer({ content: '{"ok":true}' }),
+    ).start();
+    cleanups.push(() => server.close());
+    const started = Date.now();
+    expect((await new OpenAiProvider({ baseUrl: `${server.url}/v1`, retryDelayMs: 1 }).complete(req())).output).toEqual({ ok: true });
+    expect(server.requests).toHaveLength(3);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+    const patient = await new FakeOpenAi(() => ({ status: 429, body: {}, headers: { 'retry-after': '3600' } })).start();
+    cleanups.push(() => patient.close());
+    await expect(new OpenAiProvider({ baseUrl: `${patient.url}/v1` }).complete(req())).rejects.toMatchObject({ code: 'provider_error' });
+    expect(patient.requests).toHaveLength(1);
   });
 
   it('an unreachable server is a network_error and a slow one a provider_error timeout', async () => {
-    await expect(new OpenAiProvider({ baseUrl: 'http://127.0.0.1:1/v1' }).complete(req())).rejects.toMatchObject({ code: 'network_error', deterministic: false });
+    await expect(new OpenAiProvider({ baseUrl: `${await closedPortUrl()}/v1`, retryDelayMs: 1 }).complete(req())).rejects.toMatchObject({ code: 'network_error', deterministic: false });
     const slow = await new FakeOpenAi(() => new Promise(() => {}) as never).start();
     cleanups.push(() => slow.close());
     await expect(new OpenAiProvider({ baseUrl: `${slow.url}/v1`, timeoutMs: 200 }).complete(req())).rejects.toMatchObject({ code: 'provider_error', deterministic: false });

@@ -11,7 +11,7 @@
  *   dollars. (Default: 0)
  */
 import { globalRedactor } from '../../log/logger.js';
-import { abortReason, StepError } from '../errors.js';
+import { abortReason, delayUnlessAborted, StepError } from '../errors.js';
 import { roundUsd } from '../../spend.js';
 import type { ChatMessage, Provider, ProviderCall, ProviderRequest, ProviderResponse, ProviderTool } from './provider.js';
 
@@ -29,8 +29,15 @@ export interface OpenAiOptions {
   usdPer1MOutput?: number;
   /** Sampling temperature. (Default: 0) */
   temperature?: number;
+  /** Tries after the first for a 429, a 5xx or an unreachable server. (Default: 2) */
+  retries?: number;
+  /** Wait before the first of those tries, doubling for each next, unless `Retry-After` says otherwise, ms. (Default: 500) */
+  retryDelayMs?: number;
   fetch?: typeof fetch;
 }
+
+/** Longest `Retry-After` a provider may ask for before the call fails instead of waiting, ms. */
+const MAX_PROVIDER_RETRY_AFTER_MS = 30_000;
 
 /**
  * Options from SVC_OPENAI_* (see the file comment). A value that is set but unusable is an
@@ -113,6 +120,8 @@ export class OpenAiProvider implements Provider {
       usdPer1MInput: opts.usdPer1MInput ?? 0,
       usdPer1MOutput: opts.usdPer1MOutput ?? 0,
       temperature: opts.temperature ?? 0,
+      retries: opts.retries ?? 2,
+      retryDelayMs: opts.retryDelayMs ?? 500,
       fetch: opts.fetch,
     };
     if (opts.apiKey) globalRedactor.add(opts.apiKey);
@@ -136,7 +145,26 @@ export class OpenAiProvider implements Provider {
     return body;
   }
 
+  /**
+   * One model answer. A 429, a 5xx or a server that cannot be reached is asked again, up to
+   * `retries` times, waiting as its `Retry-After` says (up to 30 s) or `retryDelayMs` doubling,
+   * as the providers' own SDKs do: a rate limit or a provider's blip would otherwise spend a
+   * step's attempt. A timeout is not asked again (it already waited `timeoutMs`), nor a
+   * refusal. Asking again is safe: a model call changes nothing but the bill.
+   */
   async complete(req: ProviderRequest): Promise<ProviderResponse> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.completeOnce(req);
+      } catch (err) {
+        const wait = err instanceof TransientProviderError ? (err.retryAfterMs ?? this.opts.retryDelayMs * 2 ** attempt) : null;
+        if (wait === null || attempt >= this.opts.retries || wait > MAX_PROVIDER_RETRY_AFTER_MS) throw err instanceof TransientProviderError ? err.failure : err;
+        await delayUnlessAborted(wait, req.signal);
+      }
+    }
+  }
+
+  private async completeOnce(req: ProviderRequest): Promise<ProviderResponse> {
     const timeout = AbortSignal.timeout(this.opts.timeoutMs);
     const signal = AbortSignal.any([req.signal, timeout]);
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
@@ -150,14 +178,16 @@ export class OpenAiProvider implements Provider {
       if (req.signal.aborted) throw abortReason(req.signal);
       if (timeout.aborted) throw new StepError('provider_error', `model provider did not answer within ${this.opts.timeoutMs} ms`, false);
       const cause = (err as { cause?: { code?: string } }).cause;
-      throw new StepError('network_error', `cannot reach the model provider at ${this.opts.baseUrl} (${cause?.code ?? (err as Error).message})`, false);
+      throw new TransientProviderError(new StepError('network_error', `cannot reach the model provider at ${this.opts.baseUrl} (${cause?.code ?? (err as Error).message})`, false), null);
     }
     if (res.status < 200 || res.status >= 300) {
       const detail = globalRedactor.redact(text).slice(0, 300); // redacted whole, then cut
       if (res.status === 400 || res.status === 404 || res.status === 422) {
         throw new StepError('provider_rejected', `model provider refused the request: HTTP ${res.status} ${detail}`, true);
       }
-      throw new StepError('provider_error', `model provider failed: HTTP ${res.status} ${detail}`, false);
+      const failure = new StepError('provider_error', `model provider failed: HTTP ${res.status} ${detail}`, false);
+      if (res.status === 429 || res.status >= 500) throw new TransientProviderError(failure, retryAfterMs(res.headers.get('retry-after')));
+      throw failure;
     }
     let data: any;
     try {
@@ -218,4 +248,23 @@ function toolToWire(t: ProviderTool): Record<string, unknown> {
   const schema = t.input_schema && typeof t.input_schema === 'object' && Object.keys(t.input_schema).length > 0 ? t.input_schema : { type: 'object', properties: {} };
   const description = (t.description || t.id) + (t.writes ? ' (changes a system: proposed to policy and may need approval)' : '');
   return { type: 'function', function: { name: functionName(t.id), description, parameters: schema } };
+}
+
+/** A failure another try may cure, with the wait the provider asked for (null: none said). */
+class TransientProviderError extends Error {
+  constructor(
+    readonly failure: StepError,
+    readonly retryAfterMs: number | null,
+  ) {
+    super(failure.message);
+  }
+}
+
+/** `Retry-After` as ms: whole seconds, or an HTTP date; null when absent or unreadable. */
+function retryAfterMs(header: string | null): number | null {
+  if (header === null || header.trim() === '') return null;
+  const seconds = Number(header);
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+  const at = Date.parse(header);
+  return Number.isNaN(at) ? null : Math.max(0, at - Date.now());
 }
