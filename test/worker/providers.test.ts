@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { globalRedactor } from '../../src/log/logger.js';
 import { StepError } from '../../src/worker/errors.js';
 import { MockProvider, mockPhases } from '../../src/worker/providers/mock.js';
-import { functionName, OpenAiProvider, openAiOptionsFromEnv, parseFinalContent } from '../../src/worker/providers/openai.js';
+import { functionName, OpenAiProvider, openAiOptionsFromEnv, parseFinalContent, retryAfterMs } from '../../src/worker/providers/openai.js';
 import type { ProviderRequest } from '../../src/worker/providers/provider.js';
 import { Worker } from '../../src/worker/worker.js';
 import { chatAnswer, FakeGateway, FakeKernel, FakeOpenAi, makeLease, until } from './fakes.js';
@@ -191,11 +191,46 @@ describe('OpenAI-compatible provider (fake chat-completions server)', () => {
     expect(patient.requests).toHaveLength(1);
   });
 
-  it('an unreachable server is a network_error and a slow one a provider_error timeout', async () => {
+  it('reads Retry-After as seconds or an HTTP date, and nothing else', () => {
+    const now = Date.parse('2026-11-28T07:00:00.000Z');
+    expect(retryAfterMs('2', now)).toBe(2000);
+    expect(retryAfterMs(' 0.5 ', now)).toBe(500);
+    expect(retryAfterMs('Sat, 28 Nov 2026 07:00:01 GMT', now)).toBe(1000);
+    expect(retryAfterMs('Sat, 28 Nov 2026 06:59:00 GMT', now)).toBe(0);
+    for (const odd of [null, '', '-1', '1,5', '1 2', '0x10', 'soon', '2026-11-28']) expect(retryAfterMs(odd, now), String(odd)).toBeNull();
+  });
+
+  it('a wait for Retry-After ends when the step is stopped; an answer that broke off is not asked again', async () => {
+    const patient = await new FakeOpenAi(() => ({ status: 429, body: {}, headers: { 'retry-after': '20' } })).start();
+    cleanups.push(() => patient.close());
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(new StepError('step_timeout', 'too slow')), 150);
+    const started = Date.now();
+    await expect(new OpenAiProvider({ baseUrl: `${patient.url}/v1` }).complete(req({ signal: ac.signal }))).rejects.toMatchObject({ code: 'step_timeout' });
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(patient.requests).toHaveLength(1);
+    let sent = 0;
+    const brokenBody: typeof fetch = async () => {
+      sent += 1;
+      return new Response(new ReadableStream({ start: (c) => c.error(new Error('socket hang up')) }), { status: 200 });
+    };
+    await expect(new OpenAiProvider({ baseUrl: 'http://provider.invalid/v1', fetch: brokenBody, retryDelayMs: 1 }).complete(req())).rejects.toMatchObject({ code: 'provider_error', deterministic: false });
+    expect(sent).toBe(1); // it may have been billed
+  });
+
+  it('an unreachable server is a network_error after three tries and a slow one a provider_error timeout after one', async () => {
+    let tries = 0;
+    const refusing: typeof fetch = async () => {
+      tries += 1;
+      throw Object.assign(new TypeError('fetch failed'), { cause: { code: 'ECONNREFUSED' } });
+    };
+    await expect(new OpenAiProvider({ baseUrl: 'http://provider.invalid/v1', fetch: refusing, retryDelayMs: 1 }).complete(req())).rejects.toMatchObject({ code: 'network_error', deterministic: false });
+    expect(tries).toBe(3);
     await expect(new OpenAiProvider({ baseUrl: `${await closedPortUrl()}/v1`, retryDelayMs: 1 }).complete(req())).rejects.toMatchObject({ code: 'network_error', deterministic: false });
     const slow = await new FakeOpenAi(() => new Promise(() => {}) as never).start();
     cleanups.push(() => slow.close());
     await expect(new OpenAiProvider({ baseUrl: `${slow.url}/v1`, timeoutMs: 200 }).complete(req())).rejects.toMatchObject({ code: 'provider_error', deterministic: false });
+    expect(slow.requests).toHaveLength(1); // a timeout already waited its whole time
   });
 });
 

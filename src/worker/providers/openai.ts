@@ -147,10 +147,11 @@ export class OpenAiProvider implements Provider {
 
   /**
    * One model answer. A 429, a 5xx or a server that cannot be reached is asked again, up to
-   * `retries` times, waiting as its `Retry-After` says (up to 30 s) or `retryDelayMs` doubling,
-   * as the providers' own SDKs do: a rate limit or a provider's blip would otherwise spend a
-   * step's attempt. A timeout is not asked again (it already waited `timeoutMs`), nor a
-   * refusal. Asking again is safe: a model call changes nothing but the bill.
+   * `retries` times, waiting as its `Retry-After` says or else `retryDelayMs` doubling; a
+   * `Retry-After` over 30 s fails the call at once rather than hold the step. A rate limit or
+   * a provider's blip would otherwise spend a step's attempt. A timeout is not asked again (it
+   * already waited `timeoutMs`), nor a refusal, nor an answer that broke off (the provider may
+   * have billed it). Asking again is safe: a model call changes nothing but the bill.
    */
   async complete(req: ProviderRequest): Promise<ProviderResponse> {
     for (let attempt = 0; ; attempt++) {
@@ -169,16 +170,28 @@ export class OpenAiProvider implements Provider {
     const signal = AbortSignal.any([req.signal, timeout]);
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
     if (this.opts.apiKey) headers.authorization = `Bearer ${this.opts.apiKey}`;
+    /** A timeout's failure; an abort rethrown as its reason; null for anything else. */
+    const timedOutOrAborted = (): StepError | null => {
+      if (req.signal.aborted) throw abortReason(req.signal);
+      if (timeout.aborted) return new StepError('provider_error', `model provider did not answer within ${this.opts.timeoutMs} ms`, false);
+      return null;
+    };
     let res: Response;
-    let text: string;
     try {
       res = await (this.opts.fetch ?? fetch)(`${this.opts.baseUrl}/chat/completions`, { method: 'POST', headers, body: JSON.stringify(this.body(req)), signal });
+    } catch (err) {
+      const timedOut = timedOutOrAborted();
+      if (timedOut) throw timedOut;
+      const cause = (err as { cause?: { code?: string } }).cause;
+      // Not reached, or no answer began: another request is safe to send.
+      throw new TransientProviderError(new StepError('network_error', `cannot reach the model provider at ${this.opts.baseUrl} (${cause?.code ?? (err as Error).message})`, false), null);
+    }
+    let text: string;
+    try {
       text = await res.text();
     } catch (err) {
-      if (req.signal.aborted) throw abortReason(req.signal);
-      if (timeout.aborted) throw new StepError('provider_error', `model provider did not answer within ${this.opts.timeoutMs} ms`, false);
-      const cause = (err as { cause?: { code?: string } }).cause;
-      throw new TransientProviderError(new StepError('network_error', `cannot reach the model provider at ${this.opts.baseUrl} (${cause?.code ?? (err as Error).message})`, false), null);
+      // The provider answered and may have billed the completion: not sent again.
+      throw timedOutOrAborted() ?? new StepError('provider_error', `reading the model provider's answer failed: ${(err as Error).message}`, false);
     }
     if (res.status < 200 || res.status >= 300) {
       const detail = globalRedactor.redact(text).slice(0, 300); // redacted whole, then cut
@@ -260,11 +273,11 @@ class TransientProviderError extends Error {
   }
 }
 
-/** `Retry-After` as ms: whole seconds, or an HTTP date; null when absent or unreadable. */
-function retryAfterMs(header: string | null): number | null {
-  if (header === null || header.trim() === '') return null;
-  const seconds = Number(header);
-  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
-  const at = Date.parse(header);
-  return Number.isNaN(at) ? null : Math.max(0, at - Date.now());
+/** `Retry-After` as ms: seconds (`2`, `0.5`), or an HTTP date (`Wed, 21 Oct 2026 07:28:00 GMT`); null when absent or unreadable. */
+export function retryAfterMs(header: string | null, now = Date.now()): number | null {
+  const value = header?.trim() ?? '';
+  if (/^\d+(\.\d+)?$/.test(value)) return Number(value) * 1000;
+  if (!/^[A-Za-z]{3}, \d{2} [A-Za-z]{3} \d{4} \d{2}:\d{2}:\d{2} GMT$/.test(value)) return null;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
 }
