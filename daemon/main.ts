@@ -149,7 +149,7 @@ export function buildProgram(): Command {
     .option('--kernel-listen <host:port>', 'kernel listener; port 0 picks a free port (default: 127.0.0.1:7401)')
     .option('--gateway-listen <host:port>', 'gateway listener; port 0 picks a free port (default: 127.0.0.1:7402)')
     .option('--gateway-config <file>', 'gateway config (YAML or JSON, interface 2.10)')
-    .option('--publisher <key_id:public_key>', 'trust a bundle publisher key (repeatable; also SVC_PUBLISHERS, or publishers: in --config)', collect)
+    .option('--publisher <key_id:public_key>', 'trust a bundle publisher key (repeatable; also SVC_PUBLISHERS, or kernel.publishers in --config)', collect)
     .option('--no-kernel', 'do not run the kernel')
     .option('--no-gateway', 'do not run the gateway')
     .addOption(new Option('--log-level <level>', 'log level (default: info, or SVC_LOG_LEVEL)').choices(LOG_LEVELS))
@@ -161,8 +161,9 @@ export function buildProgram(): Command {
         'Environment: SVC_TOKEN (bearer token; without it the listeners are loopback-only),',
         'SVC_PUBLISHERS, SVC_SIGNING_KEY, SVC_GATEWAY_URL, SVC_CLOCK_SKEW_SECONDS, SVC_DRAIN_SECONDS,',
         'SVC_LOG_LEVEL; the gateway reads SVC_GATEWAY_DATA, SVC_CANARY_* and SVC_GATEWAY_TEST_TOOLS.',
-        'Exit status: 0 after a clean drain, 1 when startup fails (bad configuration) or a drain',
-        'times out, 2 usage error. SIGTERM or SIGINT drains and stops.',
+        'Exit status: 0 after a drain (requests still running at its deadline lose their connection),',
+        '1 when startup fails (bad configuration) or the stores do not close within 10 s after the',
+        'drain, 2 usage error. SIGTERM or SIGINT drains and stops.',
         'Manual: man -l man/svcd.8 in the source tree.',
       ].join('\n'),
     )

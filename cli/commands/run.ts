@@ -293,7 +293,7 @@ export function registerRun(program: Command): void {
     .argument('<id>', 'run id')
     .option('--from-seq <n>', 'first seq to print (default: 1)')
     .option('--follow', 'keep printing new events until the run is completed, failed or abandoned')
-    .option('--interval <ms>', 'poll interval with --follow (default: 1000)')
+    .option('--interval <ms>', 'poll interval with --follow, at least 50 (default: 1000)')
     .action(async function (this: Command, id: string, f: { fromSeq?: string; follow?: boolean; interval?: string }) {
       const client = kernelClient(this);
       const json = globals(this).json;

@@ -123,7 +123,7 @@ export function registerWorker(program: Command): void {
     .option('--worker-id <id>', 'name shown in leases and events (default: <host>-<pid>-<random>)')
     .option('--ttl-seconds <n>', 'lease ttl asked for (default: 60)')
     .option('--wait-seconds <n>', 'long-poll wait per lease request, at most 30 (default: 20)')
-    .option('--grace-seconds <n>', 'on SIGINT/SIGTERM, how long running steps may finish (default: 30)')
+    .option('--grace-seconds <n>', 'on SIGINT/SIGTERM, how long running steps may finish, 0 to 3600 (default: 30)')
     .option('--max-turns <n>', 'most model answers in one step (default: 16)')
     .action(async function (this: Command, flags: WorkerFlags) {
       const settings = parseWorkerFlags(flags);

@@ -86,7 +86,7 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
   });
 });
 
-describe('usage errors (svc(1) DIAGNOSTICS: one line each)', () => {
+describe('usage errors (svc(1) EXIT STATUS: one line each)', () => {
   it('a missing argument, an unknown command or option: one "svc:" line with the hint, exit 2', async () => {
     for (const [args, text] of [
       [['run', 'show'], "missing required argument 'id'"],
