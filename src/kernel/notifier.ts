@@ -57,8 +57,13 @@ export class WorkNotifier {
     for (const w of [...this.waiters]) if (w.kinds.has(kind)) w.wake();
   }
 
-  /** Wakes everyone (shutdown). */
+  /**
+   * Wakes everyone (shutdown). The counters move too, so a request that took its stamp before
+   * and had not started waiting yet (it was between its look for work and `wait`) does not
+   * sleep through the shutdown and hold the drain for its whole `wait_seconds`.
+   */
   wakeAll(): void {
+    for (const kind of Object.keys(this.counts) as LeaseKind[]) this.counts[kind] += 1;
     for (const w of [...this.waiters]) w.wake();
   }
 }
