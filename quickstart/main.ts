@@ -218,12 +218,15 @@ async function kernelCall(base: string, method: string, path: string, body?: unk
   return res.body;
 }
 
+/** How long a stop waits for requests in flight before closing their connections, ms. */
+const DRAIN_MS = 5000;
+
 /**
  * Ctrl-C (SIGINT) or SIGTERM, from the moment the flags are read: stops the worker and svcd (one
  * still starting once it is up), says `stopped.` and exits 0; a second signal while that runs
- * exits at once (130 for SIGINT, 143 for SIGTERM), as `svc worker` stops now on its second. What a stop cuts short (a
- * request whose connection it closed) is its own doing, not a failure: check `requested`
- * before saying so.
+ * exits at once (130 for SIGINT, 143 for SIGTERM), as `svc worker` stops now on its second.
+ * What a stop cuts short (a request whose connection it closed) is its own doing, not a
+ * failure: check `requested` before saying so.
  */
 class Shutdown {
   requested = false;
@@ -257,7 +260,18 @@ class Shutdown {
     this.requested = true;
     this.out.say('stopping', 'stopping the demo…');
     await this.worker?.stop({ graceMs: 3000 });
-    await (await this.svcd)?.close();
+    const svcd = await this.svcd;
+    // As svcd's own drain does: requests still running after the deadline lose their
+    // connection, so a request that never ends cannot hold the demo open; stores that still
+    // have not closed 10 s later are given up on (svcd exits 1 then too).
+    const cut = setTimeout(() => svcd?.cutOff(), DRAIN_MS);
+    const giveUp = setTimeout(() => {
+      process.stderr.write('quickstart: the daemon did not close within 10 s of its drain; stopping anyway\n');
+      process.exit(1);
+    }, DRAIN_MS + 10_000);
+    await svcd?.close();
+    clearTimeout(cut);
+    clearTimeout(giveUp);
     this.out.say('stopped', 'stopped.');
     process.exit(code);
   }

@@ -83,6 +83,27 @@ function childrenOf(pid: number): number[] {
   }
 }
 
+/** Its exit code; one that does not come within `ms` fails with what it printed and its svcd's log. */
+async function exitedWithin(qs: Quickstart, ms: number, demoDir: string): Promise<number | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      let log = '';
+      try {
+        log = readFileSync(join(demoDir, 'svcd.log'), 'utf8').split('\n').slice(-15).join('\n');
+      } catch {
+        /* none written */
+      }
+      reject(new Error(`no exit within ${ms} ms; it printed ${JSON.stringify(qs.lines.map((l) => l.type))}\nstderr: ${qs.stderr()}\nsvcd.log:\n${log}`));
+    }, ms);
+  });
+  try {
+    return await Promise.race([qs.exited, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** The ones of `pids` still running after up to 5 s of waiting for them to end. */
 async function stillRunning(pids: number[]): Promise<number[]> {
   const deadline = Date.now() + 5000;
@@ -237,7 +258,7 @@ describe('e2e: Ctrl-C while the quickstart is still starting (issue: an early Ct
       await new Promise((r) => setTimeout(r, delayMs));
       const hosts = childrenOf(qs.child.pid!);
       qs.child.kill('SIGINT');
-      expect(await qs.exited).toBe(0);
+      expect(await exitedWithin(qs, 20_000, demo)).toBe(0);
       expect(JSON.stringify(qs.lines) + qs.stderr()).not.toMatch(/failed/);
       expect(qs.lines.at(-1)).toMatchObject({ type: 'stopped' });
 
