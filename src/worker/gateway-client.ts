@@ -4,7 +4,8 @@
  */
 import type { ToolDescriptor } from '../types.js';
 import { delayUnlessAborted, StepError } from './errors.js';
-import { errorOf, requestJson, UnreachableError, type JsonResponse, type PeerOptions } from './http.js';
+import { Backoff } from './backoff.js';
+import { errorOf, parseRetryAfter, requestJson, UnreachableError, type JsonResponse, type PeerOptions } from './http.js';
 
 export interface ToolCallRequest {
   remit_token: string;
@@ -43,21 +44,19 @@ export const UNREACHABLE_RETRY_MS = { first: 250, max: 5000 } as const;
 /** One spell of a gateway out of reach: its budget runs from its first failure; an answer ends it. */
 class Outage {
   private since: number | null = null;
-  private wait: number = UNREACHABLE_RETRY_MS.first;
+  private readonly backoff = new Backoff(UNREACHABLE_RETRY_MS);
 
   constructor(private readonly budgetMs: number) {}
 
   /** Waits before the next try, or throws `failure` once the wait would pass the budget. */
   async waitOrThrow(failure: StepError, signal?: AbortSignal): Promise<void> {
     this.since ??= Date.now();
-    if (Date.now() + this.wait > this.since + this.budgetMs) throw failure;
-    await delayUnlessAborted(this.wait, signal);
-    this.wait = Math.min(this.wait * 2, UNREACHABLE_RETRY_MS.max);
+    await this.backoff.next(failure, this.since + this.budgetMs, signal);
   }
 
   end(): void {
     this.since = null;
-    this.wait = UNREACHABLE_RETRY_MS.first;
+    this.backoff.reset();
   }
 }
 
@@ -137,10 +136,10 @@ export class GatewayClient {
   }
 }
 
-/** `Retry-After` in seconds (decisions §9) as ms: 1 s when absent or unreadable, at most 30 s. */
+/** `Retry-After` (decisions §9) as ms: 1 s when absent, unreadable or zero, at most 30 s. */
 export function retryAfterMs(header: string | null): number {
-  const s = Number(header);
-  return Number.isFinite(s) && s > 0 ? Math.min(30, s) * 1000 : 1000;
+  const ms = parseRetryAfter(header);
+  return ms !== null && ms > 0 ? Math.min(30_000, ms) : 1000;
 }
 
 /** Maps a gateway error answer to the step failure the worker reports. */

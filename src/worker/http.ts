@@ -87,3 +87,12 @@ export function errorOf(body: unknown): { code: string; message: string; details
   }
   return null;
 }
+
+/** `Retry-After` as ms: seconds (`2`, `0.5`), or an HTTP date (`Wed, 21 Oct 2026 07:28:00 GMT`); null when absent or unreadable. */
+export function parseRetryAfter(header: string | null, now = Date.now()): number | null {
+  const value = header?.trim() ?? '';
+  if (/^\d+(\.\d+)?$/.test(value)) return Number(value) * 1000;
+  if (!/^[A-Za-z]{3}, \d{2} [A-Za-z]{3} \d{4} \d{2}:\d{2}:\d{2} GMT$/.test(value)) return null;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
+}

@@ -9,7 +9,8 @@
  * fail of the lease is a 410, a repeated proposal has the same action id, a repeated
  * `model.called` the same call index.
  */
-import { delayUnlessAborted, LeaseLostError, StepError } from './errors.js';
+import { Backoff } from './backoff.js';
+import { LeaseLostError, StepError } from './errors.js';
 import { errorOf, requestJson, type JsonResponse, type PeerOptions } from './http.js';
 import type { Lease, Usage } from './types.js';
 
@@ -45,7 +46,7 @@ export class KernelClient {
   constructor(readonly peer: PeerOptions) {}
 
   private async leaseRequest(method: string, path: string, body: unknown, opts: LeaseCallOptions & { headers?: Record<string, string> }): Promise<JsonResponse> {
-    let wait: number = LEASE_RETRY_MS.first;
+    const backoff = new Backoff(LEASE_RETRY_MS);
     for (;;) {
       let unreachable: StepError;
       try {
@@ -56,9 +57,8 @@ export class KernelClient {
         if (!(err instanceof StepError && err.code === 'network_error')) throw err;
         unreachable = err;
       }
-      if (opts.until === undefined || Date.now() + wait >= opts.until()) throw unreachable;
-      await delayUnlessAborted(wait, opts.signal);
-      wait = Math.min(wait * 2, LEASE_RETRY_MS.max);
+      if (opts.until === undefined) throw unreachable;
+      await backoff.next(unreachable, opts.until(), opts.signal);
     }
   }
 

@@ -5,7 +5,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { globalRedactor } from '../../src/log/logger.js';
 import { StepError } from '../../src/worker/errors.js';
 import { MockProvider, mockPhases } from '../../src/worker/providers/mock.js';
-import { functionName, OpenAiProvider, openAiOptionsFromEnv, parseFinalContent, retryAfterMs } from '../../src/worker/providers/openai.js';
+import { parseRetryAfter } from '../../src/worker/http.js';
+import { functionName, OpenAiProvider, openAiOptionsFromEnv, parseFinalContent } from '../../src/worker/providers/openai.js';
 import type { ProviderRequest } from '../../src/worker/providers/provider.js';
 import { Worker } from '../../src/worker/worker.js';
 import { chatAnswer, FakeGateway, FakeKernel, FakeOpenAi, makeLease, until } from './fakes.js';
@@ -193,11 +194,11 @@ describe('OpenAI-compatible provider (fake chat-completions server)', () => {
 
   it('reads Retry-After as seconds or an HTTP date, and nothing else', () => {
     const now = Date.parse('2026-11-28T07:00:00.000Z');
-    expect(retryAfterMs('2', now)).toBe(2000);
-    expect(retryAfterMs(' 0.5 ', now)).toBe(500);
-    expect(retryAfterMs('Sat, 28 Nov 2026 07:00:01 GMT', now)).toBe(1000);
-    expect(retryAfterMs('Sat, 28 Nov 2026 06:59:00 GMT', now)).toBe(0);
-    for (const odd of [null, '', '-1', '1,5', '1 2', '0x10', 'soon', '2026-11-28']) expect(retryAfterMs(odd, now), String(odd)).toBeNull();
+    expect(parseRetryAfter('2', now)).toBe(2000);
+    expect(parseRetryAfter(' 0.5 ', now)).toBe(500);
+    expect(parseRetryAfter('Sat, 28 Nov 2026 07:00:01 GMT', now)).toBe(1000);
+    expect(parseRetryAfter('Sat, 28 Nov 2026 06:59:00 GMT', now)).toBe(0);
+    for (const odd of [null, '', '-1', '1,5', '1 2', '0x10', 'soon', '2026-11-28']) expect(parseRetryAfter(odd, now), String(odd)).toBeNull();
   });
 
   it('a wait for Retry-After ends when the step is stopped; an answer that broke off is not asked again', async () => {

@@ -12,6 +12,7 @@
  */
 import { globalRedactor } from '../../log/logger.js';
 import { abortReason, delayUnlessAborted, StepError } from '../errors.js';
+import { parseRetryAfter } from '../http.js';
 import { roundUsd } from '../../spend.js';
 import type { ChatMessage, Provider, ProviderCall, ProviderRequest, ProviderResponse, ProviderTool } from './provider.js';
 
@@ -199,7 +200,7 @@ export class OpenAiProvider implements Provider {
         throw new StepError('provider_rejected', `model provider refused the request: HTTP ${res.status} ${detail}`, true);
       }
       const failure = new StepError('provider_error', `model provider failed: HTTP ${res.status} ${detail}`, false);
-      if (res.status === 429 || res.status >= 500) throw new TransientProviderError(failure, retryAfterMs(res.headers.get('retry-after')));
+      if (res.status === 429 || res.status >= 500) throw new TransientProviderError(failure, parseRetryAfter(res.headers.get('retry-after')));
       throw failure;
     }
     let data: any;
@@ -271,13 +272,4 @@ class TransientProviderError extends Error {
   ) {
     super(failure.message);
   }
-}
-
-/** `Retry-After` as ms: seconds (`2`, `0.5`), or an HTTP date (`Wed, 21 Oct 2026 07:28:00 GMT`); null when absent or unreadable. */
-export function retryAfterMs(header: string | null, now = Date.now()): number | null {
-  const value = header?.trim() ?? '';
-  if (/^\d+(\.\d+)?$/.test(value)) return Number(value) * 1000;
-  if (!/^[A-Za-z]{3}, \d{2} [A-Za-z]{3} \d{4} \d{2}:\d{2}:\d{2} GMT$/.test(value)) return null;
-  const at = Date.parse(value);
-  return Number.isNaN(at) ? null : Math.max(0, at - now);
 }
