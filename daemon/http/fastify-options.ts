@@ -22,8 +22,9 @@ export function fastifyOptions(bodyLimit = ONE_MIB): FastifyHttpOptions<Server> 
     // router before any hook runs: render it as the listener's error envelope (decisions §10).
     frameworkErrors: renderFrameworkError,
     clientErrorHandler: renderClientError,
-    // Unknown ids of any plausible length are a 404 not_found from the route, not a router 400.
-    routerOptions: { maxParamLength: 1024 },
+    // An unknown id is a 404 not_found from the route whatever its length (decisions §10),
+    // not a router 400: the request line is already bounded by maxHeaderSize above.
+    routerOptions: { maxParamLength: 64 * 1024 },
     ajv: {
       // Bodies are validated, never rewritten: wrong types are a 400, not a silent coercion.
       customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false },

@@ -35,7 +35,7 @@ export async function approvalRoutes(app: FastifyInstance, kernel: Kernel): Prom
 
   app.get<{ Params: { id: string } }>('/approvals/:id', async (req) => approvals.get(req.params.id));
 
-  app.post<{ Params: { id: string }; Body: DecideBody }>('/approvals/:id', { preValidation: knownApproval(kernel), schema: { body: decideBody } }, async (req) => {
+  app.post<{ Params: { id: string }; Body: DecideBody }>('/approvals/:id', { preParsing: knownApproval(kernel), schema: { body: decideBody } }, async (req) => {
     const r = await approvals.decide(req.params.id, req.body);
     return { run_id: r.run_id, run_state: r.run_state, approval: r.approval };
   });

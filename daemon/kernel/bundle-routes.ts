@@ -16,9 +16,13 @@ const postSchema = {
     required: ['bundle'],
     properties: {
       bundle: { type: 'object' },
-      // The signature's shape is judged by the bundle service: a missing or malformed one is
-      // 422 bundle_signature_invalid (interface 7.1), not a 400.
-      signature: {},
+      // A missing or null signature, or one without its members, is an unsigned bundle: 422
+      // bundle_signature_invalid (interface 7.1), judged by the bundle service. Members of the
+      // wrong type are a 400 request_invalid with their path, as any wrong type (decisions §10).
+      signature: {
+        type: ['object', 'null'],
+        properties: { key_id: { type: 'string' }, signature: { type: 'string' } },
+      },
     },
   },
 } as const;

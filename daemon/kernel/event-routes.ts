@@ -39,7 +39,7 @@ export async function eventRoutes(app: FastifyInstance, kernel: Kernel, opts: { 
 
   app.post<{ Params: { id: string }; Body: { kind: string; payload?: Record<string, unknown>; actor?: unknown } }>(
     '/runs/:id/events',
-    { preValidation: knownRun(kernel), schema: { body: postBody } },
+    { preParsing: knownRun(kernel), schema: { body: postBody } },
     async (req, reply) => {
       const lease = header(req.headers['x-svc-lease'], 'X-Svc-Lease');
       const remit = header(req.headers['x-svc-remit'], 'X-Svc-Remit');

@@ -1,7 +1,8 @@
 /**
- * `preValidation` hooks for routes with an id in the path: an unknown id is 404 not_found
+ * `preParsing` hooks for routes with an id in the path: an unknown id is 404 not_found
  * (decisions §10, `details.resource`, `details.id`) whatever the body, so a caller probing an
- * id never gets a 400 about a body that could not have mattered.
+ * id never gets a 400 about a body that could not have mattered. They run before the body is
+ * parsed, so this holds for a body that is not JSON at all, or too large, as well.
  */
 import type { FastifyRequest } from 'fastify';
 import { notFound } from '../../src/errors.js';

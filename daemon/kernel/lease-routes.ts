@@ -60,7 +60,8 @@ const actionBody = {
 
 export async function leaseRoutes(app: FastifyInstance, kernel: Kernel): Promise<void> {
   const leases = kernel.runs.leases;
-  const preValidation = knownLease(kernel);
+  // Before the body is parsed: an unknown lease is 404 and an ended one 410 whatever was sent.
+  const preParsing = knownLease(kernel);
 
   // Long polls must not hold up a drain: wake them when the listener starts closing.
   app.addHook('preClose', async () => kernel.runs.releaseWaiters());
@@ -89,19 +90,19 @@ export async function leaseRoutes(app: FastifyInstance, kernel: Kernel): Promise
     return lease;
   });
 
-  app.post<{ Params: { id: string } }>('/leases/:id/heartbeat', async (req) => leases.heartbeat(req.params.id));
+  app.post<{ Params: { id: string } }>('/leases/:id/heartbeat', { preParsing }, async (req) => leases.heartbeat(req.params.id));
 
-  app.post<{ Params: { id: string }; Body: CompleteBody }>('/leases/:id/complete', { preValidation, schema: { body: completeBody } }, async (req) =>
+  app.post<{ Params: { id: string }; Body: CompleteBody }>('/leases/:id/complete', { preParsing, schema: { body: completeBody } }, async (req) =>
     leases.complete(req.params.id, req.body, knownRows.get(req) as LeaseRow | undefined),
   );
 
   app.post<{ Params: { id: string }; Body: FailBody & { error: { code: string; message?: string } } }>(
     '/leases/:id/fail',
-    { preValidation, schema: { body: failBody } },
+    { preParsing, schema: { body: failBody } },
     async (req) => leases.fail(req.params.id, { ...req.body, error: { code: req.body.error.code, message: req.body.error.message ?? '' } }, knownRows.get(req) as LeaseRow | undefined),
   );
 
-  app.post<{ Params: { id: string }; Body: { action: Record<string, unknown> } }>('/leases/:id/actions', { preValidation, schema: { body: actionBody } }, async (req) => {
+  app.post<{ Params: { id: string }; Body: { action: Record<string, unknown> } }>('/leases/:id/actions', { preParsing, schema: { body: actionBody } }, async (req) => {
     const r = await kernel.runs.actions.propose(req.params.id, req.body.action);
     // Interface 4.1's four members; `errors` (decisions 5.1) only when a condition failed closed.
     return { action_id: r.action_id, decision: r.decision, rule: r.rule, approval_id: r.approval_id, ...(r.errors ? { errors: r.errors } : {}) };

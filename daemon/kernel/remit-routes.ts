@@ -13,7 +13,7 @@ export async function remitRoutes(app: FastifyInstance, kernel: Kernel): Promise
     return reply.status(201).send(created);
   });
 
-  app.post<{ Params: { id: string } }>('/remits/:id/derive', { preValidation: knownRemit(kernel) }, async (req, reply) => {
+  app.post<{ Params: { id: string } }>('/remits/:id/derive', { preParsing: knownRemit(kernel) }, async (req, reply) => {
     const created = await kernel.remits.derive(req.params.id, req.body);
     return reply.status(201).send(created);
   });

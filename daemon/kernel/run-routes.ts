@@ -65,7 +65,7 @@ const resumeBody = {
 
 export async function runRoutes(app: FastifyInstance, kernel: Kernel): Promise<void> {
   const runs = kernel.runs;
-  const preValidation = knownRun(kernel);
+  const preParsing = knownRun(kernel);
 
   app.post<{ Body: CreateRunBody }>('/runs', { schema: { body: createBody } }, async (req, reply) => {
     const created = await runs.create(req.body);
@@ -84,11 +84,11 @@ export async function runRoutes(app: FastifyInstance, kernel: Kernel): Promise<v
 
   app.get<{ Params: { id: string } }>('/runs/:id', async (req) => runs.get(req.params.id));
 
-  app.post<{ Params: { id: string } }>('/runs/:id/replay', async (req) => runs.replay(req.params.id));
+  app.post<{ Params: { id: string } }>('/runs/:id/replay', { preParsing }, async (req) => runs.replay(req.params.id));
 
   app.post<{ Params: { id: string }; Body: { reason: string; actor?: Actor } }>(
     '/runs/:id/abandon',
-    { preValidation, schema: { body: abandonBody } },
+    { preParsing, schema: { body: abandonBody } },
     async (req, reply) => {
       const r = await runs.abandon(req.params.id, req.body.reason, req.body.actor ?? null);
       return reply.status(202).send({
@@ -103,7 +103,7 @@ export async function runRoutes(app: FastifyInstance, kernel: Kernel): Promise<v
 
   app.post<{ Params: { id: string }; Body: { actor?: Actor } | null }>(
     '/runs/:id/resume',
-    { preValidation, schema: { body: resumeBody } },
+    { preParsing, schema: { body: resumeBody } },
     async (req) => runs.resume(req.params.id, req.body?.actor ?? null),
   );
 }

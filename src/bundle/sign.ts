@@ -51,7 +51,7 @@ export function verifyBundleSignature(bundle: unknown, signature: unknown, publi
   const sig = signature as Partial<BundleSignature> | undefined | null;
   if (sig === undefined || sig === null) throw new SvcError('bundle_signature_invalid', 'the bundle is unsigned: post {bundle, signature: {key_id, signature}}', {});
   if (typeof sig !== 'object' || typeof sig.key_id !== 'string' || typeof sig.signature !== 'string') {
-    throw new SvcError('bundle_signature_invalid', 'signature must be {key_id: string, signature: string}', {});
+    throw new SvcError('bundle_signature_invalid', 'the bundle is unsigned: signature must be {key_id: string, signature: string}', {});
   }
   const publicKey = publishers.lookup(sig.key_id);
   if (!publicKey) throw new SvcError('bundle_signature_invalid', `key ${sig.key_id} is not a trusted publisher key`, { key_id: sig.key_id });

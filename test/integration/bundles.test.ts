@@ -58,7 +58,7 @@ describe('POST /v1/bundles (I 4.1, D 4)', () => {
       { bundle: b },
       { bundle: b, signature: null },
       { bundle: b, signature: { key_id: 'demo-publisher' } },
-      { bundle: b, signature: { key_id: 7, signature: good.signature } },
+      { bundle: b, signature: {} },
       signed(b, stranger),
       { bundle: { ...b, description: 'tampered' }, signature: good },
       { bundle: b, signature: { key_id: 'demo-publisher', signature: signBundle(b, { ...stranger, key_id: 'demo-publisher' }).signature } },
@@ -67,6 +67,24 @@ describe('POST /v1/bundles (I 4.1, D 4)', () => {
       const res = await d.kernel_('/bundles', { body });
       expect(res.status).toBe(422);
       expect(res.body.error.code).toBe('bundle_signature_invalid');
+    }
+    expect((await d.kernel_('/bundles')).body.bundles).toEqual([]);
+  });
+
+  it('answers a signature member of the wrong type with 400 request_invalid and its path (D §10), like any wrong type', async () => {
+    await using d = await daemon();
+    const b = refunds();
+    const good = signBundle(b, demo);
+    const cases: Array<[unknown, string]> = [
+      [{ key_id: 7, signature: good.signature }, '/signature/key_id'],
+      [{ key_id: good.key_id, signature: 5 }, '/signature/signature'],
+      ['krt1.not.an.object', '/signature'],
+      [[good.key_id, good.signature], '/signature'],
+    ];
+    for (const [signature, path] of cases) {
+      const res = await d.kernel_('/bundles', { body: { bundle: b, signature } });
+      expect([path, res.status]).toEqual([path, 400]);
+      expect(res.body.error).toMatchObject({ code: 'request_invalid', details: { path } });
     }
     expect((await d.kernel_('/bundles')).body.bundles).toEqual([]);
   });

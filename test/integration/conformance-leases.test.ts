@@ -95,7 +95,7 @@ describe('D §10: usage numbers never yield a 500 (I 4.1 complete/fail usage)', 
 });
 
 describe('D §6: every call on an ended lease is 410, whatever its body', () => {
-  it('complete, fail and actions on a completed lease answer 410 lease_expired even with a malformed body; an unknown lease is 404', async () => {
+  it('heartbeat, complete, fail and actions on a completed lease answer 410 lease_expired even with a malformed body or one that is not JSON; an unknown lease is 404', async () => {
     await using d = await startRunDaemon();
     await startRun(d, await pushBundle(d));
     const l = await lease(d, ['model']);
@@ -106,6 +106,10 @@ describe('D §6: every call on an ended lease is 410, whatever its body', () => 
       ['complete', { output: 'x', usage: 'lots' }],
       ['fail', {}],
       ['actions', { action: 'refund' }],
+      ['heartbeat', '{"cut off'],
+      ['complete', '{"output": '],
+      ['fail', 'not json at all'],
+      ['actions', '\u00ff'],
     ] as const) {
       const r = await d.kernel_(`/leases/${id}/${path}`, { body });
       expect(r.status, path).toBe(410);
