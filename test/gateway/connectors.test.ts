@@ -311,6 +311,43 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
     }
   });
 
+  it('column values leave as JSON can carry them: an integer past 2^53 as its decimal string, a BLOB as base64 (docs/design.md "sqlite")', async () => {
+    const base = tempDir('svc-sqlite-values-');
+    const file = join(base, 'v.db');
+    const db = new Database(file);
+    db.exec("CREATE TABLE ids (id INTEGER PRIMARY KEY, n INTEGER, b BLOB, r REAL, t TEXT); INSERT INTO ids VALUES (9007199254740993, -9223372036854775808, x'00ff10', 1.5, 'x'), (7, 9007199254740991, NULL, NULL, NULL)");
+    db.close();
+    const c = new SqliteConnector({
+      type: 'sqlite',
+      name: 'values',
+      path: file,
+      probe: null,
+      timeout_ms: 5000,
+      tools: {
+        all: { statement: 'SELECT id, n, b, r, t FROM ids ORDER BY n' },
+        add: { statement: 'INSERT INTO ids (id, n) VALUES (:id, 1) RETURNING id, n', writes: true },
+        put: { statement: 'INSERT INTO ids (id, n) VALUES (:id, 2)', writes: true },
+      },
+    });
+    await c.start();
+    const ctx = { signal: new AbortController().signal, now: () => Date.now(), enterScope: () => true, outcomeUnknown: () => undefined };
+    try {
+      expect(await c.call('all', {}, ctx)).toEqual({
+        rows: [
+          { id: '9007199254740993', n: '-9223372036854775808', b: 'AP8Q', r: 1.5, t: 'x' },
+          { id: 7, n: 9007199254740991, b: null, r: null, t: null },
+        ],
+      });
+      expect(await c.call('add', { id: 8 }, ctx)).toEqual({ id: 8, n: 1 });
+      expect(await c.call('put', { id: 9 }, ctx)).toEqual({ changes: 1, last_insert_rowid: 9 });
+      // A rowid past 2^53 is assigned after the largest one: it leaves as a string too.
+      expect(await c.call('add', { id: null }, ctx)).toEqual({ id: '9007199254740994', n: 1 });
+    } finally {
+      await c.close();
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+
   it('a read whose result is larger than 5 MiB is a deterministic failure, stopped at the row that crosses it', async () => {
     const c = new SqliteConnector({
       type: 'sqlite',

@@ -102,8 +102,23 @@ function closeAll() {
 function open() {
   rw = new Database(cfg.path, { fileMustExist: true });
   ro = new Database(cfg.path, { fileMustExist: true, readonly: true });
-  for (const db of [rw, ro]) db.pragma('busy_timeout = ' + cfg.busyTimeoutMs);
+  // Integers as BigInt, so one past 2^53 is not rounded on its way out (jsonValue below).
+  for (const db of [rw, ro]) { db.pragma('busy_timeout = ' + cfg.busyTimeoutMs); db.defaultSafeIntegers(true); }
   stmts = new Map(cfg.statements.map((s) => [s.op, { s, stmt: (s.writes ? rw : ro).prepare(s.sql) }]));
+}
+// A column value as JSON can carry it: an integer past 2^53 as its decimal string (a number
+// would round it: another row's id), a BLOB as base64 (JSON has no bytes).
+function jsonValue(v) {
+  if (typeof v === 'bigint') return v >= -9007199254740991n && v <= 9007199254740991n ? Number(v) : v.toString();
+  if (v instanceof Uint8Array) return Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64');
+  return v;
+}
+function jsonRow(row) {
+  for (const k in row) {
+    const v = row[k];
+    if (typeof v === 'bigint' || typeof v === 'object') row[k] = jsonValue(v);
+  }
+  return row;
 }
 class TooLarge extends Error {}
 function selectRows(stmt, binds) {
@@ -111,6 +126,7 @@ function selectRows(stmt, binds) {
   let bytes = 0;
   const it = stmt.iterate(binds);
   for (const row of it) {
+    jsonRow(row);
     bytes += Buffer.byteLength(JSON.stringify(row)) + 1;
     if (bytes > cfg.maxResultBytes) { it.return(); throw new TooLarge('the result is larger than ' + cfg.maxResultBytes + ' bytes'); }
     rows.push(row);
@@ -131,10 +147,10 @@ function execute(m) {
   try {
     if (s.mode === 'run') {
       const info = stmt.run(m.binds);
-      return { ok: true, value: { changes: info.changes, last_insert_rowid: Number(info.lastInsertRowid) } };
+      return { ok: true, value: { changes: info.changes, last_insert_rowid: jsonValue(info.lastInsertRowid) } };
     }
     if (s.mode === 'returning') {
-      const rows = stmt.all(m.binds);
+      const rows = stmt.all(m.binds).map(jsonRow);
       return { ok: true, value: rows.length === 1 ? rows[0] : { rows } };
     }
     return { ok: true, value: { rows: selectRows(stmt, m.binds) } };
