@@ -119,20 +119,49 @@ export class GatewayClient {
     }
   }
 
-  /** The tool descriptors the gateway serves (cached); [] when it cannot be reached. */
-  async tools(now = Date.now()): Promise<ToolDescriptor[]> {
-    if (this.cache && now - this.cache.at < this.cacheMs) return this.cache.tools;
+  /**
+   * The tool descriptors the gateway serves, cached for `cacheMs`. They carry the data classes
+   * the data boundary redacts by (interface 5.5), so without them a model step would see
+   * classified fields in clear: this fails closed. A gateway out of reach (or answering 503) is
+   * asked again as `call` does, for up to `unreachableWaitMs`. When the list cannot be had, the
+   * last list had is used if there is one (a gateway's tools change only with its config, on a
+   * restart); otherwise the step fails, retryably, before anything reaches a model.
+   */
+  async tools(signal?: AbortSignal): Promise<ToolDescriptor[]> {
+    if (this.cache && Date.now() - this.cache.at < this.cacheMs) return this.cache.tools;
+    const outage = new Outage(this.unreachableWaitMs);
+    for (;;) {
+      const { failure, mayWait } = await this.fetchTools(signal);
+      if (failure === null) return this.cache!.tools;
+      if (this.cache) return this.cache.tools;
+      if (mayWait) {
+        try {
+          await outage.waitOrThrow(failure, signal);
+          continue;
+        } catch (e) {
+          if (e !== failure) throw e; // aborted
+        }
+      }
+      throw new StepError(failure.code, `${failure.message}; without the gateway's tool descriptors the step cannot tell which fields to redact before a model sees them (interface 5.5)`, failure.deterministic);
+    }
+  }
+
+  /** One GET /v1/tools; `failure` is null when the cache now holds the list. */
+  private async fetchTools(signal?: AbortSignal): Promise<{ failure: StepError | null; mayWait: boolean }> {
     try {
-      const res = await requestJson(this.peer, 'GET', '/tools');
+      const res = await requestJson(this.peer, 'GET', '/tools', undefined, { signal });
       const list = Array.isArray(res.body) ? res.body : Array.isArray(res.body?.tools) ? res.body.tools : null;
       if (res.status === 200 && list) {
-        this.cache = { at: now, tools: list as ToolDescriptor[] };
-        return this.cache.tools;
+        this.cache = { at: Date.now(), tools: list as ToolDescriptor[] };
+        return { failure: null, mayWait: false };
       }
-    } catch {
-      /* descriptors are an aid (data classes, writes); the lease context also carries them */
+      const e = errorOf(res.body);
+      const failure = new StepError('gateway_error', `gateway tool list: ${e?.code || `HTTP ${res.status}`}${e?.message ? `: ${e.message}` : ''}`, false);
+      return { failure, mayWait: res.status === 503 };
+    } catch (err) {
+      if (signal?.aborted || !(err instanceof StepError) || err.code !== 'network_error') throw err;
+      return { failure: err, mayWait: !(err instanceof UnreachableError && !err.mayRecover) };
     }
-    return this.cache?.tools ?? [];
   }
 }
 

@@ -145,7 +145,7 @@ export class StepRuntime {
   /** Descriptors of the tools this step may touch: the lease context's, completed by the gateway's. */
   async descriptors(): Promise<Map<string, Partial<ToolDescriptor>>> {
     const out = new Map<string, Partial<ToolDescriptor>>();
-    for (const d of await this.deps.gateway.tools()) if (d && typeof d.id === 'string') out.set(d.id, d);
+    for (const d of await this.deps.gateway.tools(this.signal)) if (d && typeof d.id === 'string') out.set(d.id, d);
     const ctxTools = this.lease.context?.tools;
     const entries: Array<[string, Partial<ToolDescriptor>]> = Array.isArray(ctxTools)
       ? ctxTools.filter((d) => d && typeof d.id === 'string').map((d) => [d.id as string, d])

@@ -429,6 +429,42 @@ describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', 
     expect(kernel.eventsOf(lease.run_id, 'note')).toEqual([]);
   });
 
+  it('fails closed without the gateway\'s descriptors: no provider request, a retryable failure naming the boundary (I 5.5)', async () => {
+    // The classes of an earlier step's output come from GET /v1/tools alone (this step offers no
+    // tool, so the lease context has no descriptors): without them nothing may reach a model.
+    const provider = new CountingMock();
+    const gateway = new GatewayClient({ baseUrl: await closedPortUrl() }, 30_000, 60_000, 700);
+    const { kernel, run } = await setup({ provider, gateway });
+    const lease = makeLease(
+      { step: 'summarise', step_def: { id: 'summarise', kind: 'model', prompt: 'p' } },
+      { steps: { lookup: { output: { customer_name: 'Dana Whitfield' } } }, prompts: { p: 'Customer: {{steps.lookup.output.customer_name}}' }, mock: { summarise: { output: { ok: true } } } },
+    );
+    const t0 = Date.now();
+    expect((await run(lease)).name).toBe('step:error');
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(240); // asked again after 0.25 s: the next wait would pass its 0.7 s budget
+    expect(provider.requests).toEqual([]);
+    const fail = kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)[0]!.body;
+    expect(fail).toMatchObject({ error: { code: 'network_error', message: expect.stringContaining('which fields to redact') }, deterministic: false });
+    expect(JSON.stringify(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`))).not.toContain('Dana');
+  });
+
+  it('a gateway that answers the tool list with an error fails the step too; once a list was had, it stands in while the gateway is away', async () => {
+    const fake = await new FakeGateway().start();
+    cleanups.push(() => fake.close());
+    fake.define('billing.lookup_invoice', () => ({ rows: [] }), { data_classes: { customer_name: 'pii' } });
+    let broken = true;
+    const flaky: typeof fetch = (url, init) => (broken && String(url).endsWith('/v1/tools') ? Promise.resolve(new Response('{"error":{"code":"unauthorized","message":"no"}}', { status: 401 })) : fetch(url, init));
+    const client = new GatewayClient({ baseUrl: fake.url, fetch: flaky }, 0, 60_000, 700);
+    await expect(client.tools()).rejects.toMatchObject({ code: 'gateway_error', message: expect.stringContaining('unauthorized') });
+    broken = false;
+    expect((await client.tools()).map((d) => d.id)).toEqual(['billing.lookup_invoice']);
+    await fake.close();
+    // Unreachable now, and the cache is stale (cacheMs 0): the last list is used, at once.
+    const t0 = Date.now();
+    expect((await client.tools())[0]!.data_classes).toEqual({ customer_name: 'pii' });
+    expect(Date.now() - t0).toBeLessThan(500);
+  });
+
   it('a mock error is reported as the step failure; a mock delay over timeout_seconds is a step_timeout', async () => {
     const { kernel, run } = await setup();
     const failing = makeLease({ step: 'triage', step_def: triage }, { prompts: { triage: 'x' }, mock: { triage: { output: 1, error: { code: 'provider_error', message: 'scripted outage' } } } });
