@@ -102,7 +102,7 @@ describe('OpenAI-compatible provider (fake chat-completions server)', () => {
       usdPer1MOutput: undefined,
     });
     expect(openAiOptionsFromEnv({ SVC_OPENAI_TIMEOUT_MS: '5000', SVC_OPENAI_USD_PER_1M_OUTPUT: '0' })).toMatchObject({ timeoutMs: 5000, usdPer1MOutput: 0 });
-    for (const [name, value] of [['SVC_OPENAI_TIMEOUT_MS', '0'], ['SVC_OPENAI_TIMEOUT_MS', '1.5'], ['SVC_OPENAI_USD_PER_1M_INPUT', 'Infinity'], ['SVC_OPENAI_BASE_URL', 'ftp://x/v1']] as const) {
+    for (const [name, value] of [['SVC_OPENAI_TIMEOUT_MS', '0'], ['SVC_OPENAI_TIMEOUT_MS', '1.5'], ['SVC_OPENAI_USD_PER_1M_INPUT', 'Infinity'], ['SVC_OPENAI_BASE_URL', 'ftp://x/v1'], ['SVC_OPENAI_BASE_URL', 'http://127.0.0.1:6000/v1']] as const) {
       expect(() => openAiOptionsFromEnv({ [name]: value }), `${name}=${value}`).toThrow(new RegExp(`^${name} `));
     }
   });

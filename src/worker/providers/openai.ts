@@ -15,6 +15,7 @@ import { abortReason, delayUnlessAborted, StepError } from '../errors.js';
 import { parseRetryAfter } from '../http.js';
 import { roundUsd } from '../../spend.js';
 import type { ChatMessage, Provider, ProviderCall, ProviderRequest, ProviderResponse, ProviderTool } from './provider.js';
+import { fetchBlockedPortHint, isFetchBlockedPort } from '../../util/fetch-blocked-ports.js';
 
 export interface OpenAiOptions {
   /** (Default: https://api.openai.com/v1) */
@@ -73,6 +74,8 @@ export function openAiOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Open
       // The value is not echoed: a URL may carry a key (user:key@host, ?api-key=).
       throw new Error('SVC_OPENAI_BASE_URL must be an http:// or https:// URL, such as https://api.openai.com/v1');
     }
+    // fetch would refuse it on every request, and each model step would fail as a network error.
+    if (isFetchBlockedPort(Number(url.port))) throw new Error(`SVC_OPENAI_BASE_URL is refused: ${fetchBlockedPortHint(url.href)}`);
   }
   return {
     baseUrl,
