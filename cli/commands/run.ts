@@ -100,7 +100,7 @@ export function replayChecksOut(r: ReplayReport): boolean {
 export interface AbandonAnswer {
   compensations_scheduled: number;
   state?: string;
-  uncompensated_writes?: Array<{ seq: number; kind: string; step: string; tool: string; called_seq?: number }>;
+  uncompensated_writes?: Array<{ seq: number; kind: string; step: string; tool: string; called_seq?: number; outcome?: string }>;
   uncompensated_writes_total?: number;
 }
 
@@ -114,9 +114,11 @@ export function abandonHuman(id: string, x: AbandonAnswer): string {
   const writes = x.uncompensated_writes ?? [];
   const total = Math.max(x.uncompensated_writes_total ?? 0, writes.length);
   if (total > 0) {
-    lines.push(`warning: ${total} write(s) of steps that never completed are not compensated; check them by hand:`);
+    lines.push(`${total} write(s) of steps that never completed are not compensated; check them by hand:`);
     for (const w of writes) {
-      const ran = w.called_seq !== undefined ? `; the gateway ran it at event ${w.called_seq}` : '';
+      // The gateway's outcome tells the operator where to look: `ok` wrote; a failure may have.
+      const said = w.outcome !== undefined ? `: ${w.outcome}` : '';
+      const ran = w.called_seq !== undefined ? `; the gateway called it at event ${w.called_seq}${said}` : w.kind === 'tool.called' && said ? `; outcome${said}` : '';
       lines.push(`  step ${w.step}: ${w.tool} (event ${w.seq}, ${w.kind}${ran})`);
     }
     if (total > writes.length) lines.push(`  … and ${total - writes.length} more (svc run events shows them all)`);

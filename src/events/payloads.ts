@@ -158,6 +158,12 @@ export interface UncompensatedWrite {
   tool: string;
   /** An action's execution: the seq of the gateway's `tool.called` that ran it, when there is one. */
   called_seq?: number;
+  /**
+   * The gateway's outcome of that call (of a `tool.called` entry, its own): `ok`, or a failure
+   * such as `deterministic_failure` or `upstream_error` that may still have written. For an
+   * action called more than once, its last call's.
+   */
+  outcome?: string;
 }
 
 export interface RunAbandonRequestedPayload {

@@ -34,7 +34,7 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 /** An allowed write action, or a gateway call that ran (or may have run) a write. */
 type Write =
   | { kind: 'action.decided'; step: string; tool: string; actionId: string; argsHash: string }
-  | { kind: 'tool.called'; step: string; tool: string; argsHash: string | null };
+  | { kind: 'tool.called'; step: string; tool: string; argsHash: string | null; outcome: string | null };
 
 function writeOf(e: LoggedEvent): Write | null {
   const p = e.payload;
@@ -50,7 +50,7 @@ function writeOf(e: LoggedEvent): Write | null {
   if (e.kind === 'tool.called') {
     // A replay answered from the idempotency store: the write it stands for is its first call.
     if (p.writes !== true || typeof p.tool !== 'string' || p.replayed === true || NOTHING_RAN.has(String(p.outcome))) return null;
-    return { kind: 'tool.called', step: p.step, tool: p.tool, argsHash: typeof p.args_hash === 'string' ? p.args_hash : null };
+    return { kind: 'tool.called', step: p.step, tool: p.tool, argsHash: typeof p.args_hash === 'string' ? p.args_hash : null, outcome: typeof p.outcome === 'string' ? p.outcome : null };
   }
   return null;
 }
@@ -95,13 +95,18 @@ export function uncompensatedWrites(events: readonly LoggedEvent[]): { named: Un
       continue;
     }
     const mine = (byStepTool.get(stepTool) ?? []).filter((a) => w.argsHash === null || a.argsHash === w.argsHash);
+    const outcome = w.outcome === null ? {} : { outcome: w.outcome };
     if (mine.length === 0) {
-      count({ seq: e.seq, kind: 'tool.called', step: w.step, tool: w.tool });
+      count({ seq: e.seq, kind: 'tool.called', step: w.step, tool: w.tool, ...outcome });
       continue;
     }
-    // The action this call ran: the earliest one not yet called; a later call of an action already called is that action again.
-    const action = mine.find((a) => a.entry.called_seq === undefined);
-    if (action) action.entry.called_seq = e.seq;
+    // The action this call ran: the earliest one not yet called; a later call of an action
+    // already called is that action again (a retry), whose outcome is now the latest.
+    const action = mine.find((a) => a.entry.called_seq === undefined) ?? mine.findLast((a) => a.entry.called_seq !== undefined);
+    if (!action) continue;
+    action.entry.called_seq ??= e.seq;
+    if (w.outcome === null) delete action.entry.outcome;
+    else action.entry.outcome = w.outcome;
   }
   return { named, total };
 }

@@ -196,16 +196,19 @@ describe('svc run abandon: the writes it cannot undo (svc(1), svc-events(7) run.
     );
     expect(abandonHuman('run_1', { compensations_scheduled: 0, state: 'abandoned', uncompensated_writes: [w(7), w(9)], uncompensated_writes_total: 5 }).split('\n')).toEqual([
       'run run_1 abandoned: 0 compensation(s) scheduled',
-      'warning: 5 write(s) of steps that never completed are not compensated; check them by hand:',
+      '5 write(s) of steps that never completed are not compensated; check them by hand:',
       '  step refund: billing.refund (event 7, tool.called)',
       '  step refund: billing.refund (event 9, tool.called)',
       '  … and 3 more (svc run events shows them all)',
     ]);
-    const action = { seq: 4, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: 5 };
-    expect(abandonHuman('run_1', { compensations_scheduled: 0, state: 'abandoned', uncompensated_writes: [action], uncompensated_writes_total: 1 }).split('\n')).toEqual([
+    const action = { seq: 4, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: 5, outcome: 'deterministic_failure' };
+    const call = { seq: 8, kind: 'tool.called', step: 'notify', tool: 'crm.update', outcome: 'ok' };
+    expect(abandonHuman('run_1', { compensations_scheduled: 0, state: 'abandoned', uncompensated_writes: [action, call], uncompensated_writes_total: 2 }).split('\n')).toEqual([
       'run run_1 abandoned: 0 compensation(s) scheduled',
-      'warning: 1 write(s) of steps that never completed are not compensated; check them by hand:',
-      '  step refund: billing.refund (event 4, action.decided; the gateway ran it at event 5)',
+      '2 write(s) of steps that never completed are not compensated; check them by hand:',
+      // The gateway's outcome says where to look: a failure may have written, `ok` did.
+      '  step refund: billing.refund (event 4, action.decided; the gateway called it at event 5: deterministic_failure)',
+      '  step notify: crm.update (event 8, tool.called; outcome: ok)',
     ]);
   });
 });

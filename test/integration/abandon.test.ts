@@ -162,7 +162,7 @@ describe('abandon (D §6)', () => {
     const ab = await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'wrong invoice', actor: { id: 'ops-1', role: 'ops' } } });
     expect(ab.status).toBe(202);
     // One write: the allowed action, with the gateway call that ran it.
-    const named = [{ seq: decidedSeq, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: calledSeq }];
+    const named = [{ seq: decidedSeq, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: calledSeq, outcome: 'ok' }];
     expect(ab.body).toEqual({ compensations_scheduled: 0, run_id, state: 'abandoned', uncompensated_writes: named, uncompensated_writes_total: 1 });
     const requested = (await allEvents(d, run_id)).find((e) => e.kind === 'run.abandon_requested');
     expect(requested.payload.uncompensated_writes).toEqual(named);

@@ -89,7 +89,7 @@ describe('svc run (D §11)', () => {
     expect(ab.code, ab.stderr).toBe(0);
     expect(ab.stdout.trim().split('\n')).toEqual([
       `run ${run_id} abandoned: 0 compensation(s) scheduled`,
-      'warning: 1 write(s) of steps that never completed are not compensated; check them by hand:',
+      '1 write(s) of steps that never completed are not compensated; check them by hand:',
       expect.stringMatching(/^  step refund: billing\.refund \(event \d+, action\.decided\)$/), // the gateway never ran it
     ]);
   });

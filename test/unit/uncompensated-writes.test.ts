@@ -33,14 +33,14 @@ describe('uncompensatedWrites', () => {
     ];
     expect(uncompensatedWrites(events).named).toEqual([
       { seq: 3, kind: 'action.decided', step: 'refund', tool: 'billing.refund' },
-      { seq: 4, kind: 'tool.called', step: 'refund', tool: 'crm.update' },
-      { seq: 5, kind: 'tool.called', step: 'refund', tool: 'crm.update' },
-      { seq: 6, kind: 'tool.called', step: 'refund', tool: 'crm.update' },
-      { seq: 9, kind: 'tool.called', step: 'refund', tool: 'crm.update' },
+      { seq: 4, kind: 'tool.called', step: 'refund', tool: 'crm.update', outcome: 'ok' },
+      { seq: 5, kind: 'tool.called', step: 'refund', tool: 'crm.update', outcome: 'upstream_error' },
+      { seq: 6, kind: 'tool.called', step: 'refund', tool: 'crm.update', outcome: 'idempotency_outcome_unknown' },
+      { seq: 9, kind: 'tool.called', step: 'refund', tool: 'crm.update', outcome: 'deterministic_failure' },
     ]);
   });
 
-  it("counts an allowed action as one write however often it is proposed or called, naming its first call's seq (a replay is no write)", () => {
+  it("counts an allowed action as one write however often it is proposed or called, naming its first call's seq and its last call's outcome (a replay is no write)", () => {
     const act = (seq: number, step: string, id: string, args: Record<string, unknown>) => ({
       seq,
       kind: 'action.decided',
@@ -68,10 +68,10 @@ describe('uncompensatedWrites', () => {
     ];
     expect(uncompensatedWrites(events)).toEqual({
       named: [
-        { seq: 3, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: 6 },
-        { seq: 7, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: 8 },
-        { seq: 11, kind: 'tool.called', step: 'refund', tool: 'billing.refund' },
-        { seq: 12, kind: 'action.decided', step: 'other', tool: 'billing.refund', called_seq: 13 },
+        { seq: 3, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: 6, outcome: 'ok' }, // upstream_error at 6, ok at 9
+        { seq: 7, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: 8, outcome: 'ok' },
+        { seq: 11, kind: 'tool.called', step: 'refund', tool: 'billing.refund', outcome: 'ok' },
+        { seq: 12, kind: 'action.decided', step: 'other', tool: 'billing.refund', called_seq: 13, outcome: 'ok' },
       ],
       total: 4,
     });
@@ -83,12 +83,12 @@ describe('uncompensatedWrites', () => {
       { seq: 3, kind: 'action.decided', payload: { step: 'refund', action_id: 'act_a', decision: 'allow', args_hash: canonicalHash(raw), action: { tool: 'billing.refund', args: { url: '[REDACTED]/inv/1' }, writes: true } } },
       { seq: 4, kind: 'tool.called', payload: { step: 'refund', tool: 'billing.refund', writes: true, outcome: 'ok', args_hash: canonicalHash(raw) } },
     ];
-    expect(uncompensatedWrites(events)).toEqual({ named: [{ seq: 3, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: 4 }], total: 1 });
+    expect(uncompensatedWrites(events)).toEqual({ named: [{ seq: 3, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: 4, outcome: 'ok' }], total: 1 });
   });
 
   it('leaves out steps that completed, also when the write came from an earlier attempt', () => {
     const events = [decided(3, 'a', 'allow'), called(4, 'a', 'upstream_error'), decided(5, 'a', 'allow'), completed(6, 'a'), called(7, 'b', 'ok')];
-    expect(uncompensatedWrites(events)).toEqual({ named: [{ seq: 7, kind: 'tool.called', step: 'b', tool: 'crm.update' }], total: 1 });
+    expect(uncompensatedWrites(events)).toEqual({ named: [{ seq: 7, kind: 'tool.called', step: 'b', tool: 'crm.update', outcome: 'ok' }], total: 1 });
   });
 
   it('skips payloads that are not what the kernel and gateway write; names up to the cap and counts them all', () => {
