@@ -125,15 +125,18 @@ export class GatewayClient {
    * classified fields in clear: this fails closed. A gateway out of reach (or answering 503) is
    * asked again as `call` does, for up to `unreachableWaitMs`. When the list cannot be had, the
    * last list had is used if there is one (a gateway's tools change only with its config, on a
-   * restart); otherwise the step fails, retryably, before anything reaches a model.
+   * restart); otherwise the step fails, retryably, before anything reaches a model. With
+   * `required: false` (a caller with a safe default, such as a tool step taking an undescribed
+   * tool for a write) one try is made and [] stands for no list.
    */
-  async tools(signal?: AbortSignal): Promise<ToolDescriptor[]> {
+  async tools(signal?: AbortSignal, opts: { required?: boolean } = {}): Promise<ToolDescriptor[]> {
     if (this.cache && Date.now() - this.cache.at < this.cacheMs) return this.cache.tools;
     const outage = new Outage(this.unreachableWaitMs);
     for (;;) {
       const { failure, mayWait } = await this.fetchTools(signal);
       if (failure === null) return this.cache!.tools;
       if (this.cache) return this.cache.tools;
+      if (opts.required === false) return []; // the caller has a safe default for a tool it cannot describe
       if (mayWait) {
         try {
           await outage.waitOrThrow(failure, signal);

@@ -96,14 +96,33 @@ export class StepRuntime {
 
   /**
    * The key of an approved action: bound to the action id, so it executes once per step, also
-   * across a quarantine and resume — unless the gateway's answer under that key was a stored
-   * deterministic failure (provably not executed, and what quarantined the step): then each
-   * resume after it moves the action to a key of that segment (`/r<n>`), so an operator who
-   * fixed the cause and resumed gets a fresh execution instead of the same stored failure.
+   * across a quarantine and resume (`keptAcrossResumes`).
    */
   actionKey(actionId: string): string {
     const { run_id, step } = this.lease;
-    const keyOf = (segment: number) => (segment === 0 ? idempotencyKey(run_id, step, 'action', actionId) : idempotencyKey(run_id, step, 'action', actionId, `r${segment}`));
+    return this.keptAcrossResumes((segment) => (segment === 0 ? idempotencyKey(run_id, step, 'action', actionId) : idempotencyKey(run_id, step, 'action', actionId, `r${segment}`)));
+  }
+
+  /**
+   * The key of a tool step's call of a tool that writes: like an action's, kept across a
+   * quarantine and resume, so a write that ran (and the step then failed for another reason,
+   * such as its output schema) is answered from the gateway's store instead of running again.
+   * A read's key moves with each resume (`callKey`): a resumed read sees the data as it is now.
+   */
+  writeKey(index: number): string {
+    const { run_id, step } = this.lease;
+    return this.keptAcrossResumes((segment) => (segment === 0 ? idempotencyKey(run_id, step, index) : idempotencyKey(run_id, step, index, `r${segment}`)));
+  }
+
+  /**
+   * A write's key across resumes: the first segment's, moved to a later segment's (`/r<n>`)
+   * only when the gateway's answer under it was a stored deterministic failure (provably not
+   * executed, and what quarantined the step), so an operator who fixed the cause and resumed
+   * gets a fresh execution instead of the same stored failure. Any other outcome keeps it: an
+   * executed write is answered from the store, an `unknown` one stays refused until a human
+   * settles it.
+   */
+  private keptAcrossResumes(keyOf: (segment: number) => string): string {
     let key = keyOf(0);
     for (let segment = 1; segment <= this.history.segment; segment++) {
       if (this.history.toolOutcome(key) === 'deterministic_failure') key = keyOf(segment);
@@ -142,10 +161,13 @@ export class StepRuntime {
     await this.deps.kernel.postEvent(this.lease.run_id, this.lease.lease_id, kind, payload, this.actor, { signal: this.signal, until: this.deps.leaseExpiresAt });
   }
 
-  /** Descriptors of the tools this step may touch: the lease context's, completed by the gateway's. */
-  async descriptors(): Promise<Map<string, Partial<ToolDescriptor>>> {
+  /**
+   * Descriptors of the tools this step may touch: the lease context's, completed by the
+   * gateway's. Required by default (the data boundary fails closed without them: GatewayClient.tools).
+   */
+  async descriptors(opts: { required?: boolean } = {}): Promise<Map<string, Partial<ToolDescriptor>>> {
     const out = new Map<string, Partial<ToolDescriptor>>();
-    for (const d of await this.deps.gateway.tools(this.signal)) if (d && typeof d.id === 'string') out.set(d.id, d);
+    for (const d of await this.deps.gateway.tools(this.signal, opts)) if (d && typeof d.id === 'string') out.set(d.id, d);
     const ctxTools = this.lease.context?.tools;
     const entries: Array<[string, Partial<ToolDescriptor>]> = Array.isArray(ctxTools)
       ? ctxTools.filter((d) => d && typeof d.id === 'string').map((d) => [d.id as string, d])

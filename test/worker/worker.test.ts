@@ -228,6 +228,44 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
   });
 });
 
+describe('tool steps across a quarantine and resume (svc-worker(1) IDEMPOTENCY AND RESUMING)', () => {
+  it('a write that ran keeps its key, so the gateway answers from its store; a read, or a write whose stored answer was a deterministic failure, runs afresh', async () => {
+    const { kernel, gateway, run } = await setup();
+    let writes = 0;
+    gateway.define('billing.charge', (a) => ({ id: `ch_${++writes}`, ...a }), { writes: true });
+    gateway.define('billing.lookup_invoice', () => ({ rows: [] }));
+    const charge = { id: 'charge', kind: 'tool', tool: 'billing.charge', args: { amount: 5 } };
+    const first = makeLease({ step: 'charge', step_def: charge });
+    await run(first);
+    const key0 = key(first.run_id, 'charge', 0);
+    expect(gateway.toolCalls('billing.charge').map((c) => c.body.idempotency_key)).toEqual([key0]);
+    // The write ran, then the step was quarantined for something else (say its output schema);
+    // the operator resumes: the charge is answered from the store, not made again.
+    kernel.append(first.run_id, 'tool.called', { step: 'charge', tool: 'billing.charge', idempotency_key: key0, outcome: 'ok' });
+    kernel.append(first.run_id, 'step.quarantined', { step: 'charge', attempt: 1, reason: 'deterministic' });
+    const second = makeLease({ step: 'charge', step_def: charge }, { prior_events: kernel.eventsOf(first.run_id) });
+    await run(second);
+    expect(gateway.toolCalls('billing.charge').map((c) => c.body.idempotency_key)).toEqual([key0, key0]);
+    expect(writes).toBe(1);
+    expect(kernel.calls('POST', `/v1/leases/${second.lease_id}/complete`)[0]!.body.output).toEqual({ id: 'ch_1', amount: 5 });
+
+    // A stored deterministic failure under the key: the resume after it moves the write on.
+    const other = makeLease({ run_id: 'run_other', step: 'charge', step_def: charge });
+    const k0 = key('run_other', 'charge', 0);
+    kernel.append('run_other', 'tool.called', { step: 'charge', tool: 'billing.charge', idempotency_key: k0, outcome: 'deterministic_failure' });
+    kernel.append('run_other', 'step.quarantined', { step: 'charge', attempt: 1, reason: 'deterministic' });
+    await run(makeLease({ ...other, lease_id: 'lse_other2' }, { prior_events: kernel.eventsOf('run_other') }));
+    expect(gateway.toolCalls('billing.charge').at(-1)!.body.idempotency_key).toBe(key('run_other', 'charge', 0, 'r1'));
+
+    // A read after a resume reads afresh.
+    const lookup = { id: 'lookup', kind: 'tool', tool: 'billing.lookup_invoice', args: {} };
+    kernel.append(first.run_id, 'tool.called', { step: 'lookup', tool: 'billing.lookup_invoice', idempotency_key: key(first.run_id, 'lookup', 0), outcome: 'ok' });
+    kernel.append(first.run_id, 'step.quarantined', { step: 'lookup', attempt: 1, reason: 'deterministic' });
+    await run(makeLease({ step: 'lookup', step_def: lookup }, { prior_events: kernel.eventsOf(first.run_id) }));
+    expect(gateway.toolCalls('billing.lookup_invoice').map((c) => c.body.idempotency_key)).toEqual([key(first.run_id, 'lookup', 0, 'r1')]);
+  });
+});
+
 describe('action steps (I 2.7, 3; D 5.4)', () => {
   const refundDef = { id: 'refund', kind: 'action', tool: 'billing.refund', args: { invoice_id: 'INV-1', amount: 150 } };
 

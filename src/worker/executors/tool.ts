@@ -7,7 +7,10 @@ export async function executeTool(rt: StepRuntime): Promise<StepOutcome> {
   const def = rt.lease.step_def ?? {};
   if (typeof def.tool !== 'string' || def.tool === '') throw new StepError('step_invalid', `tool step ${rt.lease.step} has no tool`, true);
   const args = isArgs(def.args) ? def.args : {};
-  const res = await rt.callTool(def.tool, args, rt.callKey(0), 0);
+  // A tool no descriptor describes is taken for a write (the safe side: a resumed step replays
+  // it rather than running it twice).
+  const writes = (await rt.descriptors({ required: false })).get(def.tool)?.writes ?? true;
+  const res = await rt.callTool(def.tool, args, writes ? rt.writeKey(0) : rt.callKey(0), 0);
   return { type: 'completed', output: res.result, usage: rt.usage };
 }
 
