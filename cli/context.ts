@@ -13,6 +13,7 @@ export interface GlobalOptions {
   token?: string;
   actor?: string;
   json: boolean;
+  timeout?: string;
 }
 
 export function globals(cmd: Command): GlobalOptions {
@@ -55,14 +56,32 @@ export function gatewayUrlOf(cmd: Command): string {
   return checkedUrl(cmd, 'gateway');
 }
 
+/** Seconds a request waits for svcd when neither --timeout nor SVC_TIMEOUT says. */
+export const DEFAULT_TIMEOUT_SECONDS = 60;
+
+/**
+ * --timeout / SVC_TIMEOUT in ms, undefined for 0 (no limit). Without one, a daemon (or another
+ * program on its port) that accepts a connection and never answers would hang a script for good.
+ */
+export function timeoutMsOf(cmd: Command): number | undefined {
+  const flag = cmd.optsWithGlobals<Partial<GlobalOptions>>().timeout;
+  const raw = flag ?? (process.env.SVC_TIMEOUT || undefined);
+  if (raw === undefined) return DEFAULT_TIMEOUT_SECONDS * 1000;
+  const n = Number(raw);
+  if (raw.trim() === '' || !Number.isFinite(n) || n < 0 || n > 86_400) {
+    throw usageError(`${flag !== undefined ? '--timeout' : 'SVC_TIMEOUT'} "${raw}" must be a number of seconds from 0 (no limit) to 86400`);
+  }
+  return n === 0 ? undefined : Math.max(1, Math.round(n * 1000));
+}
+
 export function kernelClient(cmd: Command): SvcHttpClient {
   const g = globals(cmd);
-  return new SvcHttpClient({ baseUrl: kernelUrlOf(cmd), token: g.token });
+  return new SvcHttpClient({ baseUrl: kernelUrlOf(cmd), token: g.token, timeoutMs: timeoutMsOf(cmd) });
 }
 
 export function gatewayClient(cmd: Command): SvcHttpClient {
   const g = globals(cmd);
-  return new SvcHttpClient({ baseUrl: gatewayUrlOf(cmd), token: g.token });
+  return new SvcHttpClient({ baseUrl: gatewayUrlOf(cmd), token: g.token, timeoutMs: timeoutMsOf(cmd) });
 }
 
 /** `--actor id:role` → {id, role}; usage error when missing or malformed. */

@@ -40,6 +40,8 @@ export class TransportError extends Error {
     readonly baseUrl: string,
     /** What went wrong: a system error code (ECONNREFUSED), or `timed out`. */
     readonly reason: string,
+    /** The request's limit, when it had one. */
+    readonly timeoutMs?: number,
   ) {
     super(`cannot reach svcd at ${baseUrl} (${reason})`);
     this.name = 'TransportError';
@@ -49,6 +51,9 @@ export class TransportError extends Error {
 /** The CLI's exit-3 error for a daemon it cannot reach. */
 export function unreachable(err: TransportError): CliError {
   if (err.reason === 'bad port') return new CliError(`${err.message}: ${fetchBlockedPortHint(err.baseUrl)}`, EXIT.unreachable);
+  if (err.reason === 'timed out' && err.timeoutMs !== undefined) {
+    return new CliError(`no answer from ${err.baseUrl} within ${err.timeoutMs / 1000} s; is that svcd, and is it well? (--timeout or SVC_TIMEOUT waits longer, 0 for ever)`, EXIT.unreachable);
+  }
   return new CliError(`${err.message}; is it running?`, EXIT.unreachable);
 }
 
@@ -68,7 +73,7 @@ export async function exchange(opts: ClientOptions, method: string, path: string
     res = await fetchFn(`${baseUrl}/v1${path}`, init);
     text = await res.text();
   } catch (err) {
-    throw new TransportError(baseUrl, describeFetchError(err));
+    throw new TransportError(baseUrl, describeFetchError(err), opts.timeoutMs);
   }
   let parsed: unknown = null;
   if (text && res.status !== 204) {

@@ -11,14 +11,15 @@ import { Option } from 'commander';
 import { ApiError, ApprovalsApi, approverOf, type Actor, type Approval, type ApprovalDecision, type ApprovalState } from '../tui/approvals-api.js';
 import { CliError, EXIT, usageError } from '../exit.js';
 import { errorFromBody, TransportError, unreachable } from '../http-client.js';
-import { actorOf, globals, kernelUrlOf, output, table } from '../context.js';
+import { actorOf, globals, kernelUrlOf, output, table, timeoutMsOf } from '../context.js';
 
 /** `--state` values: an approval state, or `all` for no state filter. */
 export const LIST_STATES = ['pending', 'approved', 'rejected', 'cancelled', 'all'] as const;
 
 function apiOf(cmd: Command): ApprovalsApi {
   const g = globals(cmd);
-  return new ApprovalsApi({ baseUrl: kernelUrlOf(cmd), token: g.token });
+  // --timeout 0 (no limit) as a day: the approvals client always keeps a limit of its own.
+  return new ApprovalsApi({ baseUrl: kernelUrlOf(cmd), token: g.token, timeoutMs: timeoutMsOf(cmd) ?? 86_400_000 });
 }
 
 /** Maps the approvals client's failures to the CLI's exit codes (cli/exit.ts). */

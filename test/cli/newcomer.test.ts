@@ -76,6 +76,32 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
     expect(r.stderr).toBe(`svc: cannot reach svcd at ${url} (ECONNREFUSED); is it running?\n`);
   });
 
+  it('a listener that accepts and never answers: exit 3 after --timeout / SVC_TIMEOUT (default 60 s), not a hang', async () => {
+    const { createServer } = await import('node:net');
+    const silent = createServer(() => undefined); // takes the connection, says nothing
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(silent.address() as { port: number }).port}`;
+    try {
+      const t0 = Date.now();
+      const r = await runSvc(['--kernel-url', url, '--timeout', '0.5', 'keys', 'show']);
+      expect(r.code).toBe(3);
+      expect(r.stderr).toBe(`svc: no answer from ${url} within 0.5 s; is that svcd, and is it well? (--timeout or SVC_TIMEOUT waits longer, 0 for ever)\n`);
+      expect(Date.now() - t0).toBeLessThan(10_000);
+      const viaEnv = await runSvc(['--kernel-url', url, 'approvals', 'list'], { SVC_TIMEOUT: '0.5' });
+      expect([viaEnv.code, viaEnv.stderr]).toEqual([3, expect.stringContaining('within 0.5 s')]);
+      for (const [args, env, source] of [
+        [['--timeout', '-1'], {}, '--timeout'],
+        [['--timeout', 'soon'], {}, '--timeout'],
+        [[], { SVC_TIMEOUT: '90000' }, 'SVC_TIMEOUT'],
+      ] as const) {
+        const bad = await runSvc([...args, '--kernel-url', url, 'keys', 'show'], env);
+        expect([bad.code, bad.stderr]).toEqual([2, expect.stringMatching(new RegExp(`^svc: ${source} ".*" must be a number of seconds from 0 \\(no limit\\) to 86400\\n$`))]);
+      }
+    } finally {
+      silent.close();
+    }
+  });
+
   it('a port fetch refuses (a Fetch "bad port", e.g. 6666) is a usage error naming the cause, before any request', async () => {
     const r = await runSvc(['--kernel-url', 'http://127.0.0.1:6666', 'run', 'show', 'run_x']);
     expect(r.code).toBe(2);
