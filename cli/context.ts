@@ -3,7 +3,7 @@
  * stdout (JSON with --json), progress and errors on stderr.
  */
 import type { Command } from 'commander';
-import { usageError } from './exit.js';
+import { CliError, EXIT, usageError } from './exit.js';
 import { SvcHttpClient } from './http-client.js';
 import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../src/util/fetch-blocked-ports.js';
 
@@ -95,8 +95,19 @@ export function actorOf(cmd: Command): { id: string; role: string } {
 
 /** Prints data: JSON with --json, otherwise the human form. */
 export function output(cmd: Command, data: unknown, human?: (data: any) => string): void {
-  if (globals(cmd).json || !human) process.stdout.write(JSON.stringify(data, null, globals(cmd).json ? 0 : 2) + '\n');
-  else process.stdout.write(human(data).replace(/\n?$/, '\n'));
+  if (globals(cmd).json || !human) {
+    process.stdout.write(JSON.stringify(data, null, globals(cmd).json ? 0 : 2) + '\n');
+    return;
+  }
+  let text: string;
+  try {
+    text = human(data);
+  } catch (err) {
+    // A 2xx JSON answer in another shape than svcd's: something else answers at that URL.
+    if (err instanceof TypeError) throw new CliError(`the answer is not one svcd sends (${err.message}); is the URL svcd's?`, EXIT.failed);
+    throw err;
+  }
+  process.stdout.write(text.replace(/\n?$/, '\n'));
 }
 
 /** A plain table with left-aligned columns. */

@@ -107,7 +107,9 @@ export class ApprovalsApi {
     const body = await this.call<{ approvals?: Approval[]; next?: string | null } | Approval[]>('GET', `/approvals${qs ? `?${qs}` : ''}`);
     // Tolerate a bare array as well as the {approvals, next} page.
     if (Array.isArray(body)) return { approvals: body, next: null };
-    return { approvals: body.approvals ?? [], next: body.next ?? null };
+    // An object without the list is not svcd's page: an empty inbox would be a wrong answer.
+    if (!Array.isArray(body.approvals)) throw new ApiError(200, 'not_svcd', notSvcdMessage(200, this.baseUrl), {}, undefined, this.baseUrl);
+    return { approvals: body.approvals, next: body.next ?? null };
   }
 
   /** Every page of GET /v1/approvals up to `cap`, newest first. */

@@ -40,7 +40,10 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
     const page = '<!DOCTYPE HTML>\n<html>\n<body>\n<h1>Not Found</h1>\n</body>\n</html>\n';
     const server = createServer((req, res) => {
       const url = req.url ?? '';
-      if (url.includes('json')) {
+      if (url.includes('weird')) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{"weird":1}'); // JSON, 2xx, in no shape svcd sends
+      } else if (url.includes('json')) {
         res.writeHead(404, { 'content-type': 'application/json' });
         res.end('{"error":"Not Found","statusCode":404}'); // another framework's own envelope
       } else {
@@ -57,6 +60,13 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
         expect(r.code, args.join(' ')).toBe(1);
         expect(oneLine(r.stderr)).toEqual([expect.stringMatching(new RegExp(`^svc: HTTP (200|404|502) from ${url} is not an svcd answer; is the URL svcd's\\?$`))]);
         expect(r.stdout).toBe('');
+      }
+      // A 2xx JSON answer in another shape: one line, exit 1, never "[]" or a TypeError's stack.
+      const weird = `${url}/weird`;
+      for (const args of [['keys', 'show'], ['run', 'list'], ['--json', 'approvals', 'list', '--actor', 'fin-1:finance'], ['approvals', 'list', '--actor', 'fin-1:finance']]) {
+        const r = await runSvc(['--kernel-url', weird, ...args]);
+        expect([args.join(' '), r.code, r.stdout]).toEqual([args.join(' '), 1, '']);
+        expect(oneLine(r.stderr)).toEqual([expect.stringMatching(/^svc: (HTTP 200 from .* is not an svcd answer|the answer is not one svcd sends \(.*\)); is the URL svcd's\?$/)]);
       }
     } finally {
       server.close();
