@@ -8,7 +8,7 @@
 import React from 'react';
 import { Box, Text } from 'ink';
 import type { Approval, RunView } from './approvals-api.js';
-import { age, argsText, cell, clean, fit } from './format.js';
+import { age, cell, clean, fit, listArgsTexts } from './format.js';
 
 export interface ApprovalListItem {
   approval: Approval;
@@ -41,6 +41,7 @@ export function ApprovalList({ items, selected, rows, width, now }: ApprovalList
   const toolW = Math.min(24, Math.max(10, Math.floor((width - 8) * 0.34)));
   const whoW = Math.min(14, Math.max(6, Math.floor((width - 8) * 0.18)));
   const whatW = Math.max(4, width - 2 - ageW - 1 - toolW - 1 - whoW - 1);
+  const argsTexts = listArgsTexts(items.map((i) => i.approval));
   return (
     <Box flexDirection="column" width={width}>
       {visible.map(({ approval, run }, i) => {
@@ -55,7 +56,7 @@ export function ApprovalList({ items, selected, rows, width, now }: ApprovalList
           ' ' +
           cell(who, whoW) +
           ' ' +
-          fit(clean(argsText(approval)), whatW);
+          fit(clean(argsTexts.get(approval.approval_id) ?? ''), whatW);
         return (
           <Text key={approval.approval_id} wrap="truncate-end" inverse={on} bold={on}>
             {fit(line, width)}

@@ -241,7 +241,7 @@ export function Inbox(props: InboxProps): React.JSX.Element {
           <Text> </Text>
         )}
         <Text wrap="truncate-end" dimColor>
-          {fit(`↑↓/jk move · a approve · r reject · / filter${filter ? ' · Esc clear filter' : ''} · q quit`, width)}
+          {keyLine(width, Boolean(filter))}
         </Text>
       </Box>
     );
@@ -300,4 +300,18 @@ function NoticeLine({ notice, width }: { notice: Notice; width: number }): React
       {fit(clean(notice.text), width)}
     </Text>
   );
+}
+
+/**
+ * The keys line, shortened to fit the width: its longest form that fits, so `q quit` stays in
+ * sight on a narrow terminal rather than being cut off at the end.
+ */
+export function keyLine(width: number, filtering: boolean): string {
+  const forms = [
+    `↑↓/jk move · a approve · r reject · / filter${filtering ? ' · Esc clear filter' : ''} · q quit`,
+    `↑↓ move · a approve · r reject · / filter${filtering ? ' · Esc clear' : ''} · q quit`,
+    `a approve · r reject · /${filtering ? ' Esc' : ''} · q quit`,
+    'a ok · r no · q quit',
+  ];
+  return fit(forms.find((f) => Array.from(f).length <= width) ?? forms.at(-1)!, width);
 }

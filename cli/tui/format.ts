@@ -103,3 +103,38 @@ export function argsText(approval: Pick<Approval, 'action'>): string {
   const args = approval.action?.args;
   return args === undefined ? '' : JSON.stringify(args);
 }
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * Each approval's arguments as one line of JSON for the list, with the members whose values
+ * differ among the approvals of the same tool first: a cut line then still tells apart ten
+ * refunds that share an amount but not an invoice. (The detail pane shows them in full.)
+ */
+export function listArgsTexts(approvals: ReadonlyArray<Pick<Approval, 'approval_id' | 'action'>>): Map<string, string> {
+  const byTool = new Map<string, Array<Record<string, unknown>>>();
+  for (const a of approvals) {
+    const args = a.action?.args;
+    if (!isPlainObject(args)) continue;
+    const tool = String(a.action?.tool ?? '');
+    byTool.set(tool, [...(byTool.get(tool) ?? []), args]);
+  }
+  const varyingByTool = new Map<string, Set<string>>();
+  for (const [tool, list] of byTool) {
+    const keys = new Set(list.flatMap((args) => Object.keys(args)));
+    varyingByTool.set(tool, new Set([...keys].filter((k) => new Set(list.map((args) => JSON.stringify(args[k]))).size > 1)));
+  }
+  const out = new Map<string, string>();
+  for (const a of approvals) {
+    const args = a.action?.args;
+    const varying = varyingByTool.get(String(a.action?.tool ?? ''));
+    if (!isPlainObject(args) || !varying || varying.size === 0) {
+      out.set(a.approval_id, argsText(a));
+      continue;
+    }
+    const keys = Object.keys(args);
+    const ordered = [...keys.filter((k) => varying.has(k)), ...keys.filter((k) => !varying.has(k))];
+    out.set(a.approval_id, `{${ordered.map((k) => `${JSON.stringify(k)}:${JSON.stringify(args[k])}`).join(',')}}`);
+  }
+  return out;
+}

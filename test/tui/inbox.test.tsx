@@ -5,8 +5,8 @@
  */
 import { describe, expect, it, vi } from 'vitest';
 import type { Approval } from '../../cli/tui/approvals-api.js';
-import { argsText, cell, fit } from '../../cli/tui/format.js';
-import { Inbox, type InboxProps } from '../../cli/tui/Inbox.js';
+import { argsText, cell, fit, listArgsTexts } from '../../cli/tui/format.js';
+import { Inbox, keyLine, type InboxProps } from '../../cli/tui/Inbox.js';
 import type { Connection } from '../../cli/tui/inbox-source.js';
 import { approval, eventsOf, runOf } from './fake-kernel.js';
 import { KEY, renderTui } from './render.js';
@@ -403,7 +403,7 @@ describe('svc approvals inbox: legible in 80×24', () => {
       expect(lines[0]).toMatch(/^svc approvals/);
       expect(lines[1]).toMatch(/^› /);
       expect(f).toMatch(/details need \d+ more rows?/);
-      expect(lines.at(-1)).toMatch(/^↑↓\/jk move/);
+      expect(lines.at(-1)).toMatch(/^(↑↓\/jk move|↑↓ move|a approve) .* q quit$/); // the way out stays in sight
       await t.press('r');
       const p = await t.waitFor('Reason (required)');
       expect(p.split('\n').length, p).toBeLessThanOrEqual(Math.max(h, 12));
@@ -440,6 +440,32 @@ describe('what a list row shows of an approval', () => {
   it('is its arguments as one line of JSON, whatever its summary says', () => {
     expect(argsText(approval(1, { action: { tool: 'billing.refund', args: { amount: 180, invoice_id: 'INV-1' }, summary: 'a harmless label' } }))).toBe('{"amount":180,"invoice_id":"INV-1"}');
     expect(argsText(approval(1, { action: { tool: 'billing.refund' } as Approval['action'] }))).toBe('');
+  });
+
+  it('puts first the arguments that differ among approvals of one tool, so a cut row still tells them apart (svc-approvals(1))', async () => {
+    const refund = (n: number, ticket: string) =>
+      approval(n, { action: { tool: 'billing.refund', args: { amount: 180, invoice_id: 'inv_1001', reason: 'Charged twice for the March subscription', ticket_id: ticket }, summary: 's', writes: true, system_of_record: true } });
+    const lone = approval(3, { action: { tool: 'crm.note', args: { b: 1, a: 2 }, summary: 's', writes: true, system_of_record: false } });
+    const texts = listArgsTexts([refund(1, 'T-1'), refund(2, 'T-2'), lone]);
+    expect(texts.get(refund(1, 'T-1').approval_id)).toBe('{"ticket_id":"T-1","amount":180,"invoice_id":"inv_1001","reason":"Charged twice for the March subscription"}');
+    expect(texts.get(refund(2, 'T-2').approval_id)!.startsWith('{"ticket_id":"T-2",')).toBe(true);
+    expect(texts.get(lone.approval_id)).toBe('{"b":1,"a":2}'); // alone of its tool: as given
+    // The rows at 80 columns differ within what they show.
+    const { t } = setup([refund(2, 'T-2'), refund(1, 'T-1')]);
+    const rows = t.frame().split('\n').filter((l) => /^[› ] /.test(l) && l.includes('billing.refund'));
+    expect(rows.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(rows.map((r) => r.replace(/^[› ] /, '').slice(0, 80))).size).toBe(rows.length);
+  });
+});
+
+describe('the keys line', () => {
+  it('keeps q quit in sight at every width, taking its longest form that fits', () => {
+    expect(keyLine(120, false)).toBe('↑↓/jk move · a approve · r reject · / filter · q quit');
+    for (const w of [50, 40, 30, 20]) {
+      const line = keyLine(w, true);
+      expect(Array.from(line).length, line).toBeLessThanOrEqual(w);
+      expect(line, `${w}`).toMatch(/q quit$/);
+    }
   });
 });
 
