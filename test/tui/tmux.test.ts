@@ -105,6 +105,16 @@ describe('svc approvals under tmux against a live svcd (issue 5; I 3, I 4.1 rule
     expect(screen).toMatch(/#\d+ run\.parked/);
     for (const line of screen.split('\n')) expect([...line].length).toBeLessThanOrEqual(80);
 
+    // 2b. Narrowed to 50 columns: one screen, redrawn from the top, no stale wrapped copy of
+    // the 80-column one above it; then back to 80.
+    tmux('resize-window', '-t', SESSION, '-x', '50', '-y', '24');
+    screen = await waitForPane((s) => s.split('\n')[1]?.startsWith('› ') === true && s.includes('q quit'), 'the inbox redrawn at 50 columns');
+    expect(screen.split('\n')[0]).toMatch(/^svc approvals · role:finance · 1 pending/);
+    expect(screen.match(/svc approvals ·/g)).toHaveLength(1);
+    for (const line of screen.split('\n')) expect([...line].length).toBeLessThanOrEqual(50);
+    tmux('resize-window', '-t', SESSION, '-x', '80', '-y', '24');
+    await waitForPane((s) => /as fin-1/.test(s.split('\n')[0] ?? ''), 'the inbox back at 80 columns');
+
     // 3. Approve: a opens the prompt, Enter confirms.
     tmux('send-keys', '-t', SESSION, 'a');
     await waitForPane((s) => s.includes('Reason (optional):'), 'the approve prompt');
