@@ -77,6 +77,7 @@ export function logWorkerEvents(worker: Worker, logger: Logger): void {
   worker.on('worker:stopping', (e) => logger.info('worker stopping', e));
   worker.on('worker:stop', (e) => logger.info('worker stopped', e));
   worker.on('poll:error', (e) => logger.warn('cannot lease from the kernel', e));
+  worker.on('gateway:unreachable', (e) => logger.warn('cannot reach the gateway; asking again', e));
   worker.on('step:start', (e) => logger.info('step started', { ...e }));
   worker.on('step:done', (e) => logger.info('step completed', { ...e }));
   worker.on('step:error', (e) => logger.warn('step failed', { ...e }));
@@ -119,12 +120,12 @@ export function registerWorker(program: Command): void {
     .description('run steps for the kernel: lease, execute through the gateway and a model provider, report')
     .option('--kinds <list>', `step kinds to lease, comma-separated (default: ${ALL_KINDS.join(',')})`)
     .option('--provider <name>', `model provider: ${PROVIDER_NAMES.join(' or ')} (default: mock)`)
-    .option('--concurrency <n>', 'steps run at once (default: 1)')
+    .option('--concurrency <n>', 'steps run at once, 1 to 256 (default: 1)')
     .option('--worker-id <id>', 'name shown in leases and events (default: <host>-<pid>-<random>)')
-    .option('--ttl-seconds <n>', 'lease ttl asked for (default: 60)')
-    .option('--wait-seconds <n>', 'long-poll wait per lease request, at most 30 (default: 20)')
+    .option('--ttl-seconds <n>', 'lease ttl asked for, 1 to 3600 seconds (default: 60)')
+    .option('--wait-seconds <n>', 'long-poll wait per lease request, 0 to 30 seconds (default: 20)')
     .option('--grace-seconds <n>', 'on SIGINT/SIGTERM, how long running steps may finish, 0 to 3600 (default: 30)')
-    .option('--max-turns <n>', 'most model answers in one step (default: 16)')
+    .option('--max-turns <n>', 'most model answers in one step, 1 to 256 (default: 16)')
     .action(async function (this: Command, flags: WorkerFlags) {
       const settings = parseWorkerFlags(flags);
       const g = globals(this);

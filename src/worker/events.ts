@@ -17,14 +17,16 @@ export interface StepInfo {
 }
 
 export interface WorkerEventMap {
-  /** The worker began polling. */
-  'worker:start': { worker_id: string; kinds: string[]; concurrency: number; provider: string };
+  /** The worker began polling; with where it works, so a mistyped address shows in the first line it logs. */
+  'worker:start': { worker_id: string; kinds: string[]; concurrency: number; provider: string; kernel_url: string; gateway_url: string };
   /** The worker stopped: no step runs any more. */
   'worker:stop': { worker_id: string };
   /** A shutdown began; `in_flight` steps are finishing. */
   'worker:stopping': { worker_id: string; in_flight: number; grace_ms: number };
   /** Asking the kernel for work failed; the worker retries after `retry_in_ms`. */
   'poll:error': { error: string; retry_in_ms: number };
+  /** The gateway could not be reached (or answered 503): the call is asked again for up to `retry_for_ms`. Once per outage of one call. */
+  'gateway:unreachable': { error: string; retry_for_ms: number };
   /** A leased step starts (after pacing let it). */
   'step:start': StepInfo;
   /** The step completed and the kernel accepted it. */

@@ -46,11 +46,18 @@ class Outage {
   private since: number | null = null;
   private readonly backoff = new Backoff(UNREACHABLE_RETRY_MS);
 
-  constructor(private readonly budgetMs: number) {}
+  constructor(
+    private readonly budgetMs: number,
+    /** Told once, at the outage's first failure (the worker logs it: otherwise a minute of silence). */
+    private readonly onStart: ((e: { error: string; retry_for_ms: number }) => void) | null = null,
+  ) {}
 
   /** Waits before the next try, or throws `failure` once the wait would pass the budget. */
   async waitOrThrow(failure: StepError, signal?: AbortSignal): Promise<void> {
-    this.since ??= Date.now();
+    if (this.since === null) {
+      this.since = Date.now();
+      this.onStart?.({ error: failure.message, retry_for_ms: this.budgetMs });
+    }
     await this.backoff.next(failure, this.since + this.budgetMs, signal);
   }
 
@@ -62,6 +69,8 @@ class Outage {
 
 export class GatewayClient {
   private cache: { at: number; tools: ToolDescriptor[] } | null = null;
+  /** Called at the start of each spell of a gateway out of reach (the worker emits `gateway:unreachable`). */
+  onOutage: ((e: { error: string; retry_for_ms: number }) => void) | null = null;
 
   constructor(
     readonly peer: PeerOptions,
@@ -91,7 +100,7 @@ export class GatewayClient {
    */
   async call(req: ToolCallRequest, signal?: AbortSignal): Promise<ToolCallResult> {
     const giveUpAt = Date.now() + this.inFlightWaitMs;
-    const outage = new Outage(this.unreachableWaitMs);
+    const outage = new Outage(this.unreachableWaitMs, this.onOutage);
     for (;;) {
       let res: JsonResponse;
       try {
@@ -131,7 +140,7 @@ export class GatewayClient {
    */
   async tools(signal?: AbortSignal, opts: { required?: boolean } = {}): Promise<ToolDescriptor[]> {
     if (this.cache && Date.now() - this.cache.at < this.cacheMs) return this.cache.tools;
-    const outage = new Outage(this.unreachableWaitMs);
+    const outage = new Outage(this.unreachableWaitMs, this.onOutage);
     for (;;) {
       const { failure, mayWait } = await this.fetchTools(signal);
       if (failure === null) return this.cache!.tools;

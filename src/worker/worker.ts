@@ -100,6 +100,7 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
     if (!opts.gateway && !opts.gatewayUrl) throw new Error('worker: a gateway URL is required');
     this.kernel = opts.kernel ?? new KernelClient({ baseUrl: opts.kernelUrl!, token: opts.token });
     this.gateway = opts.gateway ?? new GatewayClient({ baseUrl: opts.gatewayUrl!, token: opts.token });
+    this.gateway.onOutage = (e) => this.emit('gateway:unreachable', e);
     this.provider = opts.provider;
     this.workerId = opts.workerId ?? defaultWorkerId();
     this.kinds = opts.kinds && opts.kinds.length > 0 ? [...new Set(opts.kinds)] : ALL_KINDS;
@@ -121,7 +122,14 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
   start(): void {
     if (this.running) return;
     this.running = true;
-    this.emit('worker:start', { worker_id: this.workerId, kinds: [...this.kinds], concurrency: this.concurrency, provider: this.provider.name });
+    this.emit('worker:start', {
+      worker_id: this.workerId,
+      kinds: [...this.kinds],
+      concurrency: this.concurrency,
+      provider: this.provider.name,
+      kernel_url: this.kernel.peer.baseUrl,
+      gateway_url: this.gateway.peer.baseUrl,
+    });
     for (let i = 0; i < this.concurrency; i++) this.loops.push(this.slot());
   }
 

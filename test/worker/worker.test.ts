@@ -25,7 +25,7 @@ async function setup(opts: Partial<WorkerOptions> = {}) {
   const gateway = await new FakeGateway().start();
   const worker = new Worker({ kernelUrl: kernel.url, gatewayUrl: gateway.url, provider: new MockProvider(), waitSeconds: 1, workerId: 'w-test', ...opts });
   const events: Ev[] = [];
-  for (const name of ['step:start', 'step:done', 'step:error', 'step:parked', 'step:lost', 'step:activity', 'poll:error'] as const) {
+  for (const name of ['worker:start', 'step:start', 'step:done', 'step:error', 'step:parked', 'step:lost', 'step:activity', 'poll:error', 'gateway:unreachable'] as const) {
     worker.on(name, (payload) => events.push({ name, payload, at: Date.now() }));
   }
   cleanups.push(async () => {
@@ -109,12 +109,18 @@ describe('tool steps (I 4.2 call; D §9 idempotency)', () => {
       if (String(url).endsWith('/tools/call')) tries += 1;
       return fetch(url, init);
     };
-    const gateway = new GatewayClient({ baseUrl: await closedPortUrl(), fetch: counting }, 30_000, 60_000, 700);
-    const { kernel, run } = await setup({ gateway });
+    const gatewayUrl = await closedPortUrl();
+    const gateway = new GatewayClient({ baseUrl: gatewayUrl, fetch: counting }, 30_000, 60_000, 700);
+    const { kernel, run, events } = await setup({ gateway });
     const lease = makeLease({ step: 'lookup', step_def: { id: 'lookup', kind: 'tool', tool: 'billing.lookup_invoice', args: {} } });
     await run(lease);
     const fail = kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)[0]!;
     expect(fail.body).toMatchObject({ error: { code: 'network_error' }, deterministic: false });
+    // Said at once, not after the minute of asking again; and the first line names both addresses.
+    const said = events.filter((e) => e.name === 'gateway:unreachable');
+    expect(said.length).toBeGreaterThanOrEqual(1);
+    expect(said[0]!.payload).toEqual({ error: expect.stringContaining(`cannot reach ${gatewayUrl}`), retry_for_ms: 700 });
+    expect(events.find((e) => e.name === 'worker:start')!.payload).toMatchObject({ kernel_url: kernel.url, gateway_url: gatewayUrl });
     // The budget runs from the first refusal: a try, 0.25 s, a second one at least.
     expect(tries).toBeGreaterThanOrEqual(2);
   });
