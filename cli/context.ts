@@ -88,9 +88,11 @@ export function gatewayClient(cmd: Command): SvcHttpClient {
 export function actorOf(cmd: Command): { id: string; role: string } {
   const raw = globals(cmd).actor;
   if (!raw) throw usageError('an actor is required: pass --actor ID:ROLE or set SVC_ACTOR');
-  const i = raw.indexOf(':');
-  if (i <= 0 || i === raw.length - 1) throw usageError(`--actor must be ID:ROLE, got "${raw}"`);
-  return { id: raw.slice(0, i), role: raw.slice(i + 1) };
+  const source = cmd.optsWithGlobals<Partial<GlobalOptions>>().actor ? '--actor' : 'SVC_ACTOR';
+  const parts = raw.split(':');
+  // One colon: `a:b:c` could mean id a with role b:c or id a:b with role c.
+  if (parts.length !== 2 || parts[0] === '' || parts[1] === '') throw usageError(`${source} must be ID:ROLE (one colon), got "${raw}"`);
+  return { id: parts[0]!, role: parts[1]! };
 }
 
 /** Prints data: JSON with --json, otherwise the human form. */

@@ -133,7 +133,12 @@ export function errorFromBody(status: number, body: unknown, where?: string): Cl
     const detailsOf = isObject(error.details) ? error.details : {};
     const details = Object.keys(detailsOf).length ? ` ${JSON.stringify(detailsOf)}` : '';
     // svcd's other listener (the gateway's URL as --kernel-url, or the other way round).
-    const hint = error.code === 'not_found' && detailsOf.resource === 'route' && where ? `; is ${where} the right listener?` : '';
+    const hint =
+      error.code === 'not_found' && detailsOf.resource === 'route' && where
+        ? `; is ${where} the right listener?`
+        : error.code === 'unauthorized'
+          ? '; pass the token svcd was started with as --token or SVC_TOKEN'
+          : '';
     return new CliError(`${String(error.code)}: ${typeof error.message === 'string' ? error.message : ''}${details}${hint}`, EXIT.failed, body);
   }
   return notSvcd(status, where);

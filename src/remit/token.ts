@@ -61,7 +61,7 @@ export function decodeToken(token: unknown): DecodeResult {
   if (typeof token !== 'string') return { ok: false, detail: 'token is not a string' };
   if (token.length > MAX_TOKEN_LENGTH) return { ok: false, detail: `token is longer than ${MAX_TOKEN_LENGTH} characters` };
   const parts = token.split('.');
-  if (parts.length !== 4) return { ok: false, detail: `token has ${parts.length} parts, expected 4` };
+  if (parts.length !== 4) return { ok: false, detail: `token has ${parts.length} part${parts.length === 1 ? '' : 's'}, expected 4` };
   const [prefix, keyId, payloadPart, sigPart] = parts as [string, string, string, string];
   if (prefix !== TOKEN_PREFIX) return { ok: false, detail: `unknown token prefix (expected ${TOKEN_PREFIX})` };
   if (!KEY_ID.test(keyId) || keyId.length > MAX_KEY_ID_LENGTH) return { ok: false, detail: 'key_id part is not base64url text' };

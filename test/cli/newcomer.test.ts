@@ -135,6 +135,25 @@ describe('usage errors (svc(1) EXIT STATUS: one line each)', () => {
       expect(oneLine(r.stderr)).toEqual([`svc: ${text} (run with --help for usage)`]);
     }
   });
+
+  it('an actor that is not ID:ROLE with one colon names where it came from (D §11 --actor / SVC_ACTOR)', async () => {
+    for (const [args, env, text] of [
+      [['--actor', 'a:b:c'], {}, 'svc: --actor must be ID:ROLE (one colon), got "a:b:c"'],
+      [['--actor', 'nobody'], {}, 'svc: --actor must be ID:ROLE (one colon), got "nobody"'],
+      [[], { SVC_ACTOR: 'bad' }, 'svc: SVC_ACTOR must be ID:ROLE (one colon), got "bad"'],
+    ] as const) {
+      const r = await runSvc(['--kernel-url', NO_DAEMON, 'run', 'resume', 'run_x', ...args], env);
+      expect([r.code, oneLine(r.stderr)]).toEqual([2, [text]]);
+    }
+  });
+
+  it('a kernel that wants a token says how to pass one (I 5.1: 401 unauthorized)', async () => {
+    await using d = await startTestDaemon({ token: 'tok-s3cret' });
+    const r = await runSvc(['--kernel-url', d.kernelUrl!, 'run', 'list']);
+    expect(r.code).toBe(1);
+    expect(oneLine(r.stderr)).toEqual([expect.stringMatching(/^svc: unauthorized: .*; pass the token svcd was started with as --token or SVC_TOKEN$/)]);
+    expect((await runSvc(['--kernel-url', d.kernelUrl!, '--token', 'tok-s3cret', 'run', 'list'])).code).toBe(0);
+  });
 });
 
 describe('files that are not there', () => {
