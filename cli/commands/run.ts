@@ -207,8 +207,14 @@ function actorText(a: RunEvent['actor']): string {
   return JSON.stringify(a);
 }
 
+/** Columns wide enough that the longest kernel kind (`compensation.completed`) and a usual actor keep two spaces after them. */
+const KIND_COLUMN = 24;
+const ACTOR_COLUMN = 18;
+
 export function eventLine(e: RunEvent): string {
-  return `${String(e.seq).padStart(4)}  ${e.at}  ${e.kind.padEnd(22)} ${actorText(e.actor).padEnd(16)} ${summarize(e.payload)}`.trimEnd();
+  // A value longer than its column still gets two spaces after it, never runs into the next.
+  const col = (text: string, width: number) => (text.length >= width ? `${text}  ` : text.padEnd(width));
+  return `${String(e.seq).padStart(4)}  ${e.at}  ${col(e.kind, KIND_COLUMN)}${col(actorText(e.actor), ACTOR_COLUMN)}${summarize(e.payload)}`.trimEnd();
 }
 
 /** The signed head's own check (decisions §7), which `chain valid` also counts. */

@@ -237,6 +237,12 @@ describe('svc run events: one actor form, no empty members', () => {
     const leased = eventLine({ seq: 2, hash: 'h', prev_hash: 'p', kind: 'step.leased', payload: { step: 'lookup', attempt: 1 }, actor: { worker_id: 'w-1' }, at });
     expect(leased).toMatch(/step\.leased\s+w-1:worker\s+step=lookup attempt=1$/);
   });
+  it('keeps two spaces after the longest kind and a long actor, so columns never run together', () => {
+    const comp = eventLine({ seq: 21, hash: 'h', prev_hash: 'p', kind: 'compensation.completed', payload: { step: 'refund' }, actor: { id: 'gateway', role: 'gateway' }, at });
+    expect(comp).toContain('compensation.completed  gateway:gateway   step=refund');
+    const long = eventLine({ seq: 22, hash: 'h', prev_hash: 'p', kind: 'note', payload: { step: 'x' }, actor: { id: 'a-very-long-worker-name', role: 'worker' }, at });
+    expect(long).toContain('a-very-long-worker-name:worker  step=x');
+  });
   it('leaves out a member whose value is empty, such as an approval decided without a reason', () => {
     const decided = eventLine({ seq: 9, hash: 'h', prev_hash: 'p', kind: 'approval.decided', payload: { approval_id: 'apr_1', decision: 'approved', reason: '' }, actor: { id: 'fin-1', role: 'finance' }, at });
     expect(decided).toMatch(/approval\.decided\s+fin-1:finance\s+decision=approved approval_id=apr_1$/);
