@@ -32,7 +32,9 @@ const CACHE_LIMIT = 2000;
 function problems(errors: ErrorObject[] | null | undefined): SchemaProblem[] {
   return (errors ?? []).slice(0, 20).map((e) => {
     const missing = (e.params as { missingProperty?: string }).missingProperty;
-    return { path: e.instancePath + (missing ? `/${missing}` : ''), message: e.message ?? 'is invalid' };
+    // The path names the missing member, so the message need not name it again.
+    if (missing !== undefined) return { path: `${e.instancePath}/${missing.replace(/~/g, '~0').replace(/\//g, '~1')}`, message: 'is required' };
+    return { path: e.instancePath, message: e.message ?? 'is invalid' };
   });
 }
 

@@ -90,7 +90,8 @@ describe('POST /runs refusals (I 4.1 rule 2, 7.1; D §3, §10)', () => {
     const badInput = await d.kernel_('/runs', { body: { ...base, input: { invoice: 5 } } });
     expect(badInput.status).toBe(422);
     expect(badInput.body.error.code).toBe('input_invalid');
-    expect(badInput.body.error.details.errors[0]).toEqual({ path: '/invoice_id', message: expect.any(String) });
+    expect(badInput.body.error.details.errors[0]).toEqual({ path: '/invoice_id', message: 'is required' });
+    expect(badInput.body.error.message).toBe('input does not match the input schema of workflow refund: /invoice_id is required');
 
     const mismatch = await d.kernel_('/runs', { body: { ...base, requested_by: { ...REQUESTER, manager: 'nobody' } } });
     expect(mismatch.status).toBe(422);
