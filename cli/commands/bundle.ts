@@ -14,7 +14,7 @@ import type { Command } from 'commander';
 import { parse as parseYaml, stringify as toYaml } from 'yaml';
 import type { BundleSummary } from '../../src/bundle/bundle-service.js';
 import { bundleId, signBundle, type BundleSignature, type PublisherKeyFile } from '../../src/bundle/sign.js';
-import { undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
+import { modelStepsWithoutMock, undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
 import type { StoredBundle } from '../../src/types.js';
 import { kernelClient, output, table } from '../context.js';
 import { CliError, EXIT, fsReason } from '../exit.js';
@@ -102,7 +102,7 @@ export function handleValidate(file: string): ValidateResult {
   }
   const { bundle, signature } = read;
   const r = validateBundle(bundle);
-  const warnings = undeclaredTools(bundle);
+  const warnings = [...undeclaredTools(bundle), ...modelStepsWithoutMock(bundle)];
   const signed = signature && typeof signature.key_id === 'string' ? { signed_by: signature.key_id } : {};
   if (!r.ok) return { ok: false, file, problems: r.problems, warnings, ...signed };
   return { ok: true, file, problems: [], warnings, name: r.bundle.name, version: r.bundle.version, bundle_id: bundleId(r.bundle), ...signed };

@@ -252,6 +252,25 @@ export function undeclaredTools(bundle: unknown): BundleProblem[] {
   return notes;
 }
 
+/**
+ * Model steps the bundle's `mock` has no script for. Not a problem (a bundle for a real model
+ * needs none), but under the mock provider, `svc worker`'s default, such a step fails with
+ * `mock_script_missing`: `svc bundle validate` prints them as warnings.
+ */
+export function modelStepsWithoutMock(bundle: unknown): BundleProblem[] {
+  if (!isObj(bundle)) return [];
+  const mock = isObj(bundle.mock) ? bundle.mock : {};
+  const notes: BundleProblem[] = [];
+  for (const [wfName, wf] of Object.entries(isObj(bundle.workflows) ? bundle.workflows : {})) {
+    if (!isObj(wf) || !Array.isArray(wf.steps)) continue;
+    wf.steps.forEach((s, i) => {
+      if (!isObj(s) || s.kind !== 'model' || typeof s.id !== 'string' || Object.prototype.hasOwnProperty.call(mock, s.id)) return;
+      notes.push({ path: `/workflows/${pointerToken(wfName)}/steps/${i}`, message: `model step "${s.id}" has no mock script: under the mock provider (svc worker's default) it fails with mock_script_missing` });
+    });
+  }
+  return notes;
+}
+
 /** Validates a bundle value; lists every problem with its JSON pointer. Never throws. */
 export function validateBundle(value: unknown): BundleValidation {
   const deep = tooDeep(value, MAX_BUNDLE_DEPTH);

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
+import { modelStepsWithoutMock, undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
 import { ROOT } from '../helpers/daemon.js';
 
 const refunds = () => parse(readFileSync(join(ROOT, 'fixtures/bundles/refunds.yaml'), 'utf8'));
@@ -226,6 +226,16 @@ describe('semantic problems (D 4)', () => {
       { path: '/mock/think/actions/0/tool', message: 'tool "crm.act" is not declared in the bundle\'s tools' },
     ]);
     expect(undeclaredTools(minimal())).toEqual([]);
+  });
+
+  it('notes a model step the mock has no script for (the mock provider would fail it with mock_script_missing)', () => {
+    const b = minimal();
+    expect(validateBundle(b).ok).toBe(true);
+    expect(modelStepsWithoutMock(b)).toEqual([
+      { path: '/workflows/main/steps/0', message: 'model step "think" has no mock script: under the mock provider (svc worker\'s default) it fails with mock_script_missing' },
+    ]);
+    b.mock = { think: { output: { x: 1 } } };
+    expect(modelStepsWithoutMock(b)).toEqual([]);
   });
 
   it('input and output schemas must be valid JSON schemas', () => {
