@@ -31,3 +31,6 @@ export function usdMicro(usd: number): number {
 export function wholeMicroUsd(usd: number): number {
   return usdMicro(usd) / 1_000_000;
 }
+
+/** Largest `spend.usd` (a billion dollars; its micro-dollars stay exact in a double). */
+export const MAX_SPEND_USD = 1e9;

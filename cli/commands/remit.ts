@@ -19,6 +19,7 @@ import { AUTONOMY_ORDER, type RemitPayload, type RemitRecord, type TrustedKeys }
 import { globals, kernelClient, output } from '../context.js';
 import { CliError, EXIT, usageError } from '../exit.js';
 import type { SvcHttpClient } from '../http-client.js';
+import { MAX_SPEND_USD, wholeMicroUsd } from '../../src/spend.js';
 
 /** Flags shared by mint and derive, as commander gives them. */
 export interface CreateFlags {
@@ -57,7 +58,10 @@ function intFlag(name: string, v: string, min: number, max: number): number {
 
 function usdFlag(v: string): number {
   const n = Number(v);
-  if (v.trim() === '' || !Number.isFinite(n) || n < 0) throw usageError(`--spend-usd must be a non-negative number, got "${v}"`);
+  // The kernel's range (a billion dollars at most) and its unit (whole micro-dollars, which the
+  // token states): said here, before a request, like the other flags' ranges.
+  if (v.trim() === '' || !Number.isFinite(n) || n < 0 || n > MAX_SPEND_USD) throw usageError(`--spend-usd must be a number of dollars from 0 to ${MAX_SPEND_USD}, got "${v}"`);
+  if (n > 0 && wholeMicroUsd(n) === 0) throw usageError(`--spend-usd ${v} is less than a micro-dollar (0.000001), the smallest amount a budget counts`);
   return n;
 }
 

@@ -8,9 +8,9 @@
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { SvcError } from '../errors.js';
-import { wholeMicroUsd } from '../spend.js';
 import { AUTONOMY_ORDER, type Autonomy, type Requester, type Spend } from '../types.js';
 import { scopePatternProblem, toolPatternProblem } from './patterns.js';
+import { MAX_SPEND_USD, wholeMicroUsd } from '../spend.js';
 
 /** Default remit lifetime when `ttl_seconds` is not given (decisions §3). */
 export const DEFAULT_TTL_SECONDS = 3600;
@@ -46,8 +46,7 @@ const stringList = (maxLength: number, extra: Record<string, unknown> = {}) => (
   items: { type: 'string', minLength: 1, maxLength, ...extra },
 });
 
-/** Largest `spend.usd` (a billion dollars; its micro-dollars stay exact in a double). */
-export const MAX_SPEND_USD = 1e9;
+export { MAX_SPEND_USD };
 
 const properties = {
   tools: stringList(256),

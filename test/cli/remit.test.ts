@@ -139,6 +139,9 @@ describe('svc remit (issue 2, I 4.1)', () => {
       [...MINT, '--tools', 'billing.*,,crm.lookup'],
       [...MINT, '--scopes', 'sql:table:*,'],
       ['remit', 'derive', 'rmt_x', '--grants', ',pii'],
+      [...MINT, '--spend-usd', '1e10'], // over the kernel's billion: said before any request
+      [...MINT, '--spend-usd', '0.0000001'], // under a micro-dollar: not rounded to 0 quietly
+      ['remit', 'derive', 'rmt_x', '--spend-usd', '-1'],
     ]) {
       const r = await runSvc(['--kernel-url', NO_DAEMON, ...args]);
       expect(r.code, args.join(' ') + r.stderr).toBe(2);
