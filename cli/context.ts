@@ -60,13 +60,19 @@ export function gatewayUrlOf(cmd: Command): string {
 export const DEFAULT_TIMEOUT_SECONDS = 60;
 
 /**
+ * The same for the gateway: a tool call may run for as long as its connector's `timeout_ms`
+ * allows (up to 600 s), and a client that gave up first would report a call still running.
+ */
+export const DEFAULT_GATEWAY_TIMEOUT_SECONDS = 660;
+
+/**
  * --timeout / SVC_TIMEOUT in ms, undefined for 0 (no limit). Without one, a daemon (or another
  * program on its port) that accepts a connection and never answers would hang a script for good.
  */
-export function timeoutMsOf(cmd: Command): number | undefined {
+export function timeoutMsOf(cmd: Command, defaultSeconds = DEFAULT_TIMEOUT_SECONDS): number | undefined {
   const flag = cmd.optsWithGlobals<Partial<GlobalOptions>>().timeout;
   const raw = flag ?? (process.env.SVC_TIMEOUT || undefined);
-  if (raw === undefined) return DEFAULT_TIMEOUT_SECONDS * 1000;
+  if (raw === undefined) return defaultSeconds * 1000;
   const n = Number(raw);
   if (raw.trim() === '' || !Number.isFinite(n) || n < 0 || n > 86_400) {
     throw usageError(`${flag !== undefined ? '--timeout' : 'SVC_TIMEOUT'} "${raw}" must be a number of seconds from 0 (no limit) to 86400`);
@@ -81,7 +87,7 @@ export function kernelClient(cmd: Command): SvcHttpClient {
 
 export function gatewayClient(cmd: Command): SvcHttpClient {
   const g = globals(cmd);
-  return new SvcHttpClient({ baseUrl: gatewayUrlOf(cmd), token: g.token, timeoutMs: timeoutMsOf(cmd) });
+  return new SvcHttpClient({ baseUrl: gatewayUrlOf(cmd), token: g.token, timeoutMs: timeoutMsOf(cmd, DEFAULT_GATEWAY_TIMEOUT_SECONDS) });
 }
 
 /** `--actor id:role` → {id, role}; usage error when missing or malformed. */
@@ -89,10 +95,10 @@ export function actorOf(cmd: Command): { id: string; role: string } {
   const raw = globals(cmd).actor;
   if (!raw) throw usageError('an actor is required: pass --actor ID:ROLE or set SVC_ACTOR');
   const source = cmd.optsWithGlobals<Partial<GlobalOptions>>().actor ? '--actor' : 'SVC_ACTOR';
-  const parts = raw.split(':');
-  // One colon: `a:b:c` could mean id a with role b:c or id a:b with role c.
-  if (parts.length !== 2 || parts[0] === '' || parts[1] === '') throw usageError(`${source} must be ID:ROLE (one colon), got "${raw}"`);
-  return { id: parts[0]!, role: parts[1]! };
+  // A role has no colon (an approver is `role:<role>`), an id may: split at the last one.
+  const i = raw.lastIndexOf(':');
+  if (i <= 0 || i === raw.length - 1) throw usageError(`${source} must be ID:ROLE, got "${raw}"`);
+  return { id: raw.slice(0, i), role: raw.slice(i + 1) };
 }
 
 /** Prints data: JSON with --json, otherwise the human form. */

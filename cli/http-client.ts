@@ -42,6 +42,8 @@ export class TransportError extends Error {
     readonly reason: string,
     /** The request's limit, when it had one. */
     readonly timeoutMs?: number,
+    /** The request's method: one that changes something may have been carried out. */
+    readonly method = 'GET',
   ) {
     super(`cannot reach svcd at ${baseUrl} (${reason})`);
     this.name = 'TransportError';
@@ -52,7 +54,11 @@ export class TransportError extends Error {
 export function unreachable(err: TransportError): CliError {
   if (err.reason === 'bad port') return new CliError(`${err.message}: ${fetchBlockedPortHint(err.baseUrl)}`, EXIT.unreachable);
   if (err.reason === 'timed out' && err.timeoutMs !== undefined) {
-    return new CliError(`no answer from ${err.baseUrl} within ${err.timeoutMs / 1000} s; is that svcd, and is it well? (--timeout or SVC_TIMEOUT waits longer, 0 for ever)`, EXIT.unreachable);
+    const within = `no answer from ${err.baseUrl} within ${err.timeoutMs / 1000} s`;
+    const longer = '(--timeout or SVC_TIMEOUT waits longer, 0 for ever)';
+    // A POST that got no answer may still have been carried out: a retry could do it twice.
+    if (err.method !== 'GET') return new CliError(`${within}; it may still carry out the ${err.method}: look before repeating it ${longer}`, EXIT.unreachable);
+    return new CliError(`${within}; is that svcd, and is it well? ${longer}`, EXIT.unreachable);
   }
   return new CliError(`${err.message}; is it running?`, EXIT.unreachable);
 }
@@ -73,7 +79,7 @@ export async function exchange(opts: ClientOptions, method: string, path: string
     res = await fetchFn(`${baseUrl}/v1${path}`, init);
     text = await res.text();
   } catch (err) {
-    throw new TransportError(baseUrl, describeFetchError(err), opts.timeoutMs);
+    throw new TransportError(baseUrl, describeFetchError(err), opts.timeoutMs, method);
   }
   let parsed: unknown = null;
   if (text && res.status !== 204) {

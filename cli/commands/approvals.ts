@@ -125,6 +125,7 @@ export function registerApprovals(program: Command): void {
         // a person is looking at it, so it always wants live frames.
         delete process.env.CI;
         delete process.env.CONTINUOUS_INTEGRATION;
+        timeoutMsOf(cmd); // checked like every command's, though the inbox keeps its own 10 s a request
         const { openInbox } = await import('../tui/open-inbox.js');
         await openInbox({ kernelUrl: kernelUrlOf(cmd), token: g.token, actor });
       }),

@@ -117,7 +117,9 @@ export function listArgsTexts(approvals: ReadonlyArray<Pick<Approval, 'approval_
     const args = a.action?.args;
     if (!isPlainObject(args)) continue;
     const tool = String(a.action?.tool ?? '');
-    byTool.set(tool, [...(byTool.get(tool) ?? []), args]);
+    const list = byTool.get(tool);
+    if (list) list.push(args);
+    else byTool.set(tool, [args]);
   }
   const varyingByTool = new Map<string, Set<string>>();
   for (const [tool, list] of byTool) {

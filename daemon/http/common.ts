@@ -114,8 +114,9 @@ const renderers = new WeakMap<object, ErrorRenderer>();
 
 /**
  * fastify's `frameworkErrors`: errors the router raises before routing (a URL that does not
- * decode, a path parameter over maxParamLength). Both are a 400 request_invalid in the
- * listener's own envelope, never fastify's default body.
+ * decode; a path parameter over maxParamLength, which the header limit now keeps from
+ * happening). Both are a 400 request_invalid in the listener's own envelope, never fastify's
+ * default body.
  */
 export function renderFrameworkError(err: FastifyError, req: FastifyRequest, reply: FastifyReply): void {
   const render = renderers.get(req.server) ?? renderKernelError;

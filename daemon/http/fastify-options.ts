@@ -18,8 +18,8 @@ export function fastifyOptions(bodyLimit = ONE_MIB): FastifyHttpOptions<Server> 
     // installCommon (fastify's own 503 body is not an envelope).
     return503OnClosing: false,
     forceCloseConnections: 'idle',
-    // A malformed URL (`/v1/runs/%ZZ`) or an over-long path parameter is answered by the
-    // router before any hook runs: render it as the listener's error envelope (decisions §10).
+    // A malformed URL (`/v1/runs/%ZZ`) is answered by the router before any hook runs: render
+    // it as the listener's error envelope (decisions §10).
     frameworkErrors: renderFrameworkError,
     clientErrorHandler: renderClientError,
     // An unknown id is a 404 not_found from the route whatever its length (decisions §10),

@@ -90,7 +90,7 @@ export async function leaseRoutes(app: FastifyInstance, kernel: Kernel): Promise
     return lease;
   });
 
-  app.post<{ Params: { id: string } }>('/leases/:id/heartbeat', { preParsing }, async (req) => leases.heartbeat(req.params.id));
+  app.post<{ Params: { id: string } }>('/leases/:id/heartbeat', { preParsing }, async (req) => leases.heartbeat(req.params.id, knownRows.get(req) as LeaseRow | undefined));
 
   app.post<{ Params: { id: string }; Body: CompleteBody }>('/leases/:id/complete', { preParsing, schema: { body: completeBody } }, async (req) =>
     leases.complete(req.params.id, req.body, knownRows.get(req) as LeaseRow | undefined),

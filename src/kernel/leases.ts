@@ -276,8 +276,9 @@ export class LeaseService {
   }
 
   /** POST /v1/leases/{id}/heartbeat. */
-  async heartbeat(leaseId: string): Promise<{ expires_at: string }> {
-    const lease = await this.active(leaseId);
+  /** `known`: the lease's row as the route's hook read it, so it is not read twice. */
+  async heartbeat(leaseId: string, known?: LeaseRow): Promise<{ expires_at: string }> {
+    const lease = await this.active(leaseId, known);
     const expiresAt = this.k.clock.now() + lease.ttl_seconds * 1000;
     const res = await this.k.db.run("UPDATE leases SET expires_at = ? WHERE lease_id = ? AND status = 'active'", [expiresAt, leaseId]);
     if (res.changes !== 1) throw leaseGone({ lease_id: leaseId, status: 'expired' });

@@ -99,6 +99,9 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
       expect(Date.now() - t0).toBeLessThan(10_000);
       const viaEnv = await runSvc(['--kernel-url', url, 'approvals', 'list'], { SVC_TIMEOUT: '0.5' });
       expect([viaEnv.code, viaEnv.stderr]).toEqual([3, expect.stringContaining('within 0.5 s')]);
+      // A request that changes something may have been carried out: said so, not "is that svcd?".
+      const post = await runSvc(['--kernel-url', url, '--timeout', '0.5', 'run', 'resume', 'run_x', '--actor', 'ops-1:ops']);
+      expect([post.code, post.stderr]).toEqual([3, `svc: no answer from ${url} within 0.5 s; it may still carry out the POST: look before repeating it (--timeout or SVC_TIMEOUT waits longer, 0 for ever)\n`]);
       for (const [args, env, source] of [
         [['--timeout', '-1'], {}, '--timeout'],
         [['--timeout', 'soon'], {}, '--timeout'],
@@ -136,15 +139,17 @@ describe('usage errors (svc(1) EXIT STATUS: one line each)', () => {
     }
   });
 
-  it('an actor that is not ID:ROLE with one colon names where it came from (D §11 --actor / SVC_ACTOR)', async () => {
+  it('an actor that is not ID:ROLE names where it came from; an id may hold a colon, a role may not (D §11 --actor / SVC_ACTOR)', async () => {
     for (const [args, env, text] of [
-      [['--actor', 'a:b:c'], {}, 'svc: --actor must be ID:ROLE (one colon), got "a:b:c"'],
-      [['--actor', 'nobody'], {}, 'svc: --actor must be ID:ROLE (one colon), got "nobody"'],
-      [[], { SVC_ACTOR: 'bad' }, 'svc: SVC_ACTOR must be ID:ROLE (one colon), got "bad"'],
+      [['--actor', 'nobody'], {}, 'svc: --actor must be ID:ROLE, got "nobody"'],
+      [['--actor', 'ops-1:'], {}, 'svc: --actor must be ID:ROLE, got "ops-1:"'],
+      [[], { SVC_ACTOR: 'bad' }, 'svc: SVC_ACTOR must be ID:ROLE, got "bad"'],
     ] as const) {
       const r = await runSvc(['--kernel-url', NO_DAEMON, 'run', 'resume', 'run_x', ...args], env);
       expect([r.code, oneLine(r.stderr)]).toEqual([2, [text]]);
     }
+    // `user:42:ops` is id `user:42`, role `ops`: past the usage check, to the (absent) daemon.
+    expect((await runSvc(['--kernel-url', NO_DAEMON, 'run', 'resume', 'run_x', '--actor', 'user:42:ops'])).code).toBe(3);
   });
 
   it('a kernel that wants a token says how to pass one (I 5.1: 401 unauthorized)', async () => {
