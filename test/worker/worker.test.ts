@@ -336,6 +336,20 @@ describe('action steps (I 2.7, 3; D 5.4)', () => {
     expect(gateway.executions.get('billing.refund') ?? 0).toBe(0);
   });
 
+  it("a rejected approval fails the action step with the approver's reason in its error, where an operator reads it (D 5.4)", async () => {
+    const { kernel, gateway, run } = await setup();
+    gateway.define('billing.refund', () => ({ id: 'rf_1' }), { writes: true });
+    kernel.decide = () => ({ status: 403, body: { error: { code: 'action_denied', message: 'denied', details: { action_id: 'act_r', decision: 'deny', rule: 'rejected:apr_9', approval_id: 'apr_9' } } } });
+    const rejected = { seq: 7, kind: 'approval.decided', payload: { approval_id: 'apr_9', step: 'refund', action_id: 'act_r', decision: 'rejected', reason: 'already refunded in March' }, actor: { id: 'fin-1', role: 'finance' } };
+    const lease = makeLease({ step: 'refund', step_def: refundDef }, { prior_events: [rejected] });
+    await run(lease);
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)[0]!.body).toMatchObject({
+      error: { code: 'action_denied', message: 'action billing.refund denied by rejected:apr_9 (the approver\'s reason: "already refunded in March")' },
+      deterministic: true,
+    });
+    expect(gateway.executions.get('billing.refund') ?? 0).toBe(0);
+  });
+
   it('approval_required stops the step; the approved re-lease executes it exactly once, even leased again', async () => {
     const { kernel, gateway, run } = await setup();
     gateway.define('billing.refund', (a) => ({ id: 'rf_9', amount: a.amount }), { writes: true });

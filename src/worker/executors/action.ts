@@ -45,11 +45,21 @@ export async function executeAction(rt: StepRuntime): Promise<StepOutcome> {
   if (typeof def.tool !== 'string' || def.tool === '') throw new StepError('step_invalid', `action step ${rt.lease.step} has no tool`, true);
   const args = isArgs(def.args) ? def.args : {};
   const r = await proposeAndExecute(rt, def.tool, args, actionSummary(def.tool, args, def.summary));
-  if (r.type === 'denied') throw new StepError('action_denied', deniedMessage(def.tool, r.rule), true);
+  // The approver's reason goes into the step's error, where an operator looking at the
+  // quarantined step reads why (a model step hands it to the model instead).
+  if (r.type === 'denied') throw new StepError('action_denied', deniedMessage(def.tool, r.rule, rejectionReason(rt, r.approval_id)), true);
   if (r.type === 'parked') return { type: 'parked', action_id: r.action_id, approval_id: r.approval_id, usage: rt.usage };
   return { type: 'completed', output: r.result, usage: rt.usage };
 }
 
-export function deniedMessage(tool: string, rule: string | null): string {
-  return `action ${tool} denied${rule ? ` by ${rule}` : ''}`;
+export function deniedMessage(tool: string, rule: string | null, reason: string | null = null): string {
+  return `action ${tool} denied${rule ? ` by ${rule}` : ''}${reason !== null ? ` (the approver's reason: ${JSON.stringify(reason)})` : ''}`;
+}
+
+/** The approver's reason, when the denial is a rejected approval the step's prior events hold. */
+export function rejectionReason(rt: StepRuntime, approvalId: string | null): string | null {
+  if (approvalId === null) return null;
+  const decided = (rt.lease.context?.prior_events ?? []).find((e) => e.kind === 'approval.decided' && (e.payload as { approval_id?: string }).approval_id === approvalId);
+  const reason = (decided?.payload as { reason?: unknown } | undefined)?.reason;
+  return typeof reason === 'string' && reason !== '' ? reason : null;
 }

@@ -25,7 +25,7 @@ import type { ChatMessage, ProviderCall, ProviderResponse, ProviderTool } from '
 import { WORKER_EVENT_SOURCE } from '../step-history.js';
 import type { StepRuntime } from '../step-runtime.js';
 import type { StepOutcome } from '../types.js';
-import { actionSummary, deniedMessage, proposeAndExecute } from './action.js';
+import { actionSummary, deniedMessage, proposeAndExecute, rejectionReason } from './action.js';
 import { isArgs } from './tool.js';
 
 /** Gateway failures the model is told about (it can correct itself) instead of failing the step. */
@@ -241,7 +241,10 @@ async function runCall(rt: StepRuntime, call: ProviderCall, index: number, offer
     // A denied proposal (by policy, or a rejected approval) is the model's to hear: it is the
     // call's result, with the approver's reason, and the model answers with it. An `action`
     // step, which has no model, fails on it instead.
-    if (r.type === 'denied') return { type: 'value', value: { error: { code: 'action_denied', message: deniedMessage(call.tool, r.rule), ...rejectionOf(rt, r.approval_id) } } };
+    if (r.type === 'denied') {
+      const reason = rejectionReason(rt, r.approval_id);
+      return { type: 'value', value: { error: { code: 'action_denied', message: deniedMessage(call.tool, r.rule), ...(reason !== null ? { reason } : {}) } } };
+    }
     if (r.type === 'parked') return r;
     return { type: 'value', value: r.result };
   }
@@ -256,10 +259,3 @@ async function runCall(rt: StepRuntime, call: ProviderCall, index: number, offer
   }
 }
 
-/** The approver's reason, when the denial is a rejected approval the step's prior events hold. */
-function rejectionOf(rt: StepRuntime, approvalId: string | null): { reason?: string } {
-  if (approvalId === null) return {};
-  const decided = (rt.lease.context?.prior_events ?? []).find((e) => e.kind === 'approval.decided' && (e.payload as { approval_id?: string }).approval_id === approvalId);
-  const reason = (decided?.payload as { reason?: unknown } | undefined)?.reason;
-  return typeof reason === 'string' && reason !== '' ? { reason } : {};
-}
