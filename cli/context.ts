@@ -111,8 +111,11 @@ export function output(cmd: Command, data: unknown, human?: (data: any) => strin
   try {
     text = human(data);
   } catch (err) {
-    // A 2xx JSON answer in another shape than svcd's: something else answers at that URL.
-    if (err instanceof TypeError) throw new CliError(`the answer is not one svcd sends (${err.message}); is the URL svcd's?`, EXIT.failed);
+    // A 2xx JSON answer in another shape than svcd's: something else answers at that URL. With
+    // SVC_LOG_LEVEL=debug the error goes on as it is, stack and all, in case the bug is ours.
+    if (err instanceof TypeError && process.env.SVC_LOG_LEVEL !== 'debug') {
+      throw new CliError(`the answer is not one svcd sends (${err.message}); is the URL svcd's? (SVC_LOG_LEVEL=debug shows where it failed)`, EXIT.failed);
+    }
     throw err;
   }
   process.stdout.write(text.replace(/\n?$/, '\n'));

@@ -66,7 +66,7 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
       for (const args of [['keys', 'show'], ['run', 'list'], ['--json', 'approvals', 'list', '--actor', 'fin-1:finance'], ['approvals', 'list', '--actor', 'fin-1:finance']]) {
         const r = await runSvc(['--kernel-url', weird, ...args]);
         expect([args.join(' '), r.code, r.stdout]).toEqual([args.join(' '), 1, '']);
-        expect(oneLine(r.stderr)).toEqual([expect.stringMatching(/^svc: (HTTP 200 from .* is not an svcd answer|the answer is not one svcd sends \(.*\)); is the URL svcd's\?$/)]);
+        expect(oneLine(r.stderr)).toEqual([expect.stringMatching(/^svc: (HTTP 200 from .* is not an svcd answer; is the URL svcd's\?|the answer is not one svcd sends \(.*\); is the URL svcd's\? \(SVC_LOG_LEVEL=debug shows where it failed\))$/)]);
       }
     } finally {
       server.close();
