@@ -118,7 +118,7 @@ export function abandonHuman(id: string, x: AbandonAnswer): string {
     for (const w of writes) {
       // The gateway's outcome tells the operator where to look: `ok` wrote; a failure may have.
       const said = w.outcome !== undefined ? `: ${w.outcome}` : '';
-      const ran = w.called_seq !== undefined ? `; the gateway called it at event ${w.called_seq}${said}` : w.kind === 'tool.called' && said ? `; outcome${said}` : '';
+      const ran = w.called_seq !== undefined ? `; the gateway called it at event ${w.called_seq}${said}` : said && `; outcome${said}`;
       lines.push(`  step ${w.step}: ${w.tool} (event ${w.seq}, ${w.kind}${ran})`);
     }
     if (total > writes.length) lines.push(`  … and ${total - writes.length} more (svc run events shows them all)`);

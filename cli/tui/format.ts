@@ -136,6 +136,7 @@ export function listArgsTexts(approvals: ReadonlyArray<Pick<Approval, 'approval_
     }
     const keys = Object.keys(args);
     const ordered = [...keys.filter((k) => varying.has(k)), ...keys.filter((k) => !varying.has(k))];
+    // Written out member by member: an object would put integer-like keys first again.
     out.set(a.approval_id, `{${ordered.map((k) => `${JSON.stringify(k)}:${JSON.stringify(args[k])}`).join(',')}}`);
   }
   return out;

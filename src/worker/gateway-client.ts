@@ -106,9 +106,7 @@ export class GatewayClient {
       try {
         res = await requestJson(this.peer, 'POST', '/tools/call', req, { signal });
       } catch (err) {
-        // Unreachable, or the answer broke off (a drain's cut): ask again, but not a port fetch refuses outright.
-        const recoverable = err instanceof StepError && err.code === 'network_error' && !(err instanceof UnreachableError && !err.mayRecover);
-        if (!recoverable) throw err;
+        if (!mayAskAgain(err)) throw err;
         await outage.waitOrThrow(err, signal);
         continue;
       }
@@ -172,9 +170,17 @@ export class GatewayClient {
       return { failure, mayWait: res.status === 503 };
     } catch (err) {
       if (signal?.aborted || !(err instanceof StepError) || err.code !== 'network_error') throw err;
-      return { failure: err, mayWait: !(err instanceof UnreachableError && !err.mayRecover) };
+      return { failure: err, mayWait: mayAskAgain(err) };
     }
   }
+}
+
+/**
+ * Whether a request that got no answer may be sent again: the gateway was unreachable, or its
+ * answer broke off (a drain's cut); not a port fetch refuses outright.
+ */
+function mayAskAgain(err: unknown): err is StepError {
+  return err instanceof StepError && err.code === 'network_error' && !(err instanceof UnreachableError && !err.mayRecover);
 }
 
 /** `Retry-After` (decisions §9) as ms: 1 s when absent, unreadable or zero, at most 30 s. */

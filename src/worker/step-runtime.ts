@@ -86,12 +86,20 @@ export class StepRuntime {
   }
 
   /**
+   * sha256(run/step/parts…), with `/r<segment>` appended for a segment after a quarantine: the
+   * keys of one call, one per segment of the step.
+   */
+  private segmentKey(parts: Array<string | number>, segment: number): string {
+    const { run_id, step } = this.lease;
+    return segment === 0 ? idempotencyKey(run_id, step, ...parts) : idempotencyKey(run_id, step, ...parts, `r${segment}`);
+  }
+
+  /**
    * The key of the call at `index` in this step: sha256(run/step/index), with the segment
    * appended after a quarantine so a resumed step's calls are new calls.
    */
   callKey(index: number): string {
-    const { run_id, step } = this.lease;
-    return this.history.segment === 0 ? idempotencyKey(run_id, step, index) : idempotencyKey(run_id, step, index, `r${this.history.segment}`);
+    return this.segmentKey([index], this.history.segment);
   }
 
   /**
@@ -99,8 +107,7 @@ export class StepRuntime {
    * across a quarantine and resume (`keptAcrossResumes`).
    */
   actionKey(actionId: string): string {
-    const { run_id, step } = this.lease;
-    return this.keptAcrossResumes((segment) => (segment === 0 ? idempotencyKey(run_id, step, 'action', actionId) : idempotencyKey(run_id, step, 'action', actionId, `r${segment}`)));
+    return this.keptAcrossResumes(['action', actionId]);
   }
 
   /**
@@ -110,8 +117,7 @@ export class StepRuntime {
    * A read's key moves with each resume (`callKey`): a resumed read sees the data as it is now.
    */
   writeKey(index: number): string {
-    const { run_id, step } = this.lease;
-    return this.keptAcrossResumes((segment) => (segment === 0 ? idempotencyKey(run_id, step, index) : idempotencyKey(run_id, step, index, `r${segment}`)));
+    return this.keptAcrossResumes([index]);
   }
 
   /**
@@ -122,10 +128,10 @@ export class StepRuntime {
    * executed write is answered from the store, an `unknown` one stays refused until a human
    * settles it.
    */
-  private keptAcrossResumes(keyOf: (segment: number) => string): string {
-    let key = keyOf(0);
+  private keptAcrossResumes(parts: Array<string | number>): string {
+    let key = this.segmentKey(parts, 0);
     for (let segment = 1; segment <= this.history.segment; segment++) {
-      if (this.history.toolOutcome(key) === 'deterministic_failure') key = keyOf(segment);
+      if (this.history.toolOutcome(key) === 'deterministic_failure') key = this.segmentKey(parts, segment);
     }
     return key;
   }
