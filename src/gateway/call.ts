@@ -24,7 +24,8 @@ import type { Canaries } from './canaries.js';
 import { argsErrors } from './schema-validator.js';
 import { ABANDONED_WRITE_GRACE_MS, abortable, abortMessage, ArgsInvalid, DeterministicFailure, ScopeRefusal, UpstreamError, type Connector, type ConnectorTool } from './connectors/types.js';
 import type { IdempotencyStore } from './idempotency.js';
-import { isCredentialRefusal, type EventCredential, type GatewayEvent, type KernelLink } from './kernel-link.js';
+import type { EventOutbox } from './event-outbox.js';
+import type { EventCredential, GatewayEvent, KernelLink } from './kernel-link.js';
 import type { GatewayMetrics } from './metrics.js';
 
 /** The body of POST /v1/tools/call (interface 4.2). */
@@ -93,8 +94,8 @@ export interface CallDeps {
   canaries: Canaries;
   /** Clock leeway for nbf/exp, seconds. */
   skewSeconds: number;
-  /** Upper bound on waiting for an event append, ms. */
-  eventTimeoutMs: number;
+  /** Appends the gateway's events to runs, queueing them while the kernel does not answer. */
+  events: Pick<EventOutbox, 'deliver'>;
   findTool(id: string): { connector: Connector; tool: ConnectorTool } | null;
   breaker(connector: string): CircuitBreaker;
 }
@@ -114,35 +115,6 @@ export function gatewayError(code: ErrorCode, message: string, details: Record<s
 function circuitOpen(message: string, details: Record<string, unknown>, retryAfterMs: number): CallResponse {
   const res = gatewayError('upstream_error', message, { ...details, retry_after_ms: retryAfterMs }, { circuit: 'open' });
   return { ...res, headers: { 'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) } };
-}
-
-/**
- * Appends `ev` to a run with the first of `creds` the kernel accepts (decisions §7): a
- * credential it refuses (a remit of another run, an ended lease) passes the event to the
- * next, so a refusal is recorded whether the gateway runs beside the kernel or apart from it,
- * with or without a kernel token. Best effort under one deadline: a failed append is logged,
- * never fails the call.
- */
-async function appendEvent(d: CallDeps, runId: string, ev: GatewayEvent, creds: EventCredential[]): Promise<void> {
-  const safe: GatewayEvent = { ...ev, payload: d.redactor.redactValue(ev.payload) };
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${d.eventTimeoutMs} ms`)), d.eventTimeoutMs);
-  });
-  try {
-    for (const [i, cred] of creds.entries()) {
-      try {
-        await Promise.race([d.link().appendEvent(runId, safe, cred), deadline]);
-        return;
-      } catch (err) {
-        if (!isCredentialRefusal(err) || i === creds.length - 1) throw err;
-      }
-    }
-  } catch (err) {
-    d.logger.warn('cannot append gateway event', { kind: ev.kind, run_id: runId, err: d.redactor.redact((err as Error).message) });
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /** The answer to a connector that failed while deriving a call's scopes (before any claim or breaker). */
@@ -448,7 +420,7 @@ class ToolCall {
     if (this.payload) creds.push({ remit: this.req.remit_token });
     if (typeof this.req.lease_id === 'string' && this.req.lease_id !== '') creds.push({ lease: this.req.lease_id });
     if (ev.kind === 'tool.refused') creds.push({ bearer: true });
-    await appendEvent(this.d, runId, ev, creds);
+    await this.d.events.deliver(runId, ev, creds);
   }
 
   /** `boundRun`: the run a verified token is bound to when it is not the call's (remit_run_mismatch). */
@@ -463,7 +435,7 @@ class ToolCall {
     // Interface 5.3: the refusal is recorded on the call's run and, for a token bound to
     // another run, on that run too (its owner learns that its remit was presented elsewhere).
     const alsoBound = boundRun !== undefined && boundRun !== this.runOfCall();
-    await Promise.all([this.emit(ev), alsoBound ? appendEvent(d, boundRun, ev, [{ remit: req.remit_token }, { bearer: true }]) : Promise.resolve()]);
+    await Promise.all([this.emit(ev), alsoBound ? d.events.deliver(boundRun, ev, [{ remit: req.remit_token }, { bearer: true }]) : Promise.resolve()]);
     return this.finish({ status: 403, body: { ok: false, refusal: { reason, detail } } }, 'refused');
   }
 

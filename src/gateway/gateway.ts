@@ -19,6 +19,7 @@ import { McpConnector, type McpConnectorOptions } from './connectors/mcp.js';
 import { SqliteConnector } from './connectors/sqlite.js';
 import { TestConnector } from './connectors/test.js';
 import { ConnectorSetupError, type Connector, type ConnectorTool } from './connectors/types.js';
+import { EventOutbox, type EventOutboxOptions } from './event-outbox.js';
 import { IdempotencyStore } from './idempotency.js';
 import { HttpKernelLink, type KernelLink } from './kernel-link.js';
 import { GatewayMetrics } from './metrics.js';
@@ -41,6 +42,8 @@ export interface GatewayOptions {
   skewSeconds?: number;
   /** Upper bound on waiting for a run event append, ms. (Default: 2000) */
   eventTimeoutMs?: number;
+  /** The outbox's retry and bounds (tests). */
+  outbox?: Pick<EventOutboxOptions, 'retryMs' | 'maxRetryMs' | 'maxRows' | 'maxAgeMs'>;
 }
 
 /** GET /v1/health of the gateway (interface 4.2). */
@@ -71,6 +74,7 @@ export class Gateway {
   private linkValue: KernelLink;
   private canariesValue!: Canaries;
   private storeValue!: IdempotencyStore;
+  private outbox: EventOutbox | null = null;
   private readonly clock: Clock;
   private readonly logger: Logger;
   private readonly redactor: Redactor;
@@ -145,6 +149,23 @@ export class Gateway {
       gw.unlock();
       throw err;
     }
+    try {
+      gw.outbox = await EventOutbox.open({
+        db: gw.storeValue.db,
+        link: () => gw.linkValue,
+        clock: gw.clock,
+        logger: gw.logger,
+        redactor: gw.redactor,
+        metrics: gw.metrics,
+        timeoutMs: opts.eventTimeoutMs ?? 2000,
+        ...opts.outbox,
+      });
+    } catch (err) {
+      await gw.storeValue.close();
+      await Promise.allSettled(list.map((c) => c.close()));
+      gw.unlock();
+      throw err;
+    }
     gw.canariesValue = new Canaries({
       connectors: gw.connectors,
       config: config.canary,
@@ -166,7 +187,7 @@ export class Gateway {
       store: gw.storeValue,
       canaries: gw.canariesValue,
       skewSeconds: Number.isFinite(skew) && skew >= 0 ? skew : 0,
-      eventTimeoutMs: opts.eventTimeoutMs ?? 2000,
+      events: gw.outbox,
       findTool: (id) => gw.findTool(id),
       breaker: (name) => gw.breakers.get(name)!,
     };
@@ -190,6 +211,11 @@ export class Gateway {
 
   get store(): IdempotencyStore {
     return this.storeValue;
+  }
+
+  /** Gateway events waiting for the kernel. */
+  get events(): EventOutbox {
+    return this.outbox!;
   }
 
   breaker(connector: string): CircuitBreaker | null {
@@ -258,6 +284,7 @@ export class Gateway {
   close(): Promise<void> {
     this.closing ??= (async () => {
       await this.canariesValue?.stop();
+      await this.outbox?.close();
       await this.storeValue?.close();
       await Promise.allSettled([...this.connectors.values()].map((c) => c.close()));
       this.unlock();

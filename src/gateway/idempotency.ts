@@ -11,13 +11,15 @@
  * expire 30 days after they were stored: a claim treats an expired entry as absent at once,
  * and the rows are deleted at start and every hour after (`PURGE_EVERY_MS`).
  *
- * The same file keeps the canaries' quarantine records, so a quarantine survives a restart.
+ * The same file keeps the canaries' quarantine records, so a quarantine survives a restart,
+ * and the events waiting for the kernel (event-outbox.ts).
  * One gateway process owns a data dir: startup recovery assumes no other live claimant.
  */
 import { join } from 'node:path';
 import type { Clock } from '../clock.js';
 import type { Migration, SqlDb } from '../store/sql-db.js';
 import { migrate, SqliteDb } from '../store/sqlite-db.js';
+import { OUTBOX_MIGRATION } from './event-outbox.js';
 
 /** Interface 8: idempotency entry lifetime. */
 export const IDEMPOTENCY_TTL_MS = 30 * 24 * 3600 * 1000;
@@ -50,6 +52,7 @@ export const GATEWAY_MIGRATIONS: Migration[] = [
       );
     `,
   },
+  OUTBOX_MIGRATION,
 ];
 
 export type ClaimResult =

@@ -3,10 +3,11 @@
  * and a way to append `tool.refused` / `tool.called` events to runs. In one svcd process the
  * link is a direct call into the kernel; apart, it is HTTP with the gateway's token.
  *
- * Event appends are best effort: a failed append is logged by the caller, never fails a call.
+ * A failed append never fails a call: a refusal is logged, and a failure that may pass (the
+ * kernel does not answer) queues the event in the gateway's outbox (event-outbox.ts).
  */
 import { decodeBase64url } from '../encoding/base64url.js';
-import { SvcError } from '../errors.js';
+import { ERROR_CODES, SvcError, type ErrorCode } from '../errors.js';
 import { globalRedactor, type Logger } from '../log/logger.js';
 import type { TrustedKeys } from '../types.js';
 import { wellFormedJson } from '../encoding/well-formed-json.js';
@@ -193,23 +194,35 @@ export class HttpKernelLink implements KernelLink {
       headers,
       body: wellFormedJson({ kind: ev.kind, payload: ev.payload, actor: ev.actor }),
       signal: AbortSignal.timeout(this.opts.timeoutMs ?? 5000),
+    }).catch((err: unknown) => {
+      throw new Error(`cannot reach the kernel at ${this.base}: ${causeOf(err)}`);
     });
     if (!res.ok) {
       const text = await res.text().catch(() => '');
-      const code = res.status === 401 ? errorCodeOf(text) : null;
+      const code = errorCodeOf(text);
       const message = `POST /v1/runs/${runId}/events answered ${res.status} ${globalRedactor.redact(text).slice(0, 200)}`;
-      if (code === 'credential_invalid' || code === 'credential_required') throw new SvcError(code, message, {});
-      throw new Error(message);
+      // A 5xx, a 429 or a refused gateway bearer may pass (a plain Error: the outbox asks
+      // again); another 4xx is the kernel's last word on this event (an SvcError).
+      if (res.status >= 500 || res.status === 429 || code === 'unauthorized' || code === null || res.status < 400) throw new Error(message);
+      throw new SvcError(code, message, {});
     }
   }
 }
 
-/** `error.code` of a kernel error envelope, or null. */
-function errorCodeOf(text: string): string | null {
+/** `error.code` of a kernel error envelope when it is one of svc's codes, or null. */
+function errorCodeOf(text: string): ErrorCode | null {
   try {
     const code = (JSON.parse(text) as { error?: { code?: unknown } }).error?.code;
-    return typeof code === 'string' ? code : null;
+    return typeof code === 'string' && Object.hasOwn(ERROR_CODES, code) ? (code as ErrorCode) : null;
   } catch {
     return null;
   }
+}
+
+/** What a failed fetch names: the system error's code (ECONNREFUSED) or the abort's reason. */
+function causeOf(err: unknown): string {
+  const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
+  if (typeof cause?.code === 'string') return cause.code;
+  if (typeof cause?.message === 'string') return cause.message;
+  return err instanceof Error ? err.message : String(err);
 }

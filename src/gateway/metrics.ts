@@ -34,9 +34,18 @@ export class GatewayMetrics {
   readonly canaryStatus = new Gauge({ name: 'svc_gateway_canary_status', help: 'Connector canary status: 1 healthy, 0 failed, -1 quarantined', labelNames: ['connector'], registers: [this.registry] });
   readonly circuitOpen = new Gauge({ name: 'svc_gateway_circuit_open', help: '1 while the connector circuit is open or half-open, else 0', labelNames: ['connector'], registers: [this.registry] });
 
+  readonly outboxDepth = new Gauge({ name: 'svc_gateway_event_outbox_depth', help: 'Gateway events queued until the kernel answers again', registers: [this.registry] });
+  readonly eventsDropped = new Counter({
+    name: 'svc_gateway_events_dropped_total',
+    help: 'Gateway events not recorded on their run: refused by the kernel, expired or dropped from a full outbox, or not stored',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+
   constructor() {
     // Every refusal reason exists from the start, so a rate over it is defined before the first refusal.
     for (const reason of REFUSAL_REASONS) this.refusals.inc({ reason }, 0);
+    this.outboxDepth.set(0);
   }
 
   text(): Promise<string> {

@@ -7,7 +7,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { HttpKernelLink } from '../../src/gateway/kernel-link.js';
+import { mayPass } from '../../src/gateway/event-outbox.js';
+import { HttpKernelLink, isCredentialRefusal } from '../../src/gateway/kernel-link.js';
 
 const KEY_A = { key_id: 'k-a', algorithm: 'ed25519', public_key: Buffer.alloc(32, 1).toString('base64url') };
 const KEY_B = { key_id: 'k-b', algorithm: 'ed25519', public_key: Buffer.alloc(32, 2).toString('base64url') };
@@ -105,5 +106,45 @@ describe('HttpKernelLink.trustedKeys (I 4.1 /keys, D §2 rotation)', () => {
     await expect(link.trustedKeys('k-b')).rejects.toMatchObject({ code: 'unavailable', message: expect.stringContaining('answered 503') });
     expect((await link.trustedKeys('k-a')).lookup('k-a')).not.toBeNull();
     expect(keys.hits).toBe(3);
+  });
+});
+
+describe('HttpKernelLink.appendEvent: which failures the outbox asks again (D §7, svc-gateway(5))', () => {
+  async function answering(status: number, body: unknown): Promise<string> {
+    server = createServer((_req, res) => {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
+    });
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    return `http://127.0.0.1:${(server!.address() as AddressInfo).port}`;
+  }
+  const ev = { kind: 'tool.called', payload: {}, actor: { id: 'gateway', role: 'gateway' } };
+  const failure = async (url: string): Promise<unknown> => new HttpKernelLink({ kernelUrl: url, token: null, timeoutMs: 2000 }).appendEvent('run_X', ev, { lease: 'lse_1' }).then(() => null, (e: unknown) => e);
+
+  it('a 503, a 429 and a refused bearer may pass', async () => {
+    for (const [status, code] of [[503, 'unavailable'], [429, 'rate_limited'], [401, 'unauthorized']] as const) {
+      const err = await failure(await answering(status, { error: { code, message: 'x', details: {} } }));
+      expect(mayPass(err), `${status} ${code}`).toBe(true);
+      await new Promise<void>((resolve) => server!.close(() => resolve()));
+      server = null;
+    }
+  });
+
+  it('a refused credential falls through to the next; an unknown run is final', async () => {
+    const cred = await failure(await answering(401, { error: { code: 'credential_invalid', message: 'ended', details: {} } }));
+    expect(isCredentialRefusal(cred)).toBe(true);
+    await new Promise<void>((resolve) => server!.close(() => resolve()));
+    const gone = await failure(await answering(404, { error: { code: 'not_found', message: 'run run_X not found', details: {} } }));
+    expect(isCredentialRefusal(gone)).toBe(false);
+    expect(mayPass(gone)).toBe(false);
+  });
+
+  it('no kernel listening: a failure that may pass, naming the address and the system error', async () => {
+    const url = await answering(200, {});
+    await new Promise<void>((resolve) => server!.close(() => resolve()));
+    server = null;
+    const err = (await failure(url)) as Error;
+    expect(mayPass(err)).toBe(true);
+    expect(err.message).toBe(`cannot reach the kernel at ${url}: ECONNREFUSED`);
   });
 });

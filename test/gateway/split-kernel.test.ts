@@ -2,9 +2,12 @@
  * Interface 5.3 / 6.2: every refusal is a `tool.refused` event on the run — also when the
  * gateway runs in its own svcd (`--no-kernel`) against a kernel without a token, where no
  * bearer stands in for a credential (interface 5.2). The gateway posts with the run's remit
- * when the token verified, else with the call's lease (decisions §7).
+ * when the token verified, else with the call's lease (decisions §7). While the kernel does
+ * not answer, the events wait in the gateway's outbox and reach the run once it does.
  */
 import { writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnSvcd, tempDir, type SpawnedSvcd } from '../helpers/daemon.js';
@@ -30,8 +33,8 @@ afterAll(async () => {
   await d?.[Symbol.asyncDispose]();
 });
 
-async function call(body: Record<string, unknown>): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${gw.gatewayUrl}/v1/tools/call`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+async function call(body: Record<string, unknown>, gateway: SpawnedSvcd = gw): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${gateway.gatewayUrl}/v1/tools/call`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   return { status: res.status, body: await res.json() };
 }
 
@@ -57,6 +60,83 @@ describe('gateway apart from a kernel without a token (interface 5.3, decisions 
     const refused = (await allEvents(d, run_id)).filter((e) => e.kind === 'tool.refused');
     expect(refused.map((e) => e.payload.reason)).toEqual(['token_malformed', 'scope_not_granted', 'tool_not_in_remit']);
     expect(refused[0]).toMatchObject({ actor: { id: 'gateway' }, payload: { tool: 'test.echo', lease_id: l.body.lease_id, run_id } });
-    expect(gw.stderr()).not.toContain('cannot append gateway event');
+    expect(gw.stderr()).not.toContain('a gateway event was not recorded');
+    expect(gw.stderr()).not.toContain('cannot reach the kernel with a gateway event');
   }, 30_000);
+});
+
+/** A real HTTP hop to the kernel that can be cut: while `down`, every connection is reset. */
+async function cuttableProxy(target: string): Promise<{ url: string; setDown(down: boolean): void; close(): Promise<void> }> {
+  let down = false;
+  const server: Server = createServer((req, res) => {
+    if (down) return void req.socket.destroy();
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => k !== 'host' && k !== 'content-length' && k !== 'connection')) as Record<string, string>;
+      fetch(`${target}${req.url}`, { method: req.method, headers, body: chunks.length ? Buffer.concat(chunks) : undefined })
+        .then(async (up) => {
+          res.writeHead(up.status, { 'content-type': up.headers.get('content-type') ?? 'application/json' });
+          res.end(Buffer.from(await up.arrayBuffer()));
+        })
+        .catch(() => req.socket.destroy());
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    setDown: (v) => void (down = v),
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+describe('gateway apart from a kernel that stops answering (interface 5.3, decisions §7)', () => {
+  it('tool.called events of calls made meanwhile wait in the outbox and reach the run, in order, once the kernel answers', async () => {
+    const proxy = await cuttableProxy(d.kernelUrl!);
+    const dir = tempDir();
+    const cfg = join(dir, 'gateway.yaml');
+    writeFileSync(cfg, `kernel_url: ${proxy.url}\nconnectors: []\n`);
+    const gw2 = await spawnSvcd(['--no-kernel', '--gateway-config', cfg, '--gateway-listen', '127.0.0.1:0'], {
+      SVC_GATEWAY_DATA: join(dir, 'gw'),
+      SVC_TOKEN: '',
+      SVC_GATEWAY_TEST_TOOLS: '1',
+    });
+    try {
+      const bundleId = await pushBundle(d);
+      const remit = await d.kernel_('/remits', {
+        body: { tools: ['test.echo', 'billing.*'], scopes: ['test:*'], grants: [], spend: { tokens: 1000, usd: 1 }, autonomy: 'supervised', ttl_seconds: 600, policy_set: [], requested_by: REQUESTER },
+      });
+      const run = await d.kernel_('/runs', { body: { bundle_id: bundleId, workflow: 'refund', input: { invoice_id: 'inv-2' }, remit_id: remit.body.remit_id, requested_by: REQUESTER } });
+      const run_id = run.body.run_id as string;
+      const l = await lease(d, ['model']);
+      const body = (n: number) => ({ run_id, step: l.body.step, lease_id: l.body.lease_id, remit_token: l.body.context.remit_token, tool: 'test.echo', args: { n } });
+      const called = async () => (await allEvents(d, run_id)).filter((e) => e.kind === 'tool.called');
+
+      expect((await call(body(1), gw2)).status).toBe(200); // the keys are fetched and cached
+      expect(await called()).toHaveLength(1);
+
+      proxy.setDown(true);
+      for (const n of [2, 3]) {
+        const res = await call(body(n), gw2);
+        expect(res.status).toBe(200); // an event that cannot be posted never fails the call
+      }
+      const metrics = await (await fetch(`${gw2.gatewayUrl}/v1/metrics`)).text();
+      expect(metrics).toMatch(/^svc_gateway_event_outbox_depth 2$/m);
+      expect(await called()).toHaveLength(1);
+
+      proxy.setDown(false);
+      await expect.poll(async () => (await called()).length, { timeout: 20_000, interval: 250 }).toBe(3);
+      const events = await called();
+      expect(events.map((e) => e.payload.args_hash)).toEqual([...new Set(events.map((e) => e.payload.args_hash))]); // three calls, three events
+      expect(events[0].payload.queued_at).toBeUndefined();
+      for (const e of events.slice(1)) expect(Date.parse(e.payload.queued_at)).toBeLessThanOrEqual(Date.parse(e.at));
+      expect(Date.parse(events[1].payload.queued_at)).toBeLessThanOrEqual(Date.parse(events[2].payload.queued_at));
+      expect(gw2.stderr()).toContain('cannot reach the kernel with a gateway event; it is queued');
+      expect(gw2.stderr()).toContain('the kernel takes gateway events again');
+      expect(gw2.stderr()).not.toContain('a gateway event was not recorded');
+    } finally {
+      await gw2.stop();
+      await proxy.close();
+    }
+  }, 60_000);
 });

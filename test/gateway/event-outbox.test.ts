@@ -1,0 +1,247 @@
+/**
+ * The gateway's event outbox (interface 5.3 "a refused call appends a `tool.refused` event",
+ * decisions §7 external kinds): an event the kernel cannot take now is kept in gateway.db and
+ * delivered, in order, once it answers; a refusal is final. A real SQLite file, a scripted
+ * kernel link.
+ */
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import { SvcError } from '../../src/errors.js';
+import { EventOutbox, mayPass, type EventOutboxOptions } from '../../src/gateway/event-outbox.js';
+import { GATEWAY_MIGRATIONS } from '../../src/gateway/idempotency.js';
+import type { EventCredential, GatewayEvent, KernelLink } from '../../src/gateway/kernel-link.js';
+import { GatewayMetrics } from '../../src/gateway/metrics.js';
+import { Redactor } from '../../src/log/logger.js';
+import { migrate, SqliteDb } from '../../src/store/sqlite-db.js';
+import { tempDir } from '../helpers/daemon.js';
+import { capturedLogger, metricValue } from './helpers.js';
+
+/** A kernel that is up or down, refuses the credentials `refuses` names, and records what it took. */
+class ScriptedKernel implements KernelLink {
+  up = true;
+  /** Answer an append after this many ms (a slow kernel). */
+  delayMs = 0;
+  refuses: (cred: EventCredential) => boolean = () => false;
+  finalRefusal: string | null = null;
+  readonly taken: Array<{ runId: string; ev: GatewayEvent; cred: EventCredential }> = [];
+  async trustedKeys(): Promise<never> {
+    throw new Error('not used');
+  }
+  async appendEvent(runId: string, ev: GatewayEvent, cred: EventCredential): Promise<void> {
+    if (this.delayMs > 0) await new Promise((r) => setTimeout(r, this.delayMs));
+    if (!this.up) throw new Error('cannot reach the kernel at http://127.0.0.1:9: ECONNREFUSED');
+    if (this.refuses(cred)) throw new SvcError('credential_invalid', 'X-Svc-Remit is refused: expired');
+    if (this.finalRefusal) throw new SvcError('not_found', this.finalRefusal);
+    this.taken.push({ runId, ev, cred });
+  }
+}
+
+const SECRET = 'sk-outbox-secret-value-1234';
+const ev = (n: number, extra: Record<string, unknown> = {}): GatewayEvent => ({ kind: 'tool.called', payload: { n, ...extra }, actor: { id: 'gateway', role: 'gateway' } });
+
+let opened: Array<{ box: EventOutbox; db: SqliteDb }> = [];
+afterEach(async () => {
+  for (const { box, db } of opened) {
+    await box.close();
+    await db.close();
+  }
+  opened = [];
+});
+
+async function openBox(kernel: ScriptedKernel, dir = tempDir('svc-outbox-'), over: Partial<EventOutboxOptions> = {}) {
+  const db = new SqliteDb({ path: join(dir, 'gateway.db') });
+  await migrate(db, GATEWAY_MIGRATIONS);
+  const redactor = new Redactor();
+  redactor.add(SECRET);
+  const log = capturedLogger(redactor);
+  const metrics = new GatewayMetrics();
+  const clock = new ManualClock();
+  // retryMs high: the tests drain by hand, so no timer races them.
+  const box = await EventOutbox.open({ db, link: () => kernel, clock, logger: log.logger, redactor, metrics, timeoutMs: 500, retryMs: 60_000, ...over });
+  const handle = { box, db };
+  opened.push(handle);
+  const closeNow = async () => {
+    opened = opened.filter((o) => o !== handle);
+    await box.close();
+    await db.close();
+  };
+  return { box, db, dir, log, metrics, clock, closeNow };
+}
+
+const remit: EventCredential = { remit: 'krt1.k.payload.sig' };
+const lease: EventCredential = { lease: 'lse_1' };
+
+describe('event outbox: the kernel answers', () => {
+  it('delivers at once with the first credential the kernel accepts, and queues nothing', async () => {
+    const k = new ScriptedKernel();
+    k.refuses = (c) => 'remit' in c;
+    const { box, db } = await openBox(k);
+    await box.deliver('run_A', ev(1), [remit, lease]);
+    expect(k.taken).toEqual([{ runId: 'run_A', ev: ev(1), cred: lease }]);
+    expect(box.depth).toBe(0);
+    expect(await db.all('SELECT * FROM gateway_event_outbox')).toEqual([]);
+  });
+
+  it('a refusal of every credential, or of the event itself, is final: logged and counted, never queued', async () => {
+    const k = new ScriptedKernel();
+    k.refuses = () => true;
+    const { box, log, metrics } = await openBox(k);
+    await box.deliver('run_B', ev(1), [remit, lease]);
+    k.refuses = () => false;
+    k.finalRefusal = 'run run_B not found';
+    await box.deliver('run_B', ev(2), [remit]);
+    expect(box.depth).toBe(0);
+    expect(k.taken).toEqual([]);
+    expect(log.text()).toContain('a gateway event was not recorded on its run');
+    expect(metricValue(await metrics.text(), 'svc_gateway_events_dropped_total', { reason: 'refused' })).toBe(2);
+  });
+});
+
+describe('event outbox: the kernel does not answer', () => {
+  it('queues the event, keeps a run\'s order while it has a backlog, and delivers oldest first once the kernel is back', async () => {
+    const k = new ScriptedKernel();
+    k.up = false;
+    const { box, metrics, log } = await openBox(k);
+    await box.deliver('run_C', ev(1), [remit, lease]);
+    k.up = true;
+    // The kernel is back, but run_C still has an event queued: the next one waits behind it.
+    await box.deliver('run_C', ev(2), [remit]);
+    await box.deliver('run_D', ev(3), [remit]); // another run has no backlog: straight through
+    expect(k.taken.map((t) => t.ev.payload.n)).toEqual([3]);
+    expect(box.depth).toBe(2);
+    expect(metricValue(await metrics.text(), 'svc_gateway_event_outbox_depth')).toBe(2);
+    expect(log.text()).toContain('cannot reach the kernel with a gateway event; it is queued');
+
+    await box.drain();
+    expect(k.taken.map((t) => [t.runId, t.ev.payload.n])).toEqual([
+      ['run_D', 3],
+      ['run_C', 1],
+      ['run_C', 2],
+    ]);
+    // A delayed event says when the gateway first tried to post it.
+    expect(k.taken[1].ev.payload.queued_at).toBe(new Date(Date.parse('2026-11-22T10:00:00.000Z')).toISOString());
+    expect(k.taken[1].cred).toEqual(remit);
+    expect(box.depth).toBe(0);
+    expect(metricValue(await metrics.text(), 'svc_gateway_event_outbox_depth')).toBe(0);
+  });
+
+  it('a pass stops at the first failure, so nothing overtakes an event the kernel has not taken', async () => {
+    const k = new ScriptedKernel();
+    k.up = false;
+    const { box } = await openBox(k);
+    for (const n of [1, 2, 3]) await box.deliver(`run_${n}`, ev(n), [remit]);
+    await box.drain(); // still down
+    expect(box.depth).toBe(3);
+    k.up = true;
+    await box.drain();
+    expect(k.taken.map((t) => t.ev.payload.n)).toEqual([1, 2, 3]);
+  });
+
+  it('survives a restart of the gateway: the next start delivers what the last one queued', async () => {
+    const k = new ScriptedKernel();
+    k.up = false;
+    const first = await openBox(k);
+    await first.box.deliver('run_E', ev(1), [remit, lease]);
+    await first.box.deliver('run_E', ev(2), [lease]);
+    await first.closeNow();
+
+    k.up = true;
+    const second = await openBox(k, first.dir);
+    expect(second.box.depth).toBe(2);
+    await second.box.drain();
+    expect(k.taken.map((t) => [t.ev.payload.n, t.cred])).toEqual([
+      [1, remit],
+      [2, lease],
+    ]);
+  });
+
+  it('a queued event whose credential expired meanwhile is dropped with a warning, and the rest go on', async () => {
+    const k = new ScriptedKernel();
+    k.up = false;
+    const { box, log, metrics } = await openBox(k);
+    await box.deliver('run_F', ev(1), [remit]);
+    await box.deliver('run_F', ev(2), [lease]);
+    k.up = true;
+    k.refuses = (c) => 'remit' in c;
+    await box.drain();
+    expect(k.taken.map((t) => t.ev.payload.n)).toEqual([2]);
+    expect(box.depth).toBe(0);
+    expect(log.text()).toContain('X-Svc-Remit is refused: expired');
+    expect(metricValue(await metrics.text(), 'svc_gateway_events_dropped_total', { reason: 'refused' })).toBe(1);
+  });
+
+  it('bounded: a full outbox drops new events, and an event older than maxAgeMs is dropped unsent', async () => {
+    const k = new ScriptedKernel();
+    k.up = false;
+    const { box, metrics, clock } = await openBox(k, undefined, { maxRows: 2, maxAgeMs: 3_600_000 });
+    for (const n of [1, 2, 3]) await box.deliver('run_G', ev(n), [remit]);
+    expect(box.depth).toBe(2);
+    expect(metricValue(await metrics.text(), 'svc_gateway_events_dropped_total', { reason: 'full' })).toBe(1);
+    clock.advance(3_600_001);
+    k.up = true;
+    await box.drain();
+    expect(k.taken).toEqual([]);
+    expect(box.depth).toBe(0);
+    expect(metricValue(await metrics.text(), 'svc_gateway_events_dropped_total', { reason: 'expired' })).toBe(2);
+  });
+
+  it('a slow kernel: the call goes on after timeoutMs, and an append that then fails is queued all the same', async () => {
+    const k = new ScriptedKernel();
+    k.delayMs = 300;
+    k.up = false;
+    const { box } = await openBox(k, undefined, { timeoutMs: 50 });
+    const t0 = performance.now();
+    await box.deliver('run_H', ev(1), [remit]);
+    expect(performance.now() - t0).toBeLessThan(250);
+    expect(box.depth).toBe(0); // the append has not failed yet
+    await expect.poll(() => box.depth, { timeout: 2000 }).toBe(1);
+  });
+
+  it('stores the redacted payload: a ${VAR} value never reaches the file', async () => {
+    const k = new ScriptedKernel();
+    k.up = false;
+    const { box, db } = await openBox(k);
+    await box.deliver('run_I', ev(1, { detail: `upstream said ${SECRET}` }), [remit]);
+    const rows = await db.all<{ event: string }>('SELECT event FROM gateway_event_outbox');
+    expect(rows).toHaveLength(1);
+    expect(rows[0].event).not.toContain(SECRET);
+    expect(rows[0].event).toContain('[REDACTED]');
+  });
+
+  it('asks again by itself with a growing wait, and says once that the kernel is back', async () => {
+    const k = new ScriptedKernel();
+    k.up = false;
+    const { box, log } = await openBox(k, undefined, { retryMs: 20, maxRetryMs: 40 });
+    await box.deliver('run_J', ev(1), [remit]);
+    await new Promise((r) => setTimeout(r, 150)); // a few timed passes, all failing
+    expect(log.text().match(/cannot reach the kernel with a gateway event/g)).toHaveLength(1);
+    k.up = true;
+    await expect.poll(() => k.taken.length, { timeout: 2000 }).toBe(1);
+    expect(log.text()).toContain('the kernel takes gateway events again');
+  });
+});
+
+describe('mayPass: which failed appends are worth asking again', () => {
+  it('a kernel that did not answer or failed inside may pass; its refusals of the event do not', () => {
+    expect(mayPass(new Error('cannot reach the kernel at http://x: ECONNREFUSED'))).toBe(true);
+    expect(mayPass(new SvcError('unavailable', 'draining'))).toBe(true);
+    expect(mayPass(new SvcError('unauthorized', 'bad bearer'))).toBe(true);
+    expect(mayPass(new SvcError('not_found', 'run x not found'))).toBe(false);
+    expect(mayPass(new SvcError('request_invalid', 'bad'))).toBe(false);
+    expect(mayPass(new SvcError('event_kind_not_external', 'no'))).toBe(false);
+  });
+});
+
+describe('event outbox: the kernel comes back', () => {
+  it('an event delivered straight through while others wait starts their delivery at once, not after the backoff', async () => {
+    const k = new ScriptedKernel();
+    k.up = false;
+    const { box } = await openBox(k, undefined, { retryMs: 60_000 });
+    await box.deliver('run_K', ev(1), [remit]);
+    expect(box.depth).toBe(1);
+    k.up = true;
+    await box.deliver('run_L', ev(2), [remit]);
+    await expect.poll(() => k.taken.map((t) => t.ev.payload.n), { timeout: 2000 }).toEqual([2, 1]);
+  });
+});
