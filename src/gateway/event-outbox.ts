@@ -75,6 +75,19 @@ interface OutboxRow {
 }
 
 const BATCH = 100;
+/** How long `close` waits for appends already sent. */
+const CLOSE_WAIT_MS = 3000;
+
+function parseRow(row: OutboxRow): { ev: GatewayEvent; creds: EventCredential[] } | null {
+  try {
+    const ev = JSON.parse(row.event) as GatewayEvent;
+    const creds = JSON.parse(row.creds) as EventCredential[];
+    if (typeof ev?.kind !== 'string' || typeof ev.payload !== 'object' || ev.payload === null || !Array.isArray(creds)) return null;
+    return { ev, creds };
+  } catch {
+    return null;
+  }
+}
 
 export class EventOutbox {
   /** Queued rows per run, so a run with a backlog queues behind it without a query. */
@@ -84,6 +97,9 @@ export class EventOutbox {
   private draining: Promise<void> | null = null;
   private queuedMeanwhile = false;
   private failures = 0;
+  /** No more passes (close began). */
+  private stopping = false;
+  /** The store may be closed: nothing is written any more. */
   private closed = false;
   /** Appends still running after their call answered; `close` lets them settle. */
   private readonly inFlight = new Set<Promise<unknown>>();
@@ -140,12 +156,22 @@ export class EventOutbox {
     }
   }
 
-  /** Stops delivering; queued rows stay for the next start. Waits for appends already sent. */
+  /**
+   * Stops delivering; queued rows stay for the next start. Appends already sent get up to
+   * `CLOSE_WAIT_MS` to settle, and one that fails meanwhile is still queued; the store closes
+   * after this.
+   */
   async close(): Promise<void> {
-    this.closed = true;
+    this.stopping = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    await Promise.allSettled([...this.inFlight, this.draining]);
+    let timer: NodeJS.Timeout | undefined;
+    const wait = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, CLOSE_WAIT_MS);
+    });
+    await Promise.race([Promise.allSettled([...this.inFlight, this.draining]), wait]);
+    clearTimeout(timer);
+    this.closed = true;
   }
 
   /** Delivers queued events now (tests; the timer does it otherwise). */
@@ -216,18 +242,22 @@ export class EventOutbox {
   /** Sends queued rows oldest first; stops at the first failure that may pass (true: stalled). */
   private async pass(): Promise<boolean> {
     for (;;) {
-      if (this.closed) return false;
+      if (this.stopping) return false;
       const rows = await this.o.db.all<OutboxRow>('SELECT id, run_id, event, creds, queued_at, queued_ms FROM gateway_event_outbox ORDER BY id LIMIT ?', [BATCH]);
       if (rows.length === 0) return false;
       for (const row of rows) {
-        if (this.closed) return false;
-        const ev = JSON.parse(row.event) as GatewayEvent;
-        if (this.o.clock.now() - row.queued_ms > (this.o.maxAgeMs ?? 7 * 24 * 3600 * 1000)) {
-          this.drop('expired', row.run_id, ev.kind, new Error(`queued since ${row.queued_at}`));
+        if (this.stopping) return false;
+        const parsed = parseRow(row);
+        if (!parsed) {
+          // Written by this module, so only a damaged file gets here; it must not block the rest.
+          this.drop('store', row.run_id, 'unknown', new Error(`outbox row ${row.id} cannot be read`));
+        } else if (this.o.clock.now() - row.queued_ms > (this.o.maxAgeMs ?? 7 * 24 * 3600 * 1000)) {
+          this.drop('expired', row.run_id, parsed.ev.kind, new Error(`queued since ${row.queued_at}`));
         } else {
+          const { ev, creds } = parsed;
           // Said once per outage, not at every retry.
           const quiet = this.failures > 0;
-          const result = await this.attempt(row.run_id, { ...ev, payload: { ...ev.payload, queued_at: row.queued_at } }, JSON.parse(row.creds) as EventCredential[], quiet);
+          const result = await this.attempt(row.run_id, { ...ev, payload: { ...ev.payload, queued_at: row.queued_at } }, creds, quiet);
           if (result === 'retry') {
             this.failures += 1;
             return true;
@@ -256,7 +286,7 @@ export class EventOutbox {
   }
 
   private schedule(ms: number): void {
-    if (this.closed || this.timer) return;
+    if (this.stopping || this.timer) return;
     // A pass that already read an empty table would miss this row: it looks again when it ends.
     if (this.draining) {
       this.queuedMeanwhile = true;
