@@ -6,6 +6,7 @@ import type { Command } from 'commander';
 import { CliError, EXIT, usageError } from './exit.js';
 import { SvcHttpClient } from './http-client.js';
 import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../src/util/fetch-blocked-ports.js';
+import { decimalOf } from './number-flags.js';
 
 export interface GlobalOptions {
   kernelUrl: string;
@@ -73,8 +74,8 @@ export function timeoutMsOf(cmd: Command, defaultSeconds = DEFAULT_TIMEOUT_SECON
   const flag = cmd.optsWithGlobals<Partial<GlobalOptions>>().timeout;
   const raw = flag ?? (process.env.SVC_TIMEOUT || undefined);
   if (raw === undefined) return defaultSeconds * 1000;
-  const n = Number(raw);
-  if (raw.trim() === '' || !Number.isFinite(n) || n < 0 || n > 86_400) {
+  const n = decimalOf(raw);
+  if (n === null || n > 86_400) {
     throw usageError(`${flag !== undefined ? '--timeout' : 'SVC_TIMEOUT'} "${raw}" must be a number of seconds from 0 (no limit) to 86400`);
   }
   return n === 0 ? undefined : Math.max(1, Math.round(n * 1000));

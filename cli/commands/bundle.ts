@@ -34,21 +34,50 @@ export function readDataFile(file: string): unknown {
   } catch (err) {
     throw new CliError(`cannot read ${file}: ${fsReason(err)}`, EXIT.failed);
   }
+  let value: unknown;
   try {
-    return parseYaml(text, { prettyErrors: true });
+    // Integers as BigInt, so one that a JSON number cannot hold exactly is found, not rounded.
+    value = parseYaml(text, { prettyErrors: true, intAsBigInt: true });
   } catch (err) {
     // yaml's first line ends in ':' before its excerpt of the source, which one line has no room for.
     throw new UnparsableFileError(file, `not valid YAML or JSON: ${(err as Error).message.split('\n')[0]!.replace(/:\s*$/, '')}`);
   }
+  return jsonNumbers(file, value, '');
 }
 
-/** A file that was read but does not parse: a problem of the file (svc bundle validate lists it as one). */
+/**
+ * `value` with YAML's numbers made JSON's: BigInts within 2^53 become numbers; one past it,
+ * and `.nan` / `.inf` (or a JSON `1e400`), is a problem at its pointer. What is signed must be
+ * what was written, and JCS has no NaN or Infinity.
+ */
+function jsonNumbers(file: string, value: unknown, path: string): unknown {
+  if (typeof value === 'bigint') {
+    if (value > BigInt(Number.MAX_SAFE_INTEGER) || value < -BigInt(Number.MAX_SAFE_INTEGER)) {
+      throw new UnparsableFileError(file, `${value} is past 2^53 - 1, beyond what a JSON number holds exactly (quote it to keep it as text)`, path);
+    }
+    return Number(value);
+  }
+  if (typeof value === 'number' && !Number.isFinite(value)) throw new UnparsableFileError(file, `${value} is not a number JSON can carry`, path);
+  if (Array.isArray(value)) return value.map((v, i) => jsonNumbers(file, v, `${path}/${i}`));
+  if (value !== null && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) out[k] = jsonNumbers(file, v, `${path}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`);
+    return out;
+  }
+  return value;
+}
+
+/**
+ * A file that was read but does not parse, or holds a value JSON cannot carry: a problem of
+ * the file at `path` (svc bundle validate lists it as one).
+ */
 export class UnparsableFileError extends CliError {
   constructor(
     file: string,
     readonly reason: string,
+    readonly path = '',
   ) {
-    super(`${file} is ${reason}`, EXIT.failed);
+    super(path ? `${file}: ${path}: ${reason}` : `${file} is ${reason}`, EXIT.failed);
   }
 }
 
@@ -97,7 +126,7 @@ export function handleValidate(file: string): ValidateResult {
   try {
     read = readBundleFile(file);
   } catch (err) {
-    if (err instanceof UnparsableFileError) return { ok: false, file, problems: [{ path: '', message: err.reason }], warnings: [] };
+    if (err instanceof UnparsableFileError) return { ok: false, file, problems: [{ path: err.path, message: err.reason }], warnings: [] };
     throw err;
   }
   const { bundle, signature } = read;

@@ -20,6 +20,7 @@ import { globals, kernelClient, output } from '../context.js';
 import { CliError, EXIT, usageError } from '../exit.js';
 import type { SvcHttpClient } from '../http-client.js';
 import { MAX_SPEND_USD, wholeMicroUsd } from '../../src/spend.js';
+import { decimalOf, wholeOf } from '../number-flags.js';
 
 /** Flags shared by mint and derive, as commander gives them. */
 export interface CreateFlags {
@@ -52,15 +53,16 @@ function collectList(flag: string) {
 }
 
 function intFlag(name: string, v: string, min: number, max: number): number {
-  if (!/^\d+$/.test(v.trim()) || Number(v) < min || Number(v) > max) throw usageError(`${name} must be an integer from ${min} to ${max}, got "${v}"`);
-  return Number(v);
+  const n = wholeOf(v);
+  if (n === null || n < min || n > max) throw usageError(`${name} must be an integer from ${min} to ${max}, got "${v}"`);
+  return n;
 }
 
 function usdFlag(v: string): number {
-  const n = Number(v);
+  const n = decimalOf(v);
   // The kernel's range (a billion dollars at most) and its unit (whole micro-dollars, which the
   // token states): said here, before a request, like the other flags' ranges.
-  if (v.trim() === '' || !Number.isFinite(n) || n < 0 || n > MAX_SPEND_USD) throw usageError(`--spend-usd must be a number of dollars from 0 to ${MAX_SPEND_USD}, got "${v}"`);
+  if (n === null || n > MAX_SPEND_USD) throw usageError(`--spend-usd must be a number of dollars from 0 to ${MAX_SPEND_USD}, got "${v}"`);
   if (n > 0 && wholeMicroUsd(n) === 0) throw usageError(`--spend-usd ${v} is less than a micro-dollar (0.000001), the smallest amount a budget counts`);
   return n;
 }

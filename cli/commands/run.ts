@@ -19,6 +19,7 @@ import { jsonArgument, type ReadFile } from '../json-argument.js';
 import type { SvcHttpClient } from '../http-client.js';
 import { resolveBundle } from './bundle.js';
 import { parseRequestedBy } from './remit.js';
+import { wholeOf } from '../number-flags.js';
 
 export const RUN_STATES = ['running', 'parked', 'completed', 'failed', 'abandoning', 'abandoned'] as const;
 
@@ -305,10 +306,10 @@ export function registerRun(program: Command): void {
     .action(async function (this: Command, id: string, f: { fromSeq?: string; follow?: boolean; interval?: string }) {
       const client = kernelClient(this);
       const json = globals(this).json;
-      let seq = f.fromSeq === undefined ? 1 : Number(f.fromSeq);
-      if (!Number.isInteger(seq) || seq < 1) throw usageError(`--from-seq must be a positive integer, got "${f.fromSeq}"`);
-      const interval = f.interval === undefined ? 1000 : Number(f.interval);
-      if (!Number.isInteger(interval) || interval < 50) throw usageError('--interval must be an integer of at least 50 ms');
+      let seq = f.fromSeq === undefined ? 1 : wholeOf(f.fromSeq);
+      if (seq === null || seq < 1) throw usageError(`--from-seq must be a positive integer, got "${f.fromSeq}"`);
+      const interval = f.interval === undefined ? 1000 : wholeOf(f.interval);
+      if (interval === null || interval < 50) throw usageError(`--interval must be an integer of at least 50 ms, got "${f.interval}"`);
       for (;;) {
         const page = await handleEventsPage(client, id, seq);
         for (const e of page.events) process.stdout.write((json ? JSON.stringify({ type: 'event', run_id: id, ...e }) : eventLine(e)) + '\n');

@@ -76,6 +76,30 @@ describe('svc bundle validate (offline, D 4)', () => {
   });
 });
 
+describe('svc bundle validate / sign: numbers JSON cannot carry as written (D 1 JCS, svc(1) bundle validate)', () => {
+  it('a .nan, .inf or integer past 2^53 is a problem at its pointer, never rounded into what is signed', async () => {
+    const file = join(tempDir(), 'numbers.yaml');
+    const write = (v: string) =>
+      writeFileSync(file, `name: numbers\nversion: 1.0.0\nworkflows:\n  w:\n    input_schema: {type: object}\n    steps: [{id: a, kind: tool, tool: x.y, args: {ok: 9007199254740991, v: ${v}}}]\n`);
+    for (const [v, message] of [
+      ['.nan', 'NaN is not a number JSON can carry'],
+      ['-.inf', '-Infinity is not a number JSON can carry'],
+      ['12345678901234567890', '12345678901234567890 is past 2^53 - 1, beyond what a JSON number holds exactly (quote it to keep it as text)'],
+    ]) {
+      write(v);
+      const r = await runSvc(['bundle', 'validate', file]);
+      expect([r.code, r.stdout], v).toEqual([1, `${file}: /workflows/w/steps/0/args/v: ${message}\n`]);
+      const sign = await runSvc(['bundle', 'sign', file, '--key', KEY]);
+      expect([sign.code, sign.stdout, sign.stderr], v).toEqual([1, '', `svc: ${file}: /workflows/w/steps/0/args/v: ${message}\n`]);
+    }
+    // 2^53 - 1 itself is exact, and signs as written.
+    write('"12345678901234567890"');
+    const ok = await runSvc(['bundle', 'sign', file, '--key', KEY]);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(JSON.parse(ok.stdout).bundle.workflows.w.steps[0].args).toEqual({ ok: 9007199254740991, v: '12345678901234567890' });
+  });
+});
+
 describe('svc bundle sign (D 4)', () => {
   it('signs YAML into {bundle, signature} over JCS(bundle), to stdout or -o', async () => {
     const r = await runSvc(['bundle', 'sign', BUNDLE, '--key', KEY]);

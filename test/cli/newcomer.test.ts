@@ -105,6 +105,8 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
       for (const [args, env, source] of [
         [['--timeout', '-1'], {}, '--timeout'],
         [['--timeout', 'soon'], {}, '--timeout'],
+        [['--timeout', '0x10'], {}, '--timeout'], // Number() would read 16 seconds
+        [[], { SVC_TIMEOUT: '1e3' }, 'SVC_TIMEOUT'],
         [[], { SVC_TIMEOUT: '90000' }, 'SVC_TIMEOUT'],
       ] as const) {
         const bad = await runSvc([...args, '--kernel-url', url, 'keys', 'show'], env);

@@ -142,6 +142,10 @@ describe('svc remit (issue 2, I 4.1)', () => {
       [...MINT, '--spend-usd', '1e10'], // over the kernel's billion: said before any request
       [...MINT, '--spend-usd', '0.0000001'], // under a micro-dollar: not rounded to 0 quietly
       ['remit', 'derive', 'rmt_x', '--spend-usd', '-1'],
+      [...MINT, '--spend-usd', '0x10'], // Number() would read 16 dollars
+      [...MINT, '--spend-usd', 'Infinity'],
+      [...MINT, '--spend-tokens', '0x10'],
+      [...MINT, '--ttl', '1e3'],
     ]) {
       const r = await runSvc(['--kernel-url', NO_DAEMON, ...args]);
       expect(r.code, args.join(' ') + r.stderr).toBe(2);
