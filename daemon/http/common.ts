@@ -133,8 +133,10 @@ export function renderClientError(this: FastifyInstance, err: NodeJS.ErrnoExcept
   if (err.code === 'ECONNRESET' || socket.destroyed || !socket.writable) return;
   const render = renderers.get(this) ?? renderKernelError;
   let svc: SvcError;
-  if (err.code === 'HPE_HEADER_OVERFLOW') svc = new SvcError('request_invalid', 'request headers are too large', { path: '/headers' }, 431);
-  else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') svc = new SvcError('request_invalid', 'the request was not received in time', { path: '' }, 408);
+  // Decisions §10 gives request_invalid one status, 400: not HTTP's 431 or 408, so a client
+  // that maps codes to statuses (interface 7.1) never meets a pair it does not know.
+  if (err.code === 'HPE_HEADER_OVERFLOW') svc = new SvcError('request_invalid', 'request headers are too large (64 KiB together at most)', { path: '/headers' });
+  else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') svc = new SvcError('request_invalid', 'the request was not received in time', { path: '' });
   else svc = new SvcError('request_invalid', 'the request is not valid HTTP', { path: '' });
   const body = JSON.stringify(render(svc));
   socket.end(

@@ -12,7 +12,7 @@ export function fastifyOptions(bodyLimit = ONE_MIB): FastifyHttpOptions<Server> 
     // Node's default 16 KiB for all headers together would answer an over-long X-Svc-Remit
     // with 431 before the route sees it; decisions §3 makes a token over 16 KiB
     // token_malformed, so an oversize credential is a 401 credential_invalid (D §10). Larger
-    // header blocks are still 431 in the envelope (renderClientError).
+    // header blocks are a 400 request_invalid in the envelope (renderClientError).
     http: { maxHeaderSize: 64 * 1024 },
     // Requests that arrive during a drain get a 503 in the listener's envelope from
     // installCommon (fastify's own 503 body is not an envelope).

@@ -154,10 +154,17 @@ describe('D §3, §10: a remit header over 16 KiB is a credential error, not a h
 });
 
 describe('D §10: requests Node refuses before fastify sees them use the envelope', () => {
-  it('headers over the limit are 431 with the request_invalid envelope; a garbage request line is 400', async () => {
-    await using d = await startTestDaemon();
+  it('headers over the limit and a garbage request line are 400 request_invalid (one status per code, not 431)', async () => {
+    const { d } = await startBoth('svc-431-');
+    await using _ = d;
+    for (const url of [d.kernelUrl, d.gatewayUrl]) {
+      const res = await fetch(`${url}/v1/health?x=${'1'.repeat(70_000)}`);
+      expect(res.status).toBe(400);
+      const body = (await res.json()) as any; // the gateway's envelope has ok: false beside error
+      expect(body.error).toMatchObject({ code: 'request_invalid', details: { path: '/headers' } });
+    }
     const res = await fetch(`${d.kernelUrl}/v1/health`, { headers: { 'x-svc-remit': 'a'.repeat(70_000) } });
-    expect(res.status).toBe(431);
+    expect(res.status).toBe(400);
     envelope(await res.json(), 'request_invalid');
     const { port } = new URL(d.kernelUrl!);
     const raw = await new Promise<string>((resolve) => {
