@@ -46,7 +46,7 @@ export async function eventRoutes(app: FastifyInstance, kernel: Kernel, opts: { 
       const created = await kernel.runs.postExternalEvent(
         req.params.id,
         { kind: req.body.kind, payload: req.body.payload ?? {}, actor: req.body.actor ?? null },
-        { lease, remit: lease === undefined ? remit : undefined, bearer: opts.bearer },
+        { lease, remit, bearer: opts.bearer },
       );
       return reply.status(201).send(created);
     },

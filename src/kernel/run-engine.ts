@@ -380,14 +380,18 @@ export class RunEngine {
   ): Promise<{ seq: number; hash: string }> {
     const remitId = await loadRunRemitId(this.k.db, runId);
     if (remitId === undefined) throw notFound('run', runId);
+    // Each credential given must check out (decisions §10: a bad one is 401), also when the
+    // other one would have done.
     if (cred.lease !== undefined) {
       const ok = await this.leases.isActiveFor(cred.lease, runId);
       if (!ok) throw new SvcError('credential_invalid', 'X-Svc-Lease is not an active lease of this run', { header: 'X-Svc-Lease' });
-    } else if (cred.remit !== undefined) {
+    }
+    if (cred.remit !== undefined) {
       const res = this.k.remits.verify(cred.remit, { run_id: runId });
       if (!res.ok) throw new SvcError('credential_invalid', `X-Svc-Remit is refused: ${res.reason}`, { header: 'X-Svc-Remit', reason: res.reason });
       if (res.payload.rid !== remitId) throw new SvcError('credential_invalid', "X-Svc-Remit is not this run's remit", { header: 'X-Svc-Remit', reason: 'remit_run_mismatch' });
-    } else if (ev.kind !== 'tool.refused' || cred.bearer !== true) {
+    }
+    if (cred.lease === undefined && cred.remit === undefined && (ev.kind !== 'tool.refused' || cred.bearer !== true)) {
       throw new SvcError('credential_required', 'posting events needs an X-Svc-Lease or X-Svc-Remit header', {});
     }
     return this.appendExternalEvent(runId, ev);

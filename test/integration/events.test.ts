@@ -96,11 +96,15 @@ describe('POST /runs/{id}/events (I 5.2, D §7, §10)', () => {
       { 'x-svc-remit': await d.kernel!.remits.tokenFor(other.remit_id) }, // another run's remit
       { 'x-svc-remit': (await mintRemit(d)).token }, // an unbound remit of nobody's run
     ];
+    // D §10 "a bad one" is 401 also beside a good one, either way round.
+    cases.push({ 'x-svc-lease': mine!, 'x-svc-remit': 'krt1.garbage' }, { 'x-svc-lease': 'lse_nope', 'x-svc-remit': await d.kernel!.remits.tokenFor((await getRun(d, run_id)).remit_id) });
     for (const headers of cases) {
       const r = await d.kernel_(`/runs/${run_id}/events`, { body: { kind: 'note', payload: {} }, headers });
       expect(r.status, JSON.stringify(headers)).toBe(401);
       expect(r.body.error.code).toBe('credential_invalid');
     }
+    const both = await d.kernel_(`/runs/${run_id}/events`, { body: { kind: 'note', payload: {} }, headers: { 'x-svc-lease': mine!, 'x-svc-remit': otherLease.body.context.remit_token } });
+    expect(both.status).toBe(201); // two good ones
     // a lease that ended no longer counts
     await d.kernel_(`/leases/${mine}/complete`, { body: { output: { amount: 1 } } });
     const ended = await d.kernel_(`/runs/${run_id}/events`, { body: { kind: 'note', payload: {} }, headers: { 'x-svc-lease': mine! } });
