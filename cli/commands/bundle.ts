@@ -13,6 +13,7 @@ import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { parse as parseYaml, stringify as toYaml } from 'yaml';
 import type { BundleSummary } from '../../src/bundle/bundle-service.js';
+import { integerReadAs } from '../../src/encoding/json-limits.js';
 import { bundleId, signBundle, type BundleSignature, type PublisherKeyFile } from '../../src/bundle/sign.js';
 import { modelStepsWithoutMock, undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
 import type { StoredBundle } from '../../src/types.js';
@@ -46,15 +47,15 @@ export function readDataFile(file: string): unknown {
 }
 
 /**
- * `value` with YAML's numbers made JSON's: BigInts within 2^53 become numbers; one past it,
- * and `.nan` / `.inf` (or a JSON `1e400`), is a problem at its pointer. What is signed must be
- * what was written, and JCS has no NaN or Infinity.
+ * `value` with YAML's numbers made JSON's: an integer becomes a number when that does not
+ * change it (`integerReadAs`, the rule svcd applies to request bodies); one it would change,
+ * and `.nan` / `.inf` (or a JSON `1e400`), is a problem at its pointer. What is signed must
+ * be what was written, and JCS has no NaN or Infinity.
  */
 function jsonNumbers(file: string, value: unknown, path: string): unknown {
   if (typeof value === 'bigint') {
-    if (value > BigInt(Number.MAX_SAFE_INTEGER) || value < -BigInt(Number.MAX_SAFE_INTEGER)) {
-      throw new UnparsableFileError(file, `${value} is past 2^53 - 1, beyond what a JSON number holds exactly (quote it to keep it as text)`, path);
-    }
+    const read = integerReadAs(value.toString());
+    if (read !== null) throw new UnparsableFileError(file, `the integer ${value} is past what a JSON number holds exactly (it would be signed as ${read}); quote it to keep it as text`, path);
     return Number(value);
   }
   if (typeof value === 'number' && !Number.isFinite(value)) throw new UnparsableFileError(file, `${value} is not a number JSON can carry`, path);

@@ -63,6 +63,25 @@ function duplicate(where: string, name: string): BodyProblem {
   return { path: cut(where, 1024), message: `${cut(where, 200)}: member "${cut(name, 64)}" appears twice in one object` };
 }
 
+/**
+ * The number an integer literal is read as when reading it changes it, else null. A literal
+ * is kept when the double holds it exactly, or when it is how JSON.stringify writes that
+ * double (`37373537320439930`): every JavaScript producer writes those, and reading and
+ * writing them again gives the same text. What is left (`9007199254740993`, an int64 id from
+ * another language) would be stored, hashed and passed on as another number.
+ */
+export function integerReadAs(literal: string): number | null {
+  const read = Number(literal);
+  if (!Number.isFinite(read)) return null; // out of range: bodyProblem's "number out of range"
+  if (BigInt(literal) === BigInt(read) || String(read) === literal) return null;
+  return read;
+}
+
+function inexactInteger(where: string, literal: string, read: number): BodyProblem {
+  const shown = literal.length > 40 ? `${literal.slice(0, 40)}…` : literal;
+  return { path: where, message: `the integer ${shown} at ${where || '/'} is past what a JSON number holds exactly (it would be read as ${read}); send it as a string` };
+}
+
 function loneSurrogate(where: string, what: string): BodyProblem {
   return { path: where, message: `${what} ${where || '/'} holds a lone surrogate (\\ud800 to \\udfff without its pair), which canonical JSON cannot carry` };
 }
@@ -70,9 +89,11 @@ function loneSurrogate(where: string, what: string): BodyProblem {
 /**
  * The first place a JSON text is not I-JSON (RFC 7493), which RFC 8785 canonical JSON (the
  * signed bytes of bundles and remits, the event hashes; decisions §1) assumes: a member name
- * repeated in one object, or a string holding a lone surrogate (`"\ud800"`). JSON.parse keeps
- * the last of repeated names, so a signer or a reviewer whose parser keeps the first would
- * read another document than the one svc stores and hashes. Null when there is none.
+ * repeated in one object, a string holding a lone surrogate (`"\ud800"`), or an integer a
+ * double cannot hold exactly (`9007199254740993`, read as ...992: a tool called with another
+ * id than the one sent, say). JSON.parse keeps the last of repeated names, so a signer or a
+ * reviewer whose parser keeps the first would read another document than the one svc stores
+ * and hashes. Null when there is none.
  *
  * `text` must already be valid JSON (run after JSON.parse). One pass; strings without escapes
  * are only sliced when they are member names.
@@ -119,6 +140,22 @@ export function textProblem(text: string): BodyProblem | null {
         return loneSurrogate(pointerOf(path), 'the string at');
       }
       i = j;
+    } else if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39)) {
+      let j = i + 1;
+      let integer = true;
+      for (; j < n; j++) {
+        const d = text.charCodeAt(j);
+        if (d >= 0x30 && d <= 0x39) continue;
+        if (d === 0x2e || d === 0x65 || d === 0x45 || d === 0x2b || d === 0x2d) integer = false;
+        else break;
+      }
+      // Up to 15 digits always fit a double exactly; a longer integer is checked.
+      if (integer && j - i > 15) {
+        const literal = text.slice(i, j);
+        const read = integerReadAs(literal);
+        if (read !== null) return inexactInteger(pointerOf(path), literal, read);
+      }
+      i = j - 1;
     } else if (c === 0x7b /* { */) {
       names.push([]);
       path.push('');

@@ -84,7 +84,7 @@ describe('svc bundle validate / sign: numbers JSON cannot carry as written (D 1 
     for (const [v, message] of [
       ['.nan', 'NaN is not a number JSON can carry'],
       ['-.inf', '-Infinity is not a number JSON can carry'],
-      ['12345678901234567890', '12345678901234567890 is past 2^53 - 1, beyond what a JSON number holds exactly (quote it to keep it as text)'],
+      ['12345678901234567890', 'the integer 12345678901234567890 is past what a JSON number holds exactly (it would be signed as 12345678901234567000); quote it to keep it as text'],
     ]) {
       write(v);
       const r = await runSvc(['bundle', 'validate', file]);

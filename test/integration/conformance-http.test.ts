@@ -293,7 +293,7 @@ describe('D §10, RFC 8259: a body that is not UTF-8 is 400 request_invalid, nev
   });
 });
 
-describe('D §1, RFC 7493: a body with a repeated member name or a lone surrogate is 400 request_invalid', () => {
+describe('D §1, RFC 7493: a body with a repeated member name, a lone surrogate or an integer a double cannot hold is 400 request_invalid', () => {
   it('on a signed bundle (the signer may have read the first "name", JSON.parse keeps the last), on the gateway too', async () => {
     const { d: daemon, dir, post } = await startBoth('svc-ijson-');
     await using d = daemon;
@@ -311,6 +311,14 @@ describe('D §1, RFC 7493: a body with a repeated member name or a lone surrogat
     expect(await gw.json()).toMatchObject({ ok: false, error: { code: 'request_invalid', details: { path: '/args/a' } } });
     // A pair of escapes that makes one character is fine.
     expect((await post(d.kernelUrl, '/policies', '{"name":"p","version":"1","source":"# \\ud83d\\ude00\\nallow a when true"}')).status).toBe(201);
+    // An integer JSON.parse would change (…993 read as …992) is refused, not passed on changed:
+    // a tool called with another id than the one sent could read or write another row.
+    const big = await post(d.gatewayUrl, '/tools/call', '{"tool":"test.echo","remit_token":"x","args":{"invoice_id":9007199254740993}}');
+    expect(big.status).toBe(400);
+    expect(await big.json()).toMatchObject({ ok: false, error: { code: 'request_invalid', details: { path: '/args/invoice_id' }, message: expect.stringContaining('send it as a string') } });
+    const run = await post(d.kernelUrl, '/runs', '{"bundle_id":"bnd_x","workflow":"w","input":{"n":-9007199254740993}}');
+    expect(run.status).toBe(400);
+    expect(((await run.json()) as any).error).toMatchObject({ code: 'request_invalid', details: { path: '/input/n' } });
     rmSync(dir, { recursive: true, force: true });
   });
 });

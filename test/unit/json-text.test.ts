@@ -1,7 +1,8 @@
 /**
  * Request bodies are I-JSON (RFC 7493), which RFC 8785 canonical JSON assumes (decisions §1):
- * `textProblem` finds a member name repeated in one object and a lone surrogate, with the JSON
- * pointer of the place; everything else JSON.parse accepts passes.
+ * `textProblem` finds a member name repeated in one object, a lone surrogate and an integer a
+ * double cannot hold exactly, with the JSON pointer of the place; everything else JSON.parse
+ * accepts passes.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -17,11 +18,22 @@ describe('textProblem (D §1, RFC 7493)', () => {
     ['{"a":["ok","\\ud800"]}', '/a/1', 'the string at /a/1 holds a lone surrogate'],
     ['{"a":{"\\udfff":1}}', '/a/\udfff', 'the member name at'],
     ['["x","y\\udc00z"]', '/1', 'lone surrogate'],
+    ['{"invoice_id":9007199254740993}', '/invoice_id', 'the integer 9007199254740993 at /invoice_id is past what a JSON number holds exactly (it would be read as 9007199254740992)'],
+    ['{"a":[0,{"b":-12345678901234567}]}', '/a/1/b', 'it would be read as -12345678901234568'],
+    ['123456789012345678901234567890', '', 'it would be read as 1.2345678901234568e+29'],
   ])('%s → %s', (text, path, message) => {
     JSON.parse(text); // valid JSON all the same
     const p = textProblem(text);
     expect(p?.path).toBe(path);
     expect(p?.message).toContain(message);
+  });
+
+  it('integers a double holds exactly or JSON.stringify writes, long fractions and exponents are fine', () => {
+    // 37373537320439930 is how JSON.stringify writes the double 37373537320439928: kept, as
+    // every JavaScript producer (the worker among them) writes it so.
+    for (const t of ['{"a":9007199254740992}', '[9007199254740991,-9007199254740991]', '{"a":100000000000000000000}', '{"a":1152921504606846976}', '[-37373537320439930]', '{"x":1.2345678901234567890123}', '{"x":12345678901234567e3}', '{"x":"9007199254740993"}', '1e400', '[0,-0,123456789012345]']) {
+      expect(textProblem(t), t).toBeNull();
+    }
   });
 
   it('the same name in different objects, pairs of surrogates, and escapes in values are fine', () => {
