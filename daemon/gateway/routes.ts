@@ -23,11 +23,6 @@ const CALL_BODY = {
   },
 } as const;
 
-const CONNECTOR_PARAMS = {
-  type: 'object',
-  required: ['connector'],
-  properties: { connector: { type: 'string', minLength: 1, maxLength: 128 } },
-} as const;
 
 
 export async function gatewayRoutes(app: FastifyInstance, opts: { gateway: Gateway }): Promise<void> {
@@ -45,11 +40,12 @@ export async function gatewayRoutes(app: FastifyInstance, opts: { gateway: Gatew
 
   app.get('/canaries', async () => gateway.canaryStatuses());
 
-  app.post<{ Params: { connector: string } }>('/canaries/:connector/probe', { schema: { params: CONNECTOR_PARAMS } }, async (req) => {
+  // No length limit on the name: an unknown connector is 404 however long (decisions §10).
+  app.post<{ Params: { connector: string } }>('/canaries/:connector/probe', async (req) => {
     return gateway.probe(req.params.connector);
   });
 
-  app.post<{ Params: { connector: string } }>('/canaries/:connector/release', { schema: { params: CONNECTOR_PARAMS } }, async (req) => {
+  app.post<{ Params: { connector: string } }>('/canaries/:connector/release', async (req) => {
     return gateway.release(req.params.connector);
   });
 

@@ -523,6 +523,12 @@ describe('gateway HTTP surface (interface 4.2, 7.2; decisions §9, §10)', () =>
     expect(nf.status).toBe(404);
     // D §10: an unknown id is not_found, naming the resource.
     expect(nf.body).toMatchObject({ ok: false, error: { code: 'not_found', details: { resource: 'connector', id: 'nope' } } });
+    // However long the name (it was a 400 past 128 characters).
+    const long = 'c'.repeat(300);
+    for (const op of ['probe', 'release']) {
+      const res = await gw.req('POST', `/canaries/${long}/${op}`);
+      expect([res.status, res.body.error?.code, res.body.error?.details?.id], op).toEqual([404, 'not_found', long]);
+    }
     expect((await gw.req('GET', '/nowhere')).body).toMatchObject({ ok: false, error: { code: 'not_found' } });
   });
 
