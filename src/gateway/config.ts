@@ -107,6 +107,8 @@ export interface GatewayConfig {
   test_tools: boolean;
   canary: CanaryConfig;
   connectors: ConnectorConfig[];
+  /** Where the config came from (a file's path), for the problems found when connectors start. */
+  source?: string;
 }
 
 /** Every problem found while loading a config, each a line `<where>: <what>` (svcd's `kernel:` section too). */
@@ -187,7 +189,7 @@ export function loadGatewayConfig(doc: unknown, opts: LoadOptions = {}): Gateway
   problems.push(...semanticProblems(config));
   if (problems.length > 0) throw new GatewayConfigError(problems, source);
   if (config.token) registerSecret(redactor, config.token);
-  return config;
+  return { ...config, source };
 }
 
 /**

@@ -113,16 +113,18 @@ export class Gateway {
     if (config.test_tools) list.push(new TestConnector());
     const results = await Promise.allSettled(list.map((c) => c.start()));
     const problems: string[] = [];
-    results.forEach((r) => {
+    results.forEach((r, i) => {
       if (r.status === 'rejected') {
+        // list[i] is config.connectors[i] (the test connector, last, cannot fail to start).
         const e = r.reason as Error;
-        problems.push(...(e instanceof ConnectorSetupError ? e.problems : [e.message]));
+        const at = `/connectors/${i}`;
+        problems.push(...(e instanceof ConnectorSetupError ? e.problems.map((p) => `${at}${p}`) : [`${at}: ${e.message}`]));
       }
     });
     if (problems.length > 0) {
       await Promise.allSettled(list.map((c) => c.close()));
       gw.unlock();
-      throw new GatewayConfigError(problems.map((p) => gw.redactor.redact(p)), 'connectors');
+      throw new GatewayConfigError(problems.map((p) => gw.redactor.redact(p)), config.source ?? '(inline)');
     }
     for (const c of list) {
       gw.connectors.set(c.name, c);

@@ -188,12 +188,14 @@ describe('one schema reports every problem at once', () => {
     const err = await Gateway.open({ config, logger: silentLogger, canaryLoop: false }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(GatewayConfigError);
     const problems = (err as GatewayConfigError).problems;
+    // svc-gateway(5): every problem is `json-pointer: message`, these too.
     expect(problems).toEqual([
-      expect.stringMatching(/connector db: tool bad: statement does not prepare: no such table: missing_table/),
-      'connector db: tool sneaky: the statement writes; set writes: true',
-      expect.stringMatching(/connector files: root .* is not a usable directory: ENOENT/),
-      expect.stringMatching(/connector srv: cannot start .*no-such-binary: ENOENT/),
+      expect.stringMatching(/^\/connectors\/0\/tools\/bad\/statement: statement does not prepare: no such table: missing_table$/),
+      '/connectors/0/tools/sneaky/statement: the statement writes; set writes: true',
+      expect.stringMatching(/^\/connectors\/1\/root: .* is not a usable directory: ENOENT$/),
+      expect.stringMatching(/^\/connectors\/2\/command: cannot start .*no-such-binary: ENOENT$/),
     ]);
+    expect((err as Error).message).toMatch(/^gateway config \(inline\) has 4 problems:/);
   });
 });
 

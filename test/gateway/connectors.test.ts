@@ -214,7 +214,7 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
     }
     await expect(
       startGateway({ keys: signer, clock, doc: { connectors: [{ name: 'docs', type: 'sqlite', path: file, tools: { cols: { statement: "SELECT name FROM pragma_table_info('notes')" } } }] } }),
-    ).rejects.toThrow(/tool cols: the statement reads a virtual table/);
+    ).rejects.toThrow(/\/tools\/cols\/statement: the statement reads a virtual table/);
     rmSync(vdir, { recursive: true, force: true });
   });
 

@@ -100,7 +100,8 @@ describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
     writeFileSync(badSql, JSON.stringify({ connectors: [{ name: 'b', type: 'sqlite', path: db, tools: { x: { description: 'x', writes: false, statement: 'SELEKT 1' } } }] }));
     const both = svcdExit(['--data-dir', join(dir, 'kernel'), '--kernel-listen', '127.0.0.1:0', '--gateway-config', badSql, '--gateway-listen', '127.0.0.1:0']);
     expect(both.code).toBe(1);
-    expect(both.stderr).toContain('connector b: tool x: statement does not prepare');
+    expect(both.stderr).toContain(`gateway config ${badSql} has 1 problem:`);
+    expect(both.stderr).toContain('/connectors/0/tools/x/statement: statement does not prepare');
     expect(both.stderr).not.toContain('kernel ready');
     expect(both.stdout).toBe('');
     // A flag value svcd cannot use is bad configuration (1), named in one line.

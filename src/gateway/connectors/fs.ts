@@ -79,7 +79,7 @@ export class FsConnector implements Connector {
       this.realRoot = await realpath(this.cfg.root);
       if (!(await stat(this.realRoot)).isDirectory()) throw new Error('not a directory');
     } catch (err) {
-      throw new ConnectorSetupError([`connector ${this.name}: root ${this.cfg.root} is not a usable directory: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`]);
+      throw new ConnectorSetupError([`/root: ${this.cfg.root} is not a usable directory: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`]);
     }
   }
 

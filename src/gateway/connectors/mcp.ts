@@ -101,7 +101,7 @@ export class McpConnector implements Connector {
       const code = (err as NodeJS.ErrnoException).code;
       if (code && SPAWN_CONFIG_ERRORS.has(code)) {
         this.stateValue = 'closed';
-        throw new ConnectorSetupError([`connector ${this.name}: cannot start ${this.cfg.command[0]}: ${code}`]);
+        throw new ConnectorSetupError([`/command: cannot start ${this.cfg.command[0]}: ${code}`]);
       }
       this.opts.logger.warn('mcp server did not start; retrying with backoff', { connector: this.name, err: (err as Error).message });
       this.markDown();

@@ -14,6 +14,7 @@ import Database from 'better-sqlite3';
 import { isoTime } from '../../clock.js';
 import type { ContractType } from '../../types.js';
 import { DEFAULT_MAX_BYTES, type SqliteConnectorConfig } from '../config.js';
+import { pointerToken } from '../../encoding/json-pointer.js';
 import { compileInputSchema } from '../schema-validator.js';
 import { classifyFailure, StatementFailureError, StatementHost, type StatementMode } from './sqlite-host.js';
 import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
@@ -180,8 +181,8 @@ export class SqliteConnector implements Connector {
     this.timeoutMs = cfg.timeout_ms;
   }
 
+  /** Setup problems are `/pointer: message` within this connector's config (the gateway adds `/connectors/<i>`). */
   async start(): Promise<void> {
-    const where = `connector ${this.name}`;
     // The load-time checks run here, on connections closed once they are done; calls run in
     // the host's child process.
     let rw: Database.Database;
@@ -190,7 +191,7 @@ export class SqliteConnector implements Connector {
       rw = new Database(this.cfg.path, { fileMustExist: true });
       ro = new Database(this.cfg.path, { fileMustExist: true, readonly: true });
     } catch (err) {
-      throw new ConnectorSetupError([`${where}: cannot open ${this.cfg.path}: ${(err as Error).message}`]);
+      throw new ConnectorSetupError([`/path: cannot open ${this.cfg.path}: ${(err as Error).message}`]);
     }
     try {
       this.checkStatements(rw, ro);
@@ -209,20 +210,20 @@ export class SqliteConnector implements Connector {
     const problem = await this.host.start();
     if (problem !== null) {
       await this.close();
-      throw new ConnectorSetupError([`${where}: ${problem}`]);
+      throw new ConnectorSetupError([`/path: ${problem}`]);
     }
   }
 
   /** Prepares, explains and describes every tool; throws ConnectorSetupError listing every fault. */
   private checkStatements(rw: Database.Database, ro: Database.Database): void {
-    const where = `connector ${this.name}`;
     const problems: string[] = [];
     const schema = schemaMap(rw);
     for (const [op, t] of Object.entries(this.cfg.tools)) {
+      const where = `/tools/${pointerToken(op)}`;
       const sql = (t.statement ?? '').trim().replace(/;\s*$/, '');
       const { names, others } = namedParameters(sql);
       if (others.length > 0) {
-        problems.push(`${where}: tool ${op}: use :name parameters only (found ${others.join(', ')})`);
+        problems.push(`${where}/statement: use :name parameters only (found ${others.join(', ')})`);
         continue;
       }
       let probeStmt: Database.Statement;
@@ -230,18 +231,18 @@ export class SqliteConnector implements Connector {
       try {
         probeStmt = rw.prepare(sql);
       } catch (err) {
-        problems.push(`${where}: tool ${op}: statement does not prepare: ${(err as Error).message}`);
+        problems.push(`${where}/statement: statement does not prepare: ${(err as Error).message}`);
         continue;
       }
       try {
         tables = tablesTouched(rw, sql, names, schema);
       } catch (err) {
-        problems.push(`${where}: tool ${op}: ${(err as Error).message}`);
+        problems.push(`${where}/statement: ${(err as Error).message}`);
         continue;
       }
       const writes = t.writes ?? false;
       if (!writes && !probeStmt.readonly) {
-        problems.push(`${where}: tool ${op}: the statement writes; set writes: true`);
+        problems.push(`${where}/statement: the statement writes; set writes: true`);
         continue;
       }
       if (!writes) ro.prepare(sql); // a read must prepare on the read-only connection too
@@ -256,7 +257,7 @@ export class SqliteConnector implements Connector {
       try {
         validate = compileInputSchema(inputSchema);
       } catch (err) {
-        problems.push(`${where}: tool ${op}: input_schema does not compile: ${(err as Error).message}`);
+        problems.push(`${where}/input_schema: does not compile: ${(err as Error).message}`);
         continue;
       }
       const reader = probeStmt.reader;

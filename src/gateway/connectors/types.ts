@@ -123,6 +123,11 @@ export class ArgsInvalid extends Error {
 }
 
 /** A connector definition the gateway cannot start with (reported with the config problems). */
+/**
+ * A connector's config cannot be set up. Each problem is `/pointer: message`, the pointer
+ * within the connector's own config; the gateway puts `/connectors/<index>` before it, so a
+ * problem reads like the config loader's own.
+ */
 export class ConnectorSetupError extends Error {
   constructor(readonly problems: string[]) {
     super(problems.join('; '));
