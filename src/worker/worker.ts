@@ -32,6 +32,9 @@ import type { Lease, StepOutcome } from './types.js';
 /** Every kind a worker can serve. */
 export const ALL_KINDS: readonly LeaseKind[] = ['model', 'tool', 'action', 'compensation'];
 
+/** How long the reports of steps a stop aborted may keep asking an unreachable kernel. */
+export const SHUTDOWN_REPORT_MS = 3000;
+
 export interface WorkerOptions {
   /** Kernel address, e.g. http://127.0.0.1:7401 (or pass `kernel`). */
   kernelUrl?: string;
@@ -92,6 +95,8 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
   private loops: Promise<void>[] = [];
   private running = false;
   private stopping: Promise<void> | null = null;
+  /** Epoch ms past which an unreachable kernel is no longer asked again (set by a stop's abort). */
+  private reportDeadline = Infinity;
   private wake: Array<() => void> = [];
 
   constructor(private readonly opts: WorkerOptions) {
@@ -164,7 +169,15 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
     await this.stop({ graceMs: 0 });
   }
 
+  /**
+   * Aborts every running step for a stop. From here their reports to the kernel get
+   * `SHUTDOWN_REPORT_MS` more, not the rest of their leases: with the kernel down, a report
+   * that waited for the lease's expiry would hold the exit for up to the lease's ttl (an
+   * hour at most) after the operator asked the worker to go. A report that does not get
+   * through leaves the lease to expire; the kernel then hands the step out again.
+   */
   private abortAll(): void {
+    this.reportDeadline = Math.min(this.reportDeadline, Date.now() + SHUTDOWN_REPORT_MS);
     for (const f of this.inflight.values()) f.abort.abort(new StepError('worker_shutdown', 'worker stopped while the step ran'));
   }
 
@@ -247,7 +260,7 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
     // The lease's expiry as heartbeats move it: calls under the lease retry an unreachable
     // kernel until then (a restart costs a pause, not the attempt and its model answers).
     const held = { expiresAt: Date.parse(lease.expires_at) };
-    const until = () => held.expiresAt;
+    const until = () => Math.min(held.expiresAt, this.reportDeadline);
     const stopHeartbeat = this.heartbeat(lease, abort, held);
     const timeoutS = Number(lease.step_def?.timeout_seconds);
     let timeout: NodeJS.Timeout | null = null;

@@ -179,6 +179,22 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'worker_shutdown' }, deterministic: false });
   });
 
+  it('with the kernel gone, a stop exits after its grace and a short try to report, not when the lease runs out (svc-worker(1) SIGNALS)', async () => {
+    const { kernel, gateway, worker, events } = await setup();
+    gateway.define('billing.slow', () => new Promise((r) => setTimeout(() => r({ late: true }), 30_000)));
+    const lease = makeLease({ step: 'slow', step_def: { id: 'slow', kind: 'tool', tool: 'billing.slow', args: {} } }); // expires in 60 s
+    kernel.offer(lease);
+    await until(() => events.some((e) => e.name === 'step:start'));
+    await kernel.close(); // the kernel stops answering while the step runs
+    const t0 = Date.now();
+    await worker.stop({ graceMs: 200 });
+    // grace 0.2 s + SHUTDOWN_REPORT_MS 3 s + one backoff wait, against the 60 s the report
+    // used to keep asking for
+    expect(Date.now() - t0).toBeLessThan(8000);
+    const failed = events.find((e) => e.name === 'step:error' && e.payload.lease_id === lease.lease_id);
+    expect(failed?.payload).toMatchObject({ error: { code: 'worker_shutdown' }, outcome: null, run_state: null });
+  }, 20_000);
+
   it('stop() with a grace lets a running step finish and complete', async () => {
     const { kernel, gateway, worker, events } = await setup();
     gateway.define('billing.slow', () => new Promise((r) => setTimeout(() => r({ finished: true }), 300)));
