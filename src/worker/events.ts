@@ -4,6 +4,7 @@
  * never breaks the worker.
  */
 import { EventEmitter } from 'node:events';
+import type { GatewayOutage } from './gateway-client.js';
 import type { StepActivity } from './step-runtime.js';
 import type { Usage } from './types.js';
 
@@ -25,8 +26,11 @@ export interface WorkerEventMap {
   'worker:stopping': { worker_id: string; in_flight: number; grace_ms: number };
   /** Asking the kernel for work failed; the worker retries after `retry_in_ms`. */
   'poll:error': { error: string; retry_in_ms: number };
-  /** The gateway could not be reached (or answered 503): the call is asked again for up to `retry_for_ms`. Once per outage of one call. */
-  'gateway:unreachable': { error: string; retry_for_ms: number };
+  /**
+   * The gateway could not be reached (or answered 503): the call is asked again for up to
+   * `retry_for_ms`. Once per outage of one call; a tool call names its run, step, lease and tool.
+   */
+  'gateway:unreachable': GatewayOutage;
   /** A leased step starts (after pacing let it). */
   'step:start': StepInfo;
   /** The step completed and the kernel accepted it. */

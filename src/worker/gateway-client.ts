@@ -67,10 +67,20 @@ class Outage {
   }
 }
 
+/** A spell of a gateway out of reach: for a tool call, the step it holds up. */
+export interface GatewayOutage {
+  error: string;
+  retry_for_ms: number;
+  run_id?: string | null;
+  step?: string | null;
+  lease_id?: string | null;
+  tool?: string;
+}
+
 export class GatewayClient {
   private cache: { at: number; tools: ToolDescriptor[] } | null = null;
   /** Called at the start of each spell of a gateway out of reach (the worker emits `gateway:unreachable`). */
-  onOutage: ((e: { error: string; retry_for_ms: number }) => void) | null = null;
+  onOutage: ((e: GatewayOutage) => void) | null = null;
 
   constructor(
     readonly peer: PeerOptions,
@@ -96,11 +106,14 @@ export class GatewayClient {
    * failing at once would spend the step's attempts in a second and quarantine every run a
    * short outage touched. Asking again is safe because every call carries its idempotency
    * key: an execution whose answer was lost is answered from the store (or as in flight,
-   * above), never run twice. A port fetch refuses outright is not asked again.
+   * above), never run twice. A port fetch refuses outright is not asked again. `beforeRetry`
+   * runs before each such retry (the worker confirms its lease there).
    */
-  async call(req: ToolCallRequest, signal?: AbortSignal): Promise<ToolCallResult> {
+  async call(req: ToolCallRequest, signal?: AbortSignal, opts: { beforeRetry?: () => Promise<void> } = {}): Promise<ToolCallResult> {
     const giveUpAt = Date.now() + this.inFlightWaitMs;
-    const outage = new Outage(this.unreachableWaitMs, this.onOutage);
+    // Which step is waiting, so an operator running several at once can tell.
+    const about = { run_id: req.run_id ?? null, step: req.step ?? null, lease_id: req.lease_id ?? null, tool: req.tool };
+    const outage = new Outage(this.unreachableWaitMs, this.onOutage && ((e) => this.onOutage!({ ...e, ...about })));
     for (;;) {
       let res: JsonResponse;
       try {
@@ -108,6 +121,7 @@ export class GatewayClient {
       } catch (err) {
         if (!mayAskAgain(err)) throw err;
         await outage.waitOrThrow(err, signal);
+        await opts.beforeRetry?.(); // throws when the lease has ended meanwhile
         continue;
       }
       const body = res.body as Record<string, any> | null;
@@ -117,6 +131,7 @@ export class GatewayClient {
       const failure = gatewayFailure(req.tool, res.status, body);
       if (res.status === 503 && failure.code !== 'connector_quarantined') {
         await outage.waitOrThrow(failure, signal);
+        await opts.beforeRetry?.();
         continue;
       }
       outage.end();

@@ -30,6 +30,13 @@ export interface StepRuntimeDeps {
   onActivity?: (a: StepActivity) => void;
   /** The lease's expiry as the heartbeats keep it (epoch ms): kernel calls retry until then. */
   leaseExpiresAt?: () => number;
+  /**
+   * Asks the kernel now whether the lease still holds, and aborts the step if not (410). A
+   * gateway call calls it before each retry of a gateway it could not reach: a run abandoned
+   * during the outage must not get its write when the gateway comes back, which it would
+   * between two heartbeats (a third of the ttl apart).
+   */
+  confirmLease?: () => Promise<void>;
 }
 
 /** sha256 hex of the parts joined by `/`: the idempotency key of one call. */
@@ -148,6 +155,7 @@ export class StepRuntime {
     const res = await this.deps.gateway.call(
       { remit_token: lease.context.remit_token, run_id: lease.run_id, step: lease.step, lease_id: lease.lease_id, tool, args, idempotency_key: key, scope: null },
       this.signal,
+      { beforeRetry: this.deps.confirmLease },
     );
     this.deps.onActivity?.({ type: 'tool', tool, index, replayed: res.replayed, latency_ms: res.latency_ms });
     return res;

@@ -272,6 +272,7 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
       maxTurns: this.opts.maxTurns,
       onActivity: (activity) => this.emit('step:activity', { ...info, activity }),
       leaseExpiresAt: until,
+      confirmLease: () => this.confirmLease(lease, abort, held),
     });
     let release: (() => void) | null = null;
     try {
@@ -322,6 +323,22 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
       release?.();
       this.inflight.delete(lease.lease_id);
       this.notify();
+    }
+  }
+
+  /**
+   * One heartbeat now: a 410 aborts the step and throws; a kernel that does not answer says
+   * nothing either way (the timed heartbeats and the lease's expiry deal with that).
+   */
+  private async confirmLease(lease: Lease, abort: AbortController, held: { expiresAt: number }): Promise<void> {
+    try {
+      const r = await this.kernel.heartbeat(lease.lease_id);
+      const t = Date.parse(r?.expires_at);
+      if (Number.isFinite(t)) held.expiresAt = t;
+    } catch (err) {
+      if (!(err instanceof LeaseLostError)) return;
+      abort.abort(err);
+      throw err;
     }
   }
 

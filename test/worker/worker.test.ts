@@ -119,10 +119,32 @@ describe('tool steps (I 4.2 call; D §9 idempotency)', () => {
     // Said at once, not after the minute of asking again; and the first line names both addresses.
     const said = events.filter((e) => e.name === 'gateway:unreachable');
     expect(said.length).toBeGreaterThanOrEqual(1);
-    expect(said[0]!.payload).toEqual({ error: expect.stringContaining(`cannot reach ${gatewayUrl}`), retry_for_ms: 700 });
+    // It names the step it holds up (several run at once with --concurrency).
+    expect(said[0]!.payload).toEqual({ error: expect.stringContaining(`cannot reach ${gatewayUrl}`), retry_for_ms: 700, run_id: lease.run_id, step: 'lookup', lease_id: lease.lease_id, tool: 'billing.lookup_invoice' });
     expect(events.find((e) => e.name === 'worker:start')!.payload).toMatchObject({ kernel_url: kernel.url, gateway_url: gatewayUrl });
     // The budget runs from the first refusal: a try, 0.25 s, a second one at least.
     expect(tries).toBeGreaterThanOrEqual(2);
+  });
+
+  it('a run abandoned while the gateway is out of reach does not get its write when the gateway comes back: the lease is confirmed before each retry', async () => {
+    const fake = await new FakeGateway().start();
+    cleanups.push(() => fake.close());
+    let writes = 0;
+    fake.define('billing.refund', () => ({ refunded: ++writes }), { writes: true });
+    let down = true;
+    const cut: typeof fetch = (url, init) => (down && String(url).endsWith('/tools/call') ? Promise.reject(new TypeError('fetch failed', { cause: { code: 'ECONNREFUSED' } })) : fetch(url, init));
+    const gateway = new GatewayClient({ baseUrl: fake.url, fetch: cut }, 30_000, 60_000, 30_000);
+    const { kernel, events } = await setup({ gateway });
+    const lease = makeLease({ step: 'refund', step_def: { id: 'refund', kind: 'tool', tool: 'billing.refund', args: {} } });
+    kernel.offer(lease);
+    await until(() => events.some((e) => e.name === 'gateway:unreachable'));
+    kernel.gone.add(lease.lease_id); // abandoned: the kernel released the lease (410 from now on)
+    down = false; // the gateway is back before the next timed heartbeat (20 s away)
+    await until(() => events.some((e) => e.name === 'step:lost' || e.name === 'step:done' || e.name === 'step:error'), 5000);
+    expect(events.find((e) => e.name === 'step:lost')?.payload).toMatchObject({ lease_id: lease.lease_id });
+    expect(writes).toBe(0);
+    expect(fake.calls('POST', '/v1/tools/call')).toEqual([]);
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)).toEqual([]);
   });
 
   it('a step without a tool fails deterministically (step_invalid)', async () => {
