@@ -139,6 +139,11 @@ export function registerWorker(program: Command): void {
       } catch (err) {
         throw usageError((err as Error).message);
       }
+      // A log reader that went away (a shipper restarting, `| head`) must not take the worker
+      // and its leases with it: the lines are lost, the steps go on.
+      process.stderr.on('error', (err: NodeJS.ErrnoException) => {
+        if (err.code !== 'EPIPE') throw err;
+      });
       const logger = createLogger({ level, base: { svc: 'worker' } });
       await handleWorker(settings, { kernelUrl: kernelUrlOf(this), gatewayUrl: gatewayUrlOf(this), token: g.token }, logger);
     });

@@ -86,4 +86,30 @@ describe('svc worker process', () => {
     // Idle when signalled: it says it stops, not that it is finishing steps it does not have.
     expect(lines.find((l) => l.signal === 'SIGINT')).toMatchObject({ msg: 'stopping now', in_flight: 0 });
   });
+
+  it('keeps working when its log reader goes away (a closed stderr pipe), and still serves steps', async () => {
+    const kernel = await new FakeKernel().start();
+    const gateway = await new FakeGateway().start();
+    cleanups.push(async () => {
+      await kernel.close();
+      await gateway.close();
+    });
+    gateway.define('billing.lookup_invoice', () => ({ rows: [] }));
+    const child = spawn(process.execPath, [join(ROOT, 'dist/cli/index.js'), 'worker', '--kinds', 'tool', '--wait-seconds', '1', '--kernel-url', kernel.url, '--gateway-url', gateway.url], {
+      env: { ...process.env, SVC_LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    cleanups.push(async () => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
+    await new Promise<void>((r) => child.stderr.once('data', () => r())); // it logged "worker started"
+    child.stderr.destroy(); // `svc worker 2>&1 | head -1`: the reader is gone
+    const lease = makeLease({ step: 'lookup', step_def: { id: 'lookup', kind: 'tool', tool: 'billing.lookup_invoice', args: {} } });
+    kernel.offer(lease); // its lines now hit the closed pipe (EPIPE)
+    await until(() => kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`).length === 1, 10_000, 'complete');
+    expect(child.exitCode).toBeNull();
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+  });
 });
