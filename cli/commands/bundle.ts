@@ -14,6 +14,7 @@ import type { Command } from 'commander';
 import { parse as parseYaml, stringify as toYaml } from 'yaml';
 import type { BundleSummary } from '../../src/bundle/bundle-service.js';
 import { integerReadAs } from '../../src/encoding/json-limits.js';
+import { pointerToken } from '../../src/encoding/json-pointer.js';
 import { bundleId, signBundle, type BundleSignature, type PublisherKeyFile } from '../../src/bundle/sign.js';
 import { modelStepsWithoutMock, undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
 import type { StoredBundle } from '../../src/types.js';
@@ -62,7 +63,7 @@ function jsonNumbers(file: string, value: unknown, path: string): unknown {
   if (Array.isArray(value)) return value.map((v, i) => jsonNumbers(file, v, `${path}/${i}`));
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = jsonNumbers(file, v, `${path}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`);
+    for (const [k, v] of Object.entries(value)) out[k] = jsonNumbers(file, v, `${path}/${pointerToken(k)}`);
     return out;
   }
   return value;

@@ -23,8 +23,6 @@ const CALL_BODY = {
   },
 } as const;
 
-
-
 export async function gatewayRoutes(app: FastifyInstance, opts: { gateway: Gateway }): Promise<void> {
   const { gateway } = opts;
 
