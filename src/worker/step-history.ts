@@ -12,6 +12,8 @@
  * - The gateway's `tool.called` events give each idempotency key's last outcome, so an action
  *   whose stored deterministic failure is what quarantined the step can run afresh after the
  *   resume while one that executed keeps its key (`StepRuntime.actionKey`).
+ * - The actions allowed before a quarantine (`earlierActions`): a resumed model step tells the
+ *   model which of them ran, since it is asked afresh and would otherwise propose them again.
  * - Usage: the answers recorded since the step's last `step.failed` were never reported to the
  *   kernel (their lease ended by a park or expired); the lease that finally completes or fails
  *   the step reports them.
@@ -45,12 +47,21 @@ function asResponse(v: unknown): ProviderResponse | null {
   return out;
 }
 
+/** An action the kernel allowed in an earlier segment of the step (before a quarantine). */
+export interface EarlierAction {
+  action_id: string;
+  tool: string;
+  summary: string;
+}
+
 export class StepHistory {
   private constructor(
     /** How many times the step was quarantined before this lease (0 normally). */
     readonly segment: number,
     private readonly calls: Map<number, RecordedModelCall>,
     private readonly toolOutcomes: Map<string, string> = new Map(),
+    /** Actions allowed before the last quarantine, oldest first, each once. */
+    readonly earlierActions: readonly EarlierAction[] = [],
   ) {}
 
   static empty(): StepHistory {
@@ -62,6 +73,10 @@ export class StepHistory {
     let segment = 0;
     let calls = new Map<number, RecordedModelCall>();
     const toolOutcomes = new Map<string, string>();
+    // Allowed actions by id: those of the current segment are dropped at each quarantine's
+    // turn into `earlier`, so what is left in `earlier` at the end came before the resume.
+    let current = new Map<string, EarlierAction>();
+    const earlier = new Map<string, EarlierAction>();
     const sorted = [...(Array.isArray(events) ? events : [])].filter((e) => isRecord(e) && typeof e.kind === 'string').sort((a, b) => (a.seq ?? 0) - (b.seq ?? 0));
     for (const e of sorted) {
       const p = isRecord(e.payload) ? e.payload : {};
@@ -69,6 +84,11 @@ export class StepHistory {
       if (e.kind === 'step.quarantined') {
         segment += 1;
         calls = new Map();
+        for (const [id, a] of current) if (!earlier.has(id)) earlier.set(id, a);
+        current = new Map();
+      } else if (e.kind === 'action.decided' && p.decision === 'allow' && typeof p.action_id === 'string' && isRecord(p.action) && typeof p.action.tool === 'string') {
+        const summary = typeof p.action.summary === 'string' ? p.action.summary : p.action.tool;
+        current.set(p.action_id, { action_id: p.action_id, tool: p.action.tool, summary });
       } else if (e.kind === 'tool.called' && typeof p.idempotency_key === 'string' && typeof p.outcome === 'string') {
         toolOutcomes.set(p.idempotency_key, p.outcome);
       } else if (e.kind === 'step.failed' && p.kind !== 'compensation') {
@@ -81,7 +101,7 @@ export class StepHistory {
         calls.set(p.call_index as number, { seq: e.seq, response, usage: response.usage, reported: false });
       }
     }
-    return new StepHistory(segment, calls, toolOutcomes);
+    return new StepHistory(segment, calls, toolOutcomes, [...earlier.values()]);
   }
 
   /** The outcome the gateway last recorded for a call of this step under `key`, if any. */

@@ -681,6 +681,42 @@ describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', 
     expect(kernel.calls('POST', `/v1/leases/${within.lease_id}/complete`)[0]!.body).toMatchObject({ output: { ok: 1 }, usage: { tokens: 200, usd: 0.5 } });
   });
 
+  it('resumed after a quarantine, the model is told which earlier actions ran (so it does not reword and repeat them), through the boundary (svc-worker(1) IDEMPOTENCY AND RESUMING)', async () => {
+    const provider = new CountingMock();
+    const { kernel, run } = await setup({ provider });
+    const ctx = { prompts: { triage: 'go' }, mock: { triage: { output: { ok: 1 } } } };
+    const first = makeLease({ step: 'triage', step_def: triage }, ctx);
+    await run(first);
+    const r = first.run_id;
+    const allowed = (id: string, summary: string) => kernel.append(r, 'action.decided', { step: 'triage', action_id: id, decision: 'allow', rule: 'default/allow', action: { tool: 'billing.refund', args: {}, summary } });
+    allowed('act_ran', 'Refund 5 on inv_1001, mail jane@example.com');
+    kernel.append(r, 'tool.called', { step: 'triage', tool: 'billing.refund', writes: true, idempotency_key: key(r, 'triage', 'action', 'act_ran'), outcome: 'ok' });
+    allowed('act_unknown', 'Refund 7 on inv_1005');
+    kernel.append(r, 'tool.called', { step: 'triage', tool: 'billing.refund', writes: true, idempotency_key: key(r, 'triage', 'action', 'act_unknown'), outcome: 'idempotency_outcome_unknown' });
+    allowed('act_failed', 'Refund 9 on inv_1009'); // a stored deterministic failure: it did not run
+    kernel.append(r, 'tool.called', { step: 'triage', tool: 'billing.refund', writes: true, idempotency_key: key(r, 'triage', 'action', 'act_failed'), outcome: 'deterministic_failure' });
+    kernel.append(r, 'step.quarantined', { step: 'triage', attempt: 1, reason: 'deterministic' });
+    provider.requests.length = 0;
+    const second = makeLease({ step: 'triage', step_def: triage }, { ...ctx, prior_events: kernel.eventsOf(r) });
+    expect((await run(second)).name).toBe('step:done');
+    const note = provider.requests[0]!.messages.find((m) => m.role === 'user' && String(m.content).startsWith('This step was stopped'));
+    expect(note?.content).toBe(
+      [
+        'This step was stopped and then resumed by an operator. Earlier attempts of it already did these actions:',
+        '- ran: Refund 5 on inv_1001, mail [REDACTED:pii]',
+        '- may have run (its outcome is not known): Refund 7 on inv_1005',
+        'Do not do them again unless the task needs them a second time.',
+      ].join('\n'),
+    );
+    expect(kernel.eventsOf(r, 'note').map((e) => e.payload)).toContainEqual(expect.objectContaining({ type: 'redaction', class: 'pii', path: '/resumed', call_index: 0 }));
+    // A step never quarantined has no such message.
+    expect(provider.requests.length).toBeGreaterThan(0);
+    const fresh = makeLease({ step: 'triage', step_def: triage, run_id: 'run_FRESH' }, ctx);
+    provider.requests.length = 0;
+    await run(fresh);
+    expect(provider.requests[0]!.messages.map((m) => m.role)).toEqual(['system', 'user']);
+  });
+
   it('after a quarantine the step starts afresh with new idempotency keys', async () => {
     const provider = new CountingMock();
     const { kernel, gateway, run } = await setup({ provider });

@@ -98,6 +98,32 @@ function systemPrompt(rt: StepRuntime, schema: unknown, tools: ProviderTool[]): 
   return lines.join('\n');
 }
 
+/** Gateway outcomes of a write that ran, and of one that may have (src/gateway/call.ts). */
+const RAN = new Set(['ok', 'store_failed']);
+const MAY_HAVE_RUN = new Set(['upstream_error', 'idempotency_outcome_unknown']);
+
+/**
+ * For a step resumed after a quarantine: the actions allowed before it that ran (or may have),
+ * by the gateway's last outcome under the key the action keeps (`StepRuntime.actionKey`); null
+ * when there are none.
+ */
+export function resumeNote(rt: StepRuntime): string | null {
+  if (rt.history.segment === 0) return null;
+  const lines: string[] = [];
+  for (const a of rt.history.earlierActions) {
+    const outcome = rt.history.toolOutcome(rt.actionKey(a.action_id));
+    if (outcome === undefined) continue;
+    if (RAN.has(outcome)) lines.push(`- ran: ${a.summary}`);
+    else if (MAY_HAVE_RUN.has(outcome)) lines.push(`- may have run (its outcome is not known): ${a.summary}`);
+  }
+  if (lines.length === 0) return null;
+  return [
+    'This step was stopped and then resumed by an operator. Earlier attempts of it already did these actions:',
+    ...lines,
+    'Do not do them again unless the task needs them a second time.',
+  ].join('\n');
+}
+
 function providerTools(offered: string[], descriptors: Map<string, Partial<ToolDescriptor>>): ProviderTool[] {
   return offered.map((id) => {
     const d = descriptors.get(id);
@@ -155,6 +181,15 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
     { role: 'system', content: systemPrompt(rt, def.output_schema, tools) },
     { role: 'user', content: promptText },
   ];
+  // Resumed after a quarantine, the model is asked afresh: it is told which of the actions
+  // allowed before then ran, so it does not propose them again in other words (a reworded
+  // refund is another action, and would run). Through the boundary like any prompt.
+  const earlier = resumeNote(rt);
+  if (earlier !== null) {
+    const r = boundary.redact(earlier, '/resumed');
+    pending.push(...r.redactions);
+    messages.push({ role: 'user', content: String(r.value) });
+  }
 
   let index = 0;
   for (let turn = 0; turn < maxTurns; turn++) {
