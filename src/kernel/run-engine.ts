@@ -25,7 +25,7 @@ import { replayRun, type ReplayReport } from './replay.js';
 import { insertEvent, KERNEL_ACTOR, loadRunRemitId, loadRunRow, loadWriterRow, parseEventRow, runStateOf, RunWriter, sealEvent, workColumns, type EventRow, type RunRow, type WriterDeps } from './run-store.js';
 import { schemaCheck } from './schema-check.js';
 import { Sweeper } from './sweeper.js';
-import { uncompensatedWrites, type UncompensatedWrite } from './uncompensated-writes.js';
+import { calledWrite, uncompensatedWrites, type UncompensatedWrite } from './uncompensated-writes.js';
 import { unreportedUsage } from './unreported-usage.js';
 
 /** Every run state (decisions §6), for the svc_runs gauge and list filters. */
@@ -361,6 +361,12 @@ export class RunEngine {
       runId,
       async (w) => {
         const [e] = await w.append({ kind, payload: ev.payload ?? {}, actor: (ev.actor ?? null) as RunEvent['actor'] });
+        // A write that ran once the run was being abandoned is one no compensation and no
+        // abandon answer knows of (a worker that had not heard yet, a token used directly):
+        // an operator has to hear of it.
+        if (kind === 'tool.called' && (w.model.state === 'abandoning' || w.model.state === 'abandoned') && calledWrite(ev.payload)) {
+          this.k.logger.warn('a write ran on a run that was being abandoned; check it by hand', { run_id: runId, seq: e!.seq, tool: ev.payload.tool, step: ev.payload.step, outcome: ev.payload.outcome });
+        }
         return { seq: e!.seq, hash: e!.hash };
       },
       { durable: false },

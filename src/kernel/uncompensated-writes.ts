@@ -31,6 +31,11 @@ const NOTHING_RAN = new Set(['args_invalid', 'idempotency_conflict', 'idempotenc
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
+/** Whether a `tool.called` payload is of a write that ran, or may have (a replay stands for its first call). */
+export function calledWrite(payload: unknown): boolean {
+  return isRecord(payload) && payload.writes === true && payload.replayed !== true && !NOTHING_RAN.has(String(payload.outcome));
+}
+
 /** An allowed write action, or a gateway call that ran (or may have run) a write. */
 type Write =
   | { kind: 'action.decided'; step: string; tool: string; actionId: string; argsHash: string }
@@ -49,7 +54,7 @@ function writeOf(e: LoggedEvent): Write | null {
   }
   if (e.kind === 'tool.called') {
     // A replay answered from the idempotency store: the write it stands for is its first call.
-    if (p.writes !== true || typeof p.tool !== 'string' || p.replayed === true || NOTHING_RAN.has(String(p.outcome))) return null;
+    if (!calledWrite(p) || typeof p.tool !== 'string') return null;
     return { kind: 'tool.called', step: p.step, tool: p.tool, argsHash: typeof p.args_hash === 'string' ? p.args_hash : null, outcome: typeof p.outcome === 'string' ? p.outcome : null };
   }
   return null;

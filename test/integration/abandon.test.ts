@@ -5,6 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { canonicalHash } from '../../src/encoding/canonical-json.js';
+import { Redactor } from '../../src/log/logger.js';
+import { capturedLogger } from '../gateway/helpers.js';
 import { allEvents, APPROVER, getRun, lease, leaseAndComplete, propose, pushBundle, refundsBundle, runToAction, sleep, startRun, startRunDaemon } from './run-fixtures.js';
 
 describe('abandon (D §6)', () => {
@@ -175,6 +177,26 @@ describe('abandon (D §6)', () => {
     const second = await d.kernel_(`/runs/${parked.run_id}/abandon`, { body: { reason: 'x' } });
     expect(second.body).toMatchObject({ compensations_scheduled: 0, uncompensated_writes: [], uncompensated_writes_total: 0 });
     expect((await allEvents(d, parked.run_id)).find((e) => e.kind === 'run.abandon_requested').payload).not.toHaveProperty('uncompensated_writes');
+  });
+
+  it('a write the gateway records after the abandon is logged for an operator: no abandon answer or compensation knows of it (docs/design.md Abandon)', async () => {
+    const log = capturedLogger(new Redactor());
+    await using d = await startRunDaemon({}, null, { logger: log.logger });
+    const { run_id, lease: l } = await runToAction(d, { amount: 50 });
+    const ab = await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'stop', actor: { id: 'ops-1', role: 'ops' } } });
+    expect(ab.body).toMatchObject({ state: 'abandoned', uncompensated_writes_total: 0 });
+    const called = (payload: Record<string, unknown>) =>
+      d.kernel_(`/runs/${run_id}/events`, {
+        body: { kind: 'tool.called', payload: { tool: 'billing.refund', step: 'refund', ...payload }, actor: { id: 'gateway', role: 'gateway' } },
+        headers: { 'x-svc-remit': l.context.remit_token },
+      });
+    expect((await called({ writes: false, outcome: 'ok' })).status).toBe(201); // a read: nothing to say
+    expect((await called({ writes: true, outcome: 'args_invalid' })).status).toBe(201); // never ran
+    expect(log.text()).not.toContain('a write ran on a run that was being abandoned');
+    const late = await called({ writes: true, outcome: 'ok' });
+    expect(late.status).toBe(201);
+    const line = log.text().split('\n').find((t) => t.includes('a write ran on a run that was being abandoned'));
+    expect(JSON.parse(line!)).toMatchObject({ level: 'warn', run_id, seq: late.body.seq, tool: 'billing.refund', step: 'refund', outcome: 'ok' });
   });
 
   it('an action proposed again by a retried step, and its replayed call, are still one write (docs/design.md Abandon)', async () => {

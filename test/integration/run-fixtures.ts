@@ -5,7 +5,7 @@
 import { signBundle } from '../../src/bundle/sign.js';
 import { generatePublisherKey } from '../../src/keys/publishers.js';
 import type { Bundle } from '../../src/types.js';
-import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { startTestDaemon, type TestDaemon, type TestDaemonOptions } from '../helpers/daemon.js';
 
 export type Publisher = ReturnType<typeof generatePublisherKey>;
 
@@ -17,9 +17,9 @@ export const REQUESTER = { id: 'ana', role: 'agent', manager: 'finance' } as con
 export const APPROVER = { id: 'fin-1', role: 'finance' } as const;
 
 /** svcd in-process on port 0, trusting one new publisher key. */
-export async function startRunDaemon(kernel: Record<string, unknown> = {}, token: string | null = null): Promise<RunDaemon> {
+export async function startRunDaemon(kernel: Record<string, unknown> = {}, token: string | null = null, extra: Omit<TestDaemonOptions, 'kernel' | 'token'> = {}): Promise<RunDaemon> {
   const publisher = generatePublisherKey();
-  const d = await startTestDaemon({ token, kernel: { publishers: [`${publisher.key_id}:${publisher.public_key}`], ...kernel } });
+  const d = await startTestDaemon({ ...extra, token, kernel: { publishers: [`${publisher.key_id}:${publisher.public_key}`], ...kernel } });
   return Object.assign(d, { publisher });
 }
 
