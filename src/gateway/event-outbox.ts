@@ -4,19 +4,26 @@
  * kernel answers again. Apart from the kernel (`svcd --no-kernel`) a kernel restart or a
  * network fault would otherwise lose the audit record of calls that did run.
  *
- * - A failure the kernel may get over (no answer, a timeout, a 5xx or 429, a refused gateway
- *   bearer) queues the event; a refused credential tries the next one; any other refusal (the
- *   run is unknown, say) is final and only logged, as before.
- * - A run's events keep their order: while a run has queued events, its new ones queue behind
- *   them. A pass stops at the first failure that may pass, so no later event overtakes it.
+ * - A call waits at most `timeoutMs` for its event. By then the event is either appended or
+ *   in the outbox: an append still running at the deadline gets its row at once (held: not
+ *   sent again while the append may still land, deleted if it does), so a crash after the
+ *   call answered loses nothing.
+ * - A failure the kernel may get over queues the event: no answer at all (the kernel is down:
+ *   a pass stops there, and nothing is sent until it answers), or an answer that is not a
+ *   verdict on the event (5xx, 429, a refused gateway bearer; that run's events wait, the
+ *   others go on, and after `maxTries` such answers the event is dropped). A refused
+ *   credential tries the next one; any other refusal (an unknown run, say) is final and only
+ *   logged.
+ * - A run's events keep their order: while a run has events queued or being sent, its new
+ *   ones queue behind them, and a pass sends no event of a run whose earlier one waits.
  * - What is queued is what would have been posted (payload already redacted) plus the
  *   credentials to post it with: the run's remit token, the call's lease, or the bearer for a
- *   refusal. A row is deleted once delivered or finally refused; a credential that expired
- *   meanwhile refuses it, so a long outage can still lose events, with a warning each.
- * - A delivered row carries `payload.queued_at`, when the gateway first tried to post it (the
- *   event's own `at` is when the kernel appended it).
- * - At least once: an append that timed out may have been appended all the same, and is then
- *   posted again from the outbox.
+ *   refusal. A credential that expired meanwhile refuses the event, so a long outage can
+ *   still lose events, with a warning each.
+ * - An event sent from the outbox carries `payload.queued_at`, when the gateway first tried
+ *   to post it (the event's own `at` is when the kernel appended it).
+ * - At least once: an append that timed out may have landed all the same, and is then posted
+ *   again from the outbox.
  * - Bounded: at most `maxRows` rows and `maxAgeMs` per row; beyond either an event is dropped
  *   with an error in the log and `svc_gateway_events_dropped_total`.
  */
@@ -24,7 +31,7 @@ import type { Clock } from '../clock.js';
 import { SvcError } from '../errors.js';
 import type { Logger, Redactor } from '../log/logger.js';
 import type { SqlDb } from '../store/sql-db.js';
-import { isCredentialRefusal, type EventCredential, type GatewayEvent, type KernelLink } from './kernel-link.js';
+import { isCredentialRefusal, KernelUnreachable, type EventCredential, type GatewayEvent, type KernelLink } from './kernel-link.js';
 import type { GatewayMetrics } from './metrics.js';
 
 export const OUTBOX_MIGRATION = {
@@ -36,7 +43,8 @@ export const OUTBOX_MIGRATION = {
       event TEXT NOT NULL,
       creds TEXT NOT NULL,
       queued_at TEXT NOT NULL,
-      queued_ms INTEGER NOT NULL
+      queued_ms INTEGER NOT NULL,
+      tries INTEGER NOT NULL DEFAULT 0
     );
   `,
 };
@@ -51,19 +59,22 @@ export interface EventOutboxOptions {
   logger: Logger;
   redactor: Redactor;
   metrics: GatewayMetrics;
-  /** How long a call waits for its event to be appended before it answers anyway, ms. */
+  /** How long a call waits for its event to be appended before it is queued instead, ms. */
   timeoutMs: number;
   /** First wait before asking again after a failed delivery, ms; doubles up to `maxRetryMs`. (Default: 1000) */
   retryMs?: number;
   /** (Default: 60000) */
   maxRetryMs?: number;
+  /** Answers that are no verdict (5xx, 429, …) an event gets before it is dropped. (Default: 10) */
+  maxTries?: number;
   /** (Default: 100000) */
   maxRows?: number;
   /** (Default: 7 days) */
   maxAgeMs?: number;
 }
 
-type Attempt = 'delivered' | 'refused' | 'retry';
+/** One try with every credential: taken, refused for good, or to be asked again. */
+type Attempt = { kind: 'delivered' } | { kind: 'refused' } | { kind: 'retry'; noAnswer: boolean };
 
 interface OutboxRow {
   id: number;
@@ -72,11 +83,13 @@ interface OutboxRow {
   creds: string;
   queued_at: string;
   queued_ms: number;
+  tries: number;
 }
 
+/** How a pass ended: the kernel did not answer, some runs got answers that were no verdict, or all was sent. */
+type PassEnd = 'down' | 'answered' | 'done';
+
 const BATCH = 100;
-/** How long `close` waits for appends already sent. */
-const CLOSE_WAIT_MS = 3000;
 
 function parseRow(row: OutboxRow): { ev: GatewayEvent; creds: EventCredential[] } | null {
   try {
@@ -89,20 +102,42 @@ function parseRow(row: OutboxRow): { ev: GatewayEvent; creds: EventCredential[] 
   }
 }
 
+/** Resolves after `ms` unless `p` settles first; true when `p` did. */
+async function settledWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([p.then(() => true as const), deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export class EventOutbox {
-  /** Queued rows per run, so a run with a backlog queues behind it without a query. */
+  /** Rows queued per run, so a run with a backlog queues behind it without a query. */
   private readonly backlog = new Map<string, number>();
+  /** Direct appends in flight per run: a run's next event queues behind them. */
+  private readonly sending = new Map<string, number>();
+  /** Rows written for appends still in flight at their call's deadline: a pass leaves them (and their run) alone. */
+  private readonly held = new Set<number>();
+  /** Rows delivered whose DELETE failed: never posted again, deleted at the next pass. */
+  private readonly delivered = new Set<number>();
+  /** Calls waiting for their event (close waits for them: each ends appended or queued). */
+  private readonly answering = new Set<Promise<void>>();
   private rows = 0;
   private timer: NodeJS.Timeout | null = null;
   private draining: Promise<void> | null = null;
   private queuedMeanwhile = false;
-  private failures = 0;
+  /** The last attempt got no answer: further failures are not logged again until one does. */
+  private kernelDown = false;
+  /** Consecutive passes that ended with something left to send: the backoff's exponent. */
+  private retryStep = 0;
   /** No more passes (close began). */
   private stopping = false;
   /** The store may be closed: nothing is written any more. */
   private closed = false;
-  /** Appends still running after their call answered; `close` lets them settle. */
-  private readonly inFlight = new Set<Promise<unknown>>();
 
   private constructor(private readonly o: EventOutboxOptions) {}
 
@@ -127,50 +162,60 @@ export class EventOutbox {
   }
 
   /**
-   * Appends `ev` to `runId` with the first of `creds` the kernel accepts, waiting at most
-   * `timeoutMs`; never throws. An append still running then goes on, and is queued if it
-   * fails in a way that may pass.
+   * Appends `ev` to `runId` with the first of `creds` the kernel accepts; never throws. Waits
+   * at most `timeoutMs` (plus one write to the store): an append still running then is
+   * queued, held until it settles.
    */
-  async deliver(runId: string, ev: GatewayEvent, creds: EventCredential[]): Promise<void> {
-    const safe: GatewayEvent = { ...ev, payload: this.o.redactor.redactValue(ev.payload) };
+  deliver(runId: string, ev: GatewayEvent, creds: EventCredential[]): Promise<void> {
+    const p = this.deliverNow(runId, { ...ev, payload: this.o.redactor.redactValue(ev.payload) }, creds);
+    this.answering.add(p);
+    void p.finally(() => this.answering.delete(p));
+    return p;
+  }
+
+  private async deliverNow(runId: string, ev: GatewayEvent, creds: EventCredential[]): Promise<void> {
     const queuedMs = this.o.clock.now();
-    if (this.backlog.has(runId)) return this.enqueue(runId, safe, creds, queuedMs);
-    const settled = this.attempt(runId, safe, creds, this.failures > 0).then(async (result) => {
-      if (result === 'delivered' && this.failures > 0 && this.rows > 0) this.askNow(); // the kernel is back
-      if (result !== 'retry') return;
-      // The kernel just failed: the outbox waits a while before asking, and says nothing more
-      // until it answers.
-      this.failures ||= 1;
-      await this.enqueue(runId, safe, creds, queuedMs);
-    });
-    this.inFlight.add(settled);
-    void settled.finally(() => this.inFlight.delete(settled));
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, this.o.timeoutMs);
-    });
-    try {
-      await Promise.race([settled, deadline]);
-    } finally {
-      clearTimeout(timer);
+    if (this.backlog.has(runId) || this.sending.has(runId)) {
+      await this.enqueue(runId, ev, creds, queuedMs);
+      return;
     }
+    this.count(this.sending, runId, +1);
+    let row: Promise<number | null> | null = null; // written at the deadline
+    let settled = false;
+    const attempt = this.attempt(runId, ev, creds, this.kernelDown).then(async (a) => {
+      settled = true;
+      this.count(this.sending, runId, -1);
+      if (a.kind === 'delivered' && this.kernelDown) this.kernelAnswered(); // and the rows waiting go now
+      if (a.kind === 'retry' && a.noAnswer) this.kernelDown = true;
+      if (row === null) {
+        if (a.kind === 'retry') await this.enqueue(runId, ev, creds, queuedMs);
+        return;
+      }
+      const id = await row;
+      if (id === null) return; // its row could not be written (already dropped, with a reason)
+      this.held.delete(id);
+      if (a.kind !== 'retry') await this.remove(id, runId); // it landed (or was refused) after all
+      else this.schedule(this.retryDelay());
+    });
+    if (await settledWithin(attempt, this.o.timeoutMs)) return;
+    if (settled) {
+      await attempt; // it failed just now and is being queued: the call answers once it is
+      return;
+    }
+    row = this.enqueue(runId, ev, creds, queuedMs, { held: true });
+    await row;
   }
 
   /**
-   * Stops delivering; queued rows stay for the next start. Appends already sent get up to
-   * `CLOSE_WAIT_MS` to settle, and one that fails meanwhile is still queued; the store closes
-   * after this.
+   * Stops delivering; queued rows stay for the next start. Calls still waiting for their
+   * event are let finish (each within `timeoutMs`, its event then queued); a pass in
+   * progress finishes the event it is sending.
    */
   async close(): Promise<void> {
     this.stopping = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    let timer: NodeJS.Timeout | undefined;
-    const wait = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, CLOSE_WAIT_MS);
-    });
-    await Promise.race([Promise.allSettled([...this.inFlight, this.draining]), wait]);
-    clearTimeout(timer);
+    await Promise.allSettled([...this.answering, this.draining]);
     this.closed = true;
   }
 
@@ -179,107 +224,175 @@ export class EventOutbox {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     this.draining ??= this.pass().then(
-      (stalled) => this.passEnded(stalled),
+      (end) => this.passEnded(end),
       (err: unknown) => {
-        this.o.logger.error('cannot read the gateway event outbox; asking again', { err: this.message(err) });
-        this.failures += 1;
-        this.passEnded(true);
+        this.o.logger.error('cannot read or update the gateway event outbox; asking again', { err: this.message(err) });
+        this.passEnded('answered');
       },
     );
     await this.draining;
   }
 
-  /** After a pass: wait before asking a kernel that failed, or go again for rows queued meanwhile. */
-  private passEnded(stalled: boolean): void {
+  /** After a pass: wait before asking again what is left, or go again for rows queued meanwhile. */
+  private passEnded(end: PassEnd): void {
     this.draining = null;
     const again = this.queuedMeanwhile;
     this.queuedMeanwhile = false;
-    if (stalled) this.schedule(this.retryDelay());
-    else if (again && this.rows > 0) this.schedule(0);
+    if (end !== 'done') {
+      this.retryStep += 1;
+      this.schedule(this.retryDelay());
+    } else {
+      this.retryStep = 0;
+      if (again && this.rows > 0) this.schedule(0);
+    }
   }
 
   /** One try with each credential in turn: a refused one passes the event to the next. */
-  private async attempt(runId: string, ev: GatewayEvent, creds: EventCredential[], quiet = false): Promise<Attempt> {
+  private async attempt(runId: string, ev: GatewayEvent, creds: EventCredential[], quiet: boolean): Promise<Attempt> {
     let last: unknown = null;
     for (const cred of creds) {
       try {
         await this.o.link().appendEvent(runId, ev, cred);
-        return 'delivered';
+        return { kind: 'delivered' };
       } catch (err) {
         last = err;
         if (isCredentialRefusal(err)) continue;
         if (mayPass(err)) {
-          if (!quiet) this.o.logger.warn('cannot reach the kernel with a gateway event; it is queued and sent when the kernel answers', { kind: ev.kind, run_id: runId, err: this.message(err) });
-          return 'retry';
+          const noAnswer = err instanceof KernelUnreachable;
+          if (!(quiet && noAnswer)) {
+            this.o.logger.warn(noAnswer ? 'cannot reach the kernel with a gateway event; it is queued and sent when the kernel answers' : 'the kernel did not take a gateway event; it is queued and asked again', {
+              kind: ev.kind,
+              run_id: runId,
+              err: this.message(err),
+            });
+          }
+          return { kind: 'retry', noAnswer };
         }
         break;
       }
     }
     this.drop('refused', runId, ev.kind, last);
-    return 'refused';
+    return { kind: 'refused' };
   }
 
-  private async enqueue(runId: string, ev: GatewayEvent, creds: EventCredential[], queuedMs: number): Promise<void> {
-    if (this.closed) return this.drop('store', runId, ev.kind, new Error('the gateway is shutting down'));
-    if (this.rows >= (this.o.maxRows ?? 100_000)) return this.drop('full', runId, ev.kind, new Error(`the outbox holds ${this.rows} events already`));
+  /** Writes a row; its id, or null when it could not be kept (dropped with a reason). */
+  private async enqueue(runId: string, ev: GatewayEvent, creds: EventCredential[], queuedMs: number, opts: { held?: boolean } = {}): Promise<number | null> {
+    if (this.closed) {
+      this.drop('store', runId, ev.kind, new Error('the gateway is shutting down'));
+      return null;
+    }
+    if (this.rows >= (this.o.maxRows ?? 100_000)) {
+      this.drop('full', runId, ev.kind, new Error(`the outbox holds ${this.rows} events already`));
+      return null;
+    }
+    let id: number;
     try {
-      await this.o.db.run('INSERT INTO gateway_event_outbox (run_id, event, creds, queued_at, queued_ms) VALUES (?, ?, ?, ?, ?)', [
+      const row = await this.o.db.get<{ id: number }>('INSERT INTO gateway_event_outbox (run_id, event, creds, queued_at, queued_ms) VALUES (?, ?, ?, ?, ?) RETURNING id', [
         runId,
         JSON.stringify(ev),
         JSON.stringify(creds),
         new Date(queuedMs).toISOString(),
         queuedMs,
       ]);
+      id = Number(row!.id);
     } catch (err) {
-      return this.drop('store', runId, ev.kind, err);
+      this.drop('store', runId, ev.kind, err);
+      return null;
     }
-    this.backlog.set(runId, (this.backlog.get(runId) ?? 0) + 1);
+    if (opts.held) this.held.add(id);
+    this.count(this.backlog, runId, +1);
     this.rows += 1;
     this.gauge();
-    this.schedule(this.failures === 0 ? 0 : this.retryDelay());
+    if (!opts.held) this.schedule(this.kernelDown || this.retryStep > 0 ? this.retryDelay() : 0);
+    return id;
   }
 
-  /** Sends queued rows oldest first; stops at the first failure that may pass (true: stalled). */
-  private async pass(): Promise<boolean> {
+  /**
+   * Sends queued rows oldest first. No answer at all stops the pass (the kernel is down); an
+   * answer that is no verdict leaves that run's events for the next pass and goes on with the
+   * other runs.
+   */
+  private async pass(): Promise<PassEnd> {
+    const waiting = new Set<string>(); // runs with an event left behind in this pass
+    let end: PassEnd = 'done';
+    let after = 0;
     for (;;) {
-      if (this.stopping) return false;
-      const rows = await this.o.db.all<OutboxRow>('SELECT id, run_id, event, creds, queued_at, queued_ms FROM gateway_event_outbox ORDER BY id LIMIT ?', [BATCH]);
-      if (rows.length === 0) return false;
+      if (this.stopping) return end;
+      const rows = await this.o.db.all<OutboxRow>('SELECT id, run_id, event, creds, queued_at, queued_ms, tries FROM gateway_event_outbox WHERE id > ? ORDER BY id LIMIT ?', [after, BATCH]);
+      if (rows.length === 0) return end;
       for (const row of rows) {
-        if (this.stopping) return false;
+        if (this.stopping) return end;
+        after = row.id;
+        if (this.delivered.has(row.id)) {
+          await this.remove(row.id, row.run_id);
+          continue;
+        }
+        if (waiting.has(row.run_id) || this.held.has(row.id)) {
+          waiting.add(row.run_id); // an earlier event of the run is not in yet: this one waits too
+          continue;
+        }
         const parsed = parseRow(row);
         if (!parsed) {
           // Written by this module, so only a damaged file gets here; it must not block the rest.
           this.drop('store', row.run_id, 'unknown', new Error(`outbox row ${row.id} cannot be read`));
-        } else if (this.o.clock.now() - row.queued_ms > (this.o.maxAgeMs ?? 7 * 24 * 3600 * 1000)) {
-          this.drop('expired', row.run_id, parsed.ev.kind, new Error(`queued since ${row.queued_at}`));
-        } else {
-          const { ev, creds } = parsed;
-          // Said once per outage, not at every retry.
-          const quiet = this.failures > 0;
-          const result = await this.attempt(row.run_id, { ...ev, payload: { ...ev.payload, queued_at: row.queued_at } }, creds, quiet);
-          if (result === 'retry') {
-            this.failures += 1;
-            return true;
-          }
+          await this.remove(row.id, row.run_id);
+          continue;
         }
-        await this.o.db.run('DELETE FROM gateway_event_outbox WHERE id = ?', [row.id]);
-        this.forget(row.run_id);
-        if (this.failures > 0) this.o.logger.info('the kernel takes gateway events again', { queued: this.rows });
-        this.failures = 0;
+        if (this.o.clock.now() - row.queued_ms > (this.o.maxAgeMs ?? 7 * 24 * 3600 * 1000)) {
+          this.drop('expired', row.run_id, parsed.ev.kind, new Error(`queued since ${row.queued_at}`));
+          await this.remove(row.id, row.run_id);
+          continue;
+        }
+        const { ev, creds } = parsed;
+        const a = await this.attempt(row.run_id, { ...ev, payload: { ...ev.payload, queued_at: row.queued_at } }, creds, this.kernelDown);
+        if (a.kind === 'retry' && a.noAnswer) {
+          this.kernelDown = true;
+          return 'down';
+        }
+        if (a.kind === 'retry') {
+          if (row.tries + 1 >= (this.o.maxTries ?? 10)) {
+            this.drop('refused', row.run_id, ev.kind, new Error(`the kernel did not take it in ${row.tries + 1} tries`));
+            await this.remove(row.id, row.run_id);
+          } else {
+            await this.o.db.tx((t) => t.run('UPDATE gateway_event_outbox SET tries = tries + 1 WHERE id = ?', [row.id]), { durable: false });
+            waiting.add(row.run_id);
+            end = 'answered';
+          }
+          continue;
+        }
+        if (a.kind === 'delivered') this.delivered.add(row.id); // until its DELETE is through
+        if (a.kind === 'delivered' && this.kernelDown) this.kernelAnswered();
+        await this.remove(row.id, row.run_id);
       }
     }
   }
 
-  private forget(runId: string): void {
-    const n = (this.backlog.get(runId) ?? 1) - 1;
-    if (n > 0) this.backlog.set(runId, n);
-    else this.backlog.delete(runId);
+  /**
+   * Deletes a row that is done with. Not waited on for the disk: a DELETE a power loss takes
+   * sends the event again, which at least once allows. One that fails is kept in `delivered`
+   * (never posted again) and tried at the next pass.
+   */
+  private async remove(id: number, runId: string): Promise<void> {
+    if (this.closed) return; // the next start sends it again (at least once)
+    try {
+      await this.o.db.tx((t) => t.run('DELETE FROM gateway_event_outbox WHERE id = ?', [id]), { durable: false });
+    } catch (err) {
+      this.o.logger.error('cannot update the gateway event outbox; the row is deleted later', { run_id: runId, err: this.message(err) });
+      this.schedule(this.retryDelay());
+      return;
+    }
+    this.delivered.delete(id);
+    this.held.delete(id);
+    this.count(this.backlog, runId, -1);
     this.rows = Math.max(0, this.rows - 1);
     this.gauge();
   }
 
-  private askNow(): void {
+  /** A kernel thought down answered: said once, and what waits for it goes now. */
+  private kernelAnswered(): void {
+    this.kernelDown = false;
+    if (this.rows === 0) return;
+    this.o.logger.info('the kernel takes gateway events again', { queued: this.rows });
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     this.schedule(0);
@@ -287,7 +400,7 @@ export class EventOutbox {
 
   private schedule(ms: number): void {
     if (this.stopping || this.timer) return;
-    // A pass that already read an empty table would miss this row: it looks again when it ends.
+    // A pass that already read past this row would miss it: it looks again when it ends.
     if (this.draining) {
       this.queuedMeanwhile = true;
       return;
@@ -301,7 +414,13 @@ export class EventOutbox {
 
   private retryDelay(): number {
     const first = this.o.retryMs ?? 1000;
-    return Math.min(this.o.maxRetryMs ?? 60_000, first * 2 ** Math.min(this.failures - 1, 16));
+    return Math.min(this.o.maxRetryMs ?? 60_000, first * 2 ** Math.min(Math.max(0, this.retryStep - 1), 16));
+  }
+
+  private count(map: Map<string, number>, runId: string, by: number): void {
+    const n = (map.get(runId) ?? 0) + by;
+    if (n > 0) map.set(runId, n);
+    else map.delete(runId);
   }
 
   private drop(reason: DropReason, runId: string, kind: string, err: unknown): void {
@@ -320,12 +439,14 @@ export class EventOutbox {
 }
 
 /**
- * Whether a failed append may succeed later unchanged: the kernel did not answer, answered
- * 5xx or 429 (`KernelUnreachable`), refused the gateway's own bearer (a configuration an
- * operator fixes), or failed inside this process (the in-process kernel's store, say).
- * An SvcError with another code (unknown run, bad request) is the kernel's last word.
+ * Whether a failed append may succeed later unchanged: the kernel did not answer
+ * (`KernelUnreachable`), answered something that is no verdict on the event (a 5xx, a 429,
+ * an answer that is not svcd's; a plain Error), refused the gateway's own bearer or its
+ * address (`unauthorized`, `forbidden`: a configuration an operator fixes), or failed inside
+ * this process (the in-process kernel's store). An SvcError with another code (unknown run,
+ * bad request) is the kernel's last word.
  */
 export function mayPass(err: unknown): boolean {
   if (!(err instanceof SvcError)) return true;
-  return err.code === 'unavailable' || err.code === 'unauthorized' || err.code === 'internal';
+  return err.code === 'unavailable' || err.code === 'unauthorized' || err.code === 'forbidden' || err.code === 'internal';
 }

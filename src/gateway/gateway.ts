@@ -43,7 +43,7 @@ export interface GatewayOptions {
   /** Upper bound on waiting for a run event append, ms. (Default: 2000) */
   eventTimeoutMs?: number;
   /** The outbox's retry and bounds (tests). */
-  outbox?: Pick<EventOutboxOptions, 'retryMs' | 'maxRetryMs' | 'maxRows' | 'maxAgeMs'>;
+  outbox?: Pick<EventOutboxOptions, 'retryMs' | 'maxRetryMs' | 'maxTries' | 'maxRows' | 'maxAgeMs'>;
 }
 
 /** GET /v1/health of the gateway (interface 4.2). */

@@ -26,6 +26,14 @@ export interface GatewayEvent {
  */
 export type EventCredential = { remit: string } | { lease: string } | { bearer: true };
 
+/** The kernel gave no answer at all (no connection, a timeout): it is down for every event, not only this one. */
+export class KernelUnreachable extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'KernelUnreachable';
+  }
+}
+
 /** Whether an append failed because the kernel refused the credential, so another may do. */
 export function isCredentialRefusal(err: unknown): boolean {
   return err instanceof SvcError && (err.code === 'credential_invalid' || err.code === 'credential_required');
@@ -195,7 +203,7 @@ export class HttpKernelLink implements KernelLink {
       body: wellFormedJson({ kind: ev.kind, payload: ev.payload, actor: ev.actor }),
       signal: AbortSignal.timeout(this.opts.timeoutMs ?? 5000),
     }).catch((err: unknown) => {
-      throw new Error(`cannot reach the kernel at ${this.base}: ${causeOf(err)}`);
+      throw new KernelUnreachable(`cannot reach the kernel at ${this.base}: ${causeOf(err)}`);
     });
     if (!res.ok) {
       const text = await res.text().catch(() => '');

@@ -10,7 +10,7 @@ import { ManualClock } from '../../src/clock.js';
 import { SvcError } from '../../src/errors.js';
 import { EventOutbox, mayPass, type EventOutboxOptions } from '../../src/gateway/event-outbox.js';
 import { GATEWAY_MIGRATIONS } from '../../src/gateway/idempotency.js';
-import type { EventCredential, GatewayEvent, KernelLink } from '../../src/gateway/kernel-link.js';
+import { KernelUnreachable, type EventCredential, type GatewayEvent, type KernelLink } from '../../src/gateway/kernel-link.js';
 import { GatewayMetrics } from '../../src/gateway/metrics.js';
 import { Redactor } from '../../src/log/logger.js';
 import { migrate, SqliteDb } from '../../src/store/sqlite-db.js';
@@ -24,13 +24,18 @@ class ScriptedKernel implements KernelLink {
   delayMs = 0;
   refuses: (cred: EventCredential) => boolean = () => false;
   finalRefusal: string | null = null;
+  /** Runs whose appends the kernel answers with a 500 (an answer, but no verdict on the event). */
+  readonly failing = new Set<string>();
+  readonly tried: string[] = [];
   readonly taken: Array<{ runId: string; ev: GatewayEvent; cred: EventCredential }> = [];
   async trustedKeys(): Promise<never> {
     throw new Error('not used');
   }
   async appendEvent(runId: string, ev: GatewayEvent, cred: EventCredential): Promise<void> {
     if (this.delayMs > 0) await new Promise((r) => setTimeout(r, this.delayMs));
-    if (!this.up) throw new Error('cannot reach the kernel at http://127.0.0.1:9: ECONNREFUSED');
+    this.tried.push(runId);
+    if (!this.up) throw new KernelUnreachable('cannot reach the kernel at http://127.0.0.1:9: ECONNREFUSED');
+    if (this.failing.has(runId)) throw new Error('POST /v1/runs/x/events answered 500 {"error":{"code":"internal"}}');
     if (this.refuses(cred)) throw new SvcError('credential_invalid', 'X-Svc-Remit is refused: expired');
     if (this.finalRefusal) throw new SvcError('not_found', this.finalRefusal);
     this.taken.push({ runId, ev, cred });
@@ -120,22 +125,45 @@ describe('event outbox: the kernel does not answer', () => {
       ['run_C', 2],
     ]);
     // A delayed event says when the gateway first tried to post it.
-    expect(k.taken[1].ev.payload.queued_at).toBe(new Date(Date.parse('2026-11-22T10:00:00.000Z')).toISOString());
+    expect(k.taken[1].ev.payload.queued_at).toBe('2026-11-22T10:00:00.000Z'); // the manual clock's time at the deliver
     expect(k.taken[1].cred).toEqual(remit);
     expect(box.depth).toBe(0);
     expect(metricValue(await metrics.text(), 'svc_gateway_event_outbox_depth')).toBe(0);
   });
 
-  it('a pass stops at the first failure, so nothing overtakes an event the kernel has not taken', async () => {
+  it('a kernel that does not answer stops a pass at its first event: nothing more is tried until it answers', async () => {
     const k = new ScriptedKernel();
     k.up = false;
     const { box } = await openBox(k);
     for (const n of [1, 2, 3]) await box.deliver(`run_${n}`, ev(n), [remit]);
+    k.tried.length = 0;
     await box.drain(); // still down
+    expect(k.tried).toEqual(['run_1']);
     expect(box.depth).toBe(3);
     k.up = true;
     await box.drain();
     expect(k.taken.map((t) => t.ev.payload.n)).toEqual([1, 2, 3]);
+  });
+
+  it("an answer that is no verdict (a 500) holds back that run's events only, and after maxTries the event is dropped", async () => {
+    const k = new ScriptedKernel();
+    k.up = false;
+    const { box, metrics } = await openBox(k, undefined, { maxTries: 3 });
+    await box.deliver('run_A', ev(1), [remit]);
+    await box.deliver('run_A', ev(2), [remit]); // behind ev 1, in its run's order
+    await box.deliver('run_B', ev(3), [remit]);
+    k.up = true;
+    k.failing.add('run_A');
+    await box.drain();
+    expect(k.taken.map((t) => t.ev.payload.n)).toEqual([3]); // run_B went on; ev 2 waited behind ev 1
+    expect(box.depth).toBe(2);
+    await box.drain();
+    await box.drain(); // the third answer without a verdict
+    expect(metricValue(await metrics.text(), 'svc_gateway_events_dropped_total', { reason: 'refused' })).toBe(1);
+    k.failing.clear();
+    await box.drain();
+    expect(k.taken.map((t) => t.ev.payload.n)).toEqual([3, 2]); // ev 1 was dropped, ev 2 goes
+    expect(box.depth).toBe(0);
   });
 
   it('survives a restart of the gateway: the next start delivers what the last one queued', async () => {
@@ -186,16 +214,64 @@ describe('event outbox: the kernel does not answer', () => {
     expect(metricValue(await metrics.text(), 'svc_gateway_events_dropped_total', { reason: 'expired' })).toBe(2);
   });
 
-  it('a slow kernel: the call goes on after timeoutMs, and an append that then fails is queued all the same', async () => {
+  it('a slow kernel: the call goes on after timeoutMs with its event already in the outbox, held until the append settles', async () => {
     const k = new ScriptedKernel();
     k.delayMs = 300;
-    k.up = false;
-    const { box } = await openBox(k, undefined, { timeoutMs: 50 });
+    const { box, db } = await openBox(k, undefined, { timeoutMs: 50 });
     const t0 = performance.now();
     await box.deliver('run_H', ev(1), [remit]);
     expect(performance.now() - t0).toBeLessThan(250);
-    expect(box.depth).toBe(0); // the append has not failed yet
-    await expect.poll(() => box.depth, { timeout: 2000 }).toBe(1);
+    // On disk before the call answers: a crash now would not lose it.
+    expect(await db.all('SELECT run_id FROM gateway_event_outbox')).toEqual([{ run_id: 'run_H' }]);
+    await box.drain(); // held: the append in flight may still land, so a pass does not send it again
+    // The append lands after all: the row goes, and the event was sent once.
+    await expect.poll(() => box.depth, { timeout: 2000 }).toBe(0);
+    expect(k.tried).toEqual(['run_H']);
+    expect(k.taken).toHaveLength(1);
+    expect(k.taken[0]!.ev.payload.queued_at).toBeUndefined();
+  });
+
+  it('a slow kernel that then fails: the held row is sent by a later pass, once', async () => {
+    const k = new ScriptedKernel();
+    k.delayMs = 200;
+    k.up = false;
+    const { box } = await openBox(k, undefined, { timeoutMs: 50 });
+    await box.deliver('run_J2', ev(1), [remit]);
+    expect(box.depth).toBe(1);
+    await new Promise((r) => setTimeout(r, 300)); // the append failed meanwhile
+    k.delayMs = 0;
+    k.up = true;
+    await box.drain();
+    expect(k.taken.map((t) => [t.runId, t.ev.payload.n])).toEqual([['run_J2', 1]]);
+    expect(typeof k.taken[0]!.ev.payload.queued_at).toBe('string');
+    expect(box.depth).toBe(0);
+  });
+
+  it('close lets a call still waiting for its event finish: the event is in the outbox at the next start', async () => {
+    const k = new ScriptedKernel();
+    k.delayMs = 5000; // a kernel that does not answer in time
+    const first = await openBox(k, undefined, { timeoutMs: 100 });
+    const waiting = first.box.deliver('run_K2', ev(1), [remit]);
+    await first.closeNow(); // waits for the call, whose row is written at its deadline
+    await waiting;
+    k.delayMs = 0;
+    const second = await openBox(k, first.dir);
+    expect(second.box.depth).toBe(1);
+    await second.box.drain();
+    expect(k.taken.map((t) => t.runId)).toEqual(['run_K2']);
+  });
+
+  it('a row that cannot be read is dropped, and the rows after it still go', async () => {
+    const k = new ScriptedKernel();
+    k.up = false;
+    const { box, db, metrics } = await openBox(k);
+    await db.run("INSERT INTO gateway_event_outbox (run_id, event, creds, queued_at, queued_ms) VALUES ('run_L2', 'not json', '[]', '2026-11-22T10:00:00.000Z', ?)", [Date.parse('2026-11-22T10:00:00.000Z')]);
+    await box.deliver('run_M2', ev(2), [remit]);
+    k.up = true;
+    await box.drain();
+    expect(k.taken.map((t) => t.runId)).toEqual(['run_M2']);
+    expect(metricValue(await metrics.text(), 'svc_gateway_events_dropped_total', { reason: 'store' })).toBe(1);
+    expect(await db.all('SELECT * FROM gateway_event_outbox')).toEqual([]);
   });
 
   it('stores the redacted payload: a ${VAR} value never reaches the file', async () => {
@@ -227,6 +303,8 @@ describe('mayPass: which failed appends are worth asking again', () => {
     expect(mayPass(new Error('cannot reach the kernel at http://x: ECONNREFUSED'))).toBe(true);
     expect(mayPass(new SvcError('unavailable', 'draining'))).toBe(true);
     expect(mayPass(new SvcError('unauthorized', 'bad bearer'))).toBe(true);
+    expect(mayPass(new SvcError('forbidden', 'not loopback'))).toBe(true);
+    expect(mayPass(new KernelUnreachable('cannot reach the kernel'))).toBe(true);
     expect(mayPass(new SvcError('not_found', 'run x not found'))).toBe(false);
     expect(mayPass(new SvcError('request_invalid', 'bad'))).toBe(false);
     expect(mayPass(new SvcError('event_kind_not_external', 'no'))).toBe(false);

@@ -8,7 +8,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { mayPass } from '../../src/gateway/event-outbox.js';
-import { HttpKernelLink, isCredentialRefusal } from '../../src/gateway/kernel-link.js';
+import { HttpKernelLink, isCredentialRefusal, KernelUnreachable } from '../../src/gateway/kernel-link.js';
 
 const KEY_A = { key_id: 'k-a', algorithm: 'ed25519', public_key: Buffer.alloc(32, 1).toString('base64url') };
 const KEY_B = { key_id: 'k-b', algorithm: 'ed25519', public_key: Buffer.alloc(32, 2).toString('base64url') };
@@ -125,6 +125,7 @@ describe('HttpKernelLink.appendEvent: which failures the outbox asks again (D §
     for (const [status, code] of [[503, 'unavailable'], [429, 'rate_limited'], [401, 'unauthorized']] as const) {
       const err = await failure(await answering(status, { error: { code, message: 'x', details: {} } }));
       expect(mayPass(err), `${status} ${code}`).toBe(true);
+      expect(err).not.toBeInstanceOf(KernelUnreachable); // an answer: only this run's events wait
       await new Promise<void>((resolve) => server!.close(() => resolve()));
       server = null;
     }
@@ -145,6 +146,7 @@ describe('HttpKernelLink.appendEvent: which failures the outbox asks again (D §
     server = null;
     const err = (await failure(url)) as Error;
     expect(mayPass(err)).toBe(true);
+    expect(err).toBeInstanceOf(KernelUnreachable); // no answer: the outbox stops its pass here
     expect(err.message).toBe(`cannot reach the kernel at ${url}: ECONNREFUSED`);
   });
 });
