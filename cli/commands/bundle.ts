@@ -55,18 +55,27 @@ export function readDataFile(file: string): unknown {
  */
 function jsonNumbers(file: string, value: unknown, path: string): unknown {
   if (typeof value === 'bigint') {
+    const n = Number(value);
+    if (!Number.isFinite(n)) throw new UnparsableFileError(file, `the integer ${shortDigits(value)} is out of range for a JSON number`, path);
     const read = integerReadAs(value.toString());
-    if (read !== null) throw new UnparsableFileError(file, `the integer ${value} is past what a JSON number holds exactly (it would be signed as ${read}); quote it to keep it as text`, path);
-    return Number(value);
+    if (read !== null) throw new UnparsableFileError(file, `the integer ${shortDigits(value)} is past what a JSON number holds exactly (it would be signed as ${read}); quote it to keep it as text`, path);
+    return n;
   }
   if (typeof value === 'number' && !Number.isFinite(value)) throw new UnparsableFileError(file, `${value} is not a number JSON can carry`, path);
   if (Array.isArray(value)) return value.map((v, i) => jsonNumbers(file, v, `${path}/${i}`));
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = jsonNumbers(file, v, `${path}/${pointerToken(k)}`);
+    // defineProperty: an own `__proto__` member (YAML keeps it as one) stays a member, as signed.
+    for (const [k, v] of Object.entries(value)) Object.defineProperty(out, k, { value: jsonNumbers(file, v, `${path}/${pointerToken(k)}`), enumerable: true, writable: true, configurable: true });
     return out;
   }
   return value;
+}
+
+/** An integer's digits, cut in the middle past 40 (a 400-digit number in a message helps nobody). */
+function shortDigits(v: bigint): string {
+  const t = v.toString();
+  return t.length <= 40 ? t : `${t.slice(0, 20)}…${t.slice(-10)} (${t.replace('-', '').length} digits)`;
 }
 
 /**

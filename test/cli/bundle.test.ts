@@ -77,7 +77,7 @@ describe('svc bundle validate (offline, D 4)', () => {
 });
 
 describe('svc bundle validate / sign: numbers JSON cannot carry as written (D 1 JCS, svc(1) bundle validate)', () => {
-  it('a .nan, .inf or integer past 2^53 is a problem at its pointer, never rounded into what is signed', async () => {
+  it('a .nan, .inf, or an integer a double would change or cannot hold is a problem at its pointer, never rounded into what is signed', async () => {
     const file = join(tempDir(), 'numbers.yaml');
     const write = (v: string) =>
       writeFileSync(file, `name: numbers\nversion: 1.0.0\nworkflows:\n  w:\n    input_schema: {type: object}\n    steps: [{id: a, kind: tool, tool: x.y, args: {ok: 9007199254740991, v: ${v}}}]\n`);
@@ -92,11 +92,20 @@ describe('svc bundle validate / sign: numbers JSON cannot carry as written (D 1 
       const sign = await runSvc(['bundle', 'sign', file, '--key', KEY]);
       expect([sign.code, sign.stdout, sign.stderr], v).toEqual([1, '', `svc: ${file}: /workflows/w/steps/0/args/v: ${message}\n`]);
     }
-    // 2^53 - 1 itself is exact, and signs as written.
-    write('"12345678901234567890"');
+    // Past a double's range altogether (it would be signed as null).
+    write('1' + '0'.repeat(400));
+    const huge = await runSvc(['bundle', 'validate', file]);
+    expect([huge.code, huge.stdout]).toEqual([1, `${file}: /workflows/w/steps/0/args/v: the integer 10000000000000000000…0000000000 (401 digits) is out of range for a JSON number\n`]);
+    // A quoted integer stays text, 2^53 - 1 (`ok`) signs as written, and an own __proto__
+    // member stays a member of what is signed.
+    write('"12345678901234567890", __proto__: {x: 1}');
     const ok = await runSvc(['bundle', 'sign', file, '--key', KEY]);
     expect(ok.code, ok.stderr).toBe(0);
-    expect(JSON.parse(ok.stdout).bundle.workflows.w.steps[0].args).toEqual({ ok: 9007199254740991, v: '12345678901234567890' });
+    const args = JSON.parse(ok.stdout).bundle.workflows.w.steps[0].args;
+    expect(args.ok).toBe(9007199254740991);
+    expect(args.v).toBe('12345678901234567890');
+    expect(Object.hasOwn(args, '__proto__')).toBe(true);
+    expect(ok.stdout).toMatch(/"__proto__": \{\s*"x": 1\s*\}/);
   });
 });
 
