@@ -35,6 +35,9 @@ export const ALL_KINDS: readonly LeaseKind[] = ['model', 'tool', 'action', 'comp
 /** How long the reports of steps a stop aborted may keep asking an unreachable kernel. */
 export const SHUTDOWN_REPORT_MS = 3000;
 
+/** How long a lease confirmation before a gateway retry waits for the kernel. */
+const CONFIRM_LEASE_MS = 5000;
+
 export interface WorkerOptions {
   /** Kernel address, e.g. http://127.0.0.1:7401 (or pass `kernel`). */
   kernelUrl?: string;
@@ -97,6 +100,8 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
   private stopping: Promise<void> | null = null;
   /** Epoch ms past which an unreachable kernel is no longer asked again (set by a stop's abort). */
   private reportDeadline = Infinity;
+  /** Aborted at `reportDeadline`: ends a report's request still waiting then. */
+  private readonly reportsCut = new AbortController();
   private wake: Array<() => void> = [];
 
   constructor(private readonly opts: WorkerOptions) {
@@ -177,7 +182,12 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
    * through leaves the lease to expire; the kernel then hands the step out again.
    */
   private abortAll(): void {
-    this.reportDeadline = Math.min(this.reportDeadline, Date.now() + SHUTDOWN_REPORT_MS);
+    if (this.reportDeadline === Infinity) {
+      this.reportDeadline = Date.now() + SHUTDOWN_REPORT_MS;
+      // A kernel that takes the connection and never answers would hold a report (and the
+      // exit) for the HTTP client's own limits, minutes: the reports' requests end here too.
+      setTimeout(() => this.reportsCut.abort(new StepError('network_error', `the kernel did not take the report within ${SHUTDOWN_REPORT_MS} ms of the stop`)), SHUTDOWN_REPORT_MS).unref();
+    }
     for (const f of this.inflight.values()) f.abort.abort(new StepError('worker_shutdown', 'worker stopped while the step ran'));
   }
 
@@ -300,7 +310,7 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
         this.emit('step:parked', { ...info, action_id: outcome.action_id, approval_id: outcome.approval_id, usage: outcome.usage });
         return;
       }
-      const r = await this.kernel.complete(lease.lease_id, outcome.output, outcome.usage, { until });
+      const r = await this.kernel.complete(lease.lease_id, outcome.output, outcome.usage, { until, signal: this.reportsCut.signal });
       this.emit('step:done', { ...info, run_state: r.run_state, next_step: r.next_step ?? null, usage: outcome.usage, duration_ms: Date.now() - started });
     } catch (caught) {
       const err = abort.signal.aborted && !(caught instanceof StepError && caught.code === 'output_invalid') ? abortReason(abort.signal) : caught;
@@ -311,7 +321,7 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
       const e = err instanceof StepError ? err : new StepError('internal', `worker bug: ${(err as Error)?.stack ?? String(err)}`, false);
       const error = { code: e.code, message: globalRedactor.redact(e.message).slice(0, 2000) };
       try {
-        const r = await this.kernel.fail(lease.lease_id, error, e.deterministic, rt.usage, { until });
+        const r = await this.kernel.fail(lease.lease_id, error, e.deterministic, rt.usage, { until, signal: this.reportsCut.signal });
         this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: r.outcome ?? null, run_state: r.run_state ?? null, usage: rt.usage, duration_ms: Date.now() - started });
       } catch (reportErr) {
         if (reportErr instanceof LeaseLostError) this.emit('step:lost', { ...info, reason: reportErr.message });
@@ -332,7 +342,8 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
    */
   private async confirmLease(lease: Lease, abort: AbortController, held: { expiresAt: number }): Promise<void> {
     try {
-      const r = await this.kernel.heartbeat(lease.lease_id);
+      // Bounded: a kernel that never answers must not hold the step (or a stop) here.
+      const r = await this.kernel.heartbeat(lease.lease_id, AbortSignal.any([abort.signal, AbortSignal.timeout(CONFIRM_LEASE_MS)]));
       const t = Date.parse(r?.expires_at);
       if (Number.isFinite(t)) held.expiresAt = t;
     } catch (err) {
@@ -353,7 +364,7 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
       if (busy || abort.signal.aborted) return;
       busy = true;
       this.kernel
-        .heartbeat(lease.lease_id)
+        .heartbeat(lease.lease_id, AbortSignal.timeout(Math.max(every, 1000))) // a hung one must not stop the next
         .then((r) => {
           const t = Date.parse(r?.expires_at);
           if (Number.isFinite(t)) held.expiresAt = t;

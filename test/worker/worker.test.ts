@@ -217,6 +217,19 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
     expect(failed?.payload).toMatchObject({ error: { code: 'worker_shutdown' }, outcome: null, run_state: null });
   }, 20_000);
 
+  it('a kernel that takes the connection and never answers holds a stop no longer than its grace and 3 s (svc-worker(1) SIGNALS)', async () => {
+    const { kernel, gateway, worker, events } = await setup();
+    gateway.define('billing.slow', () => new Promise((r) => setTimeout(() => r({ late: true }), 30_000)));
+    const lease = makeLease({ step: 'slow', step_def: { id: 'slow', kind: 'tool', tool: 'billing.slow', args: {} } });
+    kernel.offer(lease);
+    await until(() => events.some((e) => e.name === 'step:start'));
+    (kernel as unknown as { route: () => Promise<never> }).route = () => new Promise<never>(() => {}); // accepts, never answers
+    const t0 = Date.now();
+    await worker.stop({ graceMs: 200 });
+    expect(Date.now() - t0).toBeLessThan(6000);
+    expect(events.find((e) => e.name === 'step:error' && e.payload.lease_id === lease.lease_id)?.payload).toMatchObject({ error: { code: 'worker_shutdown' }, outcome: null });
+  }, 20_000);
+
   it('stop() with a grace lets a running step finish and complete', async () => {
     const { kernel, gateway, worker, events } = await setup();
     gateway.define('billing.slow', () => new Promise((r) => setTimeout(() => r({ finished: true }), 300)));
