@@ -6,7 +6,7 @@ import type { Command } from 'commander';
 import { CliError, EXIT, usageError } from './exit.js';
 import { SvcHttpClient } from './http-client.js';
 import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../src/util/fetch-blocked-ports.js';
-import { decimalOf } from './number-flags.js';
+import { decimalOf } from '../src/util/number-text.js';
 
 export interface GlobalOptions {
   kernelUrl: string;

@@ -20,7 +20,7 @@ import { globals, kernelClient, output } from '../context.js';
 import { CliError, EXIT, usageError } from '../exit.js';
 import type { SvcHttpClient } from '../http-client.js';
 import { MAX_SPEND_USD, wholeMicroUsd } from '../../src/spend.js';
-import { decimalOf, wholeOf } from '../number-flags.js';
+import { decimalOf, wholeOf } from '../../src/util/number-text.js';
 
 /** Flags shared by mint and derive, as commander gives them. */
 export interface CreateFlags {

@@ -19,7 +19,7 @@ import { jsonArgument, type ReadFile } from '../json-argument.js';
 import type { SvcHttpClient } from '../http-client.js';
 import { resolveBundle } from './bundle.js';
 import { parseRequestedBy } from './remit.js';
-import { wholeOf } from '../number-flags.js';
+import { wholeOf } from '../../src/util/number-text.js';
 
 export const RUN_STATES = ['running', 'parked', 'completed', 'failed', 'abandoning', 'abandoned'] as const;
 

@@ -40,6 +40,7 @@ describe('svc worker flags', () => {
   it.each([
     [{ SVC_OPENAI_USD_PER_1M_INPUT: 'xyz' }, 'SVC_OPENAI_USD_PER_1M_INPUT "xyz" must be a non-negative number of dollars'],
     [{ SVC_OPENAI_USD_PER_1M_OUTPUT: '-1' }, 'SVC_OPENAI_USD_PER_1M_OUTPUT "-1" must be a non-negative number of dollars'],
+    [{ SVC_OPENAI_USD_PER_1M_OUTPUT: '0x10' }, 'SVC_OPENAI_USD_PER_1M_OUTPUT "0x10" must be a non-negative number of dollars'], // Number() would read 16
     [{ SVC_OPENAI_TIMEOUT_MS: 'abc' }, 'SVC_OPENAI_TIMEOUT_MS "abc" must be a whole number of milliseconds from 1 to 3600000'],
     [{ SVC_OPENAI_BASE_URL: 'notaurl' }, 'SVC_OPENAI_BASE_URL must be an http:// or https:// URL'],
     // A URL that may carry a key is not echoed.

@@ -122,7 +122,6 @@ export class ArgsInvalid extends Error {
   }
 }
 
-/** A connector definition the gateway cannot start with (reported with the config problems). */
 /**
  * A connector's config cannot be set up. Each problem is `/pointer: message`, the pointer
  * within the connector's own config; the gateway puts `/connectors/<index>` before it, so a

@@ -16,6 +16,7 @@ import { parseRetryAfter } from '../http.js';
 import { roundUsd } from '../../spend.js';
 import type { ChatMessage, Provider, ProviderCall, ProviderRequest, ProviderResponse, ProviderTool } from './provider.js';
 import { fetchBlockedPortHint, isFetchBlockedPort } from '../../util/fetch-blocked-ports.js';
+import { decimalOf } from '../../util/number-text.js';
 
 export interface OpenAiOptions {
   /** (Default: https://api.openai.com/v1) */
@@ -54,8 +55,8 @@ export function openAiOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Open
   const price = (name: string) => {
     const v = set(name);
     if (v === undefined) return undefined;
-    const n = Number(v);
-    if (v.trim() === '' || !Number.isFinite(n) || n < 0) throw new Error(`${name} "${v}" must be a non-negative number of dollars`);
+    const n = decimalOf(v); // decimal digits only: not 0x10, 1e3 or Infinity
+    if (n === null) throw new Error(`${name} "${v}" must be a non-negative number of dollars`);
     return n;
   };
   const timeout = set('SVC_OPENAI_TIMEOUT_MS');

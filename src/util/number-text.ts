@@ -1,5 +1,5 @@
 /**
- * Numbers in flags and environment variables, read as a person writes them: decimal digits
+ * Numbers in flags and environment variables (svc's and the worker's), read as a person writes them: decimal digits
  * with an optional fraction, spaces around allowed. `Number()` alone also takes `0x10`,
  * `0b11`, `1e3` and `Infinity`, which nobody means as a budget or a number of seconds.
  */
