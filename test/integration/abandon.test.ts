@@ -192,11 +192,12 @@ describe('abandon (D §6)', () => {
       });
     expect((await called({ writes: false, outcome: 'ok' })).status).toBe(201); // a read: nothing to say
     expect((await called({ writes: true, outcome: 'args_invalid' })).status).toBe(201); // never ran
-    expect(log.text()).not.toContain('a write ran on a run that was being abandoned');
+    expect((await called({ writes: true, outcome: 'ok', replayed: true })).status).toBe(201); // answered from the store: ran before
+    expect(log.text()).not.toContain('a write was recorded on a run after its abandon');
     const late = await called({ writes: true, outcome: 'ok' });
     expect(late.status).toBe(201);
-    const line = log.text().split('\n').find((t) => t.includes('a write ran on a run that was being abandoned'));
-    expect(JSON.parse(line!)).toMatchObject({ level: 'warn', run_id, seq: late.body.seq, tool: 'billing.refund', step: 'refund', outcome: 'ok' });
+    const line = log.text().split('\n').find((t) => t.includes('a write was recorded on a run after its abandon'));
+    expect(JSON.parse(line!)).toMatchObject({ level: 'warn', run_id, seq: late.body.seq, tool: 'billing.refund', step: 'refund', outcome: 'ok', queued_at: null });
   });
 
   it('an action proposed again by a retried step, and its replayed call, are still one write (docs/design.md Abandon)', async () => {
