@@ -706,6 +706,8 @@ describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', 
     kernel.append(r, 'tool.called', { step: 'triage', tool: 'billing.refund', writes: true, idempotency_key: key(r, 'triage', 'action', 'act_ran'), outcome: 'ok' });
     allowed('act_unknown', 'Refund 7 on inv_1005');
     kernel.append(r, 'tool.called', { step: 'triage', tool: 'billing.refund', writes: true, idempotency_key: key(r, 'triage', 'action', 'act_unknown'), outcome: 'idempotency_outcome_unknown' });
+    allowed('act_store', 'Refund 8 on inv_1008'); // the gateway's store failed: it may have run
+    kernel.append(r, 'tool.called', { step: 'triage', tool: 'billing.refund', writes: true, idempotency_key: key(r, 'triage', 'action', 'act_store'), outcome: 'store_failed' });
     allowed('act_failed', 'Refund 9 on inv_1009'); // a stored deterministic failure: it did not run
     kernel.append(r, 'tool.called', { step: 'triage', tool: 'billing.refund', writes: true, idempotency_key: key(r, 'triage', 'action', 'act_failed'), outcome: 'deterministic_failure' });
     kernel.append(r, 'step.quarantined', { step: 'triage', attempt: 1, reason: 'deterministic' });
@@ -718,6 +720,7 @@ describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', 
         'This step was stopped and then resumed by an operator. Earlier attempts of it already did these actions:',
         '- ran: Refund 5 on inv_1001, mail [REDACTED:pii]',
         '- may have run (its outcome is not known): Refund 7 on inv_1005',
+        '- may have run (its outcome is not known): Refund 8 on inv_1008',
         'Do not do them again unless the task needs them a second time.',
       ].join('\n'),
     );

@@ -98,9 +98,13 @@ function systemPrompt(rt: StepRuntime, schema: unknown, tools: ProviderTool[]): 
   return lines.join('\n');
 }
 
-/** Gateway outcomes of a write that ran, and of one that may have (src/gateway/call.ts). */
-const RAN = new Set(['ok', 'store_failed']);
-const MAY_HAVE_RUN = new Set(['upstream_error', 'idempotency_outcome_unknown']);
+/**
+ * Gateway outcomes of a write that ran, and of one that may have (src/gateway/call.ts):
+ * `store_failed` covers both a claim that failed before anything ran and a result that could
+ * not be kept after it did, so it only may have.
+ */
+const RAN = new Set(['ok']);
+const MAY_HAVE_RUN = new Set(['upstream_error', 'idempotency_outcome_unknown', 'store_failed']);
 
 /**
  * For a step resumed after a quarantine: the actions allowed before it that ran (or may have),
