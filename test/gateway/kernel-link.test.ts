@@ -131,6 +131,17 @@ describe('HttpKernelLink.appendEvent: which failures the outbox asks again (D §
     }
   });
 
+  it('an answer that is not svcd\'s (a proxy\'s HTML 404 for a mistyped kernel_url) may pass: the events wait for the address to be fixed', async () => {
+    server = createServer((_req, res) => {
+      res.writeHead(404, { 'content-type': 'text/html' });
+      res.end('<html>not here</html>');
+    });
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const err = await failure(`http://127.0.0.1:${(server!.address() as AddressInfo).port}`);
+    expect(mayPass(err)).toBe(true);
+    expect(err).not.toBeInstanceOf(KernelUnreachable);
+  });
+
   it('a refused credential falls through to the next; an unknown run is final', async () => {
     const cred = await failure(await answering(401, { error: { code: 'credential_invalid', message: 'ended', details: {} } }));
     expect(isCredentialRefusal(cred)).toBe(true);
