@@ -46,6 +46,16 @@ async function setup(opts: Partial<WorkerOptions> = {}) {
 
 const key = (...parts: Array<string | number>) => sha256Hex(parts.join('/'));
 
+/** A worker running a tool step whose gateway call answers `result` after `ms`. */
+async function slowToolStep(ms: number, result: Record<string, unknown>) {
+  const s = await setup();
+  s.gateway.define('billing.slow', () => new Promise((r) => setTimeout(() => r(result), ms)));
+  const lease = makeLease({ step: 'slow', step_def: { id: 'slow', kind: 'tool', tool: 'billing.slow', args: {} } });
+  s.kernel.offer(lease);
+  await until(() => s.events.some((e) => e.name === 'step:start'));
+  return { ...s, lease };
+}
+
 describe('tool steps (I 4.2 call; D §9 idempotency)', () => {
   it('calls the gateway with the remit token and sha256(run/step/0), completes with the result and usage', async () => {
     const { kernel, gateway, run } = await setup();
@@ -192,21 +202,13 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
   });
 
   it('stop({graceMs: 0}) aborts a running step and fails it as worker_shutdown (retryable)', async () => {
-    const { kernel, gateway, worker, events } = await setup();
-    gateway.define('billing.slow', () => new Promise((r) => setTimeout(() => r({ late: true }), 10_000)));
-    const lease = makeLease({ step: 'slow', step_def: { id: 'slow', kind: 'tool', tool: 'billing.slow', args: {} } });
-    kernel.offer(lease);
-    await until(() => events.some((e) => e.name === 'step:start'));
+    const { kernel, worker, events, lease } = await slowToolStep(10_000, { late: true });
     await worker.stop({ graceMs: 0 });
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'worker_shutdown' }, deterministic: false });
   });
 
   it('with the kernel gone, a stop exits after its grace and a short try to report, not when the lease runs out (svc-worker(1) SIGNALS)', async () => {
-    const { kernel, gateway, worker, events } = await setup();
-    gateway.define('billing.slow', () => new Promise((r) => setTimeout(() => r({ late: true }), 30_000)));
-    const lease = makeLease({ step: 'slow', step_def: { id: 'slow', kind: 'tool', tool: 'billing.slow', args: {} } }); // expires in 60 s
-    kernel.offer(lease);
-    await until(() => events.some((e) => e.name === 'step:start'));
+    const { kernel, worker, events, lease } = await slowToolStep(30_000, { late: true }); // its lease expires in 60 s
     await kernel.close(); // the kernel stops answering while the step runs
     const t0 = Date.now();
     await worker.stop({ graceMs: 200 });
@@ -218,11 +220,7 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
   }, 20_000);
 
   it('a kernel that takes the connection and never answers holds a stop no longer than its grace and 3 s (svc-worker(1) SIGNALS)', async () => {
-    const { kernel, gateway, worker, events } = await setup();
-    gateway.define('billing.slow', () => new Promise((r) => setTimeout(() => r({ late: true }), 30_000)));
-    const lease = makeLease({ step: 'slow', step_def: { id: 'slow', kind: 'tool', tool: 'billing.slow', args: {} } });
-    kernel.offer(lease);
-    await until(() => events.some((e) => e.name === 'step:start'));
+    const { kernel, worker, events, lease } = await slowToolStep(30_000, { late: true });
     (kernel as unknown as { route: () => Promise<never> }).route = () => new Promise<never>(() => {}); // accepts, never answers
     const t0 = Date.now();
     await worker.stop({ graceMs: 200 });
@@ -231,11 +229,7 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
   }, 20_000);
 
   it('stop() with a grace lets a running step finish and complete', async () => {
-    const { kernel, gateway, worker, events } = await setup();
-    gateway.define('billing.slow', () => new Promise((r) => setTimeout(() => r({ finished: true }), 300)));
-    const lease = makeLease({ step: 'slow', step_def: { id: 'slow', kind: 'tool', tool: 'billing.slow', args: {} } });
-    kernel.offer(lease);
-    await until(() => events.some((e) => e.name === 'step:start'));
+    const { kernel, worker, events, lease } = await slowToolStep(300, { finished: true });
     await worker.stop({ graceMs: 5000 });
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)[0]!.body.output).toEqual({ finished: true });
   });
