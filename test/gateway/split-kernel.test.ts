@@ -16,16 +16,21 @@ import { allEvents, lease, pushBundle, REQUESTER, startRunDaemon, type RunDaemon
 let d: RunDaemon;
 let gw: SpawnedSvcd;
 
-beforeAll(async () => {
-  d = await startRunDaemon();
+/** svcd with the gateway alone (test tools on, no token), talking to the kernel at `kernelUrl`. */
+function spawnGatewayOnly(kernelUrl: string): Promise<SpawnedSvcd> {
   const dir = tempDir();
   const cfg = join(dir, 'gateway.yaml');
-  writeFileSync(cfg, `kernel_url: ${d.kernelUrl}\nconnectors: []\n`);
-  gw = await spawnSvcd(['--no-kernel', '--gateway-config', cfg, '--gateway-listen', '127.0.0.1:0'], {
+  writeFileSync(cfg, `kernel_url: ${kernelUrl}\nconnectors: []\n`);
+  return spawnSvcd(['--no-kernel', '--gateway-config', cfg, '--gateway-listen', '127.0.0.1:0'], {
     SVC_GATEWAY_DATA: join(dir, 'gw'),
     SVC_TOKEN: '',
     SVC_GATEWAY_TEST_TOOLS: '1',
   });
+}
+
+beforeAll(async () => {
+  d = await startRunDaemon();
+  gw = await spawnGatewayOnly(d.kernelUrl!);
 }, 30_000);
 
 afterAll(async () => {
@@ -93,14 +98,7 @@ async function cuttableProxy(target: string): Promise<{ url: string; setDown(dow
 describe('gateway apart from a kernel that stops answering (interface 5.3, decisions §7)', () => {
   it('tool.called events of calls made meanwhile wait in the outbox and reach the run, in order, once the kernel answers', async () => {
     const proxy = await cuttableProxy(d.kernelUrl!);
-    const dir = tempDir();
-    const cfg = join(dir, 'gateway.yaml');
-    writeFileSync(cfg, `kernel_url: ${proxy.url}\nconnectors: []\n`);
-    const gw2 = await spawnSvcd(['--no-kernel', '--gateway-config', cfg, '--gateway-listen', '127.0.0.1:0'], {
-      SVC_GATEWAY_DATA: join(dir, 'gw'),
-      SVC_TOKEN: '',
-      SVC_GATEWAY_TEST_TOOLS: '1',
-    });
+    const gw2 = await spawnGatewayOnly(proxy.url);
     try {
       const bundleId = await pushBundle(d);
       const remit = await d.kernel_('/remits', {
