@@ -28,6 +28,16 @@ function spawnGatewayOnly(kernelUrl: string): Promise<SpawnedSvcd> {
   });
 }
 
+/** A run of the refunds bundle on a remit for test.echo with `scopes`, its first step leased. */
+async function leasedRun(scopes: string[]): Promise<{ run_id: string; l: { status: number; body: any } }> {
+  const bundleId = await pushBundle(d);
+  const remit = await d.kernel_('/remits', {
+    body: { tools: ['test.echo', 'billing.*'], scopes, grants: [], spend: { tokens: 1000, usd: 1 }, autonomy: 'supervised', ttl_seconds: 600, policy_set: [], requested_by: REQUESTER },
+  });
+  const run = await d.kernel_('/runs', { body: { bundle_id: bundleId, workflow: 'refund', input: { invoice_id: 'inv-1' }, remit_id: remit.body.remit_id, requested_by: REQUESTER } });
+  return { run_id: run.body.run_id as string, l: await lease(d, ['model']) };
+}
+
 beforeAll(async () => {
   d = await startRunDaemon();
   gw = await spawnGatewayOnly(d.kernelUrl!);
@@ -45,13 +55,7 @@ async function call(body: Record<string, unknown>, gateway: SpawnedSvcd = gw): P
 
 describe('gateway apart from a kernel without a token (interface 5.3, decisions §7)', () => {
   it('records refusals of a bad token (through the lease) and of a verified one (through the remit)', async () => {
-    const bundleId = await pushBundle(d);
-    const remit = await d.kernel_('/remits', {
-      body: { tools: ['test.echo', 'billing.*'], scopes: ['sql:table:*'], grants: [], spend: { tokens: 1000, usd: 1 }, autonomy: 'supervised', ttl_seconds: 600, policy_set: [], requested_by: REQUESTER },
-    });
-    const run = await d.kernel_('/runs', { body: { bundle_id: bundleId, workflow: 'refund', input: { invoice_id: 'inv-1' }, remit_id: remit.body.remit_id, requested_by: REQUESTER } });
-    const run_id = run.body.run_id as string;
-    const l = await lease(d, ['model']);
+    const { run_id, l } = await leasedRun(['sql:table:*']);
     expect(l.status).toBe(200);
     const common = { run_id, step: l.body.step, lease_id: l.body.lease_id };
 
@@ -100,13 +104,7 @@ describe('gateway apart from a kernel that stops answering (interface 5.3, decis
     const proxy = await cuttableProxy(d.kernelUrl!);
     const gw2 = await spawnGatewayOnly(proxy.url);
     try {
-      const bundleId = await pushBundle(d);
-      const remit = await d.kernel_('/remits', {
-        body: { tools: ['test.echo', 'billing.*'], scopes: ['test:*'], grants: [], spend: { tokens: 1000, usd: 1 }, autonomy: 'supervised', ttl_seconds: 600, policy_set: [], requested_by: REQUESTER },
-      });
-      const run = await d.kernel_('/runs', { body: { bundle_id: bundleId, workflow: 'refund', input: { invoice_id: 'inv-2' }, remit_id: remit.body.remit_id, requested_by: REQUESTER } });
-      const run_id = run.body.run_id as string;
-      const l = await lease(d, ['model']);
+      const { run_id, l } = await leasedRun(['test:*']);
       const body = (n: number) => ({ run_id, step: l.body.step, lease_id: l.body.lease_id, remit_token: l.body.context.remit_token, tool: 'test.echo', args: { n } });
       const called = async () => (await allEvents(d, run_id)).filter((e) => e.kind === 'tool.called');
 
