@@ -53,14 +53,20 @@ describe('svc worker flags', () => {
   });
 });
 
+/** A fake kernel and gateway, closed after the test. */
+async function fakePeers(): Promise<{ kernel: FakeKernel; gateway: FakeGateway }> {
+  const kernel = await new FakeKernel().start();
+  const gateway = await new FakeGateway().start();
+  cleanups.push(async () => {
+    await kernel.close();
+    await gateway.close();
+  });
+  return { kernel, gateway };
+}
+
 describe('svc worker process', () => {
   it('runs a leased step, logs JSON lines to stderr, and exits 0 on SIGINT', async () => {
-    const kernel = await new FakeKernel().start();
-    const gateway = await new FakeGateway().start();
-    cleanups.push(async () => {
-      await kernel.close();
-      await gateway.close();
-    });
+    const { kernel, gateway } = await fakePeers();
     gateway.define('billing.lookup_invoice', () => ({ rows: [{ id: 'INV-1' }] }));
     const child = spawn(process.execPath, [join(ROOT, 'dist/cli/index.js'), 'worker', '--kinds', 'tool', '--worker-id', 'cli-w', '--wait-seconds', '1', '--kernel-url', kernel.url, '--gateway-url', gateway.url], {
       env: { ...process.env, SVC_LOG_LEVEL: 'info' },
@@ -89,12 +95,7 @@ describe('svc worker process', () => {
   });
 
   it('keeps working when its log reader goes away (a closed stderr pipe), and still serves steps', async () => {
-    const kernel = await new FakeKernel().start();
-    const gateway = await new FakeGateway().start();
-    cleanups.push(async () => {
-      await kernel.close();
-      await gateway.close();
-    });
+    const { kernel, gateway } = await fakePeers();
     gateway.define('billing.lookup_invoice', () => ({ rows: [] }));
     const child = spawn(process.execPath, [join(ROOT, 'dist/cli/index.js'), 'worker', '--kinds', 'tool', '--wait-seconds', '1', '--kernel-url', kernel.url, '--gateway-url', gateway.url], {
       env: { ...process.env, SVC_LOG_LEVEL: 'info' },
