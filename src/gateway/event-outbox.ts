@@ -9,7 +9,9 @@
  *   sent again while the append may still land, deleted if it does), so a crash after the
  *   call answered loses nothing.
  * - A failure the kernel may get over queues the event: no answer at all (the kernel is down:
- *   a pass stops there, and nothing is sent until it answers), or an answer that is not a
+ *   a pass stops there, and nothing is sent until it answers; after a timeout, calls queue
+ *   without trying and one pass request waits long, since every request sent to a hung kernel
+ *   may be taken when it wakes), or an answer that is not a
  *   verdict on the event (5xx, 429, a refused gateway bearer; that run's events wait, the
  *   others go on, and after `maxTries` such answers the event is dropped). A refused
  *   credential tries the next one; any other refusal (an unknown run, say) is final and only
@@ -31,7 +33,7 @@ import type { Clock } from '../clock.js';
 import { SvcError } from '../errors.js';
 import type { Logger, Redactor } from '../log/logger.js';
 import type { SqlDb } from '../store/sql-db.js';
-import { isCredentialRefusal, KernelUnreachable, type EventCredential, type GatewayEvent, type KernelLink } from './kernel-link.js';
+import { isCredentialRefusal, KernelUnreachable, type AppendOptions, type EventCredential, type GatewayEvent, type KernelLink } from './kernel-link.js';
 import type { GatewayMetrics } from './metrics.js';
 
 export const OUTBOX_MIGRATION = {
@@ -67,6 +69,8 @@ export interface EventOutboxOptions {
   maxRetryMs?: number;
   /** Answers that are no verdict (5xx, 429, …) an event gets before it is dropped. (Default: 10) */
   maxTries?: number;
+  /** How long a pass's request waits for the kernel, ms. (Default: 300000) */
+  passTimeoutMs?: number;
   /** (Default: 100000) */
   maxRows?: number;
   /** (Default: 7 days) */
@@ -130,8 +134,15 @@ export class EventOutbox {
   private timer: NodeJS.Timeout | null = null;
   private draining: Promise<void> | null = null;
   private queuedMeanwhile = false;
-  /** The last attempt got no answer: further failures are not logged again until one does. */
-  private kernelDown = false;
+  /**
+   * What the last attempt found: `refusing` (no connection: cheap to ask, so calls still try
+   * at once), `hung` (a request got no answer in time: calls queue without asking, and a pass
+   * keeps one request waiting for the kernel, so a kernel that wakes up does not find a pile
+   * of copies of one event). Failures are not logged again until the kernel is `up`.
+   */
+  private kernel: 'up' | 'refusing' | 'hung' = 'up';
+  /** Aborted by close: ends a pass's request still waiting. */
+  private readonly closing = new AbortController();
   /** Consecutive passes that ended with something left to send: the backoff's exponent. */
   private retryStep = 0;
   /** No more passes (close began). */
@@ -175,18 +186,17 @@ export class EventOutbox {
 
   private async deliverNow(runId: string, ev: GatewayEvent, creds: EventCredential[]): Promise<void> {
     const queuedMs = this.o.clock.now();
-    if (this.backlog.has(runId) || this.sending.has(runId)) {
+    if (this.backlog.has(runId) || this.sending.has(runId) || this.kernel === 'hung') {
       await this.enqueue(runId, ev, creds, queuedMs);
       return;
     }
     this.count(this.sending, runId, +1);
     let row: Promise<number | null> | null = null; // written at the deadline
     let settled = false;
-    const attempt = this.attempt(runId, ev, creds, this.kernelDown).then(async (a) => {
+    const attempt = this.attempt(runId, ev, creds).then(async (a) => {
       settled = true;
       this.count(this.sending, runId, -1);
-      if (a.kind === 'delivered' && this.kernelDown) this.kernelAnswered(); // and the rows waiting go now
-      if (a.kind === 'retry' && a.noAnswer) this.kernelDown = true;
+      if (a.kind !== 'retry' && this.kernel !== 'up') this.kernelAnswered(); // and the rows waiting go now
       if (row === null) {
         if (a.kind === 'retry') await this.enqueue(runId, ev, creds, queuedMs);
         return;
@@ -194,8 +204,13 @@ export class EventOutbox {
       const id = await row;
       if (id === null) return; // its row could not be written (already dropped, with a reason)
       this.held.delete(id);
-      if (a.kind !== 'retry') await this.remove(id, runId); // it landed (or was refused) after all
-      else this.schedule(this.retryDelay());
+      if (a.kind === 'retry') {
+        this.schedule(this.retryDelay());
+        return;
+      }
+      await this.remove(id, runId); // it landed (or was refused) after all
+      // A pass may have left this run's later events behind the held row: they may go now.
+      if (this.backlog.has(runId)) this.schedule(0);
     });
     if (await settledWithin(attempt, this.o.timeoutMs)) return;
     if (settled) {
@@ -215,7 +230,9 @@ export class EventOutbox {
     this.stopping = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    await Promise.allSettled([...this.answering, this.draining]);
+    await Promise.allSettled([...this.answering]);
+    this.closing.abort(); // a pass's request waiting on a hung kernel: its row stays for the next start
+    await Promise.allSettled([this.draining]);
     this.closed = true;
   }
 
@@ -248,17 +265,20 @@ export class EventOutbox {
   }
 
   /** One try with each credential in turn: a refused one passes the event to the next. */
-  private async attempt(runId: string, ev: GatewayEvent, creds: EventCredential[], quiet: boolean): Promise<Attempt> {
+  private async attempt(runId: string, ev: GatewayEvent, creds: EventCredential[], opts?: AppendOptions): Promise<Attempt> {
     let last: unknown = null;
     for (const cred of creds) {
       try {
-        await this.o.link().appendEvent(runId, ev, cred);
+        await this.o.link().appendEvent(runId, ev, cred, opts);
         return { kind: 'delivered' };
       } catch (err) {
         last = err;
         if (isCredentialRefusal(err)) continue;
         if (mayPass(err)) {
           const noAnswer = err instanceof KernelUnreachable;
+          const quiet = this.kernel !== 'up';
+          // An answer, even a 500, says the kernel is not hung or gone.
+          this.kernel = err instanceof KernelUnreachable ? (err.timedOut ? 'hung' : 'refusing') : 'up';
           if (!(quiet && noAnswer)) {
             this.o.logger.warn(noAnswer ? 'cannot reach the kernel with a gateway event; it is queued and sent when the kernel answers' : 'the kernel did not take a gateway event; it is queued and asked again', {
               kind: ev.kind,
@@ -303,7 +323,7 @@ export class EventOutbox {
     this.count(this.backlog, runId, +1);
     this.rows += 1;
     this.gauge();
-    if (!opts.held) this.schedule(this.kernelDown || this.retryStep > 0 ? this.retryDelay() : 0);
+    if (!opts.held) this.schedule(this.kernel !== 'up' || this.retryStep > 0 ? this.retryDelay() : 0);
     return id;
   }
 
@@ -344,11 +364,9 @@ export class EventOutbox {
           continue;
         }
         const { ev, creds } = parsed;
-        const a = await this.attempt(row.run_id, { ...ev, payload: { ...ev.payload, queued_at: row.queued_at } }, creds, this.kernelDown);
-        if (a.kind === 'retry' && a.noAnswer) {
-          this.kernelDown = true;
-          return 'down';
-        }
+        // One request at a time, left to wait long for a hung kernel rather than sent again.
+        const a = await this.attempt(row.run_id, { ...ev, payload: { ...ev.payload, queued_at: row.queued_at } }, creds, { timeoutMs: this.o.passTimeoutMs ?? 300_000, signal: this.closing.signal });
+        if (a.kind === 'retry' && a.noAnswer) return 'down';
         if (a.kind === 'retry') {
           if (row.tries + 1 >= (this.o.maxTries ?? 10)) {
             this.drop('refused', row.run_id, ev.kind, new Error(`the kernel did not take it in ${row.tries + 1} tries`));
@@ -361,7 +379,7 @@ export class EventOutbox {
           continue;
         }
         if (a.kind === 'delivered') this.delivered.add(row.id); // until its DELETE is through
-        if (a.kind === 'delivered' && this.kernelDown) this.kernelAnswered();
+        if (this.kernel !== 'up') this.kernelAnswered();
         await this.remove(row.id, row.run_id);
       }
     }
@@ -390,7 +408,7 @@ export class EventOutbox {
 
   /** A kernel thought down answered: said once, and what waits for it goes now. */
   private kernelAnswered(): void {
-    this.kernelDown = false;
+    this.kernel = 'up';
     if (this.rows === 0) return;
     this.o.logger.info('the kernel takes gateway events again', { queued: this.rows });
     if (this.timer) clearTimeout(this.timer);

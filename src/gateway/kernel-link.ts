@@ -26,9 +26,16 @@ export interface GatewayEvent {
  */
 export type EventCredential = { remit: string } | { lease: string } | { bearer: true };
 
-/** The kernel gave no answer at all (no connection, a timeout): it is down for every event, not only this one. */
+/**
+ * The kernel gave no answer at all: it is down for every event, not only this one. `timedOut`:
+ * the request was sent and no answer came in time (a hung kernel may still take it later),
+ * as against a connection refused (nothing was sent).
+ */
 export class KernelUnreachable extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    readonly timedOut = false,
+  ) {
     super(message);
     this.name = 'KernelUnreachable';
   }
@@ -52,7 +59,13 @@ export interface KernelLink {
    * credential throws an SvcError that `isCredentialRefusal` recognises), so where an event
    * lands does not depend on whether the gateway runs beside the kernel or apart from it.
    */
-  appendEvent(runId: string, ev: GatewayEvent, cred: EventCredential): Promise<void>;
+  appendEvent(runId: string, ev: GatewayEvent, cred: EventCredential, opts?: AppendOptions): Promise<void>;
+}
+
+/** How long an append may wait for the kernel, and a signal that ends the wait (a closing gateway). */
+export interface AppendOptions {
+  timeoutMs?: number;
+  signal?: AbortSignal;
 }
 
 /** The part of the kernel the in-process link uses (the run engine may not be attached yet). */
@@ -191,19 +204,21 @@ export class HttpKernelLink implements KernelLink {
     return this.refreshFailed ? `: ${this.refreshFailed.message}` : '';
   }
 
-  async appendEvent(runId: string, ev: GatewayEvent, cred: EventCredential): Promise<void> {
+  async appendEvent(runId: string, ev: GatewayEvent, cred: EventCredential, opts: AppendOptions = {}): Promise<void> {
     const headers = this.headers({
       'content-type': 'application/json',
       ...('remit' in cred ? { 'x-svc-remit': cred.remit } : {}),
       ...('lease' in cred ? { 'x-svc-lease': cred.lease } : {}),
     });
+    const timeoutMs = opts.timeoutMs ?? this.opts.timeoutMs ?? 5000;
+    const timeout = AbortSignal.timeout(timeoutMs);
     const res = await fetch(`${this.base}/v1/runs/${encodeURIComponent(runId)}/events`, {
       method: 'POST',
       headers,
       body: wellFormedJson({ kind: ev.kind, payload: ev.payload, actor: ev.actor }),
-      signal: AbortSignal.timeout(this.opts.timeoutMs ?? 5000),
+      signal: opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout,
     }).catch((err: unknown) => {
-      throw new KernelUnreachable(`cannot reach the kernel at ${this.base}: ${causeOf(err)}`);
+      throw new KernelUnreachable(`cannot reach the kernel at ${this.base}: ${timeout.aborted ? `no answer within ${timeoutMs} ms` : causeOf(err)}`, timeout.aborted);
     });
     if (!res.ok) {
       const text = await res.text().catch(() => '');

@@ -10,7 +10,7 @@ import { ManualClock } from '../../src/clock.js';
 import { SvcError } from '../../src/errors.js';
 import { EventOutbox, mayPass, type EventOutboxOptions } from '../../src/gateway/event-outbox.js';
 import { GATEWAY_MIGRATIONS } from '../../src/gateway/idempotency.js';
-import { KernelUnreachable, type EventCredential, type GatewayEvent, type KernelLink } from '../../src/gateway/kernel-link.js';
+import { KernelUnreachable, type AppendOptions, type EventCredential, type GatewayEvent, type KernelLink } from '../../src/gateway/kernel-link.js';
 import { GatewayMetrics } from '../../src/gateway/metrics.js';
 import { Redactor } from '../../src/log/logger.js';
 import { migrate, SqliteDb } from '../../src/store/sqlite-db.js';
@@ -31,7 +31,27 @@ class ScriptedKernel implements KernelLink {
   async trustedKeys(): Promise<never> {
     throw new Error('not used');
   }
-  async appendEvent(runId: string, ev: GatewayEvent, cred: EventCredential): Promise<void> {
+  /** Hung: a request waits until `wake()`, or fails as timed out after its timeout (100 ms without one, as a direct call's). */
+  hung = false;
+  calls = 0;
+  private waiting: Array<() => void> = [];
+  wake(): void {
+    this.hung = false;
+    for (const w of this.waiting.splice(0)) w();
+  }
+  async appendEvent(runId: string, ev: GatewayEvent, cred: EventCredential, opts: AppendOptions = {}): Promise<void> {
+    this.calls += 1;
+    if (this.hung) {
+      const woke = await new Promise<boolean>((resolve) => {
+        const t = setTimeout(() => resolve(false), opts.timeoutMs ?? 100);
+        this.waiting.push(() => {
+          clearTimeout(t);
+          resolve(true);
+        });
+        opts.signal?.addEventListener('abort', () => resolve(false));
+      });
+      if (!woke) throw new KernelUnreachable('cannot reach the kernel at http://127.0.0.1:9: no answer in time', true);
+    }
     if (this.delayMs > 0) await new Promise((r) => setTimeout(r, this.delayMs));
     this.tried.push(runId);
     if (!this.up) throw new KernelUnreachable('cannot reach the kernel at http://127.0.0.1:9: ECONNREFUSED');
@@ -229,6 +249,50 @@ describe('event outbox: the kernel does not answer', () => {
     expect(k.tried).toEqual(['run_H']);
     expect(k.taken).toHaveLength(1);
     expect(k.taken[0]!.ev.payload.queued_at).toBeUndefined();
+  });
+
+  it("events queued behind a held one go once it lands, without waiting for another event", async () => {
+    const k = new ScriptedKernel();
+    k.delayMs = 300;
+    const { box } = await openBox(k, undefined, { timeoutMs: 50 });
+    await box.deliver('run_N2', ev(1), [remit]); // held at its deadline
+    k.delayMs = 0;
+    await box.deliver('run_N2', ev(2), [remit]); // queued behind it; the pass it starts leaves it there
+    await box.drain();
+    expect(k.taken.map((t) => t.ev.payload.n)).toEqual([]);
+    // The first append lands at 300 ms; the second follows by itself, in order.
+    await expect.poll(() => k.taken.map((t) => t.ev.payload.n), { timeout: 2000 }).toEqual([1, 2]);
+    expect(box.depth).toBe(0);
+  });
+
+  it('a hung kernel gets one request at a time, not a copy of the event per retry: calls queue without asking, and one pass request waits', async () => {
+    const k = new ScriptedKernel();
+    k.hung = true; // takes connections, answers nothing
+    const { box } = await openBox(k, undefined, { timeoutMs: 50, retryMs: 20, maxRetryMs: 40, passTimeoutMs: 10_000 });
+    await box.deliver('run_P', ev(1), [remit]); // tries, times out: the kernel is hung
+    await new Promise((r) => setTimeout(r, 150));
+    await box.deliver('run_P', ev(2), [remit]);
+    await box.deliver('run_Q', ev(3), [remit]); // another run: queued without asking too
+    await new Promise((r) => setTimeout(r, 400)); // many backoff periods
+    expect(k.calls).toBe(2); // the call's own try, and one pass request still waiting
+    k.wake();
+    await expect.poll(() => k.taken.map((t) => t.ev.payload.n), { timeout: 2000 }).toEqual([1, 2, 3]);
+    expect(k.calls).toBe(4);
+    expect(box.depth).toBe(0);
+  });
+
+  it('close does not wait for a pass request hung on the kernel; the row stays for the next start', async () => {
+    const k = new ScriptedKernel();
+    k.hung = true;
+    const first = await openBox(k, undefined, { timeoutMs: 50, retryMs: 20, passTimeoutMs: 60_000 });
+    await first.box.deliver('run_R', ev(1), [remit]);
+    await expect.poll(() => k.calls, { timeout: 2000 }).toBe(2); // the pass's request is waiting
+    const t0 = performance.now();
+    await first.closeNow();
+    expect(performance.now() - t0).toBeLessThan(1000);
+    k.wake();
+    const second = await openBox(k, first.dir);
+    expect(second.box.depth).toBe(1);
   });
 
   it('a slow kernel that then fails: the held row is sent by a later pass, once', async () => {

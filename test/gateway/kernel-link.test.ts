@@ -151,6 +151,18 @@ describe('HttpKernelLink.appendEvent: which failures the outbox asks again (D §
     expect(mayPass(gone)).toBe(false);
   });
 
+  it('a kernel that takes the request and never answers: KernelUnreachable with timedOut (it may still take it later)', async () => {
+    server = createServer(() => {}); // never answers
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server!.address() as AddressInfo).port}`;
+    const err = await new HttpKernelLink({ kernelUrl: url, token: null })
+      .appendEvent('run_X', ev, { lease: 'lse_1' }, { timeoutMs: 200 })
+      .then(() => null, (e: unknown) => e);
+    expect(err).toBeInstanceOf(KernelUnreachable);
+    expect(err).toMatchObject({ timedOut: true, message: `cannot reach the kernel at ${url}: no answer within 200 ms` });
+    server!.closeAllConnections();
+  });
+
   it('no kernel listening: a failure that may pass, naming the address and the system error', async () => {
     const url = await answering(200, {});
     await new Promise<void>((resolve) => server!.close(() => resolve()));
@@ -158,6 +170,7 @@ describe('HttpKernelLink.appendEvent: which failures the outbox asks again (D §
     const err = (await failure(url)) as Error;
     expect(mayPass(err)).toBe(true);
     expect(err).toBeInstanceOf(KernelUnreachable); // no answer: the outbox stops its pass here
+    expect((err as KernelUnreachable).timedOut).toBe(false); // refused: nothing was sent
     expect(err.message).toBe(`cannot reach the kernel at ${url}: ECONNREFUSED`);
   });
 });
