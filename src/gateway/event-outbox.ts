@@ -280,7 +280,9 @@ export class EventOutbox {
           // An answer, even a 500, says the kernel is not hung or gone.
           this.kernel = err instanceof KernelUnreachable ? (err.timedOut ? 'hung' : 'refusing') : 'up';
           if (!(quiet && noAnswer)) {
-            this.o.logger.warn(noAnswer ? 'cannot reach the kernel with a gateway event; it is queued and sent when the kernel answers' : 'the kernel did not take a gateway event; it is queued and asked again', {
+            const queued = opts !== undefined; // a pass's try: the event was in the outbox already
+            const what = noAnswer ? 'cannot reach the kernel with a gateway event' : 'the kernel did not take a gateway event';
+            this.o.logger.warn(`${what}; ${queued ? 'it stays queued' : 'it is queued'} and ${noAnswer ? 'is sent when the kernel answers' : 'is asked again'}`, {
               kind: ev.kind,
               run_id: runId,
               err: this.message(err),
@@ -291,18 +293,18 @@ export class EventOutbox {
         break;
       }
     }
-    this.drop('refused', runId, ev.kind, last);
+    this.drop('refused', runId, ev, last);
     return { kind: 'refused' };
   }
 
   /** Writes a row; its id, or null when it could not be kept (dropped with a reason). */
   private async enqueue(runId: string, ev: GatewayEvent, creds: EventCredential[], queuedMs: number, opts: { held?: boolean } = {}): Promise<number | null> {
     if (this.closed) {
-      this.drop('store', runId, ev.kind, new Error('the gateway is shutting down'));
+      this.drop('store', runId, ev, new Error('the gateway is shutting down'));
       return null;
     }
     if (this.rows >= (this.o.maxRows ?? 100_000)) {
-      this.drop('full', runId, ev.kind, new Error(`the outbox holds ${this.rows} events already`));
+      this.drop('full', runId, ev, new Error(`the outbox holds ${this.rows} events already`));
       return null;
     }
     let id: number;
@@ -316,7 +318,7 @@ export class EventOutbox {
       ]);
       id = Number(row!.id);
     } catch (err) {
-      this.drop('store', runId, ev.kind, err);
+      this.drop('store', runId, ev, err);
       return null;
     }
     if (opts.held) this.held.add(id);
@@ -354,12 +356,12 @@ export class EventOutbox {
         const parsed = parseRow(row);
         if (!parsed) {
           // Written by this module, so only a damaged file gets here; it must not block the rest.
-          this.drop('store', row.run_id, 'unknown', new Error(`outbox row ${row.id} cannot be read`));
+          this.drop('store', row.run_id, null, new Error(`outbox row ${row.id} cannot be read`));
           await this.remove(row.id, row.run_id);
           continue;
         }
         if (this.o.clock.now() - row.queued_ms > (this.o.maxAgeMs ?? 7 * 24 * 3600 * 1000)) {
-          this.drop('expired', row.run_id, parsed.ev.kind, new Error(`queued since ${row.queued_at}`));
+          this.drop('expired', row.run_id, parsed.ev, new Error(`queued since ${row.queued_at}`));
           await this.remove(row.id, row.run_id);
           continue;
         }
@@ -369,7 +371,7 @@ export class EventOutbox {
         if (a.kind === 'retry' && a.noAnswer) return 'down';
         if (a.kind === 'retry') {
           if (row.tries + 1 >= (this.o.maxTries ?? 10)) {
-            this.drop('refused', row.run_id, ev.kind, new Error(`the kernel did not take it in ${row.tries + 1} tries`));
+            this.drop('refused', row.run_id, ev, new Error(`the kernel did not take it in ${row.tries + 1} tries`));
             await this.remove(row.id, row.run_id);
           } else {
             await this.o.db.tx((t) => t.run('UPDATE gateway_event_outbox SET tries = tries + 1 WHERE id = ?', [row.id]), { durable: false });
@@ -441,10 +443,20 @@ export class EventOutbox {
     else map.delete(runId);
   }
 
-  private drop(reason: DropReason, runId: string, kind: string, err: unknown): void {
+  /** Counts and logs an event that will not reach its run, naming the call it recorded (null: unreadable). */
+  private drop(reason: DropReason, runId: string, ev: GatewayEvent | null, err: unknown): void {
     this.o.metrics.eventsDropped.inc({ reason });
     const log = reason === 'refused' ? this.o.logger.warn : this.o.logger.error;
-    log.call(this.o.logger, 'a gateway event was not recorded on its run', { kind, run_id: runId, reason, err: this.message(err) });
+    const p = ev?.payload ?? {};
+    log.call(this.o.logger, 'a gateway event was not recorded on its run', {
+      kind: ev?.kind ?? null,
+      run_id: runId,
+      tool: p.tool ?? null,
+      step: p.step ?? null,
+      ...(typeof p.outcome === 'string' ? { outcome: p.outcome } : typeof p.reason === 'string' ? { refusal: p.reason } : {}),
+      reason,
+      err: this.message(err),
+    });
   }
 
   private message(err: unknown): string {

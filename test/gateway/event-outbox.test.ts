@@ -112,7 +112,10 @@ describe('event outbox: the kernel answers', () => {
     const k = new ScriptedKernel();
     k.refuses = () => true;
     const { box, log, metrics } = await openBox(k);
-    await box.deliver('run_B', ev(1), [remit, lease]);
+    await box.deliver('run_B', ev(1, { tool: 'billing.refund', step: 'refund', outcome: 'ok' }), [remit, lease]);
+    // The log names the call whose record is lost, so an operator can check it by hand.
+    const line = JSON.parse(log.text().split('\n').find((l) => l.includes('a gateway event was not recorded'))!);
+    expect(line).toMatchObject({ level: 'warn', kind: 'tool.called', run_id: 'run_B', tool: 'billing.refund', step: 'refund', outcome: 'ok', reason: 'refused' });
     k.refuses = () => false;
     k.finalRefusal = 'run run_B not found';
     await box.deliver('run_B', ev(2), [remit]);
