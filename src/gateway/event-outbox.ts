@@ -211,6 +211,9 @@ export class EventOutbox {
       await this.remove(id, runId); // it landed (or was refused) after all
       // A pass may have left this run's later events behind the held row: they may go now.
       if (this.backlog.has(runId)) this.schedule(0);
+    }).catch((err: unknown) => {
+      // Every step above handles its own failures; a call must not fail for its event anyway.
+      this.o.logger.error('gateway event outbox: unexpected failure', { run_id: runId, err: this.message(err) });
     });
     if (await settledWithin(attempt, this.o.timeoutMs)) return;
     if (settled) {
