@@ -34,7 +34,7 @@ import { SvcError } from '../errors.js';
 import type { Logger, Redactor } from '../log/logger.js';
 import type { SqlDb } from '../store/sql-db.js';
 import { isCredentialRefusal, KernelUnreachable, type AppendOptions, type EventCredential, type GatewayEvent, type KernelLink } from './kernel-link.js';
-import type { GatewayMetrics } from './metrics.js';
+import type { DROP_REASONS, GatewayMetrics } from './metrics.js';
 
 export const OUTBOX_MIGRATION = {
   id: 'gateway-002-event-outbox',
@@ -52,7 +52,7 @@ export const OUTBOX_MIGRATION = {
 };
 
 /** Why an event did not reach its run (the `reason` label of svc_gateway_events_dropped_total). */
-export type DropReason = 'refused' | 'expired' | 'full' | 'store';
+export type DropReason = (typeof DROP_REASONS)[number];
 
 export interface EventOutboxOptions {
   db: SqlDb;

@@ -13,6 +13,9 @@ export const REFUSAL_REASONS = [
   'autonomy_too_low',
 ] as const;
 
+/** Why a gateway event did not reach its run (svc_gateway_events_dropped_total; src/gateway/event-outbox.ts). */
+export const DROP_REASONS = ['refused', 'expired', 'full', 'store'] as const;
+
 /** `svc_gateway_canary_status` values (interface 3). */
 export const CANARY_STATUS_VALUE = { healthy: 1, failed: 0, quarantined: -1 } as const;
 
@@ -46,6 +49,7 @@ export class GatewayMetrics {
     // Every refusal reason exists from the start, so a rate over it is defined before the first refusal.
     for (const reason of REFUSAL_REASONS) this.refusals.inc({ reason }, 0);
     this.outboxDepth.set(0);
+    for (const reason of DROP_REASONS) this.eventsDropped.inc({ reason }, 0);
   }
 
   text(): Promise<string> {

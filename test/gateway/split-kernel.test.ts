@@ -118,6 +118,7 @@ describe('gateway apart from a kernel that stops answering (interface 5.3, decis
       }
       const metrics = await (await fetch(`${gw2.gatewayUrl}/v1/metrics`)).text();
       expect(metrics).toMatch(/^svc_gateway_event_outbox_depth 2$/m);
+      expect(metrics).toMatch(/^svc_gateway_events_dropped_total\{reason="refused"\} 0$/m); // there from the start, 0 until a drop
       expect(await called()).toHaveLength(1);
 
       proxy.setDown(false);
