@@ -19,6 +19,8 @@ import { editLine } from './line-edit.js';
 export interface Notice {
   tone: 'info' | 'success' | 'warn' | 'error';
   text: string;
+  /** The approval a failed decision was about: the notice goes once it leaves the list. */
+  approvalId?: string;
 }
 
 /** The data layer's snapshot (approver, url, connection, approvals, runs, events) plus screen state. */

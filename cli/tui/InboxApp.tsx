@@ -52,6 +52,15 @@ export function InboxApp({ source, width, height, now, onQuit }: InboxAppProps):
     return () => source.stop();
   }, [source]);
 
+  // A failed or unconfirmed decision's line is replaced once its approval has left the list
+  // (decided after all, or by someone else) and svcd answers again: it no longer describes
+  // what is there, and the run's events say who decided.
+  useEffect(() => {
+    if (!notice?.approvalId || snap.connection.state !== 'ok' || !snap.loaded) return;
+    if (snap.approvals.some((a) => a.approval_id === notice.approvalId)) return;
+    setNotice({ tone: 'info', text: `${notice.approvalId} has left the inbox (decided); the run's events say by whom and how` });
+  }, [notice, snap]);
+
   const onDecide = useCallback(
     (approval: Approval, decision: ApprovalDecision, reason: string) => {
       const verb = decision === 'approved' ? 'Approving' : 'Rejecting';
@@ -70,8 +79,10 @@ export function InboxApp({ source, width, height, now, onQuit }: InboxAppProps):
           setNotice(null);
           const run = source.snapshot().runs[approval.run_id];
           setAlert({ kind: 'not_allowed', approval, attempted: decision, why: explainNotTheApprover(source.actor, approval, run, out.message, 'details' in out ? out.details : {}) });
+        } else if (out.code === 'unconfirmed') {
+          setNotice({ tone: 'warn', text: `Not confirmed: ${decision === 'approved' ? 'approving' : 'rejecting'} ${approval.approval_id}: ${out.message}`, approvalId: approval.approval_id });
         } else {
-          setNotice({ tone: 'error', text: `Could not ${decision === 'approved' ? 'approve' : 'reject'} ${approval.approval_id}: ${out.code}: ${out.message}` });
+          setNotice({ tone: 'error', text: `Could not ${decision === 'approved' ? 'approve' : 'reject'} ${approval.approval_id}: ${out.code}: ${out.message}`, approvalId: approval.approval_id });
         }
       });
     },

@@ -150,6 +150,11 @@ export class InboxSource {
         outcome = { ok: false, approval_id: approvalId, code: 'already_decided', message: err.message, current };
       } else if (err instanceof ApiError) {
         outcome = { ok: false, approval_id: approvalId, code: err.code, message: err.message, status: err.status, details: err.details };
+      } else if (err instanceof TransportError && err.reason === 'timed out') {
+        // The POST may have reached svcd and been recorded: say so, as the CLI does (svc(1)).
+        const within = err.timeoutMs !== undefined ? ` within ${err.timeoutMs / 1000} s` : '';
+        const message = `no answer from ${err.baseUrl}${within}; the decision may have been recorded all the same: the list shows it once svcd answers`;
+        outcome = { ok: false, approval_id: approvalId, code: 'unconfirmed', message, status: null, details: {} };
       } else if (err instanceof TransportError) {
         outcome = { ok: false, approval_id: approvalId, code: 'unreachable', message: err.message, status: null, details: {} };
       } else {

@@ -66,6 +66,8 @@ export class FakeKernel {
   calls: FakeCall[] = [];
   /** When true, every request fails like a refused connection. */
   down = false;
+  /** When true, a POST is recorded (it reaches svcd) but its answer never comes: the caller times out. */
+  silentAfterPost = false;
   /** Page size the fake enforces regardless of `limit`, to exercise pagination. */
   pageSize = 100;
   onDecide: DecideHook | null = null;
@@ -141,6 +143,10 @@ export class FakeKernel {
   fetch: FetchLike = async (url, init) => {
     if (this.down) throw new TypeError('fetch failed', { cause: { code: 'ECONNREFUSED' } });
     const res = this.handle(init.method, url, init.headers, init.body ? JSON.parse(init.body) : undefined);
+    if (this.silentAfterPost && init.method === 'POST') {
+      // Carried out, never answered: the caller's timeout ends the wait.
+      await new Promise<never>((_, reject) => init.signal?.addEventListener('abort', () => reject(init.signal!.reason)));
+    }
     const text = JSON.stringify(res.body);
     return { status: res.status, headers: { get: (n: string) => (n.toLowerCase() === 'content-type' ? 'application/json' : null) }, text: async () => text };
   };

@@ -13,8 +13,8 @@ import { KEY, renderTui } from './render.js';
 const FIN = { id: 'fin-1', role: 'finance' };
 const NOW = () => Date.parse('2026-01-01T10:05:00.000Z');
 
-function app(k: FakeKernel, actor = FIN) {
-  const source = new InboxSource({ api: new ApprovalsApi({ baseUrl: 'http://127.0.0.1:7401', fetch: k.fetch }), actor, intervalMs: 40 });
+function app(k: FakeKernel, actor = FIN, timeoutMs?: number) {
+  const source = new InboxSource({ api: new ApprovalsApi({ baseUrl: 'http://127.0.0.1:7401', fetch: k.fetch, timeoutMs }), actor, intervalMs: 40 });
   const t = renderTui(<InboxApp source={source} width={80} height={24} now={NOW} />);
   return { t, source };
 }
@@ -100,6 +100,24 @@ describe('svc approvals inbox against the kernel API (I 4.1, D 5.4)', () => {
     await t.press('x');
     await t.waitFor('1 pending');
     expect(k.approvals.get(a.approval_id)!.state).toBe('pending');
+  });
+
+  it('a decision svcd took without answering in time is not reported as failed; once the list shows it gone, the line says so', async () => {
+    const k = new FakeKernel();
+    k.add(approval(1));
+    const a2 = k.add(approval(2));
+    const { t } = app(k, FIN, 150);
+    await t.waitFor('2 pending');
+    k.silentAfterPost = true;
+    await t.press('a');
+    await t.waitFor('Reason (optional):');
+    await t.press(KEY.enter);
+    // Unconfirmed, never "Could not": it was recorded, and the refreshed list shows it gone,
+    // so the line says so instead of standing as a failure.
+    const f = await t.waitFor(`${a2.approval_id} has left the inbox (decided)`);
+    expect(f).not.toContain('Could not');
+    expect(f).toContain('1 pending');
+    expect(k.approvals.get(a2.approval_id)!.state).toBe('approved');
   });
 
   it('names the URL of an unreachable daemon, keeps retrying, and comes back by itself', async () => {

@@ -235,6 +235,18 @@ describe('InboxSource: polling the kernel for one role', () => {
     k.down = true;
     expect(await src.decide(a.approval_id, 'approved', '')).toMatchObject({ ok: false, code: 'unreachable', status: null });
   });
+
+  it('a decision svcd took but did not answer in time is unconfirmed, not failed: it may have been recorded (svc(1) --timeout)', async () => {
+    const k = new FakeKernel();
+    const a = k.add(approval(1));
+    const src = new InboxSource({ api: new ApprovalsApi({ baseUrl: URL_, fetch: k.fetch, timeoutMs: 100 }), actor: FIN });
+    await src.refresh();
+    k.silentAfterPost = true;
+    const out = await src.decide(a.approval_id, 'approved', 'ok');
+    expect(out).toMatchObject({ ok: false, code: 'unconfirmed', message: `no answer from ${URL_} within 0.1 s; the decision may have been recorded all the same: the list shows it once svcd answers` });
+    expect(k.approvals.get(a.approval_id)!.state).toBe('approved'); // it was
+    expect(src.snapshot().approvals).toEqual([]); // and the next look shows it
+  });
 });
 
 describe('filter and 403 explanations', () => {
