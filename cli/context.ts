@@ -7,6 +7,7 @@ import { CliError, EXIT, usageError } from './exit.js';
 import { SvcHttpClient } from './http-client.js';
 import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../src/util/fetch-blocked-ports.js';
 import { decimalOf } from '../src/util/number-text.js';
+import { clean } from './tui/format.js';
 
 export interface GlobalOptions {
   kernelUrl: string;
@@ -124,7 +125,8 @@ export function output(cmd: Command, data: unknown, human?: (data: any) => strin
 
 /** A plain table with left-aligned columns. */
 export function table(headers: string[], rows: Array<Array<string | number | null | undefined>>): string {
-  const cells = [headers, ...rows.map((r) => r.map((c) => (c === null || c === undefined ? '' : String(c))))];
+  // Cells come from the daemon: `clean` keeps each on one line and lets no escape sequence through.
+  const cells = [headers, ...rows.map((r) => r.map((c) => clean(c)))];
   const widths = headers.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
   return cells.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
 }

@@ -12,6 +12,7 @@ import { ApiError, ApprovalsApi, approverOf, type Actor, type Approval, type App
 import { CliError, EXIT, usageError } from '../exit.js';
 import { errorFromBody, TransportError, unreachable } from '../http-client.js';
 import { actorOf, globals, kernelUrlOf, output, table, timeoutMsOf } from '../context.js';
+import { clean } from '../tui/format.js';
 
 /** `--state` values: an approval state, or `all` for no state filter. */
 export const LIST_STATES = ['pending', 'approved', 'rejected', 'cancelled', 'all'] as const;
@@ -70,7 +71,7 @@ export function describeDecided(id: string, current: Approval | null, runState: 
   const who = current.actor ? ` by ${current.actor.id} (role:${current.actor.role})` : '';
   const when = current.decided_at ? ` at ${current.decided_at}` : '';
   const why = current.reason ? `: ${current.reason}` : '';
-  return `already_decided: ${id} was already ${what}${who}${when}${why}`;
+  return clean(`already_decided: ${id} was already ${what}${who}${when}${why}`);
 }
 
 function listTable(list: Approval[]): string {

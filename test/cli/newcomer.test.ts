@@ -6,6 +6,7 @@
  */
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { describeDecided } from '../../cli/commands/approvals.js';
 import { abandonHuman, eventLine } from '../../cli/commands/run.js';
 import { NO_DAEMON, runSvc } from '../helpers/cli.js';
 import { loadGatewayConfig } from '../../src/gateway/config.js';
@@ -253,6 +254,14 @@ describe('svc run events: one actor form, no empty members', () => {
   it('leaves out a member whose value is empty, such as an approval decided without a reason', () => {
     const decided = eventLine({ seq: 9, hash: 'h', prev_hash: 'p', kind: 'approval.decided', payload: { approval_id: 'apr_1', decision: 'approved', reason: '' }, actor: { id: 'fin-1', role: 'finance' }, at });
     expect(decided).toMatch(/approval\.decided\s+fin-1:finance\s+decision=approved approval_id=apr_1$/);
+  });
+  it('keeps an event on one line and lets no escape sequence through, whatever a reason holds', () => {
+    const reason = 'dup\n   7  forged line\u001b[31m red\u001b[0m';
+    const line = eventLine({ seq: 9, hash: 'h', prev_hash: 'p', kind: 'approval.decided', payload: { decision: 'rejected', reason }, actor: { id: 'fin-1', role: 'finance' }, at });
+    expect(line).not.toMatch(/[\n\u001b]/);
+    expect(line).toContain('dup    7  forged line?[31m red?[0m');
+    const said = describeDecided('apr_1', { approval_id: 'apr_1', run_id: 'run_1', state: 'rejected', decision: 'rejected', actor: { id: 'fin-2', role: 'finance' }, reason, decided_at: at } as never);
+    expect(said).not.toMatch(/[\n\u001b]/);
   });
 });
 
