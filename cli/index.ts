@@ -27,7 +27,7 @@ export function buildProgram(): Command {
     .option('--token <token>', 'bearer token (default: SVC_TOKEN)')
     .option('--actor <id:role>', 'who you are, for approvals, abandon and resume (default: SVC_ACTOR)')
     .option('--json', 'print data as JSON (NDJSON for streams)')
-    .option('--timeout <seconds>', 'give up on a request svcd has not answered after this long; 0 waits for ever (default: SVC_TIMEOUT or 60)')
+    .option('--timeout <seconds>', 'give up on a request svcd has not answered after this long; 0 waits for ever (default: SVC_TIMEOUT or 60; gateway commands 660)')
     // One line per error, with the prefix every other error has (svc(1) EXIT STATUS); commands
     // made after this inherit it.
     .configureOutput({ outputError: (text, write) => write(usageLine('svc', text)) })
