@@ -13,7 +13,8 @@ import { ROOT, spawnSvcd, tempDir } from '../helpers/daemon.js';
 const SVCD = join(ROOT, 'dist/daemon/main.js');
 
 function svcdExit(args: string[], env: Record<string, string> = {}): { code: number | null; stderr: string; stdout: string } {
-  const r = spawnSync(process.execPath, [SVCD, ...args], { env: { ...process.env, SVC_TOKEN: '', ...env }, encoding: 'utf8', timeout: 15_000 });
+  // In a temp directory: a config without data_dir would otherwise leave ./gateway-data here.
+  const r = spawnSync(process.execPath, [SVCD, ...args], { cwd: tempDir(), env: { ...process.env, SVC_TOKEN: '', ...env }, encoding: 'utf8', timeout: 15_000 });
   return { code: r.status, stderr: r.stderr, stdout: r.stdout };
 }
 
