@@ -114,8 +114,16 @@ export function registerApprovals(program: Command): void {
         '  ↑/↓ or j/k move, a approve, r reject (a reason is required), / filter, q quit.\n' +
         'See svc-approvals(1).',
     )
+    // Words after `approvals` that name no subcommand land here: say which word, not "too many arguments".
+    .argument('[words...]')
+    .usage('[options] [command]')
     .action(
-      run(async (_opts: unknown, cmd: Command) => {
+      run(async (words: string[], _opts: unknown, cmd: Command) => {
+        if (words.length > 0) {
+          const known = approvals.commands.map((c) => c.name());
+          const near = known.find((k) => closeTo(words[0]!, k));
+          throw usageError(`unknown approvals command "${words[0]}"${near ? ` (did you mean ${near}?)` : ''}; the commands are ${known.join(', ')}`);
+        }
         const actor = actorOf(cmd);
         if (!process.stdout.isTTY || !process.stdin.isTTY) {
           throw usageError('the inbox needs a terminal; use "svc approvals list", "approve ID" or "reject ID --reason R"');
@@ -172,4 +180,15 @@ export function registerApprovals(program: Command): void {
         output(cmd, res, (r: typeof res) => `rejected ${r.approval_id}; run ${r.run_id} is ${r.run_state}`);
       }),
     );
+}
+
+/** Whether `word` is a likely typo of `name`: one edit apart (a letter left out, added, changed or swapped). */
+function closeTo(word: string, name: string): boolean {
+  const a = word.toLowerCase();
+  if (a === name || Math.abs(a.length - name.length) > 1) return false;
+  for (let i = 0; i < Math.max(a.length, name.length); i++) {
+    if (a[i] === name[i]) continue;
+    return a.slice(i + 1) === name.slice(i + 1) || a.slice(i) === name.slice(i + 1) || a.slice(i + 1) === name.slice(i) || (a[i] === name[i + 1] && a[i + 1] === name[i] && a.slice(i + 2) === name.slice(i + 2));
+  }
+  return true;
 }

@@ -70,6 +70,16 @@ describe('svc approvals list (I 4.1 GET /approvals)', () => {
   });
 });
 
+describe('svc approvals with a mistyped subcommand (svc(1) exit 2)', () => {
+  it('names the word and the likely command, instead of "too many arguments"', async () => {
+    const typo = await runSvc(['--kernel-url', NO_DAEMON, 'approvals', 'aprove', 'apr_x', '--actor', 'fin-1:finance']);
+    expect([typo.code, typo.stderr]).toEqual([2, 'svc: unknown approvals command "aprove" (did you mean approve?); the commands are list, approve, reject\n']);
+    const other = await runSvc(['--kernel-url', NO_DAEMON, 'approvals', 'frobnicate']);
+    expect([other.code, other.stderr]).toEqual([2, 'svc: unknown approvals command "frobnicate"; the commands are list, approve, reject\n']);
+    expect((await runSvc(['approvals', '--help'])).stdout).toContain('Usage: svc approvals [options] [command]');
+  });
+});
+
 describe('svc approvals approve|reject (I 4.1 POST /approvals/{id}, D 5.4)', () => {
   it('approves as the actor', async () => {
     const a = k.add(approval(1));
