@@ -7,7 +7,7 @@ import { CliError, EXIT, usageError } from './exit.js';
 import { SvcHttpClient } from './http-client.js';
 import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../src/util/fetch-blocked-ports.js';
 import { decimalOf } from '../src/util/number-text.js';
-import { clean } from './tui/format.js';
+import { clean } from './terminal-text.js';
 
 export interface GlobalOptions {
   kernelUrl: string;

@@ -12,7 +12,7 @@ import { ApiError, ApprovalsApi, approverOf, type Actor, type Approval, type App
 import { CliError, EXIT, usageError } from '../exit.js';
 import { errorFromBody, TransportError, unreachable } from '../http-client.js';
 import { actorOf, globals, kernelUrlOf, output, table, timeoutMsOf } from '../context.js';
-import { clean } from '../tui/format.js';
+import { clean } from '../terminal-text.js';
 
 /** `--state` values: an approval state, or `all` for no state filter. */
 export const LIST_STATES = ['pending', 'approved', 'rejected', 'cancelled', 'all'] as const;

@@ -20,7 +20,7 @@ import type { SvcHttpClient } from '../http-client.js';
 import { resolveBundle } from './bundle.js';
 import { parseRequestedBy } from './remit.js';
 import { wholeOf } from '../../src/util/number-text.js';
-import { clean } from '../tui/format.js';
+import { clean } from '../terminal-text.js';
 
 export const RUN_STATES = ['running', 'parked', 'completed', 'failed', 'abandoning', 'abandoned'] as const;
 

@@ -2,23 +2,11 @@
  * Text helpers for the inbox: every string that came from the daemon passes through
  * `clean` before it reaches the terminal, so data cannot inject escape sequences.
  */
+import { clean } from '../terminal-text.js';
 import type { Approval } from './approvals-api.js';
 
-/**
- * Replaces C0/C1 control characters (ESC included) with `?`, newlines/tabs with a space, and
- * shows format characters and line/paragraph separators as `\u{…}`: a bidi override could
- * reorder what the approver reads, and a zero-width space makes `INV-\u200b2` look like `INV-2`.
- */
-export function clean(value: unknown): string {
-  const s = value === null || value === undefined ? '' : String(value);
-  return (
-    s
-      .replace(/[\t\n\r]/g, ' ')
-      // eslint-disable-next-line no-control-regex
-      .replace(/[\u0000-\u001f\u007f-\u009f]/g, '?')
-      .replace(/[\p{Cf}\p{Zl}\p{Zp}]/gu, (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`)
-  );
-}
+// The inbox's and the CLI's one sanitizer of daemon text lives beside the CLI's other helpers.
+export { clean };
 
 /** Cuts `s` to `width` columns, ending in `…` when cut. */
 export function fit(s: string, width: number): string {
