@@ -146,12 +146,6 @@ export class Gateway {
     }
     try {
       gw.storeValue = await IdempotencyStore.open(config.data_dir, gw.clock);
-    } catch (err) {
-      await Promise.allSettled(list.map((c) => c.close()));
-      gw.unlock();
-      throw err;
-    }
-    try {
       gw.outbox = await EventOutbox.open({
         db: gw.storeValue.db,
         link: () => gw.linkValue,
@@ -163,7 +157,7 @@ export class Gateway {
         ...opts.outbox,
       });
     } catch (err) {
-      await gw.storeValue.close();
+      await gw.storeValue?.close();
       await Promise.allSettled(list.map((c) => c.close()));
       gw.unlock();
       throw err;
@@ -213,11 +207,6 @@ export class Gateway {
 
   get store(): IdempotencyStore {
     return this.storeValue;
-  }
-
-  /** Gateway events waiting for the kernel. */
-  get events(): EventOutbox {
-    return this.outbox!;
   }
 
   breaker(connector: string): CircuitBreaker | null {

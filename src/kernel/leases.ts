@@ -275,8 +275,7 @@ export class LeaseService {
     await w.tx.run("UPDATE leases SET status = ?, ended_at = ? WHERE lease_id = ? AND status = 'active'", [status, isoTime(this.k.clock.now()), leaseId]);
   }
 
-  /** POST /v1/leases/{id}/heartbeat. */
-  /** `known`: the lease's row as the route's hook read it, so it is not read twice. */
+  /** POST /v1/leases/{id}/heartbeat. `known`: the lease's row as the route's hook read it, so it is not read twice. */
   async heartbeat(leaseId: string, known?: LeaseRow): Promise<{ expires_at: string }> {
     const lease = await this.active(leaseId, known);
     const expiresAt = this.k.clock.now() + lease.ttl_seconds * 1000;

@@ -365,7 +365,6 @@ export class RunEngine {
         // abandon answer knows of (a worker that had not heard yet, a token used directly, or
         // the gateway's outbox delivering a write made before, late): an operator has to hear of it.
         if (kind === 'tool.called' && (w.model.state === 'abandoning' || w.model.state === 'abandoned') && calledWrite(ev.payload)) {
-          // queued_at: a gateway outbox delivery of a write that ran before the abandon, late.
           this.k.logger.warn('a write was recorded on a run after its abandon; check it by hand', { run_id: runId, seq: e!.seq, tool: ev.payload.tool, step: ev.payload.step, outcome: ev.payload.outcome, queued_at: ev.payload.queued_at ?? null });
         }
         return { seq: e!.seq, hash: e!.hash };
