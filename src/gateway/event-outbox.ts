@@ -193,7 +193,7 @@ export class EventOutbox {
     this.count(this.sending, runId, +1);
     let row: Promise<number | null> | null = null; // written at the deadline
     let settled = false;
-    const attempt = this.attempt(runId, ev, creds).then(async (a) => {
+    const attempt = this.attempt(runId, ev, creds, 'call').then(async (a) => {
       settled = true;
       this.count(this.sending, runId, -1);
       if (a.kind !== 'retry' && this.kernel !== 'up') this.kernelAnswered(); // and the rows waiting go now
@@ -267,8 +267,13 @@ export class EventOutbox {
     }
   }
 
-  /** One try with each credential in turn: a refused one passes the event to the next. */
-  private async attempt(runId: string, ev: GatewayEvent, creds: EventCredential[], opts?: AppendOptions): Promise<Attempt> {
+  /**
+   * One try with each credential in turn: a refused one passes the event to the next. `from`:
+   * a call's own try (the link's usual timeout), or a pass's over a queued event, whose one
+   * request is left to wait long for a hung kernel rather than sent again, until close.
+   */
+  private async attempt(runId: string, ev: GatewayEvent, creds: EventCredential[], from: 'call' | 'outbox'): Promise<Attempt> {
+    const opts: AppendOptions | undefined = from === 'outbox' ? { timeoutMs: this.o.passTimeoutMs ?? 300_000, signal: this.closing.signal } : undefined;
     let last: unknown = null;
     for (const cred of creds) {
       try {
@@ -281,11 +286,10 @@ export class EventOutbox {
           const noAnswer = err instanceof KernelUnreachable;
           const quiet = this.kernel !== 'up';
           // An answer, even a 500, says the kernel is not hung or gone.
-          this.kernel = err instanceof KernelUnreachable ? (err.timedOut ? 'hung' : 'refusing') : 'up';
+          this.kernel = noAnswer ? (err.timedOut ? 'hung' : 'refusing') : 'up';
           if (!(quiet && noAnswer)) {
-            const queued = opts !== undefined; // a pass's try: the event was in the outbox already
             const what = noAnswer ? 'cannot reach the kernel with a gateway event' : 'the kernel did not take a gateway event';
-            this.o.logger.warn(`${what}; ${queued ? 'it stays queued' : 'it is queued'} and ${noAnswer ? 'is sent when the kernel answers' : 'is asked again'}`, {
+            this.o.logger.warn(`${what}; ${from === 'outbox' ? 'it stays queued' : 'it is queued'} and ${noAnswer ? 'is sent when the kernel answers' : 'is asked again'}`, {
               kind: ev.kind,
               run_id: runId,
               err: this.message(err),
@@ -369,8 +373,7 @@ export class EventOutbox {
           continue;
         }
         const { ev, creds } = parsed;
-        // One request at a time, left to wait long for a hung kernel rather than sent again.
-        const a = await this.attempt(row.run_id, { ...ev, payload: { ...ev.payload, queued_at: row.queued_at } }, creds, { timeoutMs: this.o.passTimeoutMs ?? 300_000, signal: this.closing.signal });
+        const a = await this.attempt(row.run_id, { ...ev, payload: { ...ev.payload, queued_at: row.queued_at } }, creds, 'outbox');
         if (a.kind === 'retry' && a.noAnswer) return 'down';
         if (a.kind === 'retry') {
           if (row.tries + 1 >= (this.o.maxTries ?? 10)) {
