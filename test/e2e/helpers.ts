@@ -135,6 +135,17 @@ export async function waitRun(kernelUrl: string, runId: string, pred: (s: any) =
   throw new Error(`run ${runId} did not reach the expected state; last: ${JSON.stringify(last)}\nevents: ${JSON.stringify(log.map((e) => [e.seq, e.kind, e.payload?.step ?? null]))}\n${diag()}`);
 }
 
+/**
+ * Waits until a process's output holds `text`. A worker logs "step completed" only after the
+ * kernel has answered its complete, so the run can read completed a moment before the line
+ * reaches the pipe: tests that read a log after a state wait for it rather than race it.
+ */
+export async function waitOutput(output: () => string, text: string, ms = 5_000): Promise<string> {
+  const end = Date.now() + ms;
+  while (!output().includes(text) && Date.now() < end) await new Promise((r) => setTimeout(r, 25));
+  return output();
+}
+
 /** Every event of a run. */
 export async function events(kernelUrl: string, runId: string): Promise<any[]> {
   return (await ok(kernelUrl, 'GET', `/runs/${runId}/events?limit=1000`)).events;

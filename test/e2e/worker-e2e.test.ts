@@ -3,7 +3,7 @@
 // 4.1, 4.2, 5.5 (the data boundary); decisions 5.4, §6, §9.
 import { describe, expect, it } from 'vitest';
 import { FakeOpenAi, chatAnswer } from '../worker/fakes.js';
-import { FINANCE, REFUNDS_BUNDLE, TICKET, events, ok, publish, spawnWorker, startDemoDaemon, startRun, waitRun } from './helpers.js';
+import { FINANCE, REFUNDS_BUNDLE, TICKET, events, ok, publish, spawnWorker, startDemoDaemon, startRun, waitOutput, waitRun } from './helpers.js';
 
 describe('e2e: data boundary (I 5.5) with the OpenAI-compatible provider', () => {
   it('a tool result holding an email under a remit without pii: note events, and the provider never got the address', { timeout: 40_000 }, async () => {
@@ -85,7 +85,7 @@ describe('e2e: approvals (I 3; D 5.4)', () => {
     expect(leased.at(-1)).toBe('second');
     const replay = await ok(demo.kernelUrl, 'POST', `/runs/${runId}/replay`);
     expect(replay).toMatchObject({ chain_valid: true, state_matches: true, decision_mismatches: [] });
-    expect(second.stderr()).toContain('step completed');
+    expect(await waitOutput(second.stderr, 'step completed')).toContain('step completed');
   });
 });
 
@@ -121,7 +121,7 @@ describe('e2e: abandon with compensation (D §6 abandon)', () => {
     const voidCalls = log.filter((e) => e.kind === 'tool.called' && e.payload.tool === 'billing.void_refund');
     expect(voidCalls).toHaveLength(1);
     expect(log.some((e) => e.kind === 'compensation.completed' && e.payload.step === 'refund')).toBe(true);
-    expect(worker.stderr()).toContain('"kind":"compensation"');
+    expect(await waitOutput(worker.stderr, '"kind":"compensation"')).toContain('"kind":"compensation"');
   });
 });
 
