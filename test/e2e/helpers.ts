@@ -10,6 +10,7 @@ import { parse as parseYaml } from 'yaml';
 import { createBillingDb } from '../../quickstart/billing-db.js';
 import { signBundle, type PublisherKeyFile } from '../../src/bundle/sign.js';
 import { ROOT, spawnSvcd, tempDir, type SpawnedSvcd } from '../helpers/daemon.js';
+export { waitOutput } from '../helpers/daemon.js';
 
 export const DEMO_KEY = JSON.parse(readFileSync(join(ROOT, 'fixtures/keys/demo-publisher.json'), 'utf8')) as PublisherKeyFile;
 export const REFUNDS_BUNDLE = parseYaml(readFileSync(join(ROOT, 'fixtures/bundles/refunds.yaml'), 'utf8')) as Record<string, any>;
@@ -133,17 +134,6 @@ export async function waitRun(kernelUrl: string, runId: string, pred: (s: any) =
   }
   const log = await events(kernelUrl, runId).catch(() => []);
   throw new Error(`run ${runId} did not reach the expected state; last: ${JSON.stringify(last)}\nevents: ${JSON.stringify(log.map((e) => [e.seq, e.kind, e.payload?.step ?? null]))}\n${diag()}`);
-}
-
-/**
- * Waits until a process's output holds `text`. A worker logs "step completed" only after the
- * kernel has answered its complete, so the run can read completed a moment before the line
- * reaches the pipe: tests that read a log after a state wait for it rather than race it.
- */
-export async function waitOutput(output: () => string, text: string, ms = 5_000): Promise<string> {
-  const end = Date.now() + ms;
-  while (!output().includes(text) && Date.now() < end) await new Promise((r) => setTimeout(r, 25));
-  return output();
 }
 
 /** Every event of a run. */

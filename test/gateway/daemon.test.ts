@@ -16,7 +16,7 @@ import { generatePublisherKey } from '../../src/keys/publishers.js';
 import { Redactor, silentLogger } from '../../src/log/logger.js';
 import { startSvcd } from '../../daemon/server.js';
 import { runSvc } from '../helpers/cli.js';
-import { ROOT, spawnSvcd, startTestDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
+import { ROOT, spawnSvcd, startTestDaemon, tempDir, waitOutput, type TestDaemon } from '../helpers/daemon.js';
 import { refundsBundle, REQUESTER } from '../integration/run-fixtures.js';
 
 const dir = tempDir('svc-gw-daemon-');
@@ -381,7 +381,7 @@ describe('the svcd binary (decisions §11) and `svc gateway` (CLI)', () => {
       const deadline = Date.now() + 5000;
       while (Date.now() < deadline && isAlive(leader!)) await new Promise((r) => setTimeout(r, 50));
       expect(isAlive(leader!)).toBe(false);
-      expect(second.stderr()).toContain('ended an MCP server left running by a gateway that did not stop');
+      expect(await waitOutput(second.stderr, 'ended an MCP server left running')).toContain('ended an MCP server left running by a gateway that did not stop');
       // Its own server is recorded in the orphan's place, and ended by an orderly stop.
       const [own] = recorded();
       expect(own).not.toBe(leader);

@@ -10,7 +10,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { spawnSvcd, tempDir, type SpawnedSvcd } from '../helpers/daemon.js';
+import { spawnSvcd, tempDir, waitOutput, type SpawnedSvcd } from '../helpers/daemon.js';
 import { allEvents, lease, pushBundle, REQUESTER, startRunDaemon, type RunDaemon } from '../integration/run-fixtures.js';
 
 let d: RunDaemon;
@@ -129,7 +129,7 @@ describe('gateway apart from a kernel that stops answering (interface 5.3, decis
       for (const e of events.slice(1)) expect(Date.parse(e.payload.queued_at)).toBeLessThanOrEqual(Date.parse(e.at));
       expect(Date.parse(events[1].payload.queued_at)).toBeLessThanOrEqual(Date.parse(events[2].payload.queued_at));
       expect(gw2.stderr()).toContain('cannot reach the kernel with a gateway event; it is queued');
-      expect(gw2.stderr()).toContain('the kernel takes gateway events again');
+      expect(await waitOutput(gw2.stderr, 'the kernel takes gateway events again')).toContain('the kernel takes gateway events again');
       expect(gw2.stderr()).not.toContain('a gateway event was not recorded');
     } finally {
       await gw2.stop();

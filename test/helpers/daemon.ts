@@ -113,3 +113,15 @@ export async function spawnSvcd(args: string[], env: Record<string, string> = {}
   };
   return { child, kernelUrl: addrs.kernel, gatewayUrl: addrs.gateway, stderr: () => err, stop, [Symbol.asyncDispose]: async () => void (await stop('SIGKILL')) };
 }
+
+/**
+ * Waits until a process's output holds `text`. A line logged just after something a test can see over
+ * HTTP (a worker's "step completed" follows the kernel's answer to its complete) can reach the
+ * pipe a moment after the test sees it: tests that read a log after a state wait for the line
+ * rather than race it.
+ */
+export async function waitOutput(output: () => string, text: string, ms = 5_000): Promise<string> {
+  const end = Date.now() + ms;
+  while (!output().includes(text) && Date.now() < end) await new Promise((r) => setTimeout(r, 25));
+  return output();
+}
