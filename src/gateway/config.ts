@@ -185,6 +185,8 @@ export function loadGatewayConfig(doc: unknown, opts: LoadOptions = {}): Gateway
   if (problems.length > 0) throw new GatewayConfigError(problems, source);
 
   const raw = overridden as RawConfig;
+  problems.push(...fsRootProblems(raw));
+  if (problems.length > 0) throw new GatewayConfigError(problems, source);
   const config = normalize(raw, baseDir, env);
   problems.push(...semanticProblems(config));
   if (problems.length > 0) throw new GatewayConfigError(problems, source);
@@ -327,6 +329,20 @@ interface RawConfig {
   connectors?: RawConnector[];
 }
 
+/**
+ * An fs connector names its directory as `root` or, since interface 2.10 lists `path` as the
+ * connector key for a file, as `path`: one of them, or both saying the same.
+ */
+function fsRootProblems(raw: RawConfig): string[] {
+  const problems: string[] = [];
+  (raw.connectors ?? []).forEach((c, i) => {
+    if (c.type !== 'fs') return;
+    if (c.root === undefined && c.path === undefined) problems.push(`/connectors/${i}/root: is required (the directory every path stays under; path is another name for it)`);
+    else if (c.root !== undefined && c.path !== undefined && c.root !== c.path) problems.push(`/connectors/${i}/path: names another directory than root; give one of them`);
+  });
+  return problems;
+}
+
 function abs(p: string, baseDir: string): string {
   return isAbsolute(p) ? p : resolve(baseDir, p);
 }
@@ -345,7 +361,7 @@ function normalize(raw: RawConfig, baseDir: string, env: NodeJS.ProcessEnv): Gat
       case 'http':
         return { ...base, type: 'http', allowed_hosts: c.allowed_hosts!.map((h) => h.toLowerCase()), headers: c.headers ?? {}, max_body_bytes: c.max_body_bytes ?? DEFAULT_MAX_BYTES };
       case 'fs':
-        return { ...base, type: 'fs', root: abs(c.root!, baseDir), max_file_bytes: c.max_file_bytes ?? DEFAULT_MAX_BYTES };
+        return { ...base, type: 'fs', root: abs((c.root ?? c.path)!, baseDir), max_file_bytes: c.max_file_bytes ?? DEFAULT_MAX_BYTES };
       case 'mcp':
         return { ...base, type: 'mcp', command: c.command!, env: c.env ?? {}, cwd: c.cwd ? abs(c.cwd, baseDir) : null };
     }

@@ -94,11 +94,14 @@ export const GATEWAY_CONFIG_SCHEMA = {
           },
           {
             additionalProperties: false,
-            required: ['name', 'type', 'root'],
+            // root, or path (interface 2.10 names `path` as a connector's file key): config.ts
+            // requires exactly one of them, which a schema could only say with unreadable errors.
+            required: ['name', 'type'],
             properties: {
               ...common,
               type: { const: 'fs' },
               root: { type: 'string', minLength: 1, description: 'Directory every path stays under.' },
+              path: { type: 'string', minLength: 1, description: 'Another name for root.' },
               max_file_bytes: { type: 'integer', minimum: 1, default: 5242880, description: 'Largest file read returns.' },
             },
           },

@@ -199,6 +199,20 @@ describe('one schema reports every problem at once', () => {
   });
 });
 
+describe('fs connector directory (interface 2.10: `path` is the connector file key)', () => {
+  const fs = (extra: Record<string, unknown>) => loadGatewayConfig({ connectors: [{ name: 'files', type: 'fs', ...extra }] }, { env: {}, baseDir: dir });
+  it('is root, or path as another name for it, resolved against the base directory', () => {
+    for (const c of [fs({ root: './files' }), fs({ path: './files' }), fs({ root: './files', path: './files' })]) {
+      expect(c.connectors[0]!.type === 'fs' && c.connectors[0]!.root).toBe(join(dir, 'files'));
+    }
+  });
+  it('neither, or two different directories, is a problem naming the key', () => {
+    expect(problemsOf(() => fs({}))).toEqual(['/connectors/0/root: is required (the directory every path stays under; path is another name for it)']);
+    expect(problemsOf(() => fs({ root: './a', path: './b' }))).toEqual(['/connectors/0/path: names another directory than root; give one of them']);
+    expect(problemsOf(() => fs({ path: '' }))).toEqual(['/connectors/0/path: must NOT have fewer than 1 characters']);
+  });
+});
+
 describe('files (interface 2.10: YAML or JSON)', () => {
   it('loads YAML and JSON; relative paths resolve against the file', () => {
     const yamlFile = join(dir, 'gw.yaml');
