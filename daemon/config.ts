@@ -29,8 +29,8 @@ export interface KernelFileConfig {
   synchronous?: SqliteSynchronous;
   /** Allowed clock skew for remit validity, seconds. (Default: 0) */
   clock_skew_seconds?: number;
-  /** Gateway address for tool descriptors when the gateway runs in another process; SVC_GATEWAY_URL wins. */
-  gateway_url?: string;
+  /** Gateway address for tool descriptors when the gateway runs in another process; SVC_GATEWAY_URL wins. Null: the default. */
+  gateway_url?: string | null;
 }
 
 export interface SvcdFileConfig {
@@ -54,7 +54,8 @@ const KERNEL_SECTION_SCHEMA = {
     },
     synchronous: { enum: ['OFF', 'NORMAL', 'FULL', 'EXTRA'] },
     clock_skew_seconds: { type: 'integer', minimum: 0, maximum: MAX_CLOCK_SKEW_SECONDS },
-    gateway_url: { type: 'string', pattern: '^https?://' },
+    // null as for token: the man page's sample shows each default, and a copy of it must load.
+    gateway_url: { type: ['string', 'null'], pattern: '^https?://' },
   },
 } as const;
 

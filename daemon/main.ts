@@ -221,7 +221,7 @@ function rotateKey(dataDir: string): { ring: KeyRing; running: DataDirInUseError
 }
 
 /** Where the kernel reads tool descriptors from a gateway running apart: SVC_GATEWAY_URL wins over gateway_url. */
-function gatewayUrlOf(fromEnv: string | undefined, fromFile: string | undefined): string | null {
+function gatewayUrlOf(fromEnv: string | undefined, fromFile: string | null | undefined): string | null {
   const url = fromEnv || (fromFile ?? null);
   // gateway_url in a config file is checked with the file; the variable is checked here.
   if (fromEnv && urlHasFetchBlockedPort(fromEnv)) throw new Error(`SVC_GATEWAY_URL: ${fetchBlockedPortHint(fromEnv)}`);

@@ -5,7 +5,7 @@
  * svcd cannot use are errors, not silent defaults.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ROOT, spawnSvcd, tempDir } from '../helpers/daemon.js';
@@ -66,6 +66,25 @@ describe('the kernel: section of --config (svcd(8))', () => {
     const missing = svcdExit(['--config', cfg, '--no-gateway']);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain('/token: environment variable NOT_SET_ANYWHERE_42 is not set');
+  }, 30_000);
+
+  it("svcd(8)'s sample config loads as printed, its publisher placeholder filled with a real key", async () => {
+    const man = readFileSync(join(ROOT, 'man/svcd.8'), 'utf8');
+    const block = /\.SH CONFIGURATION FILE[\s\S]*?\.RS\n([\s\S]*?)\n\.RE/.exec(man)![1]!.replace(/\\-/g, '-');
+    expect(block).toContain('gateway_url: null'); // each default shown, as a reader would copy it
+    const key = JSON.parse(readFileSync(join(ROOT, 'fixtures/keys/demo-publisher.json'), 'utf8')) as { key_id: string; public_key: string };
+    const sample = block.replace(/\{key_id: pub-3q2x\.\.\., public_key: 8V1m\.\.\.\}/, `{key_id: ${key.key_id}, public_key: ${key.public_key}}`);
+    expect(sample).toContain(key.public_key);
+    const dir = tempDir();
+    const cfg = join(dir, 'svcd.yaml');
+    writeFileSync(cfg, sample);
+    const svcd = await spawnSvcd(['--config', cfg, '--kernel-listen', '127.0.0.1:0', '--no-gateway'], { SVC_TOKEN: '', SVC_GATEWAY_URL: '' });
+    try {
+      expect((await fetch(`${svcd.kernelUrl}/v1/health`)).status).toBe(200);
+      expect(existsSync(join(dir, 'svc-data', 'kernel.db'))).toBe(true); // data_dir relative to the file
+    } finally {
+      expect(await svcd.stop('SIGTERM')).toBe(0);
+    }
   }, 30_000);
 });
 
