@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { decodeBase64url, encodeBase64url } from '../encoding/base64url.js';
 import type { TrustedKeys } from '../types.js';
 import { writeFileDurably } from '../util/durable-file.js';
-import { generateKeyPair, keyPairFromSeed, privateKeyObject, signBytes } from './ed25519.js';
+import { generateKeyPair, keyPairFromSeed, privateKeyObject, publicKeyProblem, signBytes } from './ed25519.js';
 
 /** `cp-` + first 16 chars of base64url(sha256(public key)). */
 export function controlPlaneKeyId(publicKey: Uint8Array): string {
@@ -53,10 +53,7 @@ export class KeyRing implements TrustedKeys {
     this.keyId = controlPlaneKeyId(pair.publicKey);
     this.signingKey = privateKeyObject(seed);
     this.trusted.set(this.keyId, this.publicKey);
-    for (const p of previous) {
-      const raw = decodeBase64url(p.public_key);
-      if (raw && raw.length === 32) this.trusted.set(p.key_id, raw);
-    }
+    for (const p of previous) this.trusted.set(p.key_id, decodeBase64url(p.public_key)!);
   }
 
   /** Loads the key from SVC_SIGNING_KEY (base64url seed) or the data dir, creating it on first start. */
@@ -66,12 +63,12 @@ export class KeyRing implements TrustedKeys {
     if (envSeed) {
       const seed = decodeBase64url(envSeed.trim());
       if (!seed || seed.length !== 32) throw new Error('SVC_SIGNING_KEY must be base64url (no padding) of a 32-byte Ed25519 seed');
-      return new KeyRing(seed, stored?.previous ?? []);
+      return new KeyRing(seed, stored ? retiredKeys(file, stored.previous) : []);
     }
     if (stored) {
       const seed = decodeBase64url(stored.private_key);
       if (!seed || seed.length !== 32) throw new Error(`${file}: private_key is not a 32-byte base64url seed`);
-      return new KeyRing(seed, stored.previous ?? []);
+      return new KeyRing(seed, retiredKeys(file, stored.previous));
     }
     const ring = new KeyRing(generateKeyPair().seed);
     ring.save(dataDir);
@@ -121,6 +118,28 @@ export class KeyRing implements TrustedKeys {
     };
     writeFileDurably(file, JSON.stringify(body, null, 2) + '\n', 0o600);
   }
+}
+
+/**
+ * The key file's `previous` list, checked as any configured key is (decisions §2): a
+ * small-order key would verify every signature, so one slipped into the file (by hand, or by
+ * whoever can write it) must stop svcd rather than be trusted. Each key id must also be the
+ * one its public key derives, as `svcd keys rotate` writes it.
+ */
+export function retiredKeys(file: string, previous: unknown): RetiredKey[] {
+  if (previous === undefined) return [];
+  if (!Array.isArray(previous)) throw new Error(`${file}: previous must be a list of retired keys`);
+  return previous.map((p: unknown, i): RetiredKey => {
+    const where = `${file}: previous[${i}]`;
+    const e = (p ?? {}) as Partial<RetiredKey>;
+    if (typeof e.key_id !== 'string' || typeof e.public_key !== 'string' || typeof e.retired_at !== 'string') throw new Error(`${where} must have a key_id, a public_key and a retired_at`);
+    const raw = decodeBase64url(e.public_key);
+    if (!raw) throw new Error(`${where} (${e.key_id}): public_key is not unpadded base64url`);
+    const problem = publicKeyProblem(raw);
+    if (problem) throw new Error(`${where} (${e.key_id}): public key ${problem}; refusing to trust it`);
+    if (e.key_id !== controlPlaneKeyId(raw)) throw new Error(`${where}: key_id ${e.key_id} is not the id of its public key (${controlPlaneKeyId(raw)})`);
+    return { key_id: e.key_id, public_key: e.public_key, retired_at: e.retired_at };
+  });
 }
 
 export function keyFilePath(dataDir: string): string {

@@ -4,7 +4,7 @@
  * after `svcd keys rotate` a remit signed by the previous key still decodes as valid.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { KeyRing } from '../../src/keys/keyring.js';
@@ -127,5 +127,35 @@ describe('rotation and remits (D §2, I 4.1 /keys previous)', () => {
     const ok = rotate();
     expect(ok.status, ok.stderr).toBe(0);
     expect(JSON.parse(ok.stdout).previous).toEqual([ring.keyId]);
+  });
+
+  it("the key file's previous keys are checked as configured keys are: a small-order one stops svcd instead of being trusted (D §2)", () => {
+    const dir = tempDir();
+    KeyRing.load(dir, undefined);
+    const file = join(dir, 'keys', 'control-plane.json');
+    const good = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+    const retired = new KeyRing(Buffer.alloc(32, 3));
+    const honest = { key_id: retired.keyId, public_key: retired.publicKey.toString('base64url'), retired_at: '2026-01-01T00:00:00.000Z' };
+    const withPrevious = (previous: unknown) => writeFileSync(file, JSON.stringify({ ...good, previous }));
+    withPrevious([honest]);
+    expect(Buffer.from(KeyRing.load(dir, undefined).lookup(retired.keyId)!)).toEqual(retired.publicKey);
+    const cases: Array<[unknown, RegExp]> = [
+      [[{ ...honest, key_id: 'cp-evil', public_key: smallOrder }], /previous\[0\] \(cp-evil\): public key is a small-order point .*refusing to trust it/],
+      [[honest, { ...honest, public_key: short }], /previous\[1\] \(cp-.*\): public key is 31 bytes/],
+      [[{ ...honest, key_id: 'cp-someone-else' }], new RegExp(`previous\\[0\\]: key_id cp-someone-else is not the id of its public key \\(${retired.keyId}\\)`)],
+      [[{ key_id: honest.key_id }], /previous\[0\] must have a key_id, a public_key and a retired_at/],
+      ['all of them', /previous must be a list of retired keys/],
+    ];
+    for (const [previous, message] of cases) {
+      withPrevious(previous);
+      expect(() => KeyRing.load(dir, undefined), JSON.stringify(previous)).toThrow(message);
+      expect(() => KeyRing.load(dir, Buffer.alloc(32, 9).toString('base64url')), 'SVC_SIGNING_KEY too').toThrow(message);
+    }
+    // The binary says so and exits 1, before it listens.
+    withPrevious([{ ...honest, key_id: 'cp-evil', public_key: smallOrder }]);
+    const r = spawnSync(process.execPath, [join(ROOT, 'dist/daemon/main.js'), '--data-dir', dir, '--kernel-listen', '127.0.0.1:0', '--no-gateway'], { encoding: 'utf8', timeout: 15_000 });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/previous\[0\] \(cp-evil\): public key is a small-order point/);
+    expect(r.stdout).toBe('');
   });
 });
