@@ -9,6 +9,7 @@
 import { decodeBase64url } from '../encoding/base64url.js';
 import { ERROR_CODES, SvcError, type ErrorCode } from '../errors.js';
 import { globalRedactor, type Logger } from '../log/logger.js';
+import { publicKeyProblem } from '../keys/ed25519.js';
 import type { TrustedKeys } from '../types.js';
 import { wellFormedJson } from '../encoding/well-formed-json.js';
 
@@ -161,8 +162,9 @@ export class HttpKernelLink implements KernelLink {
     const map = new Map<string, Uint8Array>();
     for (const k of [body, ...(body.previous ?? [])]) {
       if (typeof k.key_id !== 'string' || typeof k.public_key !== 'string') continue;
+      // Checked as a configured key is (decisions §2): a small-order key would verify anything.
       const raw = decodeBase64url(k.public_key);
-      if (raw && raw.length === 32) map.set(k.key_id, raw);
+      if (raw && publicKeyProblem(raw) === null) map.set(k.key_id, raw);
     }
     this.keys = new KeyMap(map);
   }

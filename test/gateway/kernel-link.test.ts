@@ -9,9 +9,12 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { mayPass } from '../../src/gateway/event-outbox.js';
 import { HttpKernelLink, isCredentialRefusal, KernelUnreachable } from '../../src/gateway/kernel-link.js';
+import { keyPairFromSeed } from '../../src/keys/ed25519.js';
 
-const KEY_A = { key_id: 'k-a', algorithm: 'ed25519', public_key: Buffer.alloc(32, 1).toString('base64url') };
-const KEY_B = { key_id: 'k-b', algorithm: 'ed25519', public_key: Buffer.alloc(32, 2).toString('base64url') };
+const KEY_A = { key_id: 'k-a', algorithm: 'ed25519', public_key: keyPairFromSeed(Buffer.alloc(32, 1)).publicKey.toString('base64url') };
+const KEY_B = { key_id: 'k-b', algorithm: 'ed25519', public_key: keyPairFromSeed(Buffer.alloc(32, 2)).publicKey.toString('base64url') };
+/** The identity point: every signature with R = identity and S = 0 verifies under it. */
+const SMALL_ORDER = Buffer.concat([Buffer.from([1]), Buffer.alloc(31)]).toString('base64url');
 
 let server: Server | null = null;
 
@@ -50,6 +53,21 @@ describe('HttpKernelLink.trustedKeys (I 4.1 /keys, D §2 rotation)', () => {
     const [, fresh] = await Promise.all([first, link.trustedKeys('k-b')]);
     expect(fresh.lookup('k-b')).not.toBeNull();
     expect(keys.hits).toBe(3);
+  });
+
+  it('keys the kernel lists that no configured key could be (small order, not a point, not 32 bytes) are not trusted (D §2)', async () => {
+    const { url, keys } = await fakeKeys();
+    const bad = [
+      { key_id: 'k-small', public_key: SMALL_ORDER },
+      { key_id: 'k-notpoint', public_key: Buffer.alloc(32, 2).toString('base64url') },
+      { key_id: 'k-short', public_key: Buffer.alloc(31, 7).toString('base64url') },
+    ];
+    keys.body = { ...KEY_A, previous: [...bad, KEY_B] };
+    const link = new HttpKernelLink({ kernelUrl: url, token: null, minRefreshMs: 0 });
+    const trusted = await link.trustedKeys('k-a');
+    expect(trusted.lookup('k-a')).not.toBeNull();
+    expect(trusted.lookup('k-b')).not.toBeNull();
+    for (const k of bad) expect((await link.trustedKeys(k.key_id)).lookup(k.key_id), k.key_id).toBeNull();
   });
 
   it('a key id rotated in right after a fetch is found at once', async () => {
