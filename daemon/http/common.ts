@@ -86,9 +86,10 @@ export function toSvcError(err: unknown, logger?: Logger): SvcError {
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return new SvcError('request_invalid', 'request body must be a JSON object', { path: '' });
   }
-  if (err instanceof SyntaxError || e?.statusCode === 400) {
-    return new SvcError('request_invalid', `request body is not valid JSON`, { path: '' });
-  }
+  // Bodies are parsed by the content-type parser below, which answers with its own SvcError:
+  // a SyntaxError reaching here comes from stored data (a damaged store), which is no fault of
+  // the request's and must not be reported as one.
+  if (e?.statusCode === 400) return new SvcError('request_invalid', `request body is not valid JSON`, { path: '' });
   if (e?.statusCode === 413) return new SvcError('payload_too_large', 'request body is too large', {});
   if (e?.statusCode === 404) return new SvcError('not_found', 'no such route', { resource: 'route', id: '' });
   if (e?.statusCode === 405) return new SvcError('method_not_allowed', 'method not allowed', {});
