@@ -13,7 +13,7 @@ import { decide } from '../policy/decide.js';
 import type { Decision, PolicyRef, RunEvent } from '../types.js';
 import { foldEvents, publicState, type RunModel } from './reducer.js';
 import type { RunEngine } from './run-engine.js';
-import { loadRunRow, type EventRow } from './run-store.js';
+import { loadRunRow, workColumns, type EventRow, type RunRow } from './run-store.js';
 
 export interface DecisionView {
   decision: Decision | null;
@@ -41,7 +41,11 @@ export interface ReplayReport {
   chain_errors: ChainError[];
   /** The state re-derived from the log (null when the log does not fold). */
   state: (ReturnType<typeof publicState> & { last_seq: number; head_hash: string; head_signature: string }) | null;
-  /** Top-level members of the state that differ from the stored state. */
+  /**
+   * Top-level members of the state that differ from the stored state, then the run row's
+   * columns (`runs.state`, …) that disagree with the folded state, and `runs.model` when the
+   * stored state is not readable at all.
+   */
   state_differences: string[];
   /** Why the log does not fold into a state, when it does not. */
   replay_error: string | null;
@@ -65,6 +69,39 @@ function sameView(a: DecisionView, b: DecisionView): boolean {
   return !a.error && !b.error && a.decision === b.decision && a.rule === b.rule && (a.approver ?? null) === (b.approver ?? null);
 }
 
+/** The stored state, or null when the row's model is not a JSON object (a damaged store). */
+function storedModel(row: RunRow): RunModel | null {
+  try {
+    const m = JSON.parse(row.model) as unknown;
+    return m !== null && typeof m === 'object' && !Array.isArray(m) ? (m as RunModel) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The run row's columns that restate the state: lists, filters, counts and the lease queue
+ * read them, never the model, so a row edited beside its model would list as one thing and
+ * read as another. Only RunWriter and run creation write them, from the model.
+ */
+function rowDifferences(row: RunRow, derived: RunModel): string[] {
+  const work = workColumns(derived);
+  const columns: Array<[string, unknown, unknown]> = [
+    ['state', row.state, derived.state],
+    ['department', row.department, derived.department],
+    ['bundle_id', row.bundle_id, derived.bundle_id],
+    ['workflow', row.workflow, derived.workflow],
+    ['remit_id', row.remit_id, derived.remit_id],
+    ['parent_run_id', row.parent_run_id, derived.parent_run_id],
+    ['created_at', row.created_at, derived.created_at],
+    ['updated_at', row.updated_at, derived.updated_at],
+    ['work_kind', row.work_kind, work.kind],
+    ['work_step', row.work_step, work.step],
+    ['work_ready_at', row.work_ready_at === null ? null : Number(row.work_ready_at), work.readyAt],
+  ];
+  return columns.filter(([, a, b]) => (a ?? null) !== (b ?? null)).map(([column]) => `runs.${column}`);
+}
+
 export async function replayRun(e: RunEngine, runId: string): Promise<ReplayReport> {
   const k = e.k;
   const row = await loadRunRow(k.db, runId);
@@ -83,15 +120,19 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
   } catch (err) {
     replayError = (err as Error).message;
   }
-  const stored = JSON.parse(row.model) as RunModel;
+  const stored = storedModel(row);
   const differences: string[] = [];
+  if (stored === null) differences.push('runs.model');
   if (derived) {
-    const keys = new Set([...Object.keys(stored), ...Object.keys(derived)]);
-    for (const key of keys) {
-      const a = (stored as unknown as Record<string, unknown>)[key];
-      const b = (derived as unknown as Record<string, unknown>)[key];
-      if (canonicalJson(a ?? null) !== canonicalJson(b ?? null)) differences.push(key);
+    if (stored) {
+      const keys = new Set([...Object.keys(stored), ...Object.keys(derived)]);
+      for (const key of keys) {
+        const a = (stored as unknown as Record<string, unknown>)[key];
+        const b = (derived as unknown as Record<string, unknown>)[key];
+        if (canonicalJson(a ?? null) !== canonicalJson(b ?? null)) differences.push(key);
+      }
     }
+    differences.push(...rowDifferences(row, derived));
   }
   const stateMatches = derived !== null && differences.length === 0;
 

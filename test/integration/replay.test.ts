@@ -108,6 +108,34 @@ describe('POST /runs/{id}/replay (D §7)', () => {
     expect(r.state.state).toBe('abandoning');
   });
 
+  it("a run row's columns edited beside its model (what lists, filters and counts read) are state differences", async () => {
+    await using d = await startRunDaemon();
+    const { run_id } = await startRun(d, await pushBundle(d));
+    await leaseAndComplete(d, { amount: 2 });
+    const clean = (await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' })).body;
+    expect(clean).toMatchObject({ chain_valid: true, state_matches: true, state_differences: [] });
+    const db = openStore(d);
+    db.prepare("UPDATE runs SET state = 'completed', department = 'finance' WHERE run_id = ?").run(run_id);
+    db.close();
+    const r = (await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' })).body;
+    expect(r).toMatchObject({ chain_valid: true, state_matches: false, state_differences: ['runs.state', 'runs.department'] });
+    expect(r.state.state).toBe('running'); // what the log says
+  });
+
+  it('a stored state that is not JSON: replay says runs.model; GET is a 500 internal, never a 400 blaming the request', async () => {
+    await using d = await startRunDaemon();
+    const { run_id } = await startRun(d, await pushBundle(d));
+    const db = openStore(d);
+    db.prepare("UPDATE runs SET model = '{broken' WHERE run_id = ?").run(run_id);
+    db.close();
+    const r = await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ chain_valid: true, state_matches: false, state_differences: ['runs.model'] });
+    const got = await d.kernel_(`/runs/${run_id}`);
+    expect(got.status).toBe(500);
+    expect(got.body.error.code).toBe('internal');
+  });
+
   it('a row edited into invalid JSON is reported, never a 500; unknown runs are 404', async () => {
     await using d = await startRunDaemon();
     const { run_id } = await startRun(d, await pushBundle(d));
