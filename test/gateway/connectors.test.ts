@@ -15,7 +15,7 @@ import { FsConnector, MAX_LIST_ENTRIES } from '../../src/gateway/connectors/fs.j
 import { SqliteConnector, namedParameters, tablesTouched } from '../../src/gateway/connectors/sqlite.js';
 import { StatementFailureError, StatementHost } from '../../src/gateway/connectors/sqlite-host.js';
 import { ScopeRefusal, UpstreamError } from '../../src/gateway/connectors/types.js';
-import { tempDir } from '../helpers/daemon.js';
+import { closedPortUrl, tempDir } from '../helpers/daemon.js';
 import { mintToken, remitPayload, testSigner } from '../helpers/remit-token.js';
 import { startGateway, type TestGateway } from './helpers.js';
 
@@ -67,6 +67,11 @@ function handler(req: IncomingMessage, res: ServerResponse): void {
         return;
       case '/slow':
         setTimeout(() => res.writeHead(200).end('late'), 1500);
+        return;
+      case '/slow-body': // answers at once, then the body takes longer than the timeout
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.write('part');
+        setTimeout(() => res.end(' rest'), 1500);
         return;
       default:
         res.writeHead(404).end();
@@ -125,6 +130,7 @@ beforeAll(async () => {
         },
         { name: 'web', type: 'http', allowed_hosts: ['127.0.0.1'], headers: { 'x-api-key': '${CRM_API_KEY}' }, timeout_ms: 400 },
         { name: 'web2', type: 'http', allowed_hosts: ['127.0.0.1', 'localhost'] },
+        { name: 'webw', type: 'http', allowed_hosts: ['127.0.0.1'], timeout_ms: 400 },
         { name: 'files', type: 'fs', root },
       ],
     },
@@ -448,6 +454,42 @@ describe('http connector (decisions §9: allowed_hosts, redirects, timeouts)', (
     const again = await gw.call({ remit_token: t(), tool: 'web.post', args, idempotency_key: 'deep-1' });
     expect(again.status).toBe(422);
     expect(again.body).toMatchObject({ replayed: true, error: { code: 'deterministic_failure' } });
+  });
+
+  it('a POST given up after it may have reached the upstream is unknown: a repeat of its key is 409, never a second POST (D §9)', async () => {
+    const t = () => remit(['webw.*'], ['http:host:127.0.0.1']);
+    // Its own connector, and a success between the groups: five failures in a row open a circuit.
+    const reset = async () => expect((await gw.call({ remit_token: t(), tool: 'webw.get', args: { url: `http://127.0.0.1:${port}/json` } })).status).toBe(200);
+    for (const path of ['/slow', '/slow-body']) {
+      const args = { url: `http://127.0.0.1:${port}${path}`, body: 'pay 5' };
+      const before = hits.filter((h) => h === path).length;
+      const first = await gw.call({ remit_token: t(), tool: 'webw.post', args, idempotency_key: `slow-post${path}` });
+      expect(first.status, path).toBe(502);
+      expect(first.body.error).toMatchObject({ code: 'upstream_error', details: { outcome: 'unknown' } });
+      const again = await gw.call({ remit_token: t(), tool: 'webw.post', args, idempotency_key: `slow-post${path}` });
+      expect(again.status).toBe(409);
+      expect(again.body.error.code).toBe('idempotency_outcome_unknown');
+      expect(hits.filter((h) => h === path).length - before).toBe(1);
+    }
+    await reset();
+    // A GET given up the same way changed nothing: its key lets a retry run.
+    const get = () => gw.call({ remit_token: t(), tool: 'webw.get', args: { url: `http://127.0.0.1:${port}/slow` }, idempotency_key: 'slow-get' });
+    expect((await get()).status).toBe(502);
+    expect((await get()).status).toBe(502);
+    await reset();
+    // A POST the upstream answered with a 5xx, or to a port nobody listens on, did not act: retried.
+    const boom = () => gw.call({ remit_token: t(), tool: 'webw.post', args: { url: `http://127.0.0.1:${port}/boom`, body: 'x' }, idempotency_key: 'boom-post' });
+    expect((await boom()).body.error.details.outcome).toBeUndefined();
+    const before = hits.filter((h) => h === '/boom').length;
+    expect((await boom()).status).toBe(502);
+    expect(hits.filter((h) => h === '/boom').length).toBe(before + 1);
+    await reset();
+    const closed = new URL(await closedPortUrl());
+    const refused = () => gw.call({ remit_token: t(), tool: 'webw.post', args: { url: `http://127.0.0.1:${closed.port}/x`, body: 'x' }, idempotency_key: 'refused-post' });
+    const r1 = await refused();
+    expect(r1.status).toBe(502);
+    expect(r1.body.error.details.outcome).toBeUndefined();
+    expect((await refused()).body.error.code).toBe('upstream_error'); // run again, not 409
   });
 
   it('a header fetch would refuse is args_invalid before any request, and never opens the circuit (I 7.2, D §9)', async () => {

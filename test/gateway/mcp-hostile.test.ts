@@ -5,12 +5,13 @@
  * LineSplitter, the framing both streams go through, is tested on its own first.
  */
 import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_TOOLS, McpConnector } from '../../src/gateway/connectors/mcp.js';
 import { GroupStdioTransport, LineSplitter, PIPE_DRAIN_MS } from '../../src/gateway/connectors/mcp-transport.js';
 import { UpstreamError } from '../../src/gateway/connectors/types.js';
-import { ROOT } from '../helpers/daemon.js';
+import { ROOT, tempDir } from '../helpers/daemon.js';
 import { Redactor } from '../../src/log/logger.js';
 import { mintToken, remitPayload, testSigner } from '../helpers/remit-token.js';
 import { capturedLogger, startGateway, type TestGateway } from './helpers.js';
@@ -67,7 +68,7 @@ describe('LineSplitter', () => {
 describe('a server that breaks the framing', () => {
   const log = capturedLogger(new Redactor());
   let mcp: McpConnector;
-  const ctx = () => ({ signal: AbortSignal.timeout(10_000) }) as never;
+  const ctx = () => ({ signal: AbortSignal.timeout(10_000), outcomeUnknown: () => {} }) as never;
 
   beforeAll(async () => {
     mcp = new McpConnector(
@@ -146,6 +147,48 @@ describe('through the gateway: an error result too deep to keep (decisions §10:
       expect(again.body).toMatchObject({ replayed: true, error: { code: 'deterministic_failure' } });
     });
   }
+});
+
+describe('a write the server never answered (decisions §9: never a second execution)', () => {
+  const signer = testSigner();
+  let gw: TestGateway;
+  const counted = join(tempDir('svc-mcp-count-'), 'writes.txt');
+  const writes = (name: string) => (existsSync(counted) ? readFileSync(counted, 'utf8').split('\n').filter((l) => l === name).length : 0);
+  const token = () => mintToken(signer, remitPayload(signer, { tools: ['hostile.*'], scopes: ['mcp:hostile:*'], autonomy: 'autonomous' }));
+
+  beforeAll(async () => {
+    gw = await startGateway({
+      keys: signer,
+      env: { HOSTILE_COUNT_FILE: counted },
+      doc: { connectors: [{ name: 'hostile', type: 'mcp', command: [process.execPath, join(ROOT, 'fixtures/gateway/hostile-mcp.mjs')], env: { HOSTILE_COUNT_FILE: '${HOSTILE_COUNT_FILE}' }, timeout_ms: 500 }] },
+    });
+  }, 20_000);
+
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  it('given up at its timeout: 502 with outcome unknown, and a repeat of its key is 409, not a second write', async () => {
+    const call = () => gw.call({ remit_token: token(), tool: 'hostile.slow_write', args: { ms: 1500 }, idempotency_key: 'slow-1' });
+    const first = await call();
+    expect(first.status).toBe(502);
+    expect(first.body.error).toMatchObject({ code: 'upstream_error', details: { outcome: 'unknown' } });
+    const again = await call();
+    expect(again.status).toBe(409);
+    expect(again.body.error.code).toBe('idempotency_outcome_unknown');
+    await new Promise((r) => setTimeout(r, 1500)); // the server finished the one write it got
+    expect(writes('slow_write')).toBe(1);
+  });
+
+  it('an error the server answered is an answer: the claim is released and a retry runs', async () => {
+    const call = () => gw.call({ remit_token: token(), tool: 'hostile.failed_write', args: {}, idempotency_key: 'failed-1' });
+    const first = await call();
+    expect(first.status).toBe(502);
+    expect(first.body.error.details).toMatchObject({ mcp_code: -32603 });
+    expect(first.body.error.details.outcome).toBeUndefined();
+    expect((await call()).status).toBe(502);
+    expect(writes('failed_write')).toBe(2);
+  });
 });
 
 describe('a server that dies right after it starts (svc-gateway(5): restarted with backoff)', () => {

@@ -97,6 +97,9 @@ async function readLimited(res: Response, max: number, signal: AbortSignal): Pro
   return Buffer.concat(chunks).toString('utf8');
 }
 
+/** undici's causes for a connection that was never made: nothing was sent. */
+const NOT_CONNECTED: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT']);
+
 export class HttpConnector implements Connector {
   readonly type = 'http' as const;
   readonly name: string;
@@ -161,17 +164,26 @@ export class HttpConnector implements Connector {
       } else if (typeof args.body === 'string') body = args.body;
     }
 
+    // A POST given up after it may have reached the upstream: its outcome is unknown, so the
+    // call's idempotency key refuses a repeat rather than post twice (decisions §9). An answer
+    // of 5xx or 429 is the upstream saying it failed: that releases the claim.
+    const mayHaveWritten = () => {
+      if (operation === 'post') ctx.outcomeUnknown();
+    };
     for (let hop = 0; ; hop++) {
       refuseSvcListener(url); // a redirect may point there too
       let res: Response;
       try {
         res = await fetch(url, { method, headers, body, redirect: 'manual', signal: ctx.signal });
       } catch (err) {
-        if (ctx.signal.aborted) throw new UpstreamError(abortMessage(ctx.signal));
         const cause = (err as { cause?: { code?: string; message?: string } }).cause;
         // undici refusing the request it was given (an `Expect` header, say) is the caller's
         // argument, not the upstream failing: 422, and the breaker does not count it.
-        if (cause?.code && REQUEST_REFUSED.has(cause.code)) throw new ArgsInvalid(`the request cannot be sent: ${cause.message ?? cause.code}`, '/headers');
+        if (!ctx.signal.aborted && cause?.code && REQUEST_REFUSED.has(cause.code)) throw new ArgsInvalid(`the request cannot be sent: ${cause.message ?? cause.code}`, '/headers');
+        // A POST that may have reached the upstream (anything but a connection never made to
+        // the first host) and got no answer may have acted.
+        if (hop > 0 || !(cause?.code && NOT_CONNECTED.has(cause.code))) mayHaveWritten();
+        if (ctx.signal.aborted) throw new UpstreamError(abortMessage(ctx.signal));
         throw new UpstreamError(`cannot reach ${url.host}: ${cause?.code ?? cause?.message ?? (err as Error).message}`);
       }
       const location = res.headers.get('location');
@@ -203,7 +215,13 @@ export class HttpConnector implements Connector {
           continue;
         }
       }
-      const text = await readLimited(res, this.cfg.max_body_bytes, ctx.signal);
+      let text: string;
+      try {
+        text = await readLimited(res, this.cfg.max_body_bytes, ctx.signal);
+      } catch (err) {
+        mayHaveWritten(); // the upstream answered, and its answer is lost
+        throw err;
+      }
       if (res.status >= 500 || res.status === 429) throw new UpstreamError(`${url.host} answered ${res.status}`, { status: res.status });
       let json: unknown = null;
       if ((res.headers.get('content-type') ?? '').includes('json')) {

@@ -20,6 +20,8 @@ import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, Ups
 
 /** JSON-RPC errors that refuse the request itself (not the server failing): -32600, -32601, -32602. */
 const REFUSED_REQUEST: ReadonlySet<number> = new Set([ErrorCode.InvalidRequest, ErrorCode.MethodNotFound, ErrorCode.InvalidParams]);
+/** Errors the SDK makes up itself for a request the server never answered. */
+const LOCAL_ERRORS: ReadonlySet<number> = new Set([ErrorCode.RequestTimeout, ErrorCode.ConnectionClosed]);
 
 interface McpTool extends ConnectorTool {
   /** The argument named by `x-svc-scope`, if any. */
@@ -269,6 +271,12 @@ export class McpConnector implements Connector {
       if (err instanceof McpError && REFUSED_REQUEST.has(err.code)) {
         throw new DeterministicFailure(err.message, { mcp_code: err.code });
       }
+      // The request went to the server, and no answer came: given up at the timeout, the
+      // gateway stopping, or the server gone mid-call. A write may have run, so its key must
+      // not let a retry run it again (decisions §9, as a killed sqlite write). An error the
+      // server answered is an answer: that one releases the claim.
+      const neverSent = !(err instanceof McpError) && (err as Error).message === 'Not connected'; // the SDK's, before it writes
+      if (!neverSent && (!(err instanceof McpError) || LOCAL_ERRORS.has(err.code))) ctx.outcomeUnknown();
       throw new UpstreamError(`MCP server ${this.name}: ${(err as Error).message}`, err instanceof McpError ? { mcp_code: err.code } : {});
     }
     const result: Record<string, unknown> = { content: res.content ?? [] };
