@@ -6,7 +6,7 @@
  * commands, and SIGTERM ending the MCP process groups. The binary tests run the built
  * dist/ (`npx tsc -p tsconfig.json` first; `npm test` builds).
  */
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { signBundle } from '../../src/bundle/sign.js';
@@ -355,6 +355,47 @@ describe('the svcd binary (decisions §11) and `svc gateway` (CLI)', () => {
     } finally {
       await killed.stop('SIGKILL');
       if (host && running(host)) process.kill(host, 'SIGKILL');
+    }
+  }, 60_000);
+
+  it('what an MCP server left running when it ended with a SIGKILLed svcd is ended by the next svcd (D §9: the whole group; mcp-groups.ts)', async () => {
+    // The leader is the server itself, which ends at the close of its stdin; the `sleep` it
+    // started lives on in its group with no leader to find it by.
+    const cfg = join(dir, 'leaky.yaml');
+    writeFileSync(cfg, ['connectors:', '  - name: leaky', '    type: mcp', `    command: [sh, -c, ${JSON.stringify(`sleep 601 & exec node ${EVERYTHING} stdio`)}]`].join('\n'));
+    const gwData = join(dir, 'leaky-gateway');
+    const args = ['--data-dir', join(dir, 'leaky-kernel'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0', '--gateway-config', cfg];
+    const env = { SVC_GATEWAY_DATA: gwData, SVC_TOKEN: '' };
+    const first = await spawnSvcd(args, env);
+    const [leader] = Object.keys(JSON.parse(readFileSync(join(gwData, 'mcp-groups.json'), 'utf8'))).map(Number);
+    const children = readdirSync('/proc')
+      .filter((n) => /^\d+$/.test(n))
+      .map(Number)
+      .filter((pid) => {
+        try {
+          const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+          return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === leader; // ppid
+        } catch {
+          return false;
+        }
+      });
+    expect(children).toHaveLength(1);
+    const sleeper = children[0]!;
+    await first.stop('SIGKILL');
+    const gone = Date.now() + 5000;
+    while (Date.now() < gone && isAlive(leader!)) await new Promise((r) => setTimeout(r, 50));
+    expect(isAlive(leader!)).toBe(false); // the server ended at the close of its stdin…
+    expect(isAlive(sleeper)).toBe(true); // …and left this behind, with no leader
+    const second = await spawnSvcd(args, env);
+    try {
+      const deadline = Date.now() + 5000;
+      while (Date.now() < deadline && isAlive(sleeper)) await new Promise((r) => setTimeout(r, 50));
+      expect(isAlive(sleeper)).toBe(false);
+      expect(await waitOutput(second.stderr, 'ended a process an MCP server left running')).toContain(`"pid":${sleeper}`);
+      expect(await second.stop('SIGTERM')).toBe(0);
+    } finally {
+      await second.stop('SIGKILL');
+      if (isAlive(sleeper)) process.kill(sleeper, 'SIGKILL');
     }
   }, 60_000);
 

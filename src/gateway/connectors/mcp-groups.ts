@@ -7,14 +7,17 @@
  *
  * A pid alone is not proof: after a reboot or enough time it names another process. An entry
  * records the leader's start time (field 22 of /proc/<pid>/stat, clock ticks since boot), and
- * a group is ended only when its leader is still that same process. Where /proc does not
- * exist nothing is recorded and nothing is ended.
+ * a group is ended only when its leader is still that same process. A leader that ended at
+ * the close of its stdin can leave its children running (a browser it drove, a `sleep` of a
+ * shell wrapper): each server's processes carry a random mark in `SVC_MCP_GROUP`, recorded
+ * with the entry, and every process of this boot still carrying an old entry's mark is ended
+ * too. Where /proc does not exist nothing is recorded and nothing is ended.
  */
-import { readFileSync, realpathSync } from 'node:fs';
+import { readdirSync, readFileSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '../../log/logger.js';
 import { writeFileDurably } from '../../util/durable-file.js';
-import { isOwnGroup } from './mcp-transport.js';
+import { GROUP_MARK_VARIABLE, isOwnGroup } from './mcp-transport.js';
 
 const GROUPS_FILE = 'mcp-groups.json';
 
@@ -24,6 +27,8 @@ interface Entry {
   /** The boot it started in: start times repeat across reboots. */
   boot: string | null;
   connector: string;
+  /** The `SVC_MCP_GROUP` value its processes inherit (entries of older versions have none). */
+  mark?: string;
 }
 
 /** This boot's id (Linux), or null; it cannot change while the process runs. */
@@ -45,6 +50,30 @@ function processStart(pid: number): string | null {
   } catch {
     return null;
   }
+}
+
+/** Pids of this boot's processes (of any user; only our own can be read further), or none without /proc. */
+function allPids(): number[] {
+  try {
+    return readdirSync('/proc')
+      .filter((name) => /^\d+$/.test(name))
+      .map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/** The `SVC_MCP_GROUP` value in process `pid`'s environment, or null. */
+function markOf(pid: number): string | null {
+  let environ: string;
+  try {
+    environ = readFileSync(`/proc/${pid}/environ`, 'latin1');
+  } catch {
+    return null; // gone, or not ours to read
+  }
+  const prefix = `${GROUP_MARK_VARIABLE}=`;
+  const entry = environ.split('\0').find((v) => v.startsWith(prefix));
+  return entry === undefined ? null : entry.slice(prefix.length);
 }
 
 export class McpGroups {
@@ -83,10 +112,13 @@ export class McpGroups {
     } catch {
       /* no file, or unreadable: nothing to reap */
     }
+    const marks = new Map<string, string>(); // mark → connector, of this boot's old servers
     for (const [pidText, e] of Object.entries(old ?? {})) {
       const pid = Number(pidText);
       if (!Number.isInteger(pid) || pid <= 1 || typeof e?.start !== 'string') continue;
-      if (e.boot !== BOOT_ID || processStart(pid) !== e.start) continue; // gone, or the pid is someone else's now
+      if (e.boot !== BOOT_ID) continue; // a reboot ended them all
+      if (typeof e.mark === 'string' && e.mark !== '') marks.set(e.mark, e.connector);
+      if (processStart(pid) !== e.start) continue; // gone, or the pid is someone else's now
       if (isOwnGroup(pid)) continue; // never this process's own servers
       try {
         process.kill(-pid, 'SIGKILL');
@@ -95,15 +127,29 @@ export class McpGroups {
         /* ended meanwhile */
       }
     }
+    // What a server left behind when it ended without its gateway: marked, and never ours now.
+    if (marks.size > 0) {
+      for (const pid of allPids()) {
+        const mark = pid === process.pid ? null : markOf(pid);
+        const connector = mark === null ? undefined : marks.get(mark);
+        if (connector === undefined) continue;
+        try {
+          process.kill(pid, 'SIGKILL');
+          logger.warn('ended a process an MCP server left running when its gateway did not stop', { connector, pid });
+        } catch {
+          /* ended meanwhile */
+        }
+      }
+    }
     this.entries = {};
     this.save();
   }
 
   /** Records a server that just started. */
-  add(pid: number, connector: string): void {
+  add(pid: number, connector: string, mark?: string): void {
     const start = processStart(pid);
     if (start === null) return;
-    this.entries[String(pid)] = { start, boot: BOOT_ID, connector };
+    this.entries[String(pid)] = { start, boot: BOOT_ID, connector, ...(mark ? { mark } : {}) };
     this.save();
   }
 

@@ -15,6 +15,7 @@
  * dropped with a note (cut, it could end inside a secret that redaction would not recognise).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { deserializeMessage, serializeMessage, STDIO_DEFAULT_MAX_BUFFER_SIZE } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
@@ -30,8 +31,11 @@ export interface GroupStdioOptions {
   onStderr?: (line: string) => void;
   /** Grace period after closing stdin before SIGTERM, then SIGKILL. (Default: 2000 ms each) */
   graceMs?: number;
-  /** The server started as the leader of group `pid` (recorded so a crash can be cleaned up). */
-  onGroupStarted?: (pid: number) => void;
+  /**
+   * The server started as the leader of group `pid` (recorded so a crash can be cleaned up).
+   * `mark` is the value of its `SVC_MCP_GROUP` variable, which what it starts inherits.
+   */
+  onGroupStarted?: (pid: number, mark: string) => void;
   /** Group `pid` has been ended. */
   onGroupEnded?: (pid: number) => void;
   /** Longest stdout line (one JSON-RPC message). (Default: the SDK's 10 MiB) */
@@ -97,6 +101,9 @@ export class LineSplitter {
 
 const useGroups = process.platform !== 'win32';
 
+/** The variable that marks every process of one server's life (see onGroupStarted). */
+export const GROUP_MARK_VARIABLE = 'SVC_MCP_GROUP';
+
 /** Process groups still alive; killed on process exit so a crashing gateway leaves no servers behind. */
 const liveGroups = new Set<number>();
 let exitHookInstalled = false;
@@ -147,8 +154,11 @@ export class GroupStdioTransport implements Transport {
   start(): Promise<void> {
     if (this.child) throw new Error('GroupStdioTransport already started');
     return new Promise((resolve, reject) => {
+      // A mark the server's own children inherit: after a crash of svcd, a server that ended
+      // at the close of its stdin can leave them running with no leader (mcp-groups.ts).
+      const mark = randomUUID();
       const child = spawn(this.opts.command, this.opts.args, {
-        env: { ...getDefaultEnvironment(), ...this.opts.env },
+        env: { ...getDefaultEnvironment(), ...this.opts.env, [GROUP_MARK_VARIABLE]: mark },
         cwd: this.opts.cwd ?? undefined,
         stdio: ['pipe', 'pipe', 'pipe'],
         detached: useGroups,
@@ -167,7 +177,7 @@ export class GroupStdioTransport implements Transport {
         spawned = true;
         if (child.pid) {
           trackGroup(child.pid);
-          this.opts.onGroupStarted?.(child.pid);
+          this.opts.onGroupStarted?.(child.pid, mark);
         }
         resolve();
       });

@@ -127,7 +127,7 @@ export class McpConnector implements Connector {
       // Redacted whole before it is cut: a cut through a secret would leave a piece the
       // logger's redaction no longer recognises.
       onStderr: (line) => this.opts.logger.info('mcp stderr', { connector: this.name, line: this.redactor.redact(line).slice(0, 4000) }),
-      onGroupStarted: (pid) => this.opts.groups?.add(pid, this.name),
+      onGroupStarted: (pid, mark) => this.opts.groups?.add(pid, this.name, mark),
       onGroupEnded: (pid) => this.opts.groups?.remove(pid),
     });
     const client = new Client({ name: 'svc-gateway', version: VERSION }, { capabilities: {} });
