@@ -8,7 +8,7 @@ import { dirname, join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { keyFilePath, KeyRing } from '../src/keys/keyring.js';
 import { DataDirInUseError, lockDataDir } from '../src/store/dir-lock.js';
-import { createLogger, globalRedactor, logLevelOf, LOG_LEVELS, type LogLevel } from '../src/log/logger.js';
+import { createLogger, globalRedactor, logLevelOf, LOG_LEVELS, surviveBrokenPipes, type LogLevel } from '../src/log/logger.js';
 import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../src/util/fetch-blocked-ports.js';
 import { usageLine } from '../src/util/usage-line.js';
 import { VERSION } from '../src/version.js';
@@ -58,6 +58,7 @@ const DRAIN_SECONDS = 15;
 const CLOSE_MS = 10_000;
 
 async function serve(flags: Flags): Promise<void> {
+  surviveBrokenPipes(process.stdout, process.stderr); // the lines are lost, the runs go on
   const logger = createLogger({ level: flags.logLevel ?? logLevelOf(process.env.SVC_LOG_LEVEL, 'SVC_LOG_LEVEL'), base: { svc: 'svcd' } });
   const file = flags.config ? readConfigFile(flags.config) : {};
   const k = file.kernel ?? {};

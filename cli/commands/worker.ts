@@ -10,7 +10,7 @@
  * one, or the end of the grace, aborts them and fails them as `worker_shutdown` (retryable).
  */
 import type { Command } from 'commander';
-import { createLogger, logLevelOf, type Logger, type LogLevel } from '../../src/log/logger.js';
+import { createLogger, logLevelOf, surviveBrokenPipes, type Logger, type LogLevel } from '../../src/log/logger.js';
 import type { LeaseKind } from '../../src/types.js';
 import { createProvider, PROVIDER_NAMES, type ProviderName } from '../../src/worker/providers/index.js';
 import { openAiOptionsFromEnv } from '../../src/worker/providers/openai.js';
@@ -139,11 +139,7 @@ export function registerWorker(program: Command): void {
       } catch (err) {
         throw usageError((err as Error).message);
       }
-      // A log reader that went away (a shipper restarting, `| head`) must not take the worker
-      // and its leases with it: the lines are lost, the steps go on.
-      process.stderr.on('error', (err: NodeJS.ErrnoException) => {
-        if (err.code !== 'EPIPE') throw err;
-      });
+      surviveBrokenPipes(process.stderr); // the lines are lost, the steps and their leases go on
       const logger = createLogger({ level, base: { svc: 'worker' } });
       await handleWorker(settings, { kernelUrl: kernelUrlOf(this), gatewayUrl: gatewayUrlOf(this), token: g.token }, logger);
     });

@@ -127,6 +127,19 @@ export interface LoggerOptions {
   base?: Record<string, unknown>;
 }
 
+/**
+ * A log reader that went away (a shipper restarting, `| head`) must not take a long-running
+ * process, and the work it holds, with it: on a broken pipe the lines are lost and the
+ * process goes on. Any other stream error is still thrown.
+ */
+export function surviveBrokenPipes(...streams: NodeJS.WriteStream[]): void {
+  for (const stream of streams) {
+    stream.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EPIPE') throw err;
+    });
+  }
+}
+
 export function createLogger(opts: LoggerOptions = {}): Logger {
   const min = LEVELS[opts.level ?? 'info'];
   const stream = opts.stream ?? process.stderr;

@@ -114,4 +114,19 @@ describe('svcd process (D §11)', () => {
     expect(k2.key_id).toBe(k1.key_id);
     expect(await second.stop('SIGTERM')).toBe(0);
   });
+
+  it('a log reader that goes away takes nothing with it: svcd keeps serving, and SIGTERM still drains with exit 0', async () => {
+    const svcd = await spawnSvcd(['--data-dir', tempDir(), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0'], { SVC_LOG_LEVEL: 'debug' });
+    // The reader of both streams ends (a `| head`, a log shipper restarting): svcd's next writes get EPIPE.
+    svcd.child.stdout!.destroy();
+    svcd.child.stderr!.destroy();
+    for (let i = 0; i < 5; i++) {
+      expect((await fetch(`${svcd.kernelUrl}/v1/health`)).status).toBe(200);
+      expect((await fetch(`${svcd.kernelUrl}/v1/no-such-route`)).status).toBe(404); // logged at debug
+      expect((await fetch(`${svcd.gatewayUrl}/v1/health`)).status).toBe(200);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(svcd.child.exitCode).toBeNull();
+    expect(await svcd.stop('SIGTERM')).toBe(0);
+  });
 });
