@@ -17,7 +17,7 @@ export type ChainErrorReason =
   | 'seq_gap' // seq is not the previous seq + 1 (an event is missing or out of place)
   | 'prev_hash_mismatch' // prev_hash differs from the previous event's hash
   | 'hash_mismatch' // the stored hash differs from the hash of the stored fields
-  | 'unparseable' // payload or actor is not JSON
+  | 'unparseable' // payload or actor is not JSON (or nested deeper than svc ever writes)
   | 'head_mismatch' // the signed head names a seq/hash that is not the last event
   | 'head_signature_invalid'; // the head signature does not verify
 

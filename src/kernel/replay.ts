@@ -5,6 +5,7 @@
  * versions as stored now (`decision_mismatches`), so an edited policy source is caught.
  */
 import { canonicalJson, sha256Hex } from '../encoding/canonical-json.js';
+import { depthProblem } from '../encoding/json-limits.js';
 import { notFound } from '../errors.js';
 import { verifyChain, type ChainError, type StoredEventRow } from '../events/chain.js';
 import type { ActionDecidedPayload, ApprovalDecidedPayload, ApprovalRequestedPayload } from '../events/payloads.js';
@@ -53,9 +54,21 @@ export interface ReplayReport {
 
 type ParsedRow = RunEvent & Pick<StoredEventRow, 'stored'> & { unparseable?: boolean };
 
+/**
+ * Deeper than anything svc writes (request bodies stop at 64 levels, upstream answers at 256):
+ * a row nested deeper was edited in, and would overflow the recursive walks of the check.
+ */
+const DEEPEST_STORED = 1000;
+
 function parseRow(r: Omit<EventRow, 'run_id'>): ParsedRow {
   try {
-    return { seq: r.seq, hash: r.hash, prev_hash: r.prev_hash, kind: r.kind, payload: JSON.parse(r.payload), actor: JSON.parse(r.actor), at: r.at, stored: { payload: r.payload, actor: r.actor } };
+    const payload = JSON.parse(r.payload) as unknown;
+    const actor = JSON.parse(r.actor) as unknown;
+    // Only a text of 2 characters a level can be that deep: the walk is skipped for the rest.
+    for (const [text, value] of [[r.payload, payload], [r.actor, actor]] as const) {
+      if (text.length > 2 * DEEPEST_STORED && depthProblem(value, DEEPEST_STORED, 'a stored event') !== null) throw new Error('nested too deep');
+    }
+    return { seq: r.seq, hash: r.hash, prev_hash: r.prev_hash, kind: r.kind, payload: payload as RunEvent['payload'], actor: actor as RunEvent['actor'], at: r.at, stored: { payload: r.payload, actor: r.actor } };
   } catch {
     return { seq: r.seq, hash: r.hash, prev_hash: r.prev_hash, kind: r.kind, payload: {}, actor: null, at: r.at, unparseable: true };
   }

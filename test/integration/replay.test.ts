@@ -149,5 +149,12 @@ describe('POST /runs/{id}/replay (D §7)', () => {
     expect(r.body.state_matches).toBe(false);
     expect((await d.kernel_(`/runs/${run_id}/events`)).status).toBe(200);
     expect((await d.kernel_('/runs/run_nope/replay', { method: 'POST' })).status).toBe(404);
+    // Valid JSON nested far deeper than svc writes (it would overflow the check's walks).
+    const deep = openStore(d);
+    deep.prepare('UPDATE run_events SET payload = ? WHERE run_id = ? AND seq = 2').run('['.repeat(200_000) + ']'.repeat(200_000), run_id);
+    deep.close();
+    const r2 = await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' });
+    expect(r2.status).toBe(200);
+    expect(r2.body.chain_errors).toEqual([{ seq: 2, reason: 'unparseable' }]);
   });
 });
