@@ -348,14 +348,17 @@ class ToolCall {
         }
         return this.failWith(a, res, 'deterministic_failure');
       }
+      // Refused before the connector's next request: a write whose earlier one may already
+      // have acted (an http POST answered by a redirect) keeps its key unknown; else released.
+      const refusedLate = a.writes && outcomeUnknown;
       if (err instanceof ArgsInvalid) {
         breaker.neutral(trial);
-        await this.release(a);
+        await (refusedLate ? this.keepUnknown(a) : this.release(a));
         return this.failWith(a, gatewayError('args_invalid', err.message, { errors: [{ path: err.path, message: err.message }] }), 'args_invalid');
       }
       if (err instanceof ScopeRefusal) {
         breaker.neutral(trial);
-        await this.release(a);
+        await (refusedLate ? this.keepUnknown(a) : this.release(a));
         return this.refuse('scope_not_granted', err.message);
       }
       // A write given up at its timeout: the connector may need a moment to learn whether it

@@ -68,6 +68,12 @@ function handler(req: IncomingMessage, res: ServerResponse): void {
       case '/slow':
         setTimeout(() => res.writeHead(200).end('late'), 1500);
         return;
+      case '/pay-then-see-other': // a POST that acts, then sends the client elsewhere
+        res.writeHead(303, { location: '/boom' }).end();
+        return;
+      case '/boom-big': // a 5xx whose body is larger than the connector keeps
+        res.writeHead(503, { 'content-type': 'text/plain' }).end('x'.repeat(4096));
+        return;
       case '/slow-body': // answers at once, then the body takes longer than the timeout
         res.writeHead(200, { 'content-type': 'text/plain' });
         res.write('part');
@@ -130,7 +136,7 @@ beforeAll(async () => {
         },
         { name: 'web', type: 'http', allowed_hosts: ['127.0.0.1'], headers: { 'x-api-key': '${CRM_API_KEY}' }, timeout_ms: 400 },
         { name: 'web2', type: 'http', allowed_hosts: ['127.0.0.1', 'localhost'] },
-        { name: 'webw', type: 'http', allowed_hosts: ['127.0.0.1'], timeout_ms: 400 },
+        { name: 'webw', type: 'http', allowed_hosts: ['127.0.0.1'], timeout_ms: 400, max_body_bytes: 1024 },
         { name: 'files', type: 'fs', root },
       ],
     },
@@ -483,6 +489,26 @@ describe('http connector (decisions §9: allowed_hosts, redirects, timeouts)', (
     const before = hits.filter((h) => h === '/boom').length;
     expect((await boom()).status).toBe(502);
     expect(hits.filter((h) => h === '/boom').length).toBe(before + 1);
+    await reset();
+    // A 5xx is the upstream saying it failed, however large its body.
+    const big = await gw.call({ remit_token: t(), tool: 'webw.post', args: { url: `http://127.0.0.1:${port}/boom-big`, body: 'x' }, idempotency_key: 'boom-big' });
+    expect(big.status).toBe(502);
+    expect(big.body.error.details).toEqual({ status: 503 });
+    expect((await gw.call({ remit_token: t(), tool: 'webw.post', args: { url: `http://127.0.0.1:${port}/boom-big`, body: 'x' }, idempotency_key: 'boom-big' })).status).toBe(502);
+    await reset();
+    // Answered with a redirect, the POST may have acted: a failure after it is unknown.
+    const seeOther = () => gw.call({ remit_token: t(), tool: 'webw.post', args: { url: `http://127.0.0.1:${port}/pay-then-see-other`, body: 'x' }, idempotency_key: 'see-other' });
+    const so = await seeOther();
+    expect(so.status).toBe(502);
+    expect(so.body.error.details).toMatchObject({ status: 500, outcome: 'unknown' });
+    expect((await seeOther()).body.error.code).toBe('idempotency_outcome_unknown');
+    await reset();
+    // A TLS handshake that fails (https to a plain HTTP port) sent nothing: released.
+    const tls = () => gw.call({ remit_token: t(), tool: 'webw.post', args: { url: `https://127.0.0.1:${port}/json`, body: 'x' }, idempotency_key: 'tls-post' });
+    const t1 = await tls();
+    expect(t1.status).toBe(502);
+    expect(t1.body.error.details.outcome, JSON.stringify(t1.body)).toBeUndefined();
+    expect((await tls()).body.error.code).toBe('upstream_error');
     await reset();
     const closed = new URL(await closedPortUrl());
     const refused = () => gw.call({ remit_token: t(), tool: 'webw.post', args: { url: `http://127.0.0.1:${closed.port}/x`, body: 'x' }, idempotency_key: 'refused-post' });

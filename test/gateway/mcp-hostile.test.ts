@@ -189,6 +189,15 @@ describe('a write the server never answered (decisions §9: never a second execu
     expect((await call()).status).toBe(502);
     expect(writes('failed_write')).toBe(2);
   });
+
+  it('a server that dies mid-call leaves the write unknown too (last: the server is restarted after it)', async () => {
+    const call = () => gw.call({ remit_token: token(), tool: 'hostile.crash_write', args: {}, idempotency_key: 'crash-1' });
+    const first = await call();
+    expect(first.status).toBe(502);
+    expect(first.body.error).toMatchObject({ code: 'upstream_error', details: { outcome: 'unknown' } });
+    expect((await call()).body.error.code).toBe('idempotency_outcome_unknown');
+    expect(writes('crash_write')).toBe(1);
+  });
 });
 
 describe('a server that dies right after it starts (svc-gateway(5): restarted with backoff)', () => {

@@ -97,8 +97,18 @@ async function readLimited(res: Response, max: number, signal: AbortSignal): Pro
   return Buffer.concat(chunks).toString('utf8');
 }
 
-/** undici's causes for a connection that was never made: nothing was sent. */
-const NOT_CONNECTED: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT']);
+/** Socket, DNS and connect-timeout errors of a connection that was never made. */
+const NOT_CONNECTED: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT', 'ERR_SOCKET_CONNECTION_TIMEOUT']);
+
+/**
+ * True when a fetch failed before any of the request could be sent: no connection, or a TLS
+ * handshake that failed (a wrong protocol, an expired or untrusted certificate), since HTTP
+ * bytes follow the handshake.
+ */
+function neverConnected(code: string | undefined): boolean {
+  if (code === undefined) return false;
+  return NOT_CONNECTED.has(code) || /^(ERR_SSL_|ERR_TLS_|CERT_|UNABLE_TO_)/.test(code) || code === 'DEPTH_ZERO_SELF_SIGNED_CERT' || code === 'SELF_SIGNED_CERT_IN_CHAIN';
+}
 
 export class HttpConnector implements Connector {
   readonly type = 'http' as const;
@@ -164,9 +174,11 @@ export class HttpConnector implements Connector {
       } else if (typeof args.body === 'string') body = args.body;
     }
 
-    // A POST given up after it may have reached the upstream: its outcome is unknown, so the
-    // call's idempotency key refuses a repeat rather than post twice (decisions §9). An answer
-    // of 5xx or 429 is the upstream saying it failed: that releases the claim.
+    // A POST that fails after it may have reached the upstream has an unknown outcome, so the
+    // call's idempotency key refuses a repeat rather than post twice (decisions §9): no answer,
+    // an answer whose body was lost, or any failure after the upstream answered it with a
+    // redirect (a 303 after a POST usually means it acted). Only a first answer of 5xx or 429
+    // (the upstream saying it failed) and a connection never made release the claim.
     const mayHaveWritten = () => {
       if (operation === 'post') ctx.outcomeUnknown();
     };
@@ -182,7 +194,7 @@ export class HttpConnector implements Connector {
         if (!ctx.signal.aborted && cause?.code && REQUEST_REFUSED.has(cause.code)) throw new ArgsInvalid(`the request cannot be sent: ${cause.message ?? cause.code}`, '/headers');
         // A POST that may have reached the upstream (anything but a connection never made to
         // the first host) and got no answer may have acted.
-        if (hop > 0 || !(cause?.code && NOT_CONNECTED.has(cause.code))) mayHaveWritten();
+        if (hop > 0 || !neverConnected(cause?.code)) mayHaveWritten();
         if (ctx.signal.aborted) throw new UpstreamError(abortMessage(ctx.signal));
         throw new UpstreamError(`cannot reach ${url.host}: ${cause?.code ?? cause?.message ?? (err as Error).message}`);
       }
@@ -205,6 +217,7 @@ export class HttpConnector implements Connector {
           hostAllowed(this.cfg.allowed_hosts, host) &&
           ctx.enterScope(`http:host:${host}`);
         if (followable) {
+          mayHaveWritten(); // answered: whatever fails from here on may follow a write
           await res.body?.cancel().catch(() => {});
           if (res.status === 303 || ((res.status === 301 || res.status === 302) && method === 'POST')) {
             method = 'GET';
@@ -215,6 +228,10 @@ export class HttpConnector implements Connector {
           continue;
         }
       }
+      if (res.status >= 500 || res.status === 429) {
+        await res.body?.cancel().catch(() => {}); // its body changes nothing: the upstream failed
+        throw new UpstreamError(`${url.host} answered ${res.status}`, { status: res.status });
+      }
       let text: string;
       try {
         text = await readLimited(res, this.cfg.max_body_bytes, ctx.signal);
@@ -222,7 +239,6 @@ export class HttpConnector implements Connector {
         mayHaveWritten(); // the upstream answered, and its answer is lost
         throw err;
       }
-      if (res.status >= 500 || res.status === 429) throw new UpstreamError(`${url.host} answered ${res.status}`, { status: res.status });
       let json: unknown = null;
       if ((res.headers.get('content-type') ?? '').includes('json')) {
         try {

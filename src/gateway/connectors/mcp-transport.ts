@@ -132,6 +132,9 @@ export function killGroup(pid: number, signal: NodeJS.Signals): boolean {
   }
 }
 
+/** A message refused before any of it was written: the server never saw it. */
+export class NotSentError extends Error {}
+
 /** How long after a server exits its pipes may still bring output, before svcd closes them. */
 export const PIPE_DRAIN_MS = 1000;
 
@@ -245,7 +248,7 @@ export class GroupStdioTransport implements Transport {
   send(message: JSONRPCMessage): Promise<void> {
     return new Promise((resolve, reject) => {
       const stdin = this.child?.stdin;
-      if (!stdin || this.child?.exitCode !== null || stdin.destroyed) return reject(new Error('MCP server is not running'));
+      if (!stdin || this.child?.exitCode !== null || stdin.destroyed) return reject(new NotSentError('MCP server is not running'));
       if (stdin.write(serializeMessage(message))) resolve();
       else stdin.once('drain', resolve);
     });

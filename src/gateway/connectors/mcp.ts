@@ -14,12 +14,20 @@ import { globalRedactor, type Logger, type Redactor } from '../../log/logger.js'
 import { VERSION } from '../../version.js';
 import type { McpConnectorConfig } from '../config.js';
 import { compileInputSchema } from '../schema-validator.js';
-import { GroupStdioTransport } from './mcp-transport.js';
+import { GroupStdioTransport, NotSentError } from './mcp-transport.js';
 import type { McpGroups } from './mcp-groups.js';
 import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, UpstreamError, type CallContext, type Connector, type ConnectorTool, type DriftFinding } from './types.js';
 
 /** JSON-RPC errors that refuse the request itself (not the server failing): -32600, -32601, -32602. */
 const REFUSED_REQUEST: ReadonlySet<number> = new Set([ErrorCode.InvalidRequest, ErrorCode.MethodNotFound, ErrorCode.InvalidParams]);
+/**
+ * A request refused before it was written: by our transport (the server's stdin is gone), or
+ * by the SDK with no transport at all (its message text is all there is to know it by).
+ */
+function neverSent(err: unknown): boolean {
+  return err instanceof NotSentError || (err instanceof Error && !(err instanceof McpError) && err.message === 'Not connected');
+}
+
 /** Errors the SDK makes up itself for a request the server never answered. */
 const LOCAL_ERRORS: ReadonlySet<number> = new Set([ErrorCode.RequestTimeout, ErrorCode.ConnectionClosed]);
 
@@ -275,8 +283,7 @@ export class McpConnector implements Connector {
       // gateway stopping, or the server gone mid-call. A write may have run, so its key must
       // not let a retry run it again (decisions §9, as a killed sqlite write). An error the
       // server answered is an answer: that one releases the claim.
-      const neverSent = !(err instanceof McpError) && (err as Error).message === 'Not connected'; // the SDK's, before it writes
-      if (!neverSent && (!(err instanceof McpError) || LOCAL_ERRORS.has(err.code))) ctx.outcomeUnknown();
+      if (!neverSent(err) && (!(err instanceof McpError) || LOCAL_ERRORS.has(err.code))) ctx.outcomeUnknown();
       throw new UpstreamError(`MCP server ${this.name}: ${(err as Error).message}`, err instanceof McpError ? { mcp_code: err.code } : {});
     }
     const result: Record<string, unknown> = { content: res.content ?? [] };

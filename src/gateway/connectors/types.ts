@@ -33,7 +33,8 @@ export interface CallContext {
   /**
    * The connector gave up a write it had already started (its timeout, the gateway stopping)
    * and cannot tell whether it took effect: the call's idempotency key becomes `unknown`
-   * (decisions §9), so a repeat is refused rather than run a second time.
+   * (decisions §9), so a repeat is refused rather than run a second time. It may be said early
+   * (an http POST answered by a redirect it follows): only a call that then fails reads it.
    */
   outcomeUnknown(): void;
 }
