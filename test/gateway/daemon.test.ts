@@ -6,6 +6,7 @@
  * commands, and SIGTERM ending the MCP process groups. The binary tests run the built
  * dist/ (`npx tsc -p tsconfig.json` first; `npm test` builds).
  */
+import { spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -367,7 +368,7 @@ describe('the svcd binary (decisions §11) and `svc gateway` (CLI)', () => {
     const args = ['--data-dir', join(dir, 'leaky-kernel'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0', '--gateway-config', cfg];
     const env = { SVC_GATEWAY_DATA: gwData, SVC_TOKEN: '' };
     const first = await spawnSvcd(args, env);
-    const [leader] = Object.keys(JSON.parse(readFileSync(join(gwData, 'mcp-groups.json'), 'utf8'))).map(Number);
+    const [leader] = Object.keys(JSON.parse(readFileSync(join(gwData, 'mcp-groups.json'), 'utf8'))).filter((k) => k !== 'gateway').map(Number);
     const children = readdirSync('/proc')
       .filter((n) => /^\d+$/.test(n))
       .map(Number)
@@ -386,16 +387,58 @@ describe('the svcd binary (decisions §11) and `svc gateway` (CLI)', () => {
     while (Date.now() < gone && isAlive(leader!)) await new Promise((r) => setTimeout(r, 50));
     expect(isAlive(leader!)).toBe(false); // the server ended at the close of its stdin…
     expect(isAlive(sleeper)).toBe(true); // …and left this behind, with no leader
+    // A process marked by someone else's server is not ours to end.
+    const decoy = spawn('sleep', ['602'], { env: { ...process.env, SVC_MCP_GROUP: 'someone-else' }, stdio: 'ignore', detached: true });
     const second = await spawnSvcd(args, env);
     try {
       const deadline = Date.now() + 5000;
       while (Date.now() < deadline && isAlive(sleeper)) await new Promise((r) => setTimeout(r, 50));
       expect(isAlive(sleeper)).toBe(false);
       expect(await waitOutput(second.stderr, 'ended a process an MCP server left running')).toContain(`"pid":${sleeper}`);
+      expect(isAlive(decoy.pid!)).toBe(true);
+      const [own] = Object.keys(JSON.parse(readFileSync(join(gwData, 'mcp-groups.json'), 'utf8'))).filter((k) => k !== 'gateway').map(Number);
+      expect(own).not.toBe(leader);
+      expect(isAlive(own!)).toBe(true); // its own server, started after the sweep
       expect(await second.stop('SIGTERM')).toBe(0);
     } finally {
       await second.stop('SIGKILL');
       if (isAlive(sleeper)) process.kill(sleeper, 'SIGKILL');
+      decoy.kill('SIGKILL');
+    }
+  }, 60_000);
+
+  it('a record written by a gateway that still runs (a copied data directory) is left alone; once that gateway is gone, its servers are ended', async () => {
+    const gwData = join(dir, 'copied-gateway');
+    mkdirSync(gwData, { recursive: true });
+    const startOf = (pid: number) => {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]!;
+    };
+    const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    const server = spawn('sleep', ['603'], { stdio: 'ignore', detached: true }); // leads its own group, as a server does
+    await new Promise((r) => server.once('spawn', r));
+    const record = (owner: { pid: number; start: string }) =>
+      writeFileSync(join(gwData, 'mcp-groups.json'), JSON.stringify({ [server.pid!]: { start: startOf(server.pid!), boot, connector: 'copied' }, gateway: { ...owner, boot } }));
+    const args = ['--data-dir', join(dir, 'copied-kernel'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0'];
+    const env = { SVC_GATEWAY_DATA: gwData, SVC_TOKEN: '' };
+    try {
+      record({ pid: process.pid, start: startOf(process.pid) }); // this test process: alive
+      const first = await spawnSvcd(args, env);
+      expect(await waitOutput(first.stderr, 'belong to a gateway that still runs')).toContain(`"pid":${process.pid}`);
+      expect(isAlive(server.pid!)).toBe(true);
+      expect(await first.stop('SIGTERM')).toBe(0);
+
+      record({ pid: process.pid, start: '1' }); // the pid, but not the process that wrote it
+      const second = await spawnSvcd(args, env);
+      try {
+        const deadline = Date.now() + 5000;
+        while (Date.now() < deadline && isAlive(server.pid!)) await new Promise((r) => setTimeout(r, 50));
+        expect(isAlive(server.pid!)).toBe(false);
+      } finally {
+        await second.stop('SIGTERM');
+      }
+    } finally {
+      server.kill('SIGKILL');
     }
   }, 60_000);
 
@@ -411,7 +454,7 @@ describe('the svcd binary (decisions §11) and `svc gateway` (CLI)', () => {
     const args = ['--data-dir', join(dir, 'stubborn-kernel'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0', '--gateway-config', cfg];
     const env = { SVC_GATEWAY_DATA: gwData, SVC_TOKEN: '' };
     const first = await spawnSvcd(args, env);
-    const recorded = () => Object.keys(JSON.parse(readFileSync(join(gwData, 'mcp-groups.json'), 'utf8'))).map(Number);
+    const recorded = () => Object.keys(JSON.parse(readFileSync(join(gwData, 'mcp-groups.json'), 'utf8'))).filter((k) => k !== 'gateway').map(Number);
     const [leader] = recorded();
     expect(leader).toBeGreaterThan(1);
     await first.stop('SIGKILL');

@@ -20,6 +20,14 @@ import { writeFileDurably } from '../../util/durable-file.js';
 import { GROUP_MARK_VARIABLE, isOwnGroup } from './mcp-transport.js';
 
 const GROUPS_FILE = 'mcp-groups.json';
+/** The record's own entry: the gateway process that wrote it (pid keys are the servers). */
+const GATEWAY_KEY = 'gateway';
+
+interface Owner {
+  pid: number;
+  start: string;
+  boot: string | null;
+}
 
 interface Entry {
   /** The leader's start time, from /proc/<pid>/stat (clock ticks since boot). */
@@ -50,6 +58,24 @@ function processStart(pid: number): string | null {
   } catch {
     return null;
   }
+}
+
+/** `pid`'s parent and process group, or null when it does not exist (or there is no /proc). */
+function parentAndGroup(pid: number): { ppid: number; pgid: number } | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { ppid: Number(fields[1]), pgid: Number(fields[2]) };
+  } catch {
+    return null;
+  }
+}
+
+/** This process and the processes that started it, up to init. */
+function selfAndAncestors(): Set<number> {
+  const out = new Set<number>();
+  for (let pid = process.pid; pid > 1 && !out.has(pid); pid = parentAndGroup(pid)?.ppid ?? 0) out.add(pid);
+  return out;
 }
 
 /** Pids of this boot's processes (of any user; only our own can be read further), or none without /proc. */
@@ -106,20 +132,30 @@ export class McpGroups {
    * lock is held.
    */
   private reapOrphans(logger: Logger): void {
-    let old: Record<string, Entry> = {};
+    let old: Record<string, Entry> & { [GATEWAY_KEY]?: Owner } = {};
     try {
-      old = JSON.parse(readFileSync(this.path, 'utf8')) as Record<string, Entry>;
+      old = JSON.parse(readFileSync(this.path, 'utf8')) as typeof old;
     } catch {
       /* no file, or unreadable: nothing to reap */
     }
+    const owner = old?.[GATEWAY_KEY];
+    if (owner && owner.pid !== process.pid && owner.boot === BOOT_ID && processStart(owner.pid) === owner.start) {
+      // The gateway that wrote the record still runs: a copy of its data directory, not a crash.
+      logger.warn('the MCP servers recorded in this data directory belong to a gateway that still runs; leaving them alone (a copied data directory?)', { pid: owner.pid });
+      this.entries = {};
+      this.save();
+      return;
+    }
+    const ownMark = process.env[GROUP_MARK_VARIABLE]; // started from an old server's tool: that one is our ancestor
     const marks = new Map<string, string>(); // mark → connector, of this boot's old servers
-    for (const [pidText, e] of Object.entries(old ?? {})) {
+    for (const [pidText, e] of Object.entries(old ?? {}) as Array<[string, Entry]>) {
+      if (pidText === GATEWAY_KEY) continue;
       const pid = Number(pidText);
       if (!Number.isInteger(pid) || pid <= 1 || typeof e?.start !== 'string') continue;
       if (e.boot !== BOOT_ID) continue; // a reboot ended them all
-      if (typeof e.mark === 'string' && e.mark !== '') marks.set(e.mark, e.connector);
-      if (processStart(pid) !== e.start) continue; // gone, or the pid is someone else's now
       if (isOwnGroup(pid)) continue; // never this process's own servers
+      if (typeof e.mark === 'string' && e.mark !== '' && e.mark !== ownMark) marks.set(e.mark, e.connector);
+      if (processStart(pid) !== e.start) continue; // gone, or the pid is someone else's now
       try {
         process.kill(-pid, 'SIGKILL');
         logger.warn('ended an MCP server left running by a gateway that did not stop', { connector: e.connector, pid });
@@ -129,10 +165,12 @@ export class McpGroups {
     }
     // What a server left behind when it ended without its gateway: marked, and never ours now.
     if (marks.size > 0) {
+      const spared = selfAndAncestors();
       for (const pid of allPids()) {
-        const mark = pid === process.pid ? null : markOf(pid);
+        const mark = spared.has(pid) ? null : markOf(pid);
         const connector = mark === null ? undefined : marks.get(mark);
         if (connector === undefined) continue;
+        if (isOwnGroup(parentAndGroup(pid)?.pgid ?? 0)) continue; // in one of our own servers' groups
         try {
           process.kill(pid, 'SIGKILL');
           logger.warn('ended a process an MCP server left running when its gateway did not stop', { connector, pid });
@@ -162,7 +200,9 @@ export class McpGroups {
 
   private save(): void {
     try {
-      writeFileDurably(this.path, JSON.stringify(this.entries) + '\n', 0o600);
+      const start = processStart(process.pid);
+      const owner: Owner | undefined = start === null ? undefined : { pid: process.pid, start, boot: BOOT_ID };
+      writeFileDurably(this.path, JSON.stringify({ ...this.entries, ...(owner ? { [GATEWAY_KEY]: owner } : {}) }) + '\n', 0o600);
     } catch {
       /* best effort: an unwritable record only loses the clean-up after a crash */
     }
