@@ -17,7 +17,7 @@ export const WORKER_ERROR_CODES = {
   args_invalid: { deterministic: true, doc: "the tool arguments fail the tool's input schema" },
   deterministic_failure: { deterministic: true, doc: 'the tool failed in a way a retry will not fix' },
   idempotency_conflict: { deterministic: true, doc: 'the same call key was used with other arguments' },
-  idempotency_outcome_unknown: { deterministic: true, doc: 'a write with this key was cut off; a human must check it' },
+  idempotency_outcome_unknown: { deterministic: true, doc: 'a write was cut off with no answer (now, or under this key before); a human must check it' },
   idempotency_in_flight: { deterministic: false, doc: 'the same call is still executing elsewhere (after waiting up to 60 s for it)' },
   connector_quarantined: { deterministic: false, doc: 'a canary quarantined the connector; the kernel parks the run' },
   upstream_error: { deterministic: false, doc: 'the tool upstream failed (or its circuit is open)' },

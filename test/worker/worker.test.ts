@@ -82,6 +82,7 @@ describe('tool steps (I 4.2 call; D §9 idempotency)', () => {
   it.each([
     [503, { ok: false, error: { code: 'connector_quarantined', message: 'q', details: {} } }, 'connector_quarantined', false],
     [502, { ok: false, error: { code: 'upstream_error', message: 'boom', details: {}, circuit: 'open' } }, 'upstream_error', false],
+    [502, { ok: false, error: { code: 'upstream_error', message: 'timed out; its outcome is unknown', details: { outcome: 'unknown' } } }, 'idempotency_outcome_unknown', true],
     [422, { ok: false, error: { code: 'args_invalid', message: 'bad', details: {} } }, 'args_invalid', true],
     [422, { ok: false, error: { code: 'deterministic_failure', message: 'no', details: {} } }, 'deterministic_failure', true],
     [409, { ok: false, error: { code: 'idempotency_conflict', message: 'x', details: {} } }, 'idempotency_conflict', true],
