@@ -42,7 +42,7 @@ export const ERROR_CODES = {
   deterministic_failure: { status: 422, doc: 'the tool failed in a way a retry will not fix' },
   idempotency_conflict: { status: 409, doc: 'same idempotency key with different arguments' },
   idempotency_in_flight: { status: 409, doc: 'same idempotency key still executing; see Retry-After' },
-  idempotency_outcome_unknown: { status: 409, doc: 'a write with this key was interrupted before its outcome was known (the gateway stopped, or its sqlite statement was stopped mid-run)' },
+  idempotency_outcome_unknown: { status: 409, doc: 'a write with this key was cut off before its outcome was known (the gateway stopped, or it was given up with no answer: a sqlite statement stopped mid-run, an mcp or http write that timed out or lost its answer)' },
   upstream_error: { status: 502, doc: 'upstream failure; error.circuit is "open" when the breaker is open' },
   connector_quarantined: { status: 503, doc: 'a canary quarantined the connector' },
   internal: { status: 500, doc: 'a bug: no request input should ever produce it' },

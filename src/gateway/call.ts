@@ -272,7 +272,7 @@ class ToolCall {
         case 'unknown':
           return this.failWith(
             a,
-            gatewayError('idempotency_outcome_unknown', `a write with idempotency key ${key} was interrupted before its outcome was known (the gateway stopped, or its sqlite statement was stopped mid-run); it will not run again`, { tool: req.tool, idempotency_key: key }),
+            gatewayError('idempotency_outcome_unknown', `a write with idempotency key ${key} was cut off before its outcome was known (the gateway stopped, or the write was given up with no answer); it will not run again`, { tool: req.tool, idempotency_key: key }),
             'idempotency_outcome_unknown',
           );
         case 'claimed':
@@ -492,8 +492,8 @@ class ToolCall {
     let details = err instanceof UpstreamError ? err.details : {};
     if (unknown) {
       // An operator may have to reconcile this write with the upstream by hand.
-      d.logger.warn('a write was stopped mid-run; its outcome is unknown', { tool: req.tool, idempotency_key: a.key, run_id: req.run_id ?? null });
-      message += `; the write was stopped mid-run and may have taken effect, so its outcome is unknown${a.key !== null ? ' and a repeat of its idempotency key will not run it again' : ''}`;
+      d.logger.warn('a write was stopped mid-run or lost its answer; its outcome is unknown', { tool: req.tool, idempotency_key: a.key, run_id: req.run_id ?? null });
+      message += `; the write was cut off with no answer and may have taken effect, so its outcome is unknown${a.key !== null ? ' and a repeat of its idempotency key will not run it again' : ''}`;
       details = { ...details, outcome: 'unknown' };
     }
     const state = breaker.state;
