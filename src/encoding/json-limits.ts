@@ -178,3 +178,25 @@ export function textProblem(text: string): BodyProblem | null {
   }
   return null;
 }
+
+/**
+ * Greatest nesting depth of containers in JSON text (a top-level object is depth 1). Scans
+ * the text instead of recursing over a parsed value, so hostile input cannot exhaust the stack.
+ */
+export function jsonDepth(text: string): number {
+  let depth = 0;
+  let max = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      depth++;
+      if (depth > max) max = depth;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return max;
+}

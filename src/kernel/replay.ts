@@ -5,7 +5,7 @@
  * versions as stored now (`decision_mismatches`), so an edited policy source is caught.
  */
 import { canonicalJson, sha256Hex } from '../encoding/canonical-json.js';
-import { depthProblem } from '../encoding/json-limits.js';
+import { jsonDepth } from '../encoding/json-limits.js';
 import { notFound } from '../errors.js';
 import { verifyChain, type ChainError, type StoredEventRow } from '../events/chain.js';
 import type { ActionDecidedPayload, ApprovalDecidedPayload, ApprovalRequestedPayload } from '../events/payloads.js';
@@ -60,15 +60,15 @@ type ParsedRow = RunEvent & Pick<StoredEventRow, 'stored'> & { unparseable?: boo
  */
 const DEEPEST_STORED = 1000;
 
+/** True when a stored text is nested deeper than svc writes (only a long text can be). */
+function tooDeep(text: string): boolean {
+  return text.length > 2 * DEEPEST_STORED && jsonDepth(text) > DEEPEST_STORED;
+}
+
 function parseRow(r: Omit<EventRow, 'run_id'>): ParsedRow {
   try {
-    const payload = JSON.parse(r.payload) as unknown;
-    const actor = JSON.parse(r.actor) as unknown;
-    // Only a text of 2 characters a level can be that deep: the walk is skipped for the rest.
-    for (const [text, value] of [[r.payload, payload], [r.actor, actor]] as const) {
-      if (text.length > 2 * DEEPEST_STORED && depthProblem(value, DEEPEST_STORED, 'a stored event') !== null) throw new Error('nested too deep');
-    }
-    return { seq: r.seq, hash: r.hash, prev_hash: r.prev_hash, kind: r.kind, payload: payload as RunEvent['payload'], actor: actor as RunEvent['actor'], at: r.at, stored: { payload: r.payload, actor: r.actor } };
+    if (tooDeep(r.payload) || tooDeep(r.actor)) throw new Error('nested too deep');
+    return { seq: r.seq, hash: r.hash, prev_hash: r.prev_hash, kind: r.kind, payload: JSON.parse(r.payload), actor: JSON.parse(r.actor), at: r.at, stored: { payload: r.payload, actor: r.actor } };
   } catch {
     return { seq: r.seq, hash: r.hash, prev_hash: r.prev_hash, kind: r.kind, payload: {}, actor: null, at: r.at, unparseable: true };
   }
@@ -95,7 +95,9 @@ function storedModel(row: RunRow): RunModel | null {
 /**
  * The run row's columns that restate the state: lists, filters, counts and the lease queue
  * read them, never the model, so a row edited beside its model would list as one thing and
- * read as another. Only RunWriter and run creation write them, from the model.
+ * read as another. Only run creation and RunWriter write them: from the model, except
+ * `remit_id` and `parent_run_id`, which creation takes from the request that the model's
+ * `run.created` event records too.
  */
 function rowDifferences(row: RunRow, derived: RunModel): string[] {
   const work = workColumns(derived);

@@ -10,7 +10,7 @@
  */
 import { decodeBase64url, encodeBase64url } from '../encoding/base64url.js';
 import { canonicalJson } from '../encoding/canonical-json.js';
-import { textProblem } from '../encoding/json-limits.js';
+import { jsonDepth, textProblem } from '../encoding/json-limits.js';
 import { decodeUtf8Strict } from '../encoding/utf8.js';
 import { AUTONOMY_ORDER, type Autonomy, type RemitPayload } from '../types.js';
 
@@ -88,28 +88,6 @@ export function decodeToken(token: unknown): DecodeResult {
   const problem = payloadProblem(value as Record<string, unknown>);
   if (problem) return { ok: false, detail: problem };
   return { ok: true, keyId, payload: value as RemitPayload, payloadBytes, signature };
-}
-
-/**
- * Greatest nesting depth of containers in JSON text (a top-level object is depth 1). Scans
- * the text instead of recursing over a parsed value, so hostile input cannot exhaust the stack.
- */
-export function jsonDepth(text: string): number {
-  let depth = 0;
-  let max = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 0x5c) i++; // backslash: skip the escaped character
-      else if (c === 0x22) inString = false;
-    } else if (c === 0x22) inString = true;
-    else if (c === 0x7b || c === 0x5b) {
-      depth++;
-      if (depth > max) max = depth;
-    } else if (c === 0x7d || c === 0x5d) depth--;
-  }
-  return max;
 }
 
 function isStringArray(v: unknown): v is string[] {

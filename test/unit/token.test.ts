@@ -8,7 +8,8 @@ import { describe, expect, it } from 'vitest';
 import { encodeBase64url } from '../../src/encoding/base64url.js';
 import { generateKeyPair } from '../../src/keys/ed25519.js';
 import { KeyRing } from '../../src/keys/keyring.js';
-import { MAX_TOKEN_LENGTH, decodeToken, encodeToken, jsonDepth, payloadProblem } from '../../src/remit/token.js';
+import { jsonDepth } from '../../src/encoding/json-limits.js';
+import { MAX_TOKEN_LENGTH, decodeToken, encodeToken, payloadProblem } from '../../src/remit/token.js';
 import { verifyRemit } from '../../src/remit/verify.js';
 import type { RemitPayload } from '../../src/types.js';
 
