@@ -185,7 +185,7 @@ export function loadGatewayConfig(doc: unknown, opts: LoadOptions = {}): Gateway
   if (problems.length > 0) throw new GatewayConfigError(problems, source);
 
   const raw = overridden as RawConfig;
-  problems.push(...fsRootProblems(raw));
+  problems.push(...fsRootProblems(raw, baseDir));
   if (problems.length > 0) throw new GatewayConfigError(problems, source);
   const config = normalize(raw, baseDir, env);
   problems.push(...semanticProblems(config));
@@ -330,15 +330,17 @@ interface RawConfig {
 }
 
 /**
- * An fs connector names its directory as `root` or, since interface 2.10 lists `path` as the
- * connector key for a file, as `path`: one of them, or both saying the same.
+ * An fs connector names its directory as `root` or as `path`: interface 2.10's connector
+ * definition has `path` as its one location key (sqlite's file), so a config written from the
+ * interface alone may use it for an fs connector too. One of them, or both naming the same
+ * directory once resolved.
  */
-function fsRootProblems(raw: RawConfig): string[] {
+function fsRootProblems(raw: RawConfig, baseDir: string): string[] {
   const problems: string[] = [];
   (raw.connectors ?? []).forEach((c, i) => {
     if (c.type !== 'fs') return;
     if (c.root === undefined && c.path === undefined) problems.push(`/connectors/${i}/root: is required (the directory every path stays under; path is another name for it)`);
-    else if (c.root !== undefined && c.path !== undefined && c.root !== c.path) problems.push(`/connectors/${i}/path: names another directory than root; give one of them`);
+    else if (c.root !== undefined && c.path !== undefined && abs(c.root, baseDir) !== abs(c.path, baseDir)) problems.push(`/connectors/${i}/path: names another directory than root; give one of them`);
   });
   return problems;
 }

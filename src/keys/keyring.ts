@@ -53,7 +53,13 @@ export class KeyRing implements TrustedKeys {
     this.keyId = controlPlaneKeyId(pair.publicKey);
     this.signingKey = privateKeyObject(seed);
     this.trusted.set(this.keyId, this.publicKey);
-    for (const p of previous) this.trusted.set(p.key_id, decodeBase64url(p.public_key)!);
+    for (const p of previous) {
+      // load() has named the file's problems (retiredKeys); this guards any other caller.
+      const raw = decodeBase64url(p.public_key);
+      const problem = raw ? publicKeyProblem(raw) : 'is not unpadded base64url';
+      if (problem !== null) throw new Error(`retired key ${p.key_id}: public key ${problem}; refusing to trust it`);
+      this.trusted.set(p.key_id, raw!);
+    }
   }
 
   /** Loads the key from SVC_SIGNING_KEY (base64url seed) or the data dir, creating it on first start. */

@@ -199,10 +199,10 @@ describe('one schema reports every problem at once', () => {
   });
 });
 
-describe('fs connector directory (interface 2.10: `path` is the connector file key)', () => {
+describe("fs connector directory (interface 2.10: `path` is the connector definition's location key)", () => {
   const fs = (extra: Record<string, unknown>) => loadGatewayConfig({ connectors: [{ name: 'files', type: 'fs', ...extra }] }, { env: {}, baseDir: dir });
   it('is root, or path as another name for it, resolved against the base directory', () => {
-    for (const c of [fs({ root: './files' }), fs({ path: './files' }), fs({ root: './files', path: './files' })]) {
+    for (const c of [fs({ root: './files' }), fs({ path: './files' }), fs({ root: './files', path: './files' }), fs({ root: './files', path: join(dir, 'files') })]) {
       expect(c.connectors[0]!.type === 'fs' && c.connectors[0]!.root).toBe(join(dir, 'files'));
     }
   });

@@ -78,7 +78,7 @@ function selfAndAncestors(): Set<number> {
   return out;
 }
 
-/** Pids of this boot's processes (of any user; only our own can be read further), or none without /proc. */
+/** Pids of this boot's processes (of any user: only our own, or all as root, can be read further), or none without /proc. */
 function allPids(): number[] {
   try {
     return readdirSync('/proc')
