@@ -14,7 +14,7 @@ import { installCommon, renderKernelError } from '../../daemon/http/common.js';
 import { fastifyOptions } from '../../daemon/http/fastify-options.js';
 import { loadGatewayConfig } from '../../src/gateway/config.js';
 import { Redactor, silentLogger } from '../../src/log/logger.js';
-import { startTestDaemon, tempDir } from '../helpers/daemon.js';
+import { spawnSvcd, startTestDaemon, tempDir } from '../helpers/daemon.js';
 import { pushBundle, startRun, startRunDaemon } from './run-fixtures.js';
 
 function envelope(body: any, code: string): void {
@@ -177,6 +177,31 @@ describe('D §10: requests Node refuses before fastify sees them use the envelop
     expect(raw).toMatch(/^HTTP\/1\.1 400/);
     envelope(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4)), 'request_invalid');
   });
+});
+
+describe('D §10: a body over the limit is a 413 the client reads, even while it is still uploading', () => {
+  it('fetch sees 413 payload_too_large every time, for an 8 MiB+ bundle and a 1 MiB+ policy (not EPIPE)', async () => {
+    // svcd in its own process, as a client meets it (in-process, the two sides take turns).
+    await using d = await spawnSvcd(['--data-dir', tempDir(), '--kernel-listen', '127.0.0.1:0', '--no-gateway'], { SVC_TOKEN: '' });
+    const bodies: Array<[string, string]> = [
+      ['/v1/bundles', JSON.stringify({ bundle: { pad: 'z'.repeat(9 * 1024 * 1024) } })],
+      ['/v1/policies', JSON.stringify({ name: 'p', version: '1', source: 'q'.repeat(1_500_000) })],
+    ];
+    for (const [path, body] of bodies) {
+      const outcomes: string[] = [];
+      for (let i = 0; i < 12; i++) {
+        try {
+          const res = await fetch(`${d.kernelUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+          outcomes.push(`${res.status} ${((await res.json()) as { error: { code: string } }).error.code}`);
+        } catch (err) {
+          outcomes.push(`failed: ${String((err as { cause?: unknown }).cause ?? err)}`);
+        }
+      }
+      expect(outcomes, path).toEqual(Array(12).fill('413 payload_too_large'));
+    }
+    // The kernel goes on answering on the same keep-alive pool.
+    expect((await fetch(`${d.kernelUrl}/v1/health`)).status).toBe(200);
+  }, 60_000);
 });
 
 describe('D §10: an unknown id is 404 not_found before the body is judged', () => {
