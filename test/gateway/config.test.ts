@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { GatewayConfigError, loadGatewayConfig, loadGatewayConfigFile } from '../../src/gateway/config.js';
 import { Gateway } from '../../src/gateway/gateway.js';
+import { compileInputSchema } from '../../src/gateway/schema-validator.js';
 import { Redactor, silentLogger } from '../../src/log/logger.js';
 import { tempDir } from '../helpers/daemon.js';
 
@@ -226,5 +227,13 @@ describe('files (interface 2.10: YAML or JSON)', () => {
     const bad = join(dir, 'bad.yaml');
     writeFileSync(bad, 'connectors: [\n');
     expect(problemsOf(() => loadGatewayConfigFile(bad, { env: {} }))[0]).toMatch(/not valid YAML or JSON/);
+  });
+});
+
+describe("a tool's input_schema (decisions §9: args against input_schema)", () => {
+  it('multipleOf holds for decimals binary floating point cannot divide exactly, and still refuses what is off', () => {
+    const validate = compileInputSchema({ type: 'object', properties: { amount: { type: 'number', multipleOf: 0.01 } } });
+    for (const amount of [19.99, 0.07, 4.35, 1234567.89]) expect(validate({ amount }), String(amount)).toBe(true);
+    expect(validate({ amount: 19.995 })).toBe(false);
   });
 });

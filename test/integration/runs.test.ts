@@ -80,6 +80,21 @@ describe('a whole run over HTTP (I 2.4, 2.6, 4.1; D §6)', () => {
   });
 });
 
+describe('POST /runs input against the workflow schema (I 4.1 rule 2)', () => {
+  it('multipleOf holds for decimal amounts binary floating point cannot divide exactly (19.99 of 0.01)', async () => {
+    await using d = await startRunDaemon();
+    const bundle = refundsBundle();
+    bundle.workflows.refund!.input_schema = { type: 'object', required: ['invoice_id'], properties: { invoice_id: { type: 'string' }, amount: { type: 'number', multipleOf: 0.01 } } };
+    const bundleId = await pushBundle(d, bundle);
+    const start = async (amount: number) =>
+      d.kernel_('/runs', { body: { bundle_id: bundleId, workflow: 'refund', input: { invoice_id: 'inv-1', amount }, remit_id: (await mintRemit(d)).remit_id, requested_by: REQUESTER } });
+    for (const amount of [19.99, 0.07, 4.35, 1234567.89, 0.1]) expect((await start(amount)).status, String(amount)).toBe(201);
+    const off = await start(19.995);
+    expect(off.status).toBe(422);
+    expect(off.body.error).toMatchObject({ code: 'input_invalid', details: { path: '/amount' } });
+  });
+});
+
 describe('POST /runs refusals (I 4.1 rule 2, 7.1; D §3, §10)', () => {
   it('checks the bundle, workflow, input schema, requester and remit binding', async () => {
     await using d = await startRunDaemon();
@@ -91,6 +106,7 @@ describe('POST /runs refusals (I 4.1 rule 2, 7.1; D §3, §10)', () => {
     expect(badInput.status).toBe(422);
     expect(badInput.body.error.code).toBe('input_invalid');
     expect(badInput.body.error.details.errors[0]).toEqual({ path: '/invoice_id', message: 'is required' });
+    expect(badInput.body.error.details.path).toBe('/invoice_id'); // the first problem's pointer, as request_invalid has it
     expect(badInput.body.error.message).toBe('input does not match the input schema of workflow refund: /invoice_id is required');
 
     const mismatch = await d.kernel_('/runs', { body: { ...base, requested_by: { ...REQUESTER, manager: 'nobody' } } });
