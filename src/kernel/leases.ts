@@ -299,6 +299,7 @@ export class LeaseService {
       if (problems.length > 0) {
         throw new SvcError('output_invalid', `output does not match the output schema of step ${lease.step}: ${problems[0]!.path || '/'} ${problems[0]!.message}`, {
           step: lease.step,
+          path: problems[0]!.path,
           errors: problems,
         });
       }

@@ -201,6 +201,7 @@ export class RunEngine {
     const problems = schemaCheck(`${stored.bundle_id}#input#${body.workflow}`, wf.input_schema)(input);
     if (problems.length > 0) {
       throw new SvcError('input_invalid', `input does not match the input schema of workflow ${body.workflow}: ${problems[0]!.path || '/'} ${problems[0]!.message}`, {
+        path: problems[0]!.path, // the first problem's pointer, as request_invalid gives it (D §10)
         errors: problems,
       });
     }
