@@ -450,6 +450,15 @@ describe('http connector (decisions §9: allowed_hosts, redirects, timeouts)', (
     expect(bad.body.error.code).toBe('args_invalid');
     const both = await gw.call({ remit_token: t(), tool: 'web.post', args: { url: `http://127.0.0.1:${port}/echo`, json: {}, body: 'x' } });
     expect(both.body.error.code).toBe('args_invalid');
+    // A port fetch refuses is the caller's argument: 422 before the key is claimed, six times
+    // without opening the circuit, and the key still free for a good call.
+    for (let i = 0; i < 6; i++) {
+      const badPort = await gw.call({ remit_token: t(), tool: 'web.post', args: { url: 'http://127.0.0.1:6000/x', json: {} }, idempotency_key: 'bad-port' });
+      expect(badPort.status).toBe(422);
+      expect(badPort.body.error).toMatchObject({ code: 'args_invalid', message: expect.stringContaining('port 6000 is one that fetch refuses') });
+    }
+    const good = await gw.call({ remit_token: t(), tool: 'web.post', args: { url: `http://127.0.0.1:${port}/echo`, json: {} }, idempotency_key: 'bad-port' });
+    expect(good.status).toBe(200);
   });
 
   it('an answer nested too deep to pass on is a stored deterministic failure, never a 500 or a key stuck in flight (D §10)', async () => {

@@ -6,6 +6,7 @@
  * upstream error (it counts for the circuit breaker); other statuses are results.
  */
 import { pointerToken } from '../../encoding/json-pointer.js';
+import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../../util/fetch-blocked-ports.js';
 import type { HttpConnectorConfig } from '../config.js';
 import { compileInputSchema } from '../schema-validator.js';
 import { isSvcListener } from '../svc-listeners.js';
@@ -56,6 +57,9 @@ function parseUrl(raw: unknown): URL {
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ArgsInvalid('url must be http or https', '/url');
   if (url.username || url.password) throw new ArgsInvalid('url must not carry credentials', '/url');
+  // fetch refuses these before it connects: the caller's argument, found before the key is
+  // claimed, never an upstream error the breaker counts or a write of unknown outcome.
+  if (urlHasFetchBlockedPort(url.href)) throw new ArgsInvalid(fetchBlockedPortHint(url.href), '/url');
   return url;
 }
 
@@ -214,6 +218,7 @@ export class HttpConnector implements Connector {
           // the 3xx is answered as it came, like one to a host outside allowed_hosts.
           !next.username &&
           !next.password &&
+          !urlHasFetchBlockedPort(next.href) && // fetch would refuse it: answered as it came
           hostAllowed(this.cfg.allowed_hosts, host) &&
           ctx.enterScope(`http:host:${host}`);
         if (followable) {
