@@ -97,21 +97,8 @@ export function toSvcError(err: unknown, logger?: Logger): SvcError {
   return new SvcError('internal', 'internal error', {});
 }
 
-/** The most of a refused body a 413 reads on, so that its client sees the answer. */
+/** The longest unread body a connection is kept for, so that its client sees the answer. */
 export const MAX_REFUSED_BODY_READ = 64 * 1024 * 1024;
-
-/**
- * fastify answers a body over the limit at once, with `Connection: close`, and Node then
- * closes the socket with the rest of the upload unread: the kernel resets the connection, and
- * a client still sending (fetch does not wait for 100-continue) gets EPIPE instead of the 413
- * (decisions §10), about half the time for an 8 MiB bundle. A body whose declared length is
- * at most MAX_REFUSED_BODY_READ is read to its end and dropped instead (Node's keep-alive does
- * that once the answer is sent), so the client reads the 413; a longer or unsized one is cut.
- */
-function readPastTheLimit(req: FastifyRequest, reply: FastifyReply): void {
-  const declared = Number(req.headers['content-length']);
-  if (Number.isSafeInteger(declared) && declared <= MAX_REFUSED_BODY_READ && req.headers['transfer-encoding'] === undefined) reply.removeHeader('connection');
-}
 
 export interface CommonOptions {
   /** Bearer token; null means loopback-only. */
@@ -269,9 +256,39 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
     res.on('close', responseClosed);
   });
 
+  // Requests answered before their body was read (a 413 over the limit, a 401 or 403 turned
+  // away in onRequest). Closing such a connection with the upload unread makes the kernel
+  // reset it, and a client still sending (fetch does not wait for 100-continue) gets EPIPE
+  // instead of the answer (decisions §10): about half the time for an 8 MiB bundle. A body that
+  // declares at most MAX_REFUSED_BODY_READ keeps its connection, and Node reads it to its end
+  // and drops it once the answer is out; a longer or unsized one is closed (fastify says
+  // `Connection: close` for a 413; we do for the rest). The drain ends the kept ones as soon
+  // as their body has ended.
+  const unreadBodies = new Set<IncomingMessage>();
+  const keepForUnreadBody = (req: FastifyRequest, reply: FastifyReply): void => {
+    const declared = Number(req.headers['content-length']);
+    const bounded = req.headers['transfer-encoding'] === undefined && Number.isSafeInteger(declared) && declared <= MAX_REFUSED_BODY_READ;
+    if (!bounded) {
+      reply.header('Connection', 'close');
+      return;
+    }
+    reply.removeHeader('connection');
+    const raw = req.raw;
+    unreadBodies.add(raw);
+    raw.once('end', () => unreadBodies.delete(raw));
+    raw.once('close', () => unreadBodies.delete(raw));
+  };
+
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
+    // A kept connection goes once its body has been read: ended, not reset, so the client
+    // still reads its answer (socket.end() sends what is queued first).
+    for (const raw of unreadBodies) {
+      const socket = raw.socket;
+      raw.once('end', () => setImmediate(() => socket.end()));
+      if (raw.complete) socket.end();
+    }
     const quiet = () =>
       [...conns].filter((socket) => {
         const t = (socket as TrackedSocket)[kTrack];
@@ -293,7 +310,7 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   const redactor = opts.redactor ?? globalRedactor;
   app.addHook('onSend', (req, reply, payload, done) => {
     if (closing) reply.header('Connection', 'close');
-    else if (reply.statusCode === 413) readPastTheLimit(req, reply);
+    else if (!req.raw.complete) keepForUnreadBody(req, reply);
     done(null, typeof payload === 'string' && redactor.size > 0 ? redactor.redactJsonText(payload) : payload);
   });
 

@@ -100,6 +100,31 @@ describe('drain edges (D §11: SIGTERM drains and exits 0)', () => {
     expect(svcd.stderr()).toContain('"stopped"');
   });
 
+  it('a connection kept to read a refused body (413) to its end does not hold the drain once the body has ended', { timeout: 30_000 }, async () => {
+    await using svcd = await spawnSvcd(['--data-dir', join(tempDir(), 'k'), '--kernel-listen', '127.0.0.1:0', '--no-gateway']);
+    const declared = 9 * 1024 * 1024;
+    const socket = await rawConnection(svcd.kernelUrl!, `POST /v1/bundles HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${declared}\r\n\r\n`);
+    let answer = '';
+    socket.on('data', (d: Buffer) => (answer += d.toString('latin1')));
+    const ended = new Promise<void>((r) => socket.once('end', () => r()));
+    const chunk = Buffer.alloc(64 * 1024, 0x20);
+    socket.write(chunk);
+    while (!answer.includes('\r\n\r\n')) await new Promise((r) => setTimeout(r, 20));
+    expect(answer).toMatch(/^HTTP\/1\.1 413 /);
+    expect(answer.toLowerCase()).not.toContain('connection: close'); // kept, so the rest is read
+    const t0 = Date.now();
+    const stopped = svcd.stop('SIGTERM');
+    // The upload goes on during the drain; once it has all arrived, svcd ends the connection.
+    for (let sent = chunk.length; sent < declared; sent += chunk.length) {
+      if (!socket.write(chunk.subarray(0, Math.min(chunk.length, declared - sent)))) await new Promise((r) => socket.once('drain', r));
+    }
+    await ended;
+    expect(await stopped, svcd.stderr().slice(-2000)).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(8000);
+    expect(svcd.stderr()).not.toContain('drain deadline passed');
+    socket.destroy();
+  });
+
   it('--drain-seconds is checked', async () => {
     await expect(spawnSvcd(['--data-dir', join(tempDir(), 'k'), '--kernel-listen', '127.0.0.1:0', '--no-gateway', '--drain-seconds', 'soon'])).rejects.toThrow(/--drain-seconds "soon" must be a whole number of seconds/);
   });

@@ -199,8 +199,38 @@ describe('D §10: a body over the limit is a 413 the client reads, even while it
       }
       expect(outcomes, path).toEqual(Array(12).fill('413 payload_too_large'));
     }
-    // The kernel goes on answering on the same keep-alive pool.
-    expect((await fetch(`${d.kernelUrl}/v1/health`)).status).toBe(200);
+    // The kept connection serves the next request once the refused body has been read.
+    const { hostname, port } = new URL(d.kernelUrl!);
+    const raw = async (head: string, bodyBytes: number): Promise<{ socket: import('node:net').Socket; text: () => string }> => {
+      const socket = connect(Number(port), hostname);
+      await new Promise<void>((r, j) => socket.once('connect', () => r()).once('error', j));
+      socket.on('error', () => {});
+      let text = '';
+      socket.on('data', (b: Buffer) => (text += b.toString('latin1')));
+      socket.write(head);
+      if (bodyBytes > 0) socket.write(Buffer.alloc(bodyBytes, 0x20));
+      return { socket, text: () => text };
+    };
+    const until = async (pred: () => boolean) => {
+      const end = Date.now() + 10_000;
+      while (!pred() && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+    };
+    const kept = await raw(`POST /v1/policies HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${2 * 1024 * 1024}\r\n\r\n`, 2 * 1024 * 1024);
+    await until(() => kept.text().includes('payload_too_large'));
+    kept.socket.write('GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n');
+    await until(() => (kept.text().match(/HTTP\/1\.1 /g) ?? []).length === 2);
+    expect(kept.text()).toMatch(/HTTP\/1\.1 413 [\s\S]*HTTP\/1\.1 200 /);
+    kept.socket.destroy();
+    // A body declared past 64 MiB, or unsized (chunked), is not waited for: the connection closes.
+    for (const head of [
+      `POST /v1/policies HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${65 * 1024 * 1024}\r\n\r\n`,
+      `POST /v1/policies HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n200000\r\n${' '.repeat(0x200000)}\r\n`,
+    ]) {
+      const cut = await raw(head, 0);
+      await until(() => cut.text().includes('\r\n\r\n'));
+      expect(cut.text().toLowerCase()).toMatch(/^http\/1\.1 413 [\s\S]*connection: close/);
+      cut.socket.destroy();
+    }
   }, 60_000);
 });
 
