@@ -24,7 +24,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import formatsModule from 'ajv-formats';
 import { firstNonLinearPattern, linearRegExp } from '../util/linear-regexp.js';
-import { MULTIPLE_OF_PRECISION } from '../util/schema-options.js';
+import { withDecimalMultipleOf } from '../util/schema-options.js';
 import { pointerToken } from '../encoding/json-pointer.js';
 import type { Bundle } from '../types.js';
 import { BUNDLE_SCHEMA } from './bundle-schema.js';
@@ -64,8 +64,8 @@ let dialects: { draft07: Ajv; draft2020: Ajv2020 } | null = null;
 function schemaDialects(): { draft07: Ajv; draft2020: Ajv2020 } {
   if (!dialects) {
     dialects = {
-      draft07: new Ajv({ strict: false, allErrors: true, validateSchema: true, logger: false, multipleOfPrecision: MULTIPLE_OF_PRECISION, code: { regExp: linearRegExp } }),
-      draft2020: new Ajv2020({ strict: false, allErrors: true, validateSchema: true, logger: false, multipleOfPrecision: MULTIPLE_OF_PRECISION, code: { regExp: linearRegExp } }),
+      draft07: withDecimalMultipleOf(new Ajv({ strict: false, allErrors: true, validateSchema: true, logger: false, code: { regExp: linearRegExp } })),
+      draft2020: withDecimalMultipleOf(new Ajv2020({ strict: false, allErrors: true, validateSchema: true, logger: false, code: { regExp: linearRegExp } })),
     };
     addFormats(dialects.draft07);
     addFormats(dialects.draft2020);

@@ -6,7 +6,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { linearRegExp } from '../util/linear-regexp.js';
-import { MULTIPLE_OF_PRECISION } from '../util/schema-options.js';
+import { withDecimalMultipleOf } from '../util/schema-options.js';
 
 const CONTRACT_TYPES = ['string', 'number', 'bool', 'object', 'list'];
 
@@ -156,7 +156,7 @@ export function formatAjvErrors(errors: readonly ErrorObject[], _doc?: unknown):
   return out;
 }
 
-const inputAjv = new Ajv2020({ allErrors: true, strict: false, validateFormats: false, multipleOfPrecision: MULTIPLE_OF_PRECISION, code: { regExp: linearRegExp } });
+const inputAjv = withDecimalMultipleOf(new Ajv2020({ allErrors: true, strict: false, validateFormats: false, code: { regExp: linearRegExp } }));
 
 /** A validator for a tool's input schema; `$schema` is dropped so draft-07 and 2020-12 both load. */
 export function compileInputSchema(schema: Record<string, unknown>): ValidateFunction {

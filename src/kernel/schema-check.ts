@@ -7,15 +7,15 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { linearRegExp } from '../util/linear-regexp.js';
-import { MULTIPLE_OF_PRECISION } from '../util/schema-options.js';
+import { withDecimalMultipleOf } from '../util/schema-options.js';
 
 // ajv-formats is CommonJS; under NodeNext its default export may be the module object.
 type AddFormats = (ajv: unknown) => unknown;
 const addFormats = ((addFormatsModule as unknown as { default?: AddFormats }).default ?? addFormatsModule) as unknown as AddFormats;
 
 // Patterns run on run input and step output: linear time (src/util/linear-regexp.ts).
-const draft07 = new Ajv({ strict: false, allErrors: true, validateSchema: true, multipleOfPrecision: MULTIPLE_OF_PRECISION, code: { regExp: linearRegExp } });
-const draft2020 = new Ajv2020({ strict: false, allErrors: true, validateSchema: true, multipleOfPrecision: MULTIPLE_OF_PRECISION, code: { regExp: linearRegExp } });
+const draft07 = withDecimalMultipleOf(new Ajv({ strict: false, allErrors: true, validateSchema: true, code: { regExp: linearRegExp } }));
+const draft2020 = withDecimalMultipleOf(new Ajv2020({ strict: false, allErrors: true, validateSchema: true, code: { regExp: linearRegExp } }));
 addFormats(draft07);
 addFormats(draft2020);
 

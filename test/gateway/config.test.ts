@@ -233,7 +233,18 @@ describe('files (interface 2.10: YAML or JSON)', () => {
 describe("a tool's input_schema (decisions §9: args against input_schema)", () => {
   it('multipleOf holds for decimals binary floating point cannot divide exactly, and still refuses what is off', () => {
     const validate = compileInputSchema({ type: 'object', properties: { amount: { type: 'number', multipleOf: 0.01 } } });
-    for (const amount of [19.99, 0.07, 4.35, 1234567.89]) expect(validate({ amount }), String(amount)).toBe(true);
+    for (const amount of [19.99, 0.07, 4.35, 1234567.89, 12345678901.23, 0, -3.3]) expect(validate({ amount }), String(amount)).toBe(true);
     expect(validate({ amount: 19.995 })).toBe(false);
+    expect(validate.errors?.[0]).toMatchObject({ instancePath: '/amount', message: 'must be multiple of 0.01' });
+    // Relative to the quotient, not an absolute slack: a millionth off a whole step is off.
+    const whole = compileInputSchema({ type: 'number', multipleOf: 1 });
+    expect([3, 1.0000001, 3.0000009, 1e-7].map((x) => whole(x))).toEqual([true, false, false, false]);
+    expect(compileInputSchema({ type: 'number', multipleOf: 1000 })(1000.0009)).toBe(false);
+    // Cent amounts across the range, as decimals: every one a multiple of 0.01.
+    for (let i = 0; i < 20_000; i++) {
+      const cents = Math.floor(Math.random() * 1e13);
+      const amount = Number(`${Math.floor(cents / 100)}.${String(cents % 100).padStart(2, '0')}`);
+      if (!validate({ amount })) throw new Error(`${amount} refused as a multiple of 0.01`);
+    }
   });
 });

@@ -190,6 +190,12 @@ describe('a write the server never answered (decisions §9: never a second execu
     expect(writes('failed_write')).toBe(2);
   });
 
+  it("a structured result is checked against the tool's outputSchema with svc's multipleOf: 19.99 is a multiple of 0.01", async () => {
+    const res = await gw.call({ remit_token: token(), tool: 'hostile.priced', args: {} });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.result.structuredContent).toEqual({ amount: 19.99 });
+  });
+
   it('a server that dies mid-call leaves the write unknown too (last: the server is restarted after it)', async () => {
     const call = () => gw.call({ remit_token: token(), tool: 'hostile.crash_write', args: {}, idempotency_key: 'crash-1' });
     const first = await call();

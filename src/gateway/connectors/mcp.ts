@@ -9,8 +9,12 @@
  * (`contract_diff.unexpected_required`) instead of silently changing the contract.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import { ErrorCode, McpError, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { Ajv } from 'ajv';
+import formatsModule from 'ajv-formats';
 import { globalRedactor, type Logger, type Redactor } from '../../log/logger.js';
+import { withDecimalMultipleOf } from '../../util/schema-options.js';
 import { VERSION } from '../../version.js';
 import type { McpConnectorConfig } from '../config.js';
 import { compileInputSchema } from '../schema-validator.js';
@@ -26,6 +30,24 @@ const REFUSED_REQUEST: ReadonlySet<number> = new Set([ErrorCode.InvalidRequest, 
  */
 function neverSent(err: unknown): boolean {
   return err instanceof NotSentError || (err instanceof Error && !(err instanceof McpError) && err.message === 'Not connected');
+}
+
+// ajv-formats is CommonJS: under NodeNext its default import is the module object.
+const addFormats = ((formatsModule as unknown as { default?: (ajv: Ajv) => unknown }).default ?? formatsModule) as unknown as (ajv: Ajv) => unknown;
+
+/**
+ * The SDK checks a tool's `structuredContent` against its `outputSchema`; it gets the SDK's
+ * own default ajv set-up, with svc's `multipleOf` (19.99 is a multiple of 0.01): a result the
+ * plain check refused came back as a deterministic failure of a write that had run.
+ */
+let sharedResultValidator: AjvJsonSchemaValidator | null = null;
+function resultValidator(): AjvJsonSchemaValidator {
+  if (!sharedResultValidator) {
+    const ajv = withDecimalMultipleOf(new Ajv({ strict: false, validateFormats: true, validateSchema: false, allErrors: true }));
+    addFormats(ajv);
+    sharedResultValidator = new AjvJsonSchemaValidator(ajv);
+  }
+  return sharedResultValidator;
 }
 
 /** Errors the SDK makes up itself for a request the server never answered. */
@@ -138,7 +160,7 @@ export class McpConnector implements Connector {
       onGroupStarted: (pid, mark) => this.opts.groups?.add(pid, this.name, mark),
       onGroupEnded: (pid) => this.opts.groups?.remove(pid),
     });
-    const client = new Client({ name: 'svc-gateway', version: VERSION }, { capabilities: {} });
+    const client = new Client({ name: 'svc-gateway', version: VERSION }, { capabilities: {}, jsonSchemaValidator: resultValidator() });
     this.transport = transport;
     this.client = client;
     client.onclose = () => {
