@@ -8,6 +8,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { linearRegExp } from '../util/linear-regexp.js';
 import { withDecimalMultipleOf } from '../util/schema-options.js';
+import { pointerToken } from '../encoding/json-pointer.js';
 
 // ajv-formats is CommonJS; under NodeNext its default export may be the module object.
 type AddFormats = (ajv: unknown) => unknown;
@@ -32,9 +33,11 @@ const CACHE_LIMIT = 2000;
 
 function problems(errors: ErrorObject[] | null | undefined): SchemaProblem[] {
   return (errors ?? []).slice(0, 20).map((e) => {
-    const missing = (e.params as { missingProperty?: string }).missingProperty;
-    // The path names the missing member, so the message need not name it again.
-    if (missing !== undefined) return { path: `${e.instancePath}/${missing.replace(/~/g, '~0').replace(/\//g, '~1')}`, message: 'is required' };
+    const p = e.params as { missingProperty?: string; additionalProperty?: string; unevaluatedProperty?: string };
+    // The path names the member, so the message need not name it again (as request_invalid).
+    if (p.missingProperty !== undefined) return { path: `${e.instancePath}/${pointerToken(p.missingProperty)}`, message: 'is required' };
+    const extra = p.additionalProperty ?? p.unevaluatedProperty;
+    if (extra !== undefined) return { path: `${e.instancePath}/${pointerToken(extra)}`, message: 'is not allowed here' };
     return { path: e.instancePath, message: e.message ?? 'is invalid' };
   });
 }

@@ -217,6 +217,7 @@ describe('complete (I 4.1, D §6)', () => {
     expect(bad.status).toBe(422);
     expect(bad.body.error.code).toBe('output_invalid');
     expect(bad.body.error.details.errors[0].path).toBe('/amount');
+    expect(bad.body.error.details).toMatchObject({ step: 'triage', path: '/amount' });
     const good = await d.kernel_(`/leases/${l.body.lease_id}/complete`, { body: { output: { amount: 3 } } });
     expect(good.body).toEqual({ run_state: 'running', next_step: 'lookup' });
   });

@@ -93,6 +93,16 @@ describe('POST /runs input against the workflow schema (I 4.1 rule 2)', () => {
     expect(off.status).toBe(422);
     expect(off.body.error).toMatchObject({ code: 'input_invalid', details: { path: '/amount' } });
   });
+
+  it('details.path names a member the schema does not allow, as request_invalid does', async () => {
+    await using d = await startRunDaemon();
+    const bundle = refundsBundle();
+    bundle.workflows.refund!.input_schema = { type: 'object', additionalProperties: false, required: ['invoice_id'], properties: { invoice_id: { type: 'string' } } };
+    const bundleId = await pushBundle(d, bundle);
+    const res = await d.kernel_('/runs', { body: { bundle_id: bundleId, workflow: 'refund', input: { invoice_id: 'inv-1', 'a/b': 1 }, remit_id: (await mintRemit(d)).remit_id, requested_by: REQUESTER } });
+    expect(res.status).toBe(422);
+    expect(res.body.error).toMatchObject({ code: 'input_invalid', details: { path: '/a~1b', errors: [{ path: '/a~1b', message: 'is not allowed here' }] } });
+  });
 });
 
 describe('POST /runs refusals (I 4.1 rule 2, 7.1; D §3, §10)', () => {
