@@ -219,7 +219,9 @@ export function gatewayFailure(tool: string, status: number, body: Record<string
   if (code === 'upstream_error' || status === 502) {
     // A write cut off with no answer (decisions §9): its key will answer every retry 409, so
     // say at once what a human must check, instead of spending the step's attempts on it.
-    if ((e?.details as { outcome?: unknown } | undefined)?.outcome === 'unknown') return new StepError('idempotency_outcome_unknown', message, true);
+    if ((e?.details as { outcome?: unknown } | undefined)?.outcome === 'unknown') {
+      return new StepError('idempotency_outcome_unknown', `gateway ${tool}: idempotency_outcome_unknown (${code || `HTTP ${status}`}${e?.message ? `: ${e.message}` : ''})`, true);
+    }
     const circuit = (body?.error as { circuit?: string } | undefined)?.circuit;
     return new StepError('upstream_error', circuit === 'open' ? `${message} (circuit open)` : message, false);
   }

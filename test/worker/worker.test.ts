@@ -98,6 +98,7 @@ describe('tool steps (I 4.2 call; D §9 idempotency)', () => {
     expect(fail.body.deterministic).toBe(deterministic);
     expect(fail.body.usage).toEqual({ tokens: 0, usd: 0 });
     if (code === 'tool_refused') expect(fail.body.error.message).toContain('scope_not_granted');
+    expect(fail.body.error.message).toContain(code === 'tool_refused' ? 'gateway refused' : `: ${code}`); // the message names what the code says
   });
 
   it('a 409 idempotency_in_flight is waited out as Retry-After says, then the call is asked again (D §9)', async () => {
