@@ -12,7 +12,9 @@ const CALL_BODY = {
   type: 'object',
   required: ['remit_token', 'tool'],
   properties: {
-    remit_token: { type: 'string', maxLength: 65536 },
+    // No length bound here: a token over 16 KiB is the verifier's token_malformed refusal
+    // (decisions §3, interface 5.3: a 403 with its tool.refused event), within the 1 MiB body.
+    remit_token: { type: 'string' },
     run_id: { anyOf: [{ type: 'string', maxLength: 256 }, { type: 'null' }] },
     step: { anyOf: [{ type: 'string', maxLength: 256 }, { type: 'null' }] },
     lease_id: { anyOf: [{ type: 'string', maxLength: 256 }, { type: 'null' }] },
