@@ -15,6 +15,7 @@ import { parse as parseYaml, stringify as toYaml } from 'yaml';
 import type { BundleSummary } from '../../src/bundle/bundle-service.js';
 import { integerReadAs } from '../../src/encoding/json-limits.js';
 import { pointerToken } from '../../src/encoding/json-pointer.js';
+import { hasLoneSurrogate } from '../../src/encoding/well-formed-json.js';
 import { bundleId, signBundle, type BundleSignature, type PublisherKeyFile } from '../../src/bundle/sign.js';
 import { modelStepsWithoutMock, undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
 import type { StoredBundle } from '../../src/types.js';
@@ -51,7 +52,8 @@ export function readDataFile(file: string): unknown {
  * `value` with YAML's numbers made JSON's: an integer becomes a number when that does not
  * change it (`integerReadAs`, the rule svcd applies to request bodies); one it would change,
  * and `.nan` / `.inf` (or a JSON `1e400`), is a problem at its pointer. What is signed must
- * be what was written, and JCS has no NaN or Infinity.
+ * be what was written, and JCS has no NaN or Infinity. A string or member name holding a lone
+ * surrogate is a problem too: canonical JSON cannot carry it, and svcd refuses the body.
  */
 function jsonNumbers(file: string, value: unknown, path: string): unknown {
   if (typeof value === 'bigint') {
@@ -62,15 +64,21 @@ function jsonNumbers(file: string, value: unknown, path: string): unknown {
     return n;
   }
   if (typeof value === 'number' && !Number.isFinite(value)) throw new UnparsableFileError(file, `${value} is not a number JSON can carry`, path);
+  if (typeof value === 'string' && hasLoneSurrogate(value)) throw new UnparsableFileError(file, `the string ${LONE_SURROGATE}`, path);
   if (Array.isArray(value)) return value.map((v, i) => jsonNumbers(file, v, `${path}/${i}`));
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {};
     // defineProperty: an own `__proto__` member (YAML keeps it as one) stays a member, as signed.
-    for (const [k, v] of Object.entries(value)) Object.defineProperty(out, k, { value: jsonNumbers(file, v, `${path}/${pointerToken(k)}`), enumerable: true, writable: true, configurable: true });
+    for (const [k, v] of Object.entries(value)) {
+      if (hasLoneSurrogate(k)) throw new UnparsableFileError(file, `the member name ${LONE_SURROGATE}`, `${path}/${pointerToken(k)}`);
+      Object.defineProperty(out, k, { value: jsonNumbers(file, v, `${path}/${pointerToken(k)}`), enumerable: true, writable: true, configurable: true });
+    }
     return out;
   }
   return value;
 }
+
+const LONE_SURROGATE = 'holds a lone surrogate (\\ud800 to \\udfff without its pair), which canonical JSON cannot carry';
 
 /** An integer's digits, cut in the middle past 40 (a 400-digit number in a message helps nobody). */
 function shortDigits(v: bigint): string {

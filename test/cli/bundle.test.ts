@@ -82,6 +82,7 @@ describe('svc bundle validate / sign: numbers JSON cannot carry as written (D 1 
     const write = (v: string) =>
       writeFileSync(file, `name: numbers\nversion: 1.0.0\nworkflows:\n  w:\n    input_schema: {type: object}\n    steps: [{id: a, kind: tool, tool: x.y, args: {ok: 9007199254740991, v: ${v}}}]\n`);
     for (const [v, message] of [
+      ['"a \\ud800 b"', 'the string holds a lone surrogate (\\ud800 to \\udfff without its pair), which canonical JSON cannot carry'],
       ['.nan', 'NaN is not a number JSON can carry'],
       ['-.inf', '-Infinity is not a number JSON can carry'],
       ['12345678901234567890', 'the integer 12345678901234567890 is past what a JSON number holds exactly (it would be signed as 12345678901234567000); quote it to keep it as text'],
