@@ -94,8 +94,9 @@ function isStringArray(v: unknown): v is string[] {
   return Array.isArray(v) && v.every((x) => typeof x === 'string');
 }
 
+/** Epoch seconds: interface 2.1 types iat, nbf and exp as integers, and before 1970 is one too. */
 function isEpoch(v: unknown): v is number {
-  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+  return typeof v === 'number' && Number.isSafeInteger(v);
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {

@@ -84,7 +84,9 @@ describe('jsonDepth', () => {
 describe('payloadProblem (required fields and types, I 2.1)', () => {
   it('accepts a complete payload and names the first bad field', () => {
     expect(payloadProblem(payload as unknown as Record<string, unknown>)).toBeNull();
-    expect(payloadProblem({ ...payload, iat: -1 })).toMatch(/iat/);
+    expect(payloadProblem({ ...payload, iat: 1.5 })).toMatch(/iat/);
+    expect(payloadProblem({ ...payload, iat: '1' })).toMatch(/iat/);
+    expect(payloadProblem({ ...payload, iat: -1, nbf: -1 })).toBeNull(); // an integer, as interface 2.1 types it
     expect(payloadProblem({ ...payload, rid: '' })).toMatch(/rid/);
     expect(payloadProblem({ ...payload, spend: { tokens: -1, usd: 0 } })).toMatch(/spend.tokens/);
     expect(payloadProblem({ ...payload, requested_by: { id: 'a', role: 1, manager: 'c' } })).toMatch(/requested_by.role/);
