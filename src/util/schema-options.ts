@@ -4,21 +4,27 @@
  *
  * ajv's own check divides and asks for an integer: 19.99 / 0.01 is 1998.9999999999998 in
  * binary floating point, so it refuses 19.99 as a multiple of 0.01, and money-style schemas
- * turn away valid amounts. Its `multipleOfPrecision` option is an absolute tolerance on the
- * quotient, which accepts 1.0000001 under `multipleOf: 1` and still refuses large amounts. This
- * one is relative: the quotient may be off an integer by a few units in its last place, the
- * most that rounding the decimal value, the step and their division can add up to.
+ * turn away valid amounts. A tolerance on the quotient does not do either: an absolute one
+ * accepts 1.0000001 under `multipleOf: 1`, a relative one accepts every large number. This
+ * one compares the numbers as the decimals they are written as (JavaScript's shortest text
+ * for a double, which is what a JSON number reads back as), exactly, in BigInt.
  */
 import type { KeywordDefinition } from 'ajv';
 
-/** Units in the last place of the quotient that rounding may account for. */
-const ULPS = 4;
+/** `x` (finite) as digits × 10^exp, from its shortest decimal text. */
+function decimalOf(x: number): { digits: bigint; exp: number } {
+  const m = /^(\d+)(?:\.(\d+))?(?:e([+-]\d+))?$/.exec(String(Math.abs(x)))!;
+  const fraction = m[2] ?? '';
+  return { digits: BigInt(m[1]! + fraction), exp: Number(m[3] ?? 0) - fraction.length };
+}
 
-/** Whether `value` is a multiple of `step`, up to the rounding of binary floating point. */
+/** Whether `value` is a whole multiple of `step`, both read as the decimals they are written as. */
 export function isMultipleOf(value: number, step: number): boolean {
-  const q = value / step;
-  if (!Number.isFinite(q)) return false;
-  return Math.abs(q - Math.round(q)) <= Math.abs(q) * ULPS * Number.EPSILON;
+  if (!Number.isFinite(value) || !Number.isFinite(step) || step === 0) return false;
+  const v = decimalOf(value);
+  const s = decimalOf(step);
+  const exp = Math.min(v.exp, s.exp);
+  return (v.digits * 10n ** BigInt(v.exp - exp)) % (s.digits * 10n ** BigInt(s.exp - exp)) === 0n;
 }
 
 const MULTIPLE_OF: KeywordDefinition = {

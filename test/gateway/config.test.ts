@@ -240,6 +240,11 @@ describe("a tool's input_schema (decisions §9: args against input_schema)", () 
     const whole = compileInputSchema({ type: 'number', multipleOf: 1 });
     expect([3, 1.0000001, 3.0000009, 1e-7].map((x) => whole(x))).toEqual([true, false, false, false]);
     expect(compileInputSchema({ type: 'number', multipleOf: 1000 })(1000.0009)).toBe(false);
+    // Large numbers too: compared as decimals, not with a slack that grows with them.
+    const two = compileInputSchema({ type: 'number', multipleOf: 2 });
+    expect([2000000000000001, 2000000000000002, 1e21].map((x) => two(x))).toEqual([false, true, true]);
+    expect(whole(1e15 + 0.5)).toBe(false);
+    expect(validate({ amount: 12345678901234.57 })).toBe(true);
     // Cent amounts across the range, as decimals: every one a multiple of 0.01.
     for (let i = 0; i < 20_000; i++) {
       const cents = Math.floor(Math.random() * 1e13);
