@@ -14,6 +14,7 @@ import { bodyProblem, textProblem } from '../../src/encoding/json-limits.js';
 import { isLoopbackAddress, isLoopbackName } from '../../src/util/loopback.js';
 import { SvcError, isSvcError } from '../../src/errors.js';
 import { globalRedactor, type Logger, type Redactor } from '../../src/log/logger.js';
+import { pointerToken } from '../../src/encoding/json-pointer.js';
 
 /** How a listener renders an SvcError (the kernel and the gateway differ, I 7.1 vs 7.2). */
 export type ErrorRenderer = (err: SvcError) => unknown;
@@ -73,8 +74,8 @@ export function toSvcError(err: unknown, logger?: Logger): SvcError {
     const where = e.validationContext && e.validationContext !== 'body' ? `/${e.validationContext}` : '';
     let path = where + (first?.instancePath ?? '');
     const params = first?.params as { missingProperty?: string; additionalProperty?: string } | undefined;
-    if (params?.missingProperty) path += `/${params.missingProperty}`;
-    if (params?.additionalProperty) path += `/${params.additionalProperty}`;
+    if (params?.missingProperty) path += `/${pointerToken(params.missingProperty)}`;
+    if (params?.additionalProperty) path += `/${pointerToken(params.additionalProperty)}`;
     const field = path || '/';
     return new SvcError('request_invalid', `${field} ${first?.message ?? 'is invalid'}`, { path });
   }
@@ -266,6 +267,8 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   // as their body has ended.
   const unreadBodies = new Set<IncomingMessage>();
   const keepForUnreadBody = (req: FastifyRequest, reply: FastifyReply): void => {
+    // No length and no chunks: no body (a GET answered while Node is still finishing its parse).
+    if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) return;
     const declared = Number(req.headers['content-length']);
     const bounded = req.headers['transfer-encoding'] === undefined && Number.isSafeInteger(declared) && declared <= MAX_REFUSED_BODY_READ;
     if (!bounded) {
@@ -284,10 +287,14 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
     closing = true;
     // A kept connection goes once its body has been read: ended, not reset, so the client
     // still reads its answer (socket.end() sends what is queued first).
+    // One that already carries its next request is left to it: that answer says Connection: close.
     for (const raw of unreadBodies) {
-      const socket = raw.socket;
-      raw.once('end', () => setImmediate(() => socket.end()));
-      if (raw.complete) socket.end();
+      const socket = raw.socket as TrackedSocket;
+      const endIfIdle = () => {
+        if ((socket[kTrack]?.requests ?? 0) === 0) socket.end();
+      };
+      raw.once('end', () => setImmediate(endIfIdle));
+      if (raw.complete) endIfIdle();
     }
     const quiet = () =>
       [...conns].filter((socket) => {

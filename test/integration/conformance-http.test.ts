@@ -221,6 +221,12 @@ describe('D §10: a body over the limit is a 413 the client reads, even while it
     await until(() => (kept.text().match(/HTTP\/1\.1 /g) ?? []).length === 2);
     expect(kept.text()).toMatch(/HTTP\/1\.1 413 [\s\S]*HTTP\/1\.1 200 /);
     kept.socket.destroy();
+    // Requests without a body answered at once (a 404, a 405) keep their connection too.
+    const plain = await raw('GET /v1/no-such-route HTTP/1.1\r\nHost: x\r\n\r\nDELETE /v1/health HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n', 0);
+    await until(() => (plain.text().match(/HTTP\/1\.1 /g) ?? []).length === 3);
+    expect(plain.text()).toMatch(/HTTP\/1\.1 404 [\s\S]*HTTP\/1\.1 405 [\s\S]*HTTP\/1\.1 200 /);
+    expect(plain.text().toLowerCase()).not.toContain('connection: close');
+    plain.socket.destroy();
     // A body declared past 64 MiB, or unsized (chunked), is not waited for: the connection closes.
     for (const head of [
       `POST /v1/policies HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${65 * 1024 * 1024}\r\n\r\n`,
