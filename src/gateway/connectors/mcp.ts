@@ -38,16 +38,14 @@ const addFormats = ((formatsModule as unknown as { default?: (ajv: Ajv) => unkno
 /**
  * The SDK checks a tool's `structuredContent` against its `outputSchema`; it gets the SDK's
  * own default ajv set-up, with svc's `multipleOf` (19.99 is a multiple of 0.01): a result the
- * plain check refused came back as a deterministic failure of a write that had run.
+ * plain check refused came back as a deterministic failure of a write that had run. One per
+ * server life, as the SDK's default is: ajv caches every schema it compiles (and by `$id`), so
+ * a shared one would grow with every restart and let one server's `$id` stand for another's.
  */
-let sharedResultValidator: AjvJsonSchemaValidator | null = null;
 function resultValidator(): AjvJsonSchemaValidator {
-  if (!sharedResultValidator) {
-    const ajv = withDecimalMultipleOf(new Ajv({ strict: false, validateFormats: true, validateSchema: false, allErrors: true }));
-    addFormats(ajv);
-    sharedResultValidator = new AjvJsonSchemaValidator(ajv);
-  }
-  return sharedResultValidator;
+  const ajv = withDecimalMultipleOf(new Ajv({ strict: false, validateFormats: true, validateSchema: false, allErrors: true }));
+  addFormats(ajv);
+  return new AjvJsonSchemaValidator(ajv);
 }
 
 /** Errors the SDK makes up itself for a request the server never answered. */
