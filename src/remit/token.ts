@@ -94,9 +94,12 @@ function isStringArray(v: unknown): v is string[] {
   return Array.isArray(v) && v.every((x) => typeof x === 'string');
 }
 
+/** The most epoch seconds a Date holds (±8.64e15 ms): a time past it has no ISO 8601 form. */
+const MAX_EPOCH_SECONDS = 8.64e12;
+
 /** Epoch seconds: interface 2.1 types iat, nbf and exp as integers, and before 1970 is one too. */
 function isEpoch(v: unknown): v is number {
-  return typeof v === 'number' && Number.isSafeInteger(v);
+  return typeof v === 'number' && Number.isSafeInteger(v) && Math.abs(v) <= MAX_EPOCH_SECONDS;
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {
