@@ -7,6 +7,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { linearRegExp } from '../util/linear-regexp.js';
 import { withDecimalMultipleOf } from '../util/schema-options.js';
+import { pointerToken } from '../encoding/json-pointer.js';
 
 const CONTRACT_TYPES = ['string', 'number', 'bool', 'object', 'list'];
 
@@ -139,10 +140,10 @@ export function formatAjvErrors(errors: readonly ErrorObject[], _doc?: unknown):
     let msg = e.message ?? 'is invalid';
     const p = e.params as Record<string, unknown>;
     if (e.keyword === 'additionalProperties') {
-      where = `${e.instancePath}/${String(p.additionalProperty)}`;
+      where = `${e.instancePath}/${pointerToken(String(p.additionalProperty))}`;
       msg = 'is not a known key';
     } else if (e.keyword === 'required') {
-      where = `${e.instancePath}/${String(p.missingProperty)}`;
+      where = `${e.instancePath}/${pointerToken(String(p.missingProperty))}`;
       msg = 'is required';
     } else if (e.keyword === 'enum') {
       msg = `must be one of ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
@@ -168,7 +169,7 @@ export function compileInputSchema(schema: Record<string, unknown>): ValidateFun
 export function argsErrors(errors: readonly ErrorObject[] | null | undefined): Array<{ path: string; message: string }> {
   return (errors ?? []).map((e) => {
     const p = e.params as Record<string, unknown>;
-    const path = e.keyword === 'required' ? `${e.instancePath}/${String(p.missingProperty)}` : e.keyword === 'additionalProperties' ? `${e.instancePath}/${String(p.additionalProperty)}` : e.instancePath || '/';
+    const path = e.keyword === 'required' ? `${e.instancePath}/${pointerToken(String(p.missingProperty))}` : e.keyword === 'additionalProperties' ? `${e.instancePath}/${pointerToken(String(p.additionalProperty))}` : e.instancePath || '/';
     return { path, message: e.keyword === 'additionalProperties' ? 'is not allowed' : e.message ?? 'is invalid' };
   });
 }

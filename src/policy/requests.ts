@@ -8,6 +8,7 @@ import { SvcError } from '../errors.js';
 import { MAX_CORPUS_CASES } from './corpus.js';
 import { MAX_POLICY_SOURCE } from './parser.js';
 import type { PolicyPostBody, PolicyTestBody } from './policy-service.js';
+import { pointerToken } from '../encoding/json-pointer.js';
 
 /** Policy names: letters, digits, `.`, `_`, `-`; 1–64 characters, starting with a letter or digit. */
 export const POLICY_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -51,10 +52,10 @@ function fail(errors: ErrorObject[] | null | undefined): never {
   let path = e?.instancePath ?? '';
   let message = e?.message ?? 'is invalid';
   if (params.missingProperty !== undefined) {
-    path += `/${params.missingProperty}`;
+    path += `/${pointerToken(params.missingProperty)}`;
     message = 'is required';
   } else if (params.additionalProperty !== undefined) {
-    path += `/${params.additionalProperty}`;
+    path += `/${pointerToken(params.additionalProperty)}`;
     message = 'is not a member of this request';
   } else if (e?.keyword === 'pattern') {
     message = MESSAGES[path.replace(/^\/policy_[ab]/, '')] ?? message;

@@ -11,6 +11,7 @@ import { SvcError } from '../errors.js';
 import { AUTONOMY_ORDER, type Autonomy, type Requester, type Spend } from '../types.js';
 import { scopePatternProblem, toolPatternProblem } from './patterns.js';
 import { MAX_SPEND_USD, wholeMicroUsd } from '../spend.js';
+import { pointerToken } from '../encoding/json-pointer.js';
 
 /** Default remit lifetime when `ttl_seconds` is not given (decisions §3). */
 export const DEFAULT_TTL_SECONDS = 3600;
@@ -115,10 +116,10 @@ function fromAjv(errors: ErrorObject[] | null | undefined): SvcError {
   const p = e.params as { missingProperty?: string; additionalProperty?: string; allowedValues?: unknown[] };
   let message = e.message ?? 'is invalid';
   if (p.missingProperty) {
-    path += `/${p.missingProperty}`;
+    path += `/${pointerToken(p.missingProperty)}`;
     message = 'is required';
   } else if (p.additionalProperty) {
-    path += `/${p.additionalProperty}`;
+    path += `/${pointerToken(p.additionalProperty)}`;
     message = 'is not a known field';
   } else if (p.allowedValues) {
     message = `must be one of ${p.allowedValues.join(', ')}`;

@@ -95,6 +95,7 @@ describe('malformed bodies are 400 request_invalid with details.path, never 500 
     ['spend.usd negative', { ...mintBody, spend: { tokens: 1, usd: -1 } }, '/spend/usd'],
     ['spend.usd missing', { ...mintBody, spend: { tokens: 1 } }, '/spend/usd'],
     ['an unknown autonomy', { ...mintBody, autonomy: 'godmode' }, '/autonomy'],
+    ['an unknown member whose name has a slash (a JSON pointer escapes it)', { ...mintBody, 'a/b~c': 1 }, '/a~1b~0c'],
     ['ttl_seconds zero', { ...mintBody, ttl_seconds: 0 }, '/ttl_seconds'],
     ['ttl_seconds a string', { ...mintBody, ttl_seconds: '60' }, '/ttl_seconds'],
     ['a policy_set entry with two @', { ...mintBody, policy_set: ['a@1@2'] }, '/policy_set/0'],
