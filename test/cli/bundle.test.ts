@@ -93,6 +93,10 @@ describe('svc bundle validate / sign: numbers JSON cannot carry as written (D 1 
       const sign = await runSvc(['bundle', 'sign', file, '--key', KEY]);
       expect([sign.code, sign.stdout, sign.stderr], v).toEqual([1, '', `svc: ${file}: /workflows/w/steps/0/args/v: ${message}\n`]);
     }
+    // A member name with a lone surrogate, likewise.
+    writeFileSync(file, `name: numbers\nversion: 1.0.0\nworkflows:\n  w:\n    input_schema: {type: object}\n    steps: [{id: a, kind: tool, tool: x.y, args: {"k\\ud800": 1}}]\n`);
+    const member = await runSvc(['bundle', 'validate', file]);
+    expect([member.code, member.stdout]).toEqual([1, `${file}: /workflows/w/steps/0/args/k\ufffd: the member name holds a lone surrogate (\\ud800 to \\udfff without its pair), which canonical JSON cannot carry\n`]);
     // Past a double's range altogether (it would be signed as null).
     write('1' + '0'.repeat(400));
     const huge = await runSvc(['bundle', 'validate', file]);

@@ -42,7 +42,7 @@ describe('interface 5.3 refusals, one per step, each with event and metric', () 
     { reason: 'token_malformed', body: () => ({ remit_token: rawToken(signer, Buffer.from('[]')), tool: 'test.echo', args: {} }) },
     { reason: 'token_malformed', body: () => ({ remit_token: token().replace(/^krt1/, 'krt2'), tool: 'test.echo', args: {} }) },
     // Longer than any body field bound: still the verifier's refusal (D §3: over 16 KiB), not a 400.
-    { reason: 'token_malformed', body: () => ({ remit_token: 'krt1.' + 'a'.repeat(70_000), tool: 'test.echo', args: {} }) },
+    { reason: 'token_malformed', body: () => ({ remit_token: `krt1.${signer.keyId}.${'a'.repeat(70_000)}.sig`, tool: 'test.echo', args: {} }) },
     { reason: 'signature_invalid', body: () => ({ remit_token: mintToken(other, remitPayload(signer, {}, nowS()), signer.keyId), tool: 'test.echo', args: {} }) },
     { reason: 'signature_invalid', body: () => ({ remit_token: mintToken(other, remitPayload(other, {}, nowS())), tool: 'test.echo', args: {} }) },
     { reason: 'remit_expired', body: () => ({ remit_token: token({ exp: nowS() - 1, iat: nowS() - 100, nbf: nowS() - 100 }), tool: 'test.echo', args: {} }) },
