@@ -299,7 +299,9 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
     const quiet = () =>
       [...conns].filter((socket) => {
         const t = (socket as TrackedSocket)[kTrack];
-        return t !== undefined && t.requests === 0 && socket.bytesRead === t.quietAt;
+        if (t === undefined || t.requests !== 0 || socket.bytesRead !== t.quietAt) return false;
+        for (const raw of unreadBodies) if (raw.socket === socket) return false; // its body is still coming: ended below
+        return true;
       });
     const candidates = quiet();
     // One turn of the event loop first: a request already in the kernel's buffer is read

@@ -106,19 +106,23 @@ describe('drain edges (D §11: SIGTERM drains and exits 0)', () => {
     const socket = await rawConnection(svcd.kernelUrl!, `POST /v1/bundles HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${declared}\r\n\r\n`);
     let answer = '';
     socket.on('data', (d: Buffer) => (answer += d.toString('latin1')));
-    const ended = new Promise<void>((r) => socket.once('end', () => r()));
+    const ended = new Promise<void>((r) => socket.once('end', () => r()).once('close', () => r()));
     const chunk = Buffer.alloc(64 * 1024, 0x20);
-    socket.write(chunk);
+    socket.write(chunk.subarray(0, 1024)); // little enough to be read whole before the 413: the connection looks quiet
     while (!answer.includes('\r\n\r\n')) await new Promise((r) => setTimeout(r, 20));
     expect(answer).toMatch(/^HTTP\/1\.1 413 /);
     expect(answer.toLowerCase()).not.toContain('connection: close'); // kept, so the rest is read
     const t0 = Date.now();
     const stopped = svcd.stop('SIGTERM');
-    // The upload goes on during the drain; once it has all arrived, svcd ends the connection.
-    for (let sent = chunk.length; sent < declared; sent += chunk.length) {
+    // The upload pauses past the drain's start (a quiet connection would be destroyed then),
+    // goes on, and a request follows it on the same connection: it gets the drain's 503.
+    await new Promise((r) => setTimeout(r, 400));
+    for (let sent = 1024; sent < declared; sent += chunk.length) {
       if (!socket.write(chunk.subarray(0, Math.min(chunk.length, declared - sent)))) await new Promise((r) => socket.once('drain', r));
     }
+    socket.write('GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
     await ended;
+    expect(answer).toMatch(/HTTP\/1\.1 413 [\s\S]*HTTP\/1\.1 503 /);
     expect(await stopped, svcd.stderr().slice(-2000)).toBe(0);
     expect(Date.now() - t0).toBeLessThan(8000);
     expect(svcd.stderr()).not.toContain('drain deadline passed');
