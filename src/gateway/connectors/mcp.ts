@@ -10,7 +10,7 @@
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
-import { ErrorCode, McpError, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, ListToolsResultSchema, McpError, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { Ajv } from 'ajv';
 import formatsModule from 'ajv-formats';
 import { globalRedactor, type Logger, type Redactor } from '../../log/logger.js';
@@ -21,6 +21,7 @@ import { compileInputSchema } from '../schema-validator.js';
 import { GroupStdioTransport, NotSentError } from './mcp-transport.js';
 import type { McpGroups } from './mcp-groups.js';
 import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, UpstreamError, type CallContext, type Connector, type ConnectorTool, type DriftFinding } from './types.js';
+import { pointerToken } from '../../encoding/json-pointer.js';
 
 /** JSON-RPC errors that refuse the request itself (not the server failing): -32600, -32601, -32602. */
 const REFUSED_REQUEST: ReadonlySet<number> = new Set([ErrorCode.InvalidRequest, ErrorCode.MethodNotFound, ErrorCode.InvalidParams]);
@@ -192,11 +193,19 @@ export class McpConnector implements Connector {
     }
   }
 
-  private async listAll(client: Client, signal: AbortSignal): Promise<Tool[]> {
+  /**
+   * Every tool the server lists. `forCalls` lists through the SDK's listTools, which compiles
+   * each output schema for checking results (the first listing of a server life); a canary's
+   * listing asks the same request raw, since each compile would stay in that life's ajv cache
+   * (by schema object, a new one per listing) and grow it at every probe.
+   */
+  private async listAll(client: Client, signal: AbortSignal, forCalls = true): Promise<Tool[]> {
     const out: Tool[] = [];
     let cursor: string | undefined;
     do {
-      const page = await client.listTools(cursor ? { cursor } : undefined, { signal, timeout: this.timeoutMs });
+      const params = cursor ? { cursor } : undefined;
+      const options = { signal, timeout: this.timeoutMs };
+      const page = forCalls ? await client.listTools(params, options) : await client.request({ method: 'tools/list', params }, ListToolsResultSchema, options);
       out.push(...page.tools);
       cursor = page.nextCursor;
     } while (cursor && out.length < MAX_TOOLS);
@@ -278,7 +287,7 @@ export class McpConnector implements Connector {
     if (!tool?.scopeArg) return [`mcp:${this.name}:*`];
     const v = args[tool.scopeArg];
     if (!((typeof v === 'string' && v !== '') || (typeof v === 'number' && Number.isFinite(v)))) {
-      throw new ArgsInvalid(`argument ${tool.scopeArg} names the scope (x-svc-scope) and must be a non-empty string or a number`, `/${tool.scopeArg}`);
+      throw new ArgsInvalid(`argument ${tool.scopeArg} names the scope (x-svc-scope) and must be a non-empty string or a number`, `/${pointerToken(tool.scopeArg)}`);
     }
     return [`mcp:${this.name}:${String(v)}`];
   }
@@ -325,7 +334,7 @@ export class McpConnector implements Connector {
     if (this.stateValue !== 'ready' || !client) throw new UpstreamError(`MCP server ${this.name} is not running (${this.stateValue})`);
     let upstream: Tool[];
     try {
-      upstream = await this.listAll(client, signal);
+      upstream = await this.listAll(client, signal, false);
     } catch (err) {
       throw new UpstreamError(`MCP server ${this.name}: tools/list failed: ${(err as Error).message}`);
     }
