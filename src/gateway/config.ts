@@ -13,6 +13,7 @@ import type { ContractType } from '../types.js';
 import { globalRedactor, type Redactor } from '../log/logger.js';
 import { compileConfigSchema, formatAjvErrors } from './schema-validator.js';
 import { fetchBlockedPortHint, isFetchBlockedPort, urlHasFetchBlockedPort } from '../util/fetch-blocked-ports.js';
+import { pointerToken } from '../encoding/json-pointer.js';
 
 /** What a tool entry of a connector may say (interface 2.10 `tools`). */
 export interface ToolConfig {
@@ -251,10 +252,10 @@ export function substitute(value: unknown, path: string, env: NodeJS.ProcessEnv,
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) {
-      const key = substitute(k, `${path}/${k}`, env, redactor, problems) as string;
+      const key = substitute(k, `${path}/${pointerToken(k)}`, env, redactor, problems) as string;
       // A header name comes back lower-cased (HTTP/2, Node's http): that spelling too.
       if (key !== k) registerSecret(redactor, key.toLowerCase());
-      out[key] = substitute(v, `${path}/${k}`, env, redactor, problems);
+      out[key] = substitute(v, `${path}/${pointerToken(k)}`, env, redactor, problems);
     }
     return out;
   }

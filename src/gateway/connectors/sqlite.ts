@@ -312,7 +312,7 @@ export class SqliteConnector implements Connector {
       if (v === undefined || v === null) binds[p] = null;
       else if (typeof v === 'boolean') binds[p] = v ? 1 : 0;
       else if (typeof v === 'string' || typeof v === 'number') binds[p] = v;
-      else throw new ArgsInvalid(`parameter ${p} must be a string, number, boolean or null`, `/${p}`);
+      else throw new ArgsInvalid(`parameter ${p} must be a string, number, boolean or null`, `/${pointerToken(p)}`);
     }
     if (!this.host) throw new UpstreamError(`connector ${this.name} is not running`);
     try {
