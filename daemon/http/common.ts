@@ -278,8 +278,11 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
     reply.removeHeader('connection');
     const raw = req.raw;
     unreadBodies.add(raw);
-    raw.once('end', () => unreadBodies.delete(raw));
-    raw.once('close', () => unreadBodies.delete(raw));
+    // A connection dropped mid-body fires neither on the request (Node 20): its socket's close does.
+    const forget = () => unreadBodies.delete(raw);
+    raw.once('end', forget);
+    raw.once('close', forget);
+    raw.socket.once('close', forget);
   };
 
   let closing = false;
