@@ -227,7 +227,7 @@ const VAR = /\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\{([^}]*)\}?/g;
 /**
  * Replaces `${VAR}` in every string, map keys included (an http header name, an mcp env name);
  * `$${` is a literal `${`. Each value is registered with the redactor; problems (unset,
- * malformed) are pushed with their path, which names keys as written. Also used for svcd's
+ * malformed) are pushed with their path, whose keys are JSON pointer tokens (a/b is a~1b). Also used for svcd's
  * `kernel:` section.
  */
 export function substitute(value: unknown, path: string, env: NodeJS.ProcessEnv, redactor: Redactor, problems: string[]): unknown {
