@@ -424,9 +424,13 @@ describe('the svcd binary (decisions §11) and `svc gateway` (CLI)', () => {
     try {
       record({ pid: process.pid, start: startOf(process.pid) }); // this test process: alive
       const first = await spawnSvcd(args, env);
-      expect(await waitOutput(first.stderr, 'belong to a gateway that still runs')).toContain(`"pid":${process.pid}`);
-      expect(isAlive(server.pid!)).toBe(true);
-      expect(await first.stop('SIGTERM')).toBe(0);
+      try {
+        expect(await waitOutput(first.stderr, 'belong to a gateway that still runs')).toContain(`"pid":${process.pid}`);
+        expect(isAlive(server.pid!)).toBe(true);
+        expect(await first.stop('SIGTERM')).toBe(0);
+      } finally {
+        await first.stop('SIGKILL'); // a failed expectation above must not leave it running
+      }
 
       record({ pid: process.pid, start: '1' }); // the pid, but not the process that wrote it
       const second = await spawnSvcd(args, env);
