@@ -160,7 +160,8 @@ describe('a write the server never answered (decisions §9: never a second execu
     gw = await startGateway({
       keys: signer,
       env: { HOSTILE_COUNT_FILE: counted },
-      doc: { connectors: [{ name: 'hostile', type: 'mcp', command: [process.execPath, join(ROOT, 'fixtures/gateway/hostile-mcp.mjs')], env: { HOSTILE_COUNT_FILE: '${HOSTILE_COUNT_FILE}' }, timeout_ms: 500 }] },
+      // Its tools come in two pages: results are checked for the tools of both.
+      doc: { connectors: [{ name: 'hostile', type: 'mcp', command: [process.execPath, join(ROOT, 'fixtures/gateway/hostile-mcp.mjs')], env: { HOSTILE_COUNT_FILE: '${HOSTILE_COUNT_FILE}', HOSTILE_PAGED: '1' }, timeout_ms: 500 }] },
     });
   }, 20_000);
 
@@ -194,6 +195,10 @@ describe('a write the server never answered (decisions §9: never a second execu
     const res = await gw.call({ remit_token: token(), tool: 'hostile.priced', args: {} });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect(res.body.result.structuredContent).toEqual({ amount: 19.99 });
+    // A tool of the first page whose result does not fit its output schema: a deterministic failure.
+    const bad = await gw.call({ remit_token: token(), tool: 'hostile.bad_shape', args: {} });
+    expect(bad.status).toBe(422);
+    expect(bad.body.error).toMatchObject({ code: 'deterministic_failure', message: expect.stringContaining('does not fit its output schema') });
   });
 
   it('a server that dies mid-call leaves the write unknown too (last: the server is restarted after it)', async () => {

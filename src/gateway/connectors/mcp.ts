@@ -37,12 +37,16 @@ function neverSent(err: unknown): boolean {
 const addFormats = ((formatsModule as unknown as { default?: (ajv: Ajv) => unknown }).default ?? formatsModule) as unknown as (ajv: Ajv) => unknown;
 
 /**
- * The SDK checks a tool's `structuredContent` against its `outputSchema`; it gets the SDK's
- * own default ajv set-up, with svc's `multipleOf` (19.99 is a multiple of 0.01): a result the
- * plain check refused came back as a deterministic failure of a write that had run. One per
- * server life, as the SDK's default is: ajv caches every schema it compiles (and by `$id`), so
- * a shared one would grow with every restart and let one server's `$id` stand for another's.
+ * The checks of a tool's `structuredContent` against its `outputSchema`: the SDK's own default
+ * ajv set-up, with svc's `multipleOf` (19.99 is a multiple of 0.01; the plain check refused
+ * such a result as a deterministic failure of a write that had run). One per server life, as
+ * the SDK's default is: ajv caches every schema it compiles (and by `$id`), so a shared one
+ * would grow with every restart and let one server's `$id` stand for another's. svc runs the
+ * checks itself (McpConnector.call): the SDK keeps only the last page's validators of a paged
+ * tools/list, and compiles them again at every listing.
  */
+type ResultCheck = ReturnType<AjvJsonSchemaValidator['getValidator']>;
+
 function resultValidator(): AjvJsonSchemaValidator {
   const ajv = withDecimalMultipleOf(new Ajv({ strict: false, validateFormats: true, validateSchema: false, allErrors: true }));
   addFormats(ajv);
@@ -92,6 +96,10 @@ export class McpConnector implements Connector {
   readonly probe;
   readonly timeoutMs: number;
   private client: Client | null = null;
+  /** This server life's checks of structured results, by tool name (tools with an outputSchema). */
+  private outputChecks = new Map<string, ResultCheck>();
+  /** Tools this server life runs only as tasks (`execution.taskSupport: required`), which svc does not drive. */
+  private taskOnly = new Set<string>();
   private transport: GroupStdioTransport | null = null;
   private stateValue: McpState = 'starting';
   private readonly list = new Map<string, McpTool>();
@@ -159,7 +167,8 @@ export class McpConnector implements Connector {
       onGroupStarted: (pid, mark) => this.opts.groups?.add(pid, this.name, mark),
       onGroupEnded: (pid) => this.opts.groups?.remove(pid),
     });
-    const client = new Client({ name: 'svc-gateway', version: VERSION }, { capabilities: {}, jsonSchemaValidator: resultValidator() });
+    const validators = resultValidator();
+    const client = new Client({ name: 'svc-gateway', version: VERSION }, { capabilities: {}, jsonSchemaValidator: validators });
     this.transport = transport;
     this.client = client;
     client.onclose = () => {
@@ -175,6 +184,8 @@ export class McpConnector implements Connector {
         return;
       }
       this.learn(tools);
+      this.outputChecks = this.outputChecksOf(tools, validators);
+      this.taskOnly = new Set(tools.filter((t) => (t as { execution?: { taskSupport?: string } }).execution?.taskSupport === 'required').map((t) => t.name));
       this.stateValue = 'ready';
       // A server that answers initialize and dies at once would otherwise restart every
       // initial backoff for ever: the backoff is forgotten only after it stays up a while.
@@ -194,18 +205,16 @@ export class McpConnector implements Connector {
   }
 
   /**
-   * Every tool the server lists. `forCalls` lists through the SDK's listTools, which compiles
-   * each output schema for checking results (the first listing of a server life); a canary's
-   * listing asks the same request raw, since each compile would stay in that life's ajv cache
-   * (by schema object, a new one per listing) and grow it at every probe.
+   * Every tool the server lists, every page. Asked raw, not through the SDK's listTools: that
+   * resets its output validators at each page (keeping the last page's only) and compiles
+   * them again at every canary probe; svc builds its own once per life (outputChecksOf).
    */
-  private async listAll(client: Client, signal: AbortSignal, forCalls = true): Promise<Tool[]> {
+  private async listAll(client: Client, signal: AbortSignal): Promise<Tool[]> {
     const out: Tool[] = [];
     let cursor: string | undefined;
     do {
       const params = cursor ? { cursor } : undefined;
-      const options = { signal, timeout: this.timeoutMs };
-      const page = forCalls ? await client.listTools(params, options) : await client.request({ method: 'tools/list', params }, ListToolsResultSchema, options);
+      const page = await client.request({ method: 'tools/list', params }, ListToolsResultSchema, { signal, timeout: this.timeoutMs });
       out.push(...page.tools);
       cursor = page.nextCursor;
     } while (cursor && out.length < MAX_TOOLS);
@@ -216,6 +225,20 @@ export class McpConnector implements Connector {
    * Descriptors are fixed by the first listing; later listings only add tools not seen before,
    * up to MAX_TOOLS in all (a server listing new names at every start must not grow svcd).
    */
+  /** A check per tool with an output schema; one that does not compile is logged and its results go unchecked. */
+  private outputChecksOf(tools: Tool[], validators: AjvJsonSchemaValidator): Map<string, ResultCheck> {
+    const checks = new Map<string, ResultCheck>();
+    for (const t of tools) {
+      if (!t.outputSchema || checks.has(t.name)) continue;
+      try {
+        checks.set(t.name, validators.getValidator(t.outputSchema as Record<string, unknown>));
+      } catch (err) {
+        this.opts.logger.warn('an MCP tool output schema does not compile; its results go unchecked', { connector: this.name, tool: t.name, err: this.redactor.redact((err as Error).message) });
+      }
+    }
+    return checks;
+  }
+
   private learn(tools: Tool[]): void {
     for (const t of tools) {
       if (this.list.has(t.name)) continue;
@@ -299,6 +322,8 @@ export class McpConnector implements Connector {
   async call(operation: string, args: Record<string, unknown>, ctx: CallContext): Promise<unknown> {
     const client = this.client;
     if (this.stateValue !== 'ready' || !client) throw new UpstreamError(`MCP server ${this.name} is not running (${this.stateValue})`);
+    // Refused before it is sent, as the SDK refuses it when it has listed the tools itself.
+    if (this.taskOnly.has(operation)) throw new DeterministicFailure(`tool ${operation} requires task-based execution, which svc does not drive`, { mcp_code: ErrorCode.InvalidRequest });
     let res;
     try {
       res = await client.callTool({ name: operation, arguments: args }, undefined, { signal: ctx.signal, timeout: this.timeoutMs });
@@ -314,6 +339,13 @@ export class McpConnector implements Connector {
       // server answered is an answer: that one releases the claim.
       if (!neverSent(err) && (!(err instanceof McpError) || LOCAL_ERRORS.has(err.code))) ctx.outcomeUnknown();
       throw new UpstreamError(`MCP server ${this.name}: ${(err as Error).message}`, err instanceof McpError ? { mcp_code: err.code } : {});
+    }
+    // As the SDK would (MCP: a tool with an output schema returns structured content that fits it).
+    const check = res.isError === true ? undefined : this.outputChecks.get(operation);
+    if (check) {
+      if (res.structuredContent === undefined) throw new DeterministicFailure(`tool ${operation} has an output schema but returned no structured content`, {});
+      const verdict = check(res.structuredContent);
+      if (!verdict.valid) throw new DeterministicFailure(`tool ${operation} returned structured content that does not fit its output schema: ${this.redactor.redact(verdict.errorMessage ?? 'invalid')}`, {});
     }
     const result: Record<string, unknown> = { content: res.content ?? [] };
     if (res.structuredContent !== undefined) result.structuredContent = res.structuredContent;
@@ -334,7 +366,7 @@ export class McpConnector implements Connector {
     if (this.stateValue !== 'ready' || !client) throw new UpstreamError(`MCP server ${this.name} is not running (${this.stateValue})`);
     let upstream: Tool[];
     try {
-      upstream = await this.listAll(client, signal, false);
+      upstream = await this.listAll(client, signal);
     } catch (err) {
       throw new UpstreamError(`MCP server ${this.name}: tools/list failed: ${(err as Error).message}`);
     }
