@@ -364,8 +364,11 @@ export class RunEngine {
         const [e] = await w.append({ kind, payload: ev.payload ?? {}, actor: (ev.actor ?? null) as RunEvent['actor'] });
         // A write recorded once the run was being abandoned is one no compensation and no
         // abandon answer knows of (a worker that had not heard yet, a token used directly, or
-        // the gateway's outbox delivering a write made before, late): an operator has to hear of it.
-        if (kind === 'tool.called' && (w.model.state === 'abandoning' || w.model.state === 'abandoned') && calledWrite(ev.payload)) {
+        // the gateway's outbox delivering a write made before, late): an operator has to hear of
+        // it. A step being compensated writes as its compensation: that is the abandon at work.
+        const step = typeof ev.payload?.step === 'string' ? w.model.steps[ev.payload.step] : undefined;
+        const compensating = step?.state === 'compensating';
+        if (kind === 'tool.called' && (w.model.state === 'abandoning' || w.model.state === 'abandoned') && !compensating && calledWrite(ev.payload)) {
           this.k.logger.warn('a write was recorded on a run after its abandon; check it by hand', { run_id: runId, seq: e!.seq, tool: ev.payload.tool, step: ev.payload.step, outcome: ev.payload.outcome, queued_at: ev.payload.queued_at ?? null });
         }
         return { seq: e!.seq, hash: e!.hash };
