@@ -48,27 +48,29 @@ const BOOT_ID: string | null = (() => {
   }
 })();
 
-/** The start time of process `pid`, or null when it does not exist (or there is no /proc). */
-function processStart(pid: number): string | null {
+/**
+ * The fields of /proc/<pid>/stat after `(comm)`, from field 3 (state) on, or null when the
+ * process does not exist (or there is no /proc). comm may hold spaces and parentheses, so
+ * they are counted from the last ')'.
+ */
+function statFields(pid: number): string[] | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // `pid (comm) state ppid …`: comm may hold spaces and parentheses, so count from the last ')'.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return fields[19] ?? null; // field 22 overall: starttime
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   } catch {
     return null;
   }
 }
 
-/** `pid`'s parent and process group, or null when it does not exist (or there is no /proc). */
+/** The start time of process `pid` (field 22, starttime), or null when it does not exist. */
+function processStart(pid: number): string | null {
+  return statFields(pid)?.[19] ?? null;
+}
+
+/** `pid`'s parent and process group (fields 4 and 5), or null when it does not exist. */
 function parentAndGroup(pid: number): { ppid: number; pgid: number } | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { ppid: Number(fields[1]), pgid: Number(fields[2]) };
-  } catch {
-    return null;
-  }
+  const fields = statFields(pid);
+  return fields ? { ppid: Number(fields[1]), pgid: Number(fields[2]) } : null;
 }
 
 /** This process and the processes that started it, up to init. */
@@ -106,9 +108,13 @@ export class McpGroups {
   private static readonly open = new Map<string, McpGroups>();
   private readonly path: string;
   private entries: Record<string, Entry> = {};
+  /** This process, as every save records it (null without /proc). */
+  private readonly owner: Owner | null;
 
   private constructor(dataDir: string) {
     this.path = join(dataDir, GROUPS_FILE);
+    const start = processStart(process.pid);
+    this.owner = start === null ? null : { pid: process.pid, start, boot: BOOT_ID };
   }
 
   /**
@@ -200,9 +206,7 @@ export class McpGroups {
 
   private save(): void {
     try {
-      const start = processStart(process.pid);
-      const owner: Owner | undefined = start === null ? undefined : { pid: process.pid, start, boot: BOOT_ID };
-      writeFileDurably(this.path, JSON.stringify({ ...this.entries, ...(owner ? { [GATEWAY_KEY]: owner } : {}) }) + '\n', 0o600);
+      writeFileDurably(this.path, JSON.stringify({ ...this.entries, ...(this.owner ? { [GATEWAY_KEY]: this.owner } : {}) }) + '\n', 0o600);
     } catch {
       /* best effort: an unwritable record only loses the clean-up after a crash */
     }
