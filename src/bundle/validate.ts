@@ -22,9 +22,8 @@
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import formatsModule from 'ajv-formats';
 import { firstNonLinearPattern, linearRegExp } from '../util/linear-regexp.js';
-import { withDecimalMultipleOf } from '../util/schema-options.js';
+import { addFormats, withDecimalMultipleOf } from '../util/schema-options.js';
 import { pointerToken } from '../encoding/json-pointer.js';
 import type { Bundle } from '../types.js';
 import { BUNDLE_SCHEMA } from './bundle-schema.js';
@@ -57,9 +56,6 @@ function checkShape(): ValidateFunction {
 
 // Workflow and step schemas are authored by people: same dialects and leniency as the run
 // engine that enforces them (src/kernel/schema-check.ts), so what validates here compiles there.
-// ajv-formats is CommonJS: under NodeNext its default import is the module object.
-type FormatsPlugin = (ajv: Ajv | Ajv2020) => unknown;
-const addFormats = (formatsModule as unknown as { default?: FormatsPlugin }).default ?? (formatsModule as unknown as FormatsPlugin);
 let dialects: { draft07: Ajv; draft2020: Ajv2020 } | null = null;
 function schemaDialects(): { draft07: Ajv; draft2020: Ajv2020 } {
   if (!dialects) {

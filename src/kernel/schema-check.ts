@@ -5,14 +5,9 @@
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import addFormatsModule from 'ajv-formats';
 import { linearRegExp } from '../util/linear-regexp.js';
-import { withDecimalMultipleOf } from '../util/schema-options.js';
+import { addFormats, withDecimalMultipleOf } from '../util/schema-options.js';
 import { pointerToken } from '../encoding/json-pointer.js';
-
-// ajv-formats is CommonJS; under NodeNext its default export may be the module object.
-type AddFormats = (ajv: unknown) => unknown;
-const addFormats = ((addFormatsModule as unknown as { default?: AddFormats }).default ?? addFormatsModule) as unknown as AddFormats;
 
 // Patterns run on run input and step output: linear time (src/util/linear-regexp.ts).
 const draft07 = withDecimalMultipleOf(new Ajv({ strict: false, allErrors: true, validateSchema: true, code: { regExp: linearRegExp } }));

@@ -1,6 +1,7 @@
 /**
- * `multipleOf` for every ajv instance that checks user data against a user's schema (run
- * input, step output, tool arguments, an MCP tool's structured result).
+ * What every ajv instance that checks user data against a user's schema shares (run input,
+ * step output, tool arguments, an MCP tool's structured result): `multipleOf`, and ajv-formats
+ * where formats are checked.
  *
  * ajv's own check divides and asks for an integer: 19.99 / 0.01 is 1998.9999999999998 in
  * binary floating point, so it refuses 19.99 as a multiple of 0.01, and money-style schemas
@@ -9,7 +10,12 @@
  * one compares the numbers as the decimals they are written as (JavaScript's shortest text
  * for a double, which is what a JSON number reads back as), exactly, in BigInt.
  */
-import type { KeywordDefinition } from 'ajv';
+import type { Ajv, KeywordDefinition } from 'ajv';
+import type { Ajv2020 } from 'ajv/dist/2020.js';
+import formatsModule from 'ajv-formats';
+
+/** ajv-formats' plugin. It is CommonJS: under NodeNext its default import is the module object. */
+export const addFormats = ((formatsModule as unknown as { default?: unknown }).default ?? formatsModule) as (ajv: Ajv | Ajv2020) => unknown;
 
 /** `x` (finite) as digits × 10^exp, from its shortest decimal text. */
 function decimalOf(x: number): { digits: bigint; exp: number } {

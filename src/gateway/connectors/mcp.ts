@@ -12,16 +12,15 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import { ErrorCode, ListToolsResultSchema, McpError, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { Ajv } from 'ajv';
-import formatsModule from 'ajv-formats';
+import { pointerToken } from '../../encoding/json-pointer.js';
 import { globalRedactor, type Logger, type Redactor } from '../../log/logger.js';
-import { withDecimalMultipleOf } from '../../util/schema-options.js';
+import { addFormats, withDecimalMultipleOf } from '../../util/schema-options.js';
 import { VERSION } from '../../version.js';
 import type { McpConnectorConfig } from '../config.js';
 import { compileInputSchema } from '../schema-validator.js';
 import { GroupStdioTransport, NotSentError } from './mcp-transport.js';
 import type { McpGroups } from './mcp-groups.js';
 import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, UpstreamError, type CallContext, type Connector, type ConnectorTool, type DriftFinding } from './types.js';
-import { pointerToken } from '../../encoding/json-pointer.js';
 
 /** JSON-RPC errors that refuse the request itself (not the server failing): -32600, -32601, -32602. */
 const REFUSED_REQUEST: ReadonlySet<number> = new Set([ErrorCode.InvalidRequest, ErrorCode.MethodNotFound, ErrorCode.InvalidParams]);
@@ -33,8 +32,8 @@ function neverSent(err: unknown): boolean {
   return err instanceof NotSentError || (err instanceof Error && !(err instanceof McpError) && err.message === 'Not connected');
 }
 
-// ajv-formats is CommonJS: under NodeNext its default import is the module object.
-const addFormats = ((formatsModule as unknown as { default?: (ajv: Ajv) => unknown }).default ?? formatsModule) as unknown as (ajv: Ajv) => unknown;
+/** A check of one tool's structured result against its output schema. */
+type ResultCheck = ReturnType<AjvJsonSchemaValidator['getValidator']>;
 
 /**
  * The checks of a tool's `structuredContent` against its `outputSchema`: the SDK's own default
@@ -42,11 +41,9 @@ const addFormats = ((formatsModule as unknown as { default?: (ajv: Ajv) => unkno
  * such a result as a deterministic failure of a write that had run). One per server life, as
  * the SDK's default is: ajv caches every schema it compiles (and by `$id`), so a shared one
  * would grow with every restart and let one server's `$id` stand for another's. svc runs the
- * checks itself (McpConnector.call): the SDK keeps only the last page's validators of a paged
- * tools/list, and compiles them again at every listing.
+ * checks itself (McpConnector.learnLife, call): the SDK keeps only the last page's validators
+ * of a paged tools/list, and compiles them again at every listing.
  */
-type ResultCheck = ReturnType<AjvJsonSchemaValidator['getValidator']>;
-
 function resultValidator(): AjvJsonSchemaValidator {
   const ajv = withDecimalMultipleOf(new Ajv({ strict: false, validateFormats: true, validateSchema: false, allErrors: true }));
   addFormats(ajv);
@@ -184,8 +181,7 @@ export class McpConnector implements Connector {
         return;
       }
       this.learn(tools);
-      this.outputChecks = this.outputChecksOf(tools, validators);
-      this.taskOnly = new Set(tools.filter((t) => (t as { execution?: { taskSupport?: string } }).execution?.taskSupport === 'required').map((t) => t.name));
+      this.learnLife(tools, validators);
       this.stateValue = 'ready';
       // A server that answers initialize and dies at once would otherwise restart every
       // initial backoff for ever: the backoff is forgotten only after it stays up a while.
@@ -222,11 +218,11 @@ export class McpConnector implements Connector {
   }
 
   /**
-   * Descriptors are fixed by the first listing; later listings only add tools not seen before,
-   * up to MAX_TOOLS in all (a server listing new names at every start must not grow svcd).
+   * What this server life checks on each call, from its tool list: the output schema of each
+   * tool that has one (one that does not compile is logged and its results go unchecked), and
+   * the tools that run only as tasks.
    */
-  /** A check per tool with an output schema; one that does not compile is logged and its results go unchecked. */
-  private outputChecksOf(tools: Tool[], validators: AjvJsonSchemaValidator): Map<string, ResultCheck> {
+  private learnLife(tools: Tool[], validators: AjvJsonSchemaValidator): void {
     const checks = new Map<string, ResultCheck>();
     for (const t of tools) {
       if (!t.outputSchema || checks.has(t.name)) continue;
@@ -236,9 +232,14 @@ export class McpConnector implements Connector {
         this.opts.logger.warn('an MCP tool output schema does not compile; its results go unchecked', { connector: this.name, tool: t.name, err: this.redactor.redact((err as Error).message) });
       }
     }
-    return checks;
+    this.outputChecks = checks;
+    this.taskOnly = new Set(tools.filter((t) => (t as { execution?: { taskSupport?: string } }).execution?.taskSupport === 'required').map((t) => t.name));
   }
 
+  /**
+   * Descriptors are fixed by the first listing; later listings only add tools not seen before,
+   * up to MAX_TOOLS in all (a server listing new names at every start must not grow svcd).
+   */
   private learn(tools: Tool[]): void {
     for (const t of tools) {
       if (this.list.has(t.name)) continue;
