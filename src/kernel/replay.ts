@@ -14,7 +14,7 @@ import { decide } from '../policy/decide.js';
 import type { Decision, PolicyRef, RunEvent } from '../types.js';
 import { foldEvents, publicState, type RunModel } from './reducer.js';
 import type { RunEngine } from './run-engine.js';
-import { loadRunRow, workColumns, type EventRow, type RunRow } from './run-store.js';
+import { loadRunRow, modelColumns, type EventRow, type RunRow } from './run-store.js';
 
 export interface DecisionView {
   decision: Decision | null;
@@ -93,28 +93,22 @@ function storedModel(row: RunRow): RunModel | null {
 }
 
 /**
- * The run row's columns that restate the state: lists, filters, counts and the lease queue
- * read them, never the model, so a row edited beside its model would list as one thing and
- * read as another. Only run creation and RunWriter write them: from the model, except
- * `remit_id` and `parent_run_id`, which creation takes from the request that the model's
- * `run.created` event records too.
+ * The run row's columns that disagree with the folded state: a row edited beside its model
+ * would list as one thing and read as another. Those restating the model (modelColumns), and
+ * the ones run creation takes from its request and first event, which the model records too.
  */
 function rowDifferences(row: RunRow, derived: RunModel): string[] {
-  const work = workColumns(derived);
-  const columns: Array<[string, unknown, unknown]> = [
-    ['state', row.state, derived.state],
-    ['department', row.department, derived.department],
-    ['bundle_id', row.bundle_id, derived.bundle_id],
-    ['workflow', row.workflow, derived.workflow],
-    ['remit_id', row.remit_id, derived.remit_id],
-    ['parent_run_id', row.parent_run_id, derived.parent_run_id],
-    ['created_at', row.created_at, derived.created_at],
-    ['updated_at', row.updated_at, derived.updated_at],
-    ['work_kind', row.work_kind, work.kind],
-    ['work_step', row.work_step, work.step],
-    ['work_ready_at', row.work_ready_at === null ? null : Number(row.work_ready_at), work.readyAt],
-  ];
-  return columns.filter(([, a, b]) => (a ?? null) !== (b ?? null)).map(([column]) => `runs.${column}`);
+  const expected: Record<string, unknown> = {
+    ...modelColumns(derived),
+    remit_id: derived.remit_id,
+    parent_run_id: derived.parent_run_id,
+    created_at: derived.created_at,
+    updated_at: derived.updated_at,
+  };
+  const stored = { ...row, work_ready_at: row.work_ready_at === null ? null : Number(row.work_ready_at) } as unknown as Record<string, unknown>;
+  return Object.keys(expected)
+    .filter((column) => (stored[column] ?? null) !== (expected[column] ?? null))
+    .map((column) => `runs.${column}`);
 }
 
 export async function replayRun(e: RunEngine, runId: string): Promise<ReplayReport> {

@@ -22,7 +22,7 @@ import { WorkNotifier } from './notifier.js';
 import { roundUsd, spendLeft } from '../spend.js';
 import { compensationsFor, initialModel, isTerminal, workItem, type RunModel } from './reducer.js';
 import { replayRun, type ReplayReport } from './replay.js';
-import { insertEvent, KERNEL_ACTOR, loadRunRemitId, loadRunRow, loadWriterRow, parseEventRow, runStateOf, RunWriter, sealEvent, workColumns, type EventRow, type RunRow, type WriterDeps } from './run-store.js';
+import { insertEvent, KERNEL_ACTOR, loadRunRemitId, loadRunRow, loadWriterRow, modelColumns, parseEventRow, runStateOf, RunWriter, sealEvent, type EventRow, type RunRow, type WriterDeps } from './run-store.js';
 import { schemaCheck } from './schema-check.js';
 import { Sweeper } from './sweeper.js';
 import { calledWrite, uncompensatedWrites, type UncompensatedWrite } from './uncompensated-writes.js';
@@ -246,13 +246,9 @@ export class RunEngine {
     const { writer } = await this.k.db.tx(async (tx) => {
       const bound = await this.k.remits.bindToRun(tx, body.remit_id, runId);
       const head = { run_id: runId, seq: 1, hash: ev.hash };
-      const work = workColumns(model);
       const row: RunRow = {
         run_id: runId,
-        state: model.state,
-        department: model.department,
-        bundle_id: model.bundle_id,
-        workflow: model.workflow,
+        ...modelColumns(model),
         remit_id: body.remit_id,
         parent_run_id: parentRunId,
         remit_token: bound.token,
@@ -262,9 +258,6 @@ export class RunEngine {
         head_hash: ev.hash,
         head_signature: signHead((m) => this.k.keys.sign(m), head),
         head_key_id: this.k.keys.keyId,
-        work_kind: work.kind,
-        work_step: work.step,
-        work_ready_at: work.readyAt,
         created_at: ev.at,
         updated_at: ev.at,
       };
