@@ -32,6 +32,12 @@ export interface SqliteDbOptions {
   busyTimeoutMs?: number;
   /** Observes group commit (metrics): how long each durable commit waited, and each fsync. */
   observer?: GroupCommitObserver;
+  /**
+   * PRAGMA page_size (bytes, a power of two from 512 to 65536) for a store this call creates.
+   * A store that exists keeps the page size it was created with: in WAL mode SQLite changes
+   * it only by rebuilding the file (VACUUM with the WAL off). (Default: SQLite's, 4096)
+   */
+  pageSize?: number;
 }
 
 export interface GroupCommitObserver {
@@ -93,16 +99,22 @@ class SqliteHandle implements SqlDb {
  * database file", "attempt to write a readonly database") name neither the file nor the
  * likely cause, and are what an operator starting svcd as the wrong user sees first.
  */
-function openStore(path: string): Database.Database {
+function openStore(path: string, pageSize: number | undefined): Database.Database {
   let raw: Database.Database | null = null;
   try {
     raw = new Database(path);
+    // Takes effect only while the file is still empty: the WAL switch below is its first write.
+    if (pageSize !== undefined) raw.pragma(`page_size = ${pageSize}`);
     raw.pragma('journal_mode = WAL');
     return raw;
   } catch (err) {
     raw?.close();
     throw openError('the store', path, err);
   }
+}
+
+function validPageSize(n: number): boolean {
+  return Number.isInteger(n) && n >= 512 && n <= 65536 && (n & (n - 1)) === 0;
 }
 
 /** An error opening a SQLite file, naming the file and, for a permission problem, the likely cause. */
@@ -142,7 +154,8 @@ export class SqliteDb implements SqlDb {
 
   constructor(opts: SqliteDbOptions) {
     if (opts.path !== ':memory:') mkdirSync(dirname(opts.path), { recursive: true });
-    this.raw = openStore(opts.path);
+    if (opts.pageSize !== undefined && !validPageSize(opts.pageSize)) throw new Error(`page size ${opts.pageSize} is not a power of two from 512 to 65536`);
+    this.raw = openStore(opts.path, opts.pageSize);
     const level = opts.synchronous ?? 'FULL';
     this.synchronous = level;
     // Group commit applies when every commit must reach the disk (FULL, EXTRA) on a file.

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../src/encoding/canonical-json.js';
 import { encodeBase64url } from '../../src/encoding/base64url.js';
 import { generateKeyPair, signBytes } from '../../src/keys/ed25519.js';
-import { Kernel } from '../../src/kernel/kernel.js';
+import { Kernel, KERNEL_PAGE_SIZE } from '../../src/kernel/kernel.js';
 import { silentLogger } from '../../src/log/logger.js';
 import type { SqliteDb } from '../../src/store/sqlite-db.js';
 import { tempDir } from '../helpers/daemon.js';
@@ -47,6 +47,13 @@ async function newRun(): Promise<string> {
   const remit = await kernel.remits.mint({ tools: ['test.*'], scopes: ['test:*'], grants: [], spend: { tokens: 1000, usd: 1 }, autonomy: 'autonomous', ttl_seconds: 3600, policy_set: [], requested_by: REQUESTER });
   return (await kernel.runs.create({ bundle_id: bundleId, workflow: 'two', input: {}, remit_id: remit.remit_id, requested_by: REQUESTER })).run_id;
 }
+
+describe('page size (design.md "Store": pages per write)', () => {
+  it('creates the kernel store with 1 KiB pages, so a lone commit flushes fewer bytes', () => {
+    expect(KERNEL_PAGE_SIZE).toBe(1024);
+    expect(raw().pragma('page_size', { simple: true })).toBe(1024);
+  });
+});
 
 describe('partial indexes (migrations remits-002, runs-002, remits-004, runs-004)', () => {
   it('index only the rows their queries ask for', () => {

@@ -40,6 +40,40 @@ describe('SqliteDb specifics (D §11)', () => {
     await normal.close();
   });
 
+  it('creates a store with the page size asked for; a store that exists keeps its own (design.md "Store")', async () => {
+    const path = file();
+    const small = new SqliteDb({ path, pageSize: 1024 });
+    expect(small.raw.pragma('page_size', { simple: true })).toBe(1024);
+    await small.exec('CREATE TABLE t (v TEXT)');
+    // A row bigger than a page spills to overflow pages and reads back whole.
+    const big = 'x'.repeat(10_000);
+    await small.tx(async (tx) => void (await tx.run('INSERT INTO t (v) VALUES (?)', [big])));
+    await small.close();
+
+    const again = new SqliteDb({ path, pageSize: 4096 });
+    expect(again.raw.pragma('page_size', { simple: true })).toBe(1024);
+    expect((await again.get<{ v: string }>('SELECT v FROM t'))?.v).toBe(big);
+    await again.close();
+
+    // One created elsewhere with SQLite's default (an older svcd's) keeps 4 KiB under a smaller ask.
+    const older = file();
+    const raw = new Database(older);
+    raw.pragma('journal_mode = WAL');
+    raw.exec('CREATE TABLE t (v TEXT)');
+    raw.close();
+    const opened = new SqliteDb({ path: older, pageSize: 1024 });
+    expect(opened.raw.pragma('page_size', { simple: true })).toBe(4096);
+    await opened.tx(async (tx) => void (await tx.run('INSERT INTO t (v) VALUES (?)', ['still writable'])));
+    expect((await opened.get<{ v: string }>('SELECT v FROM t'))?.v).toBe('still writable');
+    await opened.close();
+  });
+
+  it('refuses a page size SQLite would ignore without a word', () => {
+    for (const pageSize of [0, 256, 1000, 3072, 131072, 1.5]) {
+      expect(() => new SqliteDb({ path: file(), pageSize })).toThrow(`page size ${pageSize} is not a power of two from 512 to 65536`);
+    }
+  });
+
   it('acknowledges a durable commit only after an fsync barrier that follows it (group commit)', async () => {
     const db = new SqliteDb({ path: file() });
     await db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY)');
