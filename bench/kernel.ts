@@ -19,8 +19,15 @@ import { phase, sampleSvcd, type SvcdPhase, type SvcdSample } from './lib/svcd-p
 /** Write transactions one kernel cycle commits: create run, lease, complete. */
 export const TX_PER_CYCLE = 3;
 
+/** What each run of a cycle is: the workflow and the input of run i. */
+export interface CycleShape {
+  workflow: string;
+  input(i: number): Record<string, unknown>;
+}
+const ONE_STEP: CycleShape = { workflow: 'cycle', input: (i) => ({ i }) };
+
 /** svc as a queue, and what svcd spent from the first cycle to the last completion. */
-function svcAdapter(k: KernelFixture, remitsNeeded: () => number): QueueAdapter & { phase(): Promise<SvcdPhase> } {
+export function svcAdapter(k: KernelFixture, remitsNeeded: () => number, shape: CycleShape = ONE_STEP): QueueAdapter & { phase(): Promise<SvcdPhase> } {
   let remits: string[] = [];
   let start: Promise<SvcdSample> | null = null;
   let end: Promise<SvcdSample> | null = null;
@@ -40,7 +47,7 @@ function svcAdapter(k: KernelFixture, remitsNeeded: () => number): QueueAdapter 
       return phase(await start, await end, remits.length);
     },
     async enqueue(i) {
-      const r = await k.post('/runs', { bundle_id: k.bundleId, workflow: 'cycle', input: { i }, remit_id: remits[i], requested_by: REQUESTER });
+      const r = await k.post('/runs', { bundle_id: k.bundleId, workflow: shape.workflow, input: shape.input(i), remit_id: remits[i], requested_by: REQUESTER });
       if (r.status !== 201) throw new Error(`run create failed: ${JSON.stringify(r.body)}`);
     },
     async startWorkers(concurrency, onDone) {

@@ -2,8 +2,9 @@
 import type { Benchmark } from './lib/harness.js';
 import { gatewayBenchmark } from './gateway.js';
 import { kernelBenchmark } from './kernel.js';
+import { pagesBenchmark } from './pages.js';
 import { policyBenchmark } from './policy.js';
 import { remitBenchmark } from './remit.js';
 import { replayBenchmark } from './replay.js';
 
-export const BENCHMARKS: Benchmark[] = [remitBenchmark, policyBenchmark, replayBenchmark, gatewayBenchmark, kernelBenchmark];
+export const BENCHMARKS: Benchmark[] = [remitBenchmark, policyBenchmark, replayBenchmark, gatewayBenchmark, kernelBenchmark, pagesBenchmark];

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import Database from 'better-sqlite3';
 import { packageRoot } from '../../src/version.js';
 import { canonicalJson } from '../../src/encoding/canonical-json.js';
 import { encodeBase64url } from '../../src/encoding/base64url.js';
@@ -27,6 +28,11 @@ export const BENCH_BUNDLE = {
       input_schema: { type: 'object', properties: { i: { type: 'integer' } } },
       steps: [{ id: 'only', kind: 'tool', tool: 'test.echo', args: { i: '{{input.i}}' }, output_schema: { type: 'object' } }],
     },
+    // The same step over a bigger run: `pad` rides in the input, the step's args and its output.
+    padded: {
+      input_schema: { type: 'object', properties: { i: { type: 'integer' }, pad: { type: 'string' } } },
+      steps: [{ id: 'only', kind: 'tool', tool: 'test.echo', args: { i: '{{input.i}}', pad: '{{input.pad}}' }, output_schema: { type: 'object' } }],
+    },
   },
 };
 
@@ -39,8 +45,18 @@ export interface KernelFixture {
   close(): Promise<void>;
 }
 
-export async function startKernelFixture(synchronous: SqliteSynchronous = 'FULL'): Promise<KernelFixture> {
+/**
+ * `storePageSize` creates the kernel's store beforehand with that page size, which svcd then
+ * keeps (a store keeps the page size it was created with), to compare page sizes.
+ */
+export async function startKernelFixture(synchronous: SqliteSynchronous = 'FULL', storePageSize?: number): Promise<KernelFixture> {
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-kernel-'));
+  if (storePageSize !== undefined) {
+    const db = new Database(join(dataDir, 'kernel.db'));
+    db.pragma(`page_size = ${storePageSize}`);
+    db.pragma('journal_mode = WAL');
+    db.close();
+  }
   const pub = generateKeyPair();
   const keyId = 'bench-publisher';
   const config = join(dataDir, 'svcd.yaml');
