@@ -51,15 +51,44 @@ export class Redactor {
     return this.secrets.length;
   }
 
-  /** True when `text` shows any registered secret. */
+  /** True when `text` shows any registered secret, as is or behind JSON escapes. */
   shows(text: string): boolean {
-    return this.secrets.some((s) => text.includes(s));
+    if (this.secrets.some((s) => text.includes(s))) return true;
+    if (!text.includes('\\')) return false;
+    for (const view of unescapedViews(text)) if (this.secrets.some((s) => view.text.includes(s))) return true;
+    return false;
   }
 
+  /**
+   * Replaces every secret with `[REDACTED]`, also where the text spells it with JSON escapes
+   * (`\/` for `/`, `\u0074` for `t`, or escaped twice: JSON text inside a JSON string): an
+   * upstream's serializer escapes as it pleases (PHP writes `\/`, Go `\u0026` for `&`), and
+   * the gateway hands the raw body on beside its parse.
+   */
   redact(text: string): string {
-    let out = text;
+    let out = this.secrets.length > 0 && text.includes('\\') ? this.redactEscaped(text) : text;
     for (const s of this.secrets) if (out.includes(s)) out = out.split(s).join(REDACTED);
     return out;
+  }
+
+  /** The spans of `text` that unescape to a secret, each replaced whole. */
+  private redactEscaped(text: string): string {
+    const spans: Array<[number, number]> = [];
+    for (const view of unescapedViews(text)) {
+      for (const s of this.secrets) {
+        for (let at = view.text.indexOf(s); at !== -1; at = view.text.indexOf(s, at + s.length)) spans.push([view.from(at), view.from(at + s.length)]);
+      }
+    }
+    if (spans.length === 0) return text;
+    spans.sort((a, b) => a[0] - b[0]);
+    let out = '';
+    let done = 0;
+    for (const [start, end] of spans) {
+      if (end <= done) continue; // inside a span already replaced
+      out += text.slice(done, Math.max(start, done)) + (start >= done ? REDACTED : '');
+      done = end;
+    }
+    return out + text.slice(done);
   }
 
   /**
@@ -107,6 +136,65 @@ export class Redactor {
     }
     return out;
   }
+}
+
+/** How many times JSON escapes are undone in search of a secret (JSON text nested that deep). */
+const UNESCAPE_LEVELS = 3;
+
+const ESCAPE = /\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})/g;
+const SIMPLE_ESCAPES: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
+
+interface UnescapedView {
+  text: string;
+  /** Where in the original text the view's character `i` begins (i = view length: the end). */
+  from(i: number): number;
+}
+
+/**
+ * `text` with its JSON escapes undone once, twice, … (while any remain). A backslash that
+ * starts no valid escape stands for itself. Text between escapes is copied by slices and the
+ * offsets kept per escape, not per character: a 5 MiB body costs a few milliseconds.
+ */
+function unescapedViews(text: string): UnescapedView[] {
+  const views: UnescapedView[] = [];
+  let current = text;
+  let outer: (i: number) => number = (i) => i;
+  for (let level = 0; level < UNESCAPE_LEVELS && current.includes('\\'); level++) {
+    // Escape k became view character at[k]; it began at src[k] in `current`, `width[k]` long.
+    const at: number[] = [];
+    const src: number[] = [];
+    const width: number[] = [];
+    let shrink = 0;
+    const out = current.replace(ESCAPE, (esc: string, offset: number) => {
+      at.push(offset - shrink);
+      src.push(offset);
+      width.push(esc.length);
+      shrink += esc.length - 1;
+      return esc[1] === 'u' ? String.fromCharCode(parseInt(esc.slice(2), 16)) : SIMPLE_ESCAPES[esc[1]];
+    });
+    if (at.length === 0) break;
+    const toCurrent = (i: number): number => {
+      // The last escape at or before i (binary search): i is that escape, or follows it by i - at[k].
+      let lo = 0;
+      let hi = at.length - 1;
+      let k = -1;
+      while (lo <= hi) {
+        const mid = (lo + hi) >> 1;
+        if (at[mid] <= i) {
+          k = mid;
+          lo = mid + 1;
+        } else hi = mid - 1;
+      }
+      if (k === -1) return i;
+      return i === at[k] ? src[k] : src[k] + width[k] + (i - at[k] - 1);
+    };
+    const before = outer;
+    const from = (i: number) => before(toCurrent(i));
+    views.push({ text: out, from });
+    current = out;
+    outer = from;
+  }
+  return views;
 }
 
 /** The process-wide redactor used by logs, errors, responses and events. */

@@ -6,7 +6,9 @@
  * field), and a `${VAR}` used as a header name. Each check searches the outputs for every
  * spelling of the value, and checks that the answer around it is still what it was.
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { registerSecret } from '../../src/gateway/config.js';
@@ -18,10 +20,14 @@ const DIGITS = '31337';
 const QUOTED = 'qs"x\\y-ZZZ999';
 const HEADER_NAME = 'X-Hidden-Name-4242'; // the http connector sends it lower-cased
 const TRAILING = 's3cr3t-TRAIL-77\n'; // a secret read from a file: headers go out trimmed
+const SLASHED = 'tokA1b2/C3d4+E5f6=G7h8;q&r'; // what PHP writes as \/ and Go's encoder as \u0026
 const spellings = (v: string) => [v, v.toLowerCase(), JSON.stringify(v).slice(1, -1), JSON.stringify(JSON.stringify(v).slice(1, -1)).slice(1, -1)];
 
 const signer = testSigner();
 const token = (tools: string[], scopes: string[], run?: string) => mintToken(signer, remitPayload(signer, { tools, scopes, autonomy: 'autonomous', ...(run ? { run } : {}) }));
+
+/** Every file of the gateway's store (database and WAL) as text, as an attacker with the disk would read it. */
+const readStore = (dir: string) => readdirSync(dir).filter((f) => f.startsWith('gateway.db')).map((f) => readFileSync(join(dir, f), 'latin1')).join('\n');
 
 let server: Server;
 let port = 0;
@@ -30,8 +36,15 @@ let logText = () => '';
 let logger: Logger;
 
 beforeAll(async () => {
-  // Echoes the request's headers back as JSON (so `body` is JSON text holding the secrets).
-  server = createServer((req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ headers: req.headers })));
+  // Echoes the request's headers back as JSON (so `body` is JSON text holding the secrets):
+  // as JSON.stringify writes it, as PHP's json_encode does (`/` as `\/`) with Go's `\u0026`
+  // for `&`, every letter t as \u0074, and in UTF-16 as its content-type declares.
+  server = createServer((req, res) => {
+    const json = JSON.stringify({ headers: req.headers });
+    if (req.url === '/php') res.writeHead(200, { 'content-type': 'application/json' }).end(json.replaceAll('/', '\\/').replaceAll('&', '\\u0026').replaceAll('t', '\\u0074'));
+    else if (req.url === '/utf16') res.writeHead(200, { 'content-type': 'application/json; charset=utf-16le' }).end(Buffer.from(json, 'utf16le'));
+    else res.writeHead(200, { 'content-type': 'application/json' }).end(json);
+  });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   port = (server.address() as AddressInfo).port;
   const redactor = new Redactor();
@@ -42,14 +55,14 @@ beforeAll(async () => {
     keys: signer,
     redactor,
     logger,
-    env: { SECRET_DIGITS: DIGITS, SECRET_QUOTED: QUOTED, SECRET_HNAME: HEADER_NAME, SECRET_TRAIL: TRAILING, SVC_GATEWAY_TEST_TOOLS: '1' },
+    env: { SECRET_DIGITS: DIGITS, SECRET_QUOTED: QUOTED, SECRET_HNAME: HEADER_NAME, SECRET_TRAIL: TRAILING, SECRET_SLASHED: SLASHED, SVC_GATEWAY_TEST_TOOLS: '1' },
     doc: {
       connectors: [
         {
           name: 'web',
           type: 'http',
           allowed_hosts: ['127.0.0.1'],
-          headers: { 'x-digits': '${SECRET_DIGITS}', 'x-quoted': '${SECRET_QUOTED}', '${SECRET_HNAME}': 'named', authorization: 'Bearer ${SECRET_TRAIL}' },
+          headers: { 'x-digits': '${SECRET_DIGITS}', 'x-quoted': '${SECRET_QUOTED}', '${SECRET_HNAME}': 'named', authorization: 'Bearer ${SECRET_TRAIL}', 'x-slashed': '${SECRET_SLASHED}' },
         },
       ],
     },
@@ -84,6 +97,24 @@ describe('awkward ${VAR} values never leave the gateway (I 2.10)', () => {
     expect(res.text).not.toContain('${');
     for (const secret of [DIGITS, QUOTED, HEADER_NAME, TRAILING, TRAILING.trim()]) for (const s of spellings(secret)) expect(res.text).not.toContain(s);
   });
+
+  for (const [path, how] of [['/php', 'spelt with JSON escapes the gateway does not write itself (\\/, \\u0026, \\u0074)'], ['/utf16', 'in a UTF-16 body that says so in its charset']]) {
+    it(`an upstream echoing a secret ${how}: redacted in the raw body too, in the answer and in the stored result (I 2.10, D 9)`, async () => {
+      const call = { remit_token: token(['web.*'], ['http:host:127.0.0.1'], `run_${path.slice(1)}`), run_id: `run_${path.slice(1)}`, tool: 'web.post', args: { url: `http://127.0.0.1:${port}${path}`, json: {} }, idempotency_key: `echo-${path.slice(1)}` };
+      const first = await gw.call(call);
+      expect(first.status, first.text).toBe(200);
+      expect(first.body.result.json.headers).toMatchObject({ 'x-slashed': '[REDACTED]', 'x-quoted': '[REDACTED]' });
+      // The raw body still parses to the same redacted document.
+      expect(JSON.parse(first.body.result.body).headers).toMatchObject({ 'x-slashed': '[REDACTED]', 'x-quoted': '[REDACTED]' });
+      const again = await gw.call(call);
+      expect(again.body).toMatchObject({ ok: true, replayed: true });
+      const stored = readStore(gw.dataDir);
+      for (const text of [first.text, again.text, stored, JSON.stringify(gw.link.events), logText()]) {
+        for (const secret of [SLASHED, QUOTED, 'C3d4+E5f6', 'G7h8;q']) expect(text).not.toContain(secret);
+        expect(text).not.toMatch(/C3d4\+E5f6|\\u0074okA1b2/);
+      }
+    });
+  }
 
   it('logs: every line stays JSON and shows no spelling of any secret', async () => {
     await gw.call({ remit_token: token(['test.*'], ['test:*']), tool: 'test.fail', args: { why: `${QUOTED} ${DIGITS}0` } });
@@ -141,6 +172,22 @@ describe('Redactor (src/log/logger.ts)', () => {
     const f = new Redactor();
     registerSecret(f, 'p@ss word!~');
     expect(f.redact(new URLSearchParams({ q: 'p@ss word!~' }).toString())).toBe('q=[REDACTED]');
+  });
+
+  it('a secret behind JSON escapes it does not register (\\/, \\uXXXX in either case, escaped twice) is redacted, the text around it kept', () => {
+    const red = new Redactor();
+    red.add(SLASHED);
+    expect(red.redact('{"a":"Bearer tokA1b2\\/C3d4+E5f6=G7h8;q\\u0026r","b":"\\u00e9\\/"}')).toBe('{"a":"Bearer [REDACTED]","b":"\\u00e9\\/"}');
+    expect(red.redact('x \\u0074okA1b2\\/C3d4+E5f6=G7h8;q\\u0026R y')).toBe('x \\u0074okA1b2\\/C3d4+E5f6=G7h8;q\\u0026R y'); // R is not r: no secret
+    expect(red.redact('x \\u0074okA1b2\\/C3d4+E5f6=G7h8;q\\u0026r y')).toBe('x [REDACTED] y');
+    expect(red.redact('\\u0054\\u006FkA1b2/C3d4+E5f6=G7h8;q&r')).toBe('\\u0054\\u006FkA1b2/C3d4+E5f6=G7h8;q&r'); // T is not t
+    expect(red.redact('{"t":"{\\"a\\":\\"tokA1b2\\\\/C3d4+E5f6=G7h8;q&r\\"}"}')).toBe('{"t":"{\\"a\\":\\"[REDACTED]\\"}"}');
+    expect(red.shows('tokA1b2\\/C3d4+E5f6=G7h8;q&r')).toBe(true);
+    expect(red.shows('tokA1b2\\/C3d4+E5f6=G7h8;q')).toBe(false);
+    // A backslash that starts no escape stands for itself; two hits, each replaced once.
+    expect(red.redact('\\x tokA1b2\\/C3d4+E5f6=G7h8;q&r\\tokA1b2/C3d4+E5f6=G7h8;q&r')).toBe('\\x [REDACTED]\\[REDACTED]');
+    // In a value: the raw body beside its parse.
+    expect(red.redactValue({ body: '{"k":"tokA1b2\\/C3d4+E5f6=G7h8;q&r"}', n: 1 })).toEqual({ body: '{"k":"[REDACTED]"}', n: 1 });
   });
 
   it('values under four characters are not registered (documented in svc-gateway(5))', () => {

@@ -79,6 +79,23 @@ function checkHeaders(raw: unknown): void {
   }
 }
 
+/**
+ * The body as text, decoded with the charset its content-type declares (UTF-8 when it declares
+ * none or one the runtime does not know): read as UTF-8, a UTF-16 body would show a secret it
+ * echoes with a NUL between its characters, past the redactor.
+ */
+function decodeBody(bytes: Buffer, contentType: string | null): string {
+  const label = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(contentType ?? '')?.[1];
+  if (label) {
+    try {
+      return new TextDecoder(label).decode(bytes);
+    } catch {
+      /* an unknown label: UTF-8 below */
+    }
+  }
+  return bytes.toString('utf8');
+}
+
 async function readLimited(res: Response, max: number, signal: AbortSignal): Promise<string> {
   if (!res.body) return '';
   const reader = res.body.getReader();
@@ -98,7 +115,7 @@ async function readLimited(res: Response, max: number, signal: AbortSignal): Pro
     }
     chunks.push(value);
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return decodeBody(Buffer.concat(chunks), res.headers.get('content-type'));
 }
 
 /** Socket, DNS and connect-timeout errors of a connection that was never made. */
