@@ -14,6 +14,7 @@ import { globalRedactor, type Redactor } from '../log/logger.js';
 import { compileConfigSchema, formatAjvErrors } from './schema-validator.js';
 import { fetchBlockedPortHint, isFetchBlockedPort, urlHasFetchBlockedPort } from '../util/fetch-blocked-ports.js';
 import { pointerToken } from '../encoding/json-pointer.js';
+import { validHeaderName, validHeaderValue } from '../util/http-header-syntax.js';
 
 /** What a tool entry of a connector may say (interface 2.10 `tools`). */
 export interface ToolConfig {
@@ -386,7 +387,7 @@ function normalize(raw: RawConfig, baseDir: string, env: NodeJS.ProcessEnv): Gat
   };
 }
 
-/** Checks the schema cannot express: unique names, probe targets, operation names per type. */
+/** Checks the schema cannot express: unique names, probe targets, operation names per type, header syntax. */
 function semanticProblems(config: GatewayConfig): string[] {
   const problems: string[] = [];
   if (urlHasFetchBlockedPort(config.kernel_url)) problems.push(`/kernel_url: ${fetchBlockedPortHint(config.kernel_url)}`);
@@ -407,6 +408,14 @@ function semanticProblems(config: GatewayConfig): string[] {
       if (c.type !== 'sqlite' && t.statement !== undefined) problems.push(`${where}/tools/${op}/statement: only sqlite tools have statements`);
       if (fixedOps && t.writes !== undefined && t.writes !== (op === 'post' || op === 'write')) {
         problems.push(`${where}/tools/${op}/writes: ${c.type}.${op} ${op === 'post' || op === 'write' ? 'always writes' : 'never writes'}`);
+      }
+    }
+    if (c.type === 'http') {
+      // fetch would refuse them at every call: an operator's typo, not an upstream outage for
+      // the breaker to count nor a caller's bad arguments. (The value may hold a secret: not shown.)
+      for (const [name, value] of Object.entries(c.headers)) {
+        if (!validHeaderName(name)) problems.push(`${where}/headers/${pointerToken(name)}: is not a valid HTTP header name (letters, digits and !#$%&'*+-.^_\`|~ only)`);
+        else if (!validHeaderValue(value)) problems.push(`${where}/headers/${pointerToken(name)}: the value holds a character a header cannot carry (a control character other than tab, or one above U+00FF)`);
       }
     }
     if (c.probe) {

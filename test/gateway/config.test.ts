@@ -157,6 +157,18 @@ describe('one schema reports every problem at once', () => {
     ]);
   });
 
+  it('an http connector header fetch could never send is a problem at load, the value never shown (svc-gateway(5) CONFIGURATION)', () => {
+    const env = { KEY: 'k-secret-4711', CTL: 'a\u0001b-secret' };
+    const headers = { 'bad header ${KEY}': 'x', 'x-ctl': '${CTL}', 'x-crlf': 'a\r\nInjected: 1', 'x-wide': '\u{1F600}', 'x-fine': 'Bearer ${KEY}', 'x-latin1': 'caf\u00e9\tok' };
+    const p = problemsOf(() => loadGatewayConfig({ connectors: [{ name: 'web', type: 'http', allowed_hosts: ['example.com'], headers }] }, { env, redactor: new Redactor() }));
+    expect(p).toEqual([
+      "/connectors/0/headers/bad header k-secret-4711: is not a valid HTTP header name (letters, digits and !#$%&'*+-.^_`|~ only)",
+      '/connectors/0/headers/x-ctl: the value holds a character a header cannot carry (a control character other than tab, or one above U+00FF)',
+      '/connectors/0/headers/x-crlf: the value holds a character a header cannot carry (a control character other than tab, or one above U+00FF)',
+      '/connectors/0/headers/x-wide: the value holds a character a header cannot carry (a control character other than tab, or one above U+00FF)',
+    ]);
+  });
+
   it('a kernel_url or listen on a port fetch refuses is a problem: the gateway could never reach the kernel, nor svc it', () => {
     expect(problemsOf(() => loadGatewayConfig({ kernel_url: 'http://127.0.0.1:6665' }, { env: {}, redactor: new Redactor() }))).toEqual([
       '/kernel_url: port 6665 is one that fetch refuses to connect to (a "bad port" of the Fetch standard); use another port',

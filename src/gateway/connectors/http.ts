@@ -7,6 +7,7 @@
  */
 import { pointerToken } from '../../encoding/json-pointer.js';
 import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../../util/fetch-blocked-ports.js';
+import { validHeaderName, validHeaderValue } from '../../util/http-header-syntax.js';
 import type { HttpConnectorConfig } from '../config.js';
 import { compileInputSchema } from '../schema-validator.js';
 import { isSvcListener } from '../svc-listeners.js';
@@ -64,17 +65,14 @@ function parseUrl(raw: unknown): URL {
 }
 
 /**
- * Caller headers fetch would refuse (a name that is not an HTTP token, a value with CR, LF or
- * NUL): bad arguments (422), found before the call, so they never reach the circuit breaker
- * as an upstream error.
+ * Caller headers fetch would refuse (a name that is not an HTTP token, a value with a control
+ * character or one above U+00FF): bad arguments (422), found before the call, so they never
+ * reach the circuit breaker as an upstream error.
  */
 function checkHeaders(raw: unknown): void {
   for (const [name, value] of Object.entries((raw ?? {}) as Record<string, string>)) {
-    try {
-      new Headers([[name, value]]);
-    } catch {
-      const at = `/headers/${pointerToken(name)}`;
-      throw new ArgsInvalid(`header ${JSON.stringify(name)} is not a valid HTTP header name and value`, at);
+    if (!validHeaderName(name) || !validHeaderValue(value)) {
+      throw new ArgsInvalid(`header ${JSON.stringify(name)} is not a valid HTTP header name and value`, `/headers/${pointerToken(name)}`);
     }
   }
 }

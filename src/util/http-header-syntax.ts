@@ -1,0 +1,16 @@
+/**
+ * HTTP field syntax (RFC 9110 §5.1, §5.5) as fetch enforces it when it sends a request: a
+ * name is a token; a value holds tabs, spaces, visible ASCII and bytes 0x80–0xFF (obs-text,
+ * sent as Latin-1), nothing else. `new Headers()` alone lets control characters through that
+ * the request then fails on, and refuses characters over 0xFF with a TypeError.
+ */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
+export function validHeaderName(name: string): boolean {
+  return TOKEN.test(name);
+}
+
+export function validHeaderValue(value: string): boolean {
+  return FIELD_VALUE.test(value);
+}
