@@ -194,7 +194,9 @@ export class RemitService {
         if (tokensOver(parent.spend.tokens) || usdOver(row.spend_usd_micro)) {
           throw widens('spend', `spend ${JSON.stringify(spend)} exceeds the parent's ${JSON.stringify(parent.spend)}`, { requested: req.spend, parent: parent.spend });
         }
-        if (tokensOver(left.tokens) || usdOver(left.usdMicro)) {
+        // Past zero (a run that overran its limit before it failed) nothing is left, and a
+        // child asking for nothing takes nothing: it is allowed, as an inherited zero is.
+        if (tokensOver(Math.max(0, left.tokens)) || usdOver(Math.max(0, left.usdMicro))) {
           const available = { tokens: Math.max(0, left.tokens), usd: Math.max(0, left.usdMicro) / 1_000_000 };
           throw widens('spend', `spend ${JSON.stringify(spend)} exceeds what the parent has left (not spent by its run, not reserved for other children) ${JSON.stringify(available)}`, { requested: req.spend, available, used });
         }

@@ -280,5 +280,12 @@ describe('spend (D §8, I 4.1 rules 5–6)', () => {
     const usdOnly = await d.kernel_(`/remits/${parent.remit_id}/derive`, { body: { spend: { usd: 0 } } });
     expect(usdOnly.status, JSON.stringify(usdOnly.body)).toBe(201);
     expect((await d.kernel_(`/remits/${usdOnly.body.remit_id}`)).body.spend).toEqual({ tokens: 0, usd: 0 });
+    // Asking for nothing outright is no widening either, though the parent is past zero
+    // (D 8.3: only more than is left is remit_widens); one token is.
+    const zero = await d.kernel_(`/remits/${parent.remit_id}/derive`, { body: { spend: { tokens: 0, usd: 0 } } });
+    expect(zero.status, JSON.stringify(zero.body)).toBe(201);
+    const one = await d.kernel_(`/remits/${parent.remit_id}/derive`, { body: { spend: { tokens: 1, usd: 0 } } });
+    expect(one.status).toBe(422);
+    expect(one.body.error).toMatchObject({ code: 'remit_widens', details: { field: 'spend', available: { tokens: 0, usd: 0 } } });
   });
 });
