@@ -79,7 +79,9 @@ export function integerReadAs(literal: string): number | null {
 
 function inexactInteger(where: string, literal: string, read: number): BodyProblem {
   const shown = literal.length > 40 ? `${literal.slice(0, 40)}…` : literal;
-  return { path: where, message: `the integer ${shown} at ${where || '/'} is past what a JSON number holds exactly (it would be read as ${read}); send it as a string` };
+  // No "send it as a string": the body reader does not know whether the field takes text
+  // (a tool's id argument may; a remit's spend.tokens does not, and would refuse it next).
+  return { path: where, message: `the integer ${shown} at ${where || '/'} is past what a JSON number holds exactly (it would be read as ${read}); integers up to 9007199254740991 are exact, and where a field takes text it can carry the digits as a string` };
 }
 
 function loneSurrogate(where: string, what: string): BodyProblem {

@@ -376,7 +376,13 @@ describe('D §1, RFC 7493: a body with a repeated member name, a lone surrogate 
     // a tool called with another id than the one sent could read or write another row.
     const big = await post(d.gatewayUrl, '/tools/call', '{"tool":"test.echo","remit_token":"x","args":{"invoice_id":9007199254740993}}');
     expect(big.status).toBe(400);
-    expect(await big.json()).toMatchObject({ ok: false, error: { code: 'request_invalid', details: { path: '/args/invoice_id' }, message: expect.stringContaining('send it as a string') } });
+    expect(await big.json()).toMatchObject({ ok: false, error: { code: 'request_invalid', details: { path: '/args/invoice_id' }, message: expect.stringContaining('where a field takes text it can carry the digits as a string') } });
+    // A field that takes only an integer is not told to send a string it would then refuse.
+    const spend = await post(d.kernelUrl, '/remits', '{"tools":["t.*"],"scopes":[],"spend":{"tokens":9007199254740993,"usd":1},"autonomy":"autonomous","requested_by":{"id":"a","role":"agent","manager":"m"}}');
+    expect(spend.status).toBe(400);
+    const spendError = ((await spend.json()) as any).error;
+    expect(spendError).toMatchObject({ code: 'request_invalid', details: { path: '/spend/tokens' }, message: expect.stringContaining('integers up to 9007199254740991 are exact') });
+    expect(spendError.message).not.toContain('send it as a string');
     const run = await post(d.kernelUrl, '/runs', '{"bundle_id":"bnd_x","workflow":"w","input":{"n":-9007199254740993}}');
     expect(run.status).toBe(400);
     expect(((await run.json()) as any).error).toMatchObject({ code: 'request_invalid', details: { path: '/input/n' } });
