@@ -94,8 +94,31 @@ export function toSvcError(err: unknown, logger?: Logger): SvcError {
   if (e?.statusCode === 413) return new SvcError('payload_too_large', 'request body is too large', {});
   if (e?.statusCode === 404) return new SvcError('not_found', 'no such route', { resource: 'route', id: '' });
   if (e?.statusCode === 405) return new SvcError('method_not_allowed', 'method not allowed', {});
+  const fault = storeFault(err);
+  if (fault !== null) {
+    logger?.error('the store failed', { code: fault.code, err: e?.stack ?? String(err) });
+    return new SvcError('unavailable', `the store cannot serve this request: ${fault.message}`, { cause: fault.code });
+  }
   logger?.error('unhandled error', { err: e?.stack ?? String(err) });
   return new SvcError('internal', 'internal error', {});
+}
+
+/** SQLite result codes of a store that is failing (disk, permissions, a damaged file), not of a bug. */
+const STORE_FAULT = /^SQLITE_(FULL|IOERR|READONLY|CORRUPT|NOTADB|CANTOPEN|PERM|NOMEM|PROTOCOL|BUSY|LOCKED)/;
+/** What a failed fsync or write of the WAL reports (the store's group commit). */
+const DISK_FAULT = new Set(['EIO', 'ENOSPC', 'EDQUOT', 'EROFS']);
+
+/**
+ * A store's own failure (the disk full, the file read-only or damaged, an fsync that failed):
+ * 503 unavailable, a dependency's fault, with SQLite's words (the store is svc's own: no
+ * secret in them) — not 500, which says svc has a bug, with the cause hidden in the log.
+ */
+export function storeFault(err: unknown): { code: string; message: string } | null {
+  const code = (err as { code?: unknown })?.code;
+  if (typeof code !== 'string') return null;
+  if (!STORE_FAULT.test(code) && !DISK_FAULT.has(code)) return null;
+  const raw = (err as Error).message ?? code;
+  return { code, message: raw.length > 200 ? `${raw.slice(0, 200)}…` : raw };
 }
 
 /** The longest unread body a connection is kept for, so that its client sees the answer. */

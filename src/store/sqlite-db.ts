@@ -106,6 +106,8 @@ function openStore(path: string, pageSize: number | undefined): Database.Databas
     // Takes effect only while the file is still empty: the WAL switch below is its first write.
     if (pageSize !== undefined) raw.pragma(`page_size = ${pageSize}`);
     raw.pragma('journal_mode = WAL');
+    raw.pragma('busy_timeout = 5000'); // the probe waits out another writer as a write would
+    if (path !== ':memory:') probeWrite(raw);
     return raw;
   } catch (err) {
     raw?.close();
@@ -115,6 +117,21 @@ function openStore(path: string, pageSize: number | undefined): Database.Databas
 
 function validPageSize(n: number): boolean {
   return Number.isInteger(n) && n >= 512 && n <= 65536 && (n & (n - 1)) === 0;
+}
+
+/**
+ * Writes a page and rolls it back. A file this user may read but not write (a data directory
+ * copied from another user) opens read-only without a word, WAL and all, and every write
+ * would then fail in service; found here, svcd refuses to start and says why.
+ */
+function probeWrite(raw: Database.Database): void {
+  const version = raw.pragma('user_version', { simple: true }) as number;
+  raw.exec('BEGIN IMMEDIATE');
+  try {
+    raw.pragma(`user_version = ${version}`);
+  } finally {
+    raw.exec('ROLLBACK');
+  }
 }
 
 /** An error opening a SQLite file, naming the file and, for a permission problem, the likely cause. */
