@@ -52,6 +52,8 @@ export interface BundleServiceDeps {
 export class BundleService {
   /** Parsed bundles by id: they are immutable, and the run engine reads them on every lease. */
   private readonly cache = new Map<string, StoredBundle>();
+  /** Bundles whose signature verified, with the publisher key it verified under. */
+  private readonly verifiedUnder = new Map<string, Uint8Array>();
 
   constructor(private readonly deps: BundleServiceDeps) {}
 
@@ -113,6 +115,30 @@ export class BundleService {
         };
       }),
     };
+  }
+
+  /**
+   * A bundle to start a run of: its signature must still verify under a publisher key the
+   * kernel trusts now, not only when it was posted (interface 9: "Bundles are trusted by
+   * signature from publisher keys"), so dropping a compromised publisher from the config stops
+   * its bundles at the next start. Runs already going are not stopped. 422
+   * bundle_signature_invalid otherwise. The verification is remembered per key: one Ed25519
+   * verify per bundle and process, not one per run.
+   */
+  async getTrusted(id: string): Promise<StoredBundle> {
+    const stored = await this.get(id);
+    const key = this.deps.publishers().lookup(stored.signature.key_id);
+    const verified = this.verifiedUnder.get(id);
+    if (key !== null && verified !== undefined && Buffer.compare(Buffer.from(key), Buffer.from(verified)) === 0) return stored;
+    try {
+      verifyBundleSignature(stored.bundle, stored.signature, this.deps.publishers());
+    } catch {
+      const why = key === null ? `key ${stored.signature.key_id} is no longer a trusted publisher key` : `its signature no longer verifies under key ${stored.signature.key_id}`;
+      throw new SvcError('bundle_signature_invalid', `bundle ${stored.name}@${stored.version} cannot start runs: ${why}`, { bundle_id: id, key_id: stored.signature.key_id });
+    }
+    if (this.verifiedUnder.size >= 1024) this.verifiedUnder.delete(this.verifiedUnder.keys().next().value!);
+    this.verifiedUnder.set(id, key!);
+    return stored;
   }
 
   /**

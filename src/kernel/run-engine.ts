@@ -185,7 +185,7 @@ export class RunEngine {
 
   /** POST /v1/runs (interface 2.4, 4.1 rules 2 and 5; decisions §3, §6, 8.3). */
   async create(body: CreateRunBody): Promise<{ run_id: string; state: RunState }> {
-    const stored = await this.k.bundles.get(body.bundle_id);
+    const stored = await this.k.bundles.getTrusted(body.bundle_id);
     const bundle = stored.bundle;
     const wf = workflowOf(bundle, body.workflow);
     if (!wf) {

@@ -3,13 +3,13 @@
  * signatures against trusted publishers, content-addressed ids, 200/201/409, list and get,
  * every error code of the endpoint.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { bundleId, signBundle, type PublisherKeyFile } from '../../src/bundle/sign.js';
 import { generatePublisherKey } from '../../src/keys/publishers.js';
-import { ROOT, startTestDaemon } from '../helpers/daemon.js';
+import { ROOT, startTestDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
 
 const demo = JSON.parse(readFileSync(join(ROOT, 'fixtures/keys/demo-publisher.json'), 'utf8')) as PublisherKeyFile;
 const refunds = () => parse(readFileSync(join(ROOT, 'fixtures/bundles/refunds.yaml'), 'utf8'));
@@ -188,5 +188,52 @@ describe('GET /v1/bundles and /v1/bundles/{id} (I 4.1)', () => {
     const res = await d.kernel_('/bundles', { body: signed(refunds()) });
     expect(res.status).toBe(422);
     expect(res.body.error.code).toBe('bundle_signature_invalid');
+  });
+});
+
+describe('a publisher dropped from the config (I 9: "Bundles are trusted by signature from publisher keys")', () => {
+  it('stops its bundles from starting runs after a restart; a run already going is left alone', async () => {
+    const dataDir = tempDir();
+    const other = generatePublisherKey('pub-other');
+    const requested_by = { id: 'ana', role: 'agent', manager: 'lead' };
+    const remit = { tools: ['billing.*'], scopes: ['billing:*'], grants: [], spend: { tokens: 10, usd: 1 }, autonomy: 'autonomous', ttl_seconds: 600, policy_set: [], requested_by };
+    const startRun = async (d: TestDaemon, bundle_id: string) => {
+      const r = await d.kernel_('/remits', { body: remit });
+      return d.kernel_('/runs', { body: { bundle_id, workflow: 'refund', input: { ticket_id: 't-1', customer_id: 'c-1', invoice_id: 'inv_1', message: 'charged twice' }, remit_id: r.body.remit_id, requested_by } });
+    };
+    // Each start keeps the store: stopped with close(), not disposed (which removes the directory).
+    const start = (publishers: string[]) => startTestDaemon({ kernel: { dataDir, publishers } });
+    try {
+      const first = await start([`${demo.key_id}:${demo.public_key}`]);
+      const bundle = (await first.kernel_('/bundles', { body: signed(refunds()) })).body.bundle_id as string;
+      const run = await startRun(first, bundle);
+      expect(run.status, JSON.stringify(run.body)).toBe(201);
+      await first.close();
+
+      for (const [publishers, why] of [
+        [[`${other.key_id}:${other.public_key}`], /is no longer a trusted publisher key/],
+        [[`${demo.key_id}:${other.public_key}`], /no longer verifies under key/],
+      ] as const) {
+        const d = await start([...publishers]);
+        const refused = await startRun(d, bundle);
+        expect(refused.status).toBe(422);
+        expect(refused.body.error).toMatchObject({ code: 'bundle_signature_invalid', details: { bundle_id: bundle, key_id: demo.key_id } });
+        expect(refused.body.error.message).toMatch(why);
+        // The run started before goes on: its step is still handed out (once; then it is leased).
+        expect((await d.kernel_(`/runs/${run.body.run_id}`)).body.state).toBe('running');
+        if (why.source.includes('trusted')) {
+          const l = await d.kernel_('/leases', { body: { worker_id: 'w', kinds: ['model', 'tool', 'action'], ttl_seconds: 30, wait_seconds: 0 } });
+          expect(l.status).toBe(200);
+          expect(l.body.run_id).toBe(run.body.run_id);
+        }
+        await d.close();
+      }
+      // Trusted again: its runs start again.
+      const last = await start([`${demo.key_id}:${demo.public_key}`]);
+      expect((await startRun(last, bundle)).status).toBe(201);
+      await last.close();
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
