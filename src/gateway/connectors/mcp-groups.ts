@@ -12,6 +12,10 @@
  * shell wrapper): each server's processes carry a random mark in `SVC_MCP_GROUP`, recorded
  * with the entry, and every process of this boot still carrying an old entry's mark is ended
  * too. Where /proc does not exist nothing is recorded and nothing is ended.
+ *
+ * The servers of a gateway that still runs (a copy of its data directory) are left alone, but
+ * their record is kept, under `others`, until a start finds that gateway gone: otherwise the
+ * first start would forget them and none after it could end them.
  */
 import { readdirSync, readFileSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
@@ -22,6 +26,8 @@ import { GROUP_MARK_VARIABLE, isOwnGroup } from './mcp-transport.js';
 const GROUPS_FILE = 'mcp-groups.json';
 /** The record's own entry: the gateway process that wrote it (pid keys are the servers). */
 const GATEWAY_KEY = 'gateway';
+/** The records of other gateways that still ran when this one started (never read by older versions). */
+const OTHERS_KEY = 'others';
 
 interface Owner {
   pid: number;
@@ -37,6 +43,18 @@ interface Entry {
   connector: string;
   /** The `SVC_MCP_GROUP` value its processes inherit (entries of older versions have none). */
   mark?: string;
+}
+
+/** The servers one gateway started, with that gateway (null: a record of an older version). */
+interface GatewayRecord {
+  gateway: Owner | null;
+  servers: Record<string, Entry>;
+}
+
+/** How a record of another gateway is kept in the file. */
+interface KeptRecord {
+  gateway: Owner;
+  servers: Record<string, Entry>;
 }
 
 /** This boot's id (Linux), or null; it cannot change while the process runs. */
@@ -65,6 +83,36 @@ function statFields(pid: number): string[] | null {
 /** The start time of process `pid` (field 22, starttime), or null when it does not exist. */
 function processStart(pid: number): string | null {
   return statFields(pid)?.[19] ?? null;
+}
+
+/**
+ * Whether the gateway `owner` still runs: the same process (its start time), in this boot,
+ * and not a zombie (Z) or dead (X; x before Linux 3.14). A SIGKILLed gateway its parent has
+ * not reaped yet is a zombie with its old start time, and its servers are orphans already.
+ */
+function stillRuns(owner: Owner): boolean {
+  if (owner.pid === process.pid || owner.boot !== BOOT_ID) return false; // the pid of an earlier life of ours, or of another boot
+  const fields = statFields(owner.pid);
+  return fields !== null && fields[19] === owner.start && !['Z', 'X', 'x'].includes(fields[0] ?? '');
+}
+
+/** An owner as the file holds it, or null when it is not one. */
+function ownerOf(value: unknown): Owner | null {
+  const o = value as Partial<Owner> | null;
+  return o && typeof o === 'object' && typeof o.pid === 'number' && typeof o.start === 'string' ? { pid: o.pid, start: o.start, boot: typeof o.boot === 'string' ? o.boot : null } : null;
+}
+
+/** The file's own record and the kept records of other gateways, in the order found. */
+function recordsOf(file: unknown): GatewayRecord[] {
+  if (!file || typeof file !== 'object') return [];
+  const { [GATEWAY_KEY]: gateway, [OTHERS_KEY]: others, ...servers } = file as Record<string, unknown>;
+  const out: GatewayRecord[] = [{ gateway: ownerOf(gateway), servers: servers as Record<string, Entry> }];
+  for (const kept of Array.isArray(others) ? (others as unknown[]) : []) {
+    const owner = ownerOf((kept as Partial<KeptRecord> | null)?.gateway);
+    const keptServers = (kept as Partial<KeptRecord>).servers;
+    if (owner && keptServers && typeof keptServers === 'object') out.push({ gateway: owner, servers: keptServers });
+  }
+  return out;
 }
 
 /** `pid`'s parent and process group (fields 4 and 5), or null when it does not exist. */
@@ -108,6 +156,8 @@ export class McpGroups {
   private static readonly open = new Map<string, McpGroups>();
   private readonly path: string;
   private entries: Record<string, Entry> = {};
+  /** The records of gateways that still ran at the first opening, kept for a later start to end. */
+  private others: KeptRecord[] = [];
   /** This process, as every save records it (null without /proc). */
   private readonly owner: Owner | null;
 
@@ -134,28 +184,32 @@ export class McpGroups {
 
   /**
    * Ends the groups of servers a previous gateway on this directory left running (its leader
-   * still the process recorded), then forgets every old entry. Call once the directory's
-   * lock is held.
+   * still the process recorded), then forgets their entries; the records of gateways that
+   * still run are kept, their servers left alone. Call once the directory's lock is held.
    */
   private reapOrphans(logger: Logger): void {
-    let old: Record<string, Entry> & { [GATEWAY_KEY]?: Owner } = {};
+    let old: unknown = {};
     try {
-      old = JSON.parse(readFileSync(this.path, 'utf8')) as typeof old;
+      old = JSON.parse(readFileSync(this.path, 'utf8'));
     } catch {
       /* no file, or unreadable: nothing to reap */
     }
-    const owner = old?.[GATEWAY_KEY];
-    if (owner && owner.pid !== process.pid && owner.boot === BOOT_ID && processStart(owner.pid) === owner.start) {
-      // The gateway that wrote the record still runs: a copy of its data directory, not a crash.
-      logger.warn('the MCP servers recorded in this data directory belong to a gateway that still runs; leaving them alone (a copied data directory?)', { pid: owner.pid });
-      this.entries = {};
-      this.save();
-      return;
+    const orphaned: Array<Record<string, Entry>> = [];
+    for (const record of recordsOf(old)) {
+      const owner = record.gateway;
+      if (owner && stillRuns(owner)) {
+        // A copy of a running gateway's data directory, not a crash: its servers are not ours.
+        logger.warn('the MCP servers recorded in this data directory belong to a gateway that still runs; leaving them alone (a copied data directory?)', { pid: owner.pid });
+        const same = this.others.find((k) => k.gateway.pid === owner.pid && k.gateway.start === owner.start && k.gateway.boot === owner.boot);
+        if (same) Object.assign(same.servers, record.servers);
+        else this.others.push({ gateway: owner, servers: { ...record.servers } });
+      } else {
+        orphaned.push(record.servers);
+      }
     }
     const ownMark = process.env[GROUP_MARK_VARIABLE]; // started from an old server's tool: that one is our ancestor
     const marks = new Map<string, string>(); // mark → connector, of this boot's old servers
-    for (const [pidText, e] of Object.entries(old ?? {}) as Array<[string, Entry]>) {
-      if (pidText === GATEWAY_KEY) continue;
+    for (const [pidText, e] of orphaned.flatMap((servers) => Object.entries(servers))) {
       const pid = Number(pidText);
       if (!Number.isInteger(pid) || pid <= 1 || typeof e?.start !== 'string') continue;
       if (e.boot !== BOOT_ID) continue; // a reboot ended them all
@@ -206,7 +260,8 @@ export class McpGroups {
 
   private save(): void {
     try {
-      writeFileDurably(this.path, JSON.stringify({ ...this.entries, ...(this.owner ? { [GATEWAY_KEY]: this.owner } : {}) }) + '\n', 0o600);
+      const record = { ...this.entries, ...(this.owner ? { [GATEWAY_KEY]: this.owner } : {}), ...(this.others.length > 0 ? { [OTHERS_KEY]: this.others } : {}) };
+      writeFileDurably(this.path, JSON.stringify(record) + '\n', 0o600);
     } catch {
       /* best effort: an unwritable record only loses the clean-up after a crash */
     }
