@@ -1,17 +1,23 @@
 /**
  * Keys around remits (decisions §2, §11): svcd refuses to start with a bad publisher key from
  * any source, naming it; good keys are trusted from flags, SVC_PUBLISHERS and the config file;
- * after `svcd keys rotate` a remit signed by the previous key still decodes as valid.
+ * after `svcd keys rotate` a remit signed by the previous key still decodes as valid; after a
+ * restart with SVC_SIGNING_KEY (decisions §2, §3, §7) the key file's key stays trusted, so a
+ * parked run's remit still verifies and its replay is still valid.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { KeyRing } from '../../src/keys/keyring.js';
+import { encodeBase64url } from '../../src/encoding/base64url.js';
+import { HttpKernelLink } from '../../src/gateway/kernel-link.js';
+import { KeyRing, keyFilePath } from '../../src/keys/keyring.js';
 import { generatePublisherKey } from '../../src/keys/publishers.js';
 import { lockDataDir } from '../../src/store/dir-lock.js';
 import { runSvc } from '../helpers/cli.js';
 import { ROOT, spawnSvcd, startTestDaemon, tempDir } from '../helpers/daemon.js';
+import { clearVerifiedTokenCache, verifyRemit } from '../../src/remit/verify.js';
+import { APPROVER, getRun, lease, propose, runToAction, type RunDaemon } from './run-fixtures.js';
 
 const smallOrder = Buffer.from('c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa', 'hex').toString('base64url');
 const short = Buffer.alloc(31, 7).toString('base64url');
@@ -157,5 +163,77 @@ describe('rotation and remits (D §2, I 4.1 /keys previous)', () => {
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/previous\[0\] \(cp-evil\): public key is a small-order point/);
     expect(r.stdout).toBe('');
+  });
+
+  it('a truncated key file stops svcd naming the file and what is wrong, not a bare JSON parser message (svcd(8) KEYS)', () => {
+    const dir = tempDir();
+    KeyRing.load(dir, undefined);
+    const file = keyFilePath(dir);
+    writeFileSync(file, readFileSync(file, 'utf8').slice(0, 30));
+    for (const env of [{}, { SVC_SIGNING_KEY: Buffer.alloc(32, 9).toString('base64url') }]) {
+      const r = spawnSync(process.execPath, [join(ROOT, 'dist/daemon/main.js'), '--data-dir', dir, '--kernel-listen', '127.0.0.1:0', '--no-gateway'], { encoding: 'utf8', timeout: 15_000, env: { ...process.env, ...env } });
+      expect(r.status).toBe(1);
+      expect(r.stderr).toMatch(/^svcd: .*control-plane\.json: the control-plane key file is not JSON \(.*\); restore it from a backup/);
+      expect(r.stderr).toContain(file);
+      expect(r.stdout).toBe('');
+    }
+  });
+});
+
+describe('SVC_SIGNING_KEY over the key file (D §2, D §3 tokens, D §7 signed heads)', () => {
+  it("a run parked under the file key keeps a valid replay and a verifying remit after restarts with SVC_SIGNING_KEY, then another value", async () => {
+    const dataDir = tempDir();
+    const publisher = generatePublisherKey();
+    // Each start keeps the store: stopped with close(), not disposed (which removes the directory).
+    const start = async (signingKey?: string): Promise<RunDaemon> =>
+      Object.assign(await startTestDaemon({ kernel: { dataDir, publishers: [`${publisher.key_id}:${publisher.public_key}`], ...(signingKey ? { signingKey } : {}) } }), { publisher });
+    const keysOf = async (d: RunDaemon) => (await d.kernel_('/keys')).body as { key_id: string; previous: Array<{ key_id: string }> };
+    const replay = async (d: RunDaemon, runId: string) => (await d.kernel_(`/runs/${runId}/replay`, { method: 'POST' })).body as { chain_valid: boolean; chain_errors: unknown[]; state_matches: boolean };
+    /** As the gateway judges a token: with the keys GET /v1/keys publishes. */
+    const gatewayVerifies = async (d: RunDaemon, token: string) => {
+      clearVerifiedTokenCache();
+      const keys = await new HttpKernelLink({ kernelUrl: d.kernelUrl!, token: null }).trustedKeys(token.split('.')[1]);
+      return verifyRemit(token, keys, Math.floor(Date.now() / 1000), {});
+    };
+    const envA = encodeBase64url(Buffer.alloc(32, 0xa1));
+    const envB = encodeBase64url(Buffer.alloc(32, 0xb2));
+    try {
+      const first = await start();
+      const fileKey = (await keysOf(first)).key_id;
+      const { run_id, lease: l } = await runToAction(first);
+      const token = l.context.remit_token as string;
+      expect(token.split('.')[1]).toBe(fileKey);
+      const parked = await propose(first, l.lease_id, { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 150 } });
+      expect(parked.body.decision).toBe('approval_required');
+      expect((await getRun(first, run_id)).state).toBe('parked');
+      await first.close();
+
+      const second = await start(envA);
+      const keys = await keysOf(second);
+      expect(keys.key_id).toBe(new KeyRing(Buffer.alloc(32, 0xa1)).keyId);
+      expect(keys.previous.map((p) => p.key_id)).toEqual([fileKey]);
+      expect(await replay(second, run_id)).toMatchObject({ chain_valid: true, chain_errors: [], state_matches: true });
+      expect(await gatewayVerifies(second, token)).toMatchObject({ ok: true });
+      // The kernel takes the parked run's token too, and the approved run goes on.
+      const note = await second.kernel_(`/runs/${run_id}/events`, { body: { kind: 'note', payload: { text: 'still mine' } }, headers: { 'x-svc-remit': token } });
+      expect(note.status, JSON.stringify(note.body)).toBe(201);
+      const decided = await second.kernel_(`/approvals/${parked.body.approval_id}`, { body: { decision: 'approved', actor: APPROVER, reason: 'ok' } });
+      expect(decided.status, JSON.stringify(decided.body)).toBe(200);
+      const resumed = await lease(second, ['action']);
+      expect(resumed.body.run_id).toBe(run_id);
+      expect(await gatewayVerifies(second, resumed.body.context.remit_token)).toMatchObject({ ok: true });
+      expect(await replay(second, run_id)).toMatchObject({ chain_valid: true, chain_errors: [] });
+      await second.close();
+      // Only the public part of SVC_SIGNING_KEY is on disk.
+      expect(readFileSync(keyFilePath(dataDir), 'utf8')).not.toContain(envA);
+
+      const third = await start(envB);
+      expect((await keysOf(third)).previous.map((p) => p.key_id)).toEqual([keys.key_id, fileKey]);
+      expect(await replay(third, run_id)).toMatchObject({ chain_valid: true, chain_errors: [] }); // its head was last signed under envA
+      expect(await gatewayVerifies(third, token)).toMatchObject({ ok: true });
+      await third.close();
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
