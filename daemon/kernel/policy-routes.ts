@@ -6,6 +6,7 @@
  * JSON Schema each, src/policy/requests.ts) so library and HTTP callers get the same 400s.
  */
 import type { FastifyInstance } from 'fastify';
+import { SvcError } from '../../src/errors.js';
 import type { Kernel } from '../../src/kernel/kernel.js';
 
 export async function policyRoutes(app: FastifyInstance, kernel: Kernel): Promise<void> {
@@ -22,7 +23,26 @@ export async function policyRoutes(app: FastifyInstance, kernel: Kernel): Promis
     kernel.policies.get(req.params.name, req.params.version),
   );
 
+  // A test runs for seconds, in slices between which other requests are answered
+  // (src/policy/corpus.ts). It stops when its client goes away (no one would read the answer)
+  // and when the kernel starts closing (a drain must not wait for a dry run).
+  const running = new Set<AbortController>();
+  app.addHook('preClose', async () => {
+    for (const test of running) test.abort(new SvcError('unavailable', 'the service is shutting down', {}));
+  });
+
   // 1 MiB like every body but a bundle's (decisions §10); clients send a larger corpus in
   // slices (src/policy/corpus-slices.ts).
-  app.post('/policies/test', async (req) => kernel.policies.test(req.body));
+  app.post('/policies/test', async (req, reply) => {
+    const test = new AbortController();
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) test.abort(new SvcError('unavailable', 'the client closed the connection; the policy test stopped', {}));
+    });
+    running.add(test);
+    try {
+      return await kernel.policies.test(req.body, { signal: test.signal });
+    } finally {
+      running.delete(test);
+    }
+  });
 }

@@ -9,7 +9,7 @@
  */
 import type { Decision, DecisionResult, PolicyAction, PolicyRunContext } from '../types.js';
 import { celContext } from './cel-env.js';
-import type { CompiledPolicy } from './compile.js';
+import type { CompiledPolicy, CompiledRule } from './compile.js';
 
 const RESTRICTIVENESS: Record<Decision, number> = { allow: 0, approval_required: 1, deny: 2 };
 
@@ -34,45 +34,66 @@ function errorMessage(err: unknown): string {
   return e?.summary ?? String(e?.message ?? err).split('\n')[0] ?? 'evaluation failed';
 }
 
-/** Decides a proposed action under the pinned policies, in policy_set order. */
-export function decide(policies: readonly CompiledPolicy[], action: PolicyAction, run: PolicyRunContext): DecisionResult {
-  let ctx: Record<string, unknown> | null = null;
-  let contextError: string | null = null;
-  try {
-    ctx = celContext(action, run);
-  } catch (err) {
-    // An action no condition can read (absurdly deep arguments): every condition fails closed.
-    contextError = `the action cannot be evaluated: ${errorMessage(err)}`;
-  }
-  const matched: DecisionResult['matched'] = [];
-  const errors: DecisionResult['errors'] = [];
-  let winner: { rule: string; decision: Decision; approver: string | null } | null = null;
+/**
+ * One decision being made, a rule at a time: `decide` hands it every rule in one go; a policy
+ * test (decisions 5.3) hands it a few at a time and lets other requests run in between
+ * (src/policy/corpus.ts). Rules must come in policy_set order, then source order.
+ */
+export class DecisionInProgress {
+  private readonly ctx: Record<string, unknown> | null = null;
+  private readonly contextError: string | null = null;
+  private readonly matched: DecisionResult['matched'] = [];
+  private readonly errors: DecisionResult['errors'] = [];
+  private winner: { rule: string; decision: Decision; approver: string | null } | null = null;
 
-  for (const policy of policies) {
-    for (const rule of policy.rules) {
-      const name = `${policy.ref.name}/${rule.name}`;
-      let hit: boolean;
-      try {
-        if (!ctx) throw new Error(contextError!);
-        const value: unknown = rule.program(ctx);
-        if (typeof value === 'boolean') hit = value;
-        else {
-          errors.push({ rule: name, message: `condition evaluated to ${describeValue(value)}, not a bool` });
-          hit = rule.decision !== 'allow';
-        }
-      } catch (err) {
-        errors.push({ rule: name, message: errorMessage(err) });
-        hit = rule.decision !== 'allow';
-      }
-      if (!hit) continue;
-      matched.push({ rule: name, effect: rule.decision });
-      if (!winner || RESTRICTIVENESS[rule.decision] > RESTRICTIVENESS[winner.decision]) {
-        winner = { rule: name, decision: rule.decision, approver: rule.decision === 'approval_required' ? (rule.approver ?? managerApprover(run)) : null };
-      }
+  constructor(
+    private readonly action: PolicyAction,
+    private readonly run: PolicyRunContext,
+  ) {
+    try {
+      this.ctx = celContext(action, run);
+    } catch (err) {
+      // An action no condition can read (absurdly deep arguments): every condition fails closed.
+      this.contextError = `the action cannot be evaluated: ${errorMessage(err)}`;
     }
   }
-  if (!winner) return { ...defaultDecision(action, run), matched, errors };
-  return { decision: winner.decision, rule: winner.rule, approver: winner.approver, matched, errors };
+
+  /** Evaluates one rule of `policy`. */
+  evaluate(policy: CompiledPolicy, rule: CompiledRule): void {
+    const name = `${policy.ref.name}/${rule.name}`;
+    let hit: boolean;
+    try {
+      if (!this.ctx) throw new Error(this.contextError!);
+      const value: unknown = rule.program(this.ctx);
+      if (typeof value === 'boolean') hit = value;
+      else {
+        this.errors.push({ rule: name, message: `condition evaluated to ${describeValue(value)}, not a bool` });
+        hit = rule.decision !== 'allow';
+      }
+    } catch (err) {
+      this.errors.push({ rule: name, message: errorMessage(err) });
+      hit = rule.decision !== 'allow';
+    }
+    if (!hit) return;
+    this.matched.push({ rule: name, effect: rule.decision });
+    if (!this.winner || RESTRICTIVENESS[rule.decision] > RESTRICTIVENESS[this.winner.decision]) {
+      this.winner = { rule: name, decision: rule.decision, approver: rule.decision === 'approval_required' ? (rule.approver ?? managerApprover(this.run)) : null };
+    }
+  }
+
+  /** The decision over the rules evaluated so far (the default rule when none matched). */
+  result(): DecisionResult {
+    const { matched, errors, winner } = this;
+    if (!winner) return { ...defaultDecision(this.action, this.run), matched, errors };
+    return { decision: winner.decision, rule: winner.rule, approver: winner.approver, matched, errors };
+  }
+}
+
+/** Decides a proposed action under the pinned policies, in policy_set order. */
+export function decide(policies: readonly CompiledPolicy[], action: PolicyAction, run: PolicyRunContext): DecisionResult {
+  const decision = new DecisionInProgress(action, run);
+  for (const policy of policies) for (const rule of policy.rules) decision.evaluate(policy, rule);
+  return decision.result();
 }
 
 function describeValue(value: unknown): string {

@@ -11,13 +11,21 @@ import { newId } from '../ids.js';
 import type { SqlDb } from '../store/sql-db.js';
 import type { DecisionResult, PolicyAction, PolicyRef, PolicyRunContext, StoredPolicy } from '../types.js';
 import { compilePolicy, type CompiledPolicy } from './compile.js';
-import { comparePolicies, normalizeCorpus, type Flip } from './corpus.js';
+import { comparePoliciesInSlices, normalizeCorpus, type Flip } from './corpus.js';
 import { decide } from './decide.js';
 import { checkPolicyPost, checkPolicyTest } from './requests.js';
 
 
 /** Compiled versions kept in memory. Versions are immutable, so entries never go stale. */
 const CACHE_LIMIT = 1000;
+
+/**
+ * Policy tests evaluated at once; more wait their turn, in order. Each test
+ * pauses every few ms for the event loop (src/policy/corpus.ts), but every running test adds
+ * a slice to each turn of the loop: two keep the other requests' wait near 20 ms on the
+ * kernel's two cores, where twenty would make it 200 ms.
+ */
+export const MAX_RUNNING_POLICY_TESTS = 2;
 
 export interface PolicyPostBody {
   name: string;
@@ -65,6 +73,57 @@ interface PolicyRow {
   created_at: string;
 }
 
+/** Options of PolicyService.test. */
+export interface PolicyTestOptions {
+  /**
+   * Stops the test (the client went away, the kernel is shutting down): it rejects with the
+   * signal's reason, an SvcError, or 503 `unavailable` for any other reason.
+   */
+  signal?: AbortSignal;
+}
+
+/** At most `limit` holders at once; the others wait in order and leave the queue when aborted. */
+class Slots {
+  private held = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(private readonly limit: number) {}
+
+  /** Slots held now. */
+  get active(): number {
+    return this.held;
+  }
+
+  /** Resolves with the function that gives the slot back. */
+  async acquire(signal?: AbortSignal): Promise<() => void> {
+    signal?.throwIfAborted();
+    if (this.held < this.limit) this.held++;
+    else {
+      await new Promise<void>((resolve, reject) => {
+        const onAbort = () => {
+          const i = this.waiting.indexOf(turn);
+          if (i >= 0) this.waiting.splice(i, 1);
+          reject(signal!.reason);
+        };
+        const turn = () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        };
+        this.waiting.push(turn);
+        signal?.addEventListener('abort', onAbort, { once: true });
+      });
+    }
+    let given = false;
+    return () => {
+      if (given) return;
+      given = true;
+      const next = this.waiting.shift();
+      if (next) next(); // the slot passes on: `held` stays
+      else this.held--;
+    };
+  }
+}
+
 function rowToPolicy(r: PolicyRow): StoredPolicy {
   return { policy_id: r.policy_id, name: r.name, version: r.version, source: r.source, created_at: r.created_at };
 }
@@ -77,6 +136,7 @@ export function parsePolicyEntry(entry: string): { name: string; version: string
 
 export class PolicyService {
   private readonly cache = new Map<string, CompiledPolicy>();
+  private readonly testSlots = new Slots(MAX_RUNNING_POLICY_TESTS);
 
   constructor(private readonly deps: { db: SqlDb; clock: Clock }) {}
 
@@ -177,22 +237,43 @@ export class PolicyService {
     return decide(policies, action, run);
   }
 
-  /** POST /v1/policies/test (decisions 5.3): every case under A alone and B alone; the flips. */
-  async test(input: unknown): Promise<PolicyTestResult> {
+  /**
+   * POST /v1/policies/test (decisions 5.3): every case under A alone and B alone; the flips.
+   * At most MAX_RUNNING_POLICY_TESTS run at once, each in slices that let other requests in.
+   */
+  async test(input: unknown, opts: PolicyTestOptions = {}): Promise<PolicyTestResult> {
+    const { signal } = opts;
     const body: PolicyTestBody = checkPolicyTest(input);
-    const a = await this.resolve(body.policy_a, '/policy_a');
-    const cases = normalizeCorpus(body.corpus);
-    let b: CompiledPolicy;
-    let bRef: PolicyTestResult['policy_b'];
-    if (body.policy_b && 'source' in body.policy_b && typeof body.policy_b.source === 'string') {
-      const name = body.policy_b.name ?? a.ref.name;
-      b = compilePolicy({ name, version: 'source' }, body.policy_b.source);
-      bRef = { name, source: true };
-    } else {
-      b = await this.resolve(body.policy_b as { name: string; version?: string }, '/policy_b');
-      bRef = b.ref;
+    let release: (() => void) | null = null;
+    try {
+      release = await this.testSlots.acquire(signal);
+      const a = await this.resolve(body.policy_a, '/policy_a');
+      const cases = normalizeCorpus(body.corpus);
+      let b: CompiledPolicy;
+      let bRef: PolicyTestResult['policy_b'];
+      if (body.policy_b && 'source' in body.policy_b && typeof body.policy_b.source === 'string') {
+        const name = body.policy_b.name ?? a.ref.name;
+        b = compilePolicy({ name, version: 'source' }, body.policy_b.source);
+        bRef = { name, source: true };
+      } else {
+        b = await this.resolve(body.policy_b as { name: string; version?: string }, '/policy_b');
+        bRef = b.ref;
+      }
+      signal?.throwIfAborted();
+      return { ...(await comparePoliciesInSlices(a, b, cases, { signal })), policy_a: a.ref, policy_b: bRef };
+    } catch (err) {
+      if (signal?.aborted && err === signal.reason && !(err instanceof SvcError)) {
+        throw new SvcError('unavailable', 'the policy test was stopped before it finished', {});
+      }
+      throw err;
+    } finally {
+      release?.();
     }
-    return { ...comparePolicies(a, b, cases), policy_a: a.ref, policy_b: bRef };
+  }
+
+  /** Policy tests running now (waiting ones not counted). */
+  get runningTests(): number {
+    return this.testSlots.active;
   }
 
   private async resolve(spec: { name: string; version?: string } | undefined, path: string): Promise<CompiledPolicy> {
