@@ -3,11 +3,13 @@
  * through `@marcbachmann/cel-js`. `action` and `run` are declared with their field types so a
  * condition is type-checked when the policy is posted; `run.remit.grants(x)` is a member
  * function. JSON numbers in `action.args` and `run.input` become CEL `int` when they are
- * integers and `double` otherwise; CEL compares int and double with each other.
+ * integers and `double` otherwise; CEL compares int and double with each other. Conversions
+ * from a string are CEL's, not cel-js's looser ones (src/policy/cel-conversions.ts).
  */
 import { Environment, type ParseResult } from '@marcbachmann/cel-js';
 import '../util/regexp-guard.js'; // `matches` runs on worker input: never exponential
 import type { PolicyAction, PolicyRunContext } from '../types.js';
+import { celDoubleFromString, celDurationFromString, celIntFromString, celTimestampFromString, celUintFromString } from './cel-conversions.js';
 
 /** Structural limits for one condition, checked at parse time. */
 export const CEL_LIMITS = {
@@ -68,8 +70,57 @@ function buildEnvironment(): Environment {
     });
 }
 
+type Handler = (...args: unknown[]) => unknown;
+
+/**
+ * The strict conversions from a string, each given cel-js's own overload: `int` and `double`
+ * return the value, the others hand cel-js a canonical text so it builds its own value type
+ * (UnsignedInt, Date, Duration) from a string it reads right.
+ */
+const STRICT_CONVERSIONS: ReadonlyArray<{ name: string; strict: (original: Handler) => Handler }> = [
+  { name: 'int', strict: () => (s) => celIntFromString(s as string) },
+  { name: 'uint', strict: (original) => (s) => original(celUintFromString(s as string).toString()) },
+  { name: 'double', strict: () => (s) => celDoubleFromString(s as string) },
+  { name: 'timestamp', strict: (original) => (s) => original(new Date(celTimestampFromString(s as string)).toISOString()) },
+  { name: 'duration', strict: (original) => (s) => original(`${celDurationFromString(s as string)}ns`) },
+];
+
+interface OverloadDeclaration {
+  signature: string;
+  handler: Handler;
+}
+
+/**
+ * Puts the strict conversions in place of cel-js's `int(string)` and the like. cel-js refuses a
+ * second overload with a signature it has and offers no way to replace one, so each is swapped
+ * in this environment's own candidate list (the one a checked call of the function carries),
+ * for type-checked and dynamic (`dyn`) calls alike; cel-js's shared registry is left as it is.
+ * When a cel-js upgrade moves that list, this throws at startup rather than silently bringing
+ * back conversions that read "" as 0.
+ */
+function installStrictConversions(env: Environment): void {
+  for (const { name, strict } of STRICT_CONVERSIONS) {
+    const program = env.parse(`${name}("")`);
+    program.check();
+    const list = (program.ast as unknown as { candidates?: { declarations?: OverloadDeclaration[] } }).candidates?.declarations;
+    const i = list?.findIndex((d) => d.signature.startsWith(`${name}(string):`)) ?? -1;
+    if (!list || i < 0) throw new Error(`cel-js internals changed: cannot install the strict ${name}(string)`);
+    const original = list[i]!;
+    const handler = strict(original.handler);
+    list[i] = Object.freeze(Object.assign(Object.create(Object.getPrototypeOf(original) as object) as OverloadDeclaration, original, { handler }));
+    let refused = false;
+    try {
+      env.evaluate(`${name}("")`);
+    } catch {
+      refused = true;
+    }
+    if (!refused) throw new Error(`cel-js internals changed: ${name}("") still converts`);
+  }
+}
+
 /** Built once: creating an environment is the expensive part of CEL. */
 export const policyEnvironment: Environment = buildEnvironment();
+installStrictConversions(policyEnvironment);
 
 /** A parsed condition, callable with a context from `celContext`. */
 export type CelProgram = ParseResult;

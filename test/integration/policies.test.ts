@@ -167,6 +167,21 @@ describe('POST /v1/policies/test (D 5.3)', () => {
   });
 });
 
+describe('a conversion that fails fails closed through the kernel (D 5.1, D 5.3)', () => {
+  it('int("") is an error, not 0: the deny rule matches an empty summary', async () => {
+    await using d = await startTestDaemon();
+    const source = 'deny short when int(action.summary) > 3';
+    expect((await d.kernel_('/policies', { body: { name: 'conv', version: '1', source } })).status).toBe(201);
+    const cases = ['', '2', '7', ' 5', '0x10'].map((summary) => ({ action: { tool: 'crm.note', summary, writes: false } }));
+    const res = await d.kernel_('/policies/test', { body: { policy_a: { name: 'conv' }, policy_b: { source: 'deny never when false' }, corpus: cases } });
+    expect(res.status).toBe(200);
+    expect(res.body.flips).toEqual([0, 2, 3, 4].map((index) => ({ index, a: 'deny', b: 'allow', rule_a: 'conv/short', rule_b: 'default/allow' })));
+    const policies = d.kernel!.policies;
+    const decided = await policies.decide([{ name: 'conv', version: '1' }], toPolicyAction(cases[0]!.action), toPolicyRun({}));
+    expect(decided).toMatchObject({ decision: 'deny', rule: 'conv/short', errors: [{ rule: 'conv/short', message: expect.stringMatching(/^int\(\) conversion error/) }] });
+  });
+});
+
 describe('kernel.policies: pin and decide (D 5.2)', () => {
   it('pins names to their latest version and keeps name@version; unknown is 422 policy_not_found', async () => {
     await using d = await startTestDaemon();
