@@ -153,7 +153,7 @@ export interface CompileOptions {
 }
 
 function compileSource(source: string, opts: CompileOptions = {}): Compiled {
-  const parsed = parsePolicySource(source);
+  const parsed = parsePolicySource(source, { stored: opts.stored });
   const diagnostics = [...parsed.diagnostics];
   const rules: CompiledRule[] = [];
   for (const rule of parsed.rules) {

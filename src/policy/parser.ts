@@ -54,8 +54,28 @@ export interface ParsedPolicy {
 
 const APPROVER = /^(["'])role:([A-Za-z0-9][A-Za-z0-9._@:-]{0,127})\1$/;
 
+/**
+ * `"role:<role>"` whose role has a colon or whitespace: no one could decide its approvals, since
+ * an actor is `--actor ID:ROLE`, split at the last colon (svc(1)). APPROVER let colons through
+ * until 2026-11-28; versions stored before keep theirs (`stored`).
+ */
+function roleOutOfReach(text: string): boolean {
+  const q = text[0];
+  if (text.length < 2 || (q !== '"' && q !== "'") || !text.endsWith(q)) return false;
+  const inner = text.slice(1, -1);
+  return inner.startsWith('role:') && /[\s:]/.test(inner.slice('role:'.length));
+}
+
+/**
+ * `stored`: the source was accepted when it was posted and is parsed again (src/policy/compile.ts
+ * CompileOptions): checks added since then do not apply.
+ */
+export interface ParseOptions {
+  stored?: boolean;
+}
+
 /** Parses the rule structure of a policy; never throws. */
-export function parsePolicySource(source: string): ParsedPolicy {
+export function parsePolicySource(source: string, opts: ParseOptions = {}): ParsedPolicy {
   const lines = new LineMap(source);
   const diagnostics: Diagnostic[] = [];
   const rules: RuleSyntax[] = [];
@@ -124,7 +144,10 @@ export function parsePolicySource(source: string): ParsedPolicy {
       if (s?.kind === 'string') {
         k++;
         const m = APPROVER.exec(s.text);
-        if (m) approver = `role:${m[2]}`;
+        if (roleOutOfReach(s.text) && !(m && opts.stored)) {
+          report(s, `the approver must be "role:<role>" with no colon or whitespace in the role (an approver decides as --actor ID:ROLE), found ${s.text}`);
+          ok = false;
+        } else if (m) approver = `role:${m[2]}`;
         else {
           report(s, `the approver must be a plain string "role:<role>", found ${s.text}`);
           ok = false;

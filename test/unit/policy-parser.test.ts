@@ -60,6 +60,24 @@ describe('rule syntax (D 5.1)', () => {
   it('approver with an empty role', () => at('require_approval a by "role:" when true', 1, 23, /role:<role>/));
   it('approver that is not a string', () => at('require_approval a by finance when true', 1, 23, /expected an approver string/));
   it('"by" with nothing after it', () => at('require_approval a by when true', 1, 23, /expected an approver string/));
+  it('approver role with a colon: no --actor ID:ROLE could decide it', () =>
+    at('require_approval a by "role:fin:ance" when true', 1, 23, /no colon or whitespace in the role.*found "role:fin:ance"/));
+  it('approver role with whitespace', () => {
+    at('require_approval a by "role:finance team" when true', 1, 23, /no colon or whitespace in the role/);
+    at("require_approval a by 'role:fin\tance' when true", 1, 23, /no colon or whitespace in the role/);
+    at('require_approval a by "role:finance " when true', 1, 23, /no colon or whitespace in the role/);
+  });
+  it('the linter refuses an approver role with a colon too', () =>
+    expect(lintPolicy('require_approval a by "role:fin:ance" when true\nallow b when true')).toEqual([
+      expect.objectContaining({ line: 1, column: 23, message: expect.stringMatching(/no colon or whitespace in the role/) }),
+    ]));
+  it('a stored policy whose approver role has a colon (accepted before that check) still compiles', () => {
+    const stored = compilePolicy(ref, 'require_approval a by "role:fin:ance" when true', { stored: true });
+    expect(stored.rules.map((r) => r.approver)).toEqual(['role:fin:ance']);
+    expect(() => compilePolicy(ref, 'require_approval a by "role:fin ance" when true', { stored: true })).toThrow(/no colon or whitespace/);
+  });
+  it('approver roles with dots, dashes, underscores and @ are accepted', () =>
+    expect(compilePolicy(ref, 'require_approval a by "role:crm-admin.eu_1@acme" when true').rules[0]!.approver).toBe('role:crm-admin.eu_1@acme'));
   it('missing "when" before the next rule: reported where the rule stops', () => at('allow x\ndeny y when true', 1, 8, /expected "when"/));
   it('missing "when", another token instead', () => at('allow x true', 1, 9, /expected "when" and a condition, found "true"/));
   it('empty condition', () => at('allow x when\ndeny y when true', 1, 13, /expected a condition after "when"/));
