@@ -194,7 +194,7 @@ describe('GET /v1/bundles and /v1/bundles/{id} (I 4.1)', () => {
 describe('a publisher dropped from the config (I 9: "Bundles are trusted by signature from publisher keys")', () => {
   it('stops its bundles from starting runs after a restart; a run already going is left alone', async () => {
     const dataDir = tempDir();
-    const other = generatePublisherKey('pub-other');
+    const other = generatePublisherKey();
     const requested_by = { id: 'ana', role: 'agent', manager: 'lead' };
     const remit = { tools: ['billing.*'], scopes: ['billing:*'], grants: [], spend: { tokens: 10, usd: 1 }, autonomy: 'autonomous', ttl_seconds: 600, policy_set: [], requested_by };
     const startRun = async (d: TestDaemon, bundle_id: string) => {
