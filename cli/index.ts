@@ -81,12 +81,36 @@ export async function runCli(argv: string[]): Promise<number> {
 }
 
 
+/**
+ * Resolves once everything written to `stream` so far has been handed to the OS, or the stream
+ * can take no more. Writes to a pipe are asynchronous in Node on Linux: process.exit() with
+ * output still queued drops it (a pipe holds 64 KiB), so the exit waits for this. An empty write
+ * is queued behind the others, and its callback runs when they are done or have failed.
+ */
+function flushed(stream: NodeJS.WriteStream): Promise<void> {
+  if (stream.destroyed || stream.writableEnded) return Promise.resolve();
+  return new Promise((resolve) => void stream.write('', () => resolve()));
+}
+
+let exiting: number | undefined;
+
+/** Exits with `code` once stdout and stderr have reached their reader; the first code asked for wins. */
+function exitWhenFlushed(code: number): void {
+  if (exiting !== undefined) return;
+  exiting = code;
+  void Promise.all([flushed(process.stdout), flushed(process.stderr)]).then(() => process.exit(code));
+}
+
 if (isMainModule(import.meta.url)) {
   // A reader that went away (`svc run events RUN | head`) ends the command quietly, as it
   // ends any Unix filter, instead of an unhandled 'error' event and its stack.
   process.stdout.on('error', (err: NodeJS.ErrnoException) => {
-    if (err.code === 'EPIPE') process.exit(EXIT.ok);
+    if (err.code === 'EPIPE') return exitWhenFlushed(EXIT.ok);
     throw err;
   });
-  void runCli(process.argv.slice(2)).then((code) => process.exit(code));
+  // Progress and error lines nobody reads any more are lost; the command ends with its own status.
+  process.stderr.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+  });
+  void runCli(process.argv.slice(2)).then(exitWhenFlushed);
 }
