@@ -6,14 +6,14 @@
  */
 import React, { useEffect, useMemo, useRef, useState } from 'react';
 import { Box, Text, useInput, type Key } from 'ink';
-import type { Actor, Approval, ApprovalDecision } from './approvals-api.js';
+import { REASON_MAX_LENGTH, type Actor, type Approval, type ApprovalDecision } from './approvals-api.js';
 import type { InboxSnapshot } from './inbox-source.js';
 import { matchesFilter } from './inbox-source.js';
 import { ApprovalDetail, DETAIL_FIXED_ROWS } from './ApprovalDetail.js';
 import { ApprovalList } from './ApprovalList.js';
 import { PROMPT_ROWS, ReasonPrompt } from './ReasonPrompt.js';
 import { AlertScreen, Connecting, EmptyInbox, KernelError, Unreachable, type Alert } from './StatusScreens.js';
-import { clean, clock, fit } from './format.js';
+import { clean, clock, columns, fit } from './format.js';
 import { editLine } from './line-edit.js';
 
 export interface Notice {
@@ -125,7 +125,7 @@ export function Inbox(props: InboxProps): React.JSX.Element {
     if (p.alert) return p.onDismissAlert?.();
     const m = modeRef.current;
     if (m.kind === 'prompt') {
-      const e = editLine(m.reason, input, key);
+      const e = editLine(m.reason, input, key, REASON_MAX_LENGTH);
       if (e.kind === 'cancel') return setMode({ kind: 'browse' });
       if (e.kind === 'edit') return setMode({ ...m, reason: e.value, error: null });
       if (e.kind === 'submit') {
@@ -215,6 +215,7 @@ export function Inbox(props: InboxProps): React.JSX.Element {
         gone={targetLeft}
         value={mode.reason}
         error={mode.error}
+        maxLength={REASON_MAX_LENGTH}
         width={width}
       />
     );
@@ -287,7 +288,7 @@ function Header(props: InboxProps & { width: number; filter: string; shown: numb
   const left = `svc approvals · ${clean(props.approver)} · ${n} pending${props.filter ? ` · filter "${clean(props.filter)}" ${props.shown}/${n}` : ''}`;
   const c = props.connection;
   const right = `as ${clean(props.actor.id)}${c.state === 'ok' ? ` · ${clock(c.at)}` : ''}`;
-  const gap = props.width - left.length - right.length;
+  const gap = props.width - columns(left) - columns(right);
   const line = gap >= 2 ? left + ' '.repeat(gap) + right : fit(left, props.width);
   return (
     <Text wrap="truncate-end" bold>
@@ -315,5 +316,5 @@ export function keyLine(width: number, filtering: boolean): string {
     `a approve · r reject · /${filtering ? ' Esc' : ''} · q quit`,
     'a ok · r no · q quit',
   ];
-  return fit(forms.find((f) => Array.from(f).length <= width) ?? forms.at(-1)!, width);
+  return fit(forms.find((f) => columns(f) <= width) ?? forms.at(-1)!, width);
 }

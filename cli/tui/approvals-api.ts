@@ -88,6 +88,13 @@ export interface ListQuery {
 /** How many approvals one `listAll` reads at most (pages of 100). (Default: 1000) */
 export const LIST_ALL_CAP = 1000;
 
+/**
+ * The longest reason svcd takes with a decision, in characters (code points, as JSON Schema
+ * counts them): `maxLength` of the POST /v1/approvals/{id} body in
+ * daemon/kernel/approval-routes.ts. The inbox's prompt stops there, and says so.
+ */
+export const REASON_MAX_LENGTH = 4096;
+
 /** The approvals part of the kernel API. */
 export class ApprovalsApi {
   readonly baseUrl: string;

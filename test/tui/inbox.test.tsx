@@ -3,6 +3,7 @@
  * reject with a reason, filter, empty/unreachable/error screens and the lost-race alert, with
  * data and callbacks as props, all through the one render helper.
  */
+import stringWidth from 'string-width';
 import { describe, expect, it, vi } from 'vitest';
 import type { Approval } from '../../cli/tui/approvals-api.js';
 import { argsText, cell, fit, listArgsTexts } from '../../cli/tui/format.js';
@@ -370,7 +371,7 @@ describe('svc approvals inbox: legible in 80×24', () => {
   const fits = (frame: string, rows = 24) => {
     const lines = frame.split('\n');
     expect(lines.length).toBeLessThanOrEqual(rows);
-    for (const l of lines) expect([...l].length).toBeLessThanOrEqual(80);
+    for (const l of lines) expect(stringWidth(l)).toBeLessThanOrEqual(80);
   };
 
   it('keeps many approvals, long args and a prompt within 80 columns and 24 rows', async () => {
@@ -414,7 +415,7 @@ describe('svc approvals inbox: legible in 80×24', () => {
   it('status screens fit too', async () => {
     const { t } = setup([], { connection: { state: 'unreachable', url: 'http://' + 'h'.repeat(100) + ':7401', error: 'E'.repeat(200), attempts: 1, since: '2026-01-01T10:04:00.000Z' } });
     const f = await t.waitFor('Cannot reach');
-    for (const l of f.split('\n')) expect([...l].length).toBeLessThanOrEqual(80);
+    for (const l of f.split('\n')) expect(stringWidth(l)).toBeLessThanOrEqual(80);
   });
 
   it('neutralises terminal escape sequences that come in the data', async () => {
@@ -468,17 +469,17 @@ describe('the keys line', () => {
     expect(keyLine(120, false)).toBe('↑↓/jk move · a approve · r reject · / filter · q quit');
     for (const w of [50, 40, 30, 20]) {
       const line = keyLine(w, true);
-      expect(Array.from(line).length, line).toBeLessThanOrEqual(w);
+      expect(stringWidth(line), line).toBeLessThanOrEqual(w);
       expect(line, `${w}`).toMatch(/q quit$/);
     }
   });
 });
 
 describe('cutting text to a width', () => {
-  it('counts code points, so a cut never leaves half a surrogate pair', () => {
-    expect(fit('😀😀😀', 2)).toBe('😀…');
-    expect(fit('😀😀', 2)).toBe('😀😀');
-    expect(cell('😀', 3)).toBe('😀  ');
+  it('counts columns (an emoji takes two) and never leaves half a surrogate pair (more in wide-text.test.tsx)', () => {
+    expect(fit('😀😀😀', 3)).toBe('😀…');
+    expect(fit('😀😀', 4)).toBe('😀😀');
+    expect(cell('😀', 3)).toBe('😀 ');
     expect(cell('abcdef', 4)).toBe('abc…');
   });
 });
