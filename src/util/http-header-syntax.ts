@@ -1,7 +1,7 @@
 /**
  * HTTP field syntax (RFC 9110 §5.1, §5.5) as fetch enforces it when it sends a request: a
  * name is a token; a value holds tabs, spaces, visible ASCII and bytes 0x80–0xFF (obs-text,
- * sent as Latin-1), nothing else. `new Headers()` alone lets control characters through that
+ * sent as Latin-1), nothing else, once stripped as fetch strips it. `new Headers()` alone lets control characters through that
  * the request then fails on, and refuses characters over 0xFF with a TypeError.
  */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -11,6 +11,10 @@ export function validHeaderName(name: string): boolean {
   return TOKEN.test(name);
 }
 
+/**
+ * True when fetch can send `value`, which it first strips of leading and trailing HTTP
+ * whitespace (tab, space, CR, LF: a secret read from a file ends in a newline).
+ */
 export function validHeaderValue(value: string): boolean {
-  return FIELD_VALUE.test(value);
+  return FIELD_VALUE.test(value.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, ''));
 }

@@ -159,7 +159,7 @@ describe('one schema reports every problem at once', () => {
 
   it('an http connector header fetch could never send is a problem at load, the value never shown (svc-gateway(5) CONFIGURATION)', () => {
     const env = { KEY: 'k-secret-4711', CTL: 'a\u0001b-secret' };
-    const headers = { 'bad header ${KEY}': 'x', 'x-ctl': '${CTL}', 'x-crlf': 'a\r\nInjected: 1', 'x-wide': '\u{1F600}', 'x-fine': 'Bearer ${KEY}', 'x-latin1': 'caf\u00e9\tok' };
+    const headers = { 'bad header ${KEY}': 'x', 'x-ctl': '${CTL}', 'x-crlf': 'a\r\nInjected: 1', 'x-wide': '\u{1F600}', 'x-fine': 'Bearer ${KEY}', 'x-latin1': 'caf\u00e9\tok', 'x-file': '${KEY}\r\n' };
     const p = problemsOf(() => loadGatewayConfig({ connectors: [{ name: 'web', type: 'http', allowed_hosts: ['example.com'], headers }] }, { env, redactor: new Redactor() }));
     expect(p).toEqual([
       "/connectors/0/headers/bad header k-secret-4711: is not a valid HTTP header name (letters, digits and !#$%&'*+-.^_`|~ only)",
