@@ -20,13 +20,13 @@ import type { Spend, ToolCatalog } from '../types.js';
 import { migrate, SqliteDb, type SqliteSynchronous } from '../store/sqlite-db.js';
 
 /**
- * The page size a new kernel store is created with. At one worker every commit has its fsync
- * to itself, and on these disks an fsync's time grows with the bytes it flushes: a step cycle
- * writes ≈28 WAL frames, each a whole page, most of them a page holding a few small rows.
- * With 1 KiB pages the same cycle flushes a quarter of the bytes (bench/README.md, `npm run
- * bench -- pages`). A store keeps the page size it was created with.
+ * The page size a new kernel store is created with: SQLite's own 4 KiB, pinned. Smaller pages
+ * flush fewer bytes per commit, which paid at one worker in an hour of slow fsyncs (+35 % with
+ * 1 KiB, the fourteenth session) but cost CPU (more WAL frames, deeper trees) whenever the disk was
+ * quick: 1 KiB 6–16 % and 2 KiB up to 8 % slower that afternoon, bigger runs the most
+ * (bench/README.md, `npm run bench -- pages`). A store keeps the page size it was created with.
  */
-export const KERNEL_PAGE_SIZE = 1024;
+export const KERNEL_PAGE_SIZE = 4096;
 
 export interface KernelOptions {
   /** Directory for the SQLite store and the control-plane key. (Default: ./svc-data) */
