@@ -58,7 +58,7 @@ function buildConnector(cfg: ConnectorConfig, logger: Logger, mcp: GatewayOption
     case 'sqlite':
       return new SqliteConnector(cfg);
     case 'http':
-      return new HttpConnector(cfg);
+      return new HttpConnector(cfg, redactor);
     case 'fs':
       return new FsConnector(cfg);
     case 'mcp':

@@ -21,6 +21,8 @@ const QUOTED = 'qs"x\\y-ZZZ999';
 const HEADER_NAME = 'X-Hidden-Name-4242'; // the http connector sends it lower-cased
 const TRAILING = 's3cr3t-TRAIL-77\n'; // a secret read from a file: headers go out trimmed
 const SLASHED = 'tokA1b2/C3d4+E5f6=G7h8;q&r'; // what PHP writes as \/ and Go's encoder as \u0026
+/** `v` JSON-escaped once, twice, … `n` times (its spellings in JSON text nested that deep). */
+const escapedUpTo = (v: string, n: number): string[] => (n === 0 ? [] : [JSON.stringify(v).slice(1, -1), ...escapedUpTo(JSON.stringify(v).slice(1, -1), n - 1)]);
 const spellings = (v: string) => [v, v.toLowerCase(), JSON.stringify(v).slice(1, -1), JSON.stringify(JSON.stringify(v).slice(1, -1)).slice(1, -1)];
 
 const signer = testSigner();
@@ -39,10 +41,18 @@ beforeAll(async () => {
   // Echoes the request's headers back as JSON (so `body` is JSON text holding the secrets):
   // as JSON.stringify writes it, as PHP's json_encode does (`/` as `\/`) with Go's `\u0026`
   // for `&`, every letter t as \u0074, and in UTF-16 as its content-type declares.
+  const php = (json: string) => json.replaceAll('/', '\\/').replaceAll('&', '\\u0026').replaceAll('t', '\\u0074');
   server = createServer((req, res) => {
     const json = JSON.stringify({ headers: req.headers });
-    if (req.url === '/php') res.writeHead(200, { 'content-type': 'application/json' }).end(json.replaceAll('/', '\\/').replaceAll('&', '\\u0026').replaceAll('t', '\\u0074'));
+    if (req.url === '/php') res.writeHead(200, { 'content-type': 'application/json' }).end(php(json));
     else if (req.url === '/utf16') res.writeHead(200, { 'content-type': 'application/json; charset=utf-16le' }).end(Buffer.from(json, 'utf16le'));
+    // Labels that do not say what the bytes are: UTF-8 called UTF-16; Java's "UTF-16", big-endian
+    // with its BOM (WHATWG reads the label as little-endian); UTF-16 a byte off, called UTF-8.
+    else if (req.url === '/utf8-called-utf16') res.writeHead(200, { 'content-type': 'application/json; charset=utf-16le' }).end(json);
+    else if (req.url === '/utf16be') res.writeHead(200, { 'content-type': 'application/json; charset=utf-16' }).end(Buffer.concat([Buffer.from([0xfe, 0xff]), Buffer.from(json, 'utf16le').swap16()]));
+    else if (req.url === '/utf16-shifted') res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(Buffer.concat([Buffer.from([0x20]), Buffer.from(json, 'utf16le')]));
+    // Not JSON, so only the raw body carries it: PHP's spelling, then escaped twice more.
+    else if (req.url === '/escaped-thrice') res.writeHead(200, { 'content-type': 'text/plain' }).end(`echo: ${JSON.stringify(JSON.stringify(php(json)))}`);
     else res.writeHead(200, { 'content-type': 'application/json' }).end(json);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -98,19 +108,33 @@ describe('awkward ${VAR} values never leave the gateway (I 2.10)', () => {
     for (const secret of [DIGITS, QUOTED, HEADER_NAME, TRAILING, TRAILING.trim()]) for (const s of spellings(secret)) expect(res.text).not.toContain(s);
   });
 
-  for (const [path, how] of [['/php', 'spelt with JSON escapes the gateway does not write itself (\\/, \\u0026, \\u0074)'], ['/utf16', 'in a UTF-16 body that says so in its charset']]) {
+  for (const [path, how] of [
+    ['/php', 'spelt with JSON escapes the gateway does not write itself (\\/, \\u0026, \\u0074)'],
+    ['/utf16', 'in a UTF-16 body that says so in its charset'],
+    ['/utf8-called-utf16', 'in UTF-8 bytes labelled UTF-16'],
+    ['/utf16be', 'in big-endian UTF-16 labelled "utf-16" (read as little-endian by the label)'],
+    ['/utf16-shifted', 'in UTF-16 a byte off, labelled UTF-8'],
+    ['/escaped-thrice', 'escaped three times over in a body that is not JSON'],
+  ]) {
     it(`an upstream echoing a secret ${how}: redacted in the raw body too, in the answer and in the stored result (I 2.10, D 9)`, async () => {
       const call = { remit_token: token(['web.*'], ['http:host:127.0.0.1'], `run_${path.slice(1)}`), run_id: `run_${path.slice(1)}`, tool: 'web.post', args: { url: `http://127.0.0.1:${port}${path}`, json: {} }, idempotency_key: `echo-${path.slice(1)}` };
       const first = await gw.call(call);
       expect(first.status, first.text).toBe(200);
-      expect(first.body.result.json.headers).toMatchObject({ 'x-slashed': '[REDACTED]', 'x-quoted': '[REDACTED]' });
-      // The raw body still parses to the same redacted document.
-      expect(JSON.parse(first.body.result.body).headers).toMatchObject({ 'x-slashed': '[REDACTED]', 'x-quoted': '[REDACTED]' });
+      if (first.body.result.json) expect(first.body.result.json.headers).toMatchObject({ 'x-slashed': '[REDACTED]', 'x-quoted': '[REDACTED]' });
+      expect(first.body.result.body).toContain('[REDACTED]');
       const again = await gw.call(call);
       expect(again.body).toMatchObject({ ok: true, replayed: true });
       const stored = readStore(gw.dataDir);
+      // Every reading of every output: as text, and its bytes as UTF-16 either way round.
+      const even = (b: Buffer) => b.subarray(0, b.length & ~1);
+      const readings = (t: string) => {
+        const bytes = Buffer.from(t, 'utf8');
+        return [0, 1].flatMap((at) => [even(bytes.subarray(at)).toString('utf16le'), Buffer.from(even(bytes.subarray(at))).swap16().toString('utf16le')]);
+      };
       for (const text of [first.text, again.text, stored, JSON.stringify(gw.link.events), logText()]) {
-        for (const secret of [SLASHED, QUOTED, 'C3d4+E5f6', 'G7h8;q']) expect(text).not.toContain(secret);
+        for (const reading of [text, ...readings(text)]) {
+          for (const secret of [SLASHED, QUOTED, 'C3d4+E5f6', 'G7h8;q', ...escapedUpTo(QUOTED, 4)]) expect(reading).not.toContain(secret);
+        }
         expect(text).not.toMatch(/C3d4\+E5f6|\\u0074okA1b2/);
       }
     });
@@ -188,6 +212,23 @@ describe('Redactor (src/log/logger.ts)', () => {
     expect(red.redact('\\x tokA1b2\\/C3d4+E5f6=G7h8;q&r\\tokA1b2/C3d4+E5f6=G7h8;q&r')).toBe('\\x [REDACTED]\\[REDACTED]');
     // In a value: the raw body beside its parse.
     expect(red.redactValue({ body: '{"k":"tokA1b2\\/C3d4+E5f6=G7h8;q&r"}', n: 1 })).toEqual({ body: '{"k":"[REDACTED]"}', n: 1 });
+  });
+
+  it('a value walked whole: a secret three escapes deep in a string is four deep in its JSON text, and still found', () => {
+    const red = new Redactor();
+    registerSecret(red, SLASHED);
+    const spelt = JSON.stringify(JSON.stringify(`{"k":"${SLASHED.replaceAll('/', '\\/')}"}`)); // PHP's \/, then escaped twice more
+    expect(red.redactValue({ status: 200, body: `echo: ${spelt}`, json: null }).body).toBe(`echo: "\\"{\\\\\\"k\\\\\\":\\\\\\"[REDACTED]\\\\\\"}\\""`);
+  });
+
+  it('a 5 MiB body of backslashes costs a linear pass per level, not seconds (a hostile upstream)', () => {
+    const red = new Redactor();
+    registerSecret(red, SLASHED);
+    const body = '\\'.repeat(5 * 1024 * 1024);
+    const t0 = performance.now();
+    for (let i = 0; i < 3; i++) expect(red.redactValue({ body }).body).toBe(body); // a call's three passes
+    // Generous for a loaded 2-core machine; the quadratic-ish version took 3.8 s here.
+    expect(performance.now() - t0).toBeLessThan(2500);
   });
 
   it('values under four characters are not registered (documented in svc-gateway(5))', () => {

@@ -9,6 +9,7 @@ import { pointerToken } from '../../encoding/json-pointer.js';
 import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../../util/fetch-blocked-ports.js';
 import { validHeaderName, validHeaderValue } from '../../util/http-header-syntax.js';
 import type { HttpConnectorConfig } from '../config.js';
+import { globalRedactor, type Redactor } from '../../log/logger.js';
 import { compileInputSchema } from '../schema-validator.js';
 import { isSvcListener } from '../svc-listeners.js';
 import { abortMessage, ArgsInvalid, descriptor, ScopeRefusal, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
@@ -79,22 +80,40 @@ function checkHeaders(raw: unknown): void {
 
 /**
  * The body as text, decoded with the charset its content-type declares (UTF-8 when it declares
- * none or one the runtime does not know): read as UTF-8, a UTF-16 body would show a secret it
- * echoes with a NUL between its characters, past the redactor.
+ * none or one the runtime does not know). The label is the upstream's word, not a fact: bytes
+ * that spell a secret under another reading (UTF-8 labelled UTF-16, big-endian UTF-16 read as
+ * the label's little-endian, a body shifted by a byte) would reach the agent as text the
+ * redactor cannot see, and the agent could re-read them. So the body is also read as UTF-8
+ * and as UTF-16 both ways and at both alignments; when the declared reading shows no secret
+ * and another does, that other reading is the body returned, and the redactor then hides it.
  */
-function decodeBody(bytes: Buffer, contentType: string | null): string {
+export function decodeBody(bytes: Buffer, contentType: string | null, redactor: Pick<Redactor, 'shows' | 'size'>): string {
   const label = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(contentType ?? '')?.[1];
+  let declared: string | null = null;
   if (label) {
     try {
-      return new TextDecoder(label).decode(bytes);
+      declared = new TextDecoder(label).decode(bytes);
     } catch {
-      /* an unknown label: UTF-8 below */
+      /* an unknown label: UTF-8 */
     }
   }
-  return bytes.toString('utf8');
+  const text = declared ?? bytes.toString('utf8');
+  if (redactor.size === 0 || redactor.shows(text)) return text;
+  for (const other of otherReadings(bytes, declared !== null)) if (redactor.shows(other)) return other;
+  return text;
 }
 
-async function readLimited(res: Response, max: number, signal: AbortSignal): Promise<string> {
+/** The readings a secret could hide behind besides the declared one. */
+function* otherReadings(bytes: Buffer, declaredSomething: boolean): Generator<string> {
+  if (declaredSomething) yield bytes.toString('utf8');
+  for (const start of [0, 1]) {
+    const aligned = bytes.subarray(start, start + ((bytes.length - start) & ~1));
+    yield aligned.toString('utf16le');
+    yield Buffer.from(aligned).swap16().toString('utf16le');
+  }
+}
+
+async function readLimited(res: Response, max: number, signal: AbortSignal, redactor: Redactor): Promise<string> {
   if (!res.body) return '';
   const reader = res.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -113,7 +132,7 @@ async function readLimited(res: Response, max: number, signal: AbortSignal): Pro
     }
     chunks.push(value);
   }
-  return decodeBody(Buffer.concat(chunks), res.headers.get('content-type'));
+  return decodeBody(Buffer.concat(chunks), res.headers.get('content-type'), redactor);
 }
 
 /** Socket, DNS and connect-timeout errors of a connection that was never made. */
@@ -136,7 +155,10 @@ export class HttpConnector implements Connector {
   readonly timeoutMs: number;
   private readonly list: ConnectorTool[];
 
-  constructor(private readonly cfg: HttpConnectorConfig) {
+  constructor(
+    private readonly cfg: HttpConnectorConfig,
+    private readonly redactor: Redactor = globalRedactor,
+  ) {
     this.name = cfg.name;
     this.probe = cfg.probe;
     this.timeoutMs = cfg.timeout_ms;
@@ -254,7 +276,7 @@ export class HttpConnector implements Connector {
       }
       let text: string;
       try {
-        text = await readLimited(res, this.cfg.max_body_bytes, ctx.signal);
+        text = await readLimited(res, this.cfg.max_body_bytes, ctx.signal, this.redactor);
       } catch (err) {
         mayHaveWritten(); // the upstream answered, and its answer is lost
         throw err;
