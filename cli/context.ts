@@ -7,7 +7,7 @@ import { CliError, EXIT, usageError } from './exit.js';
 import { SvcHttpClient } from './http-client.js';
 import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../src/util/fetch-blocked-ports.js';
 import { decimalOf } from '../src/util/number-text.js';
-import { clean } from './terminal-text.js';
+import { clean, columns, pad } from './terminal-text.js';
 
 export interface GlobalOptions {
   kernelUrl: string;
@@ -123,10 +123,10 @@ export function output(cmd: Command, data: unknown, human?: (data: any) => strin
   process.stdout.write(text.replace(/\n?$/, '\n'));
 }
 
-/** A plain table with left-aligned columns. */
+/** A plain table with left-aligned columns, as wide as the columns their text takes on a terminal (CJK and emoji two). */
 export function table(headers: string[], rows: Array<Array<string | number | null | undefined>>): string {
   // Cells come from the daemon: `clean` keeps each on one line and lets no escape sequence through.
   const cells = [headers, ...rows.map((r) => r.map((c) => clean(c)))];
-  const widths = headers.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
-  return cells.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
+  const widths = headers.map((_, i) => Math.max(...cells.map((r) => columns(r[i] ?? ''))));
+  return cells.map((r) => r.map((c, i) => (i === r.length - 1 ? c : pad(c, widths[i]!))).join('  ')).join('\n');
 }

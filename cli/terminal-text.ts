@@ -1,7 +1,9 @@
 /**
  * Text from the daemon on its way to a terminal (svc's tables, event lines and errors, and the
- * inbox): one line, and no escape sequence can get through.
+ * inbox): one line, and no escape sequence can get through; cut, padded and wrapped by the
+ * columns it takes on screen.
  */
+import stringWidth from 'string-width';
 
 /**
  * Replaces C0/C1 control characters (ESC included) with `?`, newlines/tabs with a space, and
@@ -17,4 +19,105 @@ export function clean(value: unknown): string {
       .replace(/[\u0000-\u001f\u007f-\u009f]/g, '?')
       .replace(/[\p{Cf}\p{Zl}\p{Zp}]/gu, (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`)
   );
+}
+
+const graphemes = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
+
+/**
+ * Columns `s` takes on a terminal, as Ink counts them (string-width): CJK and emoji 2, combining
+ * marks 0. Every cut and pad counts this, not characters: a line one column too wide wraps (in
+ * the inbox, the screen then grows past the terminal and scrolls its header away), and a table
+ * padded by characters leaves every column after a CJK cell out of line.
+ */
+export function columns(s: string): number {
+  return stringWidth(s);
+}
+
+/** Cuts `s` to at most `width` columns, ending in `…` when cut, never inside a grapheme (a surrogate pair, a base and its combining marks, an emoji sequence). */
+export function fit(s: string, width: number): string {
+  if (width <= 0) return '';
+  let used = 0;
+  let cut = -1; // where the part that leaves a column for the `…` ends
+  // Lazily, grapheme by grapheme: a long argument list is cut after `width` columns, not measured whole.
+  for (const { segment, index } of graphemes.segment(s)) {
+    const w = stringWidth(segment);
+    if (cut < 0 && used + w > width - 1) cut = index;
+    used += w;
+    if (used > width) return s.slice(0, cut) + '…';
+  }
+  return s;
+}
+
+/** Cuts `s` to at most `width` columns keeping its end, starting with `…` when cut (a line being typed). */
+export function fitEnd(s: string, width: number): string {
+  if (width <= 0) return '';
+  if (stringWidth(s) <= width) return s;
+  const parts = Array.from(graphemes.segment(s), (g) => g.segment);
+  let used = 1;
+  let start = parts.length;
+  while (start > 0 && used + stringWidth(parts[start - 1]!) <= width) used += stringWidth(parts[--start]!);
+  return '…' + parts.slice(start).join('');
+}
+
+/** Pads `s` with spaces to at least `width` columns; never cuts (a table column as wide as its widest cell). */
+export function pad(s: string, width: number): string {
+  return s + ' '.repeat(Math.max(0, width - stringWidth(s)));
+}
+
+/** Pads or cuts to exactly `width` columns. */
+export function cell(s: string, width: number): string {
+  return pad(fit(s, width), width);
+}
+
+/**
+ * Wraps one line of text into lines of at most `width` columns, breaking after a space or next to
+ * a wide character (CJK text has no spaces) where it can, else between graphemes, on at most
+ * `maxLines` lines: when more would be needed, the last one ends in `…` and `cut` is true.
+ */
+export function wrap(s: string, width: number, maxLines = Infinity): { lines: string[]; cut: boolean } {
+  if (width <= 0 || maxLines <= 0) return { lines: [], cut: s.length > 0 };
+  const lines: string[] = [];
+  let line = '';
+  let used = 0;
+  let breakAt = -1; // where in `line` it may last break (after a space, around a wide character)
+  let usedAtBreak = 0;
+  // Lazily: a 4096-character reason shown on 15 lines is not measured past them.
+  for (const { segment } of graphemes.segment(s)) {
+    const w = stringWidth(segment);
+    // `used > 0`: a grapheme wider than the whole width (a CJK character in one column) takes a line of its own.
+    while (used + w > width && used > 0) {
+      if (lines.length === maxLines - 1) return { lines: [...lines, used < width ? line + '…' : fit(line + '…', width)], cut: true };
+      if (segment === ' ') {
+        // The space at the edge ends the line, and the next one does not start with it.
+        lines.push(line.trimEnd());
+        line = '';
+        used = 0;
+        breakAt = -1;
+        break;
+      }
+      if (breakAt > 0) {
+        lines.push(line.slice(0, breakAt).trimEnd());
+        line = line.slice(breakAt);
+        used -= usedAtBreak;
+      } else {
+        lines.push(line);
+        line = '';
+        used = 0;
+      }
+      breakAt = -1;
+    }
+    if (segment === ' ' && used === 0) continue;
+    if (w > 1 && used > 0) {
+      breakAt = line.length;
+      usedAtBreak = used;
+    }
+    line += segment;
+    used += w;
+    if (segment === ' ' || w > 1) {
+      breakAt = line.length;
+      usedAtBreak = used;
+    }
+  }
+  if (line) lines.push(line);
+  return { lines, cut: false };
 }

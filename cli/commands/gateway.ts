@@ -16,6 +16,7 @@ import { gatewayClient, globals, output, table } from '../context.js';
 import { CliError, EXIT, usageError } from '../exit.js';
 import { jsonArgument, type ReadFile } from '../json-argument.js';
 import { errorFromBody, type SvcHttpClient } from '../http-client.js';
+import { fit } from '../terminal-text.js';
 
 export async function handleTools(client: SvcHttpClient): Promise<ToolDescriptor[]> {
   return (await client.request<ToolDescriptor[]>('GET', '/tools')).body;
@@ -80,7 +81,7 @@ function toolsHuman(list: ToolDescriptor[]): string {
   if (list.length === 0) return '(no tools)';
   return table(
     ['TOOL', 'WRITES', 'SCOPE', 'DESCRIPTION'],
-    list.map((t) => [t.id, t.writes ? 'yes' : 'no', t.scope_derivation, t.description.split('\n')[0]!.slice(0, 70)]),
+    list.map((t) => [t.id, t.writes ? 'yes' : 'no', t.scope_derivation, fit(t.description.split('\n')[0]!, 70)]),
   );
 }
 

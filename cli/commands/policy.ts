@@ -17,6 +17,7 @@ import type { StoredPolicy } from '../../src/types.js';
 import { globals, kernelClient, output, table } from '../context.js';
 import { CliError, EXIT, fsReason, usageError } from '../exit.js';
 import type { SvcHttpClient } from '../http-client.js';
+import { fit } from '../terminal-text.js';
 import { readDataFile } from './bundle.js';
 
 export interface LintProblem {
@@ -124,15 +125,16 @@ export async function handleTest(client: SvcHttpClient, corpusFile: string, a: s
 
 /**
  * `billing.refund: refund 150 on inv_1001` from the action's summary (D 5.1) when it has one,
- * else `billing.refund {"amount":150,…}`; cut to `width` characters. The summary says what the
- * action does in the words of its proposer, where the args' first members are often ids.
+ * else `billing.refund {"amount":150,…}`; cut to `width` terminal columns, between graphemes.
+ * The summary says what the action does in the words of its proposer, where the args' first
+ * members are often ids.
  */
 export function actionView(c: unknown, width = 72): string {
   const action = (c as { action?: { tool?: unknown; args?: unknown; summary?: unknown } } | null)?.action;
   const tool = String(action?.tool ?? '?');
   const summary = typeof action?.summary === 'string' ? action.summary.replace(/\s+/g, ' ').trim() : '';
   const text = summary ? `${tool}: ${summary}` : `${tool} ${JSON.stringify(action?.args ?? {})}`;
-  return text.length > width ? text.slice(0, width - 1) + '…' : text;
+  return fit(text, width);
 }
 
 function refText(r: PolicyTestResult['policy_a'] | PolicyTestResult['policy_b']): string {

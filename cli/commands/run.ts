@@ -20,7 +20,7 @@ import type { SvcHttpClient } from '../http-client.js';
 import { resolveBundle } from './bundle.js';
 import { parseRequestedBy } from './remit.js';
 import { wholeOf } from '../../src/util/number-text.js';
-import { clean } from '../terminal-text.js';
+import { clean, columns, pad } from '../terminal-text.js';
 
 export const RUN_STATES = ['running', 'parked', 'completed', 'failed', 'abandoning', 'abandoned'] as const;
 
@@ -215,9 +215,13 @@ const ACTOR_COLUMN = 18;
 
 export function eventLine(e: RunEvent): string {
   // A value longer than its column still gets two spaces after it, never runs into the next.
-  const col = (text: string, width: number) => (text.length >= width ? `${text}  ` : text.padEnd(width));
+  // Cleaned before it is padded, and padded by the columns it takes (an actor id in CJK is two a character).
+  const col = (value: string, width: number) => {
+    const text = clean(value);
+    return columns(text) >= width ? `${text}  ` : pad(text, width);
+  };
   // One line an event, whatever a reason or a payload holds (newlines, escape sequences).
-  return clean(`${String(e.seq).padStart(4)}  ${e.at}  ${col(e.kind, KIND_COLUMN)}${col(actorText(e.actor), ACTOR_COLUMN)}${summarize(e.payload)}`).trimEnd();
+  return `${String(e.seq).padStart(4)}  ${clean(e.at)}  ${col(e.kind, KIND_COLUMN)}${col(actorText(e.actor), ACTOR_COLUMN)}${clean(summarize(e.payload))}`.trimEnd();
 }
 
 /** The signed head's own check (decisions §7), which `chain valid` also counts. */

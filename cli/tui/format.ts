@@ -3,54 +3,12 @@
  * `clean` before it reaches the terminal, so data cannot inject escape sequences.
  */
 import stringWidth from 'string-width';
-import { clean } from '../terminal-text.js';
+import { cell, clean, columns, fit, fitEnd, pad, wrap } from '../terminal-text.js';
 import type { Approval } from './approvals-api.js';
 
-// The inbox's and the CLI's one sanitizer of daemon text lives beside the CLI's other helpers.
-export { clean };
-
-const graphemes = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
-
-/**
- * Columns `s` takes on a terminal, as Ink counts them (string-width): CJK and emoji 2, combining
- * marks 0. Every cut and pad in the inbox counts this, not characters: a line one column too
- * wide wraps, and the screen then grows past the terminal and scrolls its header away.
- */
-export function columns(s: string): number {
-  return stringWidth(s);
-}
-
-/** Cuts `s` to at most `width` columns, ending in `…` when cut, never inside a grapheme (a surrogate pair, a base and its combining marks, an emoji sequence). */
-export function fit(s: string, width: number): string {
-  if (width <= 0) return '';
-  let used = 0;
-  let cut = -1; // where the part that leaves a column for the `…` ends
-  // Lazily, grapheme by grapheme: a long argument list is cut after `width` columns, not measured whole.
-  for (const { segment, index } of graphemes.segment(s)) {
-    const w = stringWidth(segment);
-    if (cut < 0 && used + w > width - 1) cut = index;
-    used += w;
-    if (used > width) return s.slice(0, cut) + '…';
-  }
-  return s;
-}
-
-/** Cuts `s` to at most `width` columns keeping its end, starting with `…` when cut (a line being typed). */
-export function fitEnd(s: string, width: number): string {
-  if (width <= 0) return '';
-  if (stringWidth(s) <= width) return s;
-  const parts = Array.from(graphemes.segment(s), (g) => g.segment);
-  let used = 1;
-  let start = parts.length;
-  while (start > 0 && used + stringWidth(parts[start - 1]!) <= width) used += stringWidth(parts[--start]!);
-  return '…' + parts.slice(start).join('');
-}
-
-/** Pads or cuts to exactly `width` columns. */
-export function cell(s: string, width: number): string {
-  const cut = fit(s, width);
-  return cut + ' '.repeat(Math.max(0, width - stringWidth(cut)));
-}
+// The inbox's and the CLI's one sanitizer of daemon text, and the cuts and pads that count
+// columns, live beside the CLI's other helpers: `svc` tables pad by the same widths.
+export { cell, clean, columns, fit, fitEnd, pad, wrap };
 
 /** Age of an ISO time relative to `now`: `12s`, `5m`, `3h`, `2d`. */
 export function age(iso: string | null | undefined, now: number): string {
