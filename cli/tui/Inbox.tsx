@@ -172,7 +172,7 @@ export function Inbox(props: InboxProps): React.JSX.Element {
 
   const header = <Header {...props} width={width} filter={filter} shown={items.length} />;
 
-  if (props.alert) return <AlertScreen alert={props.alert} width={width} />;
+  if (props.alert) return <AlertScreen alert={props.alert} width={width} height={height} />;
   const inPrompt = mode.kind === 'prompt';
   if (!inPrompt) {
     const c = props.connection;

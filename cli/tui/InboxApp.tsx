@@ -2,7 +2,7 @@
  * The inbox wired to its data layer: subscribes to an InboxSource (which polls the kernel),
  * sends decisions through it, and turns their outcomes into a notice or an alert screen.
  */
-import React, { useCallback, useEffect, useState, useSyncExternalStore } from 'react';
+import React, { useCallback, useEffect, useRef, useState, useSyncExternalStore } from 'react';
 import { useApp, useStdout } from 'ink';
 import type { Approval, ApprovalDecision } from './approvals-api.js';
 import { explainNotTheApprover, type InboxSource } from './inbox-source.js';
@@ -46,6 +46,10 @@ export function InboxApp({ source, width, height, now, onQuit }: InboxAppProps):
   const [notice, setNotice] = useState<Notice | null>(null);
   const [alert, setAlert] = useState<Alert | null>(null);
   const [busy, setBusy] = useState<string | null>(null);
+  // Approvals this inbox has sent a decision for that svcd did not refuse. Keys pasted faster
+  // than the list refreshes (`a⏎⏎⏎a⏎`) can decide one twice: the second meets 409
+  // already_decided, and the decision that got there first is this inbox's own, not a rival's.
+  const decided = useRef(new Set<string>());
 
   useEffect(() => {
     source.start();
@@ -65,8 +69,13 @@ export function InboxApp({ source, width, height, now, onQuit }: InboxAppProps):
     (approval: Approval, decision: ApprovalDecision, reason: string) => {
       const verb = decision === 'approved' ? 'Approving' : 'Rejecting';
       setBusy(`${verb} ${approval.action?.tool ?? ''} (${approval.approval_id})…`);
+      const earlier = decided.current.has(approval.approval_id);
+      decided.current.add(approval.approval_id);
       void source.decide(approval.approval_id, decision, reason).then((out) => {
         setBusy(null);
+        // svcd answered and refused this one: nothing of this inbox's was recorded (unless an earlier one was).
+        const refused = !out.ok && (out.code === 'already_decided' || ('status' in out && out.status !== null));
+        if (refused && !earlier) decided.current.delete(approval.approval_id);
         if (out.ok) {
           setNotice({
             tone: 'success',
@@ -74,7 +83,9 @@ export function InboxApp({ source, width, height, now, onQuit }: InboxAppProps):
           });
         } else if (out.code === 'already_decided') {
           setNotice(null);
-          setAlert({ kind: 'lost_race', approval, attempted: decision, current: 'current' in out ? out.current : null });
+          const current = 'current' in out ? out.current : null;
+          const mine = earlier && current?.actor?.id === source.actor.id;
+          setAlert({ kind: 'lost_race', approval, attempted: decision, current, mine });
         } else if (out.code === 'not_the_approver') {
           setNotice(null);
           const run = source.snapshot().runs[approval.run_id];

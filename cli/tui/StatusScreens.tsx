@@ -5,7 +5,7 @@
 import React from 'react';
 import { Box, Text } from 'ink';
 import type { Approval, ApprovalDecision } from './approvals-api.js';
-import { clean, clock, fit } from './format.js';
+import { clean, clock, fit, wrap } from './format.js';
 
 interface FrameProps {
   width: number;
@@ -73,44 +73,100 @@ export function KernelError(props: { url: string; code: string; message: string;
 
 /** What a decision that did not go through shows until a key is pressed. */
 export type Alert =
-  | { kind: 'lost_race'; approval: Approval; attempted: ApprovalDecision; current: Approval | null }
+  /** `mine`: the decision that got there first was this inbox's own, an earlier one on the same approval by the same actor (keys pasted faster than the list refreshed). */
+  | { kind: 'lost_race'; approval: Approval; attempted: ApprovalDecision; current: Approval | null; mine?: boolean }
   | { kind: 'not_allowed'; approval: Approval; attempted: ApprovalDecision; why: string };
 
+/** Rows of the lost-race screen besides the reason: the frame's two, title, who, outcome, tool and run, the way out. */
+const LOST_RACE_FIXED_ROWS = 7;
+
+/**
+ * The decider's reason, wrapped to the frame and cut to the rows left: svcd takes reasons of
+ * 4096 characters, and the screen must leave its title in sight (svc-approvals(1) THE INBOX).
+ */
+function ReasonLines({ current, inner, rows }: { current: Approval; inner: number; rows: number }): React.JSX.Element | null {
+  const text = clean(current.reason).trim();
+  if (!text) return null;
+  const { cut } = wrap(`Reason: ${text}`, inner, Math.max(1, rows));
+  // Cut: a line less for the text, and one that says where to read it whole.
+  const { lines } = wrap(`Reason: ${text}`, inner, Math.max(1, cut ? rows - 1 : rows));
+  return (
+    <>
+      {lines.map((l, i) => (
+        <Text key={i} wrap="truncate-end">
+          {l}
+        </Text>
+      ))}
+      {cut ? (
+        <Text wrap="truncate-end" dimColor>
+          {fit(`Cut to fit: svc approvals list --state ${clean(current.state)} --json shows it whole.`, inner)}
+        </Text>
+      ) : null}
+    </>
+  );
+}
+
+/** The way out, on one line: its short form on a narrow terminal. */
+function continueLine(inner: number): string {
+  const full = 'The list has been refreshed. Press any key to continue.';
+  return full.length <= inner ? full : fit('Press any key to continue.', inner);
+}
+
 /** A decision lost a race (409 already_decided) or was refused (403 not_the_approver). */
-export function AlertScreen({ alert, width }: { alert: Alert; width: number }): React.JSX.Element {
+export function AlertScreen({ alert, width, height = 24 }: { alert: Alert; width: number; height?: number }): React.JSX.Element {
   const a = alert.approval;
   const verb = alert.attempted === 'approved' ? 'approval' : 'rejection';
+  // Inside the frame: a border and a space of padding on each side.
+  const inner = width - 4;
+  const line = (text: string) => <Text wrap="truncate-end">{fit(text, inner)}</Text>;
   if (alert.kind === 'lost_race' && alert.current?.state === 'cancelled') {
     return (
       <Frame width={width}>
-        <Text bold color="yellow">
-          Too late: {clean(a.approval_id)} was cancelled
+        <Text bold color="yellow" wrap="truncate-end">
+          {fit(`Too late: ${clean(a.approval_id)} was cancelled`, inner)}
         </Text>
-        <Text>Its run {clean(a.run_id)} ended before anyone decided.</Text>
-        <Text>Your {verb} was not recorded.</Text>
-        <Text dimColor>The list has been refreshed. Press any key to continue.</Text>
+        {line(`Its run ${clean(a.run_id)} ended before anyone decided.`)}
+        {line(`Your ${verb} was not recorded.`)}
+        <Text dimColor>{continueLine(inner)}</Text>
       </Frame>
     );
   }
   if (alert.kind === 'lost_race') {
     const cur = alert.current;
-    const who = cur?.actor ? `${clean(cur.actor.id)} (role:${clean(cur.actor.role)})` : 'another approver';
     const what = cur?.decision ?? (cur?.state && cur.state !== 'pending' ? cur.state : null);
+    const done = what === 'approved' ? 'Approved' : what === 'rejected' ? 'Rejected' : 'Decided';
+    const at = cur?.decided_at ? ` at ${clock(cur.decided_at)}` : '';
+    const footer = (
+      <>
+        {cur ? <ReasonLines current={cur} inner={inner} rows={height - LOST_RACE_FIXED_ROWS} /> : null}
+        <Text dimColor wrap="truncate-end">
+          {fit(`${clean(a.action?.tool)} · run ${clean(a.run_id)}`, inner)}
+        </Text>
+        <Text dimColor>{continueLine(inner)}</Text>
+      </>
+    );
+    if (alert.mine && cur?.actor) {
+      // Not a race with someone else: an earlier decision of this inbox's, which was recorded.
+      return (
+        <Frame width={width}>
+          <Text bold color="cyan" wrap="truncate-end">
+            {fit(`Already ${done.toLowerCase()} by you: ${clean(a.approval_id)}`, inner)}
+          </Text>
+          {line(`Your ${what === 'rejected' ? 'rejection' : 'approval'} as ${clean(cur.actor.id)}, from this inbox${at}, was recorded.`)}
+          {line(what === alert.attempted ? `This second ${verb} changed nothing.` : `This ${verb} was not recorded: a decision is final.`)}
+          {footer}
+        </Frame>
+      );
+    }
+    const who = cur?.actor ? `${clean(cur.actor.id)} (role:${clean(cur.actor.role)})` : 'another approver';
     return (
       <Frame width={width}>
-        <Text bold color="yellow">
-          Too late: {clean(a.approval_id)} was already decided
+        <Text bold color="yellow" wrap="truncate-end">
+          {fit(`Too late: ${clean(a.approval_id)} was already decided`, inner)}
         </Text>
-        <Text>
-          {what ? `${what === 'approved' ? 'Approved' : 'Rejected'}` : 'Decided'} by {who}
-          {cur?.decided_at ? ` at ${clock(cur.decided_at)}` : ''}.
-        </Text>
-        <Text>Your {verb} was not recorded.</Text>
-        {cur?.reason ? <Text>Reason: {clean(cur.reason)}</Text> : null}
-        <Text dimColor>
-          {clean(a.action?.tool)} · run {clean(a.run_id)}
-        </Text>
-        <Text dimColor>The list has been refreshed. Press any key to continue.</Text>
+        {line(`${done} by ${who}${at}.`)}
+        {line(`Your ${verb} was not recorded.`)}
+        {footer}
       </Frame>
     );
   }

@@ -86,6 +86,39 @@ describe('svc approvals inbox against the kernel API (I 4.1, D 5.4)', () => {
     expect(k.approvals.get(a2.approval_id)).toMatchObject({ state: 'rejected', actor: { id: 'fin-2' } });
   });
 
+  it('a⏎⏎⏎a⏎ pasted faster than the list refreshes: the second decision meets the first, and the screen says it was this inbox\'s, recorded (svc-approvals(1) Screens)', async () => {
+    const k = new FakeKernel();
+    k.add(approval(1));
+    const a2 = k.add(approval(2));
+    const { t } = app(k);
+    await t.waitFor('2 pending');
+    t.stdin.write('a\r\r\ra\r');
+    const f = await t.waitFor(/Already|Too late/);
+    const posts = k.calls.filter((c) => c.method === 'POST');
+    expect(posts.map((c) => c.path)).toEqual([`/approvals/${a2.approval_id}`, `/approvals/${a2.approval_id}`]);
+    expect(f).toContain(`Already approved by you: ${a2.approval_id}`);
+    expect(f).toContain('Your approval as fin-1, from this inbox at 10:59:00Z, was recorded.');
+    expect(f).toContain('This second approval changed nothing.');
+    expect(f).not.toContain('Too late');
+    expect(f).not.toContain('not recorded');
+    expect(k.approvals.get(a2.approval_id)).toMatchObject({ state: 'approved', actor: FIN });
+  });
+
+  it('the same actor deciding elsewhere (another terminal) is still "Too late": only this inbox\'s own decisions say "by you"', async () => {
+    const k = new FakeKernel();
+    const a = k.add(approval(1));
+    const { t } = app(k);
+    await t.waitFor('1 pending');
+    await t.press('a');
+    await t.waitFor('Reason (optional):');
+    k.decideAs(a.approval_id, 'approved', FIN, 'from my other terminal', '2026-01-01T10:04:59.000Z');
+    await t.press(KEY.enter);
+    const f = await t.waitFor('Too late');
+    expect(f).toContain('Approved by fin-1 (role:finance) at 10:04:59Z.');
+    expect(f).toContain('Your approval was not recorded.');
+    expect(f).not.toContain('Already approved by you');
+  });
+
   it('a refusal (403 not_the_approver) says why: no self-approval', async () => {
     const k = new FakeKernel();
     const a = approval(1);

@@ -348,6 +348,20 @@ describe('svc approvals inbox: status screens', () => {
     expect(props.onQuit).not.toHaveBeenCalled();
   });
 
+  it('an earlier decision of this inbox\'s that got there first is named as the actor\'s own, recorded, not "Too late" (svc-approvals(1) Screens)', async () => {
+    const list = three();
+    const current: Approval = { ...list[0]!, state: 'approved', decision: 'approved', actor: { id: 'fin-1', role: 'finance' }, reason: '', decided_at: '2026-01-01T10:04:58.000Z' };
+    const { t, props } = setup(list, { alert: { kind: 'lost_race', approval: list[0]!, attempted: 'rejected', current, mine: true } });
+    const f = await t.waitFor('Already approved by you');
+    expect(f).toContain('Already approved by you: apr_01JTEST000000000000000003');
+    expect(f).toContain('Your approval as fin-1, from this inbox at 10:04:58Z, was recorded.');
+    expect(f).toContain('This rejection was not recorded: a decision is final.');
+    expect(f).not.toContain('Too late');
+    expect(f).not.toContain('Reason:');
+    await t.press('x');
+    expect(props.onDismissAlert).toHaveBeenCalledTimes(1);
+  });
+
   it('explains an approval cancelled by an abandon', async () => {
     const list = three();
     const { t } = setup(list, { alert: { kind: 'lost_race', approval: list[0]!, attempted: 'rejected', current: { ...list[0]!, state: 'cancelled' } } });

@@ -7,7 +7,7 @@
 import stringWidth from 'string-width';
 import { describe, expect, it, vi } from 'vitest';
 import type { Approval } from '../../cli/tui/approvals-api.js';
-import { cell, columns, fit, fitEnd, packTail } from '../../cli/tui/format.js';
+import { cell, columns, fit, fitEnd, packTail, pad, wrap } from '../../cli/tui/format.js';
 import { Inbox, keyLine, type InboxProps } from '../../cli/tui/Inbox.js';
 import { approval, eventsOf, runOf } from './fake-kernel.js';
 import { renderTui } from './render.js';
@@ -124,11 +124,65 @@ describe('cutting text to a width in columns (format.ts)', () => {
     for (let w = 1; w <= 30; w++) expect(columns(cell(WIDE, w)), `width ${w}`).toBe(w);
   });
 
+  it('pad pads by columns and never cuts; wrap breaks after spaces or by wide characters, and cuts the last line it may take', () => {
+    expect(pad('退款', 6)).toBe('退款  ');
+    expect(pad('退款请求', 6)).toBe('退款请求');
+    expect(wrap('hello world foo bar baz', 7)).toEqual({ lines: ['hello', 'world', 'foo bar', 'baz'], cut: false });
+    expect(wrap('aaaaaaaaaaaa bb', 5, 2)).toEqual({ lines: ['aaaaa', 'aaaa…'], cut: true });
+    expect(wrap('Reason: 退款请求退款', 10)).toEqual({ lines: ['Reason: 退', '款请求退款'], cut: false });
+    expect(wrap('a b', 10, 1)).toEqual({ lines: ['a b'], cut: false });
+    expect(wrap('🎉🎉🎉', 1).lines).toEqual(['🎉', '🎉', '🎉']); // wider than the width: one a line, never an endless loop
+    for (const w of [1, 2, 3, 7, 20]) {
+      const { lines } = wrap(WIDE + ' e\u0301'.repeat(20), w, 5);
+      expect(lines.length).toBeLessThanOrEqual(5);
+      for (const l of lines) expect(columns(l), l).toBeLessThanOrEqual(Math.max(w, 2));
+    }
+  });
+
   it('fitEnd keeps the end of a line being typed; packTail and the keys line count columns', () => {
     expect(fitEnd('退款请求', 5)).toBe('…请求');
     expect(fitEnd('退款请求', 8)).toBe('退款请求');
     expect(fitEnd('abc🎉', 3)).toBe('…🎉');
     for (const line of packTail(['#1 退款请求退款请求', '#2 退款请求', '#3 🎉🎉🎉🎉'], 20, 2)) expect(columns(line)).toBeLessThanOrEqual(20);
     for (const w of [20, 30, 50]) expect(columns(keyLine(w, true))).toBeLessThanOrEqual(w);
+  });
+});
+
+describe('svc-approvals(1) THE INBOX, Screens: "Too late" with the other approver\'s reason as long as svcd takes', () => {
+  const lost = (reason: string, actorId = 'fin-2') => {
+    const a = approval(3);
+    const current: Approval = { ...a, state: 'rejected', decision: 'rejected', actor: { id: actorId, role: 'finance' }, reason, decided_at: '2026-01-01T10:04:30.000Z' };
+    return setup([a], { alert: { kind: 'lost_race', approval: a, attempted: 'approved', current } });
+  };
+
+  it('a 4096-character reason is wrapped and cut to fit 80×24, and the header and the way out stay in sight', async () => {
+    const reason = ('duplicate refund of INV-3, already paid on 2025-12-30 by wire transfer; see ticket 8812. ').repeat(60).slice(0, 4096);
+    const t = lost(reason);
+    const lines = expectFits(await t.waitFor('Press any key'));
+    expect(lines[1]).toContain('Too late: apr_01JTEST000000000000000003 was already decided');
+    expect(lines.join('\n')).toContain('Rejected by fin-2 (role:finance) at 10:04:30Z.');
+    expect(lines.join('\n')).toContain('Reason: duplicate refund of INV-3, already paid');
+    // Readable: wrapped at spaces over several lines, then cut with … and a pointer to the whole of it.
+    const reasonLines = lines.filter((l) => /INV-3|ticket|wire|already paid/.test(l));
+    expect(reasonLines.length).toBeGreaterThan(3);
+    expect(lines.join('\n')).toMatch(/…/);
+    expect(lines.join('\n')).toContain('svc approvals list --state rejected --json');
+    expect(lines.at(-2)).toContain('Press any key to continue');
+  });
+
+  it('a CJK and emoji reason is cut by the columns it takes, never inside a character', async () => {
+    const reason = [...'重复退款：该发票已于十二月三十日通过电汇支付🎉'.repeat(200)].slice(0, 4096).join('');
+    const t = lost(reason, '审批人-二号');
+    const lines = expectFits(await t.waitFor('Press any key'));
+    expect(lines[1]).toContain('Too late');
+    expect(lines.join('\n')).toContain('Reason: 重复退款');
+    expect(lines.join('\n')).not.toMatch(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/);
+  });
+
+  it('a short reason shows whole, on one line, without a note', async () => {
+    const t = lost('duplicate');
+    const f = await t.waitFor('Press any key');
+    expect(f).toContain('Reason: duplicate');
+    expect(f).not.toContain('--json');
   });
 });
