@@ -4,6 +4,7 @@
  * server that speaks the documented approvals API. Exit codes: 0 ok, 1 refused, 2 usage,
  * 3 unreachable (cli/exit.ts).
  */
+import stringWidth from 'string-width';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { NO_DAEMON, runSvc } from '../helpers/cli.js';
 import { FakeKernel, approval } from '../tui/fake-kernel.js';
@@ -58,6 +59,34 @@ describe('svc approvals list (I 4.1 GET /approvals)', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toBe('no approvals\n');
     expect(k.calls[0]!.query).toEqual({ state: 'pending', limit: '100' });
+  });
+
+  it('CJK and emoji in the table keep its columns in line (svc-approvals(1) COMMANDS list, svc(1) DESCRIPTION)', async () => {
+    k.add(approval(1, { action: { tool: '退款.审批', args: {} }, rule: '规则/退款🎉' }));
+    k.add(approval(2));
+    const r = await svc(['--actor', 'fin-1:finance', 'approvals', 'list']);
+    expect(r.code).toBe(0);
+    const lines = r.stdout.trim().split('\n');
+    // RUN starts at the same terminal column in every line, whatever the TOOL before it holds.
+    const runAt = lines.map((l) => stringWidth(l.slice(0, l.search(/RUN|run_01/))));
+    expect(new Set(runAt).size, r.stdout).toBe(1);
+    expect(lines[2]).toContain('退款.审批  ');
+  });
+
+  it('a list of megabytes of JSON arrives whole, multi-byte characters intact (svc-approvals(1) OUTPUT)', async () => {
+    k.pageSize = 1000;
+    try {
+      const note = '重复退款：该发票已支付🎉'.repeat(300);
+      for (let n = 1; n <= 300; n++) k.add(approval(n, { action: { tool: 'billing.refund', args: { invoice_id: `INV-${n}`, note }, summary: note } }));
+      const r = await svc(['--json', 'approvals', 'list', '--limit', '300']);
+      expect(r.code).toBe(0);
+      expect(r.stdout.length).toBeGreaterThan(2_000_000);
+      const list = JSON.parse(r.stdout) as Array<{ action: { args: { note: string } } }>;
+      expect(list).toHaveLength(300);
+      expect(list.every((a) => a.action.args.note === note)).toBe(true);
+    } finally {
+      k.pageSize = 100;
+    }
   });
 
   it('refuses bad --state, --approver and --limit values with exit 2', async () => {

@@ -18,11 +18,13 @@ export function runSvc(args: string[], env: Record<string, string> = {}, stdin?:
       env: { ...process.env, SVC_KERNEL_URL: '', SVC_ACTOR: '', ...env },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+    // Bytes gathered whole and decoded once: a chunk may end inside a multi-byte character.
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (d: Buffer) => out.push(d));
+    child.stderr.on('data', (d: Buffer) => err.push(d));
+    // 'close', not 'exit': at 'exit' the pipes may still hold output not yet read.
+    child.on('close', (code) => resolve({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }));
     child.stdin.end(stdin ?? '');
   });
 }
