@@ -5,7 +5,9 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { vi } from 'vitest';
 import type { Actor, Approval, EventView, FetchLike, RunView } from '../../cli/tui/approvals-api.js';
+import type { InboxProps } from '../../cli/tui/Inbox.js';
 
 export function approval(n: number, over: Partial<Approval> = {}): Approval {
   const id = `apr_01JTEST${String(n).padStart(18, '0')}`;
@@ -166,4 +168,29 @@ export class FakeKernel {
     const { port } = server.address() as AddressInfo;
     return { url: `http://127.0.0.1:${port}`, server, [Symbol.asyncDispose]: () => new Promise<void>((r) => server.close(() => r())) };
   }
+}
+
+/**
+ * Props for `<Inbox>` over `approvals` as the data layer hands them over: fin-1 of finance,
+ * connected, an 80×24 terminal (the inbox draws on all but its last row), every callback a mock.
+ */
+export function inboxProps(approvals: Approval[], over: Partial<InboxProps> = {}): InboxProps {
+  return {
+    approver: 'role:finance',
+    actor: { id: 'fin-1', role: 'finance' },
+    url: 'http://127.0.0.1:7401',
+    connection: { state: 'ok', at: '2026-01-01T10:05:00.000Z' },
+    loaded: true,
+    approvals,
+    runs: Object.fromEntries(approvals.map((a) => [a.run_id, runOf(a)])),
+    events: Object.fromEntries(approvals.map((a) => [a.run_id, eventsOf()])),
+    width: 80,
+    height: 23,
+    now: Date.parse('2026-01-01T10:05:00.000Z'),
+    onFocus: vi.fn(),
+    onDecide: vi.fn(),
+    onDismissAlert: vi.fn(),
+    onQuit: vi.fn(),
+    ...over,
+  };
 }

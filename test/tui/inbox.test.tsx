@@ -9,33 +9,14 @@ import type { Approval } from '../../cli/tui/approvals-api.js';
 import { argsText, cell, fit, listArgsTexts } from '../../cli/tui/format.js';
 import { Inbox, keyLine, type InboxProps } from '../../cli/tui/Inbox.js';
 import type { Connection } from '../../cli/tui/inbox-source.js';
-import { approval, eventsOf, runOf } from './fake-kernel.js';
+import { approval, inboxProps, runOf } from './fake-kernel.js';
 import { KEY, renderTui } from './render.js';
 
 const NOW = Date.parse('2026-01-01T10:05:00.000Z');
 const OK: Connection = { state: 'ok', at: '2026-01-01T10:05:00.000Z' };
 
 function setup(approvals: Approval[], over: Partial<InboxProps> = {}) {
-  const runs = Object.fromEntries(approvals.map((a) => [a.run_id, runOf(a)]));
-  const events = Object.fromEntries(approvals.map((a) => [a.run_id, eventsOf()]));
-  const props: InboxProps = {
-    approver: 'role:finance',
-    actor: { id: 'fin-1', role: 'finance' },
-    url: 'http://127.0.0.1:7401',
-    connection: OK,
-    loaded: true,
-    approvals,
-    runs,
-    events,
-    width: 80,
-    height: 24,
-    now: NOW,
-    onFocus: vi.fn(),
-    onDecide: vi.fn(),
-    onDismissAlert: vi.fn(),
-    onQuit: vi.fn(),
-    ...over,
-  };
+  const props = inboxProps(approvals, { height: 24, connection: OK, now: NOW, ...over });
   return { props, t: renderTui(<Inbox {...props} />) };
 }
 

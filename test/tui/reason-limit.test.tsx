@@ -6,10 +6,10 @@
 import type { Key } from 'ink';
 import { describe, expect, it, vi } from 'vitest';
 import { ApiError, ApprovalsApi, REASON_MAX_LENGTH } from '../../cli/tui/approvals-api.js';
-import { Inbox, type InboxProps } from '../../cli/tui/Inbox.js';
+import { Inbox } from '../../cli/tui/Inbox.js';
 import { editLine } from '../../cli/tui/line-edit.js';
 import { startTestDaemon } from '../helpers/daemon.js';
-import { approval, eventsOf, runOf } from './fake-kernel.js';
+import { approval, inboxProps } from './fake-kernel.js';
 import { parkRun, testPublisher } from './parked-run.js';
 import { KEY, renderTui } from './render.js';
 
@@ -19,23 +19,7 @@ const NO_KEY = {} as Key;
 const text = (n: number) => Array.from({ length: n }, (_, i) => (i % 10 === 0 ? '🎉' : i % 10 === 5 ? '款' : 'x')).join('');
 
 function setup() {
-  const approvals = [approval(1)];
-  const props: InboxProps = {
-    approver: 'role:finance',
-    actor: FIN,
-    url: 'http://127.0.0.1:7401',
-    connection: { state: 'ok', at: '2026-01-01T10:05:00.000Z' },
-    loaded: true,
-    approvals,
-    runs: Object.fromEntries(approvals.map((a) => [a.run_id, runOf(a)])),
-    events: Object.fromEntries(approvals.map((a) => [a.run_id, eventsOf()])),
-    width: 80,
-    height: 23,
-    now: Date.parse('2026-01-01T10:05:00.000Z'),
-    onFocus: vi.fn(),
-    onDecide: vi.fn(),
-    onQuit: vi.fn(),
-  };
+  const props = inboxProps([approval(1)], { actor: FIN });
   return { props, t: renderTui(<Inbox {...props} />) };
 }
 

@@ -5,36 +5,17 @@
  * terminal, wrapped, and the screen scrolled the header and the other rows away.
  */
 import stringWidth from 'string-width';
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Approval } from '../../cli/tui/approvals-api.js';
 import { cell, columns, fit, fitEnd, packTail, pad, wrap } from '../../cli/tui/format.js';
 import { Inbox, keyLine, type InboxProps } from '../../cli/tui/Inbox.js';
-import { approval, eventsOf, runOf } from './fake-kernel.js';
+import { approval, inboxProps } from './fake-kernel.js';
 import { renderTui } from './render.js';
 
-const NOW = Date.parse('2026-01-01T10:05:00.000Z');
 const WIDE = '退款请求：客户被重复收费两次…🎉🎉🎉'.repeat(4);
 
 function setup(approvals: Approval[], over: Partial<InboxProps> = {}) {
-  const props: InboxProps = {
-    approver: 'role:finance',
-    actor: { id: 'fin-1', role: 'finance' },
-    url: 'http://127.0.0.1:7401',
-    connection: { state: 'ok', at: '2026-01-01T10:05:00.000Z' },
-    loaded: true,
-    approvals,
-    runs: Object.fromEntries(approvals.map((a) => [a.run_id, runOf(a)])),
-    events: Object.fromEntries(approvals.map((a) => [a.run_id, eventsOf()])),
-    // An 80×24 terminal: the inbox draws on all but its last row.
-    width: 80,
-    height: 23,
-    now: NOW,
-    onFocus: vi.fn(),
-    onDecide: vi.fn(),
-    onQuit: vi.fn(),
-    ...over,
-  };
-  return renderTui(<Inbox {...props} />);
+  return renderTui(<Inbox {...inboxProps(approvals, over)} />);
 }
 
 /** Every line within `width` columns as a terminal counts them, and no more than `rows` lines. */
