@@ -87,6 +87,13 @@ export class IdempotencyStore {
   private purgeTimer: NodeJS.Timeout | null = null;
   /** Reads in flight (see the module comment): a claim and its release cost no transaction. */
   private readonly readClaims = new Map<string, ReadClaim>();
+  /**
+   * Writes this process claimed whose call has not ended (`readKey` ids). A `pending` row not
+   * among them is a claim whose call ended without the store taking its end (the disk full when
+   * its result was to be stored): nothing runs under it any more, so a repeat is answered
+   * `unknown` at once — before, it was `in_flight` with a Retry-After until a restart.
+   */
+  private readonly liveWrites = new Set<string>();
 
   private constructor(
     readonly db: SqlDb,
@@ -134,16 +141,23 @@ export class IdempotencyStore {
   async claim(tool: string, key: string, argsHash: string, writes: boolean): Promise<ClaimResult> {
     if (!writes) return this.claimRead(tool, key, argsHash);
     const now = this.clock.now();
+    let added = false;
     return this.db.tx(async (t) => {
       const row = await entryOf(t, tool, key);
-      if (row && row.expires_at > now) return answerFor(row, argsHash);
+      if (row && row.expires_at > now) return answerFor(row, argsHash, this.liveWrites.has(readKey(tool, key)));
       if (row) await t.run('DELETE FROM gateway_idempotency WHERE tool = ? AND idem_key = ?', [tool, key]);
       await t.run(
         "INSERT INTO gateway_idempotency (tool, idem_key, args_hash, state, writes, claimed_at, expires_at) VALUES (?, ?, ?, 'pending', 1, ?, ?)",
         [tool, key, argsHash, new Date(now).toISOString(), now + IDEMPOTENCY_TTL_MS],
       );
+      // Live before the commit: a duplicate's claim may read the row while this one's fsync runs.
+      this.liveWrites.add(readKey(tool, key));
+      added = true;
       return { kind: 'claimed' } as const;
-    }, { durable: true });
+    }, { durable: true }).catch((err: unknown) => {
+      if (added) this.liveWrites.delete(readKey(tool, key)); // nothing runs under a claim that failed
+      throw err;
+    });
   }
 
   private async claimRead(tool: string, key: string, argsHash: string): Promise<ClaimResult> {
@@ -170,7 +184,7 @@ export class IdempotencyStore {
     }
     if (row && row.expires_at > this.clock.now()) {
       this.readClaims.delete(id);
-      return answerFor(row, argsHash);
+      return answerFor(row, argsHash, this.liveWrites.has(id));
     }
     claim.claimed = true;
     return { kind: 'claimed' };
@@ -203,14 +217,18 @@ export class IdempotencyStore {
       this.readClaims.delete(id);
       return;
     }
-    await this.db.tx(
-      (t) =>
-        t.run(
-          "UPDATE gateway_idempotency SET state = 'done', status = ?, body = ?, stored_at = ?, expires_at = ? WHERE tool = ? AND idem_key = ? AND state = 'pending'",
-          [status, JSON.stringify(body), new Date(now).toISOString(), now + IDEMPOTENCY_TTL_MS, tool, key],
-        ),
-      { durable: false },
-    );
+    try {
+      await this.db.tx(
+        (t) =>
+          t.run(
+            "UPDATE gateway_idempotency SET state = 'done', status = ?, body = ?, stored_at = ?, expires_at = ? WHERE tool = ? AND idem_key = ? AND state = 'pending'",
+            [status, JSON.stringify(body), new Date(now).toISOString(), now + IDEMPOTENCY_TTL_MS, tool, key],
+          ),
+        { durable: false },
+      );
+    } finally {
+      this.liveWrites.delete(id); // the call has ended, stored or not
+    }
   }
 
   /**
@@ -220,6 +238,8 @@ export class IdempotencyStore {
    */
   async markUnknown(tool: string, key: string): Promise<void> {
     const now = this.clock.now();
+    // Unknown from now on whether or not the row says so: the call has ended.
+    this.liveWrites.delete(readKey(tool, key));
     await this.db.tx(
       (t) =>
         t.run("UPDATE gateway_idempotency SET state = 'unknown', stored_at = ?, expires_at = ? WHERE tool = ? AND idem_key = ? AND state = 'pending' AND writes = 1", [
@@ -239,7 +259,9 @@ export class IdempotencyStore {
       this.readClaims.delete(id);
       return;
     }
-    // Lost on a power failure, a write's claim stays and turns `unknown`: the safe side.
+    // Lost on a power failure, a write's claim stays and turns `unknown`: the safe side. A
+    // release the store refuses leaves it pending and no longer live: `unknown` too.
+    this.liveWrites.delete(id);
     await this.db.tx((t) => t.run("DELETE FROM gateway_idempotency WHERE tool = ? AND idem_key = ? AND state = 'pending'", [tool, key]), { durable: false });
   }
 
@@ -276,10 +298,13 @@ function entryOf(db: SqlDb, tool: string, key: string): Promise<Row | undefined>
   return db.get<Row>('SELECT args_hash, state, status, body, expires_at FROM gateway_idempotency WHERE tool = ? AND idem_key = ?', [tool, key]);
 }
 
-/** What a live entry (not expired) means for a claim with `argsHash`. */
-function answerFor(row: Row, argsHash: string): ClaimResult {
+/**
+ * What a live entry (not expired) means for a claim with `argsHash`; `running`: a call of
+ * this process still holds the entry's claim.
+ */
+function answerFor(row: Row, argsHash: string, running: boolean): ClaimResult {
   if (row.args_hash !== argsHash) return { kind: 'conflict' };
-  if (row.state === 'pending') return { kind: 'in_flight' };
+  if (row.state === 'pending') return running ? { kind: 'in_flight' } : { kind: 'unknown' };
   if (row.state === 'unknown') return { kind: 'unknown' };
   return { kind: 'replay', status: row.status ?? 200, body: JSON.parse(row.body ?? 'null') as unknown };
 }

@@ -358,17 +358,28 @@ describe('a failing idempotency store never lets a write run twice (decisions §
     }
   }
 
-  it('result not stored after the upstream ran: 503 unavailable, and the key stays claimed', async () => {
-    await whileStoreFails('complete', 'disk I/O error', async () => {
-      const t = token();
-      const first = await gw.call({ remit_token: t, tool: 'test.write', args: { n: 1 }, idempotency_key: 'k-store-fails' });
-      expect(first.status).toBe(503);
-      expect(first.body).toMatchObject({ ok: false, error: { code: 'unavailable', message: expect.stringContaining('cannot run again') } });
-      // Not released: a repeat does not execute the write again.
-      const again = await gw.call({ remit_token: t, tool: 'test.write', args: { n: 1 }, idempotency_key: 'k-store-fails' });
-      expect(again.status).toBe(409);
-      expect(again.body.error.code).toBe('idempotency_in_flight');
-    });
+  it('result not stored after the upstream ran: 503 unavailable, the key stays claimed, and a repeat is outcome-unknown at once', async () => {
+    // The store's own transaction fails, as on a full disk: a write's result is stored non-durably.
+    const db = gw.gateway.store.db;
+    const tx = db.tx.bind(db);
+    db.tx = (async (fn: never, opts?: { durable?: boolean }) => {
+      if (opts?.durable === false) throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+      return tx(fn, opts);
+    }) as typeof db.tx;
+    const t = token();
+    let first;
+    try {
+      first = await gw.call({ remit_token: t, tool: 'test.write', args: { n: 1 }, idempotency_key: 'k-store-fails' });
+    } finally {
+      db.tx = tx;
+    }
+    expect(first.status).toBe(503);
+    expect(first.body).toMatchObject({ ok: false, error: { code: 'unavailable', message: expect.stringContaining('cannot run again') } });
+    // Not released, and nothing runs under it any more: the repeat is not run again, and is
+    // told so now (it was 409 in flight with a Retry-After until a restart).
+    const again = await gw.call({ remit_token: t, tool: 'test.write', args: { n: 1 }, idempotency_key: 'k-store-fails' });
+    expect(again.status).toBe(409);
+    expect(again.body.error.code).toBe('idempotency_outcome_unknown');
   });
 
   it('a read whose result is not stored: 503, and the key is released so a retry runs it again', async () => {

@@ -129,13 +129,33 @@ describe('idempotency store (decisions §9)', () => {
     await store.close();
   });
 
+  it("a write's claim is in flight while its call runs; once the call ended without its end stored, unknown (D §9)", async () => {
+    const { store } = await open();
+    expect(await store.claim('t.write', 'k', 'h', true)).toEqual({ kind: 'claimed' });
+    expect(await store.claim('t.write', 'k', 'h', true)).toEqual({ kind: 'in_flight' });
+    // Concurrent duplicates while the claim's own commit is still syncing: in flight, never unknown.
+    const racing = await Promise.all([store.claim('t.write', 'r', 'h', true), store.claim('t.write', 'r', 'h', true)]);
+    expect(racing.map((a) => a.kind).sort()).toEqual(['claimed', 'in_flight']);
+    // The result cannot be stored (a full disk): the row stays pending, the call is over.
+    const tx = store.db.tx.bind(store.db);
+    store.db.tx = (async () => {
+      throw new Error('database or disk is full');
+    }) as typeof store.db.tx;
+    await expect(store.complete('t.write', 'k', 200, { ok: true })).rejects.toThrow('disk is full');
+    store.db.tx = tx;
+    expect(await store.db.get("SELECT state FROM gateway_idempotency WHERE idem_key = 'k'")).toEqual({ state: 'pending' });
+    expect(await store.claim('t.write', 'k', 'h', true)).toEqual({ kind: 'unknown' });
+    await store.close();
+  });
+
   it('pending read rows written by older builds are dropped at start', async () => {
     const { store, clock, dir } = await open();
     await store.db.run(
       "INSERT INTO gateway_idempotency (tool, idem_key, args_hash, state, writes, claimed_at, expires_at) VALUES ('t.read', 'old', 'h', 'pending', 0, '2026-11-26T00:00:00.000Z', ?)",
       [clock.now() + IDEMPOTENCY_TTL_MS],
     );
-    expect(await store.claim('t.read', 'old', 'h', false)).toEqual({ kind: 'in_flight' });
+    // Pending with no call of this process under it: nothing runs it, so it is not in flight.
+    expect(await store.claim('t.read', 'old', 'h', false)).toEqual({ kind: 'unknown' });
     await store.close();
     const again = await IdempotencyStore.open(dir, clock);
     expect(await again.db.all('SELECT 1 FROM gateway_idempotency')).toEqual([]);
