@@ -210,8 +210,22 @@ export function registerSecret(redactor: Redactor, value: string): void {
     const once = JSON.stringify(v).slice(1, -1);
     const twice = JSON.stringify(once).slice(1, -1);
     const form = new URLSearchParams([['', v]]).toString().slice(1);
-    for (const spelling of new Set([v, once, twice, encodeURIComponent(v), form, ...urlSpellings(v)])) redactor.add(spelling);
+    const narrow = [v, once, twice, encodeURIComponent(v), form, ...urlSpellings(v)];
+    for (const spelling of new Set([...narrow, ...narrow.flatMap(wideSpellings)])) redactor.add(spelling);
   }
+}
+
+/**
+ * How a spelling reads when UTF-16 or UTF-32 bytes are read as UTF-8 or Latin-1 (a file saved by
+ * Windows PowerShell, an upstream's mislabelled body, an MCP server's wide text): each
+ * character followed by one or three NULs, either byte order alike between the first and the
+ * last character. Only for a value of one-byte characters, the case such readings keep whole.
+ */
+function wideSpellings(v: string): string[] {
+  const chars = [...v];
+  // Too short to be a secret (svc-gateway(5)): its NUL-joined spelling would be long enough.
+  if (chars.length < 4 || !/^[\x01-\xff]+$/.test(v)) return [];
+  return [chars.join('\u0000'), chars.join('\u0000\u0000\u0000')];
 }
 
 /** How `new URL()` writes a value in a query and in a path (neither is encodeURIComponent's). */

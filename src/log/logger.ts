@@ -68,7 +68,7 @@ export class Redactor {
 
   /**
    * Replaces every secret with `[REDACTED]`, also where the text spells it with JSON escapes
-   * (`\/` for `/`, `\u0074` for `t`, or escaped twice: JSON text inside a JSON string): an
+   * (`\/` for `/`, `\u0074` for `t`, or escaped again and again: JSON text inside JSON text): an
    * upstream's serializer escapes as it pleases (PHP writes `\/`, Go `\u0026` for `&`), and
    * the gateway hands the raw body on beside its parse.
    */
@@ -129,7 +129,6 @@ export class Redactor {
     const text = JSON.stringify(value);
     if (text === undefined) return value;
     const plain = JSON.parse(text) as unknown;
-    // Stringifying escaped every string once more: a secret 3 levels deep in one is 4 deep here.
     return (this.shows(text, UNESCAPE_LEVELS + 1) ? this.walk(plain) : plain) as T;
   }
 
@@ -167,8 +166,14 @@ export class Redactor {
   }
 }
 
-/** How many times JSON escapes are undone in search of a secret (JSON text nested that deep). */
-const UNESCAPE_LEVELS = 3;
+/**
+ * How many times JSON escapes are undone in search of a secret: JSON text inside JSON text,
+ * eight deep (real answers nest two or three). Not "as long as any remain": `\u005c` undoes to
+ * a backslash that starts the next escape, so a crafted 5 MiB text could take a level per six
+ * characters, each a pass over all of it. A value stringified whole (`redactValue`) is
+ * searched one level deeper, since stringifying escaped each of its strings once more.
+ */
+const UNESCAPE_LEVELS = 8;
 
 /** What each simple escape's letter stands for (by char code), -1 for none. */
 const SIMPLE_ESCAPE = (() => {

@@ -6,7 +6,8 @@
  * field), and a `${VAR}` used as a header name. Each check searches the outputs for every
  * spelling of the value, and checks that the answer around it is still what it was.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
@@ -21,6 +22,17 @@ const QUOTED = 'qs"x\\y-ZZZ999';
 const HEADER_NAME = 'X-Hidden-Name-4242'; // the http connector sends it lower-cased
 const TRAILING = 's3cr3t-TRAIL-77\n'; // a secret read from a file: headers go out trimmed
 const SLASHED = 'tokA1b2/C3d4+E5f6=G7h8;q&r'; // what PHP writes as \/ and Go's encoder as \u0026
+/** `t` with its JSON escapes undone as often as any remain (at most 12 times), every stage kept. */
+function unescapeDeep(t: string): string {
+  const stages = [t];
+  for (let i = 0; i < 12; i++) {
+    const next = stages.at(-1)!.replace(/\\(["\\/bfnrt]|u[0-9a-fA-F]{4})/g, (_, e: string) => (e.length === 5 ? String.fromCharCode(parseInt(e.slice(1), 16)) : JSON.parse(`"\\${e}"`)));
+    if (next === stages.at(-1)) break;
+    stages.push(next);
+  }
+  return stages.join('\n');
+}
+
 /** `v` JSON-escaped once, twice, … `n` times (its spellings in JSON text nested that deep). */
 const escapedUpTo = (v: string, n: number): string[] => (n === 0 ? [] : [JSON.stringify(v).slice(1, -1), ...escapedUpTo(JSON.stringify(v).slice(1, -1), n - 1)]);
 const spellings = (v: string) => [v, v.toLowerCase(), JSON.stringify(v).slice(1, -1), JSON.stringify(JSON.stringify(v).slice(1, -1)).slice(1, -1)];
@@ -31,6 +43,7 @@ const token = (tools: string[], scopes: string[], run?: string) => mintToken(sig
 /** Every file of the gateway's store (database and WAL) as text, as an attacker with the disk would read it. */
 const readStore = (dir: string) => readdirSync(dir).filter((f) => f.startsWith('gateway.db')).map((f) => readFileSync(join(dir, f), 'latin1')).join('\n');
 
+const files = mkdtempSync(join(tmpdir(), 'svc-secrets-files-'));
 let server: Server;
 let port = 0;
 let gw: TestGateway;
@@ -51,12 +64,21 @@ beforeAll(async () => {
     else if (req.url === '/utf8-called-utf16') res.writeHead(200, { 'content-type': 'application/json; charset=utf-16le' }).end(json);
     else if (req.url === '/utf16be') res.writeHead(200, { 'content-type': 'application/json; charset=utf-16' }).end(Buffer.concat([Buffer.from([0xfe, 0xff]), Buffer.from(json, 'utf16le').swap16()]));
     else if (req.url === '/utf16-shifted') res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(Buffer.concat([Buffer.from([0x20]), Buffer.from(json, 'utf16le')]));
+    // Two copies, one the label hides: UTF-8 then UTF-16, labelled UTF-8 and labelled UTF-16.
+    else if (req.url === '/mixed') res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(Buffer.concat([Buffer.from(json + '\n'), Buffer.from(json, 'utf16le')]));
+    else if (req.url === '/mixed-called-utf16') res.writeHead(200, { 'content-type': 'text/plain; charset=utf-16le' }).end(Buffer.concat([Buffer.from(json + '\n'), Buffer.from(json, 'utf16le')]));
+    // UTF-32, whose label fetch's decoders do not know.
+    else if (req.url === '/utf32') res.writeHead(200, { 'content-type': 'text/plain; charset=utf-32' }).end(Buffer.from([...json].flatMap((c) => [c.charCodeAt(0) & 0xff, 0, 0, 0])));
+    // JSON whose string holds the headers four escapes deep (the raw body: five).
+    else if (req.url === '/deep') res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ echo: JSON.stringify(JSON.stringify(JSON.stringify(php(json)))) }));
     // Not JSON, so only the raw body carries it: PHP's spelling, then escaped twice more.
     else if (req.url === '/escaped-thrice') res.writeHead(200, { 'content-type': 'text/plain' }).end(`echo: ${JSON.stringify(JSON.stringify(php(json)))}`);
     else res.writeHead(200, { 'content-type': 'application/json' }).end(json);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   port = (server.address() as AddressInfo).port;
+  // A token saved by Windows PowerShell 5 (`echo $env:TOKEN > token.txt`): UTF-16LE with a BOM.
+  writeFileSync(join(files, 'token.txt'), Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(`token=${SLASHED}\r\n`, 'utf16le')]));
   const redactor = new Redactor();
   const log = capturedLogger(redactor);
   logger = log.logger;
@@ -74,12 +96,14 @@ beforeAll(async () => {
           allowed_hosts: ['127.0.0.1'],
           headers: { 'x-digits': '${SECRET_DIGITS}', 'x-quoted': '${SECRET_QUOTED}', '${SECRET_HNAME}': 'named', authorization: 'Bearer ${SECRET_TRAIL}', 'x-slashed': '${SECRET_SLASHED}' },
         },
+        { name: 'files', type: 'fs', root: files },
       ],
     },
   });
 });
 
 afterAll(async () => {
+  rmSync(files, { recursive: true, force: true });
   await gw?.close();
   await new Promise<void>((r) => server?.close(() => r()));
 });
@@ -115,12 +139,16 @@ describe('awkward ${VAR} values never leave the gateway (I 2.10)', () => {
     ['/utf16be', 'in big-endian UTF-16 labelled "utf-16" (read as little-endian by the label)'],
     ['/utf16-shifted', 'in UTF-16 a byte off, labelled UTF-8'],
     ['/escaped-thrice', 'escaped three times over in a body that is not JSON'],
+    ['/mixed', 'twice, in UTF-8 and in UTF-16, labelled UTF-8'],
+    ['/mixed-called-utf16', 'twice, in UTF-8 and in UTF-16, labelled UTF-16'],
+    ['/utf32', 'in UTF-32 (a label fetch does not know)'],
+    ['/deep', 'four escapes deep in a JSON string (five in the raw body)'],
   ]) {
     it(`an upstream echoing a secret ${how}: redacted in the raw body too, in the answer and in the stored result (I 2.10, D 9)`, async () => {
       const call = { remit_token: token(['web.*'], ['http:host:127.0.0.1'], `run_${path.slice(1)}`), run_id: `run_${path.slice(1)}`, tool: 'web.post', args: { url: `http://127.0.0.1:${port}${path}`, json: {} }, idempotency_key: `echo-${path.slice(1)}` };
       const first = await gw.call(call);
       expect(first.status, first.text).toBe(200);
-      if (first.body.result.json) expect(first.body.result.json.headers).toMatchObject({ 'x-slashed': '[REDACTED]', 'x-quoted': '[REDACTED]' });
+      if (first.body.result.json?.headers) expect(first.body.result.json.headers).toMatchObject({ 'x-slashed': '[REDACTED]', 'x-quoted': '[REDACTED]' });
       expect(first.body.result.body).toContain('[REDACTED]');
       const again = await gw.call(call);
       expect(again.body).toMatchObject({ ok: true, replayed: true });
@@ -132,13 +160,23 @@ describe('awkward ${VAR} values never leave the gateway (I 2.10)', () => {
         return [0, 1].flatMap((at) => [even(bytes.subarray(at)).toString('utf16le'), Buffer.from(even(bytes.subarray(at))).swap16().toString('utf16le')]);
       };
       for (const text of [first.text, again.text, stored, JSON.stringify(gw.link.events), logText()]) {
-        for (const reading of [text, ...readings(text)]) {
+        // What an agent could make of it: other readings of its bytes, its NULs dropped (wide
+        // text read narrow), its JSON escapes undone again and again.
+        for (const reading of [text, ...readings(text), unescapeDeep(text.replaceAll('\u0000', '').replaceAll('\\u0000', ''))]) {
           for (const secret of [SLASHED, QUOTED, 'C3d4+E5f6', 'G7h8;q', ...escapedUpTo(QUOTED, 4)]) expect(reading).not.toContain(secret);
         }
         expect(text).not.toMatch(/C3d4\+E5f6|\\u0074okA1b2/);
       }
     });
   }
+
+  it('a UTF-16 file holding a secret, read by the fs connector as UTF-8: redacted in its NUL-joined spelling (I 2.10)', async () => {
+    const res = await gw.call({ remit_token: token(['files.*'], [`fs:path:${realpathSync(files)}`]), tool: 'files.read', args: { path: 'token.txt' } });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.result.content).toContain('[REDACTED]');
+    const narrow = res.text.replaceAll('\\u0000', '');
+    for (const secret of [SLASHED, 'C3d4+E5f6', 'G7h8;q']) expect(narrow).not.toContain(secret);
+  });
 
   it('logs: every line stays JSON and shows no spelling of any secret', async () => {
     await gw.call({ remit_token: token(['test.*'], ['test:*']), tool: 'test.fail', args: { why: `${QUOTED} ${DIGITS}0` } });

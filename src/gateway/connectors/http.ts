@@ -80,37 +80,25 @@ function checkHeaders(raw: unknown): void {
 
 /**
  * The body as text, decoded with the charset its content-type declares (UTF-8 when it declares
- * none or one the runtime does not know). The label is the upstream's word, not a fact: bytes
- * that spell a secret under another reading (UTF-8 labelled UTF-16, big-endian UTF-16 read as
- * the label's little-endian, a body shifted by a byte) would reach the agent as text the
- * redactor cannot see, and the agent could re-read them. So the body is also read as UTF-8
- * and as UTF-16 both ways and at both alignments; when the declared reading shows no secret
- * and another does, that other reading is the body returned, and the redactor then hides it.
+ * none or one the runtime does not know). The label is the upstream's word, not a fact, and
+ * whatever reading is returned, an agent can turn it back into the bytes and read them another
+ * way. So when the declared charset is not UTF-8 and the UTF-8 reading shows a secret, the
+ * UTF-8 reading is the body returned, to be redacted: it spells every secret the redactor knows
+ * as the bytes carry it, UTF-8 itself and, through the NUL-joined spellings registerSecret
+ * adds, UTF-16 and UTF-32 either way round at any offset.
  */
-export function decodeBody(bytes: Buffer, contentType: string | null, redactor: Pick<Redactor, 'shows' | 'size'>): string {
+export function decodeBody(bytes: Buffer, contentType: string | null, redactor: Pick<Redactor, 'shows'>): string {
+  const utf8 = bytes.toString('utf8');
   const label = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(contentType ?? '')?.[1];
-  let declared: string | null = null;
-  if (label) {
-    try {
-      declared = new TextDecoder(label).decode(bytes);
-    } catch {
-      /* an unknown label: UTF-8 */
-    }
+  if (!label) return utf8;
+  let decoder: InstanceType<typeof TextDecoder>;
+  try {
+    decoder = new TextDecoder(label);
+  } catch {
+    return utf8; // a label the runtime does not know
   }
-  const text = declared ?? bytes.toString('utf8');
-  if (redactor.size === 0 || redactor.shows(text)) return text;
-  for (const other of otherReadings(bytes, declared !== null)) if (redactor.shows(other)) return other;
-  return text;
-}
-
-/** The readings a secret could hide behind besides the declared one. */
-function* otherReadings(bytes: Buffer, declaredSomething: boolean): Generator<string> {
-  if (declaredSomething) yield bytes.toString('utf8');
-  for (const start of [0, 1]) {
-    const aligned = bytes.subarray(start, start + ((bytes.length - start) & ~1));
-    yield aligned.toString('utf16le');
-    yield Buffer.from(aligned).swap16().toString('utf16le');
-  }
+  if (decoder.encoding === 'utf-8' || redactor.shows(utf8)) return utf8;
+  return decoder.decode(bytes);
 }
 
 async function readLimited(res: Response, max: number, signal: AbortSignal, redactor: Redactor): Promise<string> {
