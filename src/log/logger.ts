@@ -2,6 +2,7 @@
  * Structured logs: one JSON object per line on stderr. Every line passes through the
  * redactor so a `${VAR}` value registered by the gateway config can never be printed.
  */
+import { spansBehindEscapes, unescapeOnce, UNESCAPE_LEVELS } from '../encoding/json-unescape.js';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 const LEVELS: Record<LogLevel, number> = { debug: 20, info: 30, warn: 40, error: 50 };
@@ -78,40 +79,17 @@ export class Redactor {
     return out;
   }
 
-  /**
-   * The spans of `text` that unescape to a secret, each replaced whole. The views are built
-   * as text first (cheap); where each character came from is worked out only when one of
-   * them shows a secret.
-   */
+  /** The spans of `text` that unescape to a secret, each replaced whole. */
   private redactEscaped(text: string): string {
-    const views: string[] = [];
-    for (let current: string | null = text; views.length < UNESCAPE_LEVELS && current.includes('\\'); ) {
-      current = unescapeOnce(current);
-      if (current === null) break;
-      views.push(current);
-    }
-    const hit = views.map((v) => this.secrets.some((s) => v.includes(s)));
-    const last = hit.lastIndexOf(true);
-    if (last === -1) return text;
-    const spans: Array<[number, number]> = [];
-    let current = text;
-    let from: Int32Array | null = null; // where each character of `current` began in `text`
-    for (let level = 0; level <= last; level++) {
-      const view = unescapeMapped(current);
-      const outer: Int32Array | null = from;
-      const composed: Int32Array = outer ? view.from.map((i) => outer[i]!) : view.from;
-      if (hit[level]) {
-        for (const s of this.secrets) {
-          for (let at = view.text.indexOf(s); at !== -1; at = view.text.indexOf(s, at + s.length)) spans.push([composed[at]!, composed[at + s.length]!]);
-        }
-      }
-      current = view.text;
-      from = composed;
-    }
-    spans.sort((a, b) => a[0] - b[0]);
+    const spans = spansBehindEscapes(text, UNESCAPE_LEVELS, (view) => {
+      const found: Array<[number, number, null]> = [];
+      for (const s of this.secrets) for (let at = view.indexOf(s); at !== -1; at = view.indexOf(s, at + s.length)) found.push([at, at + s.length, null]);
+      return found;
+    });
+    if (spans.length === 0) return text;
     let out = '';
     let done = 0;
-    for (const [start, end] of spans) {
+    for (const { start, end } of spans) {
       if (end <= done) continue; // inside a span already replaced
       out += text.slice(done, Math.max(start, done)) + (start >= done ? REDACTED : '');
       done = end;
@@ -164,90 +142,6 @@ export class Redactor {
     }
     return out;
   }
-}
-
-/**
- * How many times JSON escapes are undone in search of a secret: JSON text inside JSON text,
- * eight deep (real answers nest two or three). Not "as long as any remain": `\u005c` undoes to
- * a backslash that starts the next escape, so a crafted 5 MiB text could take a level per six
- * characters, each a pass over all of it. A value stringified whole (`redactValue`) is
- * searched one level deeper, since stringifying escaped each of its strings once more.
- */
-const UNESCAPE_LEVELS = 8;
-
-/** What each simple escape's letter stands for (by char code), -1 for none. */
-const SIMPLE_ESCAPE = (() => {
-  const t = new Int32Array(128).fill(-1);
-  for (const [letter, value] of Object.entries({ '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' })) t[letter.charCodeAt(0)] = value.charCodeAt(0);
-  return t;
-})();
-
-function hexValue(c: number): number {
-  if (c >= 48 && c <= 57) return c - 48;
-  if (c >= 65 && c <= 70) return c - 55;
-  if (c >= 97 && c <= 102) return c - 87;
-  return -1;
-}
-
-/**
- * Undoes `text`'s JSON escapes once, in one pass over its UTF-16 code units (a backslash that
- * starts no valid escape stands for itself), and records in `from`, when given, where each
- * character of the result began. Returns the result's length, or -1 when nothing was undone.
- */
-function unescapeInto(text: string, out: Uint16Array, from: Int32Array | null): number {
-  let n = 0;
-  let changed = false;
-  const length = text.length;
-  for (let i = 0; i < length; i++) {
-    const c = text.charCodeAt(i);
-    if (from) from[n] = i;
-    if (c === 92 && i + 1 < length) {
-      const d = text.charCodeAt(i + 1);
-      const simple = d < 128 ? SIMPLE_ESCAPE[d]! : -1;
-      if (simple !== -1) {
-        out[n++] = simple;
-        i += 1;
-        changed = true;
-        continue;
-      }
-      if (d === 117 && i + 5 < length) {
-        const h1 = hexValue(text.charCodeAt(i + 2));
-        const h2 = hexValue(text.charCodeAt(i + 3));
-        const h3 = hexValue(text.charCodeAt(i + 4));
-        const h4 = hexValue(text.charCodeAt(i + 5));
-        if ((h1 | h2 | h3 | h4) >= 0) {
-          out[n++] = (h1 << 12) | (h2 << 8) | (h3 << 4) | h4;
-          i += 5;
-          changed = true;
-          continue;
-        }
-      }
-    }
-    out[n++] = c;
-  }
-  if (from) from[n] = length;
-  return changed ? n : -1;
-}
-
-/** Code units as a string, unchanged (lone surrogates kept: offsets must not move). */
-function fromCodeUnits(units: Uint16Array, n: number): string {
-  return Buffer.from(units.buffer, units.byteOffset, n * 2).toString('utf16le');
-}
-
-/** `text` with its JSON escapes undone once, or null when it has none. */
-function unescapeOnce(text: string): string | null {
-  const out = new Uint16Array(text.length);
-  const n = unescapeInto(text, out, null);
-  return n === -1 ? null : fromCodeUnits(out, n);
-}
-
-/** The same, with where in `text` each character of the result began (`from[length]` is the end). */
-function unescapeMapped(text: string): { text: string; from: Int32Array } {
-  const out = new Uint16Array(text.length);
-  const from = new Int32Array(text.length + 1);
-  const n = unescapeInto(text, out, from);
-  if (n === -1) return { text, from: from.map((_, i) => i) };
-  return { text: fromCodeUnits(out, n), from: from.subarray(0, n + 1) };
 }
 
 /** The process-wide redactor used by logs, errors, responses and events. */

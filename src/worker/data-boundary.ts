@@ -7,6 +7,7 @@
  * Pure: no I/O. The worker posts one `note` event per returned Redaction (class, JSON-pointer
  * path and count, never the content).
  */
+import { spansBehindEscapes, UNESCAPE_LEVELS } from '../encoding/json-unescape.js';
 import { pointerToken } from '../encoding/json-pointer.js';
 import type { ToolDescriptor } from '../types.js';
 import { BUILTIN_DETECTORS, findAll, type Detector } from './detectors.js';
@@ -85,10 +86,24 @@ function scrubbable(text: string): boolean {
   return /[A-Za-z@]/.test(t) || (t.match(/\d/g)?.length ?? 0) >= 7;
 }
 
-function spansOf(text: string, c: Compiled, known: Known): Array<{ start: number; end: number; cls: string }> {
-  const found: Array<{ start: number; end: number; cls: string }> = findAll(text, c.detectors).map((f) => ({ start: f.start, end: f.end, cls: f.class }));
+/** Detector findings and known literals in `text` (offsets in `text`). */
+function findingsIn(text: string, c: Compiled, known: Known): Array<[number, number, string]> {
+  const found: Array<[number, number, string]> = findAll(text, c.detectors).map((f) => [f.start, f.end, f.class]);
   for (const [value, cls] of known) {
-    for (let at = text.indexOf(value); at >= 0; at = text.indexOf(value, at + value.length)) found.push({ start: at, end: at + value.length, cls });
+    for (let at = text.indexOf(value); at >= 0; at = text.indexOf(value, at + value.length)) found.push([at, at + value.length, cls]);
+  }
+  return found;
+}
+
+/**
+ * What to withhold in `text`: findings as it reads, and behind JSON escapes (an http tool's raw
+ * `body` beside its parsed `json`, JSON text in a sqlite column: a Python upstream writes
+ * `Ren\u00e9e`, PHP `sk_live_ABC\/DEF`), each escaped spelling withheld whole.
+ */
+function spansOf(text: string, c: Compiled, known: Known): Array<{ start: number; end: number; cls: string }> {
+  const found = findingsIn(text, c, known).map(([start, end, cls]) => ({ start, end, cls }));
+  if (text.includes('\\')) {
+    for (const s of spansBehindEscapes(text, UNESCAPE_LEVELS, (view) => findingsIn(view, c, known))) found.push({ start: s.start, end: s.end, cls: s.tag });
   }
   found.sort((a, b) => a.start - b.start || b.end - a.end);
   // Merge overlapping findings into spans; a span takes the class of its first finding.

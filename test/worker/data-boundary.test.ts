@@ -187,6 +187,21 @@ describe('redaction (I 5.5: ungranted content replaced by [REDACTED:<class>])', 
     expect(later.redactions).toEqual([{ class: 'pii', path: '/calls/2/result/note', count: 2 }]);
   });
 
+  it("an http tool's raw body beside its json: the classified values are withheld there too, however the upstream escaped them (I 5.5)", () => {
+    const classes = { full_name: 'pii', api_key: 'secret' };
+    // As Python (ensure_ascii) and PHP (\/) write JSON; also escaped once more, as JSON text inside JSON.
+    const raw = '{"full_name":"Ren\\u00e9e Dupont-Okafor","api_key":"sk_live_ABC\\/DEF123456XYZ","note":"ok"}';
+    const result = { status: 200, json: JSON.parse(raw), body: raw, nested: JSON.stringify(raw) };
+    const r = redactValue(result, { grants: [], fieldClasses: classes }, '/calls/2/result');
+    expect(r.value).toMatchObject({ json: { full_name: '[REDACTED:pii]', api_key: '[REDACTED:secret]', note: 'ok' } });
+    expect(r.value.body).toBe('{"full_name":"[REDACTED:pii]","api_key":"[REDACTED:secret]","note":"ok"}');
+    expect(r.value.nested).toBe(JSON.stringify('{"full_name":"[REDACTED:pii]","api_key":"[REDACTED:secret]","note":"ok"}'));
+    expect(r.redactions).toEqual(expect.arrayContaining([{ class: 'pii', path: '/calls/2/result/body', count: 1 }, { class: 'secret', path: '/calls/2/result/body', count: 1 }]));
+    // A built-in detector finds an email behind escapes too.
+    const mail = redactValue({ body: '{"from":"alice\\u0040example.com"}' }, { grants: [], fieldClasses: {} });
+    expect(mail.value.body).toBe('{"from":"[REDACTED:pii]"}');
+  });
+
   it('short or purely small-number classified values are not scrubbed elsewhere', () => {
     const b = new DataBoundary({ grants: [], fieldClasses: { age: 'pii', name: 'pii' } });
     const r = b.redact({ age: 42, name: 'Al', text: 'Al is 42 and owes 42 USD' });
