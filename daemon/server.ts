@@ -129,6 +129,8 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
     throw err;
   }
   let closing: Promise<void> | null = null;
+  let cutOff: () => void = () => {};
+  const cut = new Promise<void>((resolve) => (cutOff = resolve));
   return {
     kernel,
     gateway,
@@ -139,12 +141,17 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
       closing ??= (async () => {
         await Promise.all(apps.map((a) => a.close()));
         for (const off of unregister) off();
+        // A tool call whose client hung up is still running (its upstream may be acting): it
+        // finishes, stores its result and is audited before the store closes, unless the
+        // drain's deadline cuts it off first.
+        if (gateway) await Promise.race([gateway.idle(), cut]);
         await gateway?.close(); // ends MCP server process groups
         await kernel?.close();
       })();
       return closing;
     },
     cutOff() {
+      cutOff();
       for (const app of apps) app.server.closeAllConnections();
     },
   };

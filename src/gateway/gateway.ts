@@ -80,6 +80,8 @@ export class Gateway {
   private readonly redactor: Redactor;
   private deps!: CallDeps;
   private closing: Promise<void> | null = null;
+  /** Tool calls running (`idle`). */
+  private readonly calls = new Set<Promise<CallResponse>>();
   /** Releases the data directory's lock (taken by `open`). */
   private unlock: () => void = () => {};
 
@@ -241,7 +243,10 @@ export class Gateway {
 
   /** POST /v1/tools/call. */
   call(req: ToolCallRequest): Promise<CallResponse> {
-    return handleToolCall(this.deps, req);
+    const call = handleToolCall(this.deps, req);
+    this.calls.add(call);
+    void call.finally(() => this.calls.delete(call)).catch(() => undefined);
+    return call;
   }
 
   canaryStatuses(): Record<string, CanaryStatus> {
@@ -264,6 +269,15 @@ export class Gateway {
     if (!(c instanceof TestConnector)) return false;
     c.setShape(shape);
     return true;
+  }
+
+  /**
+   * Resolves once no call is running. A call whose client hung up runs on to its end (its
+   * upstream may be acting): svcd's drain waits for this before it closes the store, so such a
+   * call still stores its result and is audited (svcd(8) STARTUP AND SIGNALS).
+   */
+  async idle(): Promise<void> {
+    while (this.calls.size > 0) await Promise.allSettled([...this.calls]);
   }
 
   /**

@@ -100,6 +100,33 @@ describe('drain edges (D §11: SIGTERM drains and exits 0)', () => {
     expect(svcd.stderr()).toContain('"stopped"');
   });
 
+  it('a tool call whose client hung up runs to its end during the drain, and its result is stored (svcd(8) STARTUP AND SIGNALS)', { timeout: 40_000 }, async () => {
+    const dir = tempDir();
+    const args = ['--data-dir', join(dir, 'k'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0'];
+    const env = { SVC_GATEWAY_DATA: join(dir, 'g'), SVC_GATEWAY_TEST_TOOLS: '1' };
+    await using svcd = await spawnSvcd(args, env);
+    const { token } = await ok(svcd.kernelUrl!, 'POST', '/remits', {
+      tools: ['test.*'], scopes: ['test:*'], grants: [], spend: { tokens: 1, usd: 1 }, autonomy: 'supervised', ttl_seconds: 600, policy_set: [], requested_by: REQUESTER,
+    });
+    const body = JSON.stringify({ remit_token: token, tool: 'test.sleep', args: { ms: 2500 }, idempotency_key: 'hung-up' });
+    // The client gives up after 0.5 s (a worker whose lease ran out), then svcd is told to stop.
+    const gaveUp = await fetch(`${svcd.gatewayUrl}/v1/tools/call`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: AbortSignal.timeout(500) }).then(
+      () => 'answered',
+      () => 'gave up',
+    );
+    expect(gaveUp).toBe('gave up');
+    const t0 = Date.now();
+    expect(await svcd.stop('SIGTERM'), svcd.stderr().slice(-2000)).toBe(0);
+    // It waited for the call (about 2 s more), not for the 15 s deadline, and did not stop under it.
+    expect(Date.now() - t0).toBeGreaterThan(1200);
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect(svcd.stderr()).not.toContain('drain deadline passed');
+
+    await using again = await spawnSvcd(args, env);
+    const replay = await fetch(`${again.gatewayUrl}/v1/tools/call`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    expect(await replay.json()).toMatchObject({ ok: true, replayed: true, result: { slept_ms: 2500 } });
+  });
+
   it('a connection kept to read a refused body (413) to its end does not hold the drain once the body has ended', { timeout: 30_000 }, async () => {
     await using svcd = await spawnSvcd(['--data-dir', join(tempDir(), 'k'), '--kernel-listen', '127.0.0.1:0', '--no-gateway']);
     const declared = 9 * 1024 * 1024;
