@@ -57,7 +57,19 @@ const DRAIN_SECONDS = 15;
 /** How long closing the stores may take after that. */
 const CLOSE_MS = 10_000;
 
+/**
+ * A flag given an empty value is refused (exit 1), as any value svcd cannot use: most often an
+ * unset shell variable (`--data-dir "$DATA"`), which would otherwise put the store in the
+ * working directory, start without the config file, or drain for the default time.
+ */
+function refuseEmptyFlags(given: Record<string, unknown>, names: Record<string, string>): void {
+  for (const [key, flag] of Object.entries(names)) {
+    if (given[key] === '') throw new Error(`${flag} is empty (an unset shell variable?); give a value or leave the flag out`);
+  }
+}
+
 async function serve(flags: Flags): Promise<void> {
+  refuseEmptyFlags(flags as Record<string, unknown>, { config: '--config', dataDir: '--data-dir', gatewayConfig: '--gateway-config', drainSeconds: '--drain-seconds' });
   surviveBrokenPipes(process.stdout, process.stderr); // the lines are lost, the runs go on
   const logger = createLogger({ level: flags.logLevel ?? logLevelOf(process.env.SVC_LOG_LEVEL, 'SVC_LOG_LEVEL'), base: { svc: 'svcd' } });
   const file = flags.config ? readConfigFile(flags.config) : {};
@@ -180,12 +192,13 @@ export function buildProgram(): Command {
     .description('retire the current key (still trusted for verification) and create a new one')
     .option('--data-dir <dir>', 'kernel data directory (default: ./svc-data)')
     .action((o: { dataDir?: string }) => {
+      refuseEmptyFlags({ own: o.dataDir, program: program.opts<Flags>().dataDir }, { own: '--data-dir', program: '--data-dir' });
       const dataDir = resolve(o.dataDir ?? program.opts<Flags>().dataDir ?? './svc-data');
       const { ring, running } = rotateKey(dataDir);
       process.stdout.write(JSON.stringify({ key_id: ring.keyId, public_key: ring.published().public_key, previous: ring.previous.map((p) => p.key_id) }) + '\n');
       if (running) {
         const who = running.pid === null ? 'an svcd' : `svcd (pid ${running.pid})`;
-        process.stderr.write(`svcd: ${who} is running on ${dataDir} and signs with the key it started with until it restarts; restart it to sign with ${ring.keyId}\n`);
+        process.stderr.write(`svcd: ${who} is running on ${dataDir} and signs with the key it started with until it restarts; restart it to sign with ${ring.keyId} (one started with SVC_SIGNING_KEY goes on signing with that)\n`);
       }
     });
   return program;

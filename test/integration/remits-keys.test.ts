@@ -101,7 +101,7 @@ describe('rotation and remits (D §2, I 4.1 /keys previous)', () => {
     expect(r.status, r.stderr).toBe(0);
     const rotated = JSON.parse(r.stdout) as { key_id: string; previous: string[] };
     expect(rotated.previous).toEqual([before]);
-    expect(r.stderr).toBe(`svcd: svcd (pid ${running.child.pid}) is running on ${dir} and signs with the key it started with until it restarts; restart it to sign with ${rotated.key_id}\n`);
+    expect(r.stderr).toBe(`svcd: svcd (pid ${running.child.pid}) is running on ${dir} and signs with the key it started with until it restarts; restart it to sign with ${rotated.key_id} (one started with SVC_SIGNING_KEY goes on signing with that)\n`);
     // The running svcd still holds its data directory and signs with the key it started with.
     expect(((await (await fetch(`${running.kernelUrl}/v1/keys`)).json()) as { key_id: string }).key_id).toBe(before);
     expect(await running.stop('SIGTERM')).toBe(0);

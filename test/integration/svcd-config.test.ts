@@ -5,7 +5,7 @@
  * svcd cannot use are errors, not silent defaults.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ROOT, spawnSvcd, tempDir } from '../helpers/daemon.js';
@@ -89,6 +89,19 @@ describe('the kernel: section of --config (svcd(8))', () => {
 });
 
 describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
+  it('a flag given an empty value (an unset shell variable) is refused with 1, and nothing is written where svcd runs', () => {
+    for (const flag of ['--data-dir', '--config', '--gateway-config', '--drain-seconds']) {
+      const cwd = tempDir();
+      const r = spawnSync(process.execPath, [SVCD, flag, '', '--kernel-listen', '127.0.0.1:0', '--no-gateway'], { cwd, env: { ...process.env, SVC_TOKEN: '' }, encoding: 'utf8', timeout: 15_000 });
+      expect(r.status, r.stderr).toBe(1);
+      expect(r.stderr).toBe(`svcd: ${flag} is empty (an unset shell variable?); give a value or leave the flag out\n`);
+      expect(readdirSync(cwd)).toEqual([]);
+    }
+    const rotate = svcdExit(['keys', 'rotate', '--data-dir', '']);
+    expect(rotate.code).toBe(1);
+    expect(rotate.stderr).toContain('--data-dir is empty');
+  });
+
   it('a bad --log-level or nothing to run is a usage error (2); a bad SVC_LOG_LEVEL or SVC_CLOCK_SKEW_SECONDS is 1', () => {
     const loud = svcdExit(['--log-level', 'loud', '--no-gateway']);
     expect(loud.code).toBe(2);
