@@ -237,8 +237,19 @@ function rotateKey(dataDir: string): { ring: KeyRing; running: DataDirInUseError
 /** Where the kernel reads tool descriptors from a gateway running apart: SVC_GATEWAY_URL wins over gateway_url. */
 function gatewayUrlOf(fromEnv: string | undefined, fromFile: string | null | undefined): string | null {
   const url = fromEnv || (fromFile ?? null);
-  // gateway_url in a config file is checked with the file; the variable is checked here.
-  if (fromEnv && urlHasFetchBlockedPort(fromEnv)) throw new Error(`SVC_GATEWAY_URL: ${fetchBlockedPortHint(fromEnv)}`);
+  // gateway_url in a config file is checked with the file; the variable is checked here, as
+  // the file's is (an unusable one was found only at the first proposal, as a sor_write).
+  if (fromEnv) {
+    let parsed: URL | null = null;
+    try {
+      parsed = new URL(fromEnv);
+    } catch {
+      /* below */
+    }
+    if (!parsed || !/^https?:$/.test(parsed.protocol)) throw new Error(`SVC_GATEWAY_URL "${fromEnv}" must be an http:// or https:// URL`);
+    if (parsed.username || parsed.password) throw new Error('SVC_GATEWAY_URL must not carry credentials (a user or password in the URL): fetch refuses such URLs');
+    if (urlHasFetchBlockedPort(fromEnv)) throw new Error(`SVC_GATEWAY_URL: ${fetchBlockedPortHint(fromEnv)}`);
+  }
   return url;
 }
 

@@ -89,6 +89,16 @@ describe('the kernel: section of --config (svcd(8))', () => {
 });
 
 describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
+  it('SVC_GATEWAY_URL is checked at start like the file\'s gateway_url: not a URL, or one with credentials, is 1', () => {
+    const bad = svcdExit(['--data-dir', join(tempDir(), 'k'), '--kernel-listen', '127.0.0.1:0', '--no-gateway'], { SVC_GATEWAY_URL: 'notaurl' });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toBe('svcd: SVC_GATEWAY_URL "notaurl" must be an http:// or https:// URL\n');
+    const creds = svcdExit(['--data-dir', join(tempDir(), 'k'), '--kernel-listen', '127.0.0.1:0', '--no-gateway'], { SVC_GATEWAY_URL: 'http://user:hunter22@127.0.0.1:7402' });
+    expect(creds.code).toBe(1);
+    expect(creds.stderr).toContain('SVC_GATEWAY_URL must not carry credentials');
+    expect(creds.stderr).not.toContain('hunter22');
+  });
+
   it('a flag given an empty value (an unset shell variable) is refused with 1, and nothing is written where svcd runs', () => {
     for (const flag of ['--data-dir', '--config', '--gateway-config', '--drain-seconds']) {
       const cwd = tempDir();
