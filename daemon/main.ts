@@ -62,14 +62,14 @@ const CLOSE_MS = 10_000;
  * unset shell variable (`--data-dir "$DATA"`), which would otherwise put the store in the
  * working directory, start without the config file, or drain for the default time.
  */
-function refuseEmptyFlags(given: Record<string, unknown>, names: Record<string, string>): void {
+function refuseEmptyFlags(given: object, names: Record<string, string>): void {
   for (const [key, flag] of Object.entries(names)) {
-    if (given[key] === '') throw new Error(`${flag} is empty (an unset shell variable?); give a value or leave the flag out`);
+    if ((given as Record<string, unknown>)[key] === '') throw new Error(`${flag} is empty (an unset shell variable?); give a value or leave the flag out`);
   }
 }
 
 async function serve(flags: Flags): Promise<void> {
-  refuseEmptyFlags(flags as Record<string, unknown>, { config: '--config', dataDir: '--data-dir', gatewayConfig: '--gateway-config', drainSeconds: '--drain-seconds' });
+  refuseEmptyFlags(flags, { config: '--config', dataDir: '--data-dir', gatewayConfig: '--gateway-config', drainSeconds: '--drain-seconds' });
   surviveBrokenPipes(process.stdout, process.stderr); // the lines are lost, the runs go on
   const logger = createLogger({ level: flags.logLevel ?? logLevelOf(process.env.SVC_LOG_LEVEL, 'SVC_LOG_LEVEL'), base: { svc: 'svcd' } });
   const file = flags.config ? readConfigFile(flags.config) : {};

@@ -194,12 +194,13 @@ describe('redaction (I 5.5: ungranted content replaced by [REDACTED:<class>])', 
     const result = { status: 200, json: JSON.parse(raw), body: raw, nested: JSON.stringify(raw) };
     const r = redactValue(result, { grants: [], fieldClasses: classes }, '/calls/2/result');
     expect(r.value).toMatchObject({ json: { full_name: '[REDACTED:pii]', api_key: '[REDACTED:secret]', note: 'ok' } });
-    expect(r.value.body).toBe('{"full_name":"[REDACTED:pii]","api_key":"[REDACTED:secret]","note":"ok"}');
-    expect(r.value.nested).toBe(JSON.stringify('{"full_name":"[REDACTED:pii]","api_key":"[REDACTED:secret]","note":"ok"}'));
+    const value = r.value as typeof result;
+    expect(value.body).toBe('{"full_name":"[REDACTED:pii]","api_key":"[REDACTED:secret]","note":"ok"}');
+    expect(value.nested).toBe(JSON.stringify('{"full_name":"[REDACTED:pii]","api_key":"[REDACTED:secret]","note":"ok"}'));
     expect(r.redactions).toEqual(expect.arrayContaining([{ class: 'pii', path: '/calls/2/result/body', count: 1 }, { class: 'secret', path: '/calls/2/result/body', count: 1 }]));
     // A built-in detector finds an email behind escapes too.
     const mail = redactValue({ body: '{"from":"alice\\u0040example.com"}' }, { grants: [], fieldClasses: {} });
-    expect(mail.value.body).toBe('{"from":"[REDACTED:pii]"}');
+    expect((mail.value as { body: string }).body).toBe('{"from":"[REDACTED:pii]"}');
   });
 
   it('short or purely small-number classified values are not scrubbed elsewhere', () => {
