@@ -14,8 +14,9 @@ import { createLogger, logLevelOf, surviveBrokenPipes, type Logger, type LogLeve
 import type { LeaseKind } from '../../src/types.js';
 import { createProvider, PROVIDER_NAMES, type ProviderName } from '../../src/worker/providers/index.js';
 import { openAiOptionsFromEnv } from '../../src/worker/providers/openai.js';
+import { urlHasCredentials } from '../../src/worker/http.js';
 import { ALL_KINDS, Worker, type WorkerOptions } from '../../src/worker/worker.js';
-import { gatewayUrlOf, globals, kernelUrlOf } from '../context.js';
+import { gatewayUrlOf, globals, kernelUrlOf, type GlobalOptions } from '../context.js';
 import { usageError } from '../exit.js';
 
 export interface WorkerFlags {
@@ -71,6 +72,24 @@ export function parseWorkerFlags(f: WorkerFlags): WorkerSettings {
   };
 }
 
+/**
+ * Refuses a kernel or gateway address with a user name or password in it (exit 2), naming
+ * where it came from and never the address: fetch refuses every request to such a URL, and
+ * each refusal would quote the password into the log and the run's events. Checked before the
+ * addresses' other checks, whose messages quote them.
+ */
+export function checkNoUrlCredentials(cmd: Command): void {
+  const flags = cmd.optsWithGlobals<Partial<GlobalOptions>>();
+  const g = globals(cmd);
+  const sources = [
+    [flags.kernelUrl ? '--kernel-url' : 'SVC_KERNEL_URL', g.kernelUrl],
+    [flags.gatewayUrl ? '--gateway-url' : 'SVC_GATEWAY_URL', g.gatewayUrl],
+  ] as const;
+  for (const [source, url] of sources) {
+    if (urlHasCredentials(url)) throw usageError(`${source} must not carry a user name or password (user:password@host); pass the token with --token or SVC_TOKEN`);
+  }
+}
+
 /** Logs every lifecycle event of `worker` through `logger` (one JSON line each). */
 export function logWorkerEvents(worker: Worker, logger: Logger): void {
   worker.on('worker:start', (e) => logger.info('worker started', e));
@@ -91,7 +110,9 @@ export function logWorkerEvents(worker: Worker, logger: Logger): void {
 export async function handleWorker(settings: WorkerSettings, conn: Pick<WorkerOptions, 'kernelUrl' | 'gatewayUrl' | 'token'>, logger: Logger): Promise<void> {
   const worker = new Worker({
     ...conn,
-    provider: createProvider(settings.provider),
+    // An answer without usage is charged nothing: said once per step, so a budget that never
+    // moves has an explanation in the log.
+    provider: createProvider(settings.provider, process.env, { onWarning: (message, fields) => logger.warn(message, fields) }),
     kinds: settings.kinds,
     concurrency: settings.concurrency,
     workerId: settings.workerId,
@@ -132,6 +153,7 @@ export function registerWorker(program: Command): void {
       const g = globals(this);
       // The environment is checked before anything starts, like the flags: a bad value is a
       // usage error naming the variable, not a default the operator did not ask for.
+      checkNoUrlCredentials(this);
       let level: LogLevel;
       try {
         level = logLevelOf(process.env.SVC_LOG_LEVEL, 'SVC_LOG_LEVEL');

@@ -1,6 +1,7 @@
 /**
- * JSON over HTTP for the worker's two peers. A connection failure is a non-deterministic
- * `network_error`; an abort rethrows the signal's reason so the step stops for the right cause.
+ * JSON over HTTP for the worker's two peers. A connection failure, or no answer within the
+ * request's timeout, is a non-deterministic `network_error`; an abort rethrows the signal's
+ * reason so the step stops for the right cause.
  */
 import { abortReason, StepError } from './errors.js';
 import { wellFormedJson } from '../encoding/well-formed-json.js';
@@ -21,13 +22,36 @@ export interface PeerOptions {
   fetch?: typeof fetch;
 }
 
+/**
+ * Whether `url` carries a user name or password (`http://user:pw@host`). fetch refuses every
+ * request to such a URL, and anything that printed it would print the password: the worker
+ * refuses it up front instead. A string that does not parse is judged by its shape.
+ */
+export function urlHasCredentials(url: string): boolean {
+  if (URL.canParse(url)) {
+    const u = new URL(url);
+    return u.username !== '' || u.password !== '';
+  }
+  return /^[a-z][a-z0-9+.-]*:\/\/[^/\\?#\s]*@/i.test(url.trim());
+}
+
+/**
+ * `text` with the user name and password of every URL in it taken out (`http://u:pw@host/x`
+ * becomes `http://host/x`): for log lines and error messages, which may quote a URL (fetch's
+ * own messages do).
+ */
+export function withoutCredentials(text: string): string {
+  // Greedy up to the last `@` of the authority: a password may hold an `@` of its own.
+  return text.replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^/\\?#\s]*@/gi, '$1');
+}
+
 /** A peer that could not be reached: `reason` is the system's code (ECONNREFUSED) or fetch's words. */
 export class UnreachableError extends StepError {
   constructor(
     baseUrl: string,
     readonly reason: string,
   ) {
-    super('network_error', `cannot reach ${baseUrl} (${reason})${reason === 'bad port' ? `: ${fetchBlockedPortHint(baseUrl)}` : ''}`);
+    super('network_error', withoutCredentials(`cannot reach ${baseUrl} (${reason})${reason === 'bad port' ? `: ${fetchBlockedPortHint(baseUrl)}` : ''}`));
   }
 
   /** Whether asking again can help: not for a port fetch refuses outright (a configuration mistake). */
@@ -36,47 +60,68 @@ export class UnreachableError extends StepError {
   }
 }
 
-/** Sends one JSON request and parses the JSON answer; never throws for an HTTP status. */
+/**
+ * Sends one JSON request and parses the JSON answer; never throws for an HTTP status.
+ * `timeoutMs` bounds the whole exchange, answer read included: a peer that takes the
+ * connection and never answers is then an UnreachableError like one that refuses it, instead
+ * of a wait for the HTTP client's own limits (minutes). (Default: none)
+ */
 export async function requestJson(
   peer: PeerOptions,
   method: string,
   path: string,
   body?: unknown,
-  opts: { headers?: Record<string, string>; signal?: AbortSignal } = {},
+  opts: { headers?: Record<string, string>; signal?: AbortSignal; timeoutMs?: number } = {},
 ): Promise<JsonResponse> {
   const url = peer.baseUrl.replace(/\/+$/, '') + '/v1' + path;
   const headers: Record<string, string> = { accept: 'application/json', ...opts.headers };
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (peer.token) headers.authorization = `Bearer ${peer.token}`;
-  let res: Response;
+  const limit = opts.timeoutMs !== undefined && opts.timeoutMs > 0 && Number.isFinite(opts.timeoutMs) ? opts.timeoutMs : null;
+  const timer = limit === null ? null : new AbortController();
+  const timeout = timer && setTimeout(() => timer.abort(), limit!);
+  const signal = timer ? (opts.signal ? AbortSignal.any([opts.signal, timer.signal]) : timer.signal) : opts.signal;
+  /** The caller's abort as its reason, our own timeout as a peer that did not answer; null otherwise. */
+  const abortedOrTimedOut = (): Error | null => {
+    if (opts.signal?.aborted) return abortReason(opts.signal);
+    if (timer?.signal.aborted) return new UnreachableError(peer.baseUrl, `no answer within ${limit} ms`);
+    return null;
+  };
   try {
-    res = await (peer.fetch ?? fetch)(url, {
-      method,
-      headers,
-      body: body === undefined ? undefined : wellFormedJson(body),
-      signal: opts.signal,
-    });
-  } catch (err) {
-    if (opts.signal?.aborted) throw abortReason(opts.signal);
-    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    throw new UnreachableError(peer.baseUrl, cause?.code ?? cause?.message ?? (err as Error).message);
-  }
-  let text: string;
-  try {
-    text = await res.text();
-  } catch (err) {
-    if (opts.signal?.aborted) throw abortReason(opts.signal);
-    throw new StepError('network_error', `reading the answer of ${peer.baseUrl} failed: ${(err as Error).message}`);
-  }
-  let parsed: unknown = null;
-  if (text) {
+    let res: Response;
     try {
-      parsed = JSON.parse(text);
-    } catch {
-      parsed = text;
+      res = await (peer.fetch ?? fetch)(url, {
+        method,
+        headers,
+        body: body === undefined ? undefined : wellFormedJson(body),
+        signal,
+      });
+    } catch (err) {
+      const stopped = abortedOrTimedOut();
+      if (stopped) throw stopped;
+      const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+      throw new UnreachableError(peer.baseUrl, cause?.code ?? cause?.message ?? (err as Error).message);
     }
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (err) {
+      const stopped = abortedOrTimedOut();
+      if (stopped) throw stopped;
+      throw new StepError('network_error', withoutCredentials(`reading the answer of ${peer.baseUrl} failed: ${(err as Error).message}`));
+    }
+    let parsed: unknown = null;
+    if (text) {
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = text;
+      }
+    }
+    return { status: res.status, body: parsed, headers: res.headers };
+  } finally {
+    if (timeout) clearTimeout(timeout);
   }
-  return { status: res.status, body: parsed, headers: res.headers };
 }
 
 /** The `{error: {code, message}}` of a kernel or gateway answer, when there is one. */

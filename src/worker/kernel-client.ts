@@ -8,10 +8,16 @@
  * call that did reach the kernel before the connection broke is harmless: a second complete or
  * fail of the lease is a 410, a repeated proposal has the same action id, a repeated
  * `model.called` the same call index.
+ *
+ * Every request is bounded on the client's side (`requestTimeoutMs`; a lease's long poll by its
+ * `wait_seconds` plus `leaseMarginMs`): a kernel that takes the connection and never answers is
+ * then a kernel that cannot be reached, logged and asked again like one that refuses it, not a
+ * wait of minutes for the HTTP client's own limits.
  */
 import { Backoff } from './backoff.js';
 import { LeaseLostError, StepError } from './errors.js';
 import { errorOf, requestJson, type JsonResponse, type PeerOptions } from './http.js';
+import { chargeableUsage } from './providers/usage.js';
 import type { Lease, Usage } from './types.js';
 
 export interface LeaseRequest {
@@ -42,15 +48,41 @@ export interface LeaseCallOptions {
 /** First and longest wait between retries of a lease call, ms. */
 export const LEASE_RETRY_MS = { first: 250, max: 2000 } as const;
 
+/** How long a request to the kernel other than a lease's long poll may take, ms. */
+export const KERNEL_REQUEST_TIMEOUT_MS = 30_000;
+
+/** How long past its `wait_seconds` a lease's long poll may take, ms. */
+export const LEASE_POLL_MARGIN_MS = 10_000;
+
+export interface KernelClientOptions {
+  /** Longest wait for a kernel's answer to any request but a lease's long poll, ms. (Default: 30000) */
+  requestTimeoutMs?: number;
+  /** Longest wait for the answer to a lease's long poll past its `wait_seconds`, ms. (Default: 10000) */
+  leaseMarginMs?: number;
+}
+
 export class KernelClient {
-  constructor(readonly peer: PeerOptions) {}
+  private readonly requestTimeoutMs: number;
+  private readonly leaseMarginMs: number;
+
+  constructor(
+    readonly peer: PeerOptions,
+    opts: KernelClientOptions = {},
+  ) {
+    this.requestTimeoutMs = opts.requestTimeoutMs ?? KERNEL_REQUEST_TIMEOUT_MS;
+    this.leaseMarginMs = opts.leaseMarginMs ?? LEASE_POLL_MARGIN_MS;
+  }
+
+  private request(method: string, path: string, body: unknown, opts: { headers?: Record<string, string>; signal?: AbortSignal; timeoutMs?: number } = {}): Promise<JsonResponse> {
+    return requestJson(this.peer, method, path, body, { timeoutMs: this.requestTimeoutMs, ...opts });
+  }
 
   private async leaseRequest(method: string, path: string, body: unknown, opts: LeaseCallOptions & { headers?: Record<string, string> }): Promise<JsonResponse> {
     const backoff = new Backoff(LEASE_RETRY_MS);
     for (;;) {
       let unreachable: StepError;
       try {
-        const res = await requestJson(this.peer, method, path, body, { headers: opts.headers, signal: opts.signal });
+        const res = await this.request(method, path, body, { headers: opts.headers, signal: opts.signal });
         if (res.status !== 503 || opts.until === undefined) return res;
         unreachable = kernelError(`${method} ${path}`, res);
       } catch (err) {
@@ -64,7 +96,7 @@ export class KernelClient {
 
   /** Asks for a step; null when the kernel had nothing within `wait_seconds` (204). */
   async lease(req: LeaseRequest, signal?: AbortSignal): Promise<Lease | null> {
-    const res = await requestJson(this.peer, 'POST', '/leases', req, { signal });
+    const res = await this.request('POST', '/leases', req, { signal, timeoutMs: Math.max(0, Number(req.wait_seconds) || 0) * 1000 + this.leaseMarginMs });
     if (res.status === 204) return null;
     if (res.status === 200 && res.body && typeof res.body === 'object' && typeof res.body.lease_id === 'string') return res.body as Lease;
     throw kernelError('lease', res);
@@ -72,14 +104,17 @@ export class KernelClient {
 
   /** Extends the lease; LeaseLostError on 410 (the run was parked or the lease ended). */
   async heartbeat(leaseId: string, signal?: AbortSignal): Promise<{ expires_at: string }> {
-    const res = await requestJson(this.peer, 'POST', `/leases/${encodeURIComponent(leaseId)}/heartbeat`, {}, { signal });
+    const res = await this.request('POST', `/leases/${encodeURIComponent(leaseId)}/heartbeat`, {}, { signal });
     if (res.status === 200) return res.body as { expires_at: string };
     throw leaseError(leaseId, 'heartbeat', res);
   }
 
-  /** Completes the step; a 422 `output_invalid` becomes a deterministic StepError. */
+  /**
+   * Completes the step; a 422 `output_invalid` becomes a deterministic StepError. `usage` is
+   * sent as the kernel takes it (chargeableUsage): a count it would refuse charges nothing.
+   */
   async complete(leaseId: string, output: unknown, usage: Usage, opts: LeaseCallOptions = {}): Promise<{ run_state: string; next_step: string | null }> {
-    const res = await this.leaseRequest('POST', `/leases/${encodeURIComponent(leaseId)}/complete`, { output: output ?? null, usage }, opts);
+    const res = await this.leaseRequest('POST', `/leases/${encodeURIComponent(leaseId)}/complete`, { output: output ?? null, usage: chargeableUsage(usage) }, opts);
     if (res.status === 200) return res.body as { run_state: string; next_step: string | null };
     const e = errorOf(res.body);
     if (res.status === 422 && e?.code === 'output_invalid') throw new StepError('output_invalid', e.message || 'step output fails output_schema', true);
@@ -89,10 +124,10 @@ export class KernelClient {
   /**
    * Fails the step with the error and whether a retry could help. `outcome` is the step's
    * (interface 3: retry_scheduled or quarantined); `run_state` says what became of the run
-   * (`failed` when the usage reported ran over the budget, say).
+   * (`failed` when the usage reported ran over the budget, say). `usage` as in complete.
    */
   async fail(leaseId: string, error: { code: string; message: string }, deterministic: boolean, usage: Usage, opts: LeaseCallOptions = {}): Promise<{ outcome: string; delay_ms: number; run_state?: string }> {
-    const res = await this.leaseRequest('POST', `/leases/${encodeURIComponent(leaseId)}/fail`, { error, deterministic, usage }, opts);
+    const res = await this.leaseRequest('POST', `/leases/${encodeURIComponent(leaseId)}/fail`, { error, deterministic, usage: chargeableUsage(usage) }, opts);
     if (res.status === 200) return res.body as { outcome: string; delay_ms: number; run_state?: string };
     throw leaseError(leaseId, 'fail', res);
   }

@@ -23,9 +23,11 @@ import { executeCompensation } from './executors/compensation.js';
 import { executeModel } from './executors/model.js';
 import { executeTool } from './executors/tool.js';
 import { GatewayClient } from './gateway-client.js';
+import { urlHasCredentials, withoutCredentials } from './http.js';
 import { KernelClient } from './kernel-client.js';
 import { PacingGate } from './pacing.js';
 import type { Provider } from './providers/provider.js';
+import { chargeableUsage } from './providers/usage.js';
 import { leaseKind, StepRuntime } from './step-runtime.js';
 import type { Lease, StepOutcome } from './types.js';
 
@@ -108,6 +110,11 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
     super();
     if (!opts.kernel && !opts.kernelUrl) throw new Error('worker: a kernel URL is required');
     if (!opts.gateway && !opts.gatewayUrl) throw new Error('worker: a gateway URL is required');
+    // fetch refuses every request to such a URL, and each failure would quote it, password and
+    // all, into the log and the run's events. The URL itself is not repeated here either.
+    for (const [name, url] of [['kernel', opts.kernelUrl], ['gateway', opts.gatewayUrl]] as const) {
+      if (url !== undefined && urlHasCredentials(url)) throw new Error(`worker: the ${name} URL must not carry a user name or password (user:password@host); the token is sent as a bearer header`);
+    }
     this.kernel = opts.kernel ?? new KernelClient({ baseUrl: opts.kernelUrl!, token: opts.token });
     this.gateway = opts.gateway ?? new GatewayClient({ baseUrl: opts.gatewayUrl!, token: opts.token });
     this.gateway.onOutage = (e) => this.emit('gateway:unreachable', e);
@@ -137,8 +144,8 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
       kinds: [...this.kinds],
       concurrency: this.concurrency,
       provider: this.provider.name,
-      kernel_url: this.kernel.peer.baseUrl,
-      gateway_url: this.gateway.peer.baseUrl,
+      kernel_url: withoutCredentials(this.kernel.peer.baseUrl),
+      gateway_url: withoutCredentials(this.gateway.peer.baseUrl),
     });
     for (let i = 0; i < this.concurrency; i++) this.loops.push(this.slot());
   }
@@ -229,7 +236,7 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
         delay = this.backoff.initial;
       } catch (err) {
         if (this.pollAbort.signal.aborted) break;
-        this.emit('poll:error', { error: (err as Error).message, retry_in_ms: delay });
+        this.emit('poll:error', { error: withoutCredentials((err as Error).message), retry_in_ms: delay });
         await this.waitForChange(delay);
         delay = Math.min(this.backoff.max, delay * 2);
         continue;
@@ -310,8 +317,10 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
         this.emit('step:parked', { ...info, action_id: outcome.action_id, approval_id: outcome.approval_id, usage: outcome.usage });
         return;
       }
-      const r = await this.kernel.complete(lease.lease_id, outcome.output, outcome.usage, { until, signal: this.reportsCut.signal });
-      this.emit('step:done', { ...info, run_state: r.run_state, next_step: r.next_step ?? null, usage: outcome.usage, duration_ms: Date.now() - started });
+      // The usage as the kernel is told it (kernel.complete sends the same): what the log shows is what was charged.
+      const usage = chargeableUsage(outcome.usage);
+      const r = await this.kernel.complete(lease.lease_id, outcome.output, usage, { until, signal: this.reportsCut.signal });
+      this.emit('step:done', { ...info, run_state: r.run_state, next_step: r.next_step ?? null, usage, duration_ms: Date.now() - started });
     } catch (caught) {
       const err = abort.signal.aborted && !(caught instanceof StepError && caught.code === 'output_invalid') ? abortReason(abort.signal) : caught;
       if (err instanceof LeaseLostError) {
@@ -319,13 +328,15 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
         return;
       }
       const e = err instanceof StepError ? err : new StepError('internal', `worker bug: ${(err as Error)?.stack ?? String(err)}`, false);
-      const error = { code: e.code, message: globalRedactor.redact(e.message).slice(0, 2000) };
+      // The message goes into the run's permanent events: no secret, and no URL's password.
+      const error = { code: e.code, message: withoutCredentials(globalRedactor.redact(e.message)).slice(0, 2000) };
+      const usage = chargeableUsage(rt.usage);
       try {
-        const r = await this.kernel.fail(lease.lease_id, error, e.deterministic, rt.usage, { until, signal: this.reportsCut.signal });
-        this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: r.outcome ?? null, run_state: r.run_state ?? null, usage: rt.usage, duration_ms: Date.now() - started });
+        const r = await this.kernel.fail(lease.lease_id, error, e.deterministic, usage, { until, signal: this.reportsCut.signal });
+        this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: r.outcome ?? null, run_state: r.run_state ?? null, usage, duration_ms: Date.now() - started });
       } catch (reportErr) {
         if (reportErr instanceof LeaseLostError) this.emit('step:lost', { ...info, reason: reportErr.message });
-        else this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: null, run_state: null, usage: rt.usage, duration_ms: Date.now() - started });
+        else this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: null, run_state: null, usage, duration_ms: Date.now() - started });
       }
     } finally {
       if (timeout) clearTimeout(timeout);

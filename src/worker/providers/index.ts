@@ -6,12 +6,18 @@ import type { Provider } from './provider.js';
 export const PROVIDER_NAMES = ['mock', 'openai'] as const;
 export type ProviderName = (typeof PROVIDER_NAMES)[number];
 
+/** What a provider may tell its caller besides its answers. */
+export interface ProviderHooks {
+  /** Something the operator should know that fails nothing (`svc worker` logs it as a warning). (Default: none) */
+  onWarning?: (message: string, fields: Record<string, unknown>) => void;
+}
+
 /** A provider by name; `openai` reads SVC_OPENAI_* from `env`. */
-export function createProvider(name: ProviderName, env: NodeJS.ProcessEnv = process.env): Provider {
+export function createProvider(name: ProviderName, env: NodeJS.ProcessEnv = process.env, hooks: ProviderHooks = {}): Provider {
   switch (name) {
     case 'mock':
       return new MockProvider();
     case 'openai':
-      return new OpenAiProvider(openAiOptionsFromEnv(env));
+      return new OpenAiProvider({ ...openAiOptionsFromEnv(env), onWarning: hooks.onWarning });
   }
 }

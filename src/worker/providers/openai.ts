@@ -9,12 +9,16 @@
  * - SVC_OPENAI_TIMEOUT_MS: per-request timeout. (Default: 120000)
  * - SVC_OPENAI_USD_PER_1M_INPUT / SVC_OPENAI_USD_PER_1M_OUTPUT: prices used to report usage in
  *   dollars. (Default: 0)
+ *
+ * An answer is read up to PROVIDER_ANSWER_LIMIT_BYTES and its usage is made what the kernel
+ * takes (./usage.ts), erring on the side of charging.
  */
 import { globalRedactor } from '../../log/logger.js';
 import { abortReason, delayUnlessAborted, StepError } from '../errors.js';
-import { parseRetryAfter } from '../http.js';
-import { roundUsd } from '../../spend.js';
+import { parseRetryAfter, urlHasCredentials, withoutCredentials } from '../http.js';
+import type { Usage } from '../types.js';
 import type { ChatMessage, Provider, ProviderCall, ProviderRequest, ProviderResponse, ProviderTool } from './provider.js';
+import { chargeableTokens, chargeableUsd, MAX_USAGE_TOKENS } from './usage.js';
 import { fetchBlockedPortHint, isFetchBlockedPort } from '../../util/fetch-blocked-ports.js';
 import { decimalOf } from '../../util/number-text.js';
 
@@ -37,7 +41,22 @@ export interface OpenAiOptions {
   /** Wait before the first of those tries, doubling for each next, unless `Retry-After` says otherwise, ms. (Default: 500) */
   retryDelayMs?: number;
   fetch?: typeof fetch;
+  /**
+   * Told of what the operator should know but that fails nothing: an answer without usage,
+   * charged nothing (once per step). `svc worker` logs it as a warning. (Default: none)
+   */
+  onWarning?: (message: string, fields: Record<string, unknown>) => void;
 }
+
+/**
+ * Largest answer read from the provider, bytes: the service's body limit (decisions §10). A
+ * larger one fails `payload_too_large` as soon as it is past the limit, its body cancelled,
+ * instead of being held in memory whole (a 300 MB answer took the worker to 2.7 GB).
+ */
+export const PROVIDER_ANSWER_LIMIT_BYTES = 1024 * 1024;
+
+/** Steps remembered as already warned about an answer without usage (the oldest forgotten first). */
+const WARNED_STEPS_KEPT = 1000;
 
 /** Longest `Retry-After` a provider may ask for before the call fails instead of waiting, ms. */
 const MAX_PROVIDER_RETRY_AFTER_MS = 30_000;
@@ -75,6 +94,9 @@ export function openAiOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Open
       // The value is not echoed: a URL may carry a key (user:key@host, ?api-key=).
       throw new Error('SVC_OPENAI_BASE_URL must be an http:// or https:// URL, such as https://api.openai.com/v1');
     }
+    // fetch refuses every request to it, and its errors would quote the password into the log
+    // and the run's events. Not echoed either.
+    if (url.username !== '' || url.password !== '') throw new Error('SVC_OPENAI_BASE_URL must not carry a user name or password (user:password@host); put the key in SVC_OPENAI_API_KEY');
     // fetch would refuse it on every request, and each model step would fail as a network error.
     if (isFetchBlockedPort(Number(url.port))) throw new Error(`SVC_OPENAI_BASE_URL is refused: ${fetchBlockedPortHint(url.href)}`);
   }
@@ -114,9 +136,14 @@ export function parseFinalContent(content: string | null): unknown {
 
 export class OpenAiProvider implements Provider {
   readonly name = 'openai';
-  private readonly opts: Required<Omit<OpenAiOptions, 'apiKey' | 'fetch'>> & Pick<OpenAiOptions, 'apiKey' | 'fetch'>;
+  private readonly opts: Required<Omit<OpenAiOptions, 'apiKey' | 'fetch' | 'onWarning'>> & Pick<OpenAiOptions, 'apiKey' | 'fetch' | 'onWarning'>;
+  /** `run_id` NUL `step` of the steps already warned about an answer without usage. */
+  private readonly warnedSteps = new Set<string>();
 
   constructor(opts: OpenAiOptions = {}) {
+    if (opts.baseUrl !== undefined && urlHasCredentials(opts.baseUrl)) {
+      throw new Error('openai provider: the base URL must not carry a user name or password (user:password@host); pass the key as apiKey');
+    }
     this.opts = {
       baseUrl: (opts.baseUrl ?? 'https://api.openai.com/v1').replace(/\/+$/, ''),
       apiKey: opts.apiKey,
@@ -128,6 +155,7 @@ export class OpenAiProvider implements Provider {
       retries: opts.retries ?? 2,
       retryDelayMs: opts.retryDelayMs ?? 500,
       fetch: opts.fetch,
+      onWarning: opts.onWarning,
     };
     if (opts.apiKey) globalRedactor.add(opts.apiKey);
   }
@@ -189,14 +217,20 @@ export class OpenAiProvider implements Provider {
       if (timedOut) throw timedOut;
       const cause = (err as { cause?: { code?: string } }).cause;
       // Not reached, or no answer began: another request is safe to send.
-      throw new TransientProviderError(new StepError('network_error', `cannot reach the model provider at ${this.opts.baseUrl} (${cause?.code ?? (err as Error).message})`, false), null);
+      throw new TransientProviderError(new StepError('network_error', withoutCredentials(`cannot reach the model provider at ${this.opts.baseUrl} (${cause?.code ?? (err as Error).message})`), false), null);
     }
     let text: string;
+    let whole: boolean;
     try {
-      text = await res.text();
+      ({ text, whole } = await readCapped(res, PROVIDER_ANSWER_LIMIT_BYTES));
     } catch (err) {
       // The provider answered and may have billed the completion: not sent again.
       throw timedOutOrAborted() ?? new StepError('provider_error', `reading the model provider's answer failed: ${(err as Error).message}`, false);
+    }
+    // An error answer's first MiB is plenty to quote; a success cut short cannot be used, and
+    // the same request would be answered as long again.
+    if (!whole && res.status >= 200 && res.status < 300) {
+      throw new StepError('payload_too_large', `the model provider's answer is over the ${PROVIDER_ANSWER_LIMIT_BYTES}-byte limit; it was not read further`, true);
     }
     if (res.status < 200 || res.status >= 300) {
       const detail = globalRedactor.redact(text).slice(0, 300); // redacted whole, then cut
@@ -234,15 +268,77 @@ export class OpenAiProvider implements Provider {
       }
       calls.push({ id: typeof c?.id === 'string' ? c.id : `call_${i}`, tool: byName.get(name) ?? name, args });
     });
-    const prompt = Math.max(0, Number(data?.usage?.prompt_tokens) || 0);
-    const completion = Math.max(0, Number(data?.usage?.completion_tokens) || 0);
-    const total = Math.max(Number(data?.usage?.total_tokens) || 0, prompt + completion);
-    const usd = roundUsd((prompt * this.opts.usdPer1MInput + completion * this.opts.usdPer1MOutput) / 1e6);
+    let usage = answerUsage(data.usage, this.opts.usdPer1MInput, this.opts.usdPer1MOutput);
+    if (usage === null) {
+      usage = { tokens: 0, usd: 0 };
+      this.warnNoUsage(req, typeof data.model === 'string' ? data.model : this.opts.model);
+    }
     const content = typeof message.content === 'string' ? message.content : null;
-    const response: ProviderResponse = { content, calls, usage: { tokens: total, usd }, model: typeof data.model === 'string' ? data.model : this.opts.model };
+    const response: ProviderResponse = { content, calls, usage, model: typeof data.model === 'string' ? data.model : this.opts.model };
     if (calls.length === 0) response.output = parseFinalContent(content);
     return response;
   }
+
+  /** Warns, once per step, that an answer said nothing of its usage and so was charged nothing. */
+  private warnNoUsage(req: ProviderRequest, model: string): void {
+    const key = `${req.run_id}\u0000${req.step}`;
+    if (!this.opts.onWarning || this.warnedSteps.has(key)) return;
+    this.warnedSteps.add(key);
+    if (this.warnedSteps.size > WARNED_STEPS_KEPT) this.warnedSteps.delete(this.warnedSteps.values().next().value!);
+    this.opts.onWarning("the model provider's answer has no usage; the call is charged 0 tokens and 0 USD", {
+      provider_url: withoutCredentials(this.opts.baseUrl),
+      model,
+      run_id: req.run_id,
+      step: req.step,
+    });
+  }
+}
+
+/**
+ * An answer's usage as the kernel takes it (chargeableTokens, chargeableUsd): a count that is
+ * there but not a finite non-negative number counts as the kernel's maximum, so the run fails
+ * `budget_exhausted` rather than go uncharged. Null when the answer states no count at all.
+ */
+export function answerUsage(raw: unknown, usdPer1MInput: number, usdPer1MOutput: number): Usage | null {
+  if (raw === undefined || raw === null) return null;
+  const u: Record<string, unknown> = raw !== null && typeof raw === 'object' && !Array.isArray(raw) ? (raw as Record<string, unknown>) : { total_tokens: raw };
+  const given = (v: unknown) => v !== undefined && v !== null;
+  if (!given(u.prompt_tokens) && !given(u.completion_tokens) && !given(u.total_tokens)) return null;
+  const count = (v: unknown) => (given(v) ? chargeableTokens(v) : 0);
+  const prompt = count(u.prompt_tokens);
+  const completion = count(u.completion_tokens);
+  const tokens = Math.min(MAX_USAGE_TOKENS, Math.max(count(u.total_tokens), prompt + completion));
+  // 0 × a price is 0 (not NaN for an unbounded price); anything else past the bound is the bound.
+  const cost = (n: number, perMillion: number) => (n === 0 || perMillion === 0 ? 0 : (n * perMillion) / 1e6);
+  return { tokens, usd: chargeableUsd(cost(prompt, usdPer1MInput) + cost(completion, usdPer1MOutput)) };
+}
+
+/**
+ * The body of `res` as text, read up to `limit` bytes: `whole` false when it is longer, the
+ * rest then not read (the body is cancelled, which ends the download).
+ */
+async function readCapped(res: Response, limit: number): Promise<{ text: string; whole: boolean }> {
+  if (!res.body) return { text: '', whole: true };
+  const reader = res.body.getReader();
+  const declared = Number(res.headers.get('content-length'));
+  if (Number.isFinite(declared) && declared > limit) {
+    void reader.cancel().catch(() => {});
+    return { text: '', whole: false };
+  }
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    if (size + value.byteLength > limit) {
+      chunks.push(value.subarray(0, limit - size));
+      void reader.cancel().catch(() => {});
+      return { text: new TextDecoder().decode(Buffer.concat(chunks)), whole: false };
+    }
+    size += value.byteLength;
+    chunks.push(value);
+  }
+  return { text: new TextDecoder().decode(Buffer.concat(chunks)), whole: true };
 }
 
 function toWire(m: ChatMessage): Record<string, unknown> {
