@@ -42,6 +42,9 @@ function checkedUrl(cmd: Command, which: 'kernel' | 'gateway'): string {
     ok = false;
   }
   if (!ok) throw usageError(`${source} must be an http:// or https:// URL, got "${value}"`);
+  // fetch refuses a URL with a user or password: said up front, and the URL not echoed.
+  const { username, password } = new URL(value);
+  if (username || password) throw usageError(`${source} must not carry credentials (a user or password in the URL); use --token or SVC_TOKEN`);
   // fetch would refuse it on every request: said once, up front (a worker would otherwise fail every step).
   if (urlHasFetchBlockedPort(value)) throw usageError(`${source} "${value}": ${fetchBlockedPortHint(value)}`);
   // The API's prefix is the client's to add: `http://host:7401/v1` means the same daemon.

@@ -31,6 +31,16 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
     expect(gw.stderr).toContain('--gateway-url must be an http:// or https:// URL');
   });
 
+  it('an address with a user or password is a usage error that does not echo it (fetch refuses such URLs)', async () => {
+    const r = await runSvc(['--kernel-url', 'http://ops:hunter22@127.0.0.1:7401', 'run', 'list']);
+    expect(r.code).toBe(2);
+    expect(oneLine(r.stderr)).toEqual(['svc: --kernel-url must not carry credentials (a user or password in the URL); use --token or SVC_TOKEN']);
+    const gw = await runSvc(['gateway', 'tools'], { SVC_GATEWAY_URL: 'http://:hunter22@127.0.0.1:7402' });
+    expect(gw.code).toBe(2);
+    expect(gw.stderr).toContain('SVC_GATEWAY_URL must not carry credentials');
+    expect(r.stderr + gw.stderr).not.toContain('hunter22');
+  });
+
   it('offline commands do not care about the daemon address', async () => {
     const r = await runSvc(['bundle', 'validate', join(ROOT, 'fixtures/bundles/refunds.yaml')], { SVC_KERNEL_URL: 'nonsense' });
     expect(r.code).toBe(0);
