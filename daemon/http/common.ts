@@ -3,6 +3,7 @@
  * failure (ours and fastify's own 400/404/413), bearer auth with a constant-time compare, and
  * loopback-only operation when no token is configured (interface 5.1, decisions §10).
  */
+import { storeFault } from '../../src/store/store-fault.js';
 import { isUtf8 } from 'node:buffer';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -103,23 +104,6 @@ export function toSvcError(err: unknown, logger?: Logger): SvcError {
   return new SvcError('internal', 'internal error', {});
 }
 
-/** SQLite result codes of a store that is failing (disk, permissions, a damaged file), not of a bug. */
-const STORE_FAULT = /^SQLITE_(FULL|IOERR|READONLY|CORRUPT|NOTADB|CANTOPEN|PERM|NOMEM|PROTOCOL|BUSY|LOCKED)/;
-/** What a failed fsync or write of the WAL reports (the store's group commit). */
-const DISK_FAULT = new Set(['EIO', 'ENOSPC', 'EDQUOT', 'EROFS']);
-
-/**
- * A store's own failure (the disk full, the file read-only or damaged, an fsync that failed):
- * 503 unavailable, a dependency's fault, with SQLite's words (the store is svc's own: no
- * secret in them) — not 500, which says svc has a bug, with the cause hidden in the log.
- */
-export function storeFault(err: unknown): { code: string; message: string } | null {
-  const code = (err as { code?: unknown })?.code;
-  if (typeof code !== 'string') return null;
-  if (!STORE_FAULT.test(code) && !DISK_FAULT.has(code)) return null;
-  const raw = (err as Error).message ?? code;
-  return { code, message: raw.length > 200 ? `${raw.slice(0, 200)}…` : raw };
-}
 
 /** The longest unread body a connection is kept for, so that its client sees the answer. */
 export const MAX_REFUSED_BODY_READ = 64 * 1024 * 1024;

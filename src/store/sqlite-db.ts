@@ -18,6 +18,7 @@ import { closeSync, fdatasync, fdatasyncSync, mkdirSync, openSync } from 'node:f
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { AsyncMutex } from './async-mutex.js';
+import { storeFault } from './store-fault.js';
 import type { Migration, RunResult, SqlDb, SqlValue, TxOptions } from './sql-db.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, SQLITE_AUTOCHECKPOINT_PAGES, WalCheckpointer, type CheckpointResult } from './wal-checkpointer.js';
 
@@ -151,6 +152,7 @@ export class SqliteDb implements SqlDb {
   private readonly handle: SqliteHandle;
   private readonly syncLevel: 'FULL' | 'EXTRA' | null;
   private closed = false;
+  private writeFaultValue: { code: string; message: string; at: string } | null = null;
   /** A read transaction that plain reads share until the turn ends (beginSharedRead). */
   private sharedRead = false;
   /** Commits since the last barrier started: the ones it has yet to cover. */
@@ -256,10 +258,25 @@ export class SqliteDb implements SqlDb {
   async tx<T>(fn: (db: SqlDb) => Promise<T>, opts: TxOptions = {}): Promise<T> {
     this.openTransactions++;
     try {
-      return await this.commitAndSync(fn, opts);
+      const result = await this.commitAndSync(fn, opts);
+      this.writeFaultValue = null;
+      return result;
+    } catch (err) {
+      const fault = storeFault(err);
+      if (fault) this.writeFaultValue = { ...fault, at: new Date().toISOString() };
+      throw err;
     } finally {
       this.openTransactions--;
     }
+  }
+
+  /**
+   * The store fault the last write failed with (a full disk, a read-only or damaged file, a
+   * failed fsync), until a write succeeds again; null while writes work. Reads may still work
+   * meanwhile, so /v1/health asks this rather than trusting its own read.
+   */
+  writeFault(): { code: string; message: string; at: string } | null {
+    return this.writeFaultValue;
   }
 
   private async commitAndSync<T>(fn: (db: SqlDb) => Promise<T>, opts: TxOptions): Promise<T> {

@@ -20,7 +20,7 @@ afterAll(() => {
 });
 
 describe('store faults (svcd(8) ERRORS, D §10)', () => {
-  it('a full store answers 503 unavailable, saying why, and serves again once there is room', async () => {
+  it('a full store answers 503 unavailable, saying why, health says ok: false meanwhile, and it serves again once there is room', async () => {
     await using d = await startTestDaemon();
     const raw = (d.kernel!.db as SqliteDb).raw;
     expect((await d.kernel_('/remits', { body: REMIT })).status).toBe(201);
@@ -35,9 +35,16 @@ describe('store faults (svcd(8) ERRORS, D §10)', () => {
     expect(full, 'the store never filled').toBeDefined();
     expect(full!.status).toBe(503);
     expect(full!.body).toEqual({ error: { code: 'unavailable', message: expect.stringContaining('database or disk is full'), details: { cause: 'SQLITE_FULL' } } });
+    // Health says so while writes fail (its own read still works), and why.
+    const sick = await d.kernel_('/health');
+    expect(sick.status).toBe(200);
+    expect(sick.body).toMatchObject({ ok: false, runs: { running: 0, parked: 0 }, store: { error: 'SQLITE_FULL', message: expect.stringContaining('disk is full'), since: expect.any(String) } });
     raw.pragma('max_page_count = 4294967294');
     const again = await d.kernel_('/remits', { body: REMIT });
     expect(again.status).toBe(201);
+    const well = await d.kernel_('/health');
+    expect(well.body.ok).toBe(true);
+    expect(well.body.store).toBeUndefined();
     expect((await d.kernel_(`/remits/${again.body.remit_id}`)).status).toBe(200);
   });
 

@@ -1,0 +1,21 @@
+/**
+ * A store's own failure told apart from a bug: SQLite's disk, permission, corruption and lock
+ * codes, and what a failed fsync or write of the WAL reports. Used for the 503 such a failure
+ * answers (daemon/http/common.ts) and for /v1/health while writes fail (SqliteDb.writeFault).
+ */
+/** SQLite result codes of a store that is failing (disk, permissions, a damaged file), not of a bug. */
+const STORE_FAULT = /^SQLITE_(FULL|IOERR|READONLY|CORRUPT|NOTADB|CANTOPEN|PERM|NOMEM|PROTOCOL|BUSY|LOCKED)/;
+/** What a failed fsync or write of the WAL reports (the store's group commit). */
+const DISK_FAULT = new Set(['EIO', 'ENOSPC', 'EDQUOT', 'EROFS']);
+
+/**
+ * A store's own failure (the disk full, the file read-only or damaged, an fsync that failed),
+ * with SQLite's words (the store is svc's own: no secret in them), or null for anything else.
+ */
+export function storeFault(err: unknown): { code: string; message: string } | null {
+  const code = (err as { code?: unknown })?.code;
+  if (typeof code !== 'string') return null;
+  if (!STORE_FAULT.test(code) && !DISK_FAULT.has(code)) return null;
+  const raw = (err as Error).message ?? code;
+  return { code, message: raw.length > 200 ? `${raw.slice(0, 200)}…` : raw };
+}
