@@ -7,7 +7,7 @@
  * later switch (to another value, or back to the file) still verifies what it signed.
  */
 import { createHash, type KeyObject } from 'node:crypto';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { decodeBase64url, encodeBase64url } from '../encoding/base64url.js';
 import { DataDirInUseError, lockDataDir } from '../store/dir-lock.js';
@@ -208,6 +208,19 @@ function lockKeyDir(dataDir: string): () => void {
 }
 
 /**
+ * Narrows the key file to its owner (0600), as svcd writes it: a file restored from a backup
+ * or copied with a wider mode would otherwise leave the private key readable by every local
+ * user. Best effort: a file svcd does not own, or on a read-only disk, stays as it is.
+ */
+function keepPrivate(file: string): void {
+  try {
+    if ((statSync(file).mode & 0o077) !== 0) chmodSync(file, 0o600);
+  } catch {
+    /* not ours to change */
+  }
+}
+
+/**
  * The key file, checked (null when there is none). Every problem names the file and says what
  * is wrong: a truncated file must not stop svcd with a bare JSON parser message.
  */
@@ -219,6 +232,7 @@ function readKeyFile(file: string): KeyFile | null {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw new Error(`${file}: cannot read the control-plane key file: ${(err as Error).message}`, { cause: err });
   }
+  keepPrivate(file);
   const hint = 'restore it from a backup (it holds the key that signed remits and run heads)';
   let parsed: unknown;
   try {

@@ -4,7 +4,7 @@
  * variable's public key (never its seed), and a key file that cannot be used is named with
  * what is wrong with it.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
@@ -173,6 +173,19 @@ describe('SVC_SIGNING_KEY over an existing key file (D §2, D §3 tokens, D §7 
     expect(() => KeyRing.load(dir, undefined, T1)).toThrow(/env_key \(cp-evil\): public key is a small-order point/);
     writeFileSync(keyFilePath(dir), JSON.stringify({ ...good, previous: [{ key_id: 'cp-evil', public_key: smallOrder, retired_at: 'x' }] }));
     expect(() => KeyRing.load(dir, envA, T1)).toThrow(/previous\[0\] \(cp-evil\): public key is a small-order point/);
+  });
+});
+
+describe('the key file stays private (svcd(8) FILES: mode 0600)', () => {
+  it('a key file restored with a wider mode is narrowed to 0600 when svcd loads it, with or without SVC_SIGNING_KEY', () => {
+    for (const env of [undefined, envA]) {
+      const dir = dataDir();
+      const ring = KeyRing.load(dir, undefined, T0);
+      chmodSync(keyFilePath(dir), 0o644); // restored from a backup as any file is
+      const again = KeyRing.load(dir, env, T1);
+      expect(statSync(keyFilePath(dir)).mode & 0o777).toBe(0o600);
+      expect(env ? again.published().previous.map((p) => p.key_id) : [again.keyId]).toContain(ring.keyId);
+    }
   });
 });
 
