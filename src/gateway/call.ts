@@ -173,8 +173,10 @@ class ToolCall {
       return await this.execute(admitted, gated.trial);
     } catch (err) {
       // A bug past the claim (answered 500 by the route): a read's key must not stay claimed
-      // for good, while a write's stays, since the upstream may have acted.
+      // for good, while a write's stays, since the upstream may have acted, and turns unknown
+      // now (not in flight until a restart: nothing runs under it any more).
       if (!admitted.writes) await this.release(admitted);
+      else if (!this.released) await this.keepUnknown(admitted);
       throw err;
     }
   }

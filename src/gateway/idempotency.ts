@@ -260,9 +260,14 @@ export class IdempotencyStore {
       return;
     }
     // Lost on a power failure, a write's claim stays and turns `unknown`: the safe side. A
-    // release the store refuses leaves it pending and no longer live: `unknown` too.
-    this.liveWrites.delete(id);
-    await this.db.tx((t) => t.run("DELETE FROM gateway_idempotency WHERE tool = ? AND idem_key = ? AND state = 'pending'", [tool, key]), { durable: false });
+    // release the store refuses leaves it pending and no longer live: `unknown` too. Live until
+    // the row is gone: a duplicate queued behind the DELETE must not read a pending row nobody
+    // runs under as unknown (nothing ran) and then see the key run after all.
+    try {
+      await this.db.tx((t) => t.run("DELETE FROM gateway_idempotency WHERE tool = ? AND idem_key = ? AND state = 'pending'", [tool, key]), { durable: false });
+    } finally {
+      this.liveWrites.delete(id);
+    }
   }
 
   /** Deletes expired entries; returns how many. */

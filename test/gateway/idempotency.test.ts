@@ -148,6 +148,23 @@ describe('idempotency store (decisions §9)', () => {
     await store.close();
   });
 
+  it('a duplicate queued behind a release is in flight, not unknown: nothing ran, and the key is free after (D §9)', async () => {
+    const { store } = await open();
+    expect(await store.claim('t.write', 'q', 'h', true)).toEqual({ kind: 'claimed' });
+    // Another transaction holds the store while the duplicate and the release queue up.
+    let let_go!: () => void;
+    const held = store.db.tx(() => new Promise<void>((r) => (let_go = r)));
+    await new Promise((r) => setImmediate(r));
+    const duplicate = store.claim('t.write', 'q', 'h', true);
+    const released = store.release('t.write', 'q');
+    let_go();
+    await held;
+    await released;
+    expect(await duplicate).toEqual({ kind: 'in_flight' });
+    expect(await store.claim('t.write', 'q', 'h', true)).toEqual({ kind: 'claimed' });
+    await store.close();
+  });
+
   it('pending read rows written by older builds are dropped at start', async () => {
     const { store, clock, dir } = await open();
     await store.db.run(

@@ -49,6 +49,7 @@ describe('provider usage is what the kernel accepts, erring on the side of charg
     ['1e400 (Infinity once parsed) is the maximum', '{"prompt_tokens":1e400}', MAX_USAGE_TOKENS],
     ['a negative count is the maximum, not 0', '{"prompt_tokens":-5,"completion_tokens":2}', MAX_USAGE_TOKENS],
     ['a count that is not a number is the maximum', '{"prompt_tokens":"lots"}', MAX_USAGE_TOKENS],
+    ['a count written as a decimal string (some proxies) is its number', '{"prompt_tokens":"12","completion_tokens":" 3 "}', 15],
     ['two counts that add up past the maximum are the maximum', `{"prompt_tokens":${MAX_USAGE_TOKENS},"completion_tokens":${MAX_USAGE_TOKENS}}`, MAX_USAGE_TOKENS],
   ])('%s', async (_what, usage, tokens) => {
     const baseUrl = await rawUsageServer(() => usage);

@@ -5,7 +5,7 @@
  * charges nothing: the lease expires, every re-lease replays the same answer, and the step ends
  * quarantined with no usage on the run. So what cannot be taken as it came errs on the side of
  * charging: fractions round up, and anything not a finite non-negative number (a negative, a
- * string, 1e400 read as Infinity) or over the kernel's maximum counts as that maximum, which is
+ * string that is not a number, 1e400 read as Infinity) or over the kernel's maximum counts as that maximum, which is
  * past any remit's spend, so the run fails `budget_exhausted` (svc-worker(1) FAILURES).
  */
 import { roundUsd } from '../../spend.js';
@@ -17,8 +17,13 @@ export const MAX_USAGE_TOKENS = Number.MAX_SAFE_INTEGER;
 /** Largest `usage.usd` the kernel takes (its schema's maximum). */
 export const MAX_USAGE_USD = 1e12;
 
-/** A token count as the kernel takes it: whole (fractions up), within 0 … MAX_USAGE_TOKENS; anything unusable is the maximum. */
+/**
+ * A token count as the kernel takes it: whole (fractions up), within 0 … MAX_USAGE_TOKENS;
+ * a count written as a decimal string (`"12"`, as some OpenAI-compatible proxies send it) is
+ * read as its number; anything unusable is the maximum.
+ */
 export function chargeableTokens(raw: unknown): number {
+  if (typeof raw === 'string' && /^\s*\d+(\.\d+)?\s*$/.test(raw)) raw = Number(raw);
   if (typeof raw !== 'number' || !Number.isFinite(raw) || raw < 0 || raw > MAX_USAGE_TOKENS) return MAX_USAGE_TOKENS;
   return Math.min(MAX_USAGE_TOKENS, Math.ceil(raw));
 }
