@@ -50,6 +50,9 @@ export interface GroupCommitObserver {
 
 type Db = Database.Database;
 
+/** How long a write fault is reported without a write to renew or clear it (writeFault). */
+const WRITE_FAULT_MEMORY_MS = 60_000;
+
 /** What SQLite truncates the WAL to when it rewinds it (it otherwise keeps its largest size). */
 const WAL_SIZE_LIMIT_BYTES = 16 * 1024 * 1024;
 
@@ -152,7 +155,7 @@ export class SqliteDb implements SqlDb {
   private readonly handle: SqliteHandle;
   private readonly syncLevel: 'FULL' | 'EXTRA' | null;
   private closed = false;
-  private writeFaultValue: { code: string; message: string; at: string } | null = null;
+  private writeFaultValue: { code: string; message: string; at: number } | null = null;
   /** A read transaction that plain reads share until the turn ends (beginSharedRead). */
   private sharedRead = false;
   /** Commits since the last barrier started: the ones it has yet to cover. */
@@ -258,34 +261,46 @@ export class SqliteDb implements SqlDb {
   async tx<T>(fn: (db: SqlDb) => Promise<T>, opts: TxOptions = {}): Promise<T> {
     this.openTransactions++;
     try {
-      const result = await this.commitAndSync(fn, opts);
-      this.writeFaultValue = null;
-      return result;
+      return await this.commitAndSync(fn, opts);
     } catch (err) {
       const fault = storeFault(err);
-      if (fault) this.writeFaultValue = { ...fault, at: new Date().toISOString() };
+      // A lock another process held for a moment is no fault of the store's.
+      if (fault && !/^SQLITE_(BUSY|LOCKED)/.test(fault.code)) this.writeFaultValue = { ...fault, at: Date.now() };
       throw err;
     } finally {
       this.openTransactions--;
     }
   }
 
+  /** Rows this connection has changed since it opened (SQLite's total_changes()). */
+  private totalChanges(): number {
+    return this.raw.prepare('SELECT total_changes()').pluck().get() as number;
+  }
+
   /**
-   * The store fault the last write failed with (a full disk, a read-only or damaged file, a
-   * failed fsync), until a write succeeds again; null while writes work. Reads may still work
-   * meanwhile, so /v1/health asks this rather than trusting its own read.
+   * The store fault a write failed with (a full disk, a read-only or damaged file, a failed
+   * fsync) in the last minute, until a transaction that changed something commits; null while
+   * writes work. Reads may still work meanwhile, so /v1/health asks this rather than trusting
+   * its own read. A commit that changed nothing (a lease scan that found its row stale) proves
+   * nothing about the disk; a kernel nobody writes to forgets the fault after the minute.
    */
   writeFault(): { code: string; message: string; at: string } | null {
-    return this.writeFaultValue;
+    const f = this.writeFaultValue;
+    if (f === null || Date.now() - f.at > WRITE_FAULT_MEMORY_MS) return null;
+    return { code: f.code, message: f.message, at: new Date(f.at).toISOString() };
   }
 
   private async commitAndSync<T>(fn: (db: SqlDb) => Promise<T>, opts: TxOptions): Promise<T> {
     const result = await this.mutex.run(async () => {
       this.endSharedRead();
       this.raw.exec('BEGIN IMMEDIATE');
+      // While a write fault is remembered: did this transaction change anything (writeFault)?
+      const changesBefore = this.writeFaultValue ? this.totalChanges() : null;
       try {
         const r = await fn(this.handle);
+        const changed = changesBefore !== null && this.totalChanges() > changesBefore;
         this.raw.exec('COMMIT');
+        if (changed) this.writeFaultValue = null;
         if (this.syncLevel) this.unsynced++;
         this.checkpointer?.afterCommit();
         try {

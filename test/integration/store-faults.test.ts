@@ -39,6 +39,9 @@ describe('store faults (svcd(8) ERRORS, D §10)', () => {
     const sick = await d.kernel_('/health');
     expect(sick.status).toBe(200);
     expect(sick.body).toMatchObject({ ok: false, runs: { running: 0, parked: 0 }, store: { error: 'SQLITE_FULL', message: expect.stringContaining('disk is full'), since: expect.any(String) } });
+    // A transaction that changes nothing commits even on a full disk, and proves nothing.
+    await d.kernel!.db.tx(async (t) => void (await t.get('SELECT 1')));
+    expect((await d.kernel_('/health')).body.ok).toBe(false);
     raw.pragma('max_page_count = 4294967294');
     const again = await d.kernel_('/remits', { body: REMIT });
     expect(again.status).toBe(201);
