@@ -201,6 +201,14 @@ describe('a write the server never answered (decisions §9: never a second execu
     expect(bad.body.error).toMatchObject({ code: 'deterministic_failure', message: expect.stringContaining('does not fit its output schema') });
   });
 
+  it("an outputSchema pattern runs on the linear-time engine, as every schema svc checks does: a backtracking one cannot hold the event loop", async () => {
+    const t0 = performance.now();
+    const res = await gw.call({ remit_token: token(), tool: 'hostile.catastrophic', args: {} });
+    expect(performance.now() - t0).toBeLessThan(5000); // the backtracking engine takes minutes on 34 a's and a !
+    expect(res.status).toBe(422);
+    expect(res.body.error).toMatchObject({ code: 'deterministic_failure', message: expect.stringContaining('does not fit its output schema') });
+  });
+
   it('a server that dies mid-call leaves the write unknown too (last: the server is restarted after it)', async () => {
     const call = () => gw.call({ remit_token: token(), tool: 'hostile.crash_write', args: {}, idempotency_key: 'crash-1' });
     const first = await call();

@@ -18,6 +18,7 @@ import { addFormats, withDecimalMultipleOf } from '../../util/schema-options.js'
 import { VERSION } from '../../version.js';
 import type { McpConnectorConfig } from '../config.js';
 import { compileInputSchema } from '../schema-validator.js';
+import { linearRegExp } from '../../util/linear-regexp.js';
 import { GroupStdioTransport, NotSentError } from './mcp-transport.js';
 import type { McpGroups } from './mcp-groups.js';
 import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, UpstreamError, type CallContext, type Connector, type ConnectorTool, type DriftFinding } from './types.js';
@@ -45,7 +46,9 @@ type ResultCheck = ReturnType<AjvJsonSchemaValidator['getValidator']>;
  * of a paged tools/list, and compiles them again at every listing.
  */
 function resultValidator(): AjvJsonSchemaValidator {
-  const ajv = withDecimalMultipleOf(new Ajv({ strict: false, validateFormats: true, validateSchema: false, allErrors: true }));
+  // Patterns on the linear-time engine, as every other schema svc checks: a result can carry
+  // text an agent put there, and a backtracking pattern would hold the event loop.
+  const ajv = withDecimalMultipleOf(new Ajv({ strict: false, validateFormats: true, validateSchema: false, allErrors: true, code: { regExp: linearRegExp } }));
   addFormats(ajv);
   return new AjvJsonSchemaValidator(ajv);
 }
