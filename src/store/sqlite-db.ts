@@ -156,6 +156,7 @@ export class SqliteDb implements SqlDb {
   private readonly syncLevel: 'FULL' | 'EXTRA' | null;
   private closed = false;
   private writeFaultValue: { code: string; message: string; at: number } | null = null;
+  private totalChangesStmt: Database.Statement | null = null;
   /** A read transaction that plain reads share until the turn ends (beginSharedRead). */
   private sharedRead = false;
   /** Commits since the last barrier started: the ones it has yet to cover. */
@@ -264,8 +265,7 @@ export class SqliteDb implements SqlDb {
       return await this.commitAndSync(fn, opts);
     } catch (err) {
       const fault = storeFault(err);
-      // A lock another process held for a moment is no fault of the store's.
-      if (fault && !/^SQLITE_(BUSY|LOCKED)/.test(fault.code)) this.writeFaultValue = { ...fault, at: Date.now() };
+      if (fault && !fault.transient) this.writeFaultValue = { code: fault.code, message: fault.message, at: Date.now() };
       throw err;
     } finally {
       this.openTransactions--;
@@ -274,7 +274,8 @@ export class SqliteDb implements SqlDb {
 
   /** Rows this connection has changed since it opened (SQLite's total_changes()). */
   private totalChanges(): number {
-    return this.raw.prepare('SELECT total_changes()').pluck().get() as number;
+    this.totalChangesStmt ??= this.raw.prepare('SELECT total_changes()').pluck();
+    return this.totalChangesStmt.get() as number;
   }
 
   /**

@@ -11,11 +11,13 @@ const DISK_FAULT = new Set(['EIO', 'ENOSPC', 'EDQUOT', 'EROFS']);
 /**
  * A store's own failure (the disk full, the file read-only or damaged, an fsync that failed),
  * with SQLite's words (the store is svc's own: no secret in them), or null for anything else.
+ * `transient`: a lock another connection held for a moment (BUSY, LOCKED), worth a 503 but no
+ * sign the store itself is failing.
  */
-export function storeFault(err: unknown): { code: string; message: string } | null {
+export function storeFault(err: unknown): { code: string; message: string; transient: boolean } | null {
   const code = (err as { code?: unknown })?.code;
   if (typeof code !== 'string') return null;
   if (!STORE_FAULT.test(code) && !DISK_FAULT.has(code)) return null;
   const raw = (err as Error).message ?? code;
-  return { code, message: raw.length > 200 ? `${raw.slice(0, 200)}…` : raw };
+  return { code, message: raw.length > 200 ? `${raw.slice(0, 200)}…` : raw, transient: /^SQLITE_(BUSY|LOCKED)/.test(code) };
 }
