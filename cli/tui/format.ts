@@ -2,7 +2,6 @@
  * Text helpers for the inbox: every string that came from the daemon passes through
  * `clean` before it reaches the terminal, so data cannot inject escape sequences.
  */
-import stringWidth from 'string-width';
 import { cell, clean, columns, fit, fitEnd, pad, wrap } from '../terminal-text.js';
 import type { Approval } from './approvals-api.js';
 
@@ -63,7 +62,7 @@ export function packTail(items: string[], width: number, maxLines: number): stri
     const lines: string[] = [];
     for (const item of cut.slice(start)) {
       const last = lines[lines.length - 1];
-      if (last !== undefined && stringWidth(last) + 2 + stringWidth(item) <= width) lines[lines.length - 1] = `${last}  ${item}`;
+      if (last !== undefined && columns(last) + 2 + columns(item) <= width) lines[lines.length - 1] = `${last}  ${item}`;
       else lines.push(item);
     }
     if (lines.length <= maxLines) return lines;

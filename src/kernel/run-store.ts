@@ -142,7 +142,6 @@ export async function insertEvent(tx: SqlDb, runId: string, ev: RunEvent, texts:
   ]);
 }
 
-/** The runs row's indexed work columns for a model: the step a lease scan would find. */
 /**
  * The run row's columns that restate the model (lists, filters, counts and the lease queue
  * read them, never the model): written at creation from this, kept by RunWriter.flush, and
@@ -153,7 +152,8 @@ export function modelColumns(model: RunModel): Pick<RunRow, 'state' | 'departmen
   return { state: model.state, department: model.department, bundle_id: model.bundle_id, workflow: model.workflow, work_kind: work.kind, work_step: work.step, work_ready_at: work.readyAt };
 }
 
-export function workColumns(model: RunModel): { kind: string | null; step: string | null; readyAt: number | null } {
+/** The runs row's indexed work columns for a model: the step a lease scan would find. */
+function workColumns(model: RunModel): { kind: string | null; step: string | null; readyAt: number | null } {
   const work = workItem(model);
   return { kind: work?.kind ?? null, step: work?.step ?? null, readyAt: work ? Date.parse(work.ready_at) : null };
 }
