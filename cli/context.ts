@@ -2,6 +2,7 @@
  * The global options of decisions §11 and the output helpers every command uses: data on
  * stdout (JSON with --json), progress and errors on stderr.
  */
+import { urlHasCredentials } from '../src/util/url-credentials.js';
 import type { Command } from 'commander';
 import { CliError, EXIT, usageError } from './exit.js';
 import { SvcHttpClient } from './http-client.js';
@@ -35,6 +36,8 @@ function checkedUrl(cmd: Command, which: 'kernel' | 'gateway'): string {
   const flag = cmd.optsWithGlobals<Partial<GlobalOptions>>()[which === 'kernel' ? 'kernelUrl' : 'gatewayUrl'];
   const value = which === 'kernel' ? globals(cmd).kernelUrl : globals(cmd).gatewayUrl;
   const source = flag ? `--${which}-url` : which === 'kernel' ? 'SVC_KERNEL_URL' : 'SVC_GATEWAY_URL';
+  // Before anything that quotes the address: a password in it must not reach the screen.
+  if (urlHasCredentials(value)) throw usageError(`${source} must not carry a user name or password (user:password@host); pass the token with --token or SVC_TOKEN`);
   let ok = false;
   try {
     ok = ['http:', 'https:'].includes(new URL(value).protocol);
@@ -42,9 +45,6 @@ function checkedUrl(cmd: Command, which: 'kernel' | 'gateway'): string {
     ok = false;
   }
   if (!ok) throw usageError(`${source} must be an http:// or https:// URL, got "${value}"`);
-  // fetch refuses a URL with a user or password: said up front, and the URL not echoed.
-  const { username, password } = new URL(value);
-  if (username || password) throw usageError(`${source} must not carry credentials (a user or password in the URL); use --token or SVC_TOKEN`);
   // fetch would refuse it on every request: said once, up front (a worker would otherwise fail every step).
   if (urlHasFetchBlockedPort(value)) throw usageError(`${source} "${value}": ${fetchBlockedPortHint(value)}`);
   // The API's prefix is the client's to add: `http://host:7401/v1` means the same daemon.

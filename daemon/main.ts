@@ -3,6 +3,7 @@
  * svcd: the kernel and the gateway (decisions §11). Prints one JSON line with the chosen
  * addresses on stdout, logs JSON on stderr, drains on SIGTERM/SIGINT and exits 0.
  */
+import { urlHasCredentials } from '../src/util/url-credentials.js';
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
@@ -247,7 +248,7 @@ function gatewayUrlOf(fromEnv: string | undefined, fromFile: string | null | und
       /* below */
     }
     if (!parsed || !/^https?:$/.test(parsed.protocol)) throw new Error(`SVC_GATEWAY_URL "${fromEnv}" must be an http:// or https:// URL`);
-    if (parsed.username || parsed.password) throw new Error('SVC_GATEWAY_URL must not carry credentials (a user or password in the URL): fetch refuses such URLs');
+    if (urlHasCredentials(fromEnv)) throw new Error('SVC_GATEWAY_URL must not carry credentials (a user or password in the URL): fetch refuses such URLs');
     if (urlHasFetchBlockedPort(fromEnv)) throw new Error(`SVC_GATEWAY_URL: ${fetchBlockedPortHint(fromEnv)}`);
   }
   return url;

@@ -14,7 +14,6 @@ import { createLogger, logLevelOf, surviveBrokenPipes, type Logger, type LogLeve
 import type { LeaseKind } from '../../src/types.js';
 import { createProvider, PROVIDER_NAMES, type ProviderName } from '../../src/worker/providers/index.js';
 import { openAiOptionsFromEnv } from '../../src/worker/providers/openai.js';
-import { urlHasCredentials } from '../../src/worker/http.js';
 import { ALL_KINDS, Worker, type WorkerOptions } from '../../src/worker/worker.js';
 import { gatewayUrlOf, globals, kernelUrlOf, type GlobalOptions } from '../context.js';
 import { usageError } from '../exit.js';
@@ -70,24 +69,6 @@ export function parseWorkerFlags(f: WorkerFlags): WorkerSettings {
     graceMs: intFlag('grace-seconds', f.graceSeconds, 30, 0, 3600) * 1000,
     maxTurns: intFlag('max-turns', f.maxTurns, 16, 1, 256),
   };
-}
-
-/**
- * Refuses a kernel or gateway address with a user name or password in it (exit 2), naming
- * where it came from and never the address: fetch refuses every request to such a URL, and
- * each refusal would quote the password into the log and the run's events. Checked before the
- * addresses' other checks, whose messages quote them.
- */
-export function checkNoUrlCredentials(cmd: Command): void {
-  const flags = cmd.optsWithGlobals<Partial<GlobalOptions>>();
-  const g = globals(cmd);
-  const sources = [
-    [flags.kernelUrl ? '--kernel-url' : 'SVC_KERNEL_URL', g.kernelUrl],
-    [flags.gatewayUrl ? '--gateway-url' : 'SVC_GATEWAY_URL', g.gatewayUrl],
-  ] as const;
-  for (const [source, url] of sources) {
-    if (urlHasCredentials(url)) throw usageError(`${source} must not carry a user name or password (user:password@host); pass the token with --token or SVC_TOKEN`);
-  }
 }
 
 /** Logs every lifecycle event of `worker` through `logger` (one JSON line each). */
@@ -153,7 +134,7 @@ export function registerWorker(program: Command): void {
       const g = globals(this);
       // The environment is checked before anything starts, like the flags: a bad value is a
       // usage error naming the variable, not a default the operator did not ask for.
-      checkNoUrlCredentials(this);
+      const addresses = { kernelUrl: kernelUrlOf(this), gatewayUrl: gatewayUrlOf(this) };
       let level: LogLevel;
       try {
         level = logLevelOf(process.env.SVC_LOG_LEVEL, 'SVC_LOG_LEVEL');
@@ -163,6 +144,6 @@ export function registerWorker(program: Command): void {
       }
       surviveBrokenPipes(process.stderr); // the lines are lost, the steps and their leases go on
       const logger = createLogger({ level, base: { svc: 'worker' } });
-      await handleWorker(settings, { kernelUrl: kernelUrlOf(this), gatewayUrl: gatewayUrlOf(this), token: g.token }, logger);
+      await handleWorker(settings, { ...addresses, token: g.token }, logger);
     });
 }

@@ -6,6 +6,7 @@
 import { abortReason, StepError } from './errors.js';
 import { wellFormedJson } from '../encoding/well-formed-json.js';
 import { fetchBlockedPortHint } from '../util/fetch-blocked-ports.js';
+import { withoutCredentials } from '../util/url-credentials.js';
 
 export interface JsonResponse {
   status: number;
@@ -22,28 +23,8 @@ export interface PeerOptions {
   fetch?: typeof fetch;
 }
 
-/**
- * Whether `url` carries a user name or password (`http://user:pw@host`). fetch refuses every
- * request to such a URL, and anything that printed it would print the password: the worker
- * refuses it up front instead. A string that does not parse is judged by its shape.
- */
-export function urlHasCredentials(url: string): boolean {
-  if (URL.canParse(url)) {
-    const u = new URL(url);
-    return u.username !== '' || u.password !== '';
-  }
-  return /^[a-z][a-z0-9+.-]*:\/\/[^/\\?#\s]*@/i.test(url.trim());
-}
-
-/**
- * `text` with the user name and password of every URL in it taken out (`http://u:pw@host/x`
- * becomes `http://host/x`): for log lines and error messages, which may quote a URL (fetch's
- * own messages do).
- */
-export function withoutCredentials(text: string): string {
-  // Greedy up to the last `@` of the authority: a password may hold an `@` of its own.
-  return text.replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^/\\?#\s]*@/gi, '$1');
-}
+// Where a URL's credentials are found and taken out of text (the worker's peers quote URLs).
+export { urlHasCredentials, withoutCredentials } from '../util/url-credentials.js';
 
 /** A peer that could not be reached: `reason` is the system's code (ECONNREFUSED) or fetch's words. */
 export class UnreachableError extends StepError {

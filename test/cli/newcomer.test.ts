@@ -34,10 +34,10 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
   it('an address with a user or password is a usage error that does not echo it (fetch refuses such URLs)', async () => {
     const r = await runSvc(['--kernel-url', 'http://ops:hunter22@127.0.0.1:7401', 'run', 'list']);
     expect(r.code).toBe(2);
-    expect(oneLine(r.stderr)).toEqual(['svc: --kernel-url must not carry credentials (a user or password in the URL); use --token or SVC_TOKEN']);
+    expect(oneLine(r.stderr)).toEqual(['svc: --kernel-url must not carry a user name or password (user:password@host); pass the token with --token or SVC_TOKEN']);
     const gw = await runSvc(['gateway', 'tools'], { SVC_GATEWAY_URL: 'http://:hunter22@127.0.0.1:7402' });
     expect(gw.code).toBe(2);
-    expect(gw.stderr).toContain('SVC_GATEWAY_URL must not carry credentials');
+    expect(gw.stderr).toContain('SVC_GATEWAY_URL must not carry a user name or password');
     expect(r.stderr + gw.stderr).not.toContain('hunter22');
   });
 

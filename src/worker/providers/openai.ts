@@ -96,7 +96,7 @@ export function openAiOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Open
     }
     // fetch refuses every request to it, and its errors would quote the password into the log
     // and the run's events. Not echoed either.
-    if (url.username !== '' || url.password !== '') throw new Error('SVC_OPENAI_BASE_URL must not carry a user name or password (user:password@host); put the key in SVC_OPENAI_API_KEY');
+    if (urlHasCredentials(url.href)) throw new Error('SVC_OPENAI_BASE_URL must not carry a user name or password (user:password@host); put the key in SVC_OPENAI_API_KEY');
     // fetch would refuse it on every request, and each model step would fail as a network error.
     if (isFetchBlockedPort(Number(url.port))) throw new Error(`SVC_OPENAI_BASE_URL is refused: ${fetchBlockedPortHint(url.href)}`);
   }
