@@ -15,7 +15,7 @@ import { bodyProblem, textProblem } from '../../src/encoding/json-limits.js';
 import { isLoopbackAddress, isLoopbackName } from '../../src/util/loopback.js';
 import { SvcError, isSvcError } from '../../src/errors.js';
 import { globalRedactor, type Logger, type Redactor } from '../../src/log/logger.js';
-import { pointerToken } from '../../src/encoding/json-pointer.js';
+import { ajvErrorPath } from '../../src/encoding/json-pointer.js';
 
 /** How a listener renders an SvcError (the kernel and the gateway differ, I 7.1 vs 7.2). */
 export type ErrorRenderer = (err: SvcError) => unknown;
@@ -73,10 +73,7 @@ export function toSvcError(err: unknown, logger?: Logger): SvcError {
   if (e?.validation) {
     const first = e.validation[0];
     const where = e.validationContext && e.validationContext !== 'body' ? `/${e.validationContext}` : '';
-    let path = where + (first?.instancePath ?? '');
-    const params = first?.params as { missingProperty?: string; additionalProperty?: string } | undefined;
-    if (params?.missingProperty) path += `/${pointerToken(params.missingProperty)}`;
-    if (params?.additionalProperty) path += `/${pointerToken(params.additionalProperty)}`;
+    const path = where + (first ? ajvErrorPath(first).path : '');
     const field = path || '/';
     return new SvcError('request_invalid', `${field} ${first?.message ?? 'is invalid'}`, { path });
   }

@@ -24,7 +24,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { firstNonLinearPattern, linearRegExp } from '../util/linear-regexp.js';
 import { addFormats, withDecimalMultipleOf } from '../util/schema-options.js';
-import { pointerToken } from '../encoding/json-pointer.js';
+import { ajvErrorPath, pointerToken } from '../encoding/json-pointer.js';
 import type { Bundle } from '../types.js';
 import { BUNDLE_SCHEMA } from './bundle-schema.js';
 import { tooDeep } from './json-depth.js';
@@ -75,22 +75,13 @@ function schemaProblems(errors: ErrorObject[]): BundleProblem[] {
   const seen = new Set<string>();
   for (const e of errors) {
     if (e.keyword === 'if' || e.keyword === 'propertyNames') continue;
-    let path = e.instancePath;
-    const params = e.params as { missingProperty?: string; additionalProperty?: string; propertyName?: string };
-    const propertyName = (e as ErrorObject & { propertyName?: string }).propertyName ?? params.propertyName;
+    const { path, member } = ajvErrorPath(e);
     let message = e.message ?? 'is invalid';
-    if (e.keyword === 'required' && params.missingProperty !== undefined) {
-      path += `/${pointerToken(params.missingProperty)}`;
-      message = 'is required';
-    } else if (e.keyword === 'additionalProperties' && params.additionalProperty !== undefined) {
-      path += `/${pointerToken(params.additionalProperty)}`;
-      message = 'is not a member of this object';
-    } else if (propertyName !== undefined) {
-      path += `/${pointerToken(propertyName)}`;
-    }
+    if (member === 'missing') message = 'is required';
+    else if (member === 'extra') message = 'is not a member of this object';
     const custom = (e.parentSchema as { 'x-message'?: string } | undefined)?.['x-message'];
     if (custom && MESSAGE_KEYWORDS.has(e.keyword)) message = custom;
-    if (propertyName !== undefined && !custom) message = `name ${message}`;
+    if (member === 'name' && !custom) message = `name ${message}`;
     const key = `${path}\n${message}`;
     if (seen.has(key)) continue;
     seen.add(key);

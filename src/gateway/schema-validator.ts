@@ -7,7 +7,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { linearRegExp } from '../util/linear-regexp.js';
 import { withDecimalMultipleOf } from '../util/schema-options.js';
-import { pointerToken } from '../encoding/json-pointer.js';
+import { ajvErrorPath } from '../encoding/json-pointer.js';
 
 const CONTRACT_TYPES = ['string', 'number', 'bool', 'object', 'list'];
 
@@ -136,14 +136,13 @@ export function compileConfigSchema(): ValidateFunction {
 export function formatAjvErrors(errors: readonly ErrorObject[], _doc?: unknown): string[] {
   const out: string[] = [];
   for (const e of errors) {
-    let where = e.instancePath || '/';
+    const { path, member } = ajvErrorPath(e);
+    let where = path || '/';
     let msg = e.message ?? 'is invalid';
     const p = e.params as Record<string, unknown>;
-    if (e.keyword === 'additionalProperties') {
-      where = `${e.instancePath}/${pointerToken(String(p.additionalProperty))}`;
+    if (member === 'extra') {
       msg = 'is not a known key';
-    } else if (e.keyword === 'required') {
-      where = `${e.instancePath}/${pointerToken(String(p.missingProperty))}`;
+    } else if (member === 'missing') {
       msg = 'is required';
     } else if (e.keyword === 'enum') {
       msg = `must be one of ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
@@ -168,8 +167,7 @@ export function compileInputSchema(schema: Record<string, unknown>): ValidateFun
 /** The args_invalid details: every failing field. */
 export function argsErrors(errors: readonly ErrorObject[] | null | undefined): Array<{ path: string; message: string }> {
   return (errors ?? []).map((e) => {
-    const p = e.params as Record<string, unknown>;
-    const path = e.keyword === 'required' ? `${e.instancePath}/${pointerToken(String(p.missingProperty))}` : e.keyword === 'additionalProperties' ? `${e.instancePath}/${pointerToken(String(p.additionalProperty))}` : e.instancePath || '/';
-    return { path, message: e.keyword === 'additionalProperties' ? 'is not allowed' : e.message ?? 'is invalid' };
+    const { path, member } = ajvErrorPath(e);
+    return { path: path || '/', message: member === 'extra' ? 'is not allowed' : e.message ?? 'is invalid' };
   });
 }

@@ -7,7 +7,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { linearRegExp } from '../util/linear-regexp.js';
 import { addFormats, withDecimalMultipleOf } from '../util/schema-options.js';
-import { pointerToken } from '../encoding/json-pointer.js';
+import { ajvErrorPath } from '../encoding/json-pointer.js';
 
 // Patterns run on run input and step output: linear time (src/util/linear-regexp.ts).
 const draft07 = withDecimalMultipleOf(new Ajv({ strict: false, allErrors: true, validateSchema: true, code: { regExp: linearRegExp } }));
@@ -28,12 +28,10 @@ const CACHE_LIMIT = 2000;
 
 function problems(errors: ErrorObject[] | null | undefined): SchemaProblem[] {
   return (errors ?? []).slice(0, 20).map((e) => {
-    const p = e.params as { missingProperty?: string; additionalProperty?: string; unevaluatedProperty?: string };
     // The path names the member, so the message need not name it again (as request_invalid).
-    if (p.missingProperty !== undefined) return { path: `${e.instancePath}/${pointerToken(p.missingProperty)}`, message: 'is required' };
-    const extra = p.additionalProperty ?? p.unevaluatedProperty;
-    if (extra !== undefined) return { path: `${e.instancePath}/${pointerToken(extra)}`, message: 'is not allowed here' };
-    return { path: e.instancePath, message: e.message ?? 'is invalid' };
+    const { path, member } = ajvErrorPath(e);
+    const message = member === 'missing' ? 'is required' : member === 'extra' ? 'is not allowed here' : e.message ?? 'is invalid';
+    return { path, message };
   });
 }
 

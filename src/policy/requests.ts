@@ -8,7 +8,7 @@ import { SvcError } from '../errors.js';
 import { MAX_CORPUS_CASES } from './corpus.js';
 import { MAX_POLICY_SOURCE } from './parser.js';
 import type { PolicyPostBody, PolicyTestBody } from './policy-service.js';
-import { pointerToken } from '../encoding/json-pointer.js';
+import { ajvErrorPath } from '../encoding/json-pointer.js';
 
 /** Policy names: letters, digits, `.`, `_`, `-`; 1–64 characters, starting with a letter or digit. */
 export const POLICY_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -48,14 +48,11 @@ const MESSAGES: Record<string, string> = {
 
 function fail(errors: ErrorObject[] | null | undefined): never {
   const e = errors?.[0];
-  const params = (e?.params ?? {}) as { missingProperty?: string; additionalProperty?: string };
-  let path = e?.instancePath ?? '';
+  const { path, member } = e ? ajvErrorPath(e) : { path: '' };
   let message = e?.message ?? 'is invalid';
-  if (params.missingProperty !== undefined) {
-    path += `/${pointerToken(params.missingProperty)}`;
+  if (member === 'missing') {
     message = 'is required';
-  } else if (params.additionalProperty !== undefined) {
-    path += `/${pointerToken(params.additionalProperty)}`;
+  } else if (member === 'extra') {
     message = 'is not a member of this request';
   } else if (e?.keyword === 'pattern') {
     message = MESSAGES[path.replace(/^\/policy_[ab]/, '')] ?? message;

@@ -11,7 +11,7 @@ import { SvcError } from '../errors.js';
 import { AUTONOMY_ORDER, type Autonomy, type Requester, type Spend } from '../types.js';
 import { scopePatternProblem, toolPatternProblem } from './patterns.js';
 import { MAX_SPEND_USD, wholeMicroUsd } from '../spend.js';
-import { pointerToken } from '../encoding/json-pointer.js';
+import { ajvErrorPath } from '../encoding/json-pointer.js';
 
 /** Default remit lifetime when `ttl_seconds` is not given (decisions §3). */
 export const DEFAULT_TTL_SECONDS = 3600;
@@ -112,14 +112,12 @@ const validateDerive = ajv.compile(DERIVE_BODY_SCHEMA);
 function fromAjv(errors: ErrorObject[] | null | undefined): SvcError {
   const e = errors?.[0];
   if (!e) return new SvcError('request_invalid', 'request body is invalid', { path: '' });
-  let path = e.instancePath;
-  const p = e.params as { missingProperty?: string; additionalProperty?: string; allowedValues?: unknown[] };
+  const { path, member } = ajvErrorPath(e);
+  const p = e.params as { allowedValues?: unknown[] };
   let message = e.message ?? 'is invalid';
-  if (p.missingProperty) {
-    path += `/${pointerToken(p.missingProperty)}`;
+  if (member === 'missing') {
     message = 'is required';
-  } else if (p.additionalProperty) {
-    path += `/${pointerToken(p.additionalProperty)}`;
+  } else if (member === 'extra') {
     message = 'is not a known field';
   } else if (p.allowedValues) {
     message = `must be one of ${p.allowedValues.join(', ')}`;
