@@ -8,6 +8,7 @@
 import { pointerToken } from '../../encoding/json-pointer.js';
 import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../../util/fetch-blocked-ports.js';
 import { validHeaderName, validHeaderValue } from '../../util/http-header-syntax.js';
+import { readBodyUpTo } from '../../util/read-body.js';
 import type { HttpConnectorConfig } from '../config.js';
 import { globalRedactor, type Redactor } from '../../log/logger.js';
 import { compileInputSchema } from '../schema-validator.js';
@@ -102,25 +103,9 @@ export function decodeBody(bytes: Buffer, contentType: string | null, redactor: 
 }
 
 async function readLimited(res: Response, max: number, signal: AbortSignal, redactor: Redactor): Promise<string> {
-  if (!res.body) return '';
-  const reader = res.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    if (signal.aborted) {
-      await reader.cancel().catch(() => {});
-      throw new UpstreamError(abortMessage(signal));
-    }
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > max) {
-      await reader.cancel().catch(() => {});
-      throw new UpstreamError(`response body is larger than ${max} bytes`);
-    }
-    chunks.push(value);
-  }
-  return decodeBody(Buffer.concat(chunks), res.headers.get('content-type'), redactor);
+  const { bytes, whole } = await readBodyUpTo(res, max, () => (signal.aborted ? new UpstreamError(abortMessage(signal)) : undefined));
+  if (!whole) throw new UpstreamError(`response body is larger than ${max} bytes`);
+  return decodeBody(bytes, res.headers.get('content-type'), redactor);
 }
 
 /** Socket, DNS and connect-timeout errors of a connection that was never made. */

@@ -21,6 +21,7 @@ import type { ChatMessage, Provider, ProviderCall, ProviderRequest, ProviderResp
 import { chargeableTokens, chargeableUsd, MAX_USAGE_TOKENS } from './usage.js';
 import { fetchBlockedPortHint, isFetchBlockedPort } from '../../util/fetch-blocked-ports.js';
 import { decimalOf } from '../../util/number-text.js';
+import { readBodyUpTo } from '../../util/read-body.js';
 
 export interface OpenAiOptions {
   /** (Default: https://api.openai.com/v1) */
@@ -313,32 +314,10 @@ export function answerUsage(raw: unknown, usdPer1MInput: number, usdPer1MOutput:
   return { tokens, usd: chargeableUsd(cost(prompt, usdPer1MInput) + cost(completion, usdPer1MOutput)) };
 }
 
-/**
- * The body of `res` as text, read up to `limit` bytes: `whole` false when it is longer, the
- * rest then not read (the body is cancelled, which ends the download).
- */
+/** The body of `res` as text, read up to `limit` bytes (`whole` false when it is longer). */
 async function readCapped(res: Response, limit: number): Promise<{ text: string; whole: boolean }> {
-  if (!res.body) return { text: '', whole: true };
-  const reader = res.body.getReader();
-  const declared = Number(res.headers.get('content-length'));
-  if (Number.isFinite(declared) && declared > limit) {
-    void reader.cancel().catch(() => {});
-    return { text: '', whole: false };
-  }
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    if (size + value.byteLength > limit) {
-      chunks.push(value.subarray(0, limit - size));
-      void reader.cancel().catch(() => {});
-      return { text: new TextDecoder().decode(Buffer.concat(chunks)), whole: false };
-    }
-    size += value.byteLength;
-    chunks.push(value);
-  }
-  return { text: new TextDecoder().decode(Buffer.concat(chunks)), whole: true };
+  const { bytes, whole } = await readBodyUpTo(res, limit);
+  return { text: new TextDecoder().decode(bytes), whole };
 }
 
 function toWire(m: ChatMessage): Record<string, unknown> {
