@@ -235,6 +235,19 @@ describe('complete (I 4.1, D §6)', () => {
       expect(r.status, JSON.stringify(body)).toBe(400);
     }
   });
+
+  it('a failure report sent to complete is 400 naming /error, and the step is not completed', async () => {
+    await using d = await startRunDaemon();
+    const { run_id } = await startRun(d, await pushBundle(d));
+    const l = await lease(d, ['model']);
+    const r = await d.kernel_(`/leases/${l.body.lease_id}/complete`, { body: { error: { code: 'boom', message: 'it broke' } } });
+    expect(r.status).toBe(400);
+    expect(r.body.error).toMatchObject({ code: 'request_invalid', details: { path: '/error' } });
+    expect(r.body.error.message).toContain('/fail');
+    expect((await getRun(d, run_id)).steps.triage.state).toBe('leased');
+    // The same lease still fails properly.
+    expect((await d.kernel_(`/leases/${l.body.lease_id}/fail`, { body: { error: { code: 'boom' }, deterministic: true } })).body.outcome).toBe('quarantined');
+  });
 });
 
 describe('fail: retries with backoff, quarantine, resume (I 3, D §6)', () => {
