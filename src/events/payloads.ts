@@ -113,8 +113,10 @@ export interface ApprovalDecidedPayload {
 export interface RunParkedPayload {
   reason: ParkedReason;
   step: string;
-  approval_id?: string | null;
-  lease_id?: string | null;
+  /** The approval a `human` park waits for; null for the other reasons. */
+  approval_id: string | null;
+  /** The lease whose proposal, failure or expiry parked the run; null when the kernel failed the step itself. */
+  lease_id: string | null;
 }
 
 export interface RunResumedPayload {
@@ -123,7 +125,8 @@ export interface RunResumedPayload {
   step: string | null;
   /** `resume` for POST /runs/{id}/resume, `approval` when a decision un-parked it. */
   via: 'resume' | 'approval';
-  approval_id?: string | null;
+  /** The deciding approval for `via: approval`; null for `via: resume`. */
+  approval_id: string | null;
 }
 
 export interface RunCompletedPayload {

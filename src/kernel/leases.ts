@@ -182,14 +182,14 @@ export class LeaseService {
         return 'skipped' as const;
       }
       if (prepared.kind === 'render_error') {
+        // The kernel fails the step itself (lease_id null), then as a worker's deterministic
+        // failure would go on: the same two events for a step and for its compensation.
         const error = { code: 'template_invalid', message: prepared.renderError };
-        if (item.kind === 'compensation') {
-          await this.failCompensation(w, item.step, s.compensation_attempt, null, error);
-        } else {
-          const failed: StepFailedPayload = { step: item.step, kind: item.kind, attempt: s.attempt, lease_id: null, error, deterministic: true, usage: { tokens: 0, usd: 0 } };
-          await w.append({ kind: 'step.failed', payload: failed, actor: KERNEL_ACTOR });
-          await this.quarantine(w, item.step, s.attempt, 'deterministic');
-        }
+        const attempt = item.kind === 'compensation' ? s.compensation_attempt : s.attempt;
+        const failed: StepFailedPayload = { step: item.step, kind: item.kind, attempt, lease_id: null, error, deterministic: true, usage: { tokens: 0, usd: 0 } };
+        await w.append({ kind: 'step.failed', payload: failed, actor: KERNEL_ACTOR });
+        if (item.kind === 'compensation') await this.failCompensation(w, item.step, attempt, null, error);
+        else await this.quarantine(w, item.step, attempt, 'deterministic', null);
         return 'skipped' as const;
       }
       const leaseId = newId('lease', now);
@@ -365,11 +365,11 @@ export class LeaseService {
         await this.failForBudget(w, lease.step, reserved);
         outcome = 'quarantined';
       } else if (error.code === 'connector_quarantined') {
-        const parked: RunParkedPayload = { reason: 'connector_quarantined', step: lease.step, lease_id: leaseId };
+        const parked: RunParkedPayload = { reason: 'connector_quarantined', step: lease.step, approval_id: null, lease_id: leaseId };
         await w.append({ kind: 'run.parked', payload: parked, actor: KERNEL_ACTOR });
         outcome = 'quarantined';
       } else if (deterministic || lease.attempt >= policy.max_attempts) {
-        await this.quarantine(w, lease.step, lease.attempt, deterministic ? 'deterministic' : 'max_attempts');
+        await this.quarantine(w, lease.step, lease.attempt, deterministic ? 'deterministic' : 'max_attempts', leaseId);
         outcome = 'quarantined';
       } else {
         await this.scheduleRetry(w, lease.step, lease.kind as LeaseKind, lease.attempt + 1, delay);
@@ -430,7 +430,7 @@ export class LeaseService {
       if (next === null) {
         const error = { code: 'lease_expired', message: `lease ${lease.lease_id} expired on attempt ${attempt} of ${maxAttempts}` };
         if (isComp) await this.failCompensation(w, lease.step, attempt, null, error);
-        else await this.quarantine(w, lease.step, attempt, 'max_attempts');
+        else await this.quarantine(w, lease.step, attempt, 'max_attempts', lease.lease_id);
       }
       return true;
     });
@@ -468,9 +468,10 @@ export class LeaseService {
     await w.append({ kind: 'step.retry_scheduled', payload: p, actor: KERNEL_ACTOR });
   }
 
-  private async quarantine(w: RunWriter, step: string, attempt: number, reason: StepQuarantinedPayload['reason']): Promise<void> {
+  /** `leaseId` is the lease whose failure or expiry parks the run, null when the kernel failed the step. */
+  private async quarantine(w: RunWriter, step: string, attempt: number, reason: StepQuarantinedPayload['reason'], leaseId: string | null): Promise<void> {
     const q: StepQuarantinedPayload = { step, attempt, reason };
-    const parked: RunParkedPayload = { reason: 'quarantine', step };
+    const parked: RunParkedPayload = { reason: 'quarantine', step, approval_id: null, lease_id: leaseId };
     await w.append({ kind: 'step.quarantined', payload: q, actor: KERNEL_ACTOR }, { kind: 'run.parked', payload: parked, actor: KERNEL_ACTOR });
   }
 

@@ -409,7 +409,7 @@ export class RunEngine {
       if (m.state !== 'parked' || !m.parked_reason) {
         throw new SvcError('invalid_state', `run ${runId} is ${m.state}; only a parked run can be resumed`, { run_id: runId, state: m.state });
       }
-      const payload: RunResumedPayload = { reason: m.parked_reason, step: m.current_step, via: 'resume' };
+      const payload: RunResumedPayload = { reason: m.parked_reason, step: m.current_step, via: 'resume', approval_id: null };
       await w.append({ kind: 'run.resumed', payload, actor: actor as RunEvent['actor'] });
       return { run_id: runId, state: w.model.state };
     });

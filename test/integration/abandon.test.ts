@@ -118,6 +118,25 @@ describe('abandon (D §6)', () => {
     expect(last).toMatchObject({ kind: 'run.abandoned', payload: { reason: 'wrong customer', compensated: ['refund'], failed: ['lookup'] } });
   });
 
+  it('a compensation whose args do not render fails as a step does: step.failed (lease_id null) then compensation.failed (svc-events(7))', async () => {
+    await using d = await startRunDaemon();
+    const b = refundsBundle();
+    b.tools!['billing.unlookup'] = { writes: true };
+    b.workflows.refund!.steps[1]!.compensate = { tool: 'billing.unlookup', args: { rows: '{{steps.lookup.output.missing.deep}}' } };
+    const { run_id } = await startRun(d, await pushBundle(d, b), { autonomy: 'autonomous' });
+    await leaseAndComplete(d, { amount: 20 });
+    await leaseAndComplete(d, { rows: 2 });
+    expect((await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'wrong customer' } })).status).toBe(202);
+    expect((await lease(d, ['compensation'])).status).toBe(204);
+    const events = await allEvents(d, run_id);
+    expect(events.slice(-4).map((e) => e.kind)).toEqual(['run.abandon_requested', 'step.failed', 'compensation.failed', 'run.abandoned']);
+    const [failed, compFailed] = events.slice(-3);
+    expect(failed!.payload).toMatchObject({ step: 'lookup', kind: 'compensation', lease_id: null, deterministic: true, error: { code: 'template_invalid' } });
+    expect(compFailed!.payload).toMatchObject({ step: 'lookup', lease_id: null, error: { code: 'template_invalid' } });
+    expect((await getRun(d, run_id)).state).toBe('abandoned');
+    expect((await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' })).body).toMatchObject({ chain_valid: true, state_matches: true });
+  });
+
   it('abandons at once when nothing needs compensating, also from parked (pending approval cancelled) and failed', async () => {
     await using d = await startRunDaemon();
     const { run_id, lease: l } = await runToAction(d);

@@ -306,6 +306,8 @@ describe('fail: retries with backoff, quarantine, resume (I 3, D §6)', () => {
       ['step.quarantined', 'deterministic'],
       ['run.parked', 'quarantine'],
     ]);
+    // svc-events(7): run.parked {reason, step, approval_id, lease_id}, every member present.
+    expect(events.at(-1)!.payload).toEqual({ reason: 'quarantine', step: 'triage', approval_id: null, lease_id: l.body.lease_id });
     expect((await lease(d, ['model'])).status).toBe(204);
   });
 
@@ -316,7 +318,11 @@ describe('fail: retries with backoff, quarantine, resume (I 3, D §6)', () => {
     const f = await d.kernel_(`/leases/${l.body.lease_id}/fail`, { body: { error: { code: 'connector_quarantined', message: 'billing is quarantined' } } });
     expect(f.body).toMatchObject({ outcome: 'quarantined', delay_ms: null, run_state: 'parked' });
     expect(await getRun(d, run_id)).toMatchObject({ state: 'parked', parked_reason: 'connector_quarantined', steps: { triage: { state: 'pending', attempt: 1 } } });
+    const parked = (await allEvents(d, run_id)).at(-1)!;
+    expect(parked).toMatchObject({ kind: 'run.parked', payload: { reason: 'connector_quarantined', step: 'triage', approval_id: null, lease_id: l.body.lease_id } });
     await d.kernel_(`/runs/${run_id}/resume`, { body: {} });
+    // svc-events(7): run.resumed {reason, step, via, approval_id}, approval_id null for a resume.
+    expect((await allEvents(d, run_id)).at(-1)!.payload).toEqual({ reason: 'connector_quarantined', step: 'triage', via: 'resume', approval_id: null });
     expect((await lease(d, ['model'])).body.attempt).toBe(1);
   });
 
@@ -330,5 +336,6 @@ describe('fail: retries with backoff, quarantine, resume (I 3, D §6)', () => {
     const run = await getRun(d, run_id);
     expect(run).toMatchObject({ state: 'parked', parked_reason: 'quarantine' });
     expect(run.steps.lookup).toMatchObject({ state: 'quarantined', error: { code: 'template_invalid' } });
+    expect((await allEvents(d, run_id)).at(-1)!.payload).toEqual({ reason: 'quarantine', step: 'lookup', approval_id: null, lease_id: null });
   });
 });
