@@ -73,9 +73,16 @@ export function toSvcError(err: unknown, logger?: Logger): SvcError {
   if (e?.validation) {
     const first = e.validation[0];
     const where = e.validationContext && e.validationContext !== 'body' ? `/${e.validationContext}` : '';
-    const path = where + (first ? ajvErrorPath(first).path : '');
-    const field = path || '/';
-    return new SvcError('request_invalid', `${field} ${first?.message ?? 'is invalid'}`, { path });
+    const place = first ? ajvErrorPath(first) : { path: '' };
+    const path = where + place.path;
+    if (path === '' && first?.keyword === 'type') return new SvcError('request_invalid', 'request body must be a JSON object', { path });
+    const allowed = (first?.params as { allowedValues?: unknown[] } | undefined)?.allowedValues;
+    const message =
+      place.member === 'missing' ? 'is required'
+      : place.member === 'extra' ? 'is not allowed'
+      : first?.keyword === 'enum' && allowed ? `must be one of ${allowed.map((v) => JSON.stringify(v)).join(', ')}`
+      : first?.message ?? 'is invalid';
+    return new SvcError('request_invalid', `${path || '/'} ${message}`, { path });
   }
   switch (e?.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
@@ -385,7 +392,6 @@ function refusalLogger(logger: Logger, everyMs = 10_000): (req: FastifyRequest, 
   };
 }
 
-/** Parses a non-negative integer query parameter with bounds, or throws request_invalid. */
 /** A single-valued string query parameter (absent or empty: undefined). */
 export function stringQuery(value: unknown, name: string): string | undefined {
   if (value === undefined || value === '') return undefined;
@@ -401,11 +407,13 @@ export function enumQuery<T extends string>(value: unknown, name: string, allowe
   return v as T;
 }
 
+/** An integer query parameter within [min, max] (absent or empty: `def`), or request_invalid. */
 export function intQuery(value: unknown, name: string, def: number, min: number, max: number): number {
   if (value === undefined || value === '') return def;
-  const text = String(value);
-  if (!/^\d+$/.test(text)) throw new SvcError('request_invalid', `${name} must be an integer`, { path: `/querystring/${name}` });
-  const n = Number(text);
-  if (n < min || n > max) throw new SvcError('request_invalid', `${name} must be between ${min} and ${max}`, { path: `/querystring/${name}` });
+  const path = `/querystring/${name}`;
+  if (typeof value !== 'string') throw new SvcError('request_invalid', `${name} must be given once`, { path });
+  if (!/^-?\d+$/.test(value)) throw new SvcError('request_invalid', `${name} must be an integer`, { path });
+  const n = Number(value);
+  if (n < min || n > max) throw new SvcError('request_invalid', `${name} must be between ${min} and ${max}`, { path });
   return n;
 }

@@ -7,7 +7,7 @@ import { SvcError } from '../../src/errors.js';
 import type { Kernel } from '../../src/kernel/kernel.js';
 import { intQuery } from '../http/common.js';
 import { knownRun } from './known-ids.js';
-import { RECORDED_ACTOR } from './run-routes.js';
+import { RECORDED_ACTOR, recordedActor } from './run-routes.js';
 
 const postBody = {
   type: 'object',
@@ -45,7 +45,7 @@ export async function eventRoutes(app: FastifyInstance, kernel: Kernel, opts: { 
       const remit = header(req.headers['x-svc-remit'], 'X-Svc-Remit');
       const created = await kernel.runs.postExternalEvent(
         req.params.id,
-        { kind: req.body.kind, payload: req.body.payload ?? {}, actor: req.body.actor ?? null },
+        { kind: req.body.kind, payload: req.body.payload ?? {}, actor: recordedActor(req.body.actor) },
         { lease, remit, bearer: opts.bearer },
       );
       return reply.status(201).send(created);

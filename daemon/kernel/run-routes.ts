@@ -8,6 +8,7 @@ import { RUN_STATES, type Actor, type CreateRunBody } from '../../src/kernel/run
 import type { RunState } from '../../src/types.js';
 import { enumQuery, intQuery, stringQuery } from '../http/common.js';
 import { knownRun } from './known-ids.js';
+import { SvcError } from '../../src/errors.js';
 
 const requester = {
   type: 'object',
@@ -41,15 +42,26 @@ const createBody = {
  * The conventional members, where present, are names like the approvals' `actor` (I 4.1), so a
  * log never reads `{id: 7}` or `{role: ""}`; other members are kept as given.
  */
-const ACTOR_NAME = { type: 'string', minLength: 1 } as const;
-export const RECORDED_ACTOR = {
-  anyOf: [
-    { type: 'object', properties: { id: ACTOR_NAME, role: ACTOR_NAME, worker_id: ACTOR_NAME } },
-    // `kernel` is the kernel's own actor on the events it appends: no caller may sign as it.
-    { ...ACTOR_NAME, maxLength: 256, not: { const: 'kernel' } },
-    { type: 'null' },
-  ],
-} as const;
+export function recordedActor(value: unknown): Actor | null {
+  const refuse = (path: string, message: string) => new SvcError('request_invalid', `${path} ${message}`, { path });
+  if (value === undefined || value === null) return null;
+  if (typeof value === 'string') {
+    if (value === '') throw refuse('/actor', 'must not be empty');
+    if (value.length > 256) throw refuse('/actor', 'must be at most 256 characters');
+    // The kernel's own actor on the events it appends: no caller may sign as it.
+    if (value === 'kernel') throw refuse('/actor', '"kernel" is reserved for the events the kernel appends itself');
+    return value;
+  }
+  if (typeof value !== 'object' || Array.isArray(value)) throw refuse('/actor', 'must be an object ({id, role} or {worker_id}), a name, or null');
+  for (const member of ['id', 'role', 'worker_id'] as const) {
+    const v = (value as Record<string, unknown>)[member];
+    if (v !== undefined && (typeof v !== 'string' || v === '')) throw refuse(`/actor/${member}`, 'must be a non-empty string');
+  }
+  return value as Actor;
+}
+
+/** In a body schema: any value, checked by recordedActor in the handler (it words the errors). */
+export const RECORDED_ACTOR = {} as const;
 
 const abandonBody = {
   type: 'object',
@@ -90,7 +102,7 @@ export async function runRoutes(app: FastifyInstance, kernel: Kernel): Promise<v
     '/runs/:id/abandon',
     { preParsing, schema: { body: abandonBody } },
     async (req, reply) => {
-      const r = await runs.abandon(req.params.id, req.body.reason, req.body.actor ?? null);
+      const r = await runs.abandon(req.params.id, req.body.reason, recordedActor(req.body.actor));
       return reply.status(202).send({
         compensations_scheduled: r.compensations_scheduled,
         run_id: req.params.id,
@@ -104,6 +116,6 @@ export async function runRoutes(app: FastifyInstance, kernel: Kernel): Promise<v
   app.post<{ Params: { id: string }; Body: { actor?: Actor } | null }>(
     '/runs/:id/resume',
     { preParsing, schema: { body: resumeBody } },
-    async (req) => runs.resume(req.params.id, req.body?.actor ?? null),
+    async (req) => runs.resume(req.params.id, recordedActor(req.body?.actor)),
   );
 }

@@ -1,0 +1,34 @@
+/**
+ * What a refused request says (decisions §10: 400 request_invalid with details.path). The
+ * code and path are the contract; these pin the words, so a client's user reads what is wrong
+ * with the request rather than a schema library's phrasing of it.
+ */
+import { describe, expect, it } from 'vitest';
+import { pushBundle, startRun, startRunDaemon } from './run-fixtures.js';
+
+describe('request_invalid messages (D §10)', () => {
+  it('query integers: out of range is said as a range, a repeated parameter as repeated', async () => {
+    await using d = await startRunDaemon();
+    const { run_id } = await startRun(d, await pushBundle(d));
+    const negative = await d.kernel_(`/runs/${run_id}/events?from_seq=-1`);
+    expect(negative.status).toBe(400);
+    expect(negative.body.error).toMatchObject({ code: 'request_invalid', message: expect.stringMatching(/^from_seq must be between 0 and \d+$/), details: { path: '/querystring/from_seq' } });
+    const twice = await d.kernel_('/runs?limit=1&limit=2');
+    expect(twice.body.error).toMatchObject({ code: 'request_invalid', message: 'limit must be given once', details: { path: '/querystring/limit' } });
+    expect((await d.kernel_('/runs?limit=ten')).body.error.message).toBe('limit must be an integer');
+    expect((await d.kernel_('/runs?limit=0')).body.error.message).toBe('limit must be between 1 and 500');
+  });
+
+  it('bodies: a missing member "is required", an enum lists its values, a body that is no object says so', async () => {
+    await using d = await startRunDaemon();
+    const missing = await d.kernel_('/leases', { body: { kinds: ['model'] } });
+    expect(missing.body.error).toMatchObject({ code: 'request_invalid', message: '/worker_id is required', details: { path: '/worker_id' } });
+    const kinds = await d.kernel_('/leases', { body: { worker_id: 'w', kinds: ['modle'] } });
+    expect(kinds.body.error).toMatchObject({ message: '/kinds/0 must be one of "model", "tool", "action", "compensation"', details: { path: '/kinds/0' } });
+    for (const body of ['[]', '"x"', '7']) {
+      const r = await d.kernel_('/leases', { body });
+      expect(r.status, body).toBe(400);
+      expect(r.body.error, body).toMatchObject({ code: 'request_invalid', message: 'request body must be a JSON object', details: { path: '' } });
+    }
+  });
+});
