@@ -203,10 +203,13 @@ export function loadGatewayConfig(doc: unknown, opts: LoadOptions = {}): Gateway
  * as a form or query value, and as the WHATWG URL parser writes it in a query or a path (an
  * upstream echoing the URL it was called with, or redirecting to one the gateway follows).
  * The value trimmed too: a header is sent without its leading and trailing whitespace, and
- * secrets read from files often end in a newline.
+ * secrets read from files often end in a newline. And lower-cased: fetch and Node's http hand
+ * on header names lower-cased, so an upstream that echoes a credential as a response header's
+ * name (or a config map key that is a `${VAR}`) comes back in that spelling through svc's own
+ * path. Other transformations are the upstream's doing and not followed (svc-gateway(5)).
  */
 export function registerSecret(redactor: Redactor, value: string): void {
-  for (const v of new Set([value, value.trim()])) {
+  for (const v of new Set([value, value.trim(), value.toLowerCase(), value.trim().toLowerCase()])) {
     const once = JSON.stringify(v).slice(1, -1);
     const twice = JSON.stringify(once).slice(1, -1);
     const form = new URLSearchParams([['', v]]).toString().slice(1);
@@ -267,9 +270,10 @@ export function substitute(value: unknown, path: string, env: NodeJS.ProcessEnv,
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) {
+      // A key holding a ${VAR} may be a header name, which comes back lower-cased: registerSecret
+      // registers that spelling of every value, the key's whole text too.
       const key = substitute(k, `${path}/${pointerToken(k)}`, env, redactor, problems) as string;
-      // A header name comes back lower-cased (HTTP/2, Node's http): that spelling too.
-      if (key !== k) registerSecret(redactor, key.toLowerCase());
+      if (key !== k) registerSecret(redactor, key);
       out[key] = substitute(v, `${path}/${pointerToken(k)}`, env, redactor, problems);
     }
     return out;

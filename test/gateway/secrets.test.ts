@@ -73,6 +73,8 @@ beforeAll(async () => {
     else if (req.url === '/deep') res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ echo: JSON.stringify(JSON.stringify(JSON.stringify(php(json)))) }));
     // Not JSON, so only the raw body carries it: PHP's spelling, then escaped twice more.
     else if (req.url === '/escaped-thrice') res.writeHead(200, { 'content-type': 'text/plain' }).end(`echo: ${JSON.stringify(JSON.stringify(php(json)))}`);
+    // The bearer token as a response header's name, which fetch hands on lower-cased.
+    else if (req.url === '/header-name') res.writeHead(200, { 'content-type': 'text/plain', [`x-${String(req.headers.authorization).slice(7)}`]: '1' }).end('ok');
     else res.writeHead(200, { 'content-type': 'application/json' }).end(json);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -130,6 +132,16 @@ describe('awkward ${VAR} values never leave the gateway (I 2.10)', () => {
     expect(JSON.parse(res.body.result.body).headers['x-quoted']).toBe('[REDACTED]');
     expect(res.text).not.toContain('${');
     for (const secret of [DIGITS, QUOTED, HEADER_NAME, TRAILING, TRAILING.trim()]) for (const s of spellings(secret)) expect(res.text).not.toContain(s);
+  });
+
+  it('an upstream echoing a secret as a response header name, which fetch lower-cases: redacted in that spelling too (I 2.10)', async () => {
+    const call = { remit_token: token(['web.*'], ['http:host:127.0.0.1'], 'run_hname'), run_id: 'run_hname', tool: 'web.post', args: { url: `http://127.0.0.1:${port}/header-name`, json: {} }, idempotency_key: 'header-name-1' };
+    const res = await gw.call(call);
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.result.headers).toHaveProperty('x-[REDACTED]', '1');
+    const again = await gw.call(call);
+    expect(again.body).toMatchObject({ ok: true, replayed: true });
+    for (const text of [res.text, again.text, readStore(gw.dataDir), JSON.stringify(gw.link.events), logText()]) expect(text.toLowerCase()).not.toContain(TRAILING.trim().toLowerCase());
   });
 
   for (const [path, how] of [
