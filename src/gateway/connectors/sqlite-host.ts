@@ -93,13 +93,22 @@ const Database = require(process.argv[1]);
 // parent is gone, statement or not.
 const { Worker } = require('node:worker_threads');
 new Worker('const p = process.ppid; setInterval(() => { if (process.ppid !== p) process.kill(process.pid, "SIGKILL"); }, ' + ${PARENT_CHECK_MS} + ');', { eval: true }).unref();
-let cfg = null, fileCodes = null, rw = null, ro = null, stmts = null;
+const { statSync } = require('node:fs');
+let cfg = null, fileCodes = null, rw = null, ro = null, stmts = null, opened = null;
 function closeAll() {
   // The read-only connection first: the last to close (it can write) checkpoints the WAL.
   try { if (ro) ro.close(); if (rw) rw.close(); } catch (e) {}
-  rw = ro = stmts = null;
+  rw = ro = stmts = opened = null;
+}
+// The file the connections have open is still the one at the path? A file moved away, deleted
+// or replaced (a restore from a backup) keeps answering reads from the old inode, and only a
+// write would notice (SQLITE_READONLY_DBMOVED): asked before every call, so the call reopens.
+function sameFile() {
+  const now = statSync(cfg.path, { throwIfNoEntry: false });
+  return now !== undefined && opened !== null && now.ino === opened.ino && now.dev === opened.dev;
 }
 function open() {
+  opened = statSync(cfg.path, { throwIfNoEntry: false }) || null;
   rw = new Database(cfg.path, { fileMustExist: true });
   ro = new Database(cfg.path, { fileMustExist: true, readonly: true });
   // Integers as BigInt, so one past 2^53 is not rounded on its way out (jsonValue below).
@@ -134,6 +143,7 @@ function selectRows(stmt, binds) {
   return rows;
 }
 function execute(m) {
+  if (stmts && !sameFile()) closeAll();
   if (!stmts) {
     try { open(); } catch (err) {
       closeAll();
