@@ -514,6 +514,7 @@ describe('gateway HTTP surface (interface 4.2, 7.2; decisions §9, §10)', () =>
       input_schema: expect.any(Object),
       scope_derivation: 'none',
       contract: { required: { written: 'object' } },
+      data_classes: {}, // present when none is configured (svc-gateway(5) ENDPOINTS)
     });
     const can = await gw.req('GET', '/canaries');
     expect(can.body.test).toMatchObject({

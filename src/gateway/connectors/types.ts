@@ -159,7 +159,7 @@ export function abortMessage(signal: AbortSignal): string {
   return r?.message ?? 'the call was aborted';
 }
 
-/** Builds a descriptor with the gateway's defaults filled in. */
+/** Builds a descriptor with the gateway's defaults filled in (every member svc-gateway(5) lists is present). */
 export function descriptor(d: Omit<ToolDescriptor, 'contract' | 'description'> & Partial<Pick<ToolDescriptor, 'contract' | 'description'>>): ToolDescriptor {
-  return { description: '', contract: { required: {} }, ...d };
+  return { description: '', contract: { required: {} }, data_classes: {}, ...d };
 }
