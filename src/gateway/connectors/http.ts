@@ -196,8 +196,8 @@ export class HttpConnector implements Connector {
     const mayHaveWritten = () => {
       if (operation === 'post') ctx.outcomeUnknown();
     };
+    refuseSvcListener(url);
     for (let hop = 0; ; hop++) {
-      refuseSvcListener(url); // a redirect may point there too
       let res: Response;
       try {
         res = await fetch(url, { method, headers, body, redirect: 'manual', signal: ctx.signal });
@@ -229,6 +229,9 @@ export class HttpConnector implements Connector {
           !next.username &&
           !next.password &&
           !urlHasFetchBlockedPort(next.href) && // fetch would refuse it: answered as it came
+          // Never followed to svcd itself, and not refused either: the request before it was
+          // sent and may have acted (a POST), so its answer is the 3xx it got.
+          !isSvcListener(next) &&
           hostAllowed(this.cfg.allowed_hosts, host) &&
           ctx.enterScope(`http:host:${host}`);
         if (followable) {
