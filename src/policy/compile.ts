@@ -47,6 +47,43 @@ interface RangedError {
   range?: { start: number; end: number };
 }
 
+/** cel-js's token names as a policy author reads them (its messages say `RPAREN`). */
+const TOKEN_WORDS: Record<string, string> = {
+  EOF: 'the end of the condition',
+  NUMBER: 'a number',
+  STRING: 'a string',
+  BOOLEAN: 'true or false',
+  NULL: 'null',
+  IDENTIFIER: 'a name',
+  BYTES: 'a bytes literal',
+  PLUS: '"+"',
+  MINUS: '"-"',
+  MULTIPLY: '"*"',
+  DIVIDE: '"/"',
+  MODULO: '"%"',
+  EQ: '"=="',
+  NE: '"!="',
+  LT: '"<"',
+  LE: '"<="',
+  GT: '">"',
+  GE: '">="',
+  AND: '"&&"',
+  OR: '"||"',
+  NOT: '"!"',
+  IN: '"in"',
+  LPAREN: '"("',
+  RPAREN: '")"',
+  LBRACKET: '"["',
+  RBRACKET: '"]"',
+  LBRACE: '"{"',
+  RBRACE: '"}"',
+  DOT: '"."',
+  COMMA: '","',
+  COLON: '":"',
+  QUESTION: '"?"',
+};
+const tokenWords = (name: string) => TOKEN_WORDS[name] ?? name;
+
 function celMessage(err: RangedError): string {
   // The parser recurses once per prefix operator before its node limit applies: 20,000 `!`
   // overflow the stack. That is a condition too deep, not a fault of the kernel.
@@ -54,6 +91,10 @@ function celMessage(err: RangedError): string {
   const text = err.summary ?? String(err.message ?? err).split('\n')[0] ?? 'invalid condition';
   if (err.code === 'unknown_variable') return `${text} (a condition reads "action" and "run")`;
   if (text === 'Unexpected token: EOF') return 'unexpected end of the condition';
+  const unexpected = /^Unexpected token: ([A-Z_]+)$/.exec(text);
+  if (unexpected) return `unexpected ${tokenWords(unexpected[1]!)}`;
+  const expected = /^Expected ([A-Z_]+), got ([A-Z_]+)$/.exec(text);
+  if (expected) return `expected ${tokenWords(expected[1]!)}, found ${tokenWords(expected[2]!)}`;
   return text;
 }
 

@@ -91,7 +91,11 @@ describe('rule syntax (D 5.1)', () => {
 
 describe('CEL syntax errors map into the whole source (D 5.1)', () => {
   it('unexpected token on the third line of a condition', () =>
-    at('allow a\n  when action.tool == "x" &&\n       action.args.amount >> 3', 3, 28, /Unexpected token/));
+    at('allow a\n  when action.tool == "x" &&\n       action.args.amount >> 3', 3, 28, /^unexpected ">"$/));
+  it('token names read as the author wrote them, not as the parser calls them', () => {
+    at('allow a when action.tool == )', 1, 29, /^unexpected "\)"$/);
+    at('allow a when action.args.x[1 == 2', 1, 34, /^expected "\]", found the end of the condition$/);
+  });
   it('condition that ends too early', () => at('deny a when action.writes &&', 1, 29, /unexpected end of the condition/));
   it('unexpected character', () => at('allow a when action.tool == `x`', 1, 29, /Unexpected character/));
   it('assignment instead of comparison', () => at('allow a\n  when action.tool = "x"', 2, 20, /Unexpected character: =/));
