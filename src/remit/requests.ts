@@ -21,7 +21,8 @@ export const MAX_TTL_SECONDS = 2_592_000;
 export const MAX_LIST_ITEMS = 256;
 
 /** `name` or `name@version` (decisions §3). */
-export const POLICY_REF = '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9][A-Za-z0-9.+_-]{0,63})?$';
+/** `name` or `name@version`, each as POST /v1/policies takes it (POLICY_NAME, POLICY_VERSION): a longer name could never be pushed, and the run would fail at creation with policy_not_found. */
+export const POLICY_REF = '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}(@[A-Za-z0-9][A-Za-z0-9.+_-]{0,63})?$';
 
 export interface MintRequest {
   tools: string[];

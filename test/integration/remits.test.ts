@@ -100,6 +100,7 @@ describe('malformed bodies are 400 request_invalid with details.path, never 500 
     ['ttl_seconds a string', { ...mintBody, ttl_seconds: '60' }, '/ttl_seconds'],
     ['a policy_set entry with two @', { ...mintBody, policy_set: ['a@1@2'] }, '/policy_set/0'],
     ['a policy_set entry with a space', { ...mintBody, policy_set: ['my policy'] }, '/policy_set/0'],
+    ['a policy_set name longer than a policy may be named (64)', { ...mintBody, policy_set: ['refunds', 'p'.repeat(65)] }, '/policy_set/1'],
     ['requested_by without manager', { ...mintBody, requested_by: { id: 'a', role: 'b' } }, '/requested_by/manager'],
     ['requested_by.id a number', { ...mintBody, requested_by: { id: 1, role: 'b', manager: 'c' } }, '/requested_by/id'],
     ['an unknown field (a misspelt scope)', { ...mintBody, scope: ['x'] }, '/scope'],
