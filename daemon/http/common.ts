@@ -193,7 +193,13 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   // The bytes are checked before they are decoded: decoding replaces invalid UTF-8 with U+FFFD,
   // which would store something other than what the client sent (RFC 8259: JSON is UTF-8).
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => {
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (req, body, done) => {
+    // Bodies are read as sent: a compressed body is not JSON, and a plain one labelled as
+    // compressed must not be taken as if the label were not there.
+    const coding = req.headers['content-encoding'];
+    if (coding !== undefined && coding.trim().toLowerCase() !== 'identity') {
+      return done(new SvcError('request_invalid', `Content-Encoding ${JSON.stringify(coding.slice(0, 64))} is not supported: send the body uncompressed`, { path: '' }), undefined);
+    }
     const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
     if (!isUtf8(bytes)) return done(new SvcError('request_invalid', 'request body is not valid UTF-8 (a JSON text is UTF-8, RFC 8259)', { path: '' }), undefined);
     if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) {

@@ -25,6 +25,15 @@ describe('request_invalid messages (D §10)', () => {
     expect(missing.body.error).toMatchObject({ code: 'request_invalid', message: '/worker_id is required', details: { path: '/worker_id' } });
     const kinds = await d.kernel_('/leases', { body: { worker_id: 'w', kinds: ['modle'] } });
     expect(kinds.body.error).toMatchObject({ message: '/kinds/0 must be one of "model", "tool", "action", "compensation"', details: { path: '/kinds/0' } });
+    // A content coding is refused, whether the body is compressed or only labelled so.
+    const { gzipSync } = await import('node:zlib');
+    for (const [body, coding] of [[gzipSync('{"worker_id":"w","kinds":["model"]}'), 'gzip'], ['{"worker_id":"w","kinds":["model"]}', 'gzip'], ['{"worker_id":"w","kinds":["model"]}', 'br']] as const) {
+      const res = await fetch(`${d.kernelUrl}/v1/leases`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': coding }, body });
+      expect(res.status, coding).toBe(400);
+      expect(((await res.json()) as { error: unknown }).error).toMatchObject({ code: 'request_invalid', message: `Content-Encoding "${coding}" is not supported: send the body uncompressed`, details: { path: '' } });
+    }
+    const identity = await fetch(`${d.kernelUrl}/v1/leases`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': 'identity' }, body: '{"worker_id":"w","kinds":["model"],"wait_seconds":0}' });
+    expect(identity.status).toBe(204);
     for (const body of ['[]', '"x"', '7']) {
       const r = await d.kernel_('/leases', { body });
       expect(r.status, body).toBe(400);
