@@ -42,6 +42,17 @@ export interface MintRequest {
  */
 export type DeriveRequest = Partial<Omit<MintRequest, 'spend'>> & { spend?: Partial<Spend>; exp?: number; nbf?: number };
 
+/**
+ * Names that approvals, events and every operator's screen repeat: no control characters and no
+ * bidirectional controls, which could make one person's id read as another's.
+ */
+const PRINTABLE_NAME = '^[^\\u0000-\\u001f\\u007f-\\u009f\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069]+$';
+const PATTERN_MESSAGES: Record<string, string> = {
+  [PRINTABLE_NAME]: 'must not contain control or bidirectional-control characters',
+  '^\\S+$': 'must not contain whitespace',
+  [POLICY_REF]: 'must be a policy name (1-64 letters, digits, ".", "_" or "-") or name@version',
+};
+
 const stringList = (maxLength: number, extra: Record<string, unknown> = {}) => ({
   type: 'array',
   maxItems: MAX_LIST_ITEMS,
@@ -53,7 +64,7 @@ export { MAX_SPEND_USD };
 const properties = {
   tools: stringList(256),
   scopes: stringList(512),
-  grants: stringList(128, { pattern: '^\\S+$' }),
+  grants: stringList(128, { pattern: '^\\S+$', allOf: [{ pattern: PRINTABLE_NAME }] }),
   spend: {
     type: 'object',
     additionalProperties: false,
@@ -72,9 +83,9 @@ const properties = {
     additionalProperties: false,
     required: ['id', 'role', 'manager'],
     properties: {
-      id: { type: 'string', minLength: 1, maxLength: 256 },
-      role: { type: 'string', minLength: 1, maxLength: 256 },
-      manager: { type: 'string', minLength: 1, maxLength: 256 },
+      id: { type: 'string', minLength: 1, maxLength: 256, pattern: PRINTABLE_NAME },
+      role: { type: 'string', minLength: 1, maxLength: 256, pattern: PRINTABLE_NAME },
+      manager: { type: 'string', minLength: 1, maxLength: 256, pattern: PRINTABLE_NAME },
     },
   },
 } as const;
@@ -114,7 +125,7 @@ function fromAjv(errors: ErrorObject[] | null | undefined): SvcError {
   const e = errors?.[0];
   if (!e) return new SvcError('request_invalid', 'request body is invalid', { path: '' });
   const { path, member } = ajvErrorPath(e);
-  const p = e.params as { allowedValues?: unknown[] };
+  const p = e.params as { allowedValues?: unknown[]; pattern?: string };
   let message = e.message ?? 'is invalid';
   if (member === 'missing') {
     message = 'is required';
@@ -122,6 +133,8 @@ function fromAjv(errors: ErrorObject[] | null | undefined): SvcError {
     message = 'is not a known field';
   } else if (p.allowedValues) {
     message = `must be one of ${p.allowedValues.join(', ')}`;
+  } else if (p.pattern !== undefined) {
+    message = PATTERN_MESSAGES[p.pattern] ?? message;
   }
   return new SvcError('request_invalid', `${path || 'body'} ${message}`, { path });
 }

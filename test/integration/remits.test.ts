@@ -102,6 +102,9 @@ describe('malformed bodies are 400 request_invalid with details.path, never 500 
     ['a policy_set entry with a space', { ...mintBody, policy_set: ['my policy'] }, '/policy_set/0'],
     ['a policy_set name longer than a policy may be named (64)', { ...mintBody, policy_set: ['refunds', 'p'.repeat(65)] }, '/policy_set/1'],
     ['requested_by without manager', { ...mintBody, requested_by: { id: 'a', role: 'b' } }, '/requested_by/manager'],
+    ['requested_by.id with a NUL', { ...mintBody, requested_by: { ...mintBody.requested_by, id: 'ana\u0000' } }, '/requested_by/id'],
+    ['requested_by.manager with a right-to-left override (reads as another name)', { ...mintBody, requested_by: { ...mintBody.requested_by, manager: '\u202eevad' } }, '/requested_by/manager'],
+    ['a grant with a bidirectional isolate', { ...mintBody, grants: ['pii', '\u2067pii'] }, '/grants/1'],
     ['requested_by.id a number', { ...mintBody, requested_by: { id: 1, role: 'b', manager: 'c' } }, '/requested_by/id'],
     ['an unknown field (a misspelt scope)', { ...mintBody, scope: ['x'] }, '/scope'],
     ['too many tools', { ...mintBody, tools: Array.from({ length: 300 }, (_, i) => `c.op${i}`) }, '/tools'],
@@ -321,5 +324,17 @@ describe('auth on remit endpoints (I 5.1)', () => {
     await using d = await startTestDaemon();
     const res = await fetch(`${d.kernelUrl}/v1/remits`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(mintBody) });
     expect(res.status).toBe(201);
+  });
+});
+
+describe('identity strings (I 2.1; docs/design.md "Remits")', () => {
+  it('say which characters they may not hold; names in any script are taken', async () => {
+    await using d = await startTestDaemon();
+    const nul = await d.kernel_('/remits', { body: { ...mintBody, requested_by: { ...mintBody.requested_by, role: 'fin\u0007' } } });
+    expect(nul.body.error).toMatchObject({ code: 'request_invalid', message: '/requested_by/role must not contain control or bidirectional-control characters' });
+    const spaced = await d.kernel_('/remits', { body: { ...mintBody, grants: ['p ii'] } });
+    expect(spaced.body.error.message).toBe('/grants/0 must not contain whitespace');
+    const ok = await d.kernel_('/remits', { body: { ...mintBody, requested_by: { id: 'José Ñúñez', role: 'финансы', manager: '王伟' } } });
+    expect(ok.status, JSON.stringify(ok.body)).toBe(201);
   });
 });
