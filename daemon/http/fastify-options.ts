@@ -24,7 +24,8 @@ export function fastifyOptions(bodyLimit = ONE_MIB): FastifyHttpOptions<Server> 
     clientErrorHandler: renderClientError,
     // An unknown id is a 404 not_found from the route whatever its length (decisions §10),
     // not a router 400: the request line is already bounded by maxHeaderSize above.
-    routerOptions: { maxParamLength: 64 * 1024 },
+    // A trailing slash names the same resource (`/v1/runs/` is the list, not run "").
+    routerOptions: { maxParamLength: 64 * 1024, ignoreTrailingSlash: true },
     ajv: {
       // Bodies are validated, never rewritten: wrong types are a 400, not a silent coercion.
       customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false },

@@ -19,6 +19,15 @@ describe('request_invalid messages (D §10)', () => {
     expect((await d.kernel_('/runs?limit=0')).body.error.message).toBe('limit must be between 1 and 500');
   });
 
+  it('a trailing slash names the same resource: /runs/ is the list, not run ""', async () => {
+    await using d = await startRunDaemon();
+    const { run_id } = await startRun(d, await pushBundle(d));
+    const list = await d.kernel_('/runs/');
+    expect(list.status).toBe(200);
+    expect(list.body.runs.map((r: { run_id: string }) => r.run_id)).toEqual([run_id]);
+    expect((await d.kernel_(`/runs/${run_id}/`)).body.run_id).toBe(run_id);
+  });
+
   it('bodies: a missing member "is required", an enum lists its values, a body that is no object says so', async () => {
     await using d = await startRunDaemon();
     const missing = await d.kernel_('/leases', { body: { kinds: ['model'] } });
