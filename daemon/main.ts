@@ -9,7 +9,7 @@ import { dirname, join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { keyFilePath, KeyRing } from '../src/keys/keyring.js';
 import { DataDirInUseError, lockDataDir } from '../src/store/dir-lock.js';
-import { createLogger, globalRedactor, logLevelOf, LOG_LEVELS, surviveBrokenPipes, type LogLevel } from '../src/log/logger.js';
+import { createLogger, globalRedactor, logLevelOf, LOG_LEVELS, surviveBrokenPipes, type Logger, type LogLevel } from '../src/log/logger.js';
 import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../src/util/fetch-blocked-ports.js';
 import { usageLine } from '../src/util/usage-line.js';
 import { VERSION } from '../src/version.js';
@@ -45,8 +45,11 @@ function publishersFrom(file: SvcdFileConfig, flags: Flags): string[] {
  * an empty config (no connectors; the test tools with SVC_GATEWAY_TEST_TOOLS=1). Environment
  * overrides apply in every case (man/svc-gateway.5).
  */
-function gatewayConfigFrom(file: SvcdFileConfig, flags: Flags): GatewayConfig {
-  if (flags.gatewayConfig) return loadGatewayConfigFile(flags.gatewayConfig);
+function gatewayConfigFrom(file: SvcdFileConfig, flags: Flags, logger: Logger): GatewayConfig {
+  if (flags.gatewayConfig) {
+    if (file.gateway !== undefined) logger.warn('--gateway-config is given: the gateway: section of --config is not used', { config: flags.config, gateway_config: flags.gatewayConfig });
+    return loadGatewayConfigFile(flags.gatewayConfig);
+  }
   if (file.gateway !== undefined && flags.config) {
     return loadGatewayConfig(file.gateway ?? {}, { source: `${flags.config} (gateway:)`, baseDir: dirname(resolve(flags.config)) });
   }
@@ -77,7 +80,7 @@ async function serve(flags: Flags): Promise<void> {
   const k = file.kernel ?? {};
   const token = process.env.SVC_TOKEN || k.token || null;
   const clockSkewSeconds = wholeSecondsOf(process.env.SVC_CLOCK_SKEW_SECONDS, 'SVC_CLOCK_SKEW_SECONDS', MAX_CLOCK_SKEW_SECONDS, k.clock_skew_seconds ?? 0);
-  const gatewayConfig = flags.gateway ? gatewayConfigFrom(file, flags) : null;
+  const gatewayConfig = flags.gateway ? gatewayConfigFrom(file, flags, logger) : null;
   const drainSource = flags.drainSeconds !== undefined ? '--drain-seconds' : 'SVC_DRAIN_SECONDS';
   const drainMs = 1000 * wholeSecondsOf(flags.drainSeconds ?? process.env.SVC_DRAIN_SECONDS, drainSource, MAX_DRAIN_SECONDS, DRAIN_SECONDS);
   // Signals are handled from here on: one that arrives while svcd starts stops it as soon as

@@ -105,14 +105,6 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
       apps.push(app);
       kernelUrl = urlOf(app);
       unregister.push(registerSvcListener(kernelUrl));
-      // What an operator checks first: where the data is, which key signs, who may call.
-      logger.info('kernel ready', {
-        listen: kernelUrl,
-        data_dir: opts.kernel.dataDir,
-        key_id: kernel.keys.keyId,
-        publishers: (opts.kernel.publishers ?? []).length,
-        auth: token ? 'bearer token' : 'loopback clients only',
-      });
     }
     if (gateway && gatewayAt) {
       const app = await buildGatewayApp(gateway, { token: gatewayAt.token, logger: gatewayAt.logger });
@@ -120,6 +112,17 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
       apps.push(app);
       gatewayUrl = urlOf(app);
       unregister.push(registerSvcListener(gatewayUrl));
+    }
+    // Once both listen: a gateway port already taken must not leave a "ready" line behind it.
+    // What an operator checks first: where the data is, which key signs, who may call.
+    if (kernel && kernelUrl && opts.kernel) {
+      logger.info('kernel ready', {
+        listen: kernelUrl,
+        data_dir: opts.kernel.dataDir,
+        key_id: kernel.keys.keyId,
+        publishers: (opts.kernel.publishers ?? []).length,
+        auth: token ? 'bearer token' : 'loopback clients only',
+      });
     }
   } catch (err) {
     for (const off of unregister) off();

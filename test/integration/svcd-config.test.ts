@@ -159,6 +159,34 @@ describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
     expect(skew.stderr).toContain('SVC_CLOCK_SKEW_SECONDS "soon" must be a whole number of seconds');
   });
 
+  it('a gateway port already taken: exit 1 with no "kernel ready" line before it; --gateway-config over a gateway: section is warned about', async () => {
+    const { createServer } = await import('node:net');
+    const taken = createServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
+    const port = (taken.address() as { port: number }).port;
+    try {
+      const dir = tempDir();
+      const r = svcdExit(['--data-dir', join(dir, 'k'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', `127.0.0.1:${port}`]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain('EADDRINUSE');
+      expect(r.stderr).not.toContain('kernel ready');
+      expect(r.stdout).toBe('');
+    } finally {
+      taken.close();
+    }
+    const dir = tempDir();
+    const cfg = join(dir, 'svcd.yaml');
+    writeFileSync(cfg, 'gateway:\n  connectors: []\n');
+    const gw = join(dir, 'gateway.yaml');
+    writeFileSync(gw, `data_dir: ${JSON.stringify(join(dir, 'g'))}\n`);
+    const svcd = await spawnSvcd(['--config', cfg, '--gateway-config', gw, '--data-dir', join(dir, 'k')], { SVC_TOKEN: '' });
+    try {
+      await expect.poll(() => svcd.stderr(), { timeout: 5000 }).toContain('--gateway-config is given: the gateway: section of --config is not used');
+    } finally {
+      await svcd[Symbol.asyncDispose]();
+    }
+  });
+
   it('keys rotate refuses a data dir with no key, and SVC_SIGNING_KEY', () => {
     const empty = tempDir();
     const r = svcdExit(['keys', 'rotate', '--data-dir', empty]);
