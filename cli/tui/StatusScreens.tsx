@@ -5,7 +5,7 @@
 import React from 'react';
 import { Box, Text } from 'ink';
 import type { Approval, ApprovalDecision } from './approvals-api.js';
-import { clean, clock, fit, wrap } from './format.js';
+import { clean, clock, columns, fit, wrap } from './format.js';
 
 interface FrameProps {
   width: number;
@@ -99,11 +99,17 @@ function ReasonLines({ current, inner, rows }: { current: Approval; inner: numbe
       ))}
       {cut ? (
         <Text wrap="truncate-end" dimColor>
-          {fit(`Cut to fit: svc approvals list --state ${clean(current.state)} --json shows it whole.`, inner)}
+          {cutHint(clean(current.state), inner)}
         </Text>
       ) : null}
     </>
   );
+}
+
+/** Where to read a cut reason whole, in the longest form that fits the frame (svc-approvals(1)). */
+function cutHint(state: string, inner: number): string {
+  const forms = [`Cut to fit: svc approvals list --state ${state} --json shows it whole.`, `Cut: svc approvals list --state ${state} --json`, 'Cut: see svc approvals list --json', 'Cut to fit.'];
+  return fit(forms.find((f) => columns(f) <= inner) ?? forms.at(-1)!, inner);
 }
 
 /** The way out, on one line: its short form on a narrow terminal. */

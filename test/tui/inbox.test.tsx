@@ -329,6 +329,18 @@ describe('svc approvals inbox: status screens', () => {
     expect(props.onQuit).not.toHaveBeenCalled();
   });
 
+  it('a reason cut to fit says where to read it whole in a form the frame can hold, down to 40 columns', async () => {
+    const list = three();
+    const current: Approval = { ...list[0]!, state: 'rejected', decision: 'rejected', actor: { id: 'fin-2', role: 'finance' }, reason: 'duplicate charge, '.repeat(200), decided_at: '2026-01-01T10:04:30.000Z' };
+    for (const [width, hint] of [[80, 'Cut to fit: svc approvals list --state rejected --json shows it whole.'], [56, 'Cut: svc approvals list --state rejected --json'], [40, 'Cut: see svc approvals list --json']] as const) {
+      const { t } = setup(list, { width, alert: { kind: 'lost_race', approval: list[0]!, attempted: 'approved', current } });
+      const f = await t.waitFor('Too late');
+      expect(f, `${width} columns`).toContain(hint);
+      expect(f).not.toMatch(/Cut[^\n]*…/);
+      t.unmount();
+    }
+  });
+
   it('an earlier decision of this inbox\'s that got there first is named as the actor\'s own, recorded, not "Too late" (svc-approvals(1) Screens)', async () => {
     const list = three();
     const current: Approval = { ...list[0]!, state: 'approved', decision: 'approved', actor: { id: 'fin-1', role: 'finance' }, reason: '', decided_at: '2026-01-01T10:04:58.000Z' };
