@@ -203,13 +203,16 @@ export function loadGatewayConfig(doc: unknown, opts: LoadOptions = {}): Gateway
  * as a form or query value, and as the WHATWG URL parser writes it in a query or a path (an
  * upstream echoing the URL it was called with, or redirecting to one the gateway follows).
  * The value trimmed too: a header is sent without its leading and trailing whitespace, and
- * secrets read from files often end in a newline. And lower-cased: fetch and Node's http hand
- * on header names lower-cased, so an upstream that echoes a credential as a response header's
- * name (or a config map key that is a `${VAR}`) comes back in that spelling through svc's own
- * path. Other transformations are the upstream's doing and not followed (svc-gateway(5)).
+ * secrets read from files often end in a newline. And lower-cased as it is: fetch and Node's
+ * http hand on header names lower-cased, so an upstream that echoes a credential as a response
+ * header's name (or a config map key that is a `${VAR}`) comes back in that spelling through
+ * svc's own path. A header name is a token, which JSON and percent-encoding leave as it is, so
+ * the lower-cased value needs no spellings of its own (each costs every redaction a scan).
+ * Other transformations are the upstream's doing and not followed (svc-gateway(5)).
  */
 export function registerSecret(redactor: Redactor, value: string): void {
-  for (const v of new Set([value, value.trim(), value.toLowerCase(), value.trim().toLowerCase()])) {
+  for (const v of new Set([value.toLowerCase(), value.trim().toLowerCase()])) redactor.add(v);
+  for (const v of new Set([value, value.trim()])) {
     const once = JSON.stringify(v).slice(1, -1);
     const twice = JSON.stringify(once).slice(1, -1);
     const form = new URLSearchParams([['', v]]).toString().slice(1);
