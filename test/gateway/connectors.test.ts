@@ -334,6 +334,75 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
     }
   });
 
+  it('a WAL-mode database restored by a rename: the old log is emptied first, so the restore is read and kept whole (svc-gateway(5))', async () => {
+    const base = tempDir('svc-sqlite-wal-');
+    const file = join(base, 'x.db');
+    const db = new Database(file);
+    db.pragma('journal_mode = wal');
+    db.exec("CREATE TABLE t (v TEXT); INSERT INTO t VALUES ('old')");
+    db.close();
+    const c = new SqliteConnector({ type: 'sqlite', name: 'wal', path: file, probe: null, timeout_ms: 5000, tools: { put: { statement: 'INSERT INTO t (v) VALUES (:v)', writes: true }, all: { statement: 'SELECT v FROM t ORDER BY rowid' } } });
+    await c.start();
+    const ctx = { signal: new AbortController().signal, now: () => Date.now(), enterScope: () => true, outcomeUnknown: () => undefined };
+    const restore = (v: string) => {
+      const copy = join(base, 'copy.db');
+      const r = new Database(copy);
+      r.pragma('journal_mode = wal');
+      r.exec(`CREATE TABLE t (v TEXT); INSERT INTO t VALUES ('${v}')`);
+      r.close();
+      renameSync(copy, file);
+    };
+    try {
+      await c.call('put', { v: 'in-the-log' }, ctx); // a frame in x.db-wal, not yet in x.db
+      restore('restored');
+      expect(await c.call('all', {}, ctx)).toEqual({ rows: [{ v: 'restored' }] });
+      // Another connection holding the old file's log: refused until it lets go, never replayed.
+      await c.call('put', { v: 'second' }, ctx);
+      const holder = new Database(file);
+      holder.exec('BEGIN');
+      holder.prepare('SELECT * FROM t').all();
+      restore('restored-again');
+      const err = await c.call('all', {}, ctx).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(UpstreamError);
+      expect((err as UpstreamError).message).toContain('holds its write-ahead log');
+      holder.exec('COMMIT');
+      holder.close();
+      expect(await c.call('all', {}, ctx)).toEqual({ rows: [{ v: 'restored-again' }] });
+    } finally {
+      await c.close();
+    }
+    const after = new Database(file, { readonly: true });
+    expect(after.prepare('SELECT v FROM t ORDER BY rowid').all()).toEqual([{ v: 'restored-again' }]);
+    after.close();
+    rmSync(base, { recursive: true, force: true });
+  });
+
+  it('a path whose directory became a file (stat says ENOTDIR): an upstream error, the statement process lives on', async () => {
+    const base = tempDir('svc-sqlite-notdir-');
+    mkdirSync(join(base, 'dir'));
+    const file = join(base, 'dir', 'x.db');
+    const db = new Database(file);
+    db.exec("CREATE TABLE t (v TEXT); INSERT INTO t VALUES ('a')");
+    db.close();
+    const c = new SqliteConnector({ type: 'sqlite', name: 'notdir', path: file, probe: null, timeout_ms: 5000, tools: { all: { statement: 'SELECT v FROM t' } } });
+    await c.start();
+    const ctx = { signal: new AbortController().signal, now: () => Date.now(), enterScope: () => true, outcomeUnknown: () => undefined };
+    try {
+      expect(await c.call('all', {}, ctx)).toEqual({ rows: [{ v: 'a' }] });
+      renameSync(join(base, 'dir'), join(base, 'moved'));
+      writeFileSync(join(base, 'dir'), 'not a directory');
+      for (let i = 0; i < 2; i++) {
+        const err = await c.call('all', {}, ctx).catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(UpstreamError);
+        expect((err as UpstreamError).message).toContain('cannot open');
+        expect((err as UpstreamError).message).not.toContain('statement process ended');
+      }
+    } finally {
+      await c.close();
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+
   it('column values leave as JSON can carry them: an integer past 2^53 as its decimal string, a BLOB as base64 (docs/design.md "sqlite")', async () => {
     const base = tempDir('svc-sqlite-values-');
     const file = join(base, 'v.db');

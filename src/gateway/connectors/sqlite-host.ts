@@ -100,15 +100,32 @@ function closeAll() {
   try { if (ro) ro.close(); if (rw) rw.close(); } catch (e) {}
   rw = ro = stmts = opened = null;
 }
+function statOf(path) {
+  try { return statSync(path, { throwIfNoEntry: false }); } catch (e) { return undefined; } // ENOTDIR, EACCES, ELOOP
+}
 // The file the connections have open is still the one at the path? A file moved away, deleted
 // or replaced (a restore from a backup) keeps answering reads from the old inode, and only a
 // write would notice (SQLITE_READONLY_DBMOVED): asked before every call, so the call reopens.
 function sameFile() {
-  const now = statSync(cfg.path, { throwIfNoEntry: false });
+  const now = statOf(cfg.path);
   return now !== undefined && opened !== null && now.ino === opened.ino && now.dev === opened.dev;
 }
+// The connections' file was replaced, moved or deleted, but its write-ahead log at the path
+// still holds the old file's frames: a connection opened on the new file would replay them over
+// it, and its close would write them in, destroying a restored backup. The old connection
+// empties the log first (TRUNCATE). While another connection holds the log, the old ones stay
+// open and false is returned: the call is refused, and the next one tries again.
+function leaveOldFile() {
+  try {
+    const r = rw.pragma('wal_checkpoint(TRUNCATE)');
+    if (r && r[0] && r[0].busy) return false;
+  } catch (e) {} // not in WAL mode: nothing to empty
+  closeAll();
+  return true;
+}
+const HELD_LOG = 'the database file was replaced, moved or deleted while another connection holds its write-ahead log, whose old frames would be written into the new file; it is opened once that connection lets go';
 function open() {
-  opened = statSync(cfg.path, { throwIfNoEntry: false }) || null;
+  opened = statOf(cfg.path) || null;
   rw = new Database(cfg.path, { fileMustExist: true });
   ro = new Database(cfg.path, { fileMustExist: true, readonly: true });
   // Integers as BigInt, so one past 2^53 is not rounded on its way out (jsonValue below).
@@ -143,7 +160,7 @@ function selectRows(stmt, binds) {
   return rows;
 }
 function execute(m) {
-  if (stmts && !sameFile()) closeAll();
+  if (stmts && !sameFile() && !leaveOldFile()) return { ok: false, failure: { kind: 'unavailable', message: HELD_LOG, code: 'SQLITE_BUSY' } };
   if (!stmts) {
     try { open(); } catch (err) {
       closeAll();
@@ -166,7 +183,7 @@ function execute(m) {
     return { ok: true, value: { rows: selectRows(stmt, m.binds) } };
   } catch (err) {
     const code = err && typeof err.code === 'string' ? err.code : null;
-    if (code !== null && fileCodes.test(code)) closeAll(); // reopened by the next call
+    if (code !== null && fileCodes.test(code)) { if (sameFile()) closeAll(); else leaveOldFile(); } // reopened by the next call
     const kind = err instanceof TooLarge ? 'too_large' : err instanceof RangeError || err instanceof TypeError ? 'bad_binding' : 'sqlite';
     return { ok: false, failure: { kind, message: String(err && err.message || err), code } };
   }
