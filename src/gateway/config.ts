@@ -203,15 +203,11 @@ export function loadGatewayConfig(doc: unknown, opts: LoadOptions = {}): Gateway
  * as a form or query value, and as the WHATWG URL parser writes it in a query or a path (an
  * upstream echoing the URL it was called with, or redirecting to one the gateway follows).
  * The value trimmed too: a header is sent without its leading and trailing whitespace, and
- * secrets read from files often end in a newline. And lower-cased as it is: fetch and Node's
- * http hand on header names lower-cased, so an upstream that echoes a credential as a response
- * header's name (or a config map key that is a `${VAR}`) comes back in that spelling through
- * svc's own path. A header name is a token, which JSON and percent-encoding leave as it is, so
- * the lower-cased value needs no spellings of its own (each costs every redaction a scan).
- * Other transformations are the upstream's doing and not followed (svc-gateway(5)).
+ * secrets read from files often end in a newline. (A lower-cased spelling is not registered:
+ * it would redact every case variant of a value such as a user name in every output; the http
+ * connector checks the one place HTTP lower-cases, response header names, itself.)
  */
 export function registerSecret(redactor: Redactor, value: string): void {
-  for (const v of new Set([value.toLowerCase(), value.trim().toLowerCase()])) redactor.add(v);
   for (const v of new Set([value, value.trim()])) {
     const once = JSON.stringify(v).slice(1, -1);
     const twice = JSON.stringify(once).slice(1, -1);
@@ -273,10 +269,9 @@ export function substitute(value: unknown, path: string, env: NodeJS.ProcessEnv,
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) {
-      // A key holding a ${VAR} may be a header name, which comes back lower-cased: registerSecret
-      // registers that spelling of every value, the key's whole text too.
       const key = substitute(k, `${path}/${pointerToken(k)}`, env, redactor, problems) as string;
-      if (key !== k) registerSecret(redactor, key);
+      // A header name comes back lower-cased (HTTP/2, Node's http): that spelling too.
+      if (key !== k) registerSecret(redactor, key.toLowerCase());
       out[key] = substitute(v, `${path}/${pointerToken(k)}`, env, redactor, problems);
     }
     return out;

@@ -79,6 +79,21 @@ export class Redactor {
     return out;
   }
 
+  /**
+   * `text` as an HTTP stack hands on a header name, lower-cased: redacted, and every secret's
+   * lower-cased spelling too (an upstream naming a response header after a credential). Only
+   * there: registered, the lower-cased spellings would redact every case variant of a value
+   * such as a user name in every output.
+   */
+  redactLowerCased(text: string): string {
+    let out = this.redact(text);
+    for (const s of this.secrets) {
+      const lower = s.toLowerCase();
+      if (lower !== s && out.includes(lower)) out = out.split(lower).join(REDACTED);
+    }
+    return out;
+  }
+
   /** The spans of `text` that unescape to a secret, each replaced whole. */
   private redactEscaped(text: string): string {
     const spans = spansBehindEscapes(text, UNESCAPE_LEVELS, (view) => {

@@ -281,6 +281,13 @@ describe('Redactor (src/log/logger.ts)', () => {
     expect(performance.now() - t0).toBeLessThan(2500);
   });
 
+  it('a lower-cased spelling is redacted only in header names, where HTTP lower-cases: a user name "Admin" leaves "admin" in other text alone', () => {
+    const r = new Redactor();
+    registerSecret(r, 'Admin');
+    expect(r.redact('user Admin, role admin')).toBe('user [REDACTED], role admin');
+    expect(r.redactLowerCased('x-admin-token')).toBe('x-[REDACTED]-token');
+  });
+
   it('values under four characters are not registered (documented in svc-gateway(5))', () => {
     const s = new Redactor();
     registerSecret(s, 'abc');

@@ -265,7 +265,10 @@ export class HttpConnector implements Connector {
           json = null;
         }
       }
-      return { status: res.status, headers: Object.fromEntries(res.headers.entries()), body: text, json };
+      // Names as fetch hands them on, lower-cased: a credential an upstream echoes as a header's
+      // name is redacted in that spelling too. Values and bodies are redacted on the way out.
+      const headerList = [...res.headers.entries()].map(([name, value]) => [this.redactor.redactLowerCased(name), value]);
+      return { status: res.status, headers: Object.fromEntries(headerList), body: text, json };
     }
   }
 
