@@ -241,7 +241,9 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split('?')[0]!;
     const shown = shortPath(path);
-    const allowed = [...new Set(routes.filter((r) => r.path.test(path)).map((r) => r.method))];
+    // The router ignores a trailing slash (fastify-options.ts); so does this match.
+    const routed = path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
+    const allowed = [...new Set(routes.filter((r) => r.path.test(routed)).map((r) => r.method))];
     if (allowed.length > 0 && !allowed.includes(req.method)) {
       const svc = new SvcError('method_not_allowed', `${req.method} is not allowed on ${shown}; allowed: ${allowed.join(', ')}`, { method: req.method, allowed });
       void reply.status(405).header('allow', allowed.join(', ')).send(opts.render(svc));

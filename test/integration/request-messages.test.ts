@@ -26,6 +26,12 @@ describe('request_invalid messages (D §10)', () => {
     expect(list.status).toBe(200);
     expect(list.body.runs.map((r: { run_id: string }) => r.run_id)).toEqual([run_id]);
     expect((await d.kernel_(`/runs/${run_id}/`)).body.run_id).toBe(run_id);
+    // …and for a method the path does not take: 405 either way.
+    for (const path of ['/runs', '/runs/']) {
+      const r = await d.kernel_(path, { method: 'DELETE' });
+      expect(r.status, path).toBe(405);
+      expect(r.body.error.code).toBe('method_not_allowed');
+    }
   });
 
   it('bodies: a missing member "is required", an enum lists its values, a body that is no object says so', async () => {
