@@ -197,7 +197,8 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
     // Bodies are read as sent: a compressed body is not JSON, and a plain one labelled as
     // compressed must not be taken as if the label were not there.
     const coding = req.headers['content-encoding'];
-    if (coding !== undefined && coding.trim().toLowerCase() !== 'identity') {
+    // A list of codings (RFC 9110 §8.4); empty or only `identity` is no coding at all.
+    if (coding !== undefined && coding.split(',').some((c) => c.trim() !== '' && c.trim().toLowerCase() !== 'identity')) {
       return done(new SvcError('request_invalid', `Content-Encoding ${JSON.stringify(coding.slice(0, 64))} is not supported: send the body uncompressed`, { path: '' }), undefined);
     }
     const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;

@@ -47,8 +47,10 @@ describe('request_invalid messages (D §10)', () => {
       expect(res.status, coding).toBe(400);
       expect(((await res.json()) as { error: unknown }).error).toMatchObject({ code: 'request_invalid', message: `Content-Encoding "${coding}" is not supported: send the body uncompressed`, details: { path: '' } });
     }
-    const identity = await fetch(`${d.kernelUrl}/v1/leases`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': 'identity' }, body: '{"worker_id":"w","kinds":["model"],"wait_seconds":0}' });
-    expect(identity.status).toBe(204);
+    for (const coding of ['identity', 'Identity, identity', '']) {
+      const identity = await fetch(`${d.kernelUrl}/v1/leases`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': coding }, body: '{"worker_id":"w","kinds":["model"],"wait_seconds":0}' });
+      expect(identity.status, coding).toBe(204);
+    }
     for (const body of ['[]', '"x"', '7']) {
       const r = await d.kernel_('/leases', { body });
       expect(r.status, body).toBe(400);
