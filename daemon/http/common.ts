@@ -16,6 +16,7 @@ import { isLoopbackAddress, isLoopbackName } from '../../src/util/loopback.js';
 import { SvcError, isSvcError } from '../../src/errors.js';
 import { globalRedactor, type Logger, type Redactor } from '../../src/log/logger.js';
 import { ajvErrorPath } from '../../src/encoding/json-pointer.js';
+import { PRINTABLE_NAME_MESSAGE, PRINTABLE_NAME_PATTERN } from '../../src/util/printable-name.js';
 
 /** How a listener renders an SvcError (the kernel and the gateway differ, I 7.1 vs 7.2). */
 export type ErrorRenderer = (err: SvcError) => unknown;
@@ -81,6 +82,7 @@ export function toSvcError(err: unknown, logger?: Logger): SvcError {
       place.member === 'missing' ? 'is required'
       : place.member === 'extra' ? 'is not allowed'
       : first?.keyword === 'enum' && allowed ? `must be one of ${allowed.map((v) => JSON.stringify(v)).join(', ')}`
+      : first?.keyword === 'pattern' && (first.params as { pattern?: string }).pattern === PRINTABLE_NAME_PATTERN ? PRINTABLE_NAME_MESSAGE
       : first?.message ?? 'is invalid';
     return new SvcError('request_invalid', `${path || '/'} ${message}`, { path });
   }

@@ -9,6 +9,7 @@ import type { RunState } from '../../src/types.js';
 import { enumQuery, intQuery, stringQuery } from '../http/common.js';
 import { knownRun } from './known-ids.js';
 import { SvcError } from '../../src/errors.js';
+import { PRINTABLE_NAME, PRINTABLE_NAME_MESSAGE, PRINTABLE_NAME_PATTERN } from '../../src/util/printable-name.js';
 
 const requester = {
   type: 'object',
@@ -20,7 +21,7 @@ const requester = {
 export const ACTOR_SCHEMA = {
   type: 'object',
   required: ['id', 'role'],
-  properties: { id: { type: 'string', minLength: 1 }, role: { type: 'string', minLength: 1 } },
+  properties: { id: { type: 'string', minLength: 1, pattern: PRINTABLE_NAME_PATTERN }, role: { type: 'string', minLength: 1, pattern: PRINTABLE_NAME_PATTERN } },
 } as const;
 
 const createBody = {
@@ -50,12 +51,14 @@ export function recordedActor(value: unknown): Actor | null {
     if (value.length > 256) throw refuse('/actor', 'must be at most 256 characters');
     // The kernel's own actor on the events it appends: no caller may sign as it.
     if (value === 'kernel') throw refuse('/actor', '"kernel" is reserved for the events the kernel appends itself');
+    if (!PRINTABLE_NAME.test(value)) throw refuse('/actor', PRINTABLE_NAME_MESSAGE);
     return value;
   }
   if (typeof value !== 'object' || Array.isArray(value)) throw refuse('/actor', 'must be an object ({id, role} or {worker_id}), a name, or null');
   for (const member of ['id', 'role', 'worker_id'] as const) {
     const v = (value as Record<string, unknown>)[member];
     if (v !== undefined && (typeof v !== 'string' || v === '')) throw refuse(`/actor/${member}`, 'must be a non-empty string');
+    if (typeof v === 'string' && !PRINTABLE_NAME.test(v)) throw refuse(`/actor/${member}`, PRINTABLE_NAME_MESSAGE);
   }
   return value as Actor;
 }

@@ -12,6 +12,8 @@ import { AUTONOMY_ORDER, type Autonomy, type Requester, type Spend } from '../ty
 import { scopePatternProblem, toolPatternProblem } from './patterns.js';
 import { MAX_SPEND_USD, wholeMicroUsd } from '../spend.js';
 import { ajvErrorPath } from '../encoding/json-pointer.js';
+import { PRINTABLE_NAME_MESSAGE, PRINTABLE_NAME_PATTERN } from '../util/printable-name.js';
+import { POLICY_NAME, POLICY_VERSION } from '../policy/requests.js';
 
 /** Default remit lifetime when `ttl_seconds` is not given (decisions §3). */
 export const DEFAULT_TTL_SECONDS = 3600;
@@ -20,9 +22,12 @@ export const MAX_TTL_SECONDS = 2_592_000;
 /** Most entries in tools, scopes, grants or policy_set. */
 export const MAX_LIST_ITEMS = 256;
 
-/** `name` or `name@version` (decisions §3). */
-/** `name` or `name@version`, each as POST /v1/policies takes it (POLICY_NAME, POLICY_VERSION): a longer name could never be pushed, and the run would fail at creation with policy_not_found. */
-export const POLICY_REF = '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}(@[A-Za-z0-9][A-Za-z0-9.+_-]{0,63})?$';
+/**
+ * `name` or `name@version` (decisions §3), each as POST /v1/policies takes it: a name that
+ * could never be pushed would fail every run on the remit with policy_not_found.
+ */
+const inner = (re: RegExp) => re.source.replace(/^\^/, '').replace(/\$$/, '');
+export const POLICY_REF = `^${inner(POLICY_NAME)}(@${inner(POLICY_VERSION)})?$`;
 
 export interface MintRequest {
   tools: string[];
@@ -42,13 +47,9 @@ export interface MintRequest {
  */
 export type DeriveRequest = Partial<Omit<MintRequest, 'spend'>> & { spend?: Partial<Spend>; exp?: number; nbf?: number };
 
-/**
- * Names that approvals, events and every operator's screen repeat: no control characters and no
- * bidirectional controls, which could make one person's id read as another's.
- */
-const PRINTABLE_NAME = '^[^\\u0000-\\u001f\\u007f-\\u009f\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069]+$';
+const PRINTABLE_NAME = PRINTABLE_NAME_PATTERN;
 const PATTERN_MESSAGES: Record<string, string> = {
-  [PRINTABLE_NAME]: 'must not contain control or bidirectional-control characters',
+  [PRINTABLE_NAME]: PRINTABLE_NAME_MESSAGE,
   '^\\S+$': 'must not contain whitespace',
   [POLICY_REF]: 'must be a policy name (1-64 letters, digits, ".", "_" or "-") or name@version',
 };

@@ -87,6 +87,9 @@ describe('deciding an approval (I 3, D 5.4)', () => {
       const r = await d.kernel_(`/approvals/${p.approval_id}`, { body });
       expect(r.status, JSON.stringify(body)).toBe(400);
     }
+    // An approver id that reads as another (the requester's, with a zero-width or bidi mark).
+    const lookalike = await d.kernel_(`/approvals/${p.approval_id}`, { body: { decision: 'approved', actor: { id: `${APPROVER.id}\u200e`, role: APPROVER.role } } });
+    expect(lookalike.body.error).toMatchObject({ code: 'request_invalid', message: '/actor/id must not contain control, format (bidirectional or zero-width) or line-separator characters', details: { path: '/actor/id' } });
     expect((await d.kernel_('/approvals/apr_nope')).status).toBe(404);
     const nf = await d.kernel_('/approvals/apr_nope', { body: { decision: 'approved', actor: APPROVER } });
     expect(nf.status).toBe(404);

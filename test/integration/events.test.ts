@@ -156,6 +156,8 @@ describe('POST /runs/{id}/events (I 5.2, D §7, §10)', () => {
     expect(await said('')).toMatchObject({ message: '/actor must not be empty', details: { path: '/actor' } });
     expect(await said({ id: 7, role: 'ops' })).toMatchObject({ message: '/actor/id must be a non-empty string', details: { path: '/actor/id' } });
     expect((await said(5)).message).toBe('/actor must be an object ({id, role} or {worker_id}), a name, or null');
+    expect(await said({ id: 'ops\u202e1', role: 'ops' })).toMatchObject({ details: { path: '/actor/id' } });
+    expect(await said('bot\u200b')).toMatchObject({ details: { path: '/actor' } });
     expect((await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'x', actor: 'kernel' } })).body.error.message).toContain('reserved');
     // The actor is an object, a name, or absent (null): man/svc-events.7.
     for (const [actor, stored] of [[{ id: 'w-1', role: 'worker', host: 'a' }, { id: 'w-1', role: 'worker', host: 'a' }], ['svc-bot', 'svc-bot'], [undefined, null]] as const) {

@@ -331,7 +331,11 @@ describe('identity strings (I 2.1; docs/design.md "Remits")', () => {
   it('say which characters they may not hold; names in any script are taken', async () => {
     await using d = await startTestDaemon();
     const nul = await d.kernel_('/remits', { body: { ...mintBody, requested_by: { ...mintBody.requested_by, role: 'fin\u0007' } } });
-    expect(nul.body.error).toMatchObject({ code: 'request_invalid', message: '/requested_by/role must not contain control or bidirectional-control characters' });
+    expect(nul.body.error).toMatchObject({ code: 'request_invalid', message: '/requested_by/role must not contain control, format (bidirectional or zero-width) or line-separator characters' });
+    for (const id of ['ana\u200b', 'ana\u00ad', '\ufeffana', 'ana\u2028']) {
+      const r = await d.kernel_('/remits', { body: { ...mintBody, requested_by: { ...mintBody.requested_by, id } } });
+      expect(r.body.error?.details, JSON.stringify(id)).toEqual({ path: '/requested_by/id' });
+    }
     const spaced = await d.kernel_('/remits', { body: { ...mintBody, grants: ['p ii'] } });
     expect(spaced.body.error.message).toBe('/grants/0 must not contain whitespace');
     const ok = await d.kernel_('/remits', { body: { ...mintBody, requested_by: { id: 'José Ñúñez', role: 'финансы', manager: '王伟' } } });
