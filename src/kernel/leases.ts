@@ -429,7 +429,8 @@ export class LeaseService {
       await w.append({ kind: 'lease.expired', payload: p, actor: KERNEL_ACTOR });
       if (next === null) {
         const error = { code: 'lease_expired', message: `lease ${lease.lease_id} expired on attempt ${attempt} of ${maxAttempts}` };
-        if (isComp) await this.failCompensation(w, lease.step, attempt, null, error);
+        // The lease whose expiry ended the last attempt, named as a failed lease is.
+        if (isComp) await this.failCompensation(w, lease.step, attempt, lease.lease_id, error);
         else await this.quarantine(w, lease.step, attempt, 'max_attempts', lease.lease_id);
       }
       return true;

@@ -193,6 +193,28 @@ describe('heartbeat and expiry (I 3 lease rows, D §6)', () => {
     const run = await getRun(d, run_id);
     expect(run).toMatchObject({ state: 'parked', parked_reason: 'quarantine' });
     expect(run.steps.triage).toMatchObject({ state: 'quarantined', error: { code: 'lease_expired' } });
+    // svc-events(7): run.parked names the lease whose expiry parked the run.
+    const l = (await allEvents(d, run_id)).find((e) => e.kind === 'step.leased')!;
+    expect((await allEvents(d, run_id)).at(-1)).toMatchObject({ kind: 'run.parked', payload: { reason: 'quarantine', lease_id: l.payload.lease_id, approval_id: null } });
+  });
+
+  it('a compensation lease expiring on its last attempt: compensation.failed names that lease', async () => {
+    await using d = await startRunDaemon();
+    const b = refundsBundle();
+    b.tools!['billing.unlookup'] = { writes: true };
+    b.workflows.refund!.steps[1]!.compensate = { tool: 'billing.unlookup', args: {} };
+    b.workflows.refund!.steps[1]!.retry = { max_attempts: 1 };
+    const { run_id } = await startRun(d, await pushBundle(d, b), { autonomy: 'autonomous' });
+    await leaseAndComplete(d, { amount: 20 });
+    await leaseAndComplete(d, { rows: 2 });
+    await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'wrong customer' } });
+    const comp = await lease(d, ['compensation'], { ttl_seconds: 1 });
+    expect(comp.body.step).toBe('lookup');
+    await sleep(1100);
+    expect((await lease(d, ['compensation'])).status).toBe(204);
+    const failed = (await allEvents(d, run_id)).find((e) => e.kind === 'compensation.failed')!;
+    expect(failed.payload).toMatchObject({ step: 'lookup', attempt: 1, lease_id: comp.body.lease_id, error: { code: 'lease_expired' } });
+    expect((await getRun(d, run_id)).state).toBe('abandoned');
   });
 
   it('a completed or failed lease is 410; an unknown lease is 404', async () => {
