@@ -5,7 +5,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Kernel } from '../../src/kernel/kernel.js';
 import { knownLease, knownRows } from './known-ids.js';
-import { SvcError } from '../../src/errors.js';
 import { LEASE_KINDS, LEASE_TTL, MAX_WAIT_SECONDS, type CompleteBody, type FailBody, type LeaseRequest } from '../../src/kernel/leases.js';
 import type { LeaseRow } from '../../src/kernel/run-store.js';
 
@@ -93,14 +92,9 @@ export async function leaseRoutes(app: FastifyInstance, kernel: Kernel): Promise
 
   app.post<{ Params: { id: string } }>('/leases/:id/heartbeat', { preParsing }, async (req) => leases.heartbeat(req.params.id, knownRows.get(req) as LeaseRow | undefined));
 
-  app.post<{ Params: { id: string }; Body: CompleteBody }>('/leases/:id/complete', { preParsing, schema: { body: completeBody } }, async (req) => {
-    // A failure report sent here by mistake would complete the step with output null, and its
-    // compensation would then have no output to read: refused, not taken as a success.
-    if (Object.hasOwn(req.body, 'error') && !Object.hasOwn(req.body, 'output')) {
-      throw new SvcError('request_invalid', '/error is not a member of a completion: a failure is reported with POST /v1/leases/{id}/fail', { path: '/error' });
-    }
-    return leases.complete(req.params.id, req.body, knownRows.get(req) as LeaseRow | undefined);
-  });
+  app.post<{ Params: { id: string }; Body: CompleteBody }>('/leases/:id/complete', { preParsing, schema: { body: completeBody } }, async (req) =>
+    leases.complete(req.params.id, req.body, knownRows.get(req) as LeaseRow | undefined),
+  );
 
   app.post<{ Params: { id: string }; Body: FailBody & { error: { code: string; message?: string } } }>(
     '/leases/:id/fail',

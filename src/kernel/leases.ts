@@ -290,6 +290,12 @@ export class LeaseService {
    */
   async complete(leaseId: string, body: CompleteBody, known?: LeaseRow): Promise<{ run_state: RunState; next_step: string | null }> {
     const lease = await this.active(leaseId, known);
+    // A failure report sent here by mistake would complete the step with output null, and its
+    // compensation would then have no output to read: refused (once the lease is known live,
+    // so an ended lease is 410 whatever was sent), not taken as a success.
+    if (Object.hasOwn(body, 'error') && !Object.hasOwn(body, 'output')) {
+      throw new SvcError('request_invalid', '/error is not a member of a completion: a failure is reported with POST /v1/leases/{id}/fail', { path: '/error' });
+    }
     const read = await this.e.modelRead(lease.run_id);
     const model = read.model;
     const { def } = await this.e.stepDefOf(model, lease.step);
