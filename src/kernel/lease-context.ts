@@ -31,6 +31,13 @@ export interface LeaseContext {
   pacing: NonNullable<Bundle['pacing']>;
   approved_actions: string[];
   prior_events: RunEvent[];
+  /**
+   * seq of the step's first `step.leased`, where `prior_events` would start were it not cut to
+   * its last PRIOR_EVENTS_MAX (on the first lease, this lease's own: nothing comes before it).
+   * A worker whose first prior event comes later reads the rest with GET /runs/{id}/events: a
+   * step's recorded model answers must all be replayed, or a write runs twice.
+   */
+  prior_events_from_seq: number | null;
   budget: { tokens: number; usd: number; used_tokens: number; used_usd: number };
 }
 
@@ -106,6 +113,7 @@ export interface ContextParts {
   remitToken: string;
   remit: RemitPayload;
   priorEvents: RunEvent[];
+  priorEventsFromSeq: number | null;
   /** Spend derived remits reserved from the run's remit (decisions 8.3): not this run's to use. */
   reserved: Spend;
 }
@@ -135,6 +143,7 @@ export async function buildLeaseContext(k: Pick<Kernel, 'toolCatalog'>, p: Conte
     pacing: p.bundle.pacing ?? {},
     approved_actions: [...(m.steps[p.step]?.approved_actions ?? [])],
     prior_events: p.priorEvents,
+    prior_events_from_seq: p.priorEventsFromSeq,
     // What this run may spend in all: its remit's spend less what derived remits reserved, so
     // a worker reads its headroom as budget − used, the same line the kernel fails the run at.
     budget: { ...spendLeft(m.budget, p.reserved), used_tokens: m.usage.tokens, used_usd: m.usage.usd },

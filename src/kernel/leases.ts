@@ -217,6 +217,7 @@ export class LeaseService {
       remitToken: outcome.remitToken,
       remit: outcome.remit,
       priorEvents: prior,
+      priorEventsFromSeq: step.first_lease_seq,
       reserved: prepared.reserved,
     });
     return {

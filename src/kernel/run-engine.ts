@@ -31,6 +31,9 @@ import { unreportedUsage } from './unreported-usage.js';
 /** Every run state (decisions §6), for the svc_runs gauge and list filters. */
 export const RUN_STATES: readonly RunState[] = ['running', 'parked', 'completed', 'failed', 'abandoning', 'abandoned'];
 
+/** Most events a lease context's `prior_events` carries: the last of the step's (docs/design.md "Lease context"). */
+export const PRIOR_EVENTS_MAX = 1000;
+
 /** POST /v1/runs body (interface 2.4). */
 export interface CreateRunBody {
   bundle_id: string;
@@ -332,7 +335,7 @@ export class RunEngine {
   }
 
   /** Events with fromSeq <= seq < toSeq, the most recent `max` of them. */
-  async eventRange(runId: string, fromSeq: number, toSeq: number, max = 1000): Promise<RunEvent[]> {
+  async eventRange(runId: string, fromSeq: number, toSeq: number, max = PRIOR_EVENTS_MAX): Promise<RunEvent[]> {
     if (fromSeq >= toSeq) return []; // a step's first lease: nothing before it (no query)
     const rows = await this.k.db.all<EventRow>('SELECT * FROM run_events WHERE run_id = ? AND seq >= ? AND seq < ? ORDER BY seq DESC LIMIT ?', [runId, fromSeq, toSeq, max]);
     return rows.reverse().map(safeParseEventRow);

@@ -18,7 +18,7 @@ import { Backoff } from './backoff.js';
 import { LeaseLostError, StepError } from './errors.js';
 import { errorOf, requestJson, type JsonResponse, type PeerOptions } from './http.js';
 import { chargeableUsage } from './providers/usage.js';
-import type { Lease, Usage } from './types.js';
+import type { Lease, PriorEvent, Usage } from './types.js';
 
 export interface LeaseRequest {
   worker_id: string;
@@ -100,6 +100,13 @@ export class KernelClient {
     if (res.status === 204) return null;
     if (res.status === 200 && res.body && typeof res.body === 'object' && typeof res.body.lease_id === 'string') return res.body as Lease;
     throw kernelError('lease', res);
+  }
+
+  /** A page of a run's events from `fromSeq` on (GET /runs/{id}/events), retried like a lease call. */
+  async events(runId: string, fromSeq: number, limit: number, opts: LeaseCallOptions = {}): Promise<{ events: PriorEvent[]; next_seq: number }> {
+    const res = await this.leaseRequest('GET', `/runs/${encodeURIComponent(runId)}/events?from_seq=${fromSeq}&limit=${limit}`, undefined, opts);
+    if (res.status === 200 && res.body && Array.isArray(res.body.events)) return res.body as { events: PriorEvent[]; next_seq: number };
+    throw kernelError('events', res);
   }
 
   /** Extends the lease; LeaseLostError on 410 (the run was parked or the lease ended). */

@@ -50,7 +50,7 @@ export function leaseKind(lease: Lease): LeaseKind | string {
 }
 
 export class StepRuntime {
-  readonly history: StepHistory;
+  private historyRead: StepHistory | null = null;
   readonly actor: { id: string; role: string };
   private used: Usage = { ...ZERO_USAGE };
 
@@ -59,8 +59,12 @@ export class StepRuntime {
     readonly signal: AbortSignal,
     readonly deps: StepRuntimeDeps,
   ) {
-    this.history = StepHistory.from(lease.context?.prior_events, lease.step);
     this.actor = { id: deps.workerId, role: 'worker' };
+  }
+
+  /** What earlier leases of the step did, read when first asked: after the worker has made the prior events whole (prior-events.ts). */
+  get history(): StepHistory {
+    return (this.historyRead ??= StepHistory.from(this.lease.context?.prior_events, this.lease.step));
   }
 
   get kind(): string {

@@ -57,6 +57,8 @@ export interface LeaseContext {
   pacing: Partial<Record<string, KindPacing>>;
   approved_actions: string[];
   prior_events: PriorEvent[];
+  /** seq of the step's first lease; `prior_events` is cut to its last 1000 when it starts later. */
+  prior_events_from_seq?: number | null;
   budget?: { tokens: number; usd: number; used_tokens: number; used_usd: number };
 }
 

@@ -29,6 +29,7 @@ import { PacingGate } from './pacing.js';
 import type { Provider } from './providers/provider.js';
 import { chargeableUsage } from './providers/usage.js';
 import { leaseKind, StepRuntime } from './step-runtime.js';
+import { completePriorEvents } from './prior-events.js';
 import type { Lease, StepOutcome } from './types.js';
 
 /** Every kind a worker can serve. */
@@ -309,6 +310,7 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
         timeout = setTimeout(() => abort.abort(new StepError('step_timeout', `step ran longer than its timeout of ${timeoutS} s`)), timeoutS * 1000);
       }
       this.emit('step:start', info);
+      await completePriorEvents(this.kernel, lease, { until, signal: abort.signal });
       const executor = EXECUTORS[kind];
       if (!executor) throw new StepError('step_invalid', `this worker cannot run steps of kind "${kind}"`, true);
       const outcome = await executor(rt);
