@@ -168,8 +168,39 @@ class Collector {
   }
 }
 
+/**
+ * A string holding JSON text (an http tool's raw `body` beside its parsed `json`, a JSON
+ * column): its parse when it is an object or an array, else null. Only looked for while some
+ * field is classified: a classified value too short to scrub as a literal (a salary of 95000,
+ * a code `X7Q`) is found by its field name in the parse, never in the text.
+ */
+function jsonTextValue(text: string, c: Compiled): object | null {
+  if (c.fields.length === 0) return null;
+  const t = text.trimStart();
+  if (t[0] !== '{' && t[0] !== '[') return null;
+  try {
+    const v: unknown = JSON.parse(text);
+    return v !== null && typeof v === 'object' ? v : null;
+  } catch {
+    return null;
+  }
+}
+
 function walk(value: unknown, path: string, names: string[], c: Compiled, known: Known, out: Collector, depth: number): unknown {
   if (typeof value === 'string') {
+    // JSON text is redacted as the value it holds, its fields classified by name like any
+    // other's, and handed on re-serialized when anything in it was withheld. Reported at the
+    // string's own path: a pointer into text would resolve to nothing.
+    const parsed = depth <= 200 ? jsonTextValue(value, c) : null;
+    if (parsed !== null) {
+      const inner = new Collector();
+      const redacted = walk(parsed, path, names, c, known, inner, depth + 1);
+      const found = inner.list();
+      if (found.length > 0) {
+        for (const r of found) out.add(path, r.class, r.count);
+        return JSON.stringify(redacted);
+      }
+    }
     const r = redactString(value, c, known);
     for (const [cls, n] of r.counts) out.add(path, cls, n);
     return r.text;
@@ -219,6 +250,8 @@ function collectKnown(value: unknown, names: string[], c: Compiled, known: Known
   };
   if (typeof value === 'string' || typeof value === 'number' || typeof value === 'bigint') {
     const text = String(value);
+    const parsed = typeof value === 'string' && forced === null ? jsonTextValue(text, c) : null;
+    if (parsed !== null) collectKnown(parsed, names, c, known, depth + 1, null);
     if (forced !== null) note(text, forced);
     for (const f of findAll(text, c.detectors)) note(f.value, f.class);
     return;

@@ -203,6 +203,18 @@ describe('redaction (I 5.5: ungranted content replaced by [REDACTED:<class>])', 
     expect((mail.value as { body: string }).body).toBe('{"from":"[REDACTED:pii]"}');
   });
 
+  it('short and numeric classified values in an http body beside its json are withheld by their field name, not only in json (I 5.5)', () => {
+    const classes = { salary: 'secret_field', code: 'secret_field', active: 'secret_field', ref: 'secret_field' };
+    const raw = '{"name":"Dana","salary":95000,"code":"X7Q","active":true,"ref":"A-1","rows":[{"salary":12}]}';
+    const r = redactValue({ status: 200, json: JSON.parse(raw), body: raw }, { grants: [], fieldClasses: classes }, '/calls/0/result');
+    const body = JSON.parse((r.value as { body: string }).body);
+    expect(body).toEqual({ name: 'Dana', salary: '[REDACTED:secret_field]', code: '[REDACTED:secret_field]', active: '[REDACTED:secret_field]', ref: '[REDACTED:secret_field]', rows: [{ salary: '[REDACTED:secret_field]' }] });
+    expect(r.redactions).toEqual(expect.arrayContaining([{ class: 'secret_field', path: '/calls/0/result/body', count: 5 }]));
+    // Text that is not JSON, or JSON with nothing classified, is left as it was written.
+    const plain = redactValue({ body: '{ "name": "Dana" }', note: 'salary 95000' }, { grants: [], fieldClasses: classes });
+    expect(plain.value).toEqual({ body: '{ "name": "Dana" }', note: 'salary 95000' });
+  });
+
   it('short or purely small-number classified values are not scrubbed elsewhere', () => {
     const b = new DataBoundary({ grants: [], fieldClasses: { age: 'pii', name: 'pii' } });
     const r = b.redact({ age: 42, name: 'Al', text: 'Al is 42 and owes 42 USD' });
