@@ -153,8 +153,9 @@ export const BUILTIN_DETECTORS: readonly Detector[] = Object.freeze([
     class: 'pii',
     // The lookbehind starts a candidate only where a run of local-part characters starts:
     // without it a long run with no `@` is rescanned from every position (quadratic: 40,000
-    // letters took 3 s and blocked the worker's heartbeats).
-    pattern: /(?<![A-Za-z0-9._%+'-])[A-Za-z0-9._%+'-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}/g,
+    // letters took 3 s and blocked the worker's heartbeats). The `@` may be percent-encoded,
+    // as in a link, a Location header or a form body (`?email=dana%40corp.example`).
+    pattern: /(?<![A-Za-z0-9._%+'-])[A-Za-z0-9._%+'-]+(?:@|%40)[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}/g,
   },
   {
     name: 'us_ssn',

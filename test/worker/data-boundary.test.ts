@@ -26,6 +26,8 @@ describe('detectors (I 5.5 built-in classes)', () => {
 
   it.each([
     ['email', 'write to jane.doe+billing@example.co.uk today', 'jane.doe+billing@example.co.uk', 'pii'],
+    // Percent-encoded, as in a link, a Location header or a form body.
+    ['email', 'https://crm.example/u?email=hidden.user%40corp.example&x=1', 'hidden.user%40corp.example', 'pii'],
     ['phone', 'call +44 20 7946 0958 now', '+44 20 7946 0958', 'pii'],
     ['phone', 'call (415) 555-2671 now', '(415) 555-2671', 'pii'],
     ['phone', 'call 415-555-2671.', '415-555-2671', 'pii'],
@@ -58,6 +60,7 @@ describe('detectors (I 5.5 built-in classes)', () => {
     'ssn-like but never issued 000-12-3456 and 666-12-3456 and 900-12-3456',
     'run_01JD7ZQ3ZK8M9W6Y0X5T2B4N1C and sql:table:invoices',
     'version 1.2.3 and ip 10.0.0.1',
+    'a discount of 15%40 days later, 100%40x',
     // One kind of separator per SSN; dots beside other separators are decimals, not a card.
     'codes 123-45 6789 and 4111.1111 1111.1111 1.1',
     'nino-like with a prefix never issued: gb123456a, QQ 12 34 56 E',
