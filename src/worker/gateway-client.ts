@@ -151,9 +151,11 @@ export class GatewayClient {
    * `required: false` (a caller with a safe default, such as a tool step taking an undescribed
    * tool for a write) one try is made and [] stands for no list.
    */
-  async tools(signal?: AbortSignal, opts: { required?: boolean } = {}): Promise<ToolDescriptor[]> {
+  async tools(signal?: AbortSignal, opts: { required?: boolean; about?: Pick<GatewayOutage, 'run_id' | 'step' | 'lease_id'> } = {}): Promise<ToolDescriptor[]> {
     if (this.cache && Date.now() - this.cache.at < this.cacheMs) return this.cache.tools;
-    const outage = new Outage(this.unreachableWaitMs, this.onOutage);
+    // Which step is waiting, as for a call (the outage line names the run, step and lease).
+    const about = opts.about;
+    const outage = new Outage(this.unreachableWaitMs, this.onOutage && ((e) => this.onOutage!({ ...e, ...about })));
     for (;;) {
       const { failure, mayWait } = await this.fetchTools(signal);
       if (failure === null) return this.cache!.tools;

@@ -185,7 +185,8 @@ export class StepRuntime {
    */
   async descriptors(opts: { required?: boolean } = {}): Promise<Map<string, Partial<ToolDescriptor>>> {
     const out = new Map<string, Partial<ToolDescriptor>>();
-    for (const d of await this.deps.gateway.tools(this.signal, opts)) if (d && typeof d.id === 'string') out.set(d.id, d);
+    const about = { run_id: this.lease.run_id, step: this.lease.step, lease_id: this.lease.lease_id };
+    for (const d of await this.deps.gateway.tools(this.signal, { ...opts, about })) if (d && typeof d.id === 'string') out.set(d.id, d);
     const ctxTools = this.lease.context?.tools;
     const entries: Array<[string, Partial<ToolDescriptor>]> = Array.isArray(ctxTools)
       ? ctxTools.filter((d) => d && typeof d.id === 'string').map((d) => [d.id as string, d])

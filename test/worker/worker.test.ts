@@ -539,7 +539,7 @@ describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', 
     // tool, so the lease context has no descriptors): without them nothing may reach a model.
     const provider = new CountingMock();
     const gateway = new GatewayClient({ baseUrl: await closedPortUrl() }, 30_000, 60_000, 700);
-    const { kernel, run } = await setup({ provider, gateway });
+    const { kernel, run, events } = await setup({ provider, gateway });
     const lease = makeLease(
       { step: 'summarise', step_def: { id: 'summarise', kind: 'model', prompt: 'p' } },
       { steps: { lookup: { output: { customer_name: 'Dana Whitfield' } } }, prompts: { p: 'Customer: {{steps.lookup.output.customer_name}}' }, mock: { summarise: { output: { ok: true } } } },
@@ -551,6 +551,8 @@ describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', 
     const fail = kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)[0]!.body;
     expect(fail).toMatchObject({ error: { code: 'network_error', message: expect.stringContaining('which fields to redact') }, deterministic: false });
     expect(JSON.stringify(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`))).not.toContain('Dana');
+    // The outage line names the step it holds up, as for a tool call (svc-worker(1)).
+    expect(events.find((e) => e.name === 'gateway:unreachable')?.payload).toMatchObject({ run_id: lease.run_id, step: 'summarise', lease_id: lease.lease_id });
   });
 
   it('a gateway that answers the tool list with an error fails the step too; once a list was had, it stands in while the gateway is away', async () => {
