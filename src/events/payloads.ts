@@ -117,6 +117,8 @@ export interface RunParkedPayload {
   approval_id: string | null;
   /** The lease whose proposal, failure or expiry parked the run; null when the kernel failed the step itself. */
   lease_id: string | null;
+  // Both are written on every park since 2026-11-28; a log written before may lack them, so
+  // readers of stored events (the reducer) take a missing one as null.
 }
 
 export interface RunResumedPayload {

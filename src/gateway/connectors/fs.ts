@@ -68,7 +68,7 @@ export class FsConnector implements Connector {
           input_schema: schema,
           scope_derivation: 'directory',
           contract: t.contract ?? { required: { ...DEFAULT_CONTRACTS[op] } },
-          ...(t.data_classes ? { data_classes: t.data_classes } : {}),
+          data_classes: t.data_classes ?? {},
         }),
       };
     });

@@ -149,7 +149,7 @@ export class HttpConnector implements Connector {
           input_schema: schema as Record<string, unknown>,
           scope_derivation: 'host',
           contract: t.contract ?? { required: { status: 'number' } },
-          ...(t.data_classes ? { data_classes: t.data_classes } : {}),
+          data_classes: t.data_classes ?? {},
         }),
       };
     });

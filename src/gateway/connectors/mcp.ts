@@ -272,7 +272,7 @@ export class McpConnector implements Connector {
           input_schema: inputSchema,
           scope_derivation: scopeArg ? 'x-svc-scope' : 'none',
           contract: override.contract ?? { required: { content: 'list' } },
-          ...(override.data_classes ? { data_classes: override.data_classes } : {}),
+          data_classes: override.data_classes ?? {},
         }),
       });
     }

@@ -279,7 +279,7 @@ export class SqliteConnector implements Connector {
           input_schema: inputSchema,
           scope_derivation: 'table',
           contract: t.contract ?? { required: defaultContract },
-          ...(t.data_classes ? { data_classes: t.data_classes } : {}),
+          data_classes: t.data_classes ?? {},
         }),
       });
     }
