@@ -6,7 +6,8 @@
  * write a repair request file; an operator releases it, or, with `auto_release`, two
  * consecutive passing probes do. Quarantines are recorded in the store and survive restarts.
  */
-import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { renameSync, writeFileSync } from 'node:fs';
+import { ensureDir } from '../util/ensure-dir.js';
 import { join } from 'node:path';
 import type { Clock } from '../clock.js';
 import { notFound, SvcError } from '../errors.js';
@@ -219,7 +220,7 @@ export class Canaries {
     let file: string | null = null;
     try {
       const dir = join(dataDir, 'repairs');
-      mkdirSync(dir, { recursive: true });
+      ensureDir(dir);
       file = join(dir, `${c.name}-${isoTime(now).replace(/:/g, '-')}.json`);
       writeFileSync(file + '.tmp', JSON.stringify(request, null, 2) + '\n', { mode: 0o640 });
       renameSync(file + '.tmp', file);

@@ -7,7 +7,8 @@
  * later switch (to another value, or back to the file) still verifies what it signed.
  */
 import { createHash, type KeyObject } from 'node:crypto';
-import { chmodSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, readFileSync, statSync } from 'node:fs';
+import { ensureDir } from '../util/ensure-dir.js';
 import { join } from 'node:path';
 import { decodeBase64url, encodeBase64url } from '../encoding/base64url.js';
 import { DataDirInUseError, lockDataDir } from '../store/dir-lock.js';
@@ -193,7 +194,7 @@ function fileKeyBody(seed: Uint8Array, now: Date, previous: RetiredKey[]): KeyFi
 }
 
 function writeKeyFile(dataDir: string, body: KeyFile): void {
-  mkdirSync(join(dataDir, 'keys'), { recursive: true, mode: 0o700 });
+  ensureDir(join(dataDir, 'keys'), 0o700);
   writeFileDurably(keyFilePath(dataDir), JSON.stringify(body, null, 2) + '\n', 0o600);
 }
 

@@ -18,7 +18,8 @@
  * POSIX file locks belong to the process and drop when it closes ANY descriptor of the file:
  * nothing in svcd may open `owner.lock` itself (not even to read it) while it holds the lock.
  */
-import { mkdirSync, readdirSync, readFileSync, readlinkSync, realpathSync, unlinkSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync, realpathSync, unlinkSync, writeFileSync } from 'node:fs';
+import { ensureDir } from '../util/ensure-dir.js';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { openError } from './sqlite-db.js';
@@ -45,7 +46,7 @@ const held = new Map<string, { db: Database.Database; dir: string; refs: number 
 /** Takes `<dir>/owner.lock` for this process; returns its release. Throws when another process holds it. */
 export function lockDataDir(dir: string, what: string): () => void {
   // A directory svcd creates is its owner's alone: the stores hold run inputs and results.
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  ensureDir(dir, 0o700);
   const key = realpathSync(dir);
   const mine = held.get(key);
   if (mine) mine.refs++;

@@ -14,7 +14,8 @@
  * would only add latency. Either way N concurrent transactions cost one fsync, and nothing is
  * acknowledged before it is as durable as FULL would have made it.
  */
-import { closeSync, fdatasync, fdatasyncSync, mkdirSync, openSync } from 'node:fs';
+import { closeSync, fdatasync, fdatasyncSync, openSync } from 'node:fs';
+import { ensureDir } from '../util/ensure-dir.js';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { AsyncMutex } from './async-mutex.js';
@@ -176,7 +177,7 @@ export class SqliteDb implements SqlDb {
   readonly checkpointer: WalCheckpointer | null = null;
 
   constructor(opts: SqliteDbOptions) {
-    if (opts.path !== ':memory:') mkdirSync(dirname(opts.path), { recursive: true });
+    if (opts.path !== ':memory:') ensureDir(dirname(opts.path));
     if (opts.pageSize !== undefined && !validPageSize(opts.pageSize)) throw new Error(`page size ${opts.pageSize} is not a power of two from 512 to 65536`);
     this.raw = openStore(opts.path, opts.pageSize);
     const level = opts.synchronous ?? 'FULL';

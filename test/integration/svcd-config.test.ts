@@ -187,6 +187,12 @@ describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
     }
   });
 
+  it.runIf(existsSync('/proc/self'))('a data dir svcd cannot make (/proc/…) is exit 1 at once, not a spin in mkdir', () => {
+    const r = svcdExit(['--data-dir', '/proc/svc-nope', '--no-gateway', '--kernel-listen', '127.0.0.1:0']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('/proc/svc-nope');
+  });
+
   it('keys rotate refuses a data dir with no key, and SVC_SIGNING_KEY', () => {
     const empty = tempDir();
     const r = svcdExit(['keys', 'rotate', '--data-dir', empty]);
