@@ -102,7 +102,7 @@ export function replayChecksOut(r: ReplayReport): boolean {
 export interface AbandonAnswer {
   compensations_scheduled: number;
   state?: string;
-  uncompensated_writes?: Array<{ seq: number; kind: string; step: string; tool: string; called_seq?: number; outcome?: string }>;
+  uncompensated_writes?: Array<{ seq: number; kind: string; step: string; tool: string; called_seq?: number; outcome?: string; calls?: number; last_called_seq?: number }>;
   uncompensated_writes_total?: number;
 }
 
@@ -120,7 +120,8 @@ export function abandonHuman(id: string, x: AbandonAnswer): string {
     for (const w of writes) {
       // The gateway's outcome tells the operator where to look: `ok` wrote; a failure may have.
       const said = w.outcome !== undefined ? `: ${w.outcome}` : '';
-      const ran = w.called_seq !== undefined ? `; the gateway called it at event ${w.called_seq}${said}` : said && `; outcome${said}`;
+      const again = w.calls !== undefined && w.last_called_seq !== undefined ? `, ${w.calls} times in all, last at event ${w.last_called_seq}` : '';
+      const ran = w.called_seq !== undefined ? `; the gateway called it at event ${w.called_seq}${again}${said}` : said && `; outcome${said}`;
       lines.push(`  step ${w.step}: ${w.tool} (event ${w.seq}, ${w.kind}${ran})`);
     }
     if (total > writes.length) lines.push(`  … and ${total - writes.length} more (svc run events shows them all)`);

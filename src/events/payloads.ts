@@ -169,6 +169,10 @@ export interface UncompensatedWrite {
    * action called more than once, its last call's.
    */
   outcome?: string;
+  /** Present when the gateway ran the action more than once (a retry, a resume under a fresh key): how often. */
+  calls?: number;
+  /** With `calls`: the seq of the last call, the one `outcome` is of. */
+  last_called_seq?: number;
 }
 
 export interface RunAbandonRequestedPayload {

@@ -109,7 +109,12 @@ export function uncompensatedWrites(events: readonly LoggedEvent[]): { named: Un
     // already called is that action again (a retry), whose outcome is now the latest.
     const action = mine.find((a) => a.entry.called_seq === undefined) ?? mine.findLast((a) => a.entry.called_seq !== undefined);
     if (!action) continue;
-    action.entry.called_seq ??= e.seq;
+    if (action.entry.called_seq === undefined) action.entry.called_seq = e.seq;
+    else {
+      // Called again: the outcome shown is this call's, so say which call that is.
+      action.entry.calls = (action.entry.calls ?? 1) + 1;
+      action.entry.last_called_seq = e.seq;
+    }
     if (w.outcome === null) delete action.entry.outcome;
     else action.entry.outcome = w.outcome;
   }

@@ -297,6 +297,11 @@ describe('svc run abandon: the writes it cannot undo (svc(1), svc-events(7) run.
       '  step refund: billing.refund (event 4, action.decided; the gateway called it at event 5: deterministic_failure)',
       '  step notify: crm.update (event 8, tool.called; outcome: ok)',
     ]);
+    // Run again after a resume (a fresh key): the outcome shown is the last call's, and it says which.
+    const again = { ...action, calls: 3, last_called_seq: 36, outcome: 'upstream_error' };
+    expect(abandonHuman('run_1', { compensations_scheduled: 0, state: 'abandoned', uncompensated_writes: [again], uncompensated_writes_total: 1 }).split('\n')[2]).toBe(
+      '  step refund: billing.refund (event 4, action.decided; the gateway called it at event 5, 3 times in all, last at event 36: upstream_error)',
+    );
   });
 });
 

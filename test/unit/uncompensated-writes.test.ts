@@ -68,7 +68,8 @@ describe('uncompensatedWrites', () => {
     ];
     expect(uncompensatedWrites(events)).toEqual({
       named: [
-        { seq: 3, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: 6, outcome: 'ok' }, // upstream_error at 6, ok at 9
+        // upstream_error at 6, ok at 9: the outcome is the last call's, and which call that is is said
+        { seq: 3, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: 6, outcome: 'ok', calls: 2, last_called_seq: 9 },
         { seq: 7, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: 8, outcome: 'ok' },
         { seq: 11, kind: 'tool.called', step: 'refund', tool: 'billing.refund', outcome: 'ok' },
         { seq: 12, kind: 'action.decided', step: 'other', tool: 'billing.refund', called_seq: 13, outcome: 'ok' },
