@@ -29,8 +29,19 @@ export interface BundleFile {
   signature?: BundleSignature;
 }
 
-/** Reads a YAML or JSON file; failures name the file (exit 1). */
+/** Reads a YAML or JSON file; failures name the file (exit 1), the first value JSON cannot carry too. */
 export function readDataFile(file: string): unknown {
+  const { value, problems } = readDataFileProblems(file);
+  if (problems.length > 0) throw new UnparsableFileError(file, problems[0]!.message, problems[0]!.path);
+  return value;
+}
+
+/**
+ * Reads a YAML or JSON file, with every value JSON cannot carry listed (each stands in the value
+ * as a number JSON can, so a validator goes on to find the file's other problems). A file that
+ * cannot be read or parsed throws, as readDataFile.
+ */
+function readDataFileProblems(file: string): { value: unknown; problems: BundleProblem[] } {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -45,7 +56,8 @@ export function readDataFile(file: string): unknown {
     // yaml's first line ends in ':' before its excerpt of the source, which one line has no room for.
     throw new UnparsableFileError(file, `not valid YAML or JSON: ${(err as Error).message.split('\n')[0]!.replace(/:\s*$/, '')}`);
   }
-  return jsonNumbers(file, value, '');
+  const problems: BundleProblem[] = [];
+  return { value: jsonNumbers(value, '', problems), problems };
 }
 
 /**
@@ -55,23 +67,29 @@ export function readDataFile(file: string): unknown {
  * be what was written, and JCS has no NaN or Infinity. A string or member name holding a lone
  * surrogate is a problem too: canonical JSON cannot carry it, and svcd refuses the body.
  */
-function jsonNumbers(file: string, value: unknown, path: string): unknown {
+function jsonNumbers(value: unknown, path: string, problems: BundleProblem[]): unknown {
   if (typeof value === 'bigint') {
     const n = Number(value);
-    if (!Number.isFinite(n)) throw new UnparsableFileError(file, `the integer ${shortDigits(value)} is out of range for a JSON number`, path);
+    if (!Number.isFinite(n)) {
+      problems.push({ path, message: `the integer ${shortDigits(value)} is out of range for a JSON number` });
+      return 0;
+    }
     const read = integerReadAs(value.toString());
-    if (read !== null) throw new UnparsableFileError(file, `the integer ${shortDigits(value)} is past what a JSON number holds exactly (it would be signed as ${read}); quote it to keep it as text`, path);
+    if (read !== null) problems.push({ path, message: `the integer ${shortDigits(value)} is past what a JSON number holds exactly (it would be signed as ${read}); quote it to keep it as text` });
     return n;
   }
-  if (typeof value === 'number' && !Number.isFinite(value)) throw new UnparsableFileError(file, `${value} is not a number JSON can carry`, path);
-  if (typeof value === 'string' && hasLoneSurrogate(value)) throw new UnparsableFileError(file, `the string ${LONE_SURROGATE}`, path);
-  if (Array.isArray(value)) return value.map((v, i) => jsonNumbers(file, v, `${path}/${i}`));
+  if (typeof value === 'number' && !Number.isFinite(value)) {
+    problems.push({ path, message: `${value} is not a number JSON can carry` });
+    return 0;
+  }
+  if (typeof value === 'string' && hasLoneSurrogate(value)) problems.push({ path, message: `the string ${LONE_SURROGATE}` });
+  if (Array.isArray(value)) return value.map((v, i) => jsonNumbers(v, `${path}/${i}`, problems));
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {};
     // defineProperty: an own `__proto__` member (YAML keeps it as one) stays a member, as signed.
     for (const [k, v] of Object.entries(value)) {
-      if (hasLoneSurrogate(k)) throw new UnparsableFileError(file, `the member name ${LONE_SURROGATE}`, `${path}/${pointerToken(k)}`);
-      Object.defineProperty(out, k, { value: jsonNumbers(file, v, `${path}/${pointerToken(k)}`), enumerable: true, writable: true, configurable: true });
+      if (hasLoneSurrogate(k)) problems.push({ path: `${path}/${pointerToken(k)}`, message: `the member name ${LONE_SURROGATE}` });
+      Object.defineProperty(out, k, { value: jsonNumbers(v, `${path}/${pointerToken(k)}`, problems), enumerable: true, writable: true, configurable: true });
     }
     return out;
   }
@@ -106,7 +124,10 @@ function isObject(v: unknown): v is Record<string, unknown> {
 
 /** A bundle file, or a signed document {bundle, signature} (a bundle never has a `bundle` member). */
 export function readBundleFile(file: string): BundleFile {
-  const value = readDataFile(file);
+  return bundleFileOf(readDataFile(file));
+}
+
+function bundleFileOf(value: unknown): BundleFile {
   if (isObject(value) && isObject(value.bundle) && !('workflows' in value)) {
     return { bundle: value.bundle, signature: value.signature as BundleSignature | undefined };
   }
@@ -141,18 +162,20 @@ export interface ValidateResult {
 
 /** `svc bundle validate`: offline, every problem; a file that does not parse is one, at the root. */
 export function handleValidate(file: string): ValidateResult {
-  let read: BundleFile;
+  let read: { value: unknown; problems: BundleProblem[] };
   try {
-    read = readBundleFile(file);
+    read = readDataFileProblems(file);
   } catch (err) {
     if (err instanceof UnparsableFileError) return { ok: false, file, problems: [{ path: err.path, message: err.reason }], warnings: [] };
     throw err;
   }
-  const { bundle, signature } = read;
+  const { bundle, signature } = bundleFileOf(read.value);
+  // Pointers to values JSON cannot carry are the file's (below /bundle in a signed document).
+  const carried = read.problems;
   const r = validateBundle(bundle);
   const warnings = [...undeclaredTools(bundle), ...modelStepsWithoutMock(bundle)];
   const signed = signature && typeof signature.key_id === 'string' ? { signed_by: signature.key_id } : {};
-  if (!r.ok) return { ok: false, file, problems: r.problems, warnings, ...signed };
+  if (carried.length > 0 || !r.ok) return { ok: false, file, problems: [...carried, ...(r.ok ? [] : r.problems)], warnings, ...signed };
   return { ok: true, file, problems: [], warnings, name: r.bundle.name, version: r.bundle.version, bundle_id: bundleId(r.bundle), ...signed };
 }
 

@@ -101,6 +101,13 @@ describe('svc bundle validate / sign: numbers JSON cannot carry as written (D 1 
     write('1' + '0'.repeat(400));
     const huge = await runSvc(['bundle', 'validate', file]);
     expect([huge.code, huge.stdout]).toEqual([1, `${file}: /workflows/w/steps/0/args/v: the integer 10000000000000000000…0000000000 (401 digits) is out of range for a JSON number\n`]);
+    // Every problem at once (svc(1)): such numbers beside the bundle's other problems.
+    writeFileSync(file, `name: Bad Name\nversion: 1.0.0\nworkflows:\n  w:\n    input_schema: {type: object}\n    steps: [{id: a, kind: tool, tool: x.y, args: {n: 9007199254740993, f: .nan, t: "{{steps.zz.output.x}}"}}]\n`);
+    const all = await runSvc(['bundle', 'validate', file]);
+    expect(all.code).toBe(1);
+    const lines = all.stdout.trim().split('\n');
+    expect(lines).toEqual(expect.arrayContaining([expect.stringContaining('/workflows/w/steps/0/args/n: the integer 9007199254740993'), expect.stringContaining('/workflows/w/steps/0/args/f: NaN is not a number'), expect.stringContaining(': /name: ')]));
+    expect(lines.some((l) => l.includes('/args/t'))).toBe(true);
     // A quoted integer stays text, 2^53 - 1 (`ok`) signs as written, and an own __proto__
     // member stays a member of what is signed.
     write('"12345678901234567890", __proto__: {x: 1}');
