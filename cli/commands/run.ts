@@ -258,6 +258,36 @@ function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
+/** svcd away for now: not reachable (exit 3's errors), or draining before a restart (503 unavailable). */
+function svcdAway(err: unknown): boolean {
+  if (!(err instanceof CliError)) return false;
+  const body = err.body as { error?: { code?: unknown } } | undefined;
+  return err.exitCode === EXIT.unreachable || body?.error?.code === 'unavailable';
+}
+
+/**
+ * `call`, asked again while svcd is away (a restart): --follow keeps following, as the inbox
+ * and the worker ride a restart out. One line on standard error when it goes, one when it is
+ * back; waits grow from the poll interval to 5 s.
+ */
+async function riding<T>(call: () => Promise<T>, interval: number, url: string): Promise<T> {
+  let wait = interval;
+  let away = false;
+  for (;;) {
+    try {
+      const answer = await call();
+      if (away) process.stderr.write(`svc: svcd at ${url} answers again\n`);
+      return answer;
+    } catch (err) {
+      if (!svcdAway(err)) throw err;
+      if (!away) process.stderr.write(`svc: ${(err as Error).message}; still following, asking again\n`);
+      away = true;
+      await sleep(wait);
+      wait = Math.min(5000, wait * 2);
+    }
+  }
+}
+
 export function registerRun(program: Command): void {
   const run = program.command('run').description('start, list and show runs, read or follow their events, replay, abandon and resume them');
 
@@ -313,19 +343,22 @@ export function registerRun(program: Command): void {
     .action(async function (this: Command, id: string, f: { fromSeq?: string; follow?: boolean; interval?: string }) {
       const client = kernelClient(this);
       const json = globals(this).json;
-      let seq = f.fromSeq === undefined ? 1 : wholeOf(f.fromSeq);
-      if (seq === null || seq < 1) throw usageError(`--from-seq must be a positive integer, got "${f.fromSeq}"`);
+      const first = f.fromSeq === undefined ? 1 : wholeOf(f.fromSeq);
+      if (first === null || first < 1) throw usageError(`--from-seq must be a positive integer, got "${f.fromSeq}"`);
+      let seq = first;
       const interval = f.interval === undefined ? 1000 : wholeOf(f.interval);
       if (interval === null || interval < 50) throw usageError(`--interval must be an integer of at least 50 ms, got "${f.interval}"`);
+      // Only a follow rides out a restart; a plain read fails at once (exit 3), as every command.
+      const ask = <T>(call: () => Promise<T>) => (f.follow ? riding(call, interval, client.opts.baseUrl) : call());
       for (;;) {
-        const page = await handleEventsPage(client, id, seq);
+        const page = await ask(() => handleEventsPage(client, id, seq));
         for (const e of page.events) process.stdout.write((json ? JSON.stringify({ type: 'event', run_id: id, ...e }) : eventLine(e)) + '\n');
         seq = page.next_seq;
         if (page.events.length === 1000) continue;
         if (!f.follow) return;
-        const state = (await handleShow(client, id)).state;
+        const state = (await ask(() => handleShow(client, id))).state;
         if (RESTING.has(state)) {
-          const rest = await handleEventsPage(client, id, seq);
+          const rest = await ask(() => handleEventsPage(client, id, seq));
           for (const e of rest.events) process.stdout.write((json ? JSON.stringify({ type: 'event', run_id: id, ...e }) : eventLine(e)) + '\n');
           return;
         }

@@ -1,0 +1,55 @@
+/**
+ * svc run events --follow (svc(1)): "keeps printing new events until the run is completed,
+ * failed or abandoned" — through an svcd restart too, as the inbox and the worker ride one
+ * out. A stand-in svcd answers the two routes a follow reads, goes away, and comes back.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { runSvc } from '../helpers/cli.js';
+
+const event = (seq: number, kind: string) => ({ seq, kind, run_id: 'run_F', payload: {}, actor: 'kernel', at: '2026-01-01T10:00:00.000Z', hash: 'h', prev_hash: '' });
+
+describe('svc run events --follow (svc(1))', () => {
+  it('rides out an svcd that goes away and comes back, then stops at the run\'s end (exit 0)', async () => {
+    let state = 'running';
+    let events = [event(1, 'run.created')];
+    const serve = (port: number) =>
+      new Promise<Server>((resolve) => {
+        const s = createServer((req, res) => {
+          const url = new URL(req.url!, 'http://x');
+          const body =
+            url.pathname === '/v1/runs/run_F/events'
+              ? { events: events.filter((e) => e.seq >= Number(url.searchParams.get('from_seq') ?? 1)), next_seq: events.length + 1 }
+              : { run_id: 'run_F', state };
+          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+        });
+        s.listen(port, '127.0.0.1', () => resolve(s));
+      });
+    let server = await serve(0);
+    const port = (server.address() as AddressInfo).port;
+    const following = runSvc(['run', 'events', 'run_F', '--follow', '--interval', '50', '--kernel-url', `http://127.0.0.1:${port}`]);
+    await new Promise((r) => setTimeout(r, 600));
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r)); // svcd restarting: nothing listens
+    await new Promise((r) => setTimeout(r, 700));
+    events = [...events, event(2, 'step.leased'), event(3, 'run.completed')];
+    state = 'completed';
+    server = await serve(port);
+    try {
+      const r = await following;
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/run\.created[\s\S]*step\.leased[\s\S]*run\.completed/);
+      expect(r.stderr).toContain('still following, asking again');
+      expect(r.stderr).toContain('answers again');
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+
+  it('without --follow an unreachable svcd is exit 3 at once', async () => {
+    const r = await runSvc(['run', 'events', 'run_F', '--kernel-url', 'http://127.0.0.1:2']);
+    expect(r.code).toBe(3);
+  });
+});
