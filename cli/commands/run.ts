@@ -54,8 +54,15 @@ export interface ListFlags {
 }
 
 /** The command that prints the next page: the same filters and page size, the new cursor. */
-function nextPageCommand(f: ListFlags, next: string): string {
-  const words = ['svc run list'];
+/**
+ * The command for the next page, pasteable: the daemon it asked when that came from a flag (an
+ * environment variable carries over by itself), never the token (a secret on screen).
+ */
+function nextPageCommand(f: ListFlags, next: string, daemon: { kernelUrl?: string; token?: string }): string {
+  const words = ['svc'];
+  if (daemon.kernelUrl) words.push(`--kernel-url ${shellWord(daemon.kernelUrl)}`);
+  if (daemon.token) words.push('--token …');
+  words.push('run list');
   if (f.state) words.push(`--state ${f.state}`);
   if (f.department) words.push(`--department ${shellWord(f.department)}`);
   if (f.limit) words.push(`--limit ${f.limit}`);
@@ -322,7 +329,8 @@ export function registerRun(program: Command): void {
     .action(async function (this: Command, f: ListFlags) {
       const page = await handleList(kernelClient(this), f);
       output(this, page, listHuman);
-      if (!globals(this).json && page.next) process.stderr.write(`more: ${nextPageCommand(f, page.next)}\n`);
+      const given = this.optsWithGlobals<{ kernelUrl?: string; token?: string }>();
+      if (!globals(this).json && page.next) process.stderr.write(`more: ${nextPageCommand(f, page.next, given)}\n`);
     });
 
   run

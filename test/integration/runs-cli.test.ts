@@ -152,6 +152,11 @@ describe('svc run (D §11)', () => {
     expect(hint).toMatch(/^svc run list --state running --limit 1 --after \S+$/);
     const next = await runSvc(hint.split(' ').slice(1), env);
     expect(next.stdout).toContain(runs[1]!.run_id);
+    // A daemon named by flag is in the hint (pasted, it asks the same svcd); a token is not.
+    const flagged = await runSvc(['--kernel-url', env.SVC_KERNEL_URL!, '--token', 's3cr3t-tok', 'run', 'list', '--limit', '1'], { ...env, SVC_KERNEL_URL: '' });
+    const flaggedHint = /^more: (svc .*)$/m.exec(flagged.stderr)![1]!;
+    expect(flaggedHint).toMatch(new RegExp(`^svc --kernel-url ${env.SVC_KERNEL_URL!.replace(/[./]/g, '\\$&')} --token … run list --limit 1 --after \\S+$`));
+    expect(flagged.stderr).not.toContain('s3cr3t-tok');
 
     // Over its 5-token budget the run fails; --follow prints the end and returns.
     const { lease: spent } = await leaseAndComplete(d, { amount: 1 }, { tokens: 50, usd: 0 });
