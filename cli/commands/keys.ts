@@ -7,13 +7,13 @@
  * base64url(sha256(public key)), the same shape as the control-plane's `cp-` ids, so a key id
  * names exactly one key. svcd trusts the key with `--publisher KEY_ID:PUBLIC_KEY`.
  */
-import { chmodSync, writeFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { chmodSync, statSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import type { PublishedKeys } from '../../src/keys/keyring.js';
 import { generatePublisherKey } from '../../src/keys/publishers.js';
 import { kernelClient, output, table } from '../context.js';
-import { CliError, EXIT } from '../exit.js';
+import { CliError, EXIT, fsReason } from '../exit.js';
 import type { SvcHttpClient } from '../http-client.js';
 
 export interface GenResult {
@@ -38,10 +38,20 @@ export function handleGen(file?: string, force = false): GenResult {
     chmodSync(path, 0o600); // an overwritten file keeps its old mode otherwise
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
+    // A directory cannot be overwritten with --force: say so rather than suggest it.
+    if (code === 'EISDIR' || (code === 'EEXIST' && isDirectory(path))) throw new CliError(`${path} is a directory; name the key file to write, e.g. ${join(path, 'publisher.json')}`, EXIT.failed);
     if (code === 'EEXIST') throw new CliError(`${path} already exists; pass --force to overwrite it`, EXIT.failed);
-    throw new CliError(`cannot write ${path}: ${(err as Error).message}`, EXIT.failed);
+    throw new CliError(`cannot write ${path}: ${fsReason(err)}`, EXIT.failed);
   }
   return { key_id: pair.key_id, public_key: pair.public_key, file: path, publisher };
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
 }
 
 /** GET /v1/keys. */

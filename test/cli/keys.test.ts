@@ -41,6 +41,15 @@ describe('svc keys (D §2)', () => {
     expect(statSync(file).mode & 0o777).toBe(0o600);
   });
 
+  it('gen -o DIR says it is a directory and names a file to write, with or without --force', async () => {
+    const dir = tempDir();
+    for (const extra of [[], ['--force']]) {
+      const r = await runSvc(['keys', 'gen', '-o', dir, ...extra]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe(`svc: ${dir} is a directory; name the key file to write, e.g. ${join(dir, 'publisher.json')}\n`);
+    }
+  });
+
   it('gen without -o prints the pair as JSON', async () => {
     const r = await runSvc(['keys', 'gen']);
     expect(r.code).toBe(0);
