@@ -150,8 +150,12 @@ export function registerApprovals(program: Command): void {
       run(async (opts: { state: (typeof LIST_STATES)[number]; approver?: string; limit?: number }, cmd: Command) => {
         const g = globals(cmd);
         const approver = opts.approver ?? (g.actor ? approverOf(actorOf(cmd).role) : undefined);
-        const list = await handleList(apiOf(cmd), { state: opts.state, approver, limit: opts.limit });
+        // One more than shown, so a cut list can say so (on standard error; stdout stays the list).
+        const limit = opts.limit ?? 1000;
+        const fetched = await handleList(apiOf(cmd), { state: opts.state, approver, limit: limit + 1 });
+        const list = fetched.slice(0, limit);
         output(cmd, list, listTable);
+        if (fetched.length > limit) process.stderr.write(`svc: showing the newest ${limit}; there are more (raise --limit, up to 10000)\n`);
       }),
     );
 

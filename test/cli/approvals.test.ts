@@ -89,6 +89,17 @@ describe('svc approvals list (I 4.1 GET /approvals)', () => {
     }
   });
 
+  it('a list cut by --limit says so on standard error; a whole one says nothing', async () => {
+    for (let n = 1; n <= 3; n++) k.add(approval(n));
+    const cut = await svc(['--json', 'approvals', 'list', '--limit', '2']);
+    expect(cut.code).toBe(0);
+    expect(JSON.parse(cut.stdout)).toHaveLength(2);
+    expect(cut.stderr).toBe('svc: showing the newest 2; there are more (raise --limit, up to 10000)\n');
+    const whole = await svc(['--json', 'approvals', 'list', '--limit', '3']);
+    expect(JSON.parse(whole.stdout)).toHaveLength(3);
+    expect(whole.stderr).toBe('');
+  });
+
   it('refuses bad --state, --approver and --limit values with exit 2', async () => {
     expect((await svc(['approvals', 'list', '--state', 'open'])).code).toBe(2);
     const r = await svc(['approvals', 'list', '--approver', 'finance']);
