@@ -102,12 +102,17 @@ function describeFetchError(err: unknown): string {
 export class SvcHttpClient {
   constructor(readonly opts: ClientOptions) {}
 
-  /** Sends a request; returns 2xx responses, throws CliError for the rest. */
-  async request<T = unknown>(method: string, path: string, body?: unknown, extraHeaders: Record<string, string> = {}): Promise<HttpResponse<T>> {
+  /**
+   * Sends a request; returns 2xx responses, throws CliError for the rest. `members`: what
+   * svcd's answer always has; an object without them is from another server (one answering
+   * 200 {} had `svc remit mint` print "undefined" as the token and exit 0).
+   */
+  async request<T = unknown>(method: string, path: string, body?: unknown, extraHeaders: Record<string, string> = {}, members: readonly string[] = []): Promise<HttpResponse<T>> {
     const res = await this.raw(method, path, body, extraHeaders);
     if (res.status >= 200 && res.status < 300) {
       // Every svcd answer the CLI asks for is JSON: an object, a list (GET /tools), or no body.
-      if (res.status === 204 || isObject(res.body) || Array.isArray(res.body)) return res as HttpResponse<T>;
+      if (res.status === 204 || Array.isArray(res.body)) return res as HttpResponse<T>;
+      if (isObject(res.body) && members.every((m) => Object.hasOwn(res.body as object, m))) return res as HttpResponse<T>;
       throw notSvcd(res.status, this.opts.baseUrl);
     }
     throw errorFromBody(res.status, res.body, this.opts.baseUrl);

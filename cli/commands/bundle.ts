@@ -214,7 +214,7 @@ export async function handlePush(client: SvcHttpClient, file: string, keyFile?: 
   let body: { bundle: unknown; signature?: BundleSignature } = doc;
   if (!doc.signature && keyFile) body = handleSign(file, keyFile);
   try {
-    const res = await client.request<{ bundle_id: string; name: string; version: string }>('POST', '/bundles', body);
+    const res = await client.request<{ bundle_id: string; name: string; version: string }>('POST', '/bundles', body, {}, ['bundle_id']);
     return { status: res.status === 201 ? 'created' : 'exists', ...res.body, key_id: body.signature?.key_id ?? null };
   } catch (err) {
     const e = err as CliError;

@@ -56,7 +56,7 @@ function isDirectory(path: string): boolean {
 
 /** GET /v1/keys. */
 export async function handleShow(client: SvcHttpClient): Promise<PublishedKeys> {
-  return (await client.request<PublishedKeys>('GET', '/keys')).body;
+  return (await client.request<PublishedKeys>('GET', '/keys', undefined, {}, ['key_id', 'public_key'])).body;
 }
 
 function genHuman(r: GenResult): string {

@@ -65,7 +65,7 @@ export interface PushResult {
 export async function handlePush(client: SvcHttpClient, file: string, name: string, version: string): Promise<PushResult> {
   const source = readSource(file);
   try {
-    const res = await client.request<{ policy_id: string; name: string; version: string }>('POST', '/policies', { name, version, source });
+    const res = await client.request<{ policy_id: string; name: string; version: string }>('POST', '/policies', { name, version, source }, {}, ['policy_id']);
     return { status: res.status === 201 ? 'created' : 'exists', ...res.body };
   } catch (err) {
     const e = err as CliError;

@@ -121,17 +121,17 @@ export async function handleMint(client: SvcHttpClient, flags: CreateFlags): Pro
   const body = createBody(flags);
   const missing = (['tools', 'scopes', 'autonomy', 'requested_by', 'spend'] as const).filter((k) => body[k] === undefined);
   if (missing.length) throw usageError(`remit mint needs ${missing.map((m) => `--${m === 'spend' ? 'spend-tokens and --spend-usd' : m.replace('_', '-')}`).join(', ')}`);
-  return (await client.request<CreatedRemit>('POST', '/remits', body)).body;
+  return (await client.request<CreatedRemit>('POST', '/remits', body, {}, ['remit_id', 'token'])).body;
 }
 
 /** POST /v1/remits/{id}/derive. */
 export async function handleDerive(client: SvcHttpClient, parentId: string, flags: CreateFlags): Promise<CreatedRemit> {
-  return (await client.request<CreatedRemit>('POST', `/remits/${encodeURIComponent(parentId)}/derive`, createBody(flags, 'derive'))).body;
+  return (await client.request<CreatedRemit>('POST', `/remits/${encodeURIComponent(parentId)}/derive`, createBody(flags, 'derive'), {}, ['remit_id', 'token'])).body;
 }
 
 /** GET /v1/remits/{id}. */
 export async function handleShow(client: SvcHttpClient, id: string): Promise<RemitRecord> {
-  return (await client.request<RemitRecord>('GET', `/remits/${encodeURIComponent(id)}`)).body;
+  return (await client.request<RemitRecord>('GET', `/remits/${encodeURIComponent(id)}`, undefined, {}, ['rid', 'tools'])).body;
 }
 
 export type DecodeStatus = 'valid' | 'expired' | 'not_yet_valid' | 'signature_invalid' | 'malformed';

@@ -43,7 +43,7 @@ export async function handleStart(client: SvcHttpClient, bundle: string, workflo
   const input = parseInput(f.input); // local mistakes first, before asking the daemon anything
   const body: Record<string, unknown> = { bundle_id: await resolveBundle(client, bundle), workflow, input, remit_id: f.remit };
   if (f.requestedBy !== undefined) body.requested_by = parseRequestedBy(f.requestedBy);
-  return (await client.request<{ run_id: string; state: string }>('POST', '/runs', body)).body;
+  return (await client.request<{ run_id: string; state: string }>('POST', '/runs', body, {}, ['run_id', 'state'])).body;
 }
 
 export interface ListFlags {
@@ -90,11 +90,11 @@ export async function handleList(client: SvcHttpClient, f: ListFlags): Promise<{
 }
 
 export async function handleShow(client: SvcHttpClient, id: string): Promise<Run> {
-  return (await client.request<Run>('GET', `/runs/${encodeURIComponent(id)}`)).body;
+  return (await client.request<Run>('GET', `/runs/${encodeURIComponent(id)}`, undefined, {}, ['run_id', 'state'])).body;
 }
 
 export async function handleEventsPage(client: SvcHttpClient, id: string, fromSeq: number, limit = 1000): Promise<{ events: RunEvent[]; next_seq: number }> {
-  return (await client.request<{ events: RunEvent[]; next_seq: number }>('GET', `/runs/${encodeURIComponent(id)}/events?from_seq=${fromSeq}&limit=${limit}`)).body;
+  return (await client.request<{ events: RunEvent[]; next_seq: number }>('GET', `/runs/${encodeURIComponent(id)}/events?from_seq=${fromSeq}&limit=${limit}`, undefined, {}, ['events', 'next_seq'])).body;
 }
 
 export async function handleReplay(client: SvcHttpClient, id: string): Promise<ReplayReport> {
@@ -114,7 +114,7 @@ export interface AbandonAnswer {
 }
 
 export async function handleAbandon(client: SvcHttpClient, id: string, reason: string, actor: { id: string; role: string }): Promise<AbandonAnswer> {
-  return (await client.request<AbandonAnswer>('POST', `/runs/${encodeURIComponent(id)}/abandon`, { reason, actor })).body;
+  return (await client.request<AbandonAnswer>('POST', `/runs/${encodeURIComponent(id)}/abandon`, { reason, actor }, {}, ['compensations_scheduled'])).body;
 }
 
 /** What abandon did, and the writes of unfinished steps it cannot undo, for a person. */
@@ -137,7 +137,7 @@ export function abandonHuman(id: string, x: AbandonAnswer): string {
 }
 
 export async function handleResume(client: SvcHttpClient, id: string, actor: { id: string; role: string }): Promise<{ run_id: string; state: string }> {
-  return (await client.request<{ run_id: string; state: string }>('POST', `/runs/${encodeURIComponent(id)}/resume`, { actor })).body;
+  return (await client.request<{ run_id: string; state: string }>('POST', `/runs/${encodeURIComponent(id)}/resume`, { actor }, {}, ['run_id', 'state'])).body;
 }
 
 // ------------------------------------------------------------------ human output

@@ -145,7 +145,7 @@ export class ApprovalsApi {
 
   /** POST /v1/approvals/{id}: 403 not_the_approver, 409 already_decided and 404 throw ApiError. */
   decide(id: string, decision: ApprovalDecision, actor: Actor, reason: string): Promise<{ run_id: string; run_state: string }> {
-    return this.call('POST', `/approvals/${encodeURIComponent(id)}`, { decision, actor, reason });
+    return this.call('POST', `/approvals/${encodeURIComponent(id)}`, { decision, actor, reason }, ['run_id', 'run_state']);
   }
 
   /** GET /v1/runs/{id} */
@@ -182,13 +182,14 @@ export class ApprovalsApi {
     return { events: body.events ?? [], next_seq: body.next_seq ?? null };
   }
 
-  private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+  /** `members`: what svcd's answer always has (an object without them is another server's). */
+  private async call<T>(method: string, path: string, body?: unknown, members: readonly string[] = []): Promise<T> {
     const res = await exchange({ ...this.opts, baseUrl: this.baseUrl, timeoutMs: this.opts.timeoutMs ?? 10_000 }, method, path, body);
     const parsed = res.body;
     const ok = res.status >= 200 && res.status < 300;
     // svcd answers the inbox with JSON objects, and refuses with an envelope that has a code:
     // anything else is another server at this URL.
-    if (ok && (res.status === 204 || isObject(parsed) || Array.isArray(parsed))) return parsed as T;
+    if (ok && (res.status === 204 || Array.isArray(parsed) || (isObject(parsed) && members.every((m) => Object.hasOwn(parsed, m))))) return parsed as T;
     const env = !ok && isObject(parsed) && isObject(parsed.error) && typeof parsed.error.code === 'string' ? parsed.error : null;
     if (!env) throw new ApiError(res.status, 'not_svcd', notSvcdMessage(res.status, this.baseUrl), {}, undefined, this.baseUrl);
     throw new ApiError(

@@ -74,7 +74,14 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
       }
       // A 2xx JSON answer in another shape: one line, exit 1, never "[]" or a TypeError's stack.
       const weird = `${url}/weird`;
-      for (const args of [['keys', 'show'], ['run', 'list'], ['--json', 'approvals', 'list', '--actor', 'fin-1:finance'], ['approvals', 'list', '--actor', 'fin-1:finance']]) {
+      // …and an answer of {} to the writes, whose fields were printed as "undefined" with exit 0.
+      const writes = [
+        ['remit', 'mint', '--tools', 'a.*', '--scopes', 'a:*', '--spend-tokens', '1', '--spend-usd', '1', '--autonomy', 'observe', '--requested-by', 'a:b:c'],
+        ['approvals', 'approve', 'apr_x', '--actor', 'fin-1:finance'],
+        ['run', 'abandon', 'run_x', '--actor', 'ops:ops', '--reason', 'x'],
+        ['run', 'resume', 'run_x', '--actor', 'ops:ops'],
+      ];
+      for (const args of [['keys', 'show'], ['run', 'list'], ['--json', 'approvals', 'list', '--actor', 'fin-1:finance'], ['approvals', 'list', '--actor', 'fin-1:finance'], ...writes]) {
         const r = await runSvc(['--kernel-url', weird, ...args]);
         expect([args.join(' '), r.code, r.stdout]).toEqual([args.join(' '), 1, '']);
         expect(oneLine(r.stderr)).toEqual([expect.stringMatching(/^svc: (HTTP 200 from .* is not an svcd answer; is the URL svcd's\?|the answer is not one svcd sends \(.*\); is the URL svcd's\? \(SVC_LOG_LEVEL=debug shows where it failed\))$/)]);
