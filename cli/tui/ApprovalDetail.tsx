@@ -19,6 +19,8 @@ export interface ApprovalDetailProps {
   now: number;
   /** The approval is no longer pending (a refresh dropped it while a prompt was open). */
   left?: boolean;
+  /** The deciding actor's id: a run they requested says another approver must decide it. */
+  actorId?: string;
 }
 
 const LABEL = 10;
@@ -35,7 +37,7 @@ function Row({ label, children, width }: { label: string; children: string; widt
 /** The number of lines the pane uses besides the args (see the layout below). */
 export const DETAIL_FIXED_ROWS = 10;
 
-export function ApprovalDetail({ approval: a, run, events, width, rows, now, left }: ApprovalDetailProps): React.JSX.Element {
+export function ApprovalDetail({ approval: a, run, events, width, rows, now, left, actorId }: ApprovalDetailProps): React.JSX.Element {
   const act = a.action ?? { tool: '?' };
   const flags = [act.writes ? 'write' : null, act.system_of_record ? 'system of record' : null].filter(Boolean).join(', ');
   const argLines = prettyLines(act.args ?? {}).map(clean);
@@ -50,7 +52,9 @@ export function ApprovalDetail({ approval: a, run, events, width, rows, now, lef
     : `${clean(a.run_id)} ${left ? '· no longer pending' : '(loading…)'}`;
   const flowLine = run ? `${clean(run.bundle?.name)}@${clean(run.bundle?.version)} / ${clean(run.workflow)} · dept ${clean(run.department)}` : '…';
   const req = run?.requested_by;
-  const reqLine = run ? `${clean(req?.id)} (role:${clean(req?.role)}, manager role:${clean(req?.manager)})` : '…';
+  // svc-approvals(1): the requester cannot decide their own run's actions; said before a reason is typed.
+  const yours = actorId !== undefined && req?.id === actorId ? 'you: another approver must decide it · ' : '';
+  const reqLine = run ? `${yours}${clean(req?.id)} (role:${clean(req?.role)}, manager role:${clean(req?.manager)})` : '…';
   const usageLine = run
     ? `${tokens(run.usage?.tokens)} / ${tokens(run.budget?.tokens)} tokens · ${usd(run.usage?.usd)} / ${usd(run.budget?.usd)}`
     : '…';

@@ -23,6 +23,8 @@ export interface ApprovalListProps {
   width: number;
   /** Current time in ms, for ages. */
   now: number;
+  /** The deciding actor's id: runs they requested show `you` as the requester (they cannot decide those). */
+  actorId?: string;
 }
 
 /** The first visible index so that `selected` is inside a window of `size`. */
@@ -32,7 +34,7 @@ export function windowStart(count: number, selected: number, size: number): numb
   return Math.max(0, Math.min(selected - half, count - size));
 }
 
-export function ApprovalList({ items, selected, rows, width, now }: ApprovalListProps): React.JSX.Element {
+export function ApprovalList({ items, selected, rows, width, now, actorId }: ApprovalListProps): React.JSX.Element {
   const overflow = items.length > rows;
   const size = overflow ? Math.max(1, rows - 1) : rows;
   const start = windowStart(items.length, selected, size);
@@ -47,7 +49,8 @@ export function ApprovalList({ items, selected, rows, width, now }: ApprovalList
       {visible.map(({ approval, run }, i) => {
         const idx = start + i;
         const on = idx === selected;
-        const who = run?.requested_by?.id ? clean(run.requested_by.id) : '…';
+        const id = run?.requested_by?.id;
+        const who = id === undefined ? '…' : actorId !== undefined && id === actorId ? 'you' : clean(id);
         const line =
           (on ? '› ' : '  ') +
           cell(age(approval.created_at, now), ageW) +

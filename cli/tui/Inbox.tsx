@@ -256,7 +256,7 @@ export function Inbox(props: InboxProps): React.JSX.Element {
     <Box flexDirection="column" width={width}>
       {header}
       {items.length ? (
-        <ApprovalList items={items} selected={selected} rows={listRows} width={width} now={now} />
+        <ApprovalList items={items} selected={selected} rows={listRows} width={width} now={now} actorId={props.actor.id} />
       ) : (
         <Text wrap="truncate-end" dimColor>
           {fit(filter ? `  No pending approval matches "${clean(filter)}" (Esc clears the filter)` : '  (none pending)', width)}
@@ -268,7 +268,7 @@ export function Inbox(props: InboxProps): React.JSX.Element {
           {fit(`details need ${fullRows - height} more row${fullRows - height === 1 ? '' : 's'}`, width)}
         </Text>
       ) : shown ? (
-        <ApprovalDetail approval={shown} run={props.runs[shown.run_id]} events={props.events[shown.run_id]} width={width} rows={detailRows} now={now} left={targetLeft} />
+        <ApprovalDetail approval={shown} run={props.runs[shown.run_id]} events={props.events[shown.run_id]} width={width} rows={detailRows} now={now} left={targetLeft} actorId={props.actor.id} />
       ) : (
         <Box height={detailRows} />
       )}

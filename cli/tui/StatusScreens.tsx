@@ -108,7 +108,8 @@ function ReasonLines({ current, inner, rows }: { current: Approval; inner: numbe
 
 /** Where to read a cut reason whole, in the longest form that fits the frame (svc-approvals(1)). */
 function cutHint(state: string, inner: number): string {
-  const forms = [`Cut to fit: svc approvals list --state ${state} --json shows it whole.`, `Cut: svc approvals list --state ${state} --json`, 'Cut: see svc approvals list --json', 'Cut to fit.'];
+  // Each names the state: the list shows pending approvals unless told otherwise.
+  const forms = [`Cut to fit: svc approvals list --state ${state} --json shows it whole.`, `Cut: svc approvals list --state ${state} --json`, `Cut: approvals list --state ${state}`, 'Cut to fit.'];
   return fit(forms.find((f) => columns(f) <= inner) ?? forms.at(-1)!, inner);
 }
 

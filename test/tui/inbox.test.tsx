@@ -329,10 +329,21 @@ describe('svc approvals inbox: status screens', () => {
     expect(props.onQuit).not.toHaveBeenCalled();
   });
 
+  it("runs the actor requested show 'you' as the requester, and the detail says another approver must decide them (svc-approvals(1))", async () => {
+    const { t } = setup(three(), { actor: { id: 'alice', role: 'finance' } });
+    const f = await t.waitFor('Args');
+    expect(selectedLine(f)).toMatch(/billing\.refund\s+you\s/);
+    expect(f).toContain('you: another approver must decide it · alice (role:support');
+    const other = setup(three());
+    const g = await other.t.waitFor('Args');
+    expect(selectedLine(g)).toMatch(/billing\.refund\s+alice\s/);
+    expect(g).not.toContain('another approver must decide');
+  });
+
   it('a reason cut to fit says where to read it whole in a form the frame can hold, down to 40 columns', async () => {
     const list = three();
     const current: Approval = { ...list[0]!, state: 'rejected', decision: 'rejected', actor: { id: 'fin-2', role: 'finance' }, reason: 'duplicate charge, '.repeat(200), decided_at: '2026-01-01T10:04:30.000Z' };
-    for (const [width, hint] of [[80, 'Cut to fit: svc approvals list --state rejected --json shows it whole.'], [56, 'Cut: svc approvals list --state rejected --json'], [40, 'Cut: see svc approvals list --json']] as const) {
+    for (const [width, hint] of [[80, 'Cut to fit: svc approvals list --state rejected --json shows it whole.'], [56, 'Cut: svc approvals list --state rejected --json'], [40, 'Cut: approvals list --state rejected']] as const) {
       const { t } = setup(list, { width, alert: { kind: 'lost_race', approval: list[0]!, attempted: 'approved', current } });
       const f = await t.waitFor('Too late');
       expect(f, `${width} columns`).toContain(hint);
