@@ -85,7 +85,7 @@ export async function handleList(client: SvcHttpClient): Promise<{ policies: Pol
 export async function handleShow(client: SvcHttpClient, ref: string): Promise<StoredPolicy> {
   const { name, version } = parseRef(ref, 'NAME[@VERSION]');
   const path = version === undefined ? `/policies/${encodeURIComponent(name)}` : `/policies/${encodeURIComponent(name)}/${encodeURIComponent(version)}`;
-  return (await client.request<StoredPolicy>('GET', path)).body;
+  return (await client.request<StoredPolicy>('GET', path, undefined, {}, ['name', 'version', 'source'])).body;
 }
 
 /** A corpus file: a JSON or YAML list of {action, run}, or {corpus: [...]}. */

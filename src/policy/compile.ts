@@ -95,6 +95,8 @@ function celMessage(err: RangedError): string {
   if (unexpected) return `unexpected ${tokenWords(unexpected[1]!)}`;
   const expected = /^Expected ([A-Z_]+), got ([A-Z_]+)$/.exec(text);
   if (expected) return `expected ${tokenWords(expected[1]!)}, found ${tokenWords(expected[2]!)}`;
+  const character = /^Unexpected character: '?(.+?)'?$/.exec(text);
+  if (character) return `unexpected character ${JSON.stringify(character[1])}`;
   return text;
 }
 
