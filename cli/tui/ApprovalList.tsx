@@ -43,7 +43,8 @@ export function ApprovalList({ items, selected, rows, width, now, actorId }: App
   const toolW = Math.min(24, Math.max(10, Math.floor((width - 8) * 0.34)));
   const whoW = Math.min(14, Math.max(6, Math.floor((width - 8) * 0.18)));
   const whatW = Math.max(4, width - 2 - ageW - 1 - toolW - 1 - whoW - 1);
-  const argsTexts = listArgsTexts(items.map((i) => i.approval));
+  // Under 24 columns a member's name leaves no room for its value: the values alone then.
+  const argsTexts = listArgsTexts(items.map((i) => i.approval), { valuesOnly: whatW < 24 });
   return (
     <Box flexDirection="column" width={width}>
       {visible.map(({ approval, run }, i) => {

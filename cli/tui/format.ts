@@ -82,8 +82,10 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v ===
  * Each approval's arguments as one line of JSON for the list, with the members whose values
  * differ among the approvals of the same tool first: a cut line then still tells apart ten
  * refunds that share an amount but not an invoice. (The detail pane shows them in full.)
+ * `valuesOnly`, for a column too narrow to show a member's name and its value: the differing
+ * values alone, strings unquoted, `T-30 · 180 · inv_1001`.
  */
-export function listArgsTexts(approvals: ReadonlyArray<Pick<Approval, 'approval_id' | 'action'>>): Map<string, string> {
+export function listArgsTexts(approvals: ReadonlyArray<Pick<Approval, 'approval_id' | 'action'>>, opts: { valuesOnly?: boolean } = {}): Map<string, string> {
   const byTool = new Map<string, Array<Record<string, unknown>>>();
   for (const a of approvals) {
     const args = a.action?.args;
@@ -108,6 +110,10 @@ export function listArgsTexts(approvals: ReadonlyArray<Pick<Approval, 'approval_
     }
     const keys = Object.keys(args);
     const ordered = [...keys.filter((k) => varying.has(k)), ...keys.filter((k) => !varying.has(k))];
+    if (opts.valuesOnly) {
+      out.set(a.approval_id, ordered.map((k) => (typeof args[k] === 'string' ? (args[k] as string) : JSON.stringify(args[k]))).join(' · '));
+      continue;
+    }
     // Written out member by member: an object would put integer-like keys first again.
     out.set(a.approval_id, `{${ordered.map((k) => `${JSON.stringify(k)}:${JSON.stringify(args[k])}`).join(',')}}`);
   }

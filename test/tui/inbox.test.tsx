@@ -479,6 +479,13 @@ describe('what a list row shows of an approval', () => {
     expect(rows).toHaveLength(2);
     expect(rows[0]).toContain('{"ticket_id":"T-2"');
     expect(rows[1]).toContain('{"ticket_id":"T-1"');
+    // At 40 columns the member's name would fill the column: the values alone, which still differ.
+    expect(listArgsTexts([refund(1, 'T-1'), refund(2, 'T-2')], { valuesOnly: true }).get(refund(1, 'T-1').approval_id)).toBe('T-1 · 180 · inv_1001 · Charged twice for the March subscription');
+    const narrow = setup([refund(2, 'T-2'), refund(1, 'T-1')], { width: 40 });
+    const cut = narrow.t.frame().split('\n').filter((l) => /^[› ] /.test(l) && l.includes('billing.'));
+    expect(cut).toHaveLength(2);
+    expect(cut[0]).toMatch(/T-2 · 1/);
+    expect(cut[1]).toMatch(/T-1 · 1/);
   });
 });
 
