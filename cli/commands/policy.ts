@@ -107,7 +107,12 @@ export async function handleTest(client: SvcHttpClient, corpusFile: string, a: s
   const policyA = parseRef(a, '--a');
   // A name never holds a '/' or ends in .policy: such a value is a file, and a missing one
   // is said to be missing rather than refused as a malformed name.
-  const bIsFile = (existsSync(b) && statSync(b).isFile()) || b.includes('/') || b.endsWith('.policy');
+  const exists = existsSync(b) && statSync(b).isFile();
+  const bIsFile = exists || b.includes('/') || b.endsWith('.policy');
+  // A bare name that is also a file here could mean either: said, not guessed.
+  if (exists && !b.includes('/') && !b.endsWith('.policy')) {
+    throw usageError(`--b ${b} is both a file here and a policy name: write ./${b} for the file, or ${b}@VERSION for the stored policy`);
+  }
   const policyB = bIsFile ? { source: readSource(b) } : parseRef(b, '--b');
   try {
     // The kernel takes 1 MiB a request (decisions §10): a larger corpus goes in slices.

@@ -44,6 +44,13 @@ describe('svc policy lint (offline, D 5.1)', () => {
 });
 
 describe('svc policy push, list, show against svcd (I 4.1)', () => {
+  it('policy test --b NAME that is also a file in the working directory is refused as ambiguous (svc(1))', async () => {
+    // README.md is a valid policy name and a file where the CLI runs (the repository root).
+    const r = await runSvc(['policy', 'test', join(ROOT, 'fixtures/corpora/refunds.json'), '--a', 'refunds', '--b', 'README.md', '--kernel-url', 'http://127.0.0.1:2']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe('svc: --b README.md is both a file here and a policy name: write ./README.md for the file, or README.md@VERSION for the stored policy\n');
+  });
+
   it('pushes versions, lists them and shows the latest or an exact version', async () => {
     await using d = await startTestDaemon();
     const url = ['--kernel-url', d.kernelUrl!];
