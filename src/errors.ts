@@ -71,8 +71,10 @@ export class SvcError extends Error {
 }
 
 /** Shorthand for the 404 of decisions §10. */
+/** 404 not_found; the message quotes at most 256 characters of the id (details.id holds it whole). */
 export function notFound(resource: string, id: string): SvcError {
-  return new SvcError('not_found', `${resource} ${id} not found`, { resource, id });
+  const shown = id.length <= 256 ? id : `${id.slice(0, 256)}…`;
+  return new SvcError('not_found', `${resource} ${shown} not found`, { resource, id });
 }
 
 export function isSvcError(err: unknown): err is SvcError {

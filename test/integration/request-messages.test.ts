@@ -34,6 +34,15 @@ describe('request_invalid messages (D §10)', () => {
     }
   });
 
+  it('a 404 quotes at most 256 characters of an unknown id in its message; details.id holds it whole', async () => {
+    await using d = await startRunDaemon();
+    const id = `run_${'x'.repeat(5000)}`;
+    const r = await d.kernel_(`/runs/${id}`);
+    expect(r.status).toBe(404);
+    expect(r.body.error.message).toBe(`run ${id.slice(0, 256)}… not found`);
+    expect(r.body.error.details).toEqual({ resource: 'run', id });
+  });
+
   it('bodies: a missing member "is required", an enum lists its values, a body that is no object says so', async () => {
     await using d = await startRunDaemon();
     const missing = await d.kernel_('/leases', { body: { kinds: ['model'] } });
