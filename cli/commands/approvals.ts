@@ -125,6 +125,8 @@ export function registerApprovals(program: Command): void {
           throw usageError(`unknown approvals command "${words[0]}"${near ? ` (did you mean ${near}?)` : ''}; the commands are ${known.join(', ')}`);
         }
         const actor = actorOf(cmd);
+        // --json asks for output a program reads; the inbox is a screen for a person.
+        if (globals(cmd).json) throw usageError('the inbox has no --json form; use "svc --json approvals list"');
         if (!process.stdout.isTTY || !process.stdin.isTTY) {
           throw usageError('the inbox needs a terminal; use "svc approvals list", "approve ID" or "reject ID --reason R"');
         }

@@ -193,5 +193,9 @@ describe('svc approvals: daemon and terminal', () => {
     const noTty = await svc(['--actor', 'fin-1:finance', 'approvals']);
     expect(noTty.code).toBe(2);
     expect(noTty.stderr).toContain('the inbox needs a terminal; use "svc approvals list"');
+    // --json is for programs: it points at the list, on a terminal too (checked before the terminal).
+    const json = await svc(['--json', '--actor', 'fin-1:finance', 'approvals']);
+    expect(json.code).toBe(2);
+    expect(json.stderr).toContain('the inbox has no --json form; use "svc --json approvals list"');
   });
 });
