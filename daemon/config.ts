@@ -107,7 +107,12 @@ export function kernelSection(doc: unknown, source: string, baseDir: string, env
 /** Splits "host:port" (IPv6 in brackets); port 0 picks a free one. */
 export function parseListen(value: string): { host: string; port: number } {
   const m = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(value.trim());
-  if (!m) throw new Error(`listen address "${value}" must be HOST:PORT`);
+  if (!m) {
+    // An IPv6 address holds colons itself: it goes in brackets, as in a URL.
+    const v6 = /^([0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*):(\d{1,5})$/.exec(value.trim());
+    const hint = v6 ? `; an IPv6 address goes in brackets: [${v6[1]}]:${v6[2]}` : '';
+    throw new Error(`listen address "${value}" must be HOST:PORT${hint}`);
+  }
   const port = Number(m[2]);
   if (port > 65535) throw new Error(`listen address "${value}": port out of range`);
   if (isFetchBlockedPort(port)) {

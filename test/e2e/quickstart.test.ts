@@ -221,6 +221,7 @@ describe('e2e: quickstart mistakes are one line without a stack trace', () => {
     ['--kernel-listen', 'nope', 'listen address "nope" must be HOST:PORT'],
     ['--gateway-listen', '127.0.0.1', 'listen address "127.0.0.1" must be HOST:PORT'],
     ['--kernel-listen', '127.0.0.1:70000', 'listen address "127.0.0.1:70000": port out of range'],
+    ['--kernel-listen', '::1:0', 'listen address "::1:0" must be HOST:PORT; an IPv6 address goes in brackets: [::1]:0'],
   ])('%s %s is a usage error (exit 2) that touches no data dir', async (flag, value, why) => {
     const dir = tempDir('svc-quickstart-');
     try {
