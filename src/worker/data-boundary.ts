@@ -9,6 +9,7 @@
  */
 import { spansBehindEscapes, UNESCAPE_LEVELS } from '../encoding/json-unescape.js';
 import { pointerToken } from '../encoding/json-pointer.js';
+import { textProblem } from '../encoding/json-limits.js';
 import type { ToolDescriptor } from '../types.js';
 import { BUILTIN_DETECTORS, findAll, type Detector } from './detectors.js';
 
@@ -61,6 +62,8 @@ interface Compiled {
   detectors: readonly Detector[];
   /** Lower-cased field path (segments) → class. */
   fields: Array<{ segments: string[]; cls: string }>;
+  /** JSON texts parsed in this redaction (both phases read them): text → value, or null. */
+  parsedTexts: Map<string, object | null>;
 }
 
 function compile(policy: BoundaryPolicy): Compiled {
@@ -70,7 +73,7 @@ function compile(policy: BoundaryPolicy): Compiled {
     .filter(([, cls]) => !granted.has(cls))
     .map(([name, cls]) => ({ segments: name.toLowerCase().split('.').filter(Boolean), cls }))
     .filter((f) => f.segments.length > 0);
-  return { granted, detectors, fields };
+  return { granted, detectors, fields, parsedTexts: new Map() };
 }
 
 /** Known sensitive literals (value → class): once found anywhere, removed everywhere. */
@@ -178,12 +181,24 @@ function jsonTextValue(text: string, c: Compiled): object | null {
   if (c.fields.length === 0) return null;
   const t = text.trimStart();
   if (t[0] !== '{' && t[0] !== '[') return null;
+  const cached = c.parsedTexts.get(text);
+  if (cached !== undefined) return cached;
+  c.parsedTexts.set(text, null);
+  // Only text naming a classified field is worth a parse (a large body names none, mostly).
+  const lower = text.toLowerCase();
+  if (!c.fields.some((f) => lower.includes(`"${f.segments[f.segments.length - 1]}"`))) return null;
+  let v: unknown;
   try {
-    const v: unknown = JSON.parse(text);
-    return v !== null && typeof v === 'object' ? v : null;
+    v = JSON.parse(text);
   } catch {
     return null;
   }
+  // A parse that changes the document cannot stand in for it: an integer past 2^53 would come
+  // back rounded (a card number no detector then knows), a repeated name would hide its first
+  // value. Such text is matched as text.
+  if (v === null || typeof v !== 'object' || textProblem(text) !== null) return null;
+  c.parsedTexts.set(text, v);
+  return v;
 }
 
 function walk(value: unknown, path: string, names: string[], c: Compiled, known: Known, out: Collector, depth: number): unknown {
@@ -313,6 +328,7 @@ export class DataBoundary {
       }
       return walk(r.value, r.path, r.names, c, this.known, out, 0);
     });
+    c.parsedTexts.clear(); // held for the two phases only, not for the step
     return { values, redactions: out.list() };
   }
 

@@ -213,6 +213,11 @@ describe('redaction (I 5.5: ungranted content replaced by [REDACTED:<class>])', 
     const body = JSON.parse((r.value as { body: string }).body);
     expect(body).toEqual({ name: 'Dana', salary: '[REDACTED:secret_field]', code: '[REDACTED:secret_field]', active: '[REDACTED:secret_field]', ref: '[REDACTED:secret_field]', rows: [{ salary: '[REDACTED:secret_field]' }] });
     expect(r.redactions).toEqual(expect.arrayContaining([{ class: 'secret_field', path: '/calls/0/result/body', count: 5 }]));
+    // JSON text a parse would change is matched as text: a card number past 2^53 written as a
+    // number stays whole for the card detector (a rewrite would round it to 16 real digits).
+    const card = '{"salary":95000,"card":6011000990139424124}';
+    const kept = redactValue({ body: card }, { grants: [], fieldClasses: classes });
+    expect((kept.value as { body: string }).body).toBe('{"salary":95000,"card":[REDACTED:pci]}');
     // Text that is not JSON, or JSON with nothing classified, is left as it was written.
     const plain = redactValue({ body: '{ "name": "Dana" }', note: 'salary 95000' }, { grants: [], fieldClasses: classes });
     expect(plain.value).toEqual({ body: '{ "name": "Dana" }', note: 'salary 95000' });
