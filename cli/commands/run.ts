@@ -356,8 +356,14 @@ export function registerRun(program: Command): void {
       let seq = first;
       const interval = f.interval === undefined ? 1000 : wholeOf(f.interval);
       if (interval === null || interval < 50) throw usageError(`--interval must be an integer of at least 50 ms, got "${f.interval}"`);
-      // Only a follow rides out a restart; a plain read fails at once (exit 3), as every command.
-      const ask = <T>(call: () => Promise<T>) => (f.follow ? riding(call, interval, client.opts.baseUrl) : call());
+      // Only a follow rides out a restart, and only once svcd has answered it: a wrong address,
+      // or an svcd not running, fails at once (exit 3), as every command does.
+      let answered = false;
+      const ask = async <T,>(call: () => Promise<T>): Promise<T> => {
+        const answer = await (f.follow && answered ? riding(call, interval, client.opts.baseUrl) : call());
+        answered = true;
+        return answer;
+      };
       for (;;) {
         const page = await ask(() => handleEventsPage(client, id, seq));
         for (const e of page.events) process.stdout.write((json ? JSON.stringify({ type: 'event', run_id: id, ...e }) : eventLine(e)) + '\n');

@@ -48,8 +48,11 @@ describe('svc run events --follow (svc(1))', () => {
     }
   });
 
-  it('without --follow an unreachable svcd is exit 3 at once', async () => {
-    const r = await runSvc(['run', 'events', 'run_F', '--kernel-url', 'http://127.0.0.1:2']);
-    expect(r.code).toBe(3);
+  it('an svcd never reached is exit 3 at once, with --follow too (a wrong address is not waited for)', async () => {
+    for (const extra of [[], ['--follow']]) {
+      const r = await runSvc(['run', 'events', 'run_F', '--kernel-url', 'http://127.0.0.1:2', ...extra]);
+      expect(r.code, extra.join(' ')).toBe(3);
+      expect(r.stderr).not.toContain('still following');
+    }
   });
 });
