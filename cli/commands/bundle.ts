@@ -170,12 +170,16 @@ export function handleValidate(file: string): ValidateResult {
     throw err;
   }
   const { bundle, signature } = bundleFileOf(read.value);
-  // Pointers to values JSON cannot carry are the file's (below /bundle in a signed document).
-  const carried = read.problems;
+  // Pointers to values JSON cannot carry are the file's; in a signed document {bundle,
+  // signature} they are made the bundle's, as the validator's are.
+  const inDocument = bundle !== read.value;
+  const carried = read.problems.map((p) => (inDocument && p.path.startsWith('/bundle/') ? { ...p, path: p.path.slice('/bundle'.length) } : p));
   const r = validateBundle(bundle);
+  // Such a value stands in as 0 for the validator: what it says of that place is not the file's.
+  const fromValidator = r.ok ? [] : r.problems.filter((p) => !carried.some((c) => c.path === p.path));
   const warnings = [...undeclaredTools(bundle), ...modelStepsWithoutMock(bundle)];
   const signed = signature && typeof signature.key_id === 'string' ? { signed_by: signature.key_id } : {};
-  if (carried.length > 0 || !r.ok) return { ok: false, file, problems: [...carried, ...(r.ok ? [] : r.problems)], warnings, ...signed };
+  if (carried.length > 0 || !r.ok) return { ok: false, file, problems: [...carried, ...fromValidator], warnings, ...signed };
   return { ok: true, file, problems: [], warnings, name: r.bundle.name, version: r.bundle.version, bundle_id: bundleId(r.bundle), ...signed };
 }
 

@@ -108,6 +108,15 @@ describe('svc bundle validate / sign: numbers JSON cannot carry as written (D 1 
     const lines = all.stdout.trim().split('\n');
     expect(lines).toEqual(expect.arrayContaining([expect.stringContaining('/workflows/w/steps/0/args/n: the integer 9007199254740993'), expect.stringContaining('/workflows/w/steps/0/args/f: NaN is not a number'), expect.stringContaining(': /name: ')]));
     expect(lines.some((l) => l.includes('/args/t'))).toBe(true);
+    // The stand-in for such a value adds nothing of its own (a retry's .inf is not "must be >= 1"),
+    // and in a signed document the pointers are the bundle's, as the validator's.
+    writeFileSync(file, `name: numbers\nversion: 1.0.0\nworkflows:\n  w:\n    input_schema: {type: object}\n    steps: [{id: a, kind: tool, tool: x.y, retry: {max_attempts: .inf}}]\n`);
+    const inf = await runSvc(['bundle', 'validate', file]);
+    expect(inf.stdout).toBe(`${file}: /workflows/w/steps/0/retry/max_attempts: Infinity is not a number JSON can carry\n`);
+    const doc = join(tempDir(), 'signed.yaml');
+    writeFileSync(doc, `bundle:\n  name: Bad Name\n  version: 1.0.0\n  workflows:\n    w:\n      input_schema: {type: object}\n      steps: [{id: a, kind: tool, tool: x.y, args: {v: .nan}}]\nsignature: {key_id: k, signature: s}\n`);
+    const signedLines = (await runSvc(['bundle', 'validate', doc])).stdout.trim().split('\n');
+    expect(signedLines).toEqual(expect.arrayContaining([`${doc}: /workflows/w/steps/0/args/v: NaN is not a number JSON can carry`, expect.stringContaining(`${doc}: /name: `)]));
     // A quoted integer stays text, 2^53 - 1 (`ok`) signs as written, and an own __proto__
     // member stays a member of what is signed.
     write('"12345678901234567890", __proto__: {x: 1}');
