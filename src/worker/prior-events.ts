@@ -7,12 +7,16 @@
  * (svc-worker(1): "no call runs twice"). The missing events are read from the run's log.
  */
 import type { KernelClient, LeaseCallOptions } from './kernel-client.js';
+import { leaseKind } from './step-runtime.js';
 import type { Lease, PriorEvent } from './types.js';
 
 /** A page of GET /runs/{id}/events, the most the kernel gives at once. */
 const PAGE = 1000;
 
 export async function completePriorEvents(kernel: Pick<KernelClient, 'events'>, lease: Lease, opts: LeaseCallOptions = {}): Promise<void> {
+  // A compensation replays nothing of its step's history, whose range runs from the step's
+  // first lease through the rest of the run: not read.
+  if (leaseKind(lease) === 'compensation') return;
   const ctx = lease.context;
   const from = ctx?.prior_events_from_seq;
   const held = Array.isArray(ctx?.prior_events) ? ctx.prior_events : [];

@@ -153,6 +153,13 @@ export class FakeKernel extends FakeServer {
         }
       }
     }
+    const read = /^\/v1\/runs\/([^/?]+)\/events\?(.*)$/.exec(req.path);
+    if (req.method === 'GET' && read) {
+      const q = new URLSearchParams(read[2]);
+      const from = Number(q.get('from_seq') ?? 1);
+      const page = (this.events.get(read[1]!) ?? []).filter((e) => e.seq >= from).slice(0, Number(q.get('limit') ?? 100));
+      return { status: 200, body: { events: page, next_seq: page.length > 0 ? page[page.length - 1]!.seq + 1 : from } };
+    }
     const ev = /^\/v1\/runs\/([^/]+)\/events$/.exec(req.path);
     if (req.method === 'POST' && ev) {
       const leaseId = req.headers['x-svc-lease'];

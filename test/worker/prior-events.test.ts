@@ -49,6 +49,9 @@ describe('prior_events past the context cap (D §6)', () => {
     await completePriorEvents(kernel, firstLease);
     const older = { run_id: 'run_x', context: { prior_events: [{ seq: 4, kind: 'x', payload: {} }] } } as unknown as Lease; // a kernel before prior_events_from_seq
     await completePriorEvents(kernel, older);
+    // A compensation replays nothing, and its step's range runs through the rest of the run.
+    const compensation = { run_id: 'run_x', kind: 'compensation', step_def: { kind: 'compensation' }, context: { prior_events: [{ seq: 2000, kind: 'x', payload: {} }], prior_events_from_seq: 4 } } as unknown as Lease;
+    await completePriorEvents(kernel, compensation);
     expect(asked).toBe(0);
   });
 });

@@ -455,6 +455,21 @@ class CountingMock implements Provider {
 describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', () => {
   const triage = { id: 'triage', kind: 'model', prompt: 'triage', tools: ['billing.lookup_invoice'] };
 
+  it('a context cut to its last events: the worker reads the step\'s first recorded answer from the log and replays it, asking the provider nothing', async () => {
+    const provider = new CountingMock();
+    const { kernel, run } = await setup({ provider });
+    const runId = 'run_CUT';
+    // The step's first lease: its recorded answer (the output), then 1,100 notes.
+    kernel.append(runId, 'step.leased', { step: 'triage' });
+    kernel.append(runId, 'model.called', { step: 'triage', call_index: 0, source: 'worker', response: { content: 'done', calls: [], output: { amount: 42 }, usage: { tokens: 3, usd: 0 } } });
+    for (let i = 0; i < 1100; i++) kernel.append(runId, 'note', { step: 'triage', i });
+    const all = kernel.eventsOf(runId);
+    const lease = makeLease({ run_id: runId, step: 'triage', attempt: 2, step_def: { id: 'triage', kind: 'model', prompt: 'triage' } }, { prompts: { triage: 'go' }, mock: { triage: { output: { amount: 1 } } }, prior_events: all.slice(-1000), prior_events_from_seq: all[0]!.seq });
+    await run(lease);
+    expect(provider.requests).toEqual([]);
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)[0]!.body.output).toEqual({ amount: 42 });
+  });
+
   it('renders the prompt, redacts an ungranted email before the provider, notes it, and completes', async () => {
     const provider = new CountingMock();
     const { kernel, gateway, run } = await setup({ provider });
