@@ -16,9 +16,17 @@ export function ensureDir(dir: string, mode = 0o777): void {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EEXIST' && isDirectory(path)) return;
     const parent = dirname(path);
-    if (code !== 'ENOENT' || parent === path || isDirectory(parent)) throw err;
+    if (code !== 'ENOENT' || parent === path) throw err;
+    // The parent there now (made meanwhile by another process): one more try, and mkdir's
+    // answer stands (ENOENT again under /proc).
+    if (isDirectory(parent)) return mkdirOnce(path, mode);
   }
   ensureDir(dirname(path), mode);
+  mkdirOnce(path, mode);
+}
+
+/** One mkdir; a directory made meanwhile by another process is success. */
+function mkdirOnce(path: string, mode: number): void {
   try {
     mkdirSync(path, { mode });
   } catch (err) {
