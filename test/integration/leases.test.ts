@@ -269,6 +269,10 @@ describe('complete (I 4.1, D §6)', () => {
     expect((await getRun(d, run_id)).steps.triage.state).toBe('leased');
     // The same lease still fails properly.
     expect((await d.kernel_(`/leases/${l.body.lease_id}/fail`, { body: { error: { code: 'boom' }, deterministic: true } })).body.outcome).toBe('quarantined');
+    // Once the lease has ended, such a body is 410 like any other (the lease is checked first).
+    const late = await d.kernel_(`/leases/${l.body.lease_id}/complete`, { body: { error: { code: 'boom' } } });
+    expect(late.status).toBe(410);
+    expect(late.body.error.code).toBe('lease_expired');
   });
 });
 
