@@ -8,7 +8,7 @@
  */
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { ApiError, ApprovalsApi, approverOf, type Actor, type Approval, type ApprovalDecision, type ApprovalState } from '../tui/approvals-api.js';
+import { ApiError, ApprovalsApi, approverOf, LIST_ALL_CAP, type Actor, type Approval, type ApprovalDecision, type ApprovalState } from '../tui/approvals-api.js';
 import { CliError, EXIT, usageError } from '../exit.js';
 import { errorFromBody, TransportError, unreachable } from '../http-client.js';
 import { actorOf, globals, kernelUrlOf, output, table, timeoutMsOf } from '../context.js';
@@ -153,7 +153,7 @@ export function registerApprovals(program: Command): void {
         const g = globals(cmd);
         const approver = opts.approver ?? (g.actor ? approverOf(actorOf(cmd).role) : undefined);
         // One more than shown, so a cut list can say so (on standard error; stdout stays the list).
-        const limit = opts.limit ?? 1000;
+        const limit = opts.limit ?? LIST_ALL_CAP;
         const fetched = await handleList(apiOf(cmd), { state: opts.state, approver, limit: limit + 1 });
         const list = fetched.slice(0, limit);
         output(cmd, list, listTable);
