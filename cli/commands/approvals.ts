@@ -8,7 +8,7 @@
  */
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { ApiError, ApprovalsApi, approverOf, LIST_ALL_CAP, type Actor, type Approval, type ApprovalDecision, type ApprovalState } from '../tui/approvals-api.js';
+import { ApiError, ApprovalsApi, approverOf, LIST_ALL_CAP, REASON_MAX_LENGTH, type Actor, type Approval, type ApprovalDecision, type ApprovalState } from '../tui/approvals-api.js';
 import { CliError, EXIT, usageError } from '../exit.js';
 import { errorFromBody, TransportError, unreachable } from '../http-client.js';
 import { actorOf, globals, kernelUrlOf, output, table, timeoutMsOf } from '../context.js';
@@ -85,6 +85,13 @@ function listTable(list: Approval[]): string {
 function parseLimit(v: string): number {
   if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 10000) throw usageError(`--limit must be an integer from 1 to 10000, got "${v}"`);
   return Number(v);
+}
+
+/** svcd takes reasons of REASON_MAX_LENGTH characters (code points, as its schema counts): longer is a usage error here, not the server's refusal. */
+function parseReason(v: string): string {
+  const n = [...v].length;
+  if (n > REASON_MAX_LENGTH) throw usageError(`--reason is ${n} characters; svcd takes at most ${REASON_MAX_LENGTH}`);
+  return v;
 }
 
 function parseApprover(v: string): string {
@@ -165,7 +172,7 @@ export function registerApprovals(program: Command): void {
     .command('approve')
     .description('approve a pending approval as --actor')
     .argument('<id>', 'approval id (apr_…), as svc approvals list shows it')
-    .option('--reason <text>', 'why, recorded with the decision (optional)')
+    .option('--reason <text>', `why, recorded with the decision (optional, at most ${REASON_MAX_LENGTH} characters)`, parseReason)
     .addHelpText('after', '\nExample:\n  svc approvals approve apr_01J… --actor fin-1:finance --reason "duplicate charge"')
     .action(
       run(async (id: string, opts: { reason?: string }, cmd: Command) => {
@@ -178,7 +185,7 @@ export function registerApprovals(program: Command): void {
     .command('reject')
     .description('reject a pending approval as --actor; a reason is required')
     .argument('<id>', 'approval id (apr_…), as svc approvals list shows it')
-    .requiredOption('--reason <text>', 'why, recorded with the decision and seen by the run (required)')
+    .requiredOption('--reason <text>', `why, recorded with the decision and seen by the run (required, at most ${REASON_MAX_LENGTH} characters)`, parseReason)
     .action(
       run(async (id: string, opts: { reason: string }, cmd: Command) => {
         if (!opts.reason.trim()) throw usageError('--reason must not be empty');

@@ -106,6 +106,12 @@ describe('svc approvals list (I 4.1 GET /approvals)', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('--approver must be role:ROLE');
     expect((await svc(['approvals', 'list', '--limit', '0'])).code).toBe(2);
+    // A reason svcd would refuse is a usage error before any request (4096 characters, an emoji one).
+    for (const decide of ['approve', 'reject']) {
+      const long = await svc(['--actor', 'fin-1:finance', 'approvals', decide, 'apr_x', '--reason', '🎉'.repeat(4097)]);
+      expect(long.code, decide).toBe(2);
+      expect(long.stderr).toContain('--reason is 4097 characters; svcd takes at most 4096');
+    }
     expect(k.calls).toHaveLength(0);
   });
 });
