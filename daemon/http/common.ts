@@ -300,11 +300,17 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
     reply.removeHeader('connection');
     const raw = req.raw;
     unreadBodies.add(raw);
-    // A connection dropped mid-body fires neither on the request (Node 20): its socket's close does.
-    const forget = () => unreadBodies.delete(raw);
+    // A connection dropped mid-body fires neither on the request (Node 20): its socket's close
+    // does. The socket's listener goes with the request: a keep-alive connection carries many
+    // (each refused before its body was read added one, holding its request, until it closed).
+    const socket = raw.socket;
+    const forget = () => {
+      unreadBodies.delete(raw);
+      socket.removeListener('close', forget);
+    };
     raw.once('end', forget);
     raw.once('close', forget);
-    raw.socket.once('close', forget);
+    socket.once('close', forget);
   };
 
   let closing = false;

@@ -67,3 +67,34 @@ describe('request_invalid messages (D §10)', () => {
     }
   });
 });
+
+describe('keep-alive connections (daemon/http/common.ts)', () => {
+  it('requests refused before their body was read leave no listener behind on the connection', async () => {
+    await using d = await startRunDaemon();
+    const { request, Agent } = await import('node:http');
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on('warning', onWarning);
+    const url = new URL(d.kernelUrl!);
+    try {
+      for (let i = 0; i < 30; i++) {
+        // An unknown lease is 404 before its body is parsed (known-ids.ts): the body is left unread.
+        const status = await new Promise<number>((resolve, reject) => {
+          const req = request({ host: url.hostname, port: url.port, path: `/v1/leases/lse_nope${i}/complete`, method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+            res.resume();
+            res.on('end', () => resolve(res.statusCode!));
+          });
+          req.on('error', reject);
+          req.end(JSON.stringify({ output: { pad: 'x'.repeat(2000) } }));
+        });
+        expect(status).toBe(404);
+      }
+      await new Promise((r) => setTimeout(r, 50));
+      expect(warnings).not.toContain('MaxListenersExceededWarning');
+    } finally {
+      process.off('warning', onWarning);
+      agent.destroy();
+    }
+  });
+});
