@@ -230,8 +230,13 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
     done(p === null ? undefined : new SvcError('request_invalid', p.message, { path: p.path }));
   });
 
-  app.setErrorHandler((err, _req, reply) => {
-    const svc = toSvcError(err, opts.logger);
+  app.setErrorHandler((err, req, reply) => {
+    let svc = toSvcError(err, opts.logger);
+    // The limit is the route's (1 MiB, 8 MiB for bundles): said, so a client knows what fits.
+    const limit = req.routeOptions?.bodyLimit;
+    if (svc.code === 'payload_too_large' && typeof limit === 'number' && !('limit_bytes' in svc.details)) {
+      svc = new SvcError('payload_too_large', `request body is over this route's limit of ${limit} bytes`, { ...svc.details, limit_bytes: limit });
+    }
     void reply.status(svc.status).send(opts.render(svc));
   });
 

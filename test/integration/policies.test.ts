@@ -221,6 +221,8 @@ describe('POST /v1/policies/test body limit (D 5.3, D §10)', () => {
     const whole = await d.kernel_('/policies/test', { body });
     expect(whole.status).toBe(413);
     expect(whole.body.error.code).toBe('payload_too_large');
+    // The limit is said, so a client knows what fits (a CLI user read only "too large").
+    expect(whole.body.error).toMatchObject({ message: "request body is over this route's limit of 1048576 bytes", details: { limit_bytes: 1048576 } });
     const remit = await d.kernel_('/remits', { body: { pad: 'x'.repeat(1024 * 1024 + 10) } });
     expect(remit.status).toBe(413);
 
