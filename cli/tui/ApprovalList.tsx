@@ -25,6 +25,12 @@ export interface ApprovalListProps {
   now: number;
   /** The deciding actor's id: runs they requested show `you` as the requester (they cannot decide those). */
   actorId?: string;
+  /**
+   * Whether the selected row is marked. Not while a prompt is open for an approval that has
+   * left the list: the marker would point at another approval than the one the prompt is for.
+   * (Default: true)
+   */
+  marked?: boolean;
 }
 
 /** The first visible index so that `selected` is inside a window of `size`. */
@@ -34,7 +40,7 @@ export function windowStart(count: number, selected: number, size: number): numb
   return Math.max(0, Math.min(selected - half, count - size));
 }
 
-export function ApprovalList({ items, selected, rows, width, now, actorId }: ApprovalListProps): React.JSX.Element {
+export function ApprovalList({ items, selected, rows, width, now, actorId, marked = true }: ApprovalListProps): React.JSX.Element {
   const overflow = items.length > rows;
   const size = overflow ? Math.max(1, rows - 1) : rows;
   const start = windowStart(items.length, selected, size);
@@ -49,7 +55,7 @@ export function ApprovalList({ items, selected, rows, width, now, actorId }: App
     <Box flexDirection="column" width={width}>
       {visible.map(({ approval, run }, i) => {
         const idx = start + i;
-        const on = idx === selected;
+        const on = marked && idx === selected;
         const id = run?.requested_by?.id;
         const who = id === undefined ? '…' : actorId !== undefined && id === actorId ? 'you' : clean(id);
         const line =

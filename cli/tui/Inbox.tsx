@@ -256,7 +256,7 @@ export function Inbox(props: InboxProps): React.JSX.Element {
     <Box flexDirection="column" width={width}>
       {header}
       {items.length ? (
-        <ApprovalList items={items} selected={selected} rows={listRows} width={width} now={now} actorId={props.actor.id} />
+        <ApprovalList items={items} selected={selected} rows={listRows} width={width} now={now} actorId={props.actor.id} marked={!targetLeft} />
       ) : (
         <Text wrap="truncate-end" dimColor>
           {fit(filter ? `  No pending approval matches "${clean(filter)}" (Esc clears the filter)` : '  (none pending)', width)}

@@ -297,6 +297,8 @@ describe('svc approvals inbox: status screens', () => {
     expect(f).not.toContain('loading');
     expect(f).toContain('Reason (required): dup');
     expect(f.split('\n').length).toBeLessThanOrEqual(24);
+    // No list row is marked meanwhile: the marker would point at another approval than the prompt's.
+    expect(f.split('\n').some((l) => l.startsWith('›'))).toBe(false);
     // Enter still goes to the kernel, whose answer (409) the alert screen explains.
     await t.press(KEY.enter);
     expect(props.onDecide).toHaveBeenCalledWith(expect.objectContaining({ approval_id: 'apr_01JTEST000000000000000003' }), 'rejected', 'dup');
