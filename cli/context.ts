@@ -38,13 +38,17 @@ function checkedUrl(cmd: Command, which: 'kernel' | 'gateway'): string {
   const source = flag ? `--${which}-url` : which === 'kernel' ? 'SVC_KERNEL_URL' : 'SVC_GATEWAY_URL';
   // Before anything that quotes the address: a password in it must not reach the screen.
   if (urlHasCredentials(value)) throw usageError(`${source} must not carry a user name or password (user:password@host); pass the token with --token or SVC_TOKEN`);
-  let ok = false;
+  let parsed: URL | null = null;
   try {
-    ok = ['http:', 'https:'].includes(new URL(value).protocol);
+    parsed = new URL(value);
   } catch {
-    ok = false;
+    parsed = null;
   }
-  if (!ok) throw usageError(`${source} must be an http:// or https:// URL, got "${value}"`);
+  if (!parsed || !['http:', 'https:'].includes(parsed.protocol)) throw usageError(`${source} must be an http:// or https:// URL, got "${value}"`);
+  // The client appends /v1/<path>: a query or fragment would end up before it ("no route GET /").
+  if (parsed.search || parsed.hash || value.includes('?') || value.includes('#')) {
+    throw usageError(`${source} must be svcd's address without a query or fragment (http://host:port), got "${value}"`);
+  }
   // fetch would refuse it on every request: said once, up front (a worker would otherwise fail every step).
   if (urlHasFetchBlockedPort(value)) throw usageError(`${source} "${value}": ${fetchBlockedPortHint(value)}`);
   // The API's prefix is the client's to add: `http://host:7401/v1` means the same daemon.

@@ -20,6 +20,12 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
     const r = await runSvc(['--kernel-url', 'nonsense', 'run', 'list']);
     expect(r.code).toBe(2);
     expect(oneLine(r.stderr)).toEqual(['svc: --kernel-url must be an http:// or https:// URL, got "nonsense"']);
+    // A query or fragment would land before the /v1 path the client appends.
+    for (const url of ['http://127.0.0.1:7401/?x=1', 'http://127.0.0.1:7401#v1', 'http://127.0.0.1:7401/?']) {
+      const q = await runSvc(['--kernel-url', url, 'run', 'list']);
+      expect(q.code, url).toBe(2);
+      expect(oneLine(q.stderr)).toEqual([`svc: --kernel-url must be svcd's address without a query or fragment (http://host:port), got "${url}"`]);
+    }
   });
 
   it('a malformed SVC_KERNEL_URL / --gateway-url names where it came from', async () => {
