@@ -67,8 +67,15 @@ export function bearerMatches(header: string | undefined, token: string): boolea
   return timingSafeEqual(digest(m[1]!), digest(token));
 }
 
-/** Maps anything thrown inside fastify to an SvcError. */
-export function toSvcError(err: unknown, logger?: Logger): SvcError {
+/** 413 payload_too_large, naming the route's limit when known, so a client knows what fits. */
+function tooLarge(limit: number | undefined): SvcError {
+  return limit === undefined
+    ? new SvcError('payload_too_large', 'request body is too large', {})
+    : new SvcError('payload_too_large', `request body is over this route's limit of ${limit} bytes`, { limit_bytes: limit });
+}
+
+/** Maps anything thrown inside fastify to an SvcError; `bodyLimit` is the route's (1 MiB, 8 MiB for bundles). */
+export function toSvcError(err: unknown, logger?: Logger, bodyLimit?: number): SvcError {
   if (isSvcError(err)) return err;
   const e = err as FastifyError & { validationContext?: string };
   if (e?.validation) {
@@ -88,7 +95,7 @@ export function toSvcError(err: unknown, logger?: Logger): SvcError {
   }
   switch (e?.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new SvcError('payload_too_large', 'request body is too large', {});
+      return tooLarge(bodyLimit);
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
@@ -98,7 +105,7 @@ export function toSvcError(err: unknown, logger?: Logger): SvcError {
   // a SyntaxError reaching here comes from stored data (a damaged store), which is no fault of
   // the request's and must not be reported as one.
   if (e?.statusCode === 400) return new SvcError('request_invalid', `request body is not valid JSON`, { path: '' });
-  if (e?.statusCode === 413) return new SvcError('payload_too_large', 'request body is too large', {});
+  if (e?.statusCode === 413) return tooLarge(bodyLimit);
   if (e?.statusCode === 404) return new SvcError('not_found', 'no such route', { resource: 'route', id: '' });
   if (e?.statusCode === 405) return new SvcError('method_not_allowed', 'method not allowed', {});
   const fault = storeFault(err);
@@ -231,12 +238,8 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   });
 
   app.setErrorHandler((err, req, reply) => {
-    let svc = toSvcError(err, opts.logger);
-    // The limit is the route's (1 MiB, 8 MiB for bundles): said, so a client knows what fits.
     const limit = req.routeOptions?.bodyLimit;
-    if (svc.code === 'payload_too_large' && typeof limit === 'number' && !('limit_bytes' in svc.details)) {
-      svc = new SvcError('payload_too_large', `request body is over this route's limit of ${limit} bytes`, { ...svc.details, limit_bytes: limit });
-    }
+    const svc = toSvcError(err, opts.logger, typeof limit === 'number' ? limit : undefined);
     void reply.status(svc.status).send(opts.render(svc));
   });
 
