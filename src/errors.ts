@@ -70,8 +70,7 @@ export class SvcError extends Error {
   }
 }
 
-/** Shorthand for the 404 of decisions §10. */
-/** 404 not_found; the message quotes at most 256 characters of the id (details.id holds it whole). */
+/** The 404 not_found of decisions §10; the message quotes at most 256 characters of the id (details.id holds it whole). */
 export function notFound(resource: string, id: string): SvcError {
   const shown = id.length <= 256 ? id : `${id.slice(0, 256)}…`;
   return new SvcError('not_found', `${resource} ${shown} not found`, { resource, id });

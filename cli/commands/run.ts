@@ -53,10 +53,10 @@ export interface ListFlags {
   after?: string;
 }
 
-/** The command that prints the next page: the same filters and page size, the new cursor. */
 /**
- * The command for the next page, pasteable: the daemon it asked when that came from a flag (an
- * environment variable carries over by itself), never the token (a secret on screen).
+ * The command that prints the next page, pasteable: the same filters and page size, the new
+ * cursor, and the daemon it asked when that came from a flag (an environment variable carries
+ * over by itself), never the token (a secret on screen).
  */
 function nextPageCommand(f: ListFlags, next: string, daemon: { kernelUrl?: string; token?: string }): string {
   const words = ['svc'];

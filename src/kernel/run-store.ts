@@ -63,8 +63,7 @@ export interface LeaseRow {
   ended_at: string | null;
 }
 
-/** An event before the chain fields are filled in. */
-/** An event to append: a kernel kind with its own payload shape, or an external kind. */
+/** An event to append, before its chain fields are filled in: a kernel kind with its own payload shape, or an external kind. */
 export type EventDraft =
   | { [K in KernelEventKind]: { kind: K; payload: KernelEventPayloads[K]; actor: RunEvent['actor'] } }[KernelEventKind]
   | { kind: ExternalEventKind; payload: Record<string, unknown>; actor: RunEvent['actor'] };
