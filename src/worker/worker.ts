@@ -277,7 +277,7 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
     this.inflight.set(lease.lease_id, { info, abort });
     // The lease's expiry as heartbeats move it: calls under the lease retry an unreachable
     // kernel until then (a restart costs a pause, not the attempt and its model answers).
-    const held = { expiresAt: Date.parse(lease.expires_at) };
+    const held = { expiresAt: localExpiry(lease, Date.now(), lease.expires_at) };
     const until = () => Math.min(held.expiresAt, this.reportDeadline);
     const stopHeartbeat = this.heartbeat(lease, abort, held);
     const timeoutS = Number(lease.step_def?.timeout_seconds);
@@ -355,10 +355,10 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
    */
   private async confirmLease(lease: Lease, abort: AbortController, held: { expiresAt: number }): Promise<void> {
     try {
+      const sent = Date.now();
       // Bounded: a kernel that never answers must not hold the step (or a stop) here.
       const r = await this.kernel.heartbeat(lease.lease_id, AbortSignal.any([abort.signal, AbortSignal.timeout(CONFIRM_LEASE_MS)]));
-      const t = Date.parse(r?.expires_at);
-      if (Number.isFinite(t)) held.expiresAt = t;
+      held.expiresAt = localExpiry(lease, sent, r?.expires_at, held.expiresAt);
     } catch (err) {
       if (!(err instanceof LeaseLostError)) return;
       abort.abort(err);
@@ -376,11 +376,11 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
     const timer = setInterval(() => {
       if (busy || abort.signal.aborted) return;
       busy = true;
+      const sent = Date.now();
       this.kernel
         .heartbeat(lease.lease_id, AbortSignal.timeout(Math.max(every, 1000))) // a hung one must not stop the next
         .then((r) => {
-          const t = Date.parse(r?.expires_at);
-          if (Number.isFinite(t)) held.expiresAt = t;
+          held.expiresAt = localExpiry(lease, sent, r?.expires_at, held.expiresAt);
         })
         .catch((err: unknown) => {
           if (err instanceof LeaseLostError) abort.abort(err);
@@ -392,4 +392,19 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
     }, every);
     return () => clearInterval(timer);
   }
+}
+
+/**
+ * When a lease runs out, on this machine's clock. The kernel's `expires_at` is on the kernel's
+ * clock: a worker whose clock runs ahead by about a ttl would take a live lease for lost (one
+ * failed heartbeat aborting the step, reports to a restarting kernel given up). The kernel
+ * sets the expiry to its now plus the lease's ttl when it answers, so `since` (when the
+ * request was sent, or the lease received) plus the ttl is the same instant, give or take the
+ * request's flight. Without a ttl (a kernel that does not send it), the kernel's time as given.
+ */
+export function localExpiry(lease: Pick<Lease, 'ttl_seconds'>, since: number, kernelExpiresAt: unknown, previous = NaN): number {
+  const ttl = Number(lease.ttl_seconds);
+  if (Number.isFinite(ttl) && ttl > 0) return since + ttl * 1000;
+  const t = typeof kernelExpiresAt === 'string' ? Date.parse(kernelExpiresAt) : NaN;
+  return Number.isFinite(t) ? t : previous;
 }

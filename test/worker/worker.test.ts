@@ -203,6 +203,21 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/heartbeat`).length).toBeGreaterThanOrEqual(3);
   });
 
+  it("a kernel whose clock is an hour behind the worker's: a failed heartbeat does not take the live lease for lost", async () => {
+    const { kernel, gateway, run } = await setup();
+    gateway.define('billing.slow', () => new Promise((resolve) => setTimeout(() => resolve({ done: true }), 2500)));
+    const kernelNow = () => Date.now() - 3_600_000;
+    let beats = 0;
+    // Every heartbeat but the first fails as a kernel restarting would; the ones that answer
+    // give the expiry on the kernel's clock, an hour in the worker's past.
+    kernel.heartbeatReply = () => (++beats === 1 ? { status: 200, body: { expires_at: new Date(kernelNow() + 60_000).toISOString() } } : { status: 503, body: { error: { code: 'unavailable', message: 'restarting', details: {} } } });
+    const lease = makeLease({ step: 'slow', ttl_seconds: 3, heartbeat_seconds: 1, expires_at: new Date(kernelNow() + 3000).toISOString(), step_def: { id: 'slow', kind: 'tool', tool: 'billing.slow', args: {} } });
+    const end = await run(lease, 6000);
+    expect(end.name).toBe('step:done');
+    expect(beats).toBeGreaterThanOrEqual(2);
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`).length).toBe(1);
+  });
+
   it('stop({graceMs: 0}) aborts a running step and fails it as worker_shutdown (retryable)', async () => {
     const { kernel, worker, events, lease } = await slowToolStep(10_000, { late: true });
     await worker.stop({ graceMs: 0 });
