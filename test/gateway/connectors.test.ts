@@ -14,7 +14,7 @@ import { ManualClock } from '../../src/clock.js';
 import { FsConnector, MAX_LIST_ENTRIES } from '../../src/gateway/connectors/fs.js';
 import { SqliteConnector, namedParameters, tablesTouched } from '../../src/gateway/connectors/sqlite.js';
 import { StatementFailureError, StatementHost } from '../../src/gateway/connectors/sqlite-host.js';
-import { ScopeRefusal, UpstreamError } from '../../src/gateway/connectors/types.js';
+import { DeterministicFailure, ScopeRefusal, UpstreamError } from '../../src/gateway/connectors/types.js';
 import { closedPortUrl, tempDir } from '../helpers/daemon.js';
 import { mintToken, remitPayload, testSigner } from '../helpers/remit-token.js';
 import { startGateway, type TestGateway } from './helpers.js';
@@ -456,6 +456,37 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
       await expect(c.call('rows', { n: 1e9 }, ctx)).rejects.toThrow(/larger than 5242880 bytes/);
     } finally {
       await c.close();
+    }
+  });
+
+  it("a write's RETURNING rows are bounded the same: the write is made, its answer a deterministic failure saying so", async () => {
+    const base = tempDir('svc-sqlite-returning-');
+    const file = join(base, 'r.db');
+    const db = new Database(file);
+    db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, pad TEXT); WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 60000) INSERT INTO t SELECT x, printf('%.100c', 'y') FROM c");
+    db.close();
+    const c = new SqliteConnector({
+      type: 'sqlite',
+      name: 'ret',
+      path: file,
+      probe: null,
+      timeout_ms: 10_000,
+      tools: {
+        touch: { writes: true, statement: "UPDATE t SET pad = 'z' || substr(pad, 2) WHERE id <= :n RETURNING id, pad" },
+        count: { statement: "SELECT count(*) AS n FROM t WHERE pad LIKE 'z%'" },
+      },
+    });
+    await c.start();
+    const ctx = { signal: new AbortController().signal, now: () => Date.now(), enterScope: () => true, outcomeUnknown: () => undefined };
+    try {
+      expect(((await c.call('touch', { n: 10 }, ctx)) as { rows: unknown[] }).rows).toHaveLength(10);
+      const err = await c.call('touch', { n: 60000 }, ctx).then(() => null, (e: unknown) => e);
+      expect(err).toBeInstanceOf(DeterministicFailure);
+      expect(String(err)).toMatch(/the write was made, but its RETURNING rows are larger than 5242880 bytes/);
+      expect(await c.call('count', {}, ctx)).toEqual({ rows: [{ n: 60000 }] });
+    } finally {
+      await c.close();
+      rmSync(base, { recursive: true, force: true });
     }
   });
 });

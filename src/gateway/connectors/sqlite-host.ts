@@ -159,6 +159,22 @@ function selectRows(stmt, binds) {
   }
   return rows;
 }
+// A write's changes are all made by its first step, its RETURNING rows then read from SQLite's
+// buffer: the write runs to its end whatever their size (stopping early would leave that to
+// how SQLite resets a statement), and only what is kept and sent back is bounded.
+function returningRows(stmt, binds) {
+  const rows = [];
+  let bytes = 0;
+  for (const row of stmt.iterate(binds)) {
+    if (bytes > cfg.maxResultBytes) continue;
+    jsonRow(row);
+    bytes += Buffer.byteLength(JSON.stringify(row)) + 1;
+    if (bytes > cfg.maxResultBytes) rows.length = 0;
+    else rows.push(row);
+  }
+  if (bytes > cfg.maxResultBytes) throw new TooLarge('the write was made, but its RETURNING rows are larger than ' + cfg.maxResultBytes + ' bytes');
+  return rows;
+}
 function execute(m) {
   if (stmts && !sameFile() && !leaveOldFile()) return { ok: false, failure: { kind: 'unavailable', message: HELD_LOG, code: 'SQLITE_BUSY' } };
   if (!stmts) {
@@ -177,7 +193,7 @@ function execute(m) {
       return { ok: true, value: { changes: info.changes, last_insert_rowid: jsonValue(info.lastInsertRowid) } };
     }
     if (s.mode === 'returning') {
-      const rows = stmt.all(m.binds).map(jsonRow);
+      const rows = returningRows(stmt, m.binds);
       return { ok: true, value: rows.length === 1 ? rows[0] : { rows } };
     }
     return { ok: true, value: { rows: selectRows(stmt, m.binds) } };
