@@ -428,9 +428,10 @@ export class RunEngine {
     const result = await this.mutate(runId, async (w) => {
       const m = w.model;
       if (m.state === 'abandoning') {
-        // Asked again while compensations run: the same answer, as the first abandon recorded it.
-        const uncompensated = await recordedUncompensated(w.tx, runId);
-        return { compensations_scheduled: m.compensations.length, state: m.state, uncompensated, chargedUsd: 0, department: m.department };
+        // Asked again while compensations run: the same answer, as the first abandon recorded
+        // it (not the compensations still queued, which shrink as they end).
+        const first = await recordedAbandon(w.tx, runId);
+        return { compensations_scheduled: first.compensations_scheduled, state: m.state, uncompensated: first.uncompensated, chargedUsd: 0, department: m.department };
       }
       if (isTerminal(m.state)) {
         throw new SvcError('invalid_state', `run ${runId} is ${m.state}; it can no longer be abandoned`, { run_id: runId, state: m.state });
@@ -499,10 +500,11 @@ export function budgetExceeded(usage: Spend, budget: Spend, reserved: Spend): bo
 }
 
 /**
- * The uncompensated writes a run's `run.abandon_requested` named (and how many there were);
- * none when its payload was edited into something else, rather than failing the abandon.
+ * What a run's `run.abandon_requested` scheduled and named: the compensations, and the
+ * uncompensated writes (and how many there were); none when its payload was edited into
+ * something else, rather than failing the abandon.
  */
-async function recordedUncompensated(tx: SqlDb, runId: string): Promise<{ named: UncompensatedWrite[]; total: number }> {
+async function recordedAbandon(tx: SqlDb, runId: string): Promise<{ compensations_scheduled: number; uncompensated: { named: UncompensatedWrite[]; total: number } }> {
   const row = await tx.get<{ payload: string }>("SELECT payload FROM run_events WHERE run_id = ? AND kind = 'run.abandon_requested' ORDER BY seq DESC LIMIT 1", [runId]);
   let p: Partial<RunAbandonRequestedPayload> = {};
   try {
@@ -511,7 +513,10 @@ async function recordedUncompensated(tx: SqlDb, runId: string): Promise<{ named:
     /* as if it named none */
   }
   const named = Array.isArray(p?.uncompensated_writes) ? p.uncompensated_writes : [];
-  return { named, total: typeof p?.uncompensated_writes_total === 'number' ? p.uncompensated_writes_total : named.length };
+  return {
+    compensations_scheduled: Array.isArray(p?.compensations) ? p.compensations.length : 0,
+    uncompensated: { named, total: typeof p?.uncompensated_writes_total === 'number' ? p.uncompensated_writes_total : named.length },
+  };
 }
 
 /**

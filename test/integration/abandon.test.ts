@@ -246,6 +246,30 @@ describe('abandon (D §6)', () => {
     expect(ab.body).toMatchObject({ uncompensated_writes: [{ seq: decided.seq, kind: 'action.decided', step: 'refund', tool: 'billing.refund', called_seq: ran.seq }], uncompensated_writes_total: 1 });
   });
 
+  it('a repeated abandon answers the compensations the first scheduled, not those still queued (I 4.1 abandon 202 {compensations_scheduled})', async () => {
+    await using d = await startRunDaemon();
+    const b = refundsBundle();
+    b.tools!['billing.unlookup'] = { writes: true };
+    b.tools!['billing.notify'] = { writes: false };
+    const steps = b.workflows.refund!.steps;
+    steps[1]!.compensate = { tool: 'billing.unlookup', args: {} };
+    steps.push({ id: 'notify', kind: 'tool', tool: 'billing.notify', args: {} });
+    const { run_id } = await startRun(d, await pushBundle(d, b), { autonomy: 'autonomous' });
+    await leaseAndComplete(d, { amount: 20 });
+    await leaseAndComplete(d, { rows: 2 });
+    await leaseAndComplete(d, { id: 'rf-9' }, undefined, ['action']);
+    const first = await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'wrong customer' } });
+    expect(first.status).toBe(202);
+    expect(first.body).toMatchObject({ compensations_scheduled: 2, state: 'abandoning' });
+    // The first compensation (the refund's, last step first) ends; one is still queued.
+    const comp = await leaseAndComplete(d, { voided: true }, undefined, ['compensation']);
+    expect(comp.lease.step).toBe('refund');
+    expect((await getRun(d, run_id)).state).toBe('abandoning');
+    const again = await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'again' } });
+    expect(again.status).toBe(202);
+    expect(again.body).toEqual(first.body);
+  });
+
   it('while compensations run, a repeated abandon answers the same unfinished writes (docs/design.md Abandon)', async () => {
     await using d = await startRunDaemon();
     const b = refundsBundle();
