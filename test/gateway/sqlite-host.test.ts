@@ -266,6 +266,24 @@ describe('StatementHost: what a call that failed did (docs/design.md "Upstreams 
     await h.close();
   });
 
+  it("a write given up as its answer is on the way is that answer, not an unknown outcome (the call's late answer, src/gateway/call.ts)", async () => {
+    const h = new StatementHost(options());
+    expect(await h.start()).toBeNull();
+    const before = await rows(h);
+    let unknown = 0;
+    const giveUp = new AbortController();
+    const write = h.run('put', { v: 7 }, giveUp.signal, () => unknown++).then((v) => ({ v }), (e: unknown) => ({ e }));
+    // svcd's loop held while the process runs the write and answers: the answer waits in the
+    // channel when the call is given up and its process killed.
+    const end = Date.now() + 400;
+    while (Date.now() < end);
+    giveUp.abort(new Error('write timed out'));
+    expect(await write).toEqual({ v: { changes: 1, last_insert_rowid: expect.any(Number) } });
+    expect(unknown).toBe(0);
+    expect(await rows(h)).toBe(before + 1);
+    await h.close();
+  });
+
   it("the process keeps svcd's time zone (SQLite's localtime), nothing else of its environment", async () => {
     const before = process.env.TZ;
     process.env.TZ = 'Asia/Tokyo';

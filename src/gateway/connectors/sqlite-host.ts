@@ -443,12 +443,26 @@ export class StatementHost {
   }
 
   private onReply(child: ChildProcess, m: Reply): void {
+    const dying = this.dying.get(child);
+    if (dying) {
+      // Answered before the kill landed: the call's outcome, known after all (a write's
+      // late answer is stored under its key like any other, src/gateway/call.ts).
+      if (m.id !== dying.p.id) return;
+      this.dying.delete(child);
+      clearTimeout(dying.timer);
+      this.answer(dying.p, m);
+      return;
+    }
     if (child !== this.child || !this.current || m.id !== this.current.id) return;
     const p = this.current;
     this.current = null;
+    this.answer(p, m);
+    this.pump();
+  }
+
+  private answer(p: Pending, m: Reply): void {
     if (m.ok) this.settle(p, () => p.resolve(m.value));
     else this.settle(p, () => p.reject(new StatementFailureError(m.failure)));
-    this.pump();
   }
 
   /** The child ended by itself (or never started: `notStarted`). */
