@@ -283,16 +283,22 @@ class ToolCall {
     }
 
     const { connector } = a;
-    if (d.canaries.isQuarantined(connector.name)) {
+    try {
+      if (d.canaries.isQuarantined(connector.name)) {
+        await this.release(a);
+        return this.failWith(a, gatewayError('connector_quarantined', `connector ${connector.name} is quarantined by its canary`, { connector: connector.name }), 'connector_quarantined');
+      }
+      const admission = d.breaker(connector.name).admit();
+      if (!admission.ok) {
+        await this.release(a);
+        return this.failWith(a, circuitOpen(`the circuit of connector ${connector.name} is open`, { connector: connector.name }, admission.retryAfterMs), 'circuit_open');
+      }
+      return { trial: admission.trial };
+    } catch (err) {
+      // Nothing ran under the claim: a bug here must not leave the key claimed until a restart.
       await this.release(a);
-      return this.failWith(a, gatewayError('connector_quarantined', `connector ${connector.name} is quarantined by its canary`, { connector: connector.name }), 'connector_quarantined');
+      throw err;
     }
-    const admission = d.breaker(connector.name).admit();
-    if (!admission.ok) {
-      await this.release(a);
-      return this.failWith(a, circuitOpen(`the circuit of connector ${connector.name} is open`, { connector: connector.name }, admission.retryAfterMs), 'circuit_open');
-    }
-    return { trial: admission.trial };
   }
 
   // --- phase 3: the upstream call, and what is kept of its answer

@@ -335,6 +335,23 @@ describe('idempotency (interface 4.2 rules 1–2, decisions §9)', () => {
     expect(retry.body).toMatchObject({ ok: true, result: { ok: true }, replayed: false });
   });
 
+  it('a fault between the claim and the call (the quarantine check) releases the claim: a write never ran, so its key runs the next time', async () => {
+    const t = token();
+    const canaries = gw.gateway.canaries;
+    const real = canaries.isQuarantined;
+    canaries.isQuarantined = () => {
+      throw new Error('canary state unreadable');
+    };
+    try {
+      expect((await gw.call({ remit_token: t, tool: 'test.write', args: { n: 6 }, idempotency_key: 'k-gate-fault' })).status).toBe(500);
+    } finally {
+      canaries.isQuarantined = real;
+    }
+    const retry = await gw.call({ remit_token: t, tool: 'test.write', args: { n: 6 }, idempotency_key: 'k-gate-fault' });
+    expect(retry.status).toBe(200);
+    expect(retry.body).toMatchObject({ ok: true, replayed: false });
+  });
+
   it('no key means no idempotency: the call runs every time', async () => {
     const t = token();
     const a = await gw.call({ remit_token: t, tool: 'test.write', args: { n: 5 } });
