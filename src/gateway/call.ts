@@ -229,21 +229,30 @@ class ToolCall {
       const failed = scopeDerivationFailure(err);
       return 'refusal' in failed ? this.refuse('scope_not_granted', failed.refusal) : this.finish(failed.response, failed.outcome);
     }
-    // A scope may also be granted, or asked for, by one of its alternative literals, and
-    // then only by that exact literal: `http:*` is about hosts, never an mcp server `http`.
-    const alternatives = (s: string) => connector.scopeAlternatives?.(s) ?? [];
-    if (req.scope !== undefined && req.scope !== null) {
-      const outside = scopes.find((s) => !scopeMatches(req.scope!, s) && !alternatives(s).includes(req.scope!));
-      if (outside !== undefined) return this.refuse('scope_not_granted', `scope ${outside} is outside the requested scope ${req.scope}`);
-    }
-    const v6 = check({ scopes, scopeAlternatives: alternatives });
-    if (!v6.ok) return this.refuse(v6.reason, v6.detail);
+    const refusal = this.scopeRefusal(connector, payload, scopes);
+    if (refusal !== null) return refusal;
 
     const writes = tool.descriptor.writes;
     const v7 = check({ tool: req.tool, writes });
     if (!v7.ok) return this.refuse(v7.reason, v7.detail);
 
     return { payload, connector, tool, args, scopes, writes, argsHash: canonicalHash(args), key: req.idempotency_key ?? null };
+  }
+
+  /**
+   * Step 6 for `scopes`: each inside the request's scope, when one is given, and granted by
+   * the remit. A scope may also be granted, or asked for, by one of its alternative literals,
+   * and then only by that exact literal: `http:*` is about hosts, never an mcp server `http`.
+   */
+  private scopeRefusal(connector: Connector, payload: RemitPayload, scopes: string[]): Promise<CallResponse> | null {
+    const { req } = this;
+    const alternatives = (s: string) => connector.scopeAlternatives?.(s) ?? [];
+    if (req.scope !== undefined && req.scope !== null) {
+      const outside = scopes.find((s) => !scopeMatches(req.scope!, s) && !alternatives(s).includes(req.scope!));
+      if (outside !== undefined) return this.refuse('scope_not_granted', `scope ${outside} is outside the requested scope ${req.scope}`);
+    }
+    const missing = scopes.find((s) => !anyScopeMatches(payload.scopes, s) && !alternatives(s).some((alt) => payload.scopes.includes(alt)));
+    return missing === undefined ? null : this.refuse('scope_not_granted', `scope ${missing} is not granted by remit ${payload.rid}`);
   }
 
   // --- phase 2: idempotency replay → quarantine (503) → circuit (502); `trial` lets the call run
@@ -260,8 +269,13 @@ class ToolCall {
       }
       switch (claim.kind) {
         case 'replay': {
-          await this.audit(a, claim.status === 200 ? 'ok' : 'deterministic_failure', true);
           const stored = claim.body as Record<string, unknown>;
+          // The stored answer may come from scopes the call entered on its way (a redirect's
+          // host): this remit must grant those too, not just what its arguments derive.
+          const entered = Array.isArray(stored.scopes) ? stored.scopes.filter((s): s is string => typeof s === 'string' && !a.scopes.includes(s)) : [];
+          const refusal = entered.length > 0 ? this.scopeRefusal(a.connector, a.payload, entered) : null;
+          if (refusal !== null) return refusal;
+          await this.audit(a, claim.status === 200 ? 'ok' : 'deterministic_failure', true);
           const body = claim.status === 200 ? { ok: true, ...stored, replayed: true, latency_ms: this.elapsedMs() } : { ...stored, replayed: true };
           return this.finish({ status: claim.status, body }, 'replayed');
         }

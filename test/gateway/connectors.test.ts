@@ -542,6 +542,23 @@ describe('http connector (decisions §9: allowed_hosts, redirects, timeouts)', (
     expect(one.body).toMatchObject({ scopes: ['http:host:127.0.0.1'], result: { status: 302 } });
   });
 
+  it("a replay needs every scope its stored answer entered, not only those its arguments derive (I 4.2 rule 3, 5.3 step 6)", async () => {
+    const args = { url: `http://127.0.0.1:${port}/redirect-off` };
+    const both = remit(['web2.*'], ['http:host:127.0.0.1', 'http:host:localhost']);
+    const first = await gw.call({ remit_token: both, tool: 'web2.get', args, idempotency_key: 'redirected-1' });
+    expect(first.body).toMatchObject({ ok: true, scopes: ['http:host:127.0.0.1', 'http:host:localhost'], result: { json: { q: 'escaped' } } });
+    // A remit granting only the first host gets the refusal, not localhost's answer.
+    const narrow = await gw.call({ remit_token: remit(['web2.*'], ['http:host:127.0.0.1']), tool: 'web2.get', args, idempotency_key: 'redirected-1' });
+    expect(narrow.status).toBe(403);
+    expect(narrow.body.refusal).toMatchObject({ reason: 'scope_not_granted', detail: expect.stringContaining('http:host:localhost') });
+    expect(JSON.stringify(narrow.body)).not.toContain('escaped');
+    // So does a request scope that leaves the redirect's host out; the first remit still replays.
+    const scoped = await gw.call({ remit_token: both, tool: 'web2.get', args, idempotency_key: 'redirected-1', scope: 'http:host:127.0.0.1' });
+    expect(scoped.status).toBe(403);
+    const again = await gw.call({ remit_token: both, tool: 'web2.get', args, idempotency_key: 'redirected-1' });
+    expect(again.body).toMatchObject({ ok: true, replayed: true, result: { json: { q: 'escaped' } } });
+  });
+
   it('a 5xx is a 502 upstream_error, a 4xx is a result, a timeout is a 502', async () => {
     const boom = await gw.call({ remit_token: t(), tool: 'web.get', args: { url: `http://127.0.0.1:${port}/boom` } });
     expect(boom.status).toBe(502);
