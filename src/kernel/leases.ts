@@ -407,7 +407,15 @@ export class LeaseService {
   async sweep(): Promise<number> {
     const due = (await this.k.db.all<LeaseRow>("SELECT * FROM leases WHERE status = 'active' AND expires_at <= ? ORDER BY expires_at LIMIT 200", [this.k.clock.now()])).map((r) => normalizeLease(r)!);
     let n = 0;
-    for (const lease of due) if (await this.expire(lease)) n++;
+    for (const lease of due) {
+      try {
+        if (await this.expire(lease)) n++;
+      } catch (err) {
+        // One lease that cannot be expired (a damaged run, a store fault) must not hold up
+        // the others: it sorts first, so rethrowing would stop every sweep from here on.
+        this.k.logger.error('cannot expire a lease; the sweep goes on', { lease_id: lease.lease_id, run_id: lease.run_id, err: (err as Error)?.message ?? String(err) });
+      }
+    }
     return n;
   }
 

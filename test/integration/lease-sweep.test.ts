@@ -89,6 +89,30 @@ describe('acquire and expired leases (D §6)', () => {
     expect(await acquire()).toMatchObject({ run_id: runId, attempt: 2 });
   });
 
+  it('a lease that cannot be expired is logged and skipped: the leases after it still expire', async () => {
+    const first = await newRun();
+    const second = await newRun();
+    const a = await acquire(1);
+    const b = await acquire(1);
+    expect([a?.run_id, b?.run_id].sort()).toEqual([first, second].sort());
+    clock.advance(1_000);
+    const leases = kernel.runs.leases;
+    const real = leases.expire.bind(leases);
+    const expire = vi.spyOn(leases, 'expire').mockImplementation(async (lease) => {
+      if (lease.run_id === first) throw new Error('a damaged run');
+      return real(lease);
+    });
+    const expired = async (runId: string) => (await kernel.runs.events(runId)).events.some((e) => e.kind === 'lease.expired');
+    try {
+      await leases.sweep();
+      expect([await expired(first), await expired(second)]).toEqual([false, true]);
+    } finally {
+      expire.mockRestore();
+    }
+    await leases.sweep();
+    expect(await expired(first)).toBe(true); // the one skipped, at the next sweep
+  });
+
   it('sweepIntervalMs sets the background sweeper: 0 runs none, 20 runs one every 20 ms', async () => {
     const idle = vi.spyOn(kernel.runs.leases, 'sweep');
     await new Promise((r) => setTimeout(r, 650)); // past the default interval (500 ms)
