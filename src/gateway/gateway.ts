@@ -158,23 +158,24 @@ export class Gateway {
         timeoutMs: opts.eventTimeoutMs ?? 2000,
         ...opts.outbox,
       });
+      gw.canariesValue = new Canaries({
+        connectors: gw.connectors,
+        config: config.canary,
+        dataDir: config.data_dir,
+        clock: gw.clock,
+        logger: gw.logger,
+        metrics: gw.metrics,
+        redactor: gw.redactor,
+        store: gw.storeValue,
+      });
+      await gw.canariesValue.init(); // reads the store: a failure must not leave processes or the lock behind
     } catch (err) {
+      await gw.outbox?.close();
       await gw.storeValue?.close();
       await Promise.allSettled(list.map((c) => c.close()));
       gw.unlock();
       throw err;
     }
-    gw.canariesValue = new Canaries({
-      connectors: gw.connectors,
-      config: config.canary,
-      dataDir: config.data_dir,
-      clock: gw.clock,
-      logger: gw.logger,
-      metrics: gw.metrics,
-      redactor: gw.redactor,
-      store: gw.storeValue,
-    });
-    await gw.canariesValue.init();
     const skew = opts.skewSeconds ?? Number(process.env.SVC_CLOCK_SKEW_SECONDS ?? 0);
     gw.deps = {
       link: () => gw.linkValue,

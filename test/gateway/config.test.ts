@@ -3,14 +3,15 @@
  * with every value registered for redaction, environment overrides winning over the file,
  * defaults, and every problem reported at once.
  */
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { GatewayConfigError, loadGatewayConfig, loadGatewayConfigFile } from '../../src/gateway/config.js';
 import { Gateway } from '../../src/gateway/gateway.js';
+import { IdempotencyStore } from '../../src/gateway/idempotency.js';
 import { compileInputSchema } from '../../src/gateway/schema-validator.js';
 import { Redactor, silentLogger } from '../../src/log/logger.js';
-import { tempDir } from '../helpers/daemon.js';
+import { ROOT, tempDir } from '../helpers/daemon.js';
 
 const dir = tempDir('svc-gwcfg-');
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -209,6 +210,39 @@ describe('one schema reports every problem at once', () => {
       expect.stringMatching(/^\/connectors\/2\/command: cannot start .*no-such-binary: ENOENT$/),
     ]);
     expect((err as Error).message).toMatch(/^gateway config \(inline\) has 4 problems:/);
+  });
+});
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+describe('a gateway that fails to open leaves nothing behind (svcd(8) exit 1 on a bad start)', () => {
+  it("a canary state the store cannot read: the error, the connectors' processes ended, and the data directory opens again", async () => {
+    const dataDir = join(dir, 'canary-init');
+    const pidFile = join(dir, 'mcp.pid');
+    const server = join(ROOT, 'fixtures/gateway/hostile-mcp.mjs');
+    const command = [process.execPath, '-e', `require('fs').writeFileSync(${JSON.stringify(pidFile)}, String(process.pid)); import(${JSON.stringify(server)})`];
+    const config = loadGatewayConfig({ data_dir: dataDir, connectors: [{ name: 'srv', type: 'mcp', command }] }, { env: {}, redactor: new Redactor() });
+    const read = vi.spyOn(IdempotencyStore.prototype, 'quarantined').mockRejectedValueOnce(new Error('disk I/O error'));
+    let pid = 0;
+    try {
+      await expect(Gateway.open({ config, logger: silentLogger, canaryLoop: false })).rejects.toThrow('disk I/O error');
+      pid = Number(readFileSync(pidFile, 'utf8'));
+      const end = Date.now() + 3000;
+      while (alive(pid) && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+      expect(alive(pid)).toBe(false);
+    } finally {
+      read.mockRestore();
+      if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
+    }
+    const again = await Gateway.open({ config, logger: silentLogger, canaryLoop: false });
+    await again.close();
   });
 });
 
