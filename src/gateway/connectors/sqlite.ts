@@ -185,12 +185,13 @@ export class SqliteConnector implements Connector {
   async start(): Promise<void> {
     // The load-time checks run here, on connections closed once they are done; calls run in
     // the host's child process.
-    let rw: Database.Database;
+    let rw: Database.Database | undefined;
     let ro: Database.Database;
     try {
       rw = new Database(this.cfg.path, { fileMustExist: true });
       ro = new Database(this.cfg.path, { fileMustExist: true, readonly: true });
     } catch (err) {
+      rw?.close();
       throw new ConnectorSetupError([`/path: cannot open ${this.cfg.path}: ${(err as Error).message}`]);
     }
     try {
@@ -245,7 +246,14 @@ export class SqliteConnector implements Connector {
         problems.push(`${where}/statement: the statement writes; set writes: true`);
         continue;
       }
-      if (!writes) ro.prepare(sql); // a read must prepare on the read-only connection too
+      if (!writes) {
+        try {
+          ro.prepare(sql); // a read must prepare on the read-only connection too
+        } catch (err) {
+          problems.push(`${where}/statement: statement does not prepare on a read-only connection: ${(err as Error).message}`);
+          continue;
+        }
+      }
       const userParams = names.filter((p) => p !== 'now');
       const inputSchema = t.input_schema ?? {
         type: 'object',
