@@ -10,7 +10,7 @@ import { renameSync, writeFileSync } from 'node:fs';
 import { ensureDir } from '../util/ensure-dir.js';
 import { join } from 'node:path';
 import type { Clock } from '../clock.js';
-import { notFound, SvcError } from '../errors.js';
+import { notFound } from '../errors.js';
 import { isoTime } from '../clock.js';
 import type { Logger, Redactor } from '../log/logger.js';
 import type { CanaryConfig, ProbeConfig } from './config.js';
@@ -244,17 +244,18 @@ export class Canaries {
 
   /**
    * Operator release (POST /v1/canaries/{c}/release): a quarantined connector serves calls
-   * again. Interface 3 has release only from quarantined, so any other status is 409
-   * invalid_state (decisions §10), not a silent reset of the failure count.
+   * again. Decisions §9 has release return the connector's status object, with no condition
+   * (unlike resume's 409 for a run that is not parked), so releasing one that is not
+   * quarantined answers its status unchanged: nothing to release, and its failure count is
+   * not silently reset (interface 3 has the transition from quarantined only).
    */
   async release(connector: string): Promise<CanaryStatus> {
     const s = this.states.get(connector);
     if (!s) throw notFound('connector', connector);
-    if (s.status !== 'quarantined') {
-      throw new SvcError('invalid_state', `connector ${connector} is ${s.status}, not quarantined; only a quarantine is released`, { connector, status: s.status });
+    if (s.status === 'quarantined') {
+      await this.releaseState(s, 'operator');
+      this.publish(s);
     }
-    await this.releaseState(s, 'operator');
-    this.publish(s);
     return this.status(connector)!;
   }
 

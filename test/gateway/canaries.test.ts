@@ -34,6 +34,11 @@ describe('quarantine and the repair request (interface 3, 2.10)', () => {
     expect((await g.req('GET', '/health')).body.connectors.test).toBe('failed');
     // failed is not quarantined: calls still run
     expect((await g.call({ remit_token: token(), tool: 'test.echo', args: {} })).status).toBe(200);
+    // nor released: its status is answered (D §9), its failure count kept for the next probe
+    const notQuarantined = await g.req('POST', '/canaries/test/release');
+    expect(notQuarantined.status).toBe(200);
+    expect(notQuarantined.body).toEqual((await g.req('GET', '/canaries')).body.test);
+    expect(notQuarantined.body).toMatchObject({ status: 'failed', consecutive_failures: 1 });
 
     const second = await g.req('POST', '/canaries/test/probe');
     expect(second.body).toMatchObject({ status: 'quarantined', consecutive_failures: 2, quarantined_at: expect.any(String), repair_file: expect.stringContaining(join(g.dataDir, 'repairs', 'test-')) });
@@ -64,10 +69,11 @@ describe('quarantine and the repair request (interface 3, 2.10)', () => {
     const released = await g.req('POST', '/canaries/test/release');
     expect(released.status).toBe(200);
     expect(released.body).toMatchObject({ connector: 'test', status: 'healthy', consecutive_failures: 0, quarantined_at: null });
-    // I 3: release is a transition out of quarantined only; D §10: otherwise 409 invalid_state.
+    // D §9: release returns the status object, unconditionally; I 3 has the transition from
+    // quarantined only, so a connector that is not quarantined is answered unchanged.
     const again = await g.req('POST', '/canaries/test/release');
-    expect(again.status).toBe(409);
-    expect(again.body).toMatchObject({ ok: false, error: { code: 'invalid_state', details: { connector: 'test', status: 'healthy' } } });
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(released.body);
     expect(status(await g.metrics())).toBe(1);
     expect((await g.call({ remit_token: token(), tool: 'test.echo', args: {} })).status).toBe(200);
   });
