@@ -52,14 +52,25 @@ export function toolCovers(parent: string, child: string): boolean {
 /**
  * Decisions §3: a scope pattern ending in `*` covers every scope and pattern that starts with
  * its prefix; an exact scope covers itself.
+ *
+ * One shape reads two ways: `<name>:*` is a prefix pattern and also the literal that grants a
+ * connector with no scope derivation, an MCP server's whole `mcp:<name>:*` (interface 5.3
+ * step 6), which the gateway honours only when given exactly. So such a child is covered by
+ * its own literal, or by a parent that covers the MCP server's scope as well: `ev*` does not
+ * grant the server `everything`, and must not let a child name `everything:*`.
  */
 export function scopeCovers(parent: string, child: string): boolean {
   if (child.endsWith('*')) {
     if (!parent.endsWith('*')) return false;
-    return child.slice(0, -1).startsWith(parent.slice(0, -1));
+    if (!child.slice(0, -1).startsWith(parent.slice(0, -1))) return false;
+    const literal = CONNECTOR_LITERAL.exec(child);
+    return literal === null || parent === child || scopeCovers(parent, `mcp:${literal[1]}:*`);
   }
   return scopeMatches(parent, child);
 }
+
+/** `<name>:*`: the scope literal of a connector with no derivation. */
+const CONNECTOR_LITERAL = /^([^:*]+):\*$/;
 
 /** The first child tool pattern no parent pattern covers, or null when all are covered. */
 export function uncoveredTool(parents: readonly string[], children: readonly string[]): string | null {

@@ -220,6 +220,17 @@ describe('GET /v1/remits/{id} and derive (I 4.1, 5.4, D §3, 8.3)', () => {
     }
   });
 
+  it("a child naming a connector's literal `<name>:*` needs a parent that grants that connector (I 5.3 step 6, 5.4)", async () => {
+    await using d = await startTestDaemon();
+    const parent = (await d.kernel_('/remits', { body: { ...mintBody, scopes: ['ev*'] } })).body;
+    const widened = await d.kernel_(`/remits/${parent.remit_id}/derive`, { body: { scopes: ['everything:*'] } });
+    expect(widened.status).toBe(422);
+    expect(widened.body.error).toMatchObject({ code: 'remit_widens', details: { field: 'scopes' } });
+    expect((await d.kernel_(`/remits/${parent.remit_id}/derive`, { body: { scopes: ['ev*'] } })).status).toBe(201);
+    const wide = (await d.kernel_('/remits', { body: { ...mintBody, scopes: ['*'] } })).body;
+    expect((await d.kernel_(`/remits/${wide.remit_id}/derive`, { body: { scopes: ['everything:*'] } })).status).toBe(201);
+  });
+
   it('derive narrows exp and nbf given as epoch seconds: earlier / later, else remit_widens (I 5.4, D §3)', async () => {
     await using d = await startTestDaemon();
     const m = (await d.kernel_('/remits', { body: { ...mintBody, ttl_seconds: 3600 } })).body;

@@ -58,6 +58,16 @@ describe('coverage for derive (D §3 "Pattern coverage")', () => {
     expect(scopeCovers('sql:table:*', 'sql:*')).toBe(false);
     expect(scopeCovers('sql:table:*', 'http:host:a')).toBe(false);
   });
+  it('a child `<name>:*`, also the literal that grants a whole connector (I 5.3 step 6), needs a parent that grants that connector too', () => {
+    expect(scopeCovers('everything:*', 'everything:*')).toBe(true);
+    expect(scopeCovers('*', 'everything:*')).toBe(true);
+    expect(scopeCovers('mcp:*', 'everything:*')).toBe(false); // not a prefix of it at all
+    expect(scopeCovers('ev*', 'everything:*')).toBe(false); // ev* never grants mcp:everything:*
+    expect(scopeCovers('sq*', 'sql:*')).toBe(false); // nor an mcp server named sql
+    expect(scopeCovers('sql:*', 'sql:*')).toBe(true);
+    expect(scopeCovers('sql:*', 'sql:table:*')).toBe(true); // three parts: a prefix pattern only
+    expect(scopeCovers('ev*', 'everything:x:*')).toBe(true);
+  });
   it('an exact scope covers itself only', () => {
     expect(scopeCovers('sql:table:invoices', 'sql:table:invoices')).toBe(true);
     expect(scopeCovers('sql:table:invoices', 'sql:table:invoices*')).toBe(false);
