@@ -333,6 +333,7 @@ class ToolCall {
       const answer = await abortable(
         (work = connector.call(tool.operation, args, {
           signal: controller.signal,
+          derivedScopes: [...scopes],
           now: () => d.clock.now(),
           enterScope: (s) => {
             if (!anyScopeMatches(granted, s) || (requestScope !== null && !scopeMatches(requestScope, s))) return false;

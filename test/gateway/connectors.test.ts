@@ -4,7 +4,7 @@
  * with redirects; a temp fs root with symlinks that escape it.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -726,13 +726,72 @@ describe('fs connector (decisions §9: real paths, symlinks that escape the root
     };
     const read = c.call('read', { path: 'pub/s.txt' });
     await expect(read).rejects.toBeInstanceOf(ScopeRefusal);
-    await expect(read).rejects.toThrow(/changed while it was opened \(it now leads to outside the root\)/);
+    await expect(read).rejects.toThrow(/changed while it was opened \(a symlink now stands in its place\)/);
     rmSync(join(fsRoot, 'pub'));
     renameSync(join(base, 'pub-moved'), join(fsRoot, 'pub'));
     await expect(c.call('write', { path: 'pub/planted.txt', content: 'x' })).rejects.toBeInstanceOf(ScopeRefusal);
     expect(existsSync(join(away, 'planted.txt'))).toBe(false);
     expect(readFileSync(join(away, 's.txt'), 'utf8')).toBe('TOPSECRET');
     rmSync(base, { recursive: true, force: true });
+  });
+
+  it('a swap between the scope check and the call: the call lands only in a granted directory, and lists and makes directories only through checked handles', async () => {
+    const base = tempDir('svc-fs-race2-');
+    mkdirSync(join(base, 'root', 'pub', 'race'), { recursive: true });
+    const fsRoot = realpathSync(join(base, 'root'));
+    mkdirSync(join(fsRoot, 'priv'), { recursive: true });
+    writeFileSync(join(fsRoot, 'pub', 'race', 's.txt'), 'public');
+    writeFileSync(join(fsRoot, 'priv', 's.txt'), 'TOPSECRET');
+    const c = new FsConnector({ name: 'race', type: 'fs', root: fsRoot, max_file_bytes: 1 << 20, tools: {}, probe: null, timeout_ms: 1000 });
+    await c.start();
+    const granted = (s: string) => s === `fs:path:${fsRoot}/pub` || s.startsWith(`fs:path:${fsRoot}/pub/`);
+    const swap = () => {
+      renameSync(join(fsRoot, 'pub', 'race'), join(base, 'race-moved'));
+      symlinkSync(join(fsRoot, 'priv'), join(fsRoot, 'pub', 'race'));
+    };
+    const unswap = () => {
+      rmSync(join(fsRoot, 'pub', 'race'));
+      renameSync(join(base, 'race-moved'), join(fsRoot, 'pub', 'race'));
+    };
+    const ctxFor = (derived: string[]) => ({ signal: new AbortController().signal, now: () => Date.now(), derivedScopes: derived, enterScope: granted, outcomeUnknown: () => undefined });
+    try {
+      // Swapped after the gateway derived and granted the scope, before the call resolves:
+      // the call resolves into priv, a directory the remit does not grant.
+      for (const [op, args] of [['read', { path: 'pub/race/s.txt' }], ['list', { path: 'pub/race' }], ['write', { path: 'pub/race/w.txt', content: 'x' }]] as const) {
+        const derived = await c.deriveScopes(op, args);
+        expect(derived.every(granted)).toBe(true);
+        swap();
+        try {
+          const err = await c.call(op, args, ctxFor(derived)).then(() => null, (e: unknown) => e);
+          expect(err, op).toBeInstanceOf(ScopeRefusal);
+          expect(String(err)).toMatch(/changed while it was checked: it now leads to fs:path:.*\/priv, which is not granted/);
+        } finally {
+          unswap();
+        }
+      }
+      // Swapped after the call resolved: the listing is of the checked handle, or refused.
+      const resolveReal = c.resolveReal.bind(c);
+      c.resolveReal = async (p) => {
+        const real = await resolveReal(p);
+        swap();
+        return real;
+      };
+      try {
+        await expect(c.call('list', { path: 'pub/race' }, ctxFor([`fs:path:${fsRoot}/pub/race`]))).rejects.toBeInstanceOf(ScopeRefusal);
+      } finally {
+        unswap();
+      }
+      // A write's missing directories are made under a checked handle: none appears in priv.
+      await expect(c.call('write', { path: 'pub/race/new/deeper/w.txt', content: 'x' }, ctxFor([`fs:path:${fsRoot}/pub/race/new/deeper`]))).rejects.toBeInstanceOf(ScopeRefusal);
+      unswap();
+      c.resolveReal = resolveReal;
+      expect(readdirSync(join(fsRoot, 'priv'))).toEqual(['s.txt']);
+      // Unswapped, the same calls work, making the directories they need.
+      expect(await c.call('write', { path: 'pub/race/new/deeper/w.txt', content: 'x' }, ctxFor([`fs:path:${fsRoot}/pub/race/new/deeper`]))).toEqual({ path: 'pub/race/new/deeper/w.txt', bytes: 1 });
+      expect(await c.call('list', { path: 'pub/race' }, ctxFor([`fs:path:${fsRoot}/pub/race`]))).toEqual({ path: 'pub/race', entries: [{ name: 'new', type: 'dir' }, { name: 's.txt', type: 'file' }] });
+    } finally {
+      rmSync(base, { recursive: true, force: true });
+    }
   });
 
   it('a FIFO under the root is refused at once (422, not a regular file), and never ties up the fs thread pool', async () => {

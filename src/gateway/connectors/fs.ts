@@ -4,9 +4,18 @@
  * exist yet, its deepest existing ancestor) and must stay under the real root, else the call
  * is refused `scope_not_granted`. The scope is `fs:path:<real directory>`. The operation then
  * runs on the checked real path with O_NOFOLLOW, never on the caller's spelling of it.
+ *
+ * Between the scope check and the operation another process may swap a directory on the way
+ * for a symlink. So the call resolves the path again and its directory must be a granted
+ * scope; that directory is then opened, the kernel asked where the handle really points
+ * (/proc/self/fd), and every operation goes through the handle's /proc/self/fd/<n>/<name>
+ * path: the directory that was checked, whatever is renamed meanwhile (openat(2) semantics,
+ * which Node does not offer). Missing directories of a write are made one at a time the same
+ * way. Where /proc is not mounted, the checks fall back to paths.
  */
 import { constants } from 'node:fs';
-import { mkdir, open, opendir, readlink, realpath, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { lstat, mkdir, open, opendir, readlink, realpath, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
 import type { Dirent } from 'node:fs';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -14,7 +23,7 @@ import type { FsConnectorConfig } from '../config.js';
 import { decodeUtf8Strict } from '../../encoding/utf8.js';
 import { hasLoneSurrogate } from '../../encoding/well-formed-json.js';
 import { compileInputSchema } from '../schema-validator.js';
-import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, ScopeRefusal, UpstreamError, type Connector, type ConnectorTool } from './types.js';
+import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, ScopeRefusal, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
 
 const PATH = { type: 'string', minLength: 1, maxLength: 4096, description: 'relative to the root, or absolute under it' };
 export const FS_SCHEMAS = {
@@ -32,6 +41,14 @@ const DEFAULT_CONTRACTS = {
 // ENXIO, ENODEV: a socket or a device without its driver opened non-blocking (read): the
 // path names no file, which a retry does not change and the breaker must not count.
 const DETERMINISTIC = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM', 'EEXIST', 'ELOOP', 'ENAMETOOLONG', 'EINVAL', 'ENOTEMPTY', 'ENXIO', 'ENODEV']);
+
+/** Whether descriptors can be followed by path (Linux's /proc): the openat(2) stand-in. */
+const PROC_FD = existsSync('/proc/self/fd');
+const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
+
+async function isSymlink(path: string): Promise<boolean> {
+  return lstat(path).then((st) => st.isSymbolicLink(), () => false);
+}
 
 /** Most entries `list` returns; a larger directory is a deterministic failure, not a 50 MB answer. */
 export const MAX_LIST_ENTRIES = 10_000;
@@ -124,11 +141,69 @@ export class FsConnector implements Connector {
   }
 
   async deriveScopes(operation: string, args: Record<string, unknown>): Promise<string[]> {
-    const real = await this.resolveReal(args.path);
-    // Its directory would be the root's parent, outside the root (and a write's temp file with it).
+    return [`fs:path:${this.directoryOf(operation, await this.resolveReal(args.path))}`];
+  }
+
+  /** The directory an operation on `real` works in: the one listed, or the file's. */
+  private directoryOf(operation: string, real: string): string {
+    // A file's directory would be the root's parent, outside the root (and a write's temp file with it).
     if (operation !== 'list' && real === this.realRoot) throw new ArgsInvalid(`path names the root of connector ${this.name}, a directory; read and write take a file`, '/path');
-    const dir = operation === 'list' ? real : dirname(real);
-    return [`fs:path:${dir}`];
+    return operation === 'list' ? real : dirname(real);
+  }
+
+  /**
+   * Opens the directory `dir` (a real path under the root) and checks the handle is that
+   * directory: a component on the way swapped for a symlink since it was resolved is
+   * refused. With `create`, missing directories are made one at a time, each under the
+   * handle of its checked parent. Null where /proc is not mounted (paths are used instead).
+   */
+  private async openDirectory(dir: string, create: boolean): Promise<FileHandle | null> {
+    if (!PROC_FD) {
+      if (create) await mkdir(dir, { recursive: true });
+      return null;
+    }
+    const missing: string[] = [];
+    let at = dir;
+    let fh: FileHandle;
+    for (;;) {
+      try {
+        fh = await open(at, DIR_FLAGS);
+        break;
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        // It resolved as a directory a moment ago: a symlink has been put in its place
+        // (O_NOFOLLOW with O_DIRECTORY says ENOTDIR for a symlink, ELOOP on some systems).
+        if ((code === 'ENOTDIR' || code === 'ELOOP') && (await isSymlink(at))) throw new ScopeRefusal(`path ${this.rel(at)} changed while it was opened (a symlink now stands in its place)`);
+        if (!create || code !== 'ENOENT' || at === this.realRoot) throw err;
+        missing.unshift(basename(at));
+        at = dirname(at);
+      }
+    }
+    try {
+      await this.checkOpened(fh, at);
+      for (const name of missing) {
+        const child = `/proc/self/fd/${fh.fd}/${name}`;
+        await mkdir(child).catch((err: NodeJS.ErrnoException) => {
+          if (err.code !== 'EEXIST') throw err;
+        });
+        const next = await open(child, DIR_FLAGS).catch(async (err: NodeJS.ErrnoException) => {
+          throw (err.code === 'ENOTDIR' || err.code === 'ELOOP') && (await isSymlink(child)) ? new ScopeRefusal(`path ${this.rel(join(at, name))} changed while it was made (a symlink now stands in its place)`) : err;
+        });
+        await fh.close();
+        fh = next;
+        at = join(at, name);
+        await this.checkOpened(fh, at);
+      }
+      return fh;
+    } catch (err) {
+      await fh.close().catch(() => {});
+      throw err;
+    }
+  }
+
+  /** `name` in the directory behind `dirHandle` (or at `dir` by path, without /proc). */
+  private static within(dirHandle: FileHandle | null, dir: string, name: string): string {
+    return dirHandle ? `/proc/self/fd/${dirHandle.fd}/${name}` : join(dir, name);
   }
 
   /**
@@ -138,6 +213,7 @@ export class FsConnector implements Connector {
    * (/proc/self/fd, Linux); elsewhere the check is skipped.
    */
   private async checkOpened(fh: FileHandle, expected: string): Promise<void> {
+    if (!PROC_FD) return;
     let actual: string;
     try {
       actual = await readlink(`/proc/self/fd/${fh.fd}`);
@@ -151,8 +227,31 @@ export class FsConnector implements Connector {
     return relative(this.realRoot, real) || '.';
   }
 
-  async call(operation: string, args: Record<string, unknown>): Promise<unknown> {
+  async call(operation: string, args: Record<string, unknown>, ctx?: CallContext): Promise<unknown> {
+    // Resolved again: the scope granted was for the path as it resolved a moment ago.
     const real = await this.resolveReal(args.path);
+    const dir = this.directoryOf(operation, real);
+    const scope = `fs:path:${dir}`;
+    if (ctx?.derivedScopes && !ctx.derivedScopes.includes(scope) && !ctx.enterScope(scope)) {
+      throw new ScopeRefusal(`path ${this.rel(real)} changed while it was checked: it now leads to ${scope}, which is not granted`);
+    }
+    let dirHandle: FileHandle | null;
+    try {
+      dirHandle = await this.openDirectory(dir, operation === 'write');
+    } catch (err) {
+      if (err instanceof ScopeRefusal) throw err;
+      throw fsFailure(err, `cannot open ${this.rel(real)}`);
+    }
+    try {
+      return await this.run(operation, real, dirHandle, args);
+    } finally {
+      await dirHandle?.close();
+    }
+  }
+
+  private async run(operation: string, real: string, dirHandle: FileHandle | null, args: Record<string, unknown>): Promise<unknown> {
+    const dir = dirname(real);
+    const fileName = basename(real);
     switch (operation) {
       case 'read': {
         let fh;
@@ -160,7 +259,7 @@ export class FsConnector implements Connector {
           // O_NONBLOCK: opening a FIFO (or a device) for reading would otherwise wait for a
           // writer on one of libuv's four pool threads, for good; four such calls would stall
           // every fs call and the kernel's fsyncs behind them. The fstat below refuses it.
-          fh = await open(real, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+          fh = await open(FsConnector.within(dirHandle, dir, fileName), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
         } catch (err) {
           throw fsFailure(err, `cannot open ${this.rel(real)}`);
         }
@@ -197,21 +296,22 @@ export class FsConnector implements Connector {
       }
       case 'list': {
         try {
-          // Names as bytes: one that is not UTF-8 cannot be named back in a JSON `path`, so it
-          // is counted, not listed with replacement characters that name no file.
+          // The listing of the checked handle (here the listed directory itself). Names as
+          // bytes: one that is not UTF-8 cannot be named back in a JSON `path`, so it is
+          // counted, not listed with replacement characters that name no file.
           // (node takes 'buffer' here; @types/node 20 lists string encodings only)
-          const dir = await opendir(real, { encoding: 'buffer' as BufferEncoding });
+          const listing = await opendir(dirHandle ? `/proc/self/fd/${dirHandle.fd}` : real, { encoding: 'buffer' as BufferEncoding });
           const entries: Array<{ name: string; type: string }> = [];
           let notUtf8 = 0;
           try {
-            for await (const d of dir as AsyncIterable<Dirent<Buffer>>) {
+            for await (const d of listing as AsyncIterable<Dirent<Buffer>>) {
               if (entries.length + notUtf8 === MAX_LIST_ENTRIES) throw new DeterministicFailure(`${this.rel(real)} has more than ${MAX_LIST_ENTRIES} entries`);
               const name = decodeUtf8Strict(d.name);
               if (name === null) notUtf8++;
               else entries.push({ name, type: d.isFile() ? 'file' : d.isDirectory() ? 'dir' : d.isSymbolicLink() ? 'symlink' : 'other' });
             }
           } finally {
-            await dir.close().catch(() => {}); // already closed when the loop ran to its end
+            await listing.close().catch(() => {}); // already closed when the loop ran to its end
           }
           entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
           return { path: this.rel(real), entries, ...(notUtf8 > 0 ? { not_utf8: notUtf8 } : {}) };
@@ -222,18 +322,18 @@ export class FsConnector implements Connector {
       }
       case 'write': {
         const content = String(args.content ?? '');
-        const tmp = join(dirname(real), `.${basename(real)}.${randomBytes(6).toString('hex')}.tmp`);
+        const tmpName = `.${fileName}.${randomBytes(6).toString('hex')}.tmp`;
+        const tmp = FsConnector.within(dirHandle, dir, tmpName);
         try {
-          await mkdir(dirname(real), { recursive: true });
           const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
           try {
-            await this.checkOpened(fh, tmp);
+            await this.checkOpened(fh, join(dir, tmpName));
             await fh.writeFile(content, 'utf8');
             await fh.sync();
           } finally {
             await fh.close();
           }
-          await rename(tmp, real);
+          await rename(tmp, FsConnector.within(dirHandle, dir, fileName));
         } catch (err) {
           await unlink(tmp).catch(() => {});
           if (err instanceof ScopeRefusal) throw err;

@@ -31,6 +31,13 @@ export interface CallContext {
    */
   enterScope(scope: string): boolean;
   /**
+   * The scopes deriveScopes gave for this call's arguments, which the remit granted; absent
+   * for a canary's probe, which no remit governs. A connector that resolves its arguments
+   * again for the call (fs: a directory may be swapped for a symlink meanwhile) checks the
+   * scope it lands in is one of these, or enters it.
+   */
+  derivedScopes?: readonly string[];
+  /**
    * The connector gave up a write it had already started (its timeout, the gateway stopping)
    * and cannot tell whether it took effect: the call's idempotency key becomes `unknown`
    * (decisions §9), so a repeat is refused rather than run a second time. It may be said early
