@@ -186,6 +186,12 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
     expect(tablesTouched(db, 'SELECT name, sql FROM sqlite_schema WHERE name = :n', ['n'])).toEqual(['sqlite_schema']);
     expect(tablesTouched(db, "SELECT sql FROM sqlite_master WHERE type = 'table'", [])).toEqual(['sqlite_schema']);
     expect(tablesTouched(db, 'SELECT i.id, s.name FROM invoices i, sqlite_schema s', []).sort()).toEqual(['invoices', 'sqlite_schema']);
+    // A PRAGMA opens no table, yet discloses the schema (table_info) or the file's settings:
+    // it is a read of sqlite_schema, however it is spelled.
+    expect(tablesTouched(db, 'PRAGMA table_info(invoices)', [])).toEqual(['sqlite_schema']);
+    expect(tablesTouched(db, ' /* audit */ -- list them\n pragma database_list', [])).toEqual(['sqlite_schema']);
+    expect(() => tablesTouched(db, 'ATTACH :p AS other', ['p'])).toThrow(/ATTACH changes which databases the connection reaches/);
+    expect(() => tablesTouched(db, 'detach other', [])).toThrow(/DETACH/);
     db.close();
     expect(namedParameters("SELECT ':fake', \"a:b\" FROM t -- :c\nWHERE x = :x /* :y */ AND y = :now AND z = :x")).toEqual({ names: ['x', 'now'], others: [] });
     expect(namedParameters('SELECT ? , @a, $b').others).toEqual(['?', '@a', '$b']);

@@ -78,6 +78,12 @@ export function namedParameters(sql: string): { names: string[]; others: string[
  * they serve, which already need their own grants.
  */
 export function tablesTouched(db: Database.Database, sql: string, params: string[], schema: SchemaMap = schemaMap(db)): string[] {
+  // Neither kind opens a b-tree, so EXPLAIN would find no table: a PRAGMA reads (or sets) what
+  // the schema holds and how the database is kept, as reading sqlite_schema does; ATTACH and
+  // DETACH change what the connection reaches, which no scope describes.
+  const verb = leadingKeyword(sql);
+  if (verb === 'ATTACH' || verb === 'DETACH') throw new Error(`${verb} changes which databases the connection reaches, not data: it cannot be a tool`);
+  if (verb === 'PRAGMA') return ['sqlite_schema'];
   const { roots, vtabs } = schema;
   const binds = Object.fromEntries(params.map((p) => [p, null]));
   const program = db.prepare(`EXPLAIN ${sql}`).all(binds) as ExplainOp[];
@@ -99,6 +105,12 @@ export function tablesTouched(db: Database.Database, sql: string, params: string
     }
   }
   return tables;
+}
+
+/** The statement's first keyword, upper-cased, past whitespace and comments. */
+function leadingKeyword(sql: string): string {
+  const rest = sql.replace(/^(?:\s+|--[^\n]*(?:\n|$)|\/\*[\s\S]*?(?:\*\/|$))*/, '');
+  return (/^[A-Za-z]+/.exec(rest)?.[0] ?? '').toUpperCase();
 }
 
 /** What EXPLAIN's operands point at: b-tree root pages and virtual-table objects, by table. */
