@@ -16,6 +16,7 @@ import { buildKernelApp } from './app.js';
 import { parseListen } from './config.js';
 import { buildGatewayApp } from './gateway/app.js';
 import { isLoopbackHost } from './http/common.js';
+import { bearerTokenProblem } from '../src/util/http-header-syntax.js';
 
 /** The gateway part of svcd (interface 2.10, decisions §9 and §11). */
 export interface SvcdGatewayOptions extends Omit<GatewayOptions, 'config' | 'link' | 'logger'> {
@@ -68,6 +69,8 @@ export function assertSafeListen(what: string, host: string, token: string | nul
 export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
   const logger = opts.logger ?? createLogger();
   const token = opts.token ?? null;
+  const tokenProblem = token === null ? null : bearerTokenProblem(token);
+  if (tokenProblem !== null) throw new Error(`the kernel's token (SVC_TOKEN or kernel.token) ${tokenProblem}`);
   const apps: FastifyInstance[] = [];
   let kernel: Kernel | null = null;
   let kernelUrl: string | null = null;

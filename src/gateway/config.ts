@@ -14,7 +14,7 @@ import { globalRedactor, type Redactor } from '../log/logger.js';
 import { compileConfigSchema, formatAjvErrors } from './schema-validator.js';
 import { fetchBlockedPortHint, isFetchBlockedPort, urlHasFetchBlockedPort } from '../util/fetch-blocked-ports.js';
 import { pointerToken } from '../encoding/json-pointer.js';
-import { validHeaderName, validHeaderValue } from '../util/http-header-syntax.js';
+import { bearerTokenProblem, validHeaderName, validHeaderValue } from '../util/http-header-syntax.js';
 
 /** What a tool entry of a connector may say (interface 2.10 `tools`). */
 export interface ToolConfig {
@@ -407,6 +407,8 @@ function normalize(raw: RawConfig, baseDir: string, env: NodeJS.ProcessEnv): Gat
 function semanticProblems(config: GatewayConfig): string[] {
   const problems: string[] = [];
   if (urlHasFetchBlockedPort(config.kernel_url)) problems.push(`/kernel_url: ${fetchBlockedPortHint(config.kernel_url)}`);
+  const tokenProblem = config.token === null ? null : bearerTokenProblem(config.token);
+  if (tokenProblem !== null) problems.push(`/token: ${tokenProblem}`);
   const listenPort = /:(\d{1,5})$/.exec(config.listen)?.[1];
   if (listenPort !== undefined && isFetchBlockedPort(Number(listenPort))) {
     problems.push(`/listen: port ${listenPort} is one that fetch refuses to connect to (a "bad port" of the Fetch standard), so svc's clients could never reach it; choose another port`);

@@ -18,3 +18,14 @@ export function validHeaderName(name: string): boolean {
 export function validHeaderValue(value: string): boolean {
   return FIELD_VALUE.test(value.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, ''));
 }
+
+/**
+ * Why a listener's bearer token could never be matched, or null. Clients send it in the
+ * Authorization header, which HTTP strips of surrounding whitespace and cannot carry control
+ * characters in; such a token would refuse every request. Never names the token.
+ */
+export function bearerTokenProblem(token: string): string | null {
+  if (token !== token.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, '')) return 'begins or ends with whitespace (a newline read from a file?), which no client can send in a header';
+  if (!FIELD_VALUE.test(token)) return 'holds a character a header cannot carry (a control character, or one above U+00FF)';
+  return null;
+}

@@ -99,6 +99,26 @@ describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
     expect(creds.stderr).not.toContain('hunter22');
   });
 
+  it('a token no client could send (surrounding whitespace, a control character) stops svcd with 1, never shown, and the gateway config names /token', () => {
+    for (const [env, what] of [
+      [{ SVC_TOKEN: 'tok-secret-9931\n' }, 'begins or ends with whitespace'],
+      [{ SVC_TOKEN: ' tok-secret-9931' }, 'begins or ends with whitespace'],
+      [{ SVC_TOKEN: 'tok-secret\u00019931' }, 'holds a character a header cannot carry'],
+    ] as const) {
+      const r = svcdExit(['--data-dir', join(tempDir(), 'k'), '--kernel-listen', '127.0.0.1:0', '--no-gateway'], env);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain(`the kernel's token (SVC_TOKEN or kernel.token) ${what}`);
+      expect(r.stderr + r.stdout).not.toContain('9931');
+    }
+    const dir = tempDir();
+    const gw = join(dir, 'gw.yaml');
+    writeFileSync(gw, 'token: "tok-secret-9931 "\n');
+    const g = svcdExit(['--no-kernel', '--gateway-config', gw, '--gateway-listen', '127.0.0.1:0']);
+    expect(g.code, g.stderr).toBe(1);
+    expect(g.stderr).toContain('/token: begins or ends with whitespace');
+    expect(g.stderr + g.stdout).not.toContain('9931');
+  });
+
   it('a flag given an empty value (an unset shell variable) is refused with 1, and nothing is written where svcd runs', () => {
     for (const flag of ['--data-dir', '--config', '--gateway-config', '--drain-seconds']) {
       const cwd = tempDir();
