@@ -139,7 +139,10 @@ export function registerGateway(program: Command): void {
     .description('release a quarantined connector')
     .argument('<connector>', 'connector name')
     .action(async function (this: Command, connector: string) {
-      output(this, await handleRelease(gatewayClient(this), connector), statusHuman);
+      const status = await handleRelease(gatewayClient(this), connector);
+      output(this, status, statusHuman);
+      // svcd answers a connector that was not quarantined with its status, unchanged.
+      if (status.status !== 'healthy' && !globals(this).json) process.stderr.write(`svc: ${connector} is ${status.status}, not quarantined: nothing was released\n`);
     });
 
   gw.command('call')

@@ -267,10 +267,15 @@ describe('the svcd binary (decisions §11) and `svc gateway` (CLI)', () => {
       expect(passing.stdout.trim()).toBe('everything: healthy (0 consecutive failures)');
       const canaries = await runSvc(['gateway', 'canaries', '--json'], env);
       expect(JSON.parse(canaries.stdout)).toMatchObject({ test: { status: 'failed' }, everything: { status: 'healthy' } });
-      // Only a quarantine is released (I 3); a failing connector is 409 invalid_state, exit 1.
+      // Only a quarantine is released (I 3); a failing connector's status is answered
+      // unchanged (D §9), and the CLI says nothing was released.
       const release = await runSvc(['gateway', 'release', 'test', '--json'], env);
-      expect(release.code).toBe(1);
-      expect(JSON.parse(release.stdout)).toMatchObject({ ok: false, error: { code: 'invalid_state', details: { connector: 'test', status: 'failed' } } });
+      expect(release.code).toBe(0);
+      expect(JSON.parse(release.stdout)).toMatchObject({ connector: 'test', status: 'failed', consecutive_failures: 1 });
+      const said = await runSvc(['gateway', 'release', 'test'], env);
+      expect(said.code).toBe(0);
+      expect(said.stdout).toContain('test: failed (1 consecutive failure)');
+      expect(said.stderr).toBe('svc: test is failed, not quarantined: nothing was released\n');
       expect((await runSvc(['gateway', 'probe', 'nope'], env)).code).toBe(1);
 
       const pids = [...svcd.stderr().matchAll(/child-pid=(\d+)/g)].map((x) => Number(x[1]));
