@@ -288,6 +288,7 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
       name: 'ro',
       path: dbPath,
       statements: [{ op: 'sneak', sql: "INSERT INTO audit (what, at) VALUES ('x', 'y')", writes: false, mode: 'run' }],
+      schemaVersion: schemaVersionOf(dbPath),
       busyTimeoutMs: 100,
       maxResultBytes: 1024,
       fileCodes: '^$',
@@ -465,6 +466,45 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
     }
   });
 
+  it('a schema changed under the connector: a view redefined to other tables is refused before it runs, other tools run on (D §9 tables found at load)', async () => {
+    const base = tempDir('svc-sqlite-schema-');
+    const file = join(base, 's.db');
+    const db = new Database(file);
+    db.exec("CREATE TABLE pub (v TEXT); CREATE TABLE secrets (v TEXT); INSERT INTO pub VALUES ('hello'); INSERT INTO secrets VALUES ('TOPSECRETROW'); CREATE VIEW v_pub AS SELECT v FROM pub");
+    const c = new SqliteConnector({
+      type: 'sqlite',
+      name: 'sch',
+      path: file,
+      probe: null,
+      timeout_ms: 5000,
+      tools: { pubview: { statement: 'SELECT v FROM v_pub' }, count: { statement: 'SELECT count(*) AS n FROM pub' } },
+    });
+    await c.start();
+    const ctx = { signal: new AbortController().signal, now: () => Date.now(), enterScope: () => true, outcomeUnknown: () => undefined };
+    try {
+      expect(await c.deriveScopes('pubview')).toEqual(['sql:table:pub']);
+      expect(await c.call('pubview', {}, ctx)).toEqual({ rows: [{ v: 'hello' }] });
+      // A migration redefines the view over another table: the scope granted (pub) no longer describes it.
+      db.exec('DROP VIEW v_pub; CREATE VIEW v_pub AS SELECT v FROM secrets');
+      const err = await c.call('pubview', {}, ctx).then(() => null, (e: unknown) => e);
+      expect(err).toBeInstanceOf(UpstreamError);
+      expect(String(err)).toMatch(/the schema of .* changed: pubview now touches tables \[secrets\], not the \[pub\] its scopes were granted for; the call was not run/);
+      expect(String(err)).not.toContain('TOPSECRETROW');
+      expect(await c.deriveScopes('pubview')).toEqual(['sql:table:secrets']); // what a retry is checked against
+      // An unrelated change: the first call to meet it runs, its tables being the same.
+      db.exec('CREATE TABLE other (x INTEGER)');
+      expect(await c.call('count', {}, ctx)).toEqual({ rows: [{ n: 1 }] });
+      // A statement that no longer prepares is refused at its scope, saying why.
+      db.exec('DROP VIEW v_pub');
+      await expect(c.call('count', {}, ctx)).resolves.toEqual({ rows: [{ n: 1 }] });
+      await expect(c.deriveScopes('pubview')).rejects.toThrow(/statement pubview no longer prepares/);
+    } finally {
+      db.close();
+      await c.close();
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+
   it("a write's RETURNING rows are bounded the same: the write is made, its answer a deterministic failure saying so", async () => {
     const base = tempDir('svc-sqlite-returning-');
     const file = join(base, 'r.db');
@@ -496,6 +536,15 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
     }
   });
 });
+
+function schemaVersionOf(file: string): number {
+  const db = new Database(file, { readonly: true });
+  try {
+    return Number(db.pragma('schema_version', { simple: true }));
+  } finally {
+    db.close();
+  }
+}
 
 describe('http connector (decisions §9: allowed_hosts, redirects, timeouts)', () => {
   const t = () => remit(['web.*'], ['http:host:127.0.0.1']);

@@ -193,6 +193,7 @@ describe('StatementHost: what a call that failed did (docs/design.md "Upstreams 
   const options = (extra: Partial<StatementHostOptions> = {}): StatementHostOptions => ({
     name: 'h',
     path: file,
+    schemaVersion: 1, // the one CREATE TABLE below
     statements: [
       { op: 'put', sql: 'INSERT INTO t (v) VALUES (:v)', writes: true, mode: 'run' },
       { op: 'slowput', sql: 'INSERT INTO t (v) WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1e12) SELECT x FROM c', writes: true, mode: 'run' },

@@ -38,15 +38,23 @@ export interface StatementHostOptions {
   maxResultBytes: number;
   /** SQLite error codes (a regex source) about the file itself: the child reopens it. */
   fileCodes: string;
+  /**
+   * The file's `PRAGMA schema_version` when the statements' tables were found: a call that
+   * finds another is refused `schema_changed` before it runs (views and triggers may have
+   * been redefined under the scopes derived from them).
+   */
+  schemaVersion: number;
   /** The node binary for the child; tests point it elsewhere to make the spawn fail. */
   execPath?: string;
 }
 
 /** What the child says when a statement fails: classified by the connector. */
 export interface StatementFailure {
-  kind: 'sqlite' | 'too_large' | 'unavailable' | 'bad_binding';
+  kind: 'sqlite' | 'too_large' | 'unavailable' | 'bad_binding' | 'schema_changed';
   message: string;
   code: string | null;
+  /** With `schema_changed`: the file's schema_version now. */
+  schemaVersion?: number;
 }
 
 type Reply = { id: number; ok: true; value: unknown } | { id: number; ok: false; failure: StatementFailure };
@@ -183,6 +191,10 @@ function execute(m) {
       return { ok: false, failure: { kind: 'unavailable', message: String(err && err.message || err), code: err && typeof err.code === 'string' ? err.code : null } };
     }
   }
+  // The tables a statement touches were found for one schema; a view or trigger redefined
+  // since (a migration, a restored file) can lead it to others. Checked before it runs.
+  const version = Number(ro.pragma('schema_version', { simple: true }));
+  if (version !== cfg.schemaVersion) return { ok: false, failure: { kind: 'schema_changed', message: 'the schema changed since its tables were found (schema_version ' + cfg.schemaVersion + ', now ' + version + ')', code: null, schemaVersion: version } };
   const { s, stmt } = stmts.get(m.op);
   // Before a write runs, so svcd can tell a write that never started from one that may have
   // committed when this process dies.
@@ -214,6 +226,7 @@ process.on('message', (m) => {
     process.send({ type: 'ready', error });
     return;
   }
+  if (m.type === 'schema') { cfg.schemaVersion = m.version; return; }
   if (m.type === 'close') { closeAll(); process.disconnect(); return; }
   if (m.type === 'call') process.send(Object.assign({ id: m.id }, execute(m)));
 });
@@ -278,6 +291,16 @@ export class StatementHost {
       this.queue.push(p);
       this.pump();
     });
+  }
+
+  /**
+   * The schema the statements' tables were found again for: later calls are checked against
+   * it (the message goes ahead of any call sent after it; a new process gets it at start).
+   */
+  acceptSchema(version: number): void {
+    this.opts.schemaVersion = version;
+    const child = this.child;
+    if (child?.connected) child.send({ type: 'schema', version }, () => undefined);
   }
 
   /** The child's pid (tests). */
@@ -565,6 +588,8 @@ export function classifyFailure(f: StatementFailure, deterministicCodes: RegExp,
       return new ArgsInvalid(f.message || 'bad parameters');
     case 'unavailable':
       return new UpstreamError(`connector ${connector}: cannot open ${path}: ${f.message}`, { sqlite_code: f.code });
+    case 'schema_changed':
+      return new UpstreamError(`connector ${connector}: ${f.message}; the call was not run`, { sqlite_code: null });
     case 'sqlite':
       if (f.code !== null && deterministicCodes.test(f.code)) return new DeterministicFailure(f.message || f.code, { sqlite_code: f.code });
       return new UpstreamError(f.message || 'sqlite error', { sqlite_code: f.code });

@@ -21,7 +21,8 @@ import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, Ups
 
 interface SqliteTool extends ConnectorTool {
   params: string[];
-  tables: string[];
+  /** Found at load, and again after a schema change; null when it no longer prepares. */
+  tables: string[] | null;
   /** The statement as prepared (trimmed, without a final `;`). */
   sql: string;
   writes: boolean;
@@ -111,6 +112,11 @@ export function tablesTouched(db: Database.Database, sql: string, params: string
 function leadingKeyword(sql: string): string {
   const rest = sql.replace(/^(?:\s+|--[^\n]*(?:\n|$)|\/\*[\s\S]*?(?:\*\/|$))*/, '');
   return (/^[A-Za-z]+/.exec(rest)?.[0] ?? '').toUpperCase();
+}
+
+function sameTables(a: string[] | null, b: string[] | null): boolean {
+  if (a === null || b === null) return false;
+  return a.length === b.length && a.every((t) => b.includes(t));
 }
 
 /** What EXPLAIN's operands point at: b-tree root pages and virtual-table objects, by table. */
@@ -206,13 +212,16 @@ export class SqliteConnector implements Connector {
       rw?.close();
       throw new ConnectorSetupError([`/path: cannot open ${this.cfg.path}: ${(err as Error).message}`]);
     }
+    let schemaVersion: number;
     try {
+      schemaVersion = Number(rw.pragma('schema_version', { simple: true }));
       this.checkStatements(rw, ro);
     } finally {
       ro.close();
       rw.close();
     }
     this.host = new StatementHost({
+      schemaVersion,
       name: this.name,
       path: this.cfg.path,
       statements: [...this.list.values()].map((t) => ({ op: t.operation, sql: t.sql, writes: t.writes, mode: t.mode })),
@@ -310,13 +319,34 @@ export class SqliteConnector implements Connector {
     return [...this.list.values()];
   }
 
-  /** Tables of a tool, found at load (for tests and `svc gateway tools`). */
-  tablesOf(operation: string): string[] {
-    return this.list.get(operation)?.tables ?? [];
+  async deriveScopes(operation: string): Promise<string[]> {
+    const tool = this.list.get(operation);
+    if (tool && tool.tables === null) throw new DeterministicFailure(`statement ${operation} no longer prepares on ${this.cfg.path} (its schema changed); fix the schema or the statement and restart svcd`);
+    return (tool?.tables ?? []).map((t) => `sql:table:${t}`);
   }
 
-  async deriveScopes(operation: string): Promise<string[]> {
-    return (this.list.get(operation)?.tables ?? []).map((t) => `sql:table:${t}`);
+  /**
+   * The file's schema changed (decisions §9 finds a statement's tables once at load; a view
+   * or trigger redefined since can lead it to other tables): every tool's tables are found
+   * again, and the host checks later calls against the new schema. Synchronous, as the load
+   * checks are: a few EXPLAINs, once per change.
+   */
+  private refindTables(): void {
+    const db = new Database(this.cfg.path, { fileMustExist: true, readonly: true });
+    try {
+      const version = Number(db.pragma('schema_version', { simple: true }));
+      const schema = schemaMap(db);
+      for (const tool of this.list.values()) {
+        try {
+          tool.tables = tablesTouched(db, tool.sql, tool.params, schema);
+        } catch {
+          tool.tables = null; // refused by deriveScopes, saying why
+        }
+      }
+      this.host?.acceptSchema(version);
+    } finally {
+      db.close();
+    }
   }
 
   async call(operation: string, args: Record<string, unknown>, ctx: CallContext): Promise<unknown> {
@@ -334,12 +364,33 @@ export class SqliteConnector implements Connector {
       else if (typeof v === 'string' || typeof v === 'number') binds[p] = v;
       else throw new ArgsInvalid(`parameter ${p} must be a string, number, boolean or null`, `/${pointerToken(p)}`);
     }
-    if (!this.host) throw new UpstreamError(`connector ${this.name} is not running`);
-    try {
-      return await this.host.run(operation, binds, ctx.signal, () => ctx.outcomeUnknown());
-    } catch (err) {
-      if (err instanceof StatementFailureError) throw classifyFailure(err.failure, DETERMINISTIC_CODES, this.name, this.cfg.path, MAX_RESULT_BYTES);
-      throw err;
+    // The tables the call's scopes were granted for (a canary's probe, which no remit
+    // governs, takes the tool's as they are).
+    const checkedFor = ctx.derivedScopes ? ctx.derivedScopes.map((sc) => sc.slice('sql:table:'.length)) : tool.tables;
+    const moved = () => {
+      const now = tool.tables === null ? 'a statement that no longer prepares' : `tables [${tool.tables.join(', ')}]`;
+      return new UpstreamError(`connector ${this.name}: the schema of ${this.cfg.path} changed: ${operation} now touches ${now}, not the [${(checkedFor ?? []).join(', ')}] its scopes were granted for; the call was not run, and a retry is checked against the new tables`, { sqlite_code: null });
+    };
+    for (let attempt = 1; ; attempt++) {
+      if (!sameTables(checkedFor, tool.tables)) throw moved(); // found again since its scopes were checked
+      if (!this.host) throw new UpstreamError(`connector ${this.name} is not running`);
+      try {
+        return await this.host.run(operation, binds, ctx.signal, () => ctx.outcomeUnknown());
+      } catch (err) {
+        if (!(err instanceof StatementFailureError)) throw err;
+        if (err.failure.kind === 'schema_changed' && attempt === 1) {
+          // Refused before it ran. With the tables found again, the call runs if it touches
+          // the ones its scopes were granted for; else it is refused for a retry to be
+          // checked against the new ones.
+          try {
+            this.refindTables();
+          } catch (refindErr) {
+            throw new UpstreamError(`connector ${this.name}: the schema of ${this.cfg.path} changed and its tables cannot be found again: ${(refindErr as Error).message}; the call was not run`, { sqlite_code: null });
+          }
+          continue;
+        }
+        throw classifyFailure(err.failure, DETERMINISTIC_CODES, this.name, this.cfg.path, MAX_RESULT_BYTES);
+      }
     }
   }
 
