@@ -204,6 +204,8 @@ export type StepState =
   | 'compensating'
   | 'compensated';
 export type LeaseKind = 'model' | 'tool' | 'action' | 'compensation';
+/** Every kind of lease, in the order the kernel and the worker list them. */
+export const LEASE_KINDS: readonly LeaseKind[] = ['model', 'tool', 'action', 'compensation'];
 
 export interface ErrorInfo {
   code: string;

@@ -5,7 +5,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { Kernel } from '../../src/kernel/kernel.js';
 import { knownLease, knownRows } from './known-ids.js';
-import { LEASE_KINDS, LEASE_TTL, MAX_WAIT_SECONDS, type CompleteBody, type FailBody, type LeaseRequest } from '../../src/kernel/leases.js';
+import { LEASE_TTL, MAX_WAIT_SECONDS, type CompleteBody, type FailBody, type LeaseRequest } from '../../src/kernel/leases.js';
+import { LEASE_KINDS } from '../../src/types.js';
 import type { LeaseRow } from '../../src/kernel/run-store.js';
 
 /** Spend of the step; other members (a model name, say) are ignored. */
@@ -18,7 +19,7 @@ const usage = {
 
 const leaseBody = {
   type: 'object',
-  required: ['worker_id', 'kinds'],
+  required: ['worker_id'], // kinds, like ttl_seconds, has a default: every kind
   properties: {
     worker_id: { type: 'string', minLength: 1, maxLength: 256 },
     kinds: { type: 'array', minItems: 1, maxItems: 4, items: { enum: LEASE_KINDS } },

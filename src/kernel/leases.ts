@@ -21,7 +21,7 @@ import type {
   StepRetryScheduledPayload,
 } from '../events/payloads.js';
 import { newId } from '../ids.js';
-import type { ErrorInfo, LeaseKind, RunState, Spend, StepDef } from '../types.js';
+import { LEASE_KINDS, type ErrorInfo, type LeaseKind, type RunState, type Spend, type StepDef } from '../types.js';
 import { buildLeaseContext, renderStepDef, type LeaseContext } from './lease-context.js';
 import { spendLeft } from '../spend.js';
 import { workItem, type RunModel } from './reducer.js';
@@ -37,12 +37,12 @@ export const LEASE_TTL = { default: 60, max: 3600 } as const;
 export const MAX_WAIT_SECONDS = 30;
 /** Acquire's own sweep of expired leases runs at most this often (ms of the kernel's clock). */
 export const ACQUIRE_SWEEP_MS = 100;
-export const LEASE_KINDS: readonly LeaseKind[] = ['model', 'tool', 'action', 'compensation'];
 
 /** POST /v1/leases body. */
 export interface LeaseRequest {
   worker_id: string;
-  kinds: LeaseKind[];
+  /** (Default: every kind.) */
+  kinds?: LeaseKind[];
   /** (Default: 60, max 3600) */
   ttl_seconds?: number;
   /** Long-poll for work up to this many seconds. (Default: 0, max 30) */
@@ -116,7 +116,7 @@ export class LeaseService {
   /** POST /v1/leases: a lease, or null when there is no work (204) within `wait_seconds`. */
   async acquire(req: LeaseRequest, signal?: AbortSignal): Promise<LeaseObject | null> {
     const ttl = req.ttl_seconds ?? LEASE_TTL.default;
-    const kinds = [...new Set(req.kinds)];
+    const kinds = [...new Set(req.kinds ?? LEASE_KINDS)];
     const deadline = Date.now() + Math.min(req.wait_seconds ?? 0, MAX_WAIT_SECONDS) * 1000;
     for (;;) {
       const stamp = this.e.notifier.stamp();

@@ -128,11 +128,6 @@ export class RunEngine {
     this.started = false;
   }
 
-  /** One sweep for expired leases now (the sweeper does this every interval). */
-  sweep(): Promise<number> {
-    return this.leases.sweep();
-  }
-
   get writerDeps(): WriterDeps {
     return { clock: this.k.clock, keys: this.k.keys, redactor: globalRedactor };
   }

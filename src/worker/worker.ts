@@ -15,7 +15,7 @@ import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { globalRedactor } from '../log/logger.js';
-import type { LeaseKind } from '../types.js';
+import { LEASE_KINDS, type LeaseKind } from '../types.js';
 import { abortReason, LeaseLostError, StepError } from './errors.js';
 import { TypedEmitter, type StepInfo, type WorkerEventMap } from './events.js';
 import { executeAction } from './executors/action.js';
@@ -32,8 +32,8 @@ import { leaseKind, StepRuntime } from './step-runtime.js';
 import { completePriorEvents } from './prior-events.js';
 import type { Lease, StepOutcome } from './types.js';
 
-/** Every kind a worker can serve. */
-export const ALL_KINDS: readonly LeaseKind[] = ['model', 'tool', 'action', 'compensation'];
+/** Every kind a worker can serve: every kind of lease. */
+export const ALL_KINDS = LEASE_KINDS;
 
 /** How long the reports of steps a stop aborted may keep asking an unreachable kernel. */
 export const SHUTDOWN_REPORT_MS = 3000;

@@ -85,6 +85,14 @@ describe('long polls (D §6 wait_seconds)', () => {
     expect([a.body.run_id, b.body.run_id]).toEqual([first.run_id, second.run_id]);
   });
 
+  it('a request that names no kinds serves every kind, as one with no ttl_seconds gets the default (I 2.6; docs/design.md Leasing)', async () => {
+    await using d = await startRunDaemon();
+    const { run_id } = await startRun(d, await pushBundle(d));
+    const r = await d.kernel_('/leases', { body: { worker_id: 'w-any' } });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ run_id, step: 'triage', attempt: 1 });
+  });
+
   it('validates the request: kinds, ttl_seconds ≤ 3600, wait_seconds ≤ 30 (400 request_invalid)', async () => {
     await using d = await startRunDaemon();
     for (const body of [
