@@ -22,6 +22,7 @@ import type { RefusalReason, RemitCallCheck, RemitPayload, TrustedKeys } from '.
 import type { CircuitBreaker } from './breaker.js';
 import type { Canaries } from './canaries.js';
 import { argsErrors } from './schema-validator.js';
+import { settledWithin } from '../util/settled-within.js';
 import { ABANDONED_WRITE_GRACE_MS, abortable, abortMessage, ArgsInvalid, DeterministicFailure, ScopeRefusal, UpstreamError, type Connector, type ConnectorTool } from './connectors/types.js';
 import type { IdempotencyStore } from './idempotency.js';
 import type { EventOutbox } from './event-outbox.js';
@@ -65,20 +66,6 @@ function keepable(redactor: Redactor, value: unknown, what: string): { ok: true;
   } catch (err) {
     return { ok: false, message: `${what} cannot be kept: ${(err as Error).message}`, details: {} };
   }
-}
-
-/** Waits for `work` to settle, at most `ms`: whether it fulfilled in time, and with what. */
-async function settledWithin(work: Promise<unknown>, ms: number): Promise<{ fulfilled: boolean; value?: unknown }> {
-  let timer: NodeJS.Timeout | undefined;
-  const outcome = await Promise.race([
-    work.then(
-      (value) => ({ fulfilled: true, value }),
-      () => ({ fulfilled: false }),
-    ),
-    new Promise<{ fulfilled: boolean }>((resolve) => (timer = setTimeout(() => resolve({ fulfilled: false }), ms))),
-  ]);
-  clearTimeout(timer);
-  return outcome;
 }
 
 /** The actor of the events the gateway appends. */
@@ -389,7 +376,7 @@ class ToolCall {
       // One that finishes meanwhile (an fs write cannot be stopped) did run: its answer is
       // the call's, stored under its key like any other, never run a second time.
       const late = controller.signal.aborted && a.writes && work ? await settledWithin(work, ABANDONED_WRITE_GRACE_MS) : null;
-      const lateKept = late?.fulfilled ? keepable(d.redactor, late.value, 'the upstream answer') : null;
+      const lateKept = late?.state === 'fulfilled' ? keepable(d.redactor, late.value, 'the upstream answer') : null;
       // A late answer too large or deep to keep still means the write ran: unknown, never run again.
       if (!lateKept?.ok) return this.upstreamFailed(a, err, trial, controller.signal, a.writes && (outcomeUnknown || lateKept !== null));
       result = lateKept.value;

@@ -35,6 +35,7 @@ import type { Logger, Redactor } from '../log/logger.js';
 import type { SqlDb } from '../store/sql-db.js';
 import { isCredentialRefusal, KernelUnreachable, type AppendOptions, type EventCredential, type GatewayEvent, type KernelLink } from './kernel-link.js';
 import type { DROP_REASONS, GatewayMetrics } from './metrics.js';
+import { settledWithin } from '../util/settled-within.js';
 
 export const OUTBOX_MIGRATION = {
   id: 'gateway-002-event-outbox',
@@ -103,19 +104,6 @@ function parseRow(row: OutboxRow): { ev: GatewayEvent; creds: EventCredential[] 
     return { ev, creds };
   } catch {
     return null;
-  }
-}
-
-/** Resolves after `ms` unless `p` settles first; true when `p` did. */
-async function settledWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-  });
-  try {
-    return await Promise.race([p.then(() => true as const), deadline]);
-  } finally {
-    clearTimeout(timer);
   }
 }
 
@@ -215,7 +203,7 @@ export class EventOutbox {
       // Every step above handles its own failures; a call must not fail for its event anyway.
       this.o.logger.error('gateway event outbox: unexpected failure', { run_id: runId, err: this.message(err) });
     });
-    if (await settledWithin(attempt, this.o.timeoutMs)) return;
+    if ((await settledWithin(attempt, this.o.timeoutMs)).state !== 'pending') return; // attempt never rejects (its catch above)
     if (settled) {
       await attempt; // it failed just now and is being queued: the call answers once it is
       return;
