@@ -420,7 +420,8 @@ function refusalLogger(logger: Logger, everyMs = 10_000): (req: FastifyRequest, 
 /** A single-valued string query parameter (absent or empty: undefined). */
 export function stringQuery(value: unknown, name: string): string | undefined {
   if (value === undefined || value === '') return undefined;
-  if (typeof value !== 'string' || value.length > 512) throw new SvcError('request_invalid', `${name} must be given once, as a string`, { path: `/querystring/${name}` });
+  if (typeof value !== 'string') throw new SvcError('request_invalid', `${name} must be given once, as a string`, { path: `/querystring/${name}` });
+  if (value.length > 512) throw new SvcError('request_invalid', `${name} is longer than 512 characters`, { path: `/querystring/${name}` });
   return value;
 }
 

@@ -17,6 +17,9 @@ describe('request_invalid messages (D §10)', () => {
     expect(twice.body.error).toMatchObject({ code: 'request_invalid', message: 'limit must be given once', details: { path: '/querystring/limit' } });
     expect((await d.kernel_('/runs?limit=ten')).body.error.message).toBe('limit must be an integer');
     expect((await d.kernel_('/runs?limit=0')).body.error.message).toBe('limit must be between 1 and 500');
+    // String parameters: repeated, or too long, each said as what it is.
+    expect((await d.kernel_('/runs?department=a&department=b')).body.error).toMatchObject({ message: 'department must be given once, as a string', details: { path: '/querystring/department' } });
+    expect((await d.kernel_(`/runs?department=${'d'.repeat(513)}`)).body.error).toMatchObject({ message: 'department is longer than 512 characters', details: { path: '/querystring/department' } });
   });
 
   it('a trailing slash names the same resource: /runs/ is the list, not run ""', async () => {
