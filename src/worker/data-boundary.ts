@@ -9,9 +9,10 @@
  */
 import { spansBehindEscapes, UNESCAPE_LEVELS } from '../encoding/json-unescape.js';
 import { pointerToken } from '../encoding/json-pointer.js';
-import { textProblem } from '../encoding/json-limits.js';
 import type { ToolDescriptor } from '../types.js';
 import { BUILTIN_DETECTORS, findAll, type Detector } from './detectors.js';
+import { jsonStart, parseExact, type ExactParse } from './json-text.js';
+import { LiteralSet } from './literal-set.js';
 
 /** What the boundary lets through. */
 export interface BoundaryPolicy {
@@ -62,8 +63,8 @@ interface Compiled {
   detectors: readonly Detector[];
   /** Lower-cased field path (segments) → class. */
   fields: Array<{ segments: string[]; cls: string }>;
-  /** JSON texts parsed in this redaction (both phases read them): text → value, or null. */
-  parsedTexts: Map<string, object | null>;
+  /** JSON texts read in this redaction (both phases read them): text → how, or null (as text). */
+  parsedTexts: Map<string, TextRead | null>;
 }
 
 function compile(policy: BoundaryPolicy): Compiled {
@@ -77,7 +78,7 @@ function compile(policy: BoundaryPolicy): Compiled {
 }
 
 /** Known sensitive literals (value → class): once found anywhere, removed everywhere. */
-type Known = Map<string, string>;
+type Known = LiteralSet<string>;
 
 /**
  * Whether a literal is specific enough to scrub wherever it appears: four characters with a
@@ -92,9 +93,7 @@ function scrubbable(text: string): boolean {
 /** Detector findings and known literals in `text` (offsets in `text`). */
 function findingsIn(text: string, c: Compiled, known: Known): Array<[number, number, string]> {
   const found: Array<[number, number, string]> = findAll(text, c.detectors).map((f) => [f.start, f.end, f.class]);
-  for (const [value, cls] of known) {
-    for (let at = text.indexOf(value); at >= 0; at = text.indexOf(value, at + value.length)) found.push([at, at + value.length, cls]);
-  }
+  if (known.size > 0) for (const f of known.findIn(text)) found.push(f);
   return found;
 }
 
@@ -172,50 +171,178 @@ class Collector {
 }
 
 /**
- * A string holding JSON text (an http tool's raw `body` beside its parsed `json`, a JSON
- * column): its parse when it is an object or an array, else null. Only looked for while some
- * field is classified: a classified value too short to scrub as a literal (a salary of 95000,
- * a code `X7Q`) is found by its field name in the parse, never in the text.
+ * How a string holding JSON text is read (see readJsonText); null where it is matched as text.
+ * - json: one JSON text, read exactly; walked like any value.
+ * - lines: JSON values one a line (NDJSON, JSON Lines); each line read on its own.
+ * - withheld: JSON text naming a classified field that cannot be read exactly; withheld whole
+ *   as `cls`. `value` is what JSON.parse made of it, if anything (its literals are still noted).
  */
-function jsonTextValue(text: string, c: Compiled): object | null {
+type TextRead =
+  | { kind: 'json'; value: object }
+  | { kind: 'lines'; lines: Array<{ text: string; read: TextRead | null }> }
+  | { kind: 'withheld'; cls: string; value?: unknown };
+
+/**
+ * `text` lower-cased, for finding field names in it: with `\uXXXX` escapes read, so a name
+ * an upstream escaped (`"sal\u0061ry"`, as JSON.parse reads it) is found too.
+ */
+function namesView(text: string): string {
+  const lower = text.toLowerCase();
+  return lower.includes('\\u') ? lower.replace(/\\u([0-9a-f]{4})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)).toLowerCase()) : lower;
+}
+
+/** Whether `text` names a field of an ungranted class (`"salary"`, any case). */
+function namesClassified(text: string, c: Compiled): boolean {
+  const lower = namesView(text);
+  return c.fields.some((f) => lower.includes(`"${f.segments[f.segments.length - 1]}"`));
+}
+
+/**
+ * The class text is withheld as: that of the classified field it names first, or `unknown`
+ * when that name stands for several classes (`card.number` pci, `phone.number` pii).
+ */
+function namedClass(text: string, c: Compiled): string {
+  const lower = namesView(text);
+  let first = Infinity;
+  let classes = new Set<string>();
+  for (const f of c.fields) {
+    const at = lower.indexOf(`"${f.segments[f.segments.length - 1]}"`);
+    if (at < 0 || at > first) continue;
+    if (at < first) classes = new Set();
+    first = at;
+    classes.add(f.cls);
+  }
+  return classes.size === 1 ? [...classes][0]! : 'unknown';
+}
+
+/** JSON text read exactly (parseExact): walked, or withheld when a repeated name hides a value; null for a scalar. */
+function readExact(exact: ExactParse, text: string, c: Compiled): TextRead | null {
+  if (exact.duplicate) return { kind: 'withheld', cls: namedClass(text, c), value: exact.value };
+  const v = exact.value;
+  return v !== null && typeof v === 'object' ? { kind: 'json', value: v } : null;
+}
+
+/**
+ * JSON values one a line (NDJSON, JSON Lines): two or more non-blank lines, each one JSON text
+ * but for the last, which may be cut short (a log being written). Null when the text is not
+ * that: a pretty-printed document cut short has a first line that is no JSON text on its own,
+ * and must not be read line by line (a name on one line, its value on the next). A line
+ * naming no classified field is matched as text; one naming one is read like a document, and
+ * withheld when it cannot be read exactly.
+ */
+function readLines(text: string, c: Compiled): TextRead | null {
+  const lines = text.split('\n');
+  let last = lines.length - 1;
+  while (last >= 0 && lines[last]!.trim() === '') last--;
+  if (lines.filter((l) => l.trim() !== '').length < 2) return null;
+  const out: Array<{ text: string; read: TextRead | null }> = [];
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!;
+    const t = line.trim();
+    if (t === '' || !namesClassified(t, c)) {
+      if (t !== '' && i !== last) {
+        try {
+          JSON.parse(t);
+        } catch {
+          return null;
+        }
+      }
+      out.push({ text: line, read: null });
+      continue;
+    }
+    const exact = parseExact(t);
+    if (exact === null && i !== last) return null;
+    out.push({ text: line, read: exact === null ? { kind: 'withheld', cls: namedClass(t, c) } : readExact(exact, t, c) });
+  }
+  return { kind: 'lines', lines: out };
+}
+
+/**
+ * A string holding JSON text (an http tool's raw `body` beside its parsed `json`, a file the fs
+ * connector read, a JSON column), read so that its fields are classified by name like any
+ * other's: a classified value too short to scrub as a literal (a salary of 95000, a code `X7Q`)
+ * is found by its field name, never in the text. Only looked for while some field is
+ * classified, and only in text that opens as JSON does (after whitespace, a byte order mark or
+ * an XSSI prefix: see jsonStart) and names a classified field (a large body names none,
+ * mostly); anything else is matched as text. Such text is read exactly or not at all:
+ * - one JSON text: numbers JSON.parse would round (an integer past 2^53) kept as their digits;
+ * - JSON values one a line (NDJSON): each line on its own (readLines);
+ * - anything else (a repeated member name, JSON cut short or followed by more): withheld whole
+ *   as the class of the classified field it names first. Matching it as text would let the
+ *   short values through.
+ */
+function readJsonText(text: string, c: Compiled): TextRead | null {
   if (c.fields.length === 0) return null;
-  const t = text.trimStart();
-  if (t[0] !== '{' && t[0] !== '[') return null;
+  const start = jsonStart(text);
+  if (start < 0) return null;
   const cached = c.parsedTexts.get(text);
   if (cached !== undefined) return cached;
   c.parsedTexts.set(text, null);
-  // Only text naming a classified field is worth a parse (a large body names none, mostly).
-  const lower = text.toLowerCase();
-  if (!c.fields.some((f) => lower.includes(`"${f.segments[f.segments.length - 1]}"`))) return null;
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    return null;
+  if (!namesClassified(text, c)) return null;
+  const body = start === 0 ? text : text.slice(start);
+  const exact = parseExact(body);
+  const read = exact !== null ? readExact(exact, body, c) : (readLines(body, c) ?? { kind: 'withheld', cls: namedClass(body, c) });
+  c.parsedTexts.set(text, read);
+  return read;
+}
+
+/** The values a read of JSON text holds (for collecting literals). */
+function valuesOf(read: TextRead): unknown[] {
+  if (read.kind === 'json') return [read.value];
+  if (read.kind === 'withheld') return read.value === undefined ? [] : [read.value];
+  return read.lines.flatMap((l) => (l.read === null ? [] : valuesOf(l.read)));
+}
+
+/** Leading and trailing whitespace of a line around its content (`\r` of a CRLF line included). */
+function around(line: string, content: string): string {
+  const lead = line.length - line.trimStart().length;
+  return line.slice(0, lead) + content + line.slice(lead + line.trim().length);
+}
+
+/**
+ * JSON text walked as the value it holds: the redacted text when anything in it was withheld
+ * (re-serialized: a prefix before the JSON is dropped, inexact numbers become strings), else
+ * null (the text is then matched as text, as it was written). Reported at the string's own path.
+ */
+function walkJsonText(read: TextRead, path: string, names: string[], c: Compiled, known: Known, out: Collector, depth: number): string | null {
+  if (read.kind === 'withheld') {
+    out.add(path, read.cls, 1);
+    return marker(read.cls);
   }
-  // A parse that changes the document cannot stand in for it: an integer past 2^53 would come
-  // back rounded (a card number no detector then knows), a repeated name would hide its first
-  // value. Such text is matched as text.
-  if (v === null || typeof v !== 'object' || textProblem(text) !== null) return null;
-  c.parsedTexts.set(text, v);
-  return v;
+  if (read.kind === 'json') {
+    const inner = new Collector();
+    const redacted = walk(read.value, path, names, c, known, inner, depth + 1);
+    const found = inner.list();
+    if (found.length === 0) return null;
+    for (const r of found) out.add(path, r.class, r.count);
+    return JSON.stringify(redacted);
+  }
+  const inner = new Collector();
+  const lines = read.lines.map((l) => (l.read === null ? null : walkJsonText(l.read, path, names, c, known, inner, depth)));
+  if (inner.list().length === 0) return null;
+  for (const r of inner.list()) out.add(path, r.class, r.count);
+  return read.lines
+    .map((l, i) => {
+      const done = lines[i];
+      if (done != null) return around(l.text, done);
+      const r = redactString(l.text, c, known);
+      for (const [cls, n] of r.counts) out.add(path, cls, n);
+      return r.text;
+    })
+    .join('\n');
 }
 
 function walk(value: unknown, path: string, names: string[], c: Compiled, known: Known, out: Collector, depth: number): unknown {
   if (typeof value === 'string') {
     // JSON text is redacted as the value it holds, its fields classified by name like any
-    // other's, and handed on re-serialized when anything in it was withheld. Reported at the
-    // string's own path: a pointer into text would resolve to nothing.
-    const parsed = depth <= 200 ? jsonTextValue(value, c) : null;
-    if (parsed !== null) {
-      const inner = new Collector();
-      const redacted = walk(parsed, path, names, c, known, inner, depth + 1);
-      const found = inner.list();
-      if (found.length > 0) {
-        for (const r of found) out.add(path, r.class, r.count);
-        return JSON.stringify(redacted);
-      }
-    }
+    // other's (readJsonText), and handed on re-serialized when anything in it was withheld.
+    // Reported at the string's own path: a pointer into text would resolve to nothing. Past
+    // the depth bound, JSON text naming a classified field is withheld unread.
+    let read: TextRead | null = null;
+    if (depth <= 200) read = readJsonText(value, c);
+    else if (c.fields.length > 0 && jsonStart(value) >= 0 && namesClassified(value, c)) read = { kind: 'withheld', cls: namedClass(value, c) };
+    const done = read === null ? null : walkJsonText(read, path, names, c, known, out, depth);
+    if (done !== null) return done;
     const r = redactString(value, c, known);
     for (const [cls, n] of r.counts) out.add(path, cls, n);
     return r.text;
@@ -261,12 +388,12 @@ function walk(value: unknown, path: string, names: string[], c: Compiled, known:
 function collectKnown(value: unknown, names: string[], c: Compiled, known: Known, depth: number, forced: string | null): void {
   if (depth > 200) return;
   const note = (text: string, cls: string) => {
-    if (scrubbable(text) && !known.has(text)) known.set(text, cls);
+    if (scrubbable(text)) known.add(text, cls); // the first class found stays
   };
   if (typeof value === 'string' || typeof value === 'number' || typeof value === 'bigint') {
     const text = String(value);
-    const parsed = typeof value === 'string' && forced === null ? jsonTextValue(text, c) : null;
-    if (parsed !== null) collectKnown(parsed, names, c, known, depth + 1, null);
+    const read = typeof value === 'string' && forced === null ? readJsonText(text, c) : null;
+    if (read !== null) for (const v of valuesOf(read)) collectKnown(v, names, c, known, depth + 1, null);
     if (forced !== null) note(text, forced);
     for (const f of findAll(text, c.detectors)) note(f.value, f.class);
     return;
@@ -299,7 +426,7 @@ export interface BoundaryPart {
  */
 export class DataBoundary {
   private readonly c: Compiled;
-  private readonly known: Known = new Map();
+  private readonly known: Known = new LiteralSet();
 
   constructor(readonly policy: BoundaryPolicy) {
     this.c = compile(policy);

@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DataBoundary, fieldClassesOf, marker, redactText, redactValue, redactionNote } from '../../src/worker/data-boundary.js';
 import { BUILTIN_DETECTORS, detect, findAll, isCardNumber, luhnValid } from '../../src/worker/detectors.js';
+import { LiteralSet } from '../../src/worker/literal-set.js';
 
 describe('detectors (I 5.5 built-in classes)', () => {
   it('Luhn accepts valid card numbers and rejects one-digit changes', () => {
@@ -213,11 +214,13 @@ describe('redaction (I 5.5: ungranted content replaced by [REDACTED:<class>])', 
     const body = JSON.parse((r.value as { body: string }).body);
     expect(body).toEqual({ name: 'Dana', salary: '[REDACTED:secret_field]', code: '[REDACTED:secret_field]', active: '[REDACTED:secret_field]', ref: '[REDACTED:secret_field]', rows: [{ salary: '[REDACTED:secret_field]' }] });
     expect(r.redactions).toEqual(expect.arrayContaining([{ class: 'secret_field', path: '/calls/0/result/body', count: 5 }]));
-    // JSON text a parse would change is matched as text: a card number past 2^53 written as a
-    // number stays whole for the card detector (a rewrite would round it to 16 real digits).
+    // JSON text a plain parse would change is read without loss: a card number past 2^53
+    // written as a number keeps its 19 digits (as a string) for the card detector, where
+    // JSON.parse would round it to 16 real digits no detector knows; the salary beside it is
+    // withheld by its name (it was matched as text, and reached the model, before 2026-12).
     const card = '{"salary":95000,"card":6011000990139424124}';
     const kept = redactValue({ body: card }, { grants: [], fieldClasses: classes });
-    expect((kept.value as { body: string }).body).toBe('{"salary":95000,"card":[REDACTED:pci]}');
+    expect((kept.value as { body: string }).body).toBe('{"salary":"[REDACTED:secret_field]","card":"[REDACTED:pci]"}');
     // Text that is not JSON, or JSON with nothing classified, is left as it was written.
     const plain = redactValue({ body: '{ "name": "Dana" }', note: 'salary 95000' }, { grants: [], fieldClasses: classes });
     expect(plain.value).toEqual({ body: '{ "name": "Dana" }', note: 'salary 95000' });
@@ -245,6 +248,153 @@ describe('redaction (I 5.5: ungranted content replaced by [REDACTED:<class>])', 
     const note = redactionNote(r.redactions[0]!, { step: 'triage' });
     expect(note).toEqual({ type: 'redaction', class: 'pii', path: '/email', count: 1, step: 'triage' });
     expect(JSON.stringify(note)).not.toContain('jane');
+  });
+});
+
+describe('JSON text that JSON.parse alone does not read exactly (I 5.5: the boundary fails closed)', () => {
+  // An http tool's result ({status, body, json}) or an fs read ({content}): each shape below
+  // reached the model with its classified fields in clear when matched as text (the sweep's
+  // five, 2026-12), since only the detectors and literals seen before apply to text.
+  const classes = { customer_name: 'pii', salary: 'hr' };
+  const policy = { grants: [] as string[], fieldClasses: classes };
+  const bodyOf = (raw: string, json: unknown = null) => {
+    const r = redactValue({ status: 200, body: raw, json }, policy, '/calls/0/result');
+    return { body: (r.value as { body: string }).body, redactions: r.redactions.filter((x) => x.path === '/calls/0/result/body') };
+  };
+
+  it('a byte order mark before the JSON (the http json twin is null then): read past it, handed on without it', () => {
+    const { body, redactions } = bodyOf('\uFEFF{"customer_name":"Dana Xu","salary":95000,"city":"Oslo"}');
+    expect(body).toBe('{"customer_name":"[REDACTED:pii]","salary":"[REDACTED:hr]","city":"Oslo"}');
+    expect(redactions).toEqual(expect.arrayContaining([{ class: 'pii', path: '/calls/0/result/body', count: 1 }, { class: 'hr', path: '/calls/0/result/body', count: 1 }]));
+  });
+
+  it('an integer past 2^53 anywhere in the document: read without loss, kept as its digits when the text is rewritten', () => {
+    const raw = '{"rows":[{"customer_name":"Dana Xu","salary":95000}],"meta":{"cursor":1466000000000000001,"total":-99999999999999999999}}';
+    const { body, redactions } = bodyOf(raw, JSON.parse(raw));
+    expect(body).toBe('{"rows":[{"customer_name":"[REDACTED:pii]","salary":"[REDACTED:hr]"}],"meta":{"cursor":"1466000000000000001","total":"-99999999999999999999"}}');
+    expect(redactions).toHaveLength(2);
+    // Nothing withheld: the text goes on as it was written, its numbers untouched.
+    const none = '{"salary_band":"B","id":1466000000000000001}';
+    expect(redactValue({ body: none }, policy).value).toEqual({ body: none });
+  });
+
+  it('NDJSON: each line read as its own JSON text, the lines joined again', () => {
+    const raw = '{"customer_name":"Dana Xu","salary":95000}\r\n{"event":"login","at":1}\r\n{"salary":87000,"id":1466000000000000001}\r\n\r\n{"customer_name":"Eli M';
+    const { body, redactions } = bodyOf(raw);
+    expect(body).toBe('{"customer_name":"[REDACTED:pii]","salary":"[REDACTED:hr]"}\r\n{"event":"login","at":1}\r\n{"salary":"[REDACTED:hr]","id":"1466000000000000001"}\r\n\r\n[REDACTED:pii]');
+    // The last line, cut short, is withheld as the class it names; the others by field.
+    expect(redactions).toEqual(expect.arrayContaining([{ class: 'pii', path: '/calls/0/result/body', count: 2 }, { class: 'hr', path: '/calls/0/result/body', count: 2 }]));
+    const content = redactValue({ path: 'people.jsonl', content: '{"salary":1}\n{"salary":2}\n' }, policy).value as { content: string };
+    expect(content.content).toBe('{"salary":"[REDACTED:hr]"}\n{"salary":"[REDACTED:hr]"}\n');
+  });
+
+  it('a lone surrogate escape (an emoji cut in two): JSON.parse keeps it exactly, so the document is read and the escape written back', () => {
+    const raw = '{"review":"Great product \\ud83d","customer_name":"Dana Xu","salary":95000}';
+    const { body } = bodyOf(raw, JSON.parse(raw));
+    expect(body).toBe('{"review":"Great product \\ud83d","customer_name":"[REDACTED:pii]","salary":"[REDACTED:hr]"}');
+    const name = '{"\\udc00":1,"salary":95000}';
+    expect(bodyOf(name).body).toBe('{"\\udc00":1,"salary":"[REDACTED:hr]"}');
+  });
+
+  it('a classified name an upstream escaped (as JSON.parse reads it) is found too', () => {
+    expect(bodyOf('{"sal\\u0061ry":95000,"city":"Oslo"}').body).toBe('{"salary":"[REDACTED:hr]","city":"Oslo"}');
+    expect(bodyOf('{"sal\\u0061ry":95000,"city":"Os').body).toBe('[REDACTED:hr]');
+  });
+
+  it.each([
+    [")]}'\n", ''],
+    [")]}',\n", ''],
+    ['while(1);', ''],
+    ['for(;;);', ''],
+  ])('an XSSI prefix %j before the JSON: read past it, handed on without it', (prefix) => {
+    const { body, redactions } = bodyOf(`${prefix}[{"customer_name":"Dana Xu","salary":95000}]`);
+    expect(body).toBe('[{"customer_name":"[REDACTED:pii]","salary":"[REDACTED:hr]"}]');
+    expect(redactions).toHaveLength(2);
+  });
+
+  it.each([
+    ['a repeated member name (JSON.parse keeps the last)', '{"salary":95000,"salary":1}', 'hr'],
+    ['JSON cut short', '{"customer_name":"Dana Xu","salary":950', 'pii'],
+    ['two documents on one line', '{"salary":95000}{"salary":1}', 'hr'],
+    ['JSON followed by more', '{"salary":95000} and more', 'hr'],
+    ['a pretty-printed document cut short (not read line by line)', '{\n  "salary":\n    95000,\n  "rows": [\n', 'hr'],
+    ['NDJSON with a broken line before the last', '{"a":1}\n{"salary":95000,\n{"b":2}', 'hr'],
+    ['a BOM before JSON cut short', '\uFEFF[{"salary":95000},', 'hr'],
+  ])('%s: withheld whole as the class it names, reported like any redaction', (_, raw, cls) => {
+    const { body, redactions } = bodyOf(raw);
+    expect(body).toBe(`[REDACTED:${cls}]`);
+    expect(redactions).toEqual([{ class: cls, path: '/calls/0/result/body', count: 1 }]);
+  });
+
+  it('withheld whole as unknown when the name it names first stands for several classes; its literals are still noted', () => {
+    const ambiguous = { 'card.number': 'pci', 'phone.number': 'pii' };
+    const r = redactValue({ body: '{"card":{"number":"X7Q"' }, { grants: [], fieldClasses: ambiguous });
+    expect(r.value).toEqual({ body: '[REDACTED:unknown]' });
+    expect(r.redactions).toEqual([{ class: 'unknown', path: '/body', count: 1 }]);
+    // A repeated name: what JSON.parse read is still noted, so the name goes elsewhere too.
+    const b = new DataBoundary(policy);
+    b.redact({ body: '{"customer_name":"Dana Xu","customer_name":"Dana Xu","x":1}' });
+    expect(b.redact({ note: 'ask Dana Xu' }).value).toEqual({ note: 'ask [REDACTED:pii]' });
+  });
+
+  it('text naming no classified field is left alone, whatever its shape; so is prose quoting a classified name', () => {
+    const texts = [
+      '\uFEFF{"city":"Oslo","amount":95000}',
+      '{"id":1466000000000000001,"amount":95000}',
+      '{"city":"Oslo"}\n{"city":"Bergen"}\n{"city":"Tr',
+      '{"review":"Great product \\ud83d","amount":95000}',
+      ")]}'\n{\"city\":\"Oslo\"}",
+      '{"amount":95000,"amount":1}',
+      '{"city":"Oslo","amount":950',
+      // Prose (a rendered prompt embedding a redacted step output, a bracketed tag): not JSON text.
+      'The invoice on file is:\n{"customer_name":"[REDACTED:pii]","salary":"[REDACTED:hr]","amount":120}',
+      '[System] Reply with "customer_name" and "salary" only',
+      '{{customer_name}} earns "salary" 95000',
+    ];
+    for (const text of texts) {
+      const r = redactValue({ body: text }, policy);
+      expect(r.value).toEqual({ body: text });
+      expect(r.redactions).toEqual([]);
+      expect(redactText(text, policy, '/prompt').value).toBe(text);
+    }
+    // Granted classes: nothing is classified, nothing is parsed.
+    const granted = redactValue({ body: '\uFEFF{"salary":95000,"salary":1' }, { grants: ['hr', 'pii'], fieldClasses: classes });
+    expect(granted.value).toEqual({ body: '\uFEFF{"salary":95000,"salary":1' });
+  });
+
+  it('past the depth bound, JSON text naming a classified field is withheld unread', () => {
+    let v: unknown = { body: '{"salary":95000}', other: '{"city":"Oslo"}' };
+    for (let i = 0; i < 200; i++) v = { a: v };
+    const path = `${'/a'.repeat(200)}/body`;
+    const r = redactValue(v, policy);
+    let inner = r.value as Record<string, unknown>;
+    for (let i = 0; i < 200; i++) inner = inner.a as Record<string, unknown>;
+    expect(inner).toEqual({ body: '[REDACTED:hr]', other: '{"city":"Oslo"}' });
+    expect(r.redactions).toEqual([{ class: 'hr', path, count: 1 }]);
+  });
+
+  it('a ~5 MB body with one integer past 2^53 is read in about the time of one without (10,000 names noted on the way)', () => {
+    // Matched as text it was quick and leaked; read, it is walked like the body without the big
+    // integer. Each took minutes before the noted literals were found in one pass (every string
+    // was scanned once per literal, so 10,000 names made the walk quadratic); now about a
+    // second each. The bound is far from both.
+    const note = 'lorem ipsum dolor sit amet '.repeat(17);
+    const rows = Array.from({ length: 10_000 }, (_, i) => `{"id":${i},"customer_name":"Customer ${i}","salary":${50_000 + i},"note":"${note}"}`);
+    const plain = `{"rows":[${rows.join(',')}],"cursor":1}`;
+    const big = `{"rows":[${rows.join(',')}],"cursor":1466000000000000001}`;
+    expect(big.length).toBeGreaterThan(5_000_000);
+    const time = (raw: string) => {
+      const t0 = performance.now();
+      const r = redactValue({ body: raw, note: 'Customer 9999 called' }, policy);
+      return { ms: performance.now() - t0, value: r.value as { body: string; note: string } };
+    };
+    const a = time(plain);
+    const b = time(big);
+    expect(b.value.body.endsWith('],"cursor":"1466000000000000001"}')).toBe(true);
+    expect(b.value.body).not.toMatch(/"salary":\d|Customer \d/);
+    expect(b.value.note).toBe('[REDACTED:pii] called');
+    expect(b.value.body).toBe(a.value.body.replace('"cursor":1}', '"cursor":"1466000000000000001"}'));
+    expect(b.ms).toBeLessThan(Math.max(20 * a.ms, 15_000));
   });
 });
 
@@ -327,6 +477,28 @@ describe('properties of the boundary (I 5.5)', () => {
         for (const x of r.redactions) expect(grants).not.toContain(x.class);
       }),
       { numRuns: 500 },
+    );
+  });
+
+  it('known literals are found in one pass as repeated indexOf finds them, however many there are', () => {
+    const naive = (literals: Map<string, number>, text: string) => {
+      const out: Array<[number, number, number]> = [];
+      for (const [v, tag] of literals) for (let at = text.indexOf(v); at >= 0; at = text.indexOf(v, at + v.length)) out.push([at, at + v.length, tag]);
+      return out.sort((a, b) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2]);
+    };
+    const piece = fc.stringMatching(/^[ab01]{1,6}$/);
+    fc.assert(
+      fc.property(fc.uniqueArray(piece, { minLength: 0, maxLength: 40 }), fc.array(piece, { maxLength: 30 }), (literals, parts) => {
+        const set = new LiteralSet<number>();
+        const map = new Map<string, number>();
+        literals.forEach((l, i) => {
+          set.add(l, i);
+          map.set(l, i);
+        });
+        const text = parts.join('');
+        expect(set.findIn(text).sort((a, b) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2])).toEqual(naive(map, text));
+      }),
+      { numRuns: 300 },
     );
   });
 

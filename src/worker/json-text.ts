@@ -1,0 +1,156 @@
+/**
+ * Reading JSON text exactly, for the data boundary (src/worker/data-boundary.ts): a parse may
+ * stand in for the text it was read from only when it holds what the text holds. Pure; every
+ * scan is one pass and iterative (hostile text cannot exhaust the stack).
+ */
+import { integerReadAs } from '../encoding/json-limits.js';
+
+const WS = /\s/;
+/** Prefixes servers put before JSON against cross-site script inclusion (XSSI). */
+const XSSI_PREFIXES = [")]}'", 'while(1);', 'for(;;);'];
+
+function skipSpace(text: string, at: number): number {
+  while (at < text.length && WS.test(text[at]!)) at++; // \s includes U+FEFF, the byte order mark
+  return at;
+}
+
+/**
+ * Where the JSON in `text` starts: past whitespace, a byte order mark, and a known XSSI
+ * prefix (`)]}'` with an optional comma, `while(1);`, `for(;;);`). -1 when what follows does
+ * not open an object or an array as JSON does (`{"`, `{}`, `[{`, `[1`, `["`, `[true`, …):
+ * `[System] …` or `{{name}}` is prose, not JSON text.
+ */
+export function jsonStart(text: string): number {
+  let at = skipSpace(text, 0);
+  for (const prefix of XSSI_PREFIXES) {
+    if (text.startsWith(prefix, at)) {
+      at += prefix.length;
+      if (prefix === ")]}'" && text[at] === ',') at++;
+      at = skipSpace(text, at);
+      break;
+    }
+  }
+  const open = text[at];
+  if (open !== '{' && open !== '[') return -1;
+  const next = skipSpace(text, at + 1);
+  if (next >= text.length) return at; // `{` cut short: JSON text, truncated
+  const c = text[next]!;
+  if (open === '{') return c === '"' || c === '}' ? at : -1;
+  if ('{["-]'.includes(c) || (c >= '0' && c <= '9')) return at;
+  return text.startsWith('true', next) || text.startsWith('false', next) || text.startsWith('null', next) ? at : -1;
+}
+
+/** What a scan of valid JSON text finds that JSON.parse would not carry over exactly. */
+interface Scan {
+  /** [start, end) of each number literal a double does not hold as written. */
+  inexact: Array<[number, number]>;
+  /** A member name repeated in one object (JSON.parse keeps the last value only). */
+  duplicate: boolean;
+}
+
+/**
+ * A number literal JSON.parse would change: an integer past 2^53 (`1466000000000000001`, a
+ * 19-digit card number), a longer decimal, one out of range. Up to 15 characters always fit.
+ */
+function inexactNumber(literal: string, integer: boolean): boolean {
+  if (literal.length <= 15) return false;
+  const read = Number(literal);
+  if (!Number.isFinite(read)) return true;
+  return integer ? integerReadAs(literal) !== null : String(read) !== literal;
+}
+
+/** `text` must be valid JSON (run after JSON.parse). Stops at the first repeated name. */
+function scan(text: string): Scan {
+  const inexact: Array<[number, number]> = [];
+  // One frame per open object (the names seen; a list, a Set once large) or array (null).
+  const frames: Array<string[] | Set<string> | null> = [];
+  let expectName = false;
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22 /* " */) {
+      let j = i + 1;
+      let escaped = false;
+      for (; j < n; j++) {
+        const d = text.charCodeAt(j);
+        if (d === 0x5c /* \ */) {
+          escaped = true;
+          j++;
+        } else if (d === 0x22) break;
+      }
+      if (expectName) {
+        const name = escaped ? (JSON.parse(text.slice(i, j + 1)) as string) : text.slice(i + 1, j);
+        const top = frames.length - 1;
+        const seen = frames[top]!;
+        if (Array.isArray(seen)) {
+          if (seen.includes(name)) return { inexact, duplicate: true };
+          seen.push(name);
+          if (seen.length === 16) frames[top] = new Set(seen);
+        } else {
+          if (seen.has(name)) return { inexact, duplicate: true };
+          seen.add(name);
+        }
+        expectName = false;
+      }
+      i = j;
+    } else if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39)) {
+      let j = i + 1;
+      let integer = true;
+      for (; j < n; j++) {
+        const d = text.charCodeAt(j);
+        if (d >= 0x30 && d <= 0x39) continue;
+        if (d === 0x2e || d === 0x65 || d === 0x45 || d === 0x2b || d === 0x2d) integer = false;
+        else break;
+      }
+      if (j - i > 15 && inexactNumber(text.slice(i, j), integer)) inexact.push([i, j]);
+      i = j - 1;
+    } else if (c === 0x7b /* { */) {
+      frames.push([]);
+      expectName = true;
+    } else if (c === 0x5b /* [ */) {
+      frames.push(null);
+    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
+      frames.pop();
+      expectName = false;
+    } else if (c === 0x2c /* , */) {
+      expectName = frames[frames.length - 1] !== null;
+    }
+  }
+  return { inexact, duplicate: false };
+}
+
+/** JSON text read exactly, or what was in the way of that. */
+export interface ExactParse {
+  /**
+   * The value, with every number JSON.parse would change (see inexactNumber) kept as the
+   * string of its literal, so nothing is rounded away (a 19-digit card number stays 19 digits
+   * for the card detector). Written back, such numbers become strings.
+   */
+  value: unknown;
+  /** A member name appears twice in one object: `value` lacks the first one's value. */
+  duplicate: boolean;
+}
+
+/**
+ * `text` parsed without loss (see ExactParse), or null when it is not one JSON text. Lone
+ * surrogates (`"\ud83d"`, an emoji cut in two) need nothing: JSON.parse keeps the code unit
+ * and JSON.stringify writes it back as the same escape.
+ */
+export function parseExact(text: string): ExactParse | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  const found = scan(text);
+  if (found.duplicate || found.inexact.length === 0) return { value, duplicate: found.duplicate };
+  const parts: string[] = [];
+  let at = 0;
+  for (const [start, end] of found.inexact) {
+    parts.push(text.slice(at, start), '"', text.slice(start, end), '"');
+    at = end;
+  }
+  parts.push(text.slice(at));
+  return { value: JSON.parse(parts.join('')), duplicate: false };
+}
