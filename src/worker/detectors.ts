@@ -189,6 +189,21 @@ export const BUILTIN_DETECTORS: readonly Detector[] = Object.freeze([
   },
 ]);
 
+/**
+ * Each pattern as the global regex matchAll needs, made once. A copy of our own even when the
+ * pattern is global already: matchAll starts at its argument's lastIndex, which no other
+ * caller's exec or test moves on this one.
+ */
+const GLOBAL = new WeakMap<RegExp, RegExp>();
+function globalOf(pattern: RegExp): RegExp {
+  let re = GLOBAL.get(pattern);
+  if (re === undefined) {
+    re = new RegExp(pattern.source, pattern.flags.includes('g') ? pattern.flags : pattern.flags + 'g');
+    GLOBAL.set(pattern, re);
+  }
+  return re;
+}
+
 /** Every validated candidate of every detector in `text`, overlapping ones included. */
 export function findAll(text: string, detectors: readonly Detector[] = BUILTIN_DETECTORS): Finding[] {
   const found: Finding[] = [];
@@ -201,8 +216,7 @@ export function findAll(text: string, detectors: readonly Detector[] = BUILTIN_D
       }
       continue;
     }
-    const re = new RegExp(d.pattern.source, d.pattern.flags.includes('g') ? d.pattern.flags : d.pattern.flags + 'g');
-    for (const m of text.matchAll(re)) {
+    for (const m of text.matchAll(globalOf(d.pattern))) {
       if (m[0].length === 0) continue;
       if (d.validate && !d.validate(m[0])) continue;
       found.push({ detector: d.name, class: d.class, start: m.index!, end: m.index! + m[0].length, value: m[0] });
