@@ -170,13 +170,14 @@ export class ApprovalService {
         approvalId,
       ]);
       decidedNow = true;
-      const m = w.model;
-      const parkedForThis = m.state === 'parked' && m.parked_reason === 'human' && m.pending_approval_id === approvalId;
+      // Read before the appends: w.model is the state as each append leaves it.
+      const { state, parked_reason, pending_approval_id, current_step } = w.model;
+      const parkedForThis = state === 'parked' && parked_reason === 'human' && pending_approval_id === approvalId;
       const p: ApprovalDecidedPayload = { approval_id: approvalId, step: a.step, action_id: a.action_id, decision: body.decision, reason };
       const actor = { id: body.actor.id, role: body.actor.role };
       await w.append({ kind: 'approval.decided', payload: p, actor });
       if (parkedForThis) {
-        const r: RunResumedPayload = { reason: 'human', step: m.current_step, via: 'approval', approval_id: approvalId };
+        const r: RunResumedPayload = { reason: 'human', step: current_step, via: 'approval', approval_id: approvalId };
         await w.append({ kind: 'run.resumed', payload: r, actor });
       }
       const row = await w.tx.get<ApprovalRow>('SELECT * FROM approvals WHERE approval_id = ?', [approvalId]);
