@@ -421,11 +421,11 @@ function semanticProblems(config: GatewayConfig): string[] {
     if (c.name === 'test' && config.test_tools) problems.push(`${where}/name: "test" is reserved for the test tools while SVC_GATEWAY_TEST_TOOLS is on`);
     const fixedOps = c.type === 'http' ? ['get', 'post'] : c.type === 'fs' ? ['read', 'list', 'write'] : null;
     for (const [op, t] of Object.entries(c.tools)) {
-      if (fixedOps && !fixedOps.includes(op)) problems.push(`${where}/tools/${op}: a ${c.type} connector has only the operations ${fixedOps.join(', ')}`);
-      if (c.type === 'sqlite' && !t.statement) problems.push(`${where}/tools/${op}: a sqlite tool needs a statement`);
-      if (c.type !== 'sqlite' && t.statement !== undefined) problems.push(`${where}/tools/${op}/statement: only sqlite tools have statements`);
+      if (fixedOps && !fixedOps.includes(op)) problems.push(`${where}/tools/${pointerToken(op)}: a ${c.type} connector has only the operations ${fixedOps.join(', ')}`);
+      if (c.type === 'sqlite' && !t.statement) problems.push(`${where}/tools/${pointerToken(op)}: a sqlite tool needs a statement`);
+      if (c.type !== 'sqlite' && t.statement !== undefined) problems.push(`${where}/tools/${pointerToken(op)}/statement: only sqlite tools have statements`);
       if (fixedOps && t.writes !== undefined && t.writes !== (op === 'post' || op === 'write')) {
-        problems.push(`${where}/tools/${op}/writes: ${c.type}.${op} ${op === 'post' || op === 'write' ? 'always writes' : 'never writes'}`);
+        problems.push(`${where}/tools/${pointerToken(op)}/writes: ${c.type}.${op} ${op === 'post' || op === 'write' ? 'always writes' : 'never writes'}`);
       }
     }
     if (c.type === 'http') {

@@ -156,6 +156,10 @@ describe('one schema reports every problem at once', () => {
       '/connectors/1/name: "db" is already used by /connectors/0',
       '/connectors/1/tools/delete: a fs connector has only the operations read, list, write',
     ]);
+    // Paths are JSON pointers: an operation name holding `/` or `~` is escaped in them.
+    expect(problemsOf(() => loadGatewayConfig({ connectors: [{ name: 'db', type: 'sqlite', path: 'x.db', tools: { 'a/b~c': {} } }] }, { env: {}, baseDir: dir }))).toEqual([
+      '/connectors/0/tools/a~1b~0c: a sqlite tool needs a statement',
+    ]);
   });
 
   it('an http connector header fetch could never send is a problem at load, the value never shown (svc-gateway(5) CONFIGURATION)', () => {
