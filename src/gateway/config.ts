@@ -189,7 +189,7 @@ export function loadGatewayConfig(doc: unknown, opts: LoadOptions = {}): Gateway
   const raw = overridden as RawConfig;
   problems.push(...fsRootProblems(raw, baseDir));
   if (problems.length > 0) throw new GatewayConfigError(problems, source);
-  const config = normalize(raw, baseDir, env);
+  const config = normalize(raw, baseDir);
   problems.push(...semanticProblems(config));
   if (problems.length > 0) throw new GatewayConfigError(problems, source);
   if (config.token) registerSecret(redactor, config.token);
@@ -367,7 +367,7 @@ function abs(p: string, baseDir: string): string {
   return isAbsolute(p) ? p : resolve(baseDir, p);
 }
 
-function normalize(raw: RawConfig, baseDir: string, env: NodeJS.ProcessEnv): GatewayConfig {
+function normalize(raw: RawConfig, baseDir: string): GatewayConfig {
   const connectors = (raw.connectors ?? []).map((c): ConnectorConfig => {
     const base = {
       name: c.name,
@@ -386,8 +386,9 @@ function normalize(raw: RawConfig, baseDir: string, env: NodeJS.ProcessEnv): Gat
         return { ...base, type: 'mcp', command: c.command!, env: c.env ?? {}, cwd: c.cwd ? abs(c.cwd, baseDir) : null };
     }
   });
-  // data_dir from SVC_GATEWAY_DATA is already absolute (relative to the cwd, like any env path).
-  const dataDir = raw.data_dir !== undefined ? abs(raw.data_dir, env.SVC_GATEWAY_DATA ? process.cwd() : baseDir) : resolve(DEFAULT_DATA_DIR);
+  // data_dir from SVC_GATEWAY_DATA was made absolute against the cwd, like any env path; the
+  // file's own is relative to the file.
+  const dataDir = raw.data_dir !== undefined ? abs(raw.data_dir, baseDir) : resolve(DEFAULT_DATA_DIR);
   return {
     listen: raw.listen ?? DEFAULT_LISTEN,
     kernel_url: (raw.kernel_url ?? DEFAULT_KERNEL_URL).replace(/\/+$/, ''),
