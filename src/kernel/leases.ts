@@ -145,7 +145,10 @@ export class LeaseService {
 
   private async tryAcquire(workerId: string, kinds: LeaseKind[], ttl: number): Promise<LeaseObject | null> {
     const marks = kinds.map(() => '?').join(', ');
-    for (let round = 0; round < 5; round++) {
+    // A round that met a stale candidate (its work taken or changed since the select) looks
+    // again, up to MAX_ROUNDS; one that only skipped runs gets a single look more.
+    const MAX_ROUNDS = 5;
+    for (let round = 0; round < MAX_ROUNDS; round++) {
       const now = this.k.clock.now();
       const candidates = await this.k.db.all<{ run_id: string }>(
         `SELECT run_id FROM runs WHERE work_kind IN (${marks}) AND work_ready_at <= ? ORDER BY work_ready_at, run_id LIMIT 8`,
@@ -158,7 +161,7 @@ export class LeaseService {
         if (r === 'stale') stale = true;
         else if (r !== 'skipped') return r;
       }
-      if (!stale) round = Math.max(round, 3); // only skipped runs: one more look, then stop
+      if (!stale) round = Math.max(round, MAX_ROUNDS - 2); // only skipped runs: one more look, then stop
     }
     return null;
   }
