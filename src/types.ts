@@ -19,6 +19,11 @@ export interface Requester {
   manager: string;
 }
 
+/** The same requester: id, role and manager alike, as written (a remit keeps its requester). */
+export function sameRequester(a: Requester, b: Requester): boolean {
+  return a.id === b.id && a.role === b.role && a.manager === b.manager;
+}
+
 export interface Spend {
   tokens: number;
   usd: number;

@@ -12,7 +12,7 @@ import { ALL_EVENT_KINDS, isExternalKind } from '../events/kinds.js';
 import type { RunAbandonRequestedPayload, RunCreatedPayload, RunResumedPayload } from '../events/payloads.js';
 import { newId } from '../ids.js';
 import { globalRedactor } from '../log/logger.js';
-import type { Bundle, RemitPayload, Requester, RunEvent, RunState, RunStateObject, Spend, StepDef, StoredBundle, WorkflowDef } from '../types.js';
+import { sameRequester, type Bundle, type RemitPayload, type Requester, type RunEvent, type RunState, type RunStateObject, type Spend, type StepDef, type StoredBundle, type WorkflowDef } from '../types.js';
 import { ApprovalService, cancelPendingApprovals } from './approvals.js';
 import { ActionService } from './actions.js';
 import { pageNewestFirst } from './cursor.js';
@@ -530,10 +530,6 @@ async function stepEvents(tx: SqlDb, runId: string): Promise<Array<{ seq: number
       return { seq: r.seq, kind: r.kind, payload: null };
     }
   });
-}
-
-function sameRequester(a: Requester, b: Requester): boolean {
-  return a.id === b.id && a.role === b.role && a.manager === b.manager;
 }
 
 /** An event row; a row edited into invalid JSON is returned with its raw text, never a 500. */

@@ -9,7 +9,7 @@ import { SvcError, notFound } from '../errors.js';
 import { newId } from '../ids.js';
 import { usdMicro } from '../spend.js';
 import type { SqlDb } from '../store/sql-db.js';
-import { AUTONOMY_ORDER, type RemitCallCheck, type RemitPayload, type RemitRecord, type Spend, type TrustedKeys, type VerifyResult } from '../types.js';
+import { AUTONOMY_ORDER, sameRequester, type RemitCallCheck, type RemitPayload, type RemitRecord, type Spend, type TrustedKeys, type VerifyResult } from '../types.js';
 import { uncoveredScope, uncoveredTool } from './patterns.js';
 import { parseDeriveRequest, parseMintRequest, type DeriveRequest } from './requests.js';
 import { MAX_TOKEN_LENGTH, encodeCanonicalToken, encodeToken, type TokenSigner } from './token.js';
@@ -213,12 +213,8 @@ export class RemitService {
       const dropped = parent.policy_set.find((p) => !policySet.includes(p));
       if (dropped !== undefined) throw widens('policy_set', `policy ${dropped} of the parent is missing; removing a policy widens the remit`, { value: dropped });
 
-      if (req.requested_by) {
-        const a = req.requested_by;
-        const b = parent.requested_by;
-        if (a.id !== b.id || a.role !== b.role || a.manager !== b.manager) {
-          throw widens('requested_by', 'requested_by differs from the parent\'s; a derived remit keeps its requester', { value: a });
-        }
+      if (req.requested_by && !sameRequester(req.requested_by, parent.requested_by)) {
+        throw widens('requested_by', 'requested_by differs from the parent\'s; a derived remit keeps its requester', { value: req.requested_by });
       }
 
       const payload: RemitPayload = {
