@@ -23,7 +23,7 @@ import type { CircuitBreaker } from './breaker.js';
 import type { Canaries } from './canaries.js';
 import { argsErrors } from './schema-validator.js';
 import { settledWithin } from '../util/settled-within.js';
-import { ABANDONED_WRITE_GRACE_MS, abortable, abortMessage, ArgsInvalid, DeterministicFailure, ScopeRefusal, UpstreamError, type Connector, type ConnectorTool } from './connectors/types.js';
+import { ABANDONED_WRITE_GRACE_MS, abortable, abortMessage, ArgsInvalid, DeterministicFailure, NotAttempted, ScopeRefusal, UpstreamError, type Connector, type ConnectorTool } from './connectors/types.js';
 import type { IdempotencyStore } from './idempotency.js';
 import type { EventOutbox } from './event-outbox.js';
 import type { EventCredential, GatewayEvent, KernelLink } from './kernel-link.js';
@@ -494,7 +494,8 @@ class ToolCall {
   private async upstreamFailed(a: Admitted, err: unknown, trial: boolean, signal: AbortSignal, unknown: boolean): Promise<CallResponse> {
     const { d, req } = this;
     const breaker = d.breaker(a.connector.name);
-    breaker.failure(trial);
+    if (err instanceof NotAttempted) breaker.neutral(trial);
+    else breaker.failure(trial);
     if (unknown) await this.keepUnknown(a);
     else await this.release(a);
     let message = err instanceof UpstreamError ? err.message : signal.aborted ? abortMessage(signal) : `${req.tool} failed: ${(err as Error).message}`;

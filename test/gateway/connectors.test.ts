@@ -14,7 +14,7 @@ import { ManualClock } from '../../src/clock.js';
 import { FsConnector, MAX_LIST_ENTRIES } from '../../src/gateway/connectors/fs.js';
 import { SqliteConnector, namedParameters, tablesTouched } from '../../src/gateway/connectors/sqlite.js';
 import { StatementFailureError, StatementHost } from '../../src/gateway/connectors/sqlite-host.js';
-import { DeterministicFailure, ScopeRefusal, UpstreamError } from '../../src/gateway/connectors/types.js';
+import { DeterministicFailure, NotAttempted, ScopeRefusal, UpstreamError } from '../../src/gateway/connectors/types.js';
 import { closedPortUrl, tempDir } from '../helpers/daemon.js';
 import { mintToken, remitPayload, testSigner } from '../helpers/remit-token.js';
 import { startGateway, type TestGateway } from './helpers.js';
@@ -189,6 +189,8 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
     // A PRAGMA opens no table, yet discloses the schema (table_info) or the file's settings:
     // it is a read of sqlite_schema, however it is spelled.
     expect(tablesTouched(db, 'PRAGMA table_info(invoices)', [])).toEqual(['sqlite_schema']);
+    // A DELETE without WHERE empties its table without opening it (the Clear opcode).
+    expect(tablesTouched(db, 'DELETE FROM audit', [])).toEqual(['audit']);
     expect(tablesTouched(db, ' /* audit */ -- list them\n pragma database_list', [])).toEqual(['sqlite_schema']);
     expect(() => tablesTouched(db, 'ATTACH :p AS other', ['p'])).toThrow(/ATTACH changes which databases the connection reaches/);
     expect(() => tablesTouched(db, 'detach other', [])).toThrow(/DETACH/);
@@ -288,7 +290,6 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
       name: 'ro',
       path: dbPath,
       statements: [{ op: 'sneak', sql: "INSERT INTO audit (what, at) VALUES ('x', 'y')", writes: false, mode: 'run' }],
-      schemaVersion: schemaVersionOf(dbPath),
       busyTimeoutMs: 100,
       maxResultBytes: 1024,
       fileCodes: '^$',
@@ -480,23 +481,33 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
       tools: { pubview: { statement: 'SELECT v FROM v_pub' }, count: { statement: 'SELECT count(*) AS n FROM pub' } },
     });
     await c.start();
-    const ctx = { signal: new AbortController().signal, now: () => Date.now(), enterScope: () => true, outcomeUnknown: () => undefined };
+    const probe = { signal: new AbortController().signal, now: () => Date.now(), enterScope: () => true, outcomeUnknown: () => undefined };
+    const granted = async (op: string) => ({ ...probe, derivedScopes: await c.deriveScopes(op) });
     try {
       expect(await c.deriveScopes('pubview')).toEqual(['sql:table:pub']);
+      const ctx = await granted('pubview');
       expect(await c.call('pubview', {}, ctx)).toEqual({ rows: [{ v: 'hello' }] });
-      // A migration redefines the view over another table: the scope granted (pub) no longer describes it.
+      // A migration redefines the view over another table: the scope granted (pub) no longer
+      // describes it. Calls checked for pub, sent together (the later ones queued behind the
+      // first, which finds the tables again), are all refused before they run.
       db.exec('DROP VIEW v_pub; CREATE VIEW v_pub AS SELECT v FROM secrets');
-      const err = await c.call('pubview', {}, ctx).then(() => null, (e: unknown) => e);
-      expect(err).toBeInstanceOf(UpstreamError);
-      expect(String(err)).toMatch(/the schema of .* changed: pubview now touches tables \[secrets\], not the \[pub\] its scopes were granted for; the call was not run/);
-      expect(String(err)).not.toContain('TOPSECRETROW');
+      const answers = await Promise.all(Array.from({ length: 4 }, () => c.call('pubview', {}, ctx).then((v) => v, (e: unknown) => e)));
+      for (const err of answers) {
+        expect(err).toBeInstanceOf(NotAttempted);
+        expect(String(err)).toMatch(/the schema of .* changed: pubview now touches tables \[secrets\], not the \[pub\] its scopes were granted for; the call was not run/);
+      }
+      expect(JSON.stringify(answers.map(String))).not.toContain('TOPSECRETROW');
       expect(await c.deriveScopes('pubview')).toEqual(['sql:table:secrets']); // what a retry is checked against
+      // A canary's probe (no remit, no derived scopes) runs on the tables as found now.
+      db.exec('DROP VIEW v_pub; CREATE VIEW v_pub AS SELECT v FROM pub');
+      expect(await c.call('pubview', {}, probe)).toEqual({ rows: [{ v: 'hello' }] });
       // An unrelated change: the first call to meet it runs, its tables being the same.
+      const counting = await granted('count');
       db.exec('CREATE TABLE other (x INTEGER)');
-      expect(await c.call('count', {}, ctx)).toEqual({ rows: [{ n: 1 }] });
+      expect(await c.call('count', {}, counting)).toEqual({ rows: [{ n: 1 }] });
       // A statement that no longer prepares is refused at its scope, saying why.
       db.exec('DROP VIEW v_pub');
-      await expect(c.call('count', {}, ctx)).resolves.toEqual({ rows: [{ n: 1 }] });
+      await expect(c.call('count', {}, counting)).resolves.toEqual({ rows: [{ n: 1 }] });
       await expect(c.deriveScopes('pubview')).rejects.toThrow(/statement pubview no longer prepares/);
     } finally {
       db.close();
@@ -536,15 +547,6 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
     }
   });
 });
-
-function schemaVersionOf(file: string): number {
-  const db = new Database(file, { readonly: true });
-  try {
-    return Number(db.pragma('schema_version', { simple: true }));
-  } finally {
-    db.close();
-  }
-}
 
 describe('http connector (decisions §9: allowed_hosts, redirects, timeouts)', () => {
   const t = () => remit(['web.*'], ['http:host:127.0.0.1']);

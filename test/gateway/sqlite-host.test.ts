@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
-import { StatementHost, type StatementHostOptions } from '../../src/gateway/connectors/sqlite-host.js';
+import { StatementFailureError, StatementHost, type StatementHostOptions } from '../../src/gateway/connectors/sqlite-host.js';
 import { UpstreamError } from '../../src/gateway/connectors/types.js';
 import { ROOT, tempDir } from '../helpers/daemon.js';
 import { mintToken, remitPayload, testSigner } from '../helpers/remit-token.js';
@@ -193,7 +193,6 @@ describe('StatementHost: what a call that failed did (docs/design.md "Upstreams 
   const options = (extra: Partial<StatementHostOptions> = {}): StatementHostOptions => ({
     name: 'h',
     path: file,
-    schemaVersion: 1, // the one CREATE TABLE below
     statements: [
       { op: 'put', sql: 'INSERT INTO t (v) VALUES (:v)', writes: true, mode: 'run' },
       { op: 'slowput', sql: 'INSERT INTO t (v) WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1e12) SELECT x FROM c', writes: true, mode: 'run' },
@@ -286,6 +285,30 @@ describe('StatementHost: what a call that failed did (docs/design.md "Upstreams 
     const db = new Database(file);
     db.exec('DELETE FROM t'); // the tests after this one count from an empty table
     db.close();
+  });
+
+  it('the schema check runs in the statement\'s transaction: a file locked by another connection is a busy failure, and the process lives on', async () => {
+    const lockedFile = join(dir, 'locked.db');
+    const setup = new Database(lockedFile); // rollback journal: a writer's EXCLUSIVE lock keeps readers out
+    setup.exec('CREATE TABLE t (v INTEGER)');
+    const h = new StatementHost(options({ path: lockedFile }));
+    expect(await h.start()).toBeNull();
+    const pid = h.pid;
+    setup.exec('BEGIN EXCLUSIVE');
+    try {
+      const err = await h.run('n', {}, live(), () => undefined, 1).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(StatementFailureError);
+      expect((err as StatementFailureError).failure).toMatchObject({ kind: 'sqlite', code: 'SQLITE_BUSY' });
+      expect(h.pid).toBe(pid);
+    } finally {
+      setup.exec('ROLLBACK');
+      setup.close();
+    }
+    // Under another schema than the call was checked for: refused, not run.
+    const changed = await h.run('n', {}, live(), () => undefined, 99).catch((e: unknown) => e);
+    expect((changed as StatementFailureError).failure).toMatchObject({ kind: 'schema_changed', schemaVersion: 1 });
+    expect(await h.run('n', {}, live(), () => undefined, 1)).toEqual({ rows: [{ n: 0 }] });
+    await h.close();
   });
 
   it("the process keeps svcd's time zone (SQLite's localtime), nothing else of its environment", async () => {

@@ -17,7 +17,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { ABANDONED_WRITE_GRACE_MS, abortMessage, ArgsInvalid, DeterministicFailure, UpstreamError } from './types.js';
+import { ABANDONED_WRITE_GRACE_MS, abortMessage, ArgsInvalid, DeterministicFailure, NotAttempted, UpstreamError } from './types.js';
 
 /** How a statement's answer is shaped (decided at load from the prepared statement). */
 export type StatementMode = 'run' | 'returning' | 'select';
@@ -38,12 +38,6 @@ export interface StatementHostOptions {
   maxResultBytes: number;
   /** SQLite error codes (a regex source) about the file itself: the child reopens it. */
   fileCodes: string;
-  /**
-   * The file's `PRAGMA schema_version` when the statements' tables were found: a call that
-   * finds another is refused `schema_changed` before it runs (views and triggers may have
-   * been redefined under the scopes derived from them).
-   */
-  schemaVersion: number;
   /** The node binary for the child; tests point it elsewhere to make the spawn fail. */
   execPath?: string;
 }
@@ -63,6 +57,8 @@ interface Pending {
   id: number;
   op: string;
   binds: Record<string, unknown>;
+  /** The schema the call's scopes were checked for: the child refuses it under another (null: unchecked). */
+  schemaVersion: number | null;
   writes: boolean;
   /**
    * Where the call is: `queued` here, `sending` (handed to the channel), `sent` (written to
@@ -180,8 +176,27 @@ function returningRows(stmt, binds) {
     if (bytes > cfg.maxResultBytes) rows.length = 0;
     else rows.push(row);
   }
-  if (bytes > cfg.maxResultBytes) throw new TooLarge('the write was made, but its RETURNING rows are larger than ' + cfg.maxResultBytes + ' bytes');
-  return rows;
+  return bytes > cfg.maxResultBytes ? null : rows; // null: too large, said once the write is committed
+}
+// The tables a statement touches were found for one schema (m.version, sent with each call);
+// a view or trigger redefined since (a migration, a restored file) can lead it to others. So
+// the version is read in the statement's own transaction, and a call that finds another is
+// refused before it runs. A write's transaction takes the write lock first (IMMEDIATE), so no
+// migration commits between the check and the write.
+function checkedRun(m, s, stmt) {
+  if (m.version !== undefined && m.version !== null) {
+    const version = Number((s.writes ? rw : ro).pragma('schema_version', { simple: true }));
+    if (version !== m.version) return { ok: false, failure: { kind: 'schema_changed', message: 'the schema changed since its tables were found (schema_version ' + m.version + ', now ' + version + ')', code: null, schemaVersion: version } };
+  }
+  if (s.mode === 'run') {
+    const info = stmt.run(m.binds);
+    return { ok: true, value: { changes: info.changes, last_insert_rowid: jsonValue(info.lastInsertRowid) } };
+  }
+  if (s.mode === 'returning') {
+    const rows = returningRows(stmt, m.binds);
+    return rows === null ? { tooLarge: true } : { ok: true, value: rows.length === 1 ? rows[0] : { rows } };
+  }
+  return { ok: true, value: { rows: selectRows(stmt, m.binds) } };
 }
 function execute(m) {
   if (stmts && !sameFile() && !leaveOldFile()) return { ok: false, failure: { kind: 'unavailable', message: HELD_LOG, code: 'SQLITE_BUSY' } };
@@ -191,24 +206,15 @@ function execute(m) {
       return { ok: false, failure: { kind: 'unavailable', message: String(err && err.message || err), code: err && typeof err.code === 'string' ? err.code : null } };
     }
   }
-  // The tables a statement touches were found for one schema; a view or trigger redefined
-  // since (a migration, a restored file) can lead it to others. Checked before it runs.
-  const version = Number(ro.pragma('schema_version', { simple: true }));
-  if (version !== cfg.schemaVersion) return { ok: false, failure: { kind: 'schema_changed', message: 'the schema changed since its tables were found (schema_version ' + cfg.schemaVersion + ', now ' + version + ')', code: null, schemaVersion: version } };
   const { s, stmt } = stmts.get(m.op);
   // Before a write runs, so svcd can tell a write that never started from one that may have
   // committed when this process dies.
   if (s.writes) process.send({ type: 'started', id: m.id });
   try {
-    if (s.mode === 'run') {
-      const info = stmt.run(m.binds);
-      return { ok: true, value: { changes: info.changes, last_insert_rowid: jsonValue(info.lastInsertRowid) } };
-    }
-    if (s.mode === 'returning') {
-      const rows = returningRows(stmt, m.binds);
-      return { ok: true, value: rows.length === 1 ? rows[0] : { rows } };
-    }
-    return { ok: true, value: { rows: selectRows(stmt, m.binds) } };
+    const txn = (s.writes ? rw : ro).transaction(checkedRun);
+    const r = s.writes ? txn.immediate(m, s, stmt) : txn(m, s, stmt);
+    if (r.tooLarge) throw new TooLarge('the write was made, but its RETURNING rows are larger than ' + cfg.maxResultBytes + ' bytes');
+    return r;
   } catch (err) {
     const code = err && typeof err.code === 'string' ? err.code : null;
     if (code !== null && fileCodes.test(code)) { if (sameFile()) closeAll(); else leaveOldFile(); } // reopened by the next call
@@ -226,7 +232,6 @@ process.on('message', (m) => {
     process.send({ type: 'ready', error });
     return;
   }
-  if (m.type === 'schema') { cfg.schemaVersion = m.version; return; }
   if (m.type === 'close') { closeAll(); process.disconnect(); return; }
   if (m.type === 'call') process.send(Object.assign({ id: m.id }, execute(m)));
 });
@@ -280,27 +285,17 @@ export class StatementHost {
   }
 
   /** Runs one statement; rejects with StatementFailureError (the child's refusal) or UpstreamError. */
-  run(op: string, binds: Record<string, unknown>, signal: AbortSignal, outcomeUnknown: () => void): Promise<unknown> {
+  run(op: string, binds: Record<string, unknown>, signal: AbortSignal, outcomeUnknown: () => void, schemaVersion: number | null = null): Promise<unknown> {
     const s = this.modes.get(op);
     if (!s) return Promise.reject(new DeterministicFailure(`no statement ${op}`));
     if (this.closed) return Promise.reject(new UpstreamError(`connector ${this.opts.name} is closed`));
     if (signal.aborted) return Promise.reject(new UpstreamError(abortMessage(signal)));
     return new Promise((resolve, reject) => {
-      const p: Pending = { id: this.nextId++, op, binds, writes: s.writes, delivery: 'queued', retried: false, signal, outcomeUnknown, resolve, reject, onAbort: () => this.abandon(p) };
+      const p: Pending = { id: this.nextId++, op, binds, schemaVersion, writes: s.writes, delivery: 'queued', retried: false, signal, outcomeUnknown, resolve, reject, onAbort: () => this.abandon(p) };
       signal.addEventListener('abort', p.onAbort, { once: true });
       this.queue.push(p);
       this.pump();
     });
-  }
-
-  /**
-   * The schema the statements' tables were found again for: later calls are checked against
-   * it (the message goes ahead of any call sent after it; a new process gets it at start).
-   */
-  acceptSchema(version: number): void {
-    this.opts.schemaVersion = version;
-    const child = this.child;
-    if (child?.connected) child.send({ type: 'schema', version }, () => undefined);
   }
 
   /** The child's pid (tests). */
@@ -441,7 +436,7 @@ export class StatementHost {
     if (child.pid === undefined || !child.connected) return; // 'error' or 'close' answers p
     p.delivery = 'sending';
     this.holdOpen();
-    child.send({ type: 'call', id: p.id, op: p.op, binds: p.binds }, (err) => {
+    child.send({ type: 'call', id: p.id, op: p.op, binds: p.binds, version: p.schemaVersion }, (err) => {
       if (p.delivery !== 'sending') return;
       if (!err) {
         p.delivery = 'sent';
@@ -589,7 +584,7 @@ export function classifyFailure(f: StatementFailure, deterministicCodes: RegExp,
     case 'unavailable':
       return new UpstreamError(`connector ${connector}: cannot open ${path}: ${f.message}`, { sqlite_code: f.code });
     case 'schema_changed':
-      return new UpstreamError(`connector ${connector}: ${f.message}; the call was not run`, { sqlite_code: null });
+      return new NotAttempted(`connector ${connector}: ${f.message}; the call was not run`);
     case 'sqlite':
       if (f.code !== null && deterministicCodes.test(f.code)) return new DeterministicFailure(f.message || f.code, { sqlite_code: f.code });
       return new UpstreamError(f.message || 'sqlite error', { sqlite_code: f.code });

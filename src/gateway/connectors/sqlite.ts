@@ -17,7 +17,7 @@ import { DEFAULT_MAX_BYTES, type SqliteConnectorConfig } from '../config.js';
 import { pointerToken } from '../../encoding/json-pointer.js';
 import { compileInputSchema } from '../schema-validator.js';
 import { classifyFailure, StatementFailureError, StatementHost, type StatementMode } from './sqlite-host.js';
-import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
+import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, NotAttempted, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
 
 interface SqliteTool extends ConnectorTool {
   params: string[];
@@ -92,12 +92,18 @@ export function tablesTouched(db: Database.Database, sql: string, params: string
   const add = (name: string) => {
     if (!tables.includes(name)) tables.push(name);
   };
+  const addRoot = (root: number, db: number) => {
+    if (db !== 0) return; // 1 = temp, >1 = attached databases: not this connector's tables
+    const name = roots.get(root);
+    if (name && (name === 'sqlite_schema' || !name.startsWith('sqlite_'))) add(name);
+  };
   for (const op of program) {
-    if (op.opcode === 'OpenRead' || op.opcode === 'OpenWrite' || op.opcode === 'ReopenIdx') {
-      if (op.p3 !== 0) continue; // 1 = temp, >1 = attached databases: not this connector's tables
-      const name = roots.get(op.p2);
-      if (name && (name === 'sqlite_schema' || !name.startsWith('sqlite_'))) add(name);
-    } else if (typeof op.p4 === 'string' && op.p4.startsWith('vtab:')) {
+    if (op.opcode === 'OpenRead' || op.opcode === 'OpenWrite' || op.opcode === 'ReopenIdx') addRoot(op.p2, op.p3);
+    // A DELETE without WHERE empties the b-tree without opening it (Clear root=P1 db=P2), as
+    // a trigger's can; Destroy (root=P1 db=P3) drops one.
+    else if (op.opcode === 'Clear') addRoot(op.p1, op.p2);
+    else if (op.opcode === 'Destroy') addRoot(op.p1, op.p3);
+    else if (typeof op.p4 === 'string' && op.p4.startsWith('vtab:')) {
       const name = vtabs.get(op.p4);
       if (name === undefined) {
         throw new Error('the statement reads a virtual table that is not in the schema (a table-valued function such as pragma_table_info or dbstat): its scope cannot be derived');
@@ -136,6 +142,7 @@ export function schemaMap(db: Database.Database): SchemaMap {
 
 interface ExplainOp {
   opcode: string;
+  p1: number;
   p2: number;
   p3: number;
   p4: unknown;
@@ -181,6 +188,9 @@ const FILE_CODES = /^SQLITE_(READONLY|CANTOPEN|IOERR|CORRUPT|NOTADB)/;
 /** How long a statement waits for a lock another process holds. */
 const BUSY_TIMEOUT_MS = 1000;
 
+/** How long finding the tables again after a schema change waits for a writer's lock (svcd's thread). */
+const REFIND_BUSY_MS = 250;
+
 /** Largest select result, as JSON text. */
 export const MAX_RESULT_BYTES = DEFAULT_MAX_BYTES;
 
@@ -191,6 +201,8 @@ export class SqliteConnector implements Connector {
   readonly timeoutMs: number;
   /** Runs the statements once start() has checked them all. */
   private host: StatementHost | null = null;
+  /** The file's `PRAGMA schema_version` the tools' tables were found for. */
+  private schemaVersion = 0;
   private readonly list = new Map<string, SqliteTool>();
 
   constructor(private readonly cfg: SqliteConnectorConfig) {
@@ -212,16 +224,14 @@ export class SqliteConnector implements Connector {
       rw?.close();
       throw new ConnectorSetupError([`/path: cannot open ${this.cfg.path}: ${(err as Error).message}`]);
     }
-    let schemaVersion: number;
     try {
-      schemaVersion = Number(rw.pragma('schema_version', { simple: true }));
+      this.schemaVersion = Number(rw.pragma('schema_version', { simple: true }));
       this.checkStatements(rw, ro);
     } finally {
       ro.close();
       rw.close();
     }
     this.host = new StatementHost({
-      schemaVersion,
       name: this.name,
       path: this.cfg.path,
       statements: [...this.list.values()].map((t) => ({ op: t.operation, sql: t.sql, writes: t.writes, mode: t.mode })),
@@ -332,8 +342,11 @@ export class SqliteConnector implements Connector {
    * checks are: a few EXPLAINs, once per change.
    */
   private refindTables(): void {
-    const db = new Database(this.cfg.path, { fileMustExist: true, readonly: true });
+    // svcd's own thread: a writer holding the file waits it only this long (the call is then
+    // refused, and a retry finds the tables).
+    const db = new Database(this.cfg.path, { fileMustExist: true, readonly: true, timeout: REFIND_BUSY_MS });
     try {
+      db.exec('BEGIN'); // one snapshot: the version and the tables of one schema
       const version = Number(db.pragma('schema_version', { simple: true }));
       const schema = schemaMap(db);
       for (const tool of this.list.values()) {
@@ -343,7 +356,8 @@ export class SqliteConnector implements Connector {
           tool.tables = null; // refused by deriveScopes, saying why
         }
       }
-      this.host?.acceptSchema(version);
+      this.schemaVersion = version;
+      db.exec('COMMIT');
     } finally {
       db.close();
     }
@@ -364,28 +378,30 @@ export class SqliteConnector implements Connector {
       else if (typeof v === 'string' || typeof v === 'number') binds[p] = v;
       else throw new ArgsInvalid(`parameter ${p} must be a string, number, boolean or null`, `/${pointerToken(p)}`);
     }
-    // The tables the call's scopes were granted for (a canary's probe, which no remit
-    // governs, takes the tool's as they are).
-    const checkedFor = ctx.derivedScopes ? ctx.derivedScopes.map((sc) => sc.slice('sql:table:'.length)) : tool.tables;
-    const moved = () => {
-      const now = tool.tables === null ? 'a statement that no longer prepares' : `tables [${tool.tables.join(', ')}]`;
-      return new UpstreamError(`connector ${this.name}: the schema of ${this.cfg.path} changed: ${operation} now touches ${now}, not the [${(checkedFor ?? []).join(', ')}] its scopes were granted for; the call was not run, and a retry is checked against the new tables`, { sqlite_code: null });
-    };
+    // The tables the call's scopes were granted for; a canary's probe, which no remit
+    // governs, takes the tool's as they are found.
+    const granted = ctx.derivedScopes ? ctx.derivedScopes.map((sc) => sc.slice('sql:table:'.length)) : null;
     for (let attempt = 1; ; attempt++) {
-      if (!sameTables(checkedFor, tool.tables)) throw moved(); // found again since its scopes were checked
+      const checkedFor = granted ?? tool.tables;
+      if (!sameTables(checkedFor, tool.tables)) {
+        // Found again since the call's scopes were checked.
+        const now = tool.tables === null ? 'a statement that no longer prepares' : `tables [${tool.tables.join(', ')}]`;
+        throw new NotAttempted(`connector ${this.name}: the schema of ${this.cfg.path} changed: ${operation} now touches ${now}, not the [${(checkedFor ?? []).join(', ')}] its scopes were granted for; the call was not run, and a retry is checked against the new tables`);
+      }
       if (!this.host) throw new UpstreamError(`connector ${this.name} is not running`);
       try {
-        return await this.host.run(operation, binds, ctx.signal, () => ctx.outcomeUnknown());
+        // The version goes with the call, checked in the statement's own transaction: a call
+        // still queued when another found the tables again is checked against its own.
+        return await this.host.run(operation, binds, ctx.signal, () => ctx.outcomeUnknown(), this.schemaVersion);
       } catch (err) {
         if (!(err instanceof StatementFailureError)) throw err;
         if (err.failure.kind === 'schema_changed' && attempt === 1) {
-          // Refused before it ran. With the tables found again, the call runs if it touches
-          // the ones its scopes were granted for; else it is refused for a retry to be
-          // checked against the new ones.
+          // Refused before it ran: with the tables found again, it runs if it touches the
+          // ones its scopes were granted for.
           try {
             this.refindTables();
           } catch (refindErr) {
-            throw new UpstreamError(`connector ${this.name}: the schema of ${this.cfg.path} changed and its tables cannot be found again: ${(refindErr as Error).message}; the call was not run`, { sqlite_code: null });
+            throw new NotAttempted(`connector ${this.name}: the schema of ${this.cfg.path} changed and its tables cannot be found again yet (${(refindErr as Error).message}); the call was not run`);
           }
           continue;
         }

@@ -100,6 +100,18 @@ export class UpstreamError extends Error {
   }
 }
 
+/**
+ * A 502 from svc's own check before the upstream was asked (a sqlite schema that changed
+ * under the call's scopes): a retry may pass, and the breaker does not count it (decisions
+ * §9: only upstream errors count).
+ */
+export class NotAttempted extends UpstreamError {
+  constructor(message: string) {
+    super(message, {});
+    this.name = 'NotAttempted';
+  }
+}
+
 /** The upstream answered and the answer is final: 422 `deterministic_failure`. */
 export class DeterministicFailure extends Error {
   constructor(
