@@ -44,7 +44,13 @@ const DETERMINISTIC = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM',
 
 /** Whether descriptors can be followed by path (Linux's /proc): the openat(2) stand-in. */
 const PROC_FD = existsSync('/proc/self/fd');
-const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
+/**
+ * Linux's O_PATH (not in Node 20's fs.constants): a handle that names the directory without
+ * reading it, so a directory one may pass through but not list (0711) still serves a read
+ * or a write in it, as a path did; `list` reads its listing through the handle's path.
+ */
+const O_PATH = 0o10000000;
+const DIR_FLAGS = O_PATH | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 
 async function isSymlink(path: string): Promise<boolean> {
   return lstat(path).then((st) => st.isSymbolicLink(), () => false);
@@ -189,8 +195,9 @@ export class FsConnector implements Connector {
         const next = await open(child, DIR_FLAGS).catch(async (err: NodeJS.ErrnoException) => {
           throw (err.code === 'ENOTDIR' || err.code === 'ELOOP') && (await isSymlink(child)) ? new ScopeRefusal(`path ${this.rel(join(at, name))} changed while it was made (a symlink now stands in its place)`) : err;
         });
-        await fh.close();
-        fh = next;
+        const parent = fh;
+        fh = next; // closed by the catch below from here on, whatever the parent's close does
+        await parent.close();
         at = join(at, name);
         await this.checkOpened(fh, at);
       }
@@ -240,7 +247,7 @@ export class FsConnector implements Connector {
       dirHandle = await this.openDirectory(dir, operation === 'write');
     } catch (err) {
       if (err instanceof ScopeRefusal) throw err;
-      throw fsFailure(err, `cannot open ${this.rel(real)}`);
+      throw fsFailure(err, `cannot ${operation === 'read' ? 'open' : operation} ${this.rel(real)}`);
     }
     try {
       return await this.run(operation, real, dirHandle, args);
