@@ -274,11 +274,17 @@ function readLines(text: string, c: Compiled): TextRead | null {
 function readJsonText(text: string, c: Compiled): TextRead | null {
   if (c.fields.length === 0) return null;
   const start = jsonStart(text);
-  if (start < 0) return null;
+  // Lines of JSON may open with a scalar (`1\n{"salary":95000}`): tried as lines only.
+  if (start < 0 && !text.includes('\n')) return null;
   const cached = c.parsedTexts.get(text);
   if (cached !== undefined) return cached;
   c.parsedTexts.set(text, null);
   if (!namesClassified(text, c)) return null;
+  if (start < 0) {
+    const lines = readLines(text, c);
+    c.parsedTexts.set(text, lines);
+    return lines;
+  }
   const body = start === 0 ? text : text.slice(start);
   const exact = parseExact(body);
   const read = exact !== null ? readExact(exact, body, c) : (readLines(body, c) ?? { kind: 'withheld', cls: namedClass(body, c) });

@@ -36,7 +36,14 @@ export function jsonStart(text: string): number {
   if (next >= text.length) return at; // `{` cut short: JSON text, truncated
   const c = text[next]!;
   if (open === '{') return c === '"' || c === '}' ? at : -1;
-  if ('{["-]'.includes(c) || (c >= '0' && c <= '9')) return at;
+  if ('{["]'.includes(c)) return at;
+  if (c === '-' || (c >= '0' && c <= '9')) {
+    // A number, then `,` or `]`: `[1, 2]` is JSON, `[2024-05-01 12:00] INFO …` a log line.
+    const number = /^-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/.exec(text.slice(next, next + 64));
+    if (number === null) return -1;
+    const after = skipSpace(text, next + number[0].length);
+    return after >= text.length || text[after] === ',' || text[after] === ']' ? at : -1;
+  }
   return text.startsWith('true', next) || text.startsWith('false', next) || text.startsWith('null', next) ? at : -1;
 }
 
@@ -50,12 +57,15 @@ interface Scan {
 
 /**
  * A number literal JSON.parse would change: an integer past 2^53 (`1466000000000000001`, a
- * 19-digit card number), a longer decimal, one out of range. Up to 15 characters always fit.
+ * 19-digit card number), a longer decimal, one out of range (`1e400` reads as Infinity, which
+ * JSON writes as null; `1e-400` as 0). An integer of up to 15 digits always fits.
  */
 function inexactNumber(literal: string, integer: boolean): boolean {
-  if (literal.length <= 15) return false;
+  if (integer && literal.length <= 15) return false;
   const read = Number(literal);
   if (!Number.isFinite(read)) return true;
+  if (read === 0) return /[1-9]/.test(literal.replace(/[eE].*$/, '')); // underflow
+  if (literal.length <= 15) return false;
   return integer ? integerReadAs(literal) !== null : String(read) !== literal;
 }
 
@@ -102,7 +112,7 @@ function scan(text: string): Scan {
         if (d === 0x2e || d === 0x65 || d === 0x45 || d === 0x2b || d === 0x2d) integer = false;
         else break;
       }
-      if (j - i > 15 && inexactNumber(text.slice(i, j), integer)) inexact.push([i, j]);
+      if ((j - i > 15 || !integer) && inexactNumber(text.slice(i, j), integer)) inexact.push([i, j]);
       i = j - 1;
     } else if (c === 0x7b /* { */) {
       frames.push([]);

@@ -296,6 +296,11 @@ describe('JSON text that JSON.parse alone does not read exactly (I 5.5: the boun
     expect(bodyOf(name).body).toBe('{"\\udc00":1,"salary":"[REDACTED:hr]"}');
   });
 
+  it('numbers out of a double\'s range are kept as written too (1e400 would be written back as null); NDJSON may open with a scalar', () => {
+    expect(bodyOf('{"salary":95000,"n":1e400,"m":1e-400,"k":0.0e5}').body).toBe('{"salary":"[REDACTED:hr]","n":"1e400","m":"1e-400","k":0}');
+    expect(bodyOf('1\n{"salary":95000}\n"done"').body).toBe('1\n{"salary":"[REDACTED:hr]"}\n"done"');
+  });
+
   it('a classified name an upstream escaped (as JSON.parse reads it) is found too', () => {
     expect(bodyOf('{"sal\\u0061ry":95000,"city":"Oslo"}').body).toBe('{"salary":"[REDACTED:hr]","city":"Oslo"}');
     expect(bodyOf('{"sal\\u0061ry":95000,"city":"Os').body).toBe('[REDACTED:hr]');
@@ -350,6 +355,7 @@ describe('JSON text that JSON.parse alone does not read exactly (I 5.5: the boun
       'The invoice on file is:\n{"customer_name":"[REDACTED:pii]","salary":"[REDACTED:hr]","amount":120}',
       '[System] Reply with "customer_name" and "salary" only',
       '{{customer_name}} earns "salary" 95000',
+      '[2024-05-01 12:00:01] INFO renamed column "salary" to "pay"\n[2024-05-01 12:00:02] INFO done',
     ];
     for (const text of texts) {
       const r = redactValue({ body: text }, policy);
