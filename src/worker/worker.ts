@@ -400,11 +400,14 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
  * failed heartbeat aborting the step, reports to a restarting kernel given up). The kernel
  * sets the expiry to its now plus the lease's ttl when it answers, so `since` (when the
  * request was sent, or the lease received) plus the ttl is the same instant, give or take the
- * request's flight. Without a ttl (a kernel that does not send it), the kernel's time as given.
+ * request's flight (and, for a new lease, the kernel's commit before it answered). Without a
+ * ttl (a kernel that does not send it), the kernel's time as given. Never earlier than
+ * `previous`: of two heartbeats answered out of order, the later one sent counts.
  */
 export function localExpiry(lease: Pick<Lease, 'ttl_seconds'>, since: number, kernelExpiresAt: unknown, previous = NaN): number {
   const ttl = Number(lease.ttl_seconds);
-  if (Number.isFinite(ttl) && ttl > 0) return since + ttl * 1000;
-  const t = typeof kernelExpiresAt === 'string' ? Date.parse(kernelExpiresAt) : NaN;
-  return Number.isFinite(t) ? t : previous;
+  const parsed = typeof kernelExpiresAt === 'string' ? Date.parse(kernelExpiresAt) : NaN;
+  const next = Number.isFinite(ttl) && ttl > 0 ? since + ttl * 1000 : parsed;
+  if (!Number.isFinite(next)) return previous;
+  return Number.isFinite(previous) && previous > next ? previous : next;
 }

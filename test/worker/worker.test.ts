@@ -7,7 +7,7 @@ import { actionSummary } from '../../src/worker/executors/action.js';
 import { MockProvider } from '../../src/worker/providers/mock.js';
 import type { Provider, ProviderRequest } from '../../src/worker/providers/provider.js';
 import type { Lease } from '../../src/worker/types.js';
-import { Worker, type WorkerOptions } from '../../src/worker/worker.js';
+import { localExpiry, Worker, type WorkerOptions } from '../../src/worker/worker.js';
 import { getEventListeners } from 'node:events';
 import { GatewayClient, gatewayFailure } from '../../src/worker/gateway-client.js';
 import { FakeGateway, FakeKernel, makeLease, until } from './fakes.js';
@@ -201,6 +201,14 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
     const end = await run(lease, 5000);
     expect(end.name).toBe('step:done');
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/heartbeat`).length).toBeGreaterThanOrEqual(3);
+  });
+
+  it('localExpiry: the ttl from when the lease came or the heartbeat was sent; the kernel\'s time only without a ttl; never moved back', () => {
+    expect(localExpiry({ ttl_seconds: 30 }, 1_000, '1970-01-01T00:00:05.000Z')).toBe(31_000);
+    expect(localExpiry({}, 1_000, '1970-01-01T00:00:05.000Z')).toBe(5_000);
+    expect(localExpiry({}, 1_000, null, 7_000)).toBe(7_000);
+    // An earlier heartbeat answered after a later one: the later expiry stands.
+    expect(localExpiry({ ttl_seconds: 30 }, 1_000, null, 40_000)).toBe(40_000);
   });
 
   it("a kernel whose clock is an hour behind the worker's: a failed heartbeat does not take the live lease for lost", async () => {
