@@ -35,6 +35,10 @@ import { cancelPendingApprovals } from './approvals.js';
 export const LEASE_TTL = { default: 60, max: 3600 } as const;
 /** Longest long poll, seconds (decisions §6). */
 export const MAX_WAIT_SECONDS = 30;
+/** Leases one sweep expires at most (the next sweep takes the rest). */
+const SWEEP_BATCH = 200;
+/** How long a lease that failed to expire waits before a sweep tries it again (ms). */
+const UNEXPIRABLE_RETRY_MS = 60_000;
 /** Acquire's own sweep of expired leases runs at most this often (ms of the kernel's clock). */
 export const ACQUIRE_SWEEP_MS = 100;
 
@@ -104,6 +108,8 @@ type Prepared =
 export class LeaseService {
   /** The kernel clock's time of the last sweep made by acquire (sweepIfDue). */
   private lastAcquireSweep = -Infinity;
+  /** Leases a sweep failed to expire → when (kernel clock) one may try again. */
+  private readonly unexpirable = new Map<string, number>();
 
   constructor(private readonly e: RunEngine) {}
 
@@ -408,15 +414,21 @@ export class LeaseService {
 
   /** Expires every active lease whose time ran out; returns how many. */
   async sweep(): Promise<number> {
-    const due = (await this.k.db.all<LeaseRow>("SELECT * FROM leases WHERE status = 'active' AND expires_at <= ? ORDER BY expires_at LIMIT 200", [this.k.clock.now()])).map((r) => normalizeLease(r)!);
+    const now = this.k.clock.now();
+    // Leases that failed to expire sort first: selected past them, and tried again later.
+    const due = (await this.k.db.all<LeaseRow>("SELECT * FROM leases WHERE status = 'active' AND expires_at <= ? ORDER BY expires_at LIMIT ?", [now, SWEEP_BATCH + this.unexpirable.size])).map((r) => normalizeLease(r)!);
     let n = 0;
     for (const lease of due) {
+      const retryAt = this.unexpirable.get(lease.lease_id);
+      if (retryAt !== undefined && now < retryAt) continue;
       try {
         if (await this.expire(lease)) n++;
+        this.unexpirable.delete(lease.lease_id);
       } catch (err) {
         // One lease that cannot be expired (a damaged run, a store fault) must not hold up
-        // the others: it sorts first, so rethrowing would stop every sweep from here on.
-        this.k.logger.error('cannot expire a lease; the sweep goes on', { lease_id: lease.lease_id, run_id: lease.run_id, err: (err as Error)?.message ?? String(err) });
+        // the others, nor fill the log every sweep: tried again, and logged, once a minute.
+        this.unexpirable.set(lease.lease_id, now + UNEXPIRABLE_RETRY_MS);
+        this.k.logger.error('cannot expire a lease; the sweep goes on and tries it again in a minute', { lease_id: lease.lease_id, run_id: lease.run_id, err: (err as Error)?.message ?? String(err) });
       }
     }
     return n;

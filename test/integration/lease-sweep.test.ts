@@ -106,11 +106,16 @@ describe('acquire and expired leases (D §6)', () => {
     try {
       await leases.sweep();
       expect([await expired(first), await expired(second)]).toEqual([false, true]);
+      await leases.sweep(); // not tried again at once (nor logged again)
+      expect(expire.mock.calls.filter(([l]) => l.run_id === first)).toHaveLength(1);
     } finally {
       expire.mockRestore();
     }
     await leases.sweep();
-    expect(await expired(first)).toBe(true); // the one skipped, at the next sweep
+    expect(await expired(first)).toBe(false); // its minute has not passed
+    clock.advance(60_000);
+    await leases.sweep();
+    expect(await expired(first)).toBe(true); // the one skipped, a minute later
   });
 
   it('sweepIntervalMs sets the background sweeper: 0 runs none, 20 runs one every 20 ms', async () => {
