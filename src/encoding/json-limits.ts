@@ -89,6 +89,36 @@ function loneSurrogate(where: string, what: string): BodyProblem {
 }
 
 /**
+ * Where the string token opening at `text[i]` (a `"`) ends: the index of its closing quote, and
+ * whether it holds an escape (read with JSON.parse then; else sliced as it stands).
+ */
+export function jsonStringEnd(text: string, i: number): { end: number; escaped: boolean } {
+  let j = i + 1;
+  let escaped = false;
+  for (; j < text.length; j++) {
+    const d = text.charCodeAt(j);
+    if (d === 0x5c /* \ */) {
+      escaped = true;
+      j++;
+    } else if (d === 0x22) break;
+  }
+  return { end: j, escaped };
+}
+
+/** Where the number token starting at `text[i]` ends (exclusive), and whether it is an integer. */
+export function jsonNumberEnd(text: string, i: number): { end: number; integer: boolean } {
+  let j = i + 1;
+  let integer = true;
+  for (; j < text.length; j++) {
+    const d = text.charCodeAt(j);
+    if (d >= 0x30 && d <= 0x39) continue;
+    if (d === 0x2e || d === 0x65 || d === 0x45 || d === 0x2b || d === 0x2d) integer = false;
+    else break;
+  }
+  return { end: j, integer };
+}
+
+/**
  * The first place a JSON text is not I-JSON (RFC 7493), which RFC 8785 canonical JSON (the
  * signed bytes of bundles and remits, the event hashes; decisions §1) assumes: a member name
  * repeated in one object, a string holding a lone surrogate (`"\ud800"`), or an integer a
@@ -110,15 +140,7 @@ export function textProblem(text: string): BodyProblem | null {
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
     if (c === 0x22 /* " */) {
-      let j = i + 1;
-      let escaped = false;
-      for (; j < n; j++) {
-        const d = text.charCodeAt(j);
-        if (d === 0x5c /* \ */) {
-          escaped = true;
-          j++;
-        } else if (d === 0x22) break;
-      }
+      const { end: j, escaped } = jsonStringEnd(text, i);
       const value = escaped ? (JSON.parse(text.slice(i, j + 1)) as string) : null;
       if (expectName) {
         const name = value ?? text.slice(i + 1, j);
@@ -143,14 +165,7 @@ export function textProblem(text: string): BodyProblem | null {
       }
       i = j;
     } else if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39)) {
-      let j = i + 1;
-      let integer = true;
-      for (; j < n; j++) {
-        const d = text.charCodeAt(j);
-        if (d >= 0x30 && d <= 0x39) continue;
-        if (d === 0x2e || d === 0x65 || d === 0x45 || d === 0x2b || d === 0x2d) integer = false;
-        else break;
-      }
+      const { end: j, integer } = jsonNumberEnd(text, i);
       // Up to 15 digits always fit a double exactly; a longer integer is checked.
       if (integer && j - i > 15) {
         const literal = text.slice(i, j);

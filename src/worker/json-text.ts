@@ -3,7 +3,7 @@
  * stand in for the text it was read from only when it holds what the text holds. Pure; every
  * scan is one pass and iterative (hostile text cannot exhaust the stack).
  */
-import { integerReadAs } from '../encoding/json-limits.js';
+import { integerReadAs, jsonNumberEnd, jsonStringEnd } from '../encoding/json-limits.js';
 
 const WS = /\s/;
 /** Prefixes servers put before JSON against cross-site script inclusion (XSSI). */
@@ -79,15 +79,7 @@ function scan(text: string): Scan {
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
     if (c === 0x22 /* " */) {
-      let j = i + 1;
-      let escaped = false;
-      for (; j < n; j++) {
-        const d = text.charCodeAt(j);
-        if (d === 0x5c /* \ */) {
-          escaped = true;
-          j++;
-        } else if (d === 0x22) break;
-      }
+      const { end: j, escaped } = jsonStringEnd(text, i);
       if (expectName) {
         const name = escaped ? (JSON.parse(text.slice(i, j + 1)) as string) : text.slice(i + 1, j);
         const top = frames.length - 1;
@@ -104,14 +96,7 @@ function scan(text: string): Scan {
       }
       i = j;
     } else if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39)) {
-      let j = i + 1;
-      let integer = true;
-      for (; j < n; j++) {
-        const d = text.charCodeAt(j);
-        if (d >= 0x30 && d <= 0x39) continue;
-        if (d === 0x2e || d === 0x65 || d === 0x45 || d === 0x2b || d === 0x2d) integer = false;
-        else break;
-      }
+      const { end: j, integer } = jsonNumberEnd(text, i);
       if ((j - i > 15 || !integer) && inexactNumber(text.slice(i, j), integer)) inexact.push([i, j]);
       i = j - 1;
     } else if (c === 0x7b /* { */) {
