@@ -98,11 +98,11 @@ const Database = require(process.argv[1]);
 const { Worker } = require('node:worker_threads');
 new Worker('const p = process.ppid; setInterval(() => { if (process.ppid !== p) process.kill(process.pid, "SIGKILL"); }, ' + ${PARENT_CHECK_MS} + ');', { eval: true }).unref();
 const { statSync } = require('node:fs');
-let cfg = null, fileCodes = null, rw = null, ro = null, stmts = null, opened = null;
+let cfg = null, fileCodes = null, rw = null, ro = null, stmts = null, opened = null, versionOf = null;
 function closeAll() {
   // The read-only connection first: the last to close (it can write) checkpoints the WAL.
   try { if (ro) ro.close(); if (rw) rw.close(); } catch (e) {}
-  rw = ro = stmts = opened = null;
+  rw = ro = stmts = opened = versionOf = null;
 }
 function statOf(path) {
   try { return statSync(path, { throwIfNoEntry: false }); } catch (e) { return undefined; } // ENOTDIR, EACCES, ELOOP
@@ -135,6 +135,8 @@ function open() {
   // Integers as BigInt, so one past 2^53 is not rounded on its way out (jsonValue below).
   for (const db of [rw, ro]) { db.pragma('busy_timeout = ' + cfg.busyTimeoutMs); db.defaultSafeIntegers(true); }
   stmts = new Map(cfg.statements.map((s) => [s.op, { s, stmt: (s.writes ? rw : ro).prepare(s.sql) }]));
+  // Prepared once: db.pragma() prepares its statement on every call.
+  versionOf = { rw: rw.prepare('PRAGMA schema_version').pluck(), ro: ro.prepare('PRAGMA schema_version').pluck() };
 }
 // A column value as JSON can carry it: an integer past 2^53 as its decimal string (a number
 // would round it: another row's id), a BLOB as base64 (JSON has no bytes).
@@ -185,7 +187,7 @@ function returningRows(stmt, binds) {
 // migration commits between the check and the write.
 function checkedRun(m, s, stmt) {
   if (m.version !== undefined && m.version !== null) {
-    const version = Number((s.writes ? rw : ro).pragma('schema_version', { simple: true }));
+    const version = Number((s.writes ? versionOf.rw : versionOf.ro).get());
     if (version !== m.version) return { ok: false, failure: { kind: 'schema_changed', message: 'the schema changed since its tables were found (schema_version ' + m.version + ', now ' + version + ')', code: null, schemaVersion: version } };
   }
   if (s.mode === 'run') {
