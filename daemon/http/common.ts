@@ -195,9 +195,21 @@ function shortPath(path: string): string {
   return path.length <= SHOWN_PATH_CHARS ? path : `${path.slice(0, SHOWN_PATH_CHARS)}…`;
 }
 
-/** Installs parsing, errors, not-found and auth on a fastify instance. */
+/** Installs body parsing, error answers, drain tracking, access checks and request logs on a fastify instance. */
 export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   renderers.set(app, opts.render);
+  installJsonBodies(app);
+  installErrorAnswers(app, opts);
+  const drain = installDrainTracking(app, opts.redactor ?? globalRedactor);
+  installAccessChecks(app, opts, drain);
+  app.addHook('onResponse', (req, reply, done) => {
+    opts.logger.debug('request', { method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) });
+    done();
+  });
+}
+
+/** Request bodies: JSON only, as sent (UTF-8, no coding, no BOM), I-JSON, within decisions §10's bounds. */
+function installJsonBodies(app: FastifyInstance): void {
   // One JSON parser for every content type: an empty body is "no body", bad JSON is a 400.
   // The bytes are checked before they are decoded: decoding replaces invalid UTF-8 with U+FFFD,
   // which would store something other than what the client sent (RFC 8259: JSON is UTF-8).
@@ -236,7 +248,10 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
     const p = bodyProblem(req.body);
     done(p === null ? undefined : new SvcError('request_invalid', p.message, { path: p.path }));
   });
+}
 
+/** Errors as the envelope (the route's body limit named in a 413); 405 with Allow for a known path, 404 for the rest. */
+function installErrorAnswers(app: FastifyInstance, opts: CommonOptions): void {
   app.setErrorHandler((err, req, reply) => {
     const limit = req.routeOptions?.bodyLimit;
     const svc = toSvcError(err, opts.logger, typeof limit === 'number' ? limit : undefined);
@@ -263,7 +278,14 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
     const svc = new SvcError('not_found', `no route ${req.method} ${shown}`, { resource: 'route', id: shown });
     void reply.status(404).send(opts.render(svc));
   });
+}
 
+/**
+ * What a drain needs to know of connections and requests (which are quiet, which carry a
+ * body still coming), the drain itself (preClose), and the onSend hook every response passes:
+ * `Connection: close` while draining, and the body's secrets redacted.
+ */
+function installDrainTracking(app: FastifyInstance, redactor: Redactor): { isClosing: () => boolean } {
   // Each connection: how many requests it is in (headers received, response not yet sent) and
   // how many bytes it had read when it last went quiet. fastify's forceCloseConnections
   // 'idle' closes only keep-alive connections between two requests; one that was opened and
@@ -355,17 +377,20 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   // The same hook redacts every body (a callback hook: an async one costs each response a
   // promise, bench/README.md item 20); with no secret registered it is one branch. The body
   // stays the JSON it was (a secret's digits inside a number must not break it).
-  const redactor = opts.redactor ?? globalRedactor;
   app.addHook('onSend', (req, reply, payload, done) => {
     if (closing) reply.header('Connection', 'close');
     else if (!req.raw.complete) keepForUnreadBody(req, reply);
     done(null, typeof payload === 'string' && redactor.size > 0 ? redactor.redactJsonText(payload) : payload);
   });
+  return { isClosing: () => closing };
+}
 
+/** Turns requests away before their route: while draining (503), without the bearer (401), or, with no token, from anything but a loopback client outside a browser (403). */
+function installAccessChecks(app: FastifyInstance, opts: CommonOptions, drain: { isClosing: () => boolean }): void {
   const noteRefusal = refusalLogger(opts.logger);
   // A hook that answers the request itself sends the reply and does not call `done`.
   app.addHook('onRequest', (req: FastifyRequest, reply: FastifyReply, done: () => void) => {
-    if (closing) {
+    if (drain.isClosing()) {
       const svc = new SvcError('unavailable', 'the service is shutting down', {});
       reply.status(503).header('Connection', 'close').send(opts.render(svc));
       return;
@@ -390,11 +415,6 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
         return;
       }
     }
-    done();
-  });
-
-  app.addHook('onResponse', (req, reply, done) => {
-    opts.logger.debug('request', { method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) });
     done();
   });
 }
