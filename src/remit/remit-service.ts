@@ -177,30 +177,7 @@ export class RemitService {
       // What is left: the spend, less what other children reserved and what the parent's own
       // run has used (a derive may never hand out budget the parent already spent).
       const used = row.run_id !== null && this.k.spentByRun ? await this.k.spentByRun(db, row.run_id) : { tokens: 0, usd: 0 };
-      const left = {
-        tokens: row.spend_tokens - row.reserved_tokens - used.tokens,
-        usdMicro: row.spend_usd_micro - row.reserved_usd_micro - usdMicro(used.usd),
-      };
-      // A member not given is inherited: whatever the parent has neither spent nor reserved
-      // for other children.
-      const spend: Spend = {
-        tokens: req.spend?.tokens ?? Math.max(0, left.tokens),
-        usd: req.spend?.usd ?? Math.max(0, left.usdMicro) / 1_000_000,
-      };
-      if (req.spend) {
-        // Only the members given are checked: an inherited one is what is left, by definition.
-        const tokensOver = (limit: number) => req.spend!.tokens !== undefined && req.spend!.tokens > limit;
-        const usdOver = (limitMicro: number) => req.spend!.usd !== undefined && usdMicro(req.spend!.usd) > limitMicro;
-        if (tokensOver(parent.spend.tokens) || usdOver(row.spend_usd_micro)) {
-          throw widens('spend', `spend ${JSON.stringify(spend)} exceeds the parent's ${JSON.stringify(parent.spend)}`, { requested: req.spend, parent: parent.spend });
-        }
-        // Past zero (a run that overran its limit before it failed) nothing is left, and a
-        // child asking for nothing takes nothing: it is allowed, as an inherited zero is.
-        if (tokensOver(Math.max(0, left.tokens)) || usdOver(Math.max(0, left.usdMicro))) {
-          const available = { tokens: Math.max(0, left.tokens), usd: Math.max(0, left.usdMicro) / 1_000_000 };
-          throw widens('spend', `spend ${JSON.stringify(spend)} exceeds what the parent has left (not spent by its run, not reserved for other children) ${JSON.stringify(available)}`, { requested: req.spend, available, used });
-        }
-      }
+      const spend = narrowedSpend(req.spend, parent.spend, row, used);
 
       const autonomy = req.autonomy ?? parent.autonomy;
       if (AUTONOMY_ORDER.indexOf(autonomy) > AUTONOMY_ORDER.indexOf(parent.autonomy)) {
@@ -337,4 +314,34 @@ function narrowedTimes(req: DeriveRequest, parent: RemitPayload, now: number): {
     throw new SvcError('request_invalid', `nbf ${isoTime(nbf * 1000)} is not before exp ${isoTime(exp * 1000)}: the remit would never be valid`, { path: req.nbf !== undefined ? '/nbf' : '/exp' });
   }
   return { exp, nbf };
+}
+
+/**
+ * A child's spend (decisions §3, 8.3): each member given must be within the parent's spend and
+ * within what is left of it (less other children's reservations and the parent run's usage);
+ * a member not given is inherited as what is left. Integer micro-dollars throughout.
+ */
+function narrowedSpend(asked: Partial<Spend> | undefined, parentSpend: Spend, row: Pick<RemitRow, 'spend_tokens' | 'reserved_tokens' | 'spend_usd_micro' | 'reserved_usd_micro'>, used: Spend): Spend {
+  const left = {
+    tokens: row.spend_tokens - row.reserved_tokens - used.tokens,
+    usdMicro: row.spend_usd_micro - row.reserved_usd_micro - usdMicro(used.usd),
+  };
+  const spend: Spend = {
+    tokens: asked?.tokens ?? Math.max(0, left.tokens),
+    usd: asked?.usd ?? Math.max(0, left.usdMicro) / 1_000_000,
+  };
+  if (!asked) return spend;
+  // Only the members given are checked: an inherited one is what is left, by definition.
+  const tokensOver = (limit: number) => asked.tokens !== undefined && asked.tokens > limit;
+  const usdOver = (limitMicro: number) => asked.usd !== undefined && usdMicro(asked.usd) > limitMicro;
+  if (tokensOver(parentSpend.tokens) || usdOver(row.spend_usd_micro)) {
+    throw widens('spend', `spend ${JSON.stringify(spend)} exceeds the parent's ${JSON.stringify(parentSpend)}`, { requested: asked, parent: parentSpend });
+  }
+  // Past zero (a run that overran its limit before it failed) nothing is left, and a child
+  // asking for nothing takes nothing: it is allowed, as an inherited zero is.
+  if (tokensOver(Math.max(0, left.tokens)) || usdOver(Math.max(0, left.usdMicro))) {
+    const available = { tokens: Math.max(0, left.tokens), usd: Math.max(0, left.usdMicro) / 1_000_000 };
+    throw widens('spend', `spend ${JSON.stringify(spend)} exceeds what the parent has left (not spent by its run, not reserved for other children) ${JSON.stringify(available)}`, { requested: asked, available, used });
+  }
+  return spend;
 }
