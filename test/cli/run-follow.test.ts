@@ -14,9 +14,11 @@ describe('svc run events --follow (svc(1))', () => {
   it('rides out an svcd that goes away and comes back, then stops at the run\'s end (exit 0)', async () => {
     let state = 'running';
     let events = [event(1, 'run.created')];
+    let served = 0;
     const serve = (port: number) =>
       new Promise<Server>((resolve) => {
         const s = createServer((req, res) => {
+          served++;
           const url = new URL(req.url!, 'http://x');
           const body =
             url.pathname === '/v1/runs/run_F/events'
@@ -29,7 +31,10 @@ describe('svc run events --follow (svc(1))', () => {
     let server = await serve(0);
     const port = (server.address() as AddressInfo).port;
     const following = runSvc(['run', 'events', 'run_F', '--follow', '--interval', '50', '--kernel-url', `http://127.0.0.1:${port}`]);
-    await new Promise((r) => setTimeout(r, 600));
+    // The follow has had its first answers (a slow start under load must not find svcd gone
+    // before it ever answered: that is the "never reached" case below).
+    for (const end = Date.now() + 15_000; served < 3 && Date.now() < end; ) await new Promise((r) => setTimeout(r, 20));
+    expect(served).toBeGreaterThanOrEqual(3);
     server.closeAllConnections();
     await new Promise((r) => server.close(r)); // svcd restarting: nothing listens
     await new Promise((r) => setTimeout(r, 700));
