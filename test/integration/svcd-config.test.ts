@@ -199,7 +199,7 @@ describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
     writeFileSync(cfg, 'gateway:\n  connectors: []\n');
     const gw = join(dir, 'gateway.yaml');
     writeFileSync(gw, `data_dir: ${JSON.stringify(join(dir, 'g'))}\n`);
-    const svcd = await spawnSvcd(['--config', cfg, '--gateway-config', gw, '--data-dir', join(dir, 'k')], { SVC_TOKEN: '' });
+    const svcd = await spawnSvcd(['--config', cfg, '--gateway-config', gw, '--data-dir', join(dir, 'k'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0'], { SVC_TOKEN: '' });
     try {
       await expect.poll(() => svcd.stderr(), { timeout: 5000 }).toContain('--gateway-config is given: the gateway: section of --config is not used');
     } finally {
