@@ -508,7 +508,8 @@ class ToolCall {
       details = { ...details, outcome: 'unknown' };
     }
     const state = breaker.state;
-    if (state === 'closed') return this.failWith(a, gatewayError('upstream_error', message, details), 'upstream_error');
+    // Not attempted: the breaker did not count it, so no circuit is to be named.
+    if (state === 'closed' || (err instanceof NotAttempted && state !== 'open')) return this.failWith(a, gatewayError('upstream_error', message, details), 'upstream_error');
     // A straggler ending while the circuit is half-open: not open by this call, no wait to name.
     if (state !== 'open') return this.failWith(a, gatewayError('upstream_error', message, details, { circuit: 'open' }), 'upstream_error');
     // This failure opened the circuit: answered like the calls it now turns away, with when to retry.

@@ -211,6 +211,10 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
     expect(tablesTouched(db, 'INSERT INTO notes (body) VALUES (:b)', ['b']).sort()).toEqual(['notes', 'notes_fts']);
     expect(tablesTouched(db, 'SELECT n.body FROM notes n WHERE n.id IN (SELECT value FROM json_each(:ids))', ['ids'])).toEqual(['notes']);
     expect(() => tablesTouched(db, "SELECT name FROM pragma_table_info('notes')", [])).toThrow(/virtual table that is not in the schema/);
+    // Dropping a virtual table names it in VDestroy's P4, not through a vtab object.
+    expect(tablesTouched(db, 'DROP TABLE notes_fts', [])).toContain('notes_fts');
+    expect(() => tablesTouched(db, 'VACUUM', [])).toThrow(/VACUUM rewrites the whole file/);
+    expect(() => tablesTouched(db, 'VACUUM INTO :p', ['p'])).toThrow(/VACUUM/);
     db.close();
 
     const tools = {
@@ -509,8 +513,39 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
       db.exec('DROP VIEW v_pub');
       await expect(c.call('count', {}, counting)).resolves.toEqual({ rows: [{ n: 1 }] });
       await expect(c.deriveScopes('pubview')).rejects.toThrow(/statement pubview no longer prepares/);
+      // The schema fixed: the tool serves again, no restart needed.
+      db.exec('CREATE VIEW v_pub AS SELECT v FROM pub');
+      expect(await c.deriveScopes('pubview')).toEqual(['sql:table:pub']);
+      expect(await c.call('pubview', {}, await granted('pubview'))).toEqual({ rows: [{ v: 'hello' }] });
     } finally {
       db.close();
+      await c.close();
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+
+  it('a PRAGMA tool runs as it stands, outside the transaction other statements get (journal_mode cannot change inside one)', async () => {
+    const base = tempDir('svc-sqlite-pragma-');
+    const file = join(base, 'p.db');
+    new Database(file).exec('CREATE TABLE t (v TEXT)');
+    const c = new SqliteConnector({
+      type: 'sqlite',
+      name: 'prag',
+      path: file,
+      probe: null,
+      timeout_ms: 5000,
+      tools: { wal: { writes: true, statement: 'PRAGMA journal_mode = WAL' }, version: { statement: 'PRAGMA user_version' } },
+    });
+    await c.start();
+    const ctx = { signal: new AbortController().signal, now: () => Date.now(), enterScope: () => true, outcomeUnknown: () => undefined };
+    try {
+      expect(await c.deriveScopes('wal')).toEqual(['sql:table:sqlite_schema']);
+      expect(await c.call('wal', {}, { ...ctx, derivedScopes: ['sql:table:sqlite_schema'] })).toEqual({ journal_mode: 'wal' });
+      expect(await c.call('version', {}, { ...ctx, derivedScopes: ['sql:table:sqlite_schema'] })).toEqual({ rows: [{ user_version: 0 }] });
+      const db = new Database(file, { readonly: true });
+      expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+      db.close();
+    } finally {
       await c.close();
       rmSync(base, { recursive: true, force: true });
     }
@@ -783,7 +818,7 @@ describe('fs connector (decisions §9: real paths, symlinks that escape the root
     };
     const read = c.call('read', { path: 'pub/s.txt' });
     await expect(read).rejects.toBeInstanceOf(ScopeRefusal);
-    await expect(read).rejects.toThrow(/changed while it was opened \(a symlink now stands in its place\)/);
+    await expect(read).rejects.toThrow(/changed while it was opened \(a symlink stood in its place\)/);
     rmSync(join(fsRoot, 'pub'));
     renameSync(join(base, 'pub-moved'), join(fsRoot, 'pub'));
     await expect(c.call('write', { path: 'pub/planted.txt', content: 'x' })).rejects.toBeInstanceOf(ScopeRefusal);

@@ -287,6 +287,27 @@ describe('StatementHost: what a call that failed did (docs/design.md "Upstreams 
     db.close();
   });
 
+  it('a write killed mid-transaction in rollback-journal mode leaves a hot journal the next process rolls back, a read first in its list or not', async () => {
+    const journalFile = join(dir, 'journal.db');
+    const setup = new Database(journalFile);
+    setup.pragma('journal_mode = DELETE');
+    setup.exec('CREATE TABLE t (v INTEGER)');
+    setup.close();
+    // The read is listed (and prepared) first: on the read-only connection it could not roll a hot journal back.
+    const h = new StatementHost(options({ path: journalFile, statements: [
+      { op: 'n', sql: 'SELECT count(*) AS n FROM t', writes: false, mode: 'select' },
+      { op: 'slowput', sql: 'INSERT INTO t (v) WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1e12) SELECT x FROM c', writes: true, mode: 'run' },
+    ] }));
+    expect(await h.start()).toBeNull();
+    const giveUp = new AbortController();
+    const running = h.run('slowput', {}, giveUp.signal, () => undefined, 1).catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 400));
+    giveUp.abort(new Error('write timed out'));
+    expect(((await running) as Error).message).toBe('write timed out');
+    for (let i = 0; i < 3; i++) expect(await h.run('n', {}, live(), () => undefined, 1)).toEqual({ rows: [{ n: 0 }] });
+    await h.close();
+  });
+
   it('the schema check runs in the statement\'s transaction: a file locked by another connection is a busy failure, and the process lives on', async () => {
     const lockedFile = join(dir, 'locked.db');
     const setup = new Database(lockedFile); // rollback journal: a writer's EXCLUSIVE lock keeps readers out

@@ -56,6 +56,10 @@ async function isSymlink(path: string): Promise<boolean> {
   return lstat(path).then((st) => st.isSymbolicLink(), () => false);
 }
 
+async function isFile(path: string): Promise<boolean> {
+  return lstat(path).then((st) => st.isFile(), () => false);
+}
+
 /** Most entries `list` returns; a larger directory is a deterministic failure, not a 50 MB answer. */
 export const MAX_LIST_ENTRIES = 10_000;
 
@@ -178,8 +182,9 @@ export class FsConnector implements Connector {
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
         // It resolved as a directory a moment ago: a symlink has been put in its place
-        // (O_NOFOLLOW with O_DIRECTORY says ENOTDIR for a symlink, ELOOP on some systems).
-        if ((code === 'ENOTDIR' || code === 'ELOOP') && (await isSymlink(at))) throw new ScopeRefusal(`path ${this.rel(at)} changed while it was opened (a symlink now stands in its place)`);
+        // (O_NOFOLLOW with O_DIRECTORY says ENOTDIR for a symlink, ELOOP on some systems), or
+        // was and is gone again. Only a file there (a path through a file) is the caller's.
+        if ((code === 'ENOTDIR' || code === 'ELOOP') && !(await isFile(at))) throw new ScopeRefusal(`path ${this.rel(at)} changed while it was opened (a symlink stood in its place)`);
         if (!create || code !== 'ENOENT' || at === this.realRoot) throw err;
         missing.unshift(basename(at));
         at = dirname(at);

@@ -27,6 +27,12 @@ export interface HostedStatement {
   sql: string;
   writes: boolean;
   mode: StatementMode;
+  /**
+   * Run in a transaction of its own with the schema check (default). False for a PRAGMA,
+   * which SQLite may refuse inside one (journal_mode) and whose scope no view or trigger
+   * changes: it runs as it stands.
+   */
+  transaction?: boolean;
 }
 
 export interface StatementHostOptions {
@@ -131,9 +137,15 @@ const HELD_LOG = 'the database file was replaced, moved or deleted while another
 function open() {
   opened = statOf(cfg.path) || null;
   rw = new Database(cfg.path, { fileMustExist: true });
+  rw.pragma('busy_timeout = ' + cfg.busyTimeoutMs);
+  // A read through the read-write connection first: a write killed mid-transaction in
+  // rollback-journal mode leaves a hot journal, which only a connection that may write rolls
+  // back (a read-only one fails with SQLITE_READONLY_ROLLBACK, call after call).
+  rw.prepare('PRAGMA schema_version').get();
   ro = new Database(cfg.path, { fileMustExist: true, readonly: true });
+  ro.pragma('busy_timeout = ' + cfg.busyTimeoutMs);
   // Integers as BigInt, so one past 2^53 is not rounded on its way out (jsonValue below).
-  for (const db of [rw, ro]) { db.pragma('busy_timeout = ' + cfg.busyTimeoutMs); db.defaultSafeIntegers(true); }
+  for (const db of [rw, ro]) db.defaultSafeIntegers(true);
   stmts = new Map(cfg.statements.map((s) => [s.op, { s, stmt: (s.writes ? rw : ro).prepare(s.sql) }]));
   // Prepared once: db.pragma() prepares its statement on every call.
   versionOf = { rw: rw.prepare('PRAGMA schema_version').pluck(), ro: ro.prepare('PRAGMA schema_version').pluck() };
@@ -213,8 +225,12 @@ function execute(m) {
   // committed when this process dies.
   if (s.writes) process.send({ type: 'started', id: m.id });
   try {
-    const txn = (s.writes ? rw : ro).transaction(checkedRun);
-    const r = s.writes ? txn.immediate(m, s, stmt) : txn(m, s, stmt);
+    let r;
+    if (s.transaction === false) r = checkedRun({ ...m, version: null }, s, stmt);
+    else {
+      const txn = (s.writes ? rw : ro).transaction(checkedRun);
+      r = s.writes ? txn.immediate(m, s, stmt) : txn(m, s, stmt);
+    }
     if (r.tooLarge) throw new TooLarge('the write was made, but its RETURNING rows are larger than ' + cfg.maxResultBytes + ' bytes');
     return r;
   } catch (err) {

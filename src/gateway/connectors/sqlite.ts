@@ -84,6 +84,7 @@ export function tablesTouched(db: Database.Database, sql: string, params: string
   // DETACH change what the connection reaches, which no scope describes.
   const verb = leadingKeyword(sql);
   if (verb === 'ATTACH' || verb === 'DETACH') throw new Error(`${verb} changes which databases the connection reaches, not data: it cannot be a tool`);
+  if (verb === 'VACUUM') throw new Error('VACUUM rewrites the whole file (or, with INTO, copies it wherever its argument says): it cannot be a tool');
   if (verb === 'PRAGMA') return ['sqlite_schema'];
   const { roots, vtabs } = schema;
   const binds = Object.fromEntries(params.map((p) => [p, null]));
@@ -103,6 +104,7 @@ export function tablesTouched(db: Database.Database, sql: string, params: string
     // a trigger's can; Destroy (root=P1 db=P3) drops one.
     else if (op.opcode === 'Clear') addRoot(op.p1, op.p2);
     else if (op.opcode === 'Destroy') addRoot(op.p1, op.p3);
+    else if (op.opcode === 'VDestroy' && op.p1 === 0 && typeof op.p4 === 'string') add(op.p4); // DROP of a virtual table: P4 names it
     else if (typeof op.p4 === 'string' && op.p4.startsWith('vtab:')) {
       const name = vtabs.get(op.p4);
       if (name === undefined) {
@@ -234,7 +236,7 @@ export class SqliteConnector implements Connector {
     this.host = new StatementHost({
       name: this.name,
       path: this.cfg.path,
-      statements: [...this.list.values()].map((t) => ({ op: t.operation, sql: t.sql, writes: t.writes, mode: t.mode })),
+      statements: [...this.list.values()].map((t) => ({ op: t.operation, sql: t.sql, writes: t.writes, mode: t.mode, transaction: leadingKeyword(t.sql) !== 'PRAGMA' })),
       busyTimeoutMs: BUSY_TIMEOUT_MS,
       maxResultBytes: MAX_RESULT_BYTES,
       fileCodes: FILE_CODES.source,
@@ -331,7 +333,15 @@ export class SqliteConnector implements Connector {
 
   async deriveScopes(operation: string): Promise<string[]> {
     const tool = this.list.get(operation);
-    if (tool && tool.tables === null) throw new DeterministicFailure(`statement ${operation} no longer prepares on ${this.cfg.path} (its schema changed); fix the schema or the statement and restart svcd`);
+    if (tool && tool.tables === null) {
+      // Looked for again while it stays broken, so a fixed schema serves without a restart.
+      try {
+        this.refindTables();
+      } catch {
+        /* the file cannot be read now: refused as below */
+      }
+      if (tool.tables === null) throw new DeterministicFailure(`statement ${operation} no longer prepares on ${this.cfg.path} (its schema changed); fix the schema, or the statement and restart svcd`);
+    }
     return (tool?.tables ?? []).map((t) => `sql:table:${t}`);
   }
 
@@ -399,7 +409,8 @@ export class SqliteConnector implements Connector {
           // Refused before it ran: with the tables found again, it runs if it touches the
           // ones its scopes were granted for.
           try {
-            this.refindTables();
+            // Once per change: calls queued behind the first to meet it find it done.
+            if (err.failure.schemaVersion !== this.schemaVersion) this.refindTables();
           } catch (refindErr) {
             throw new NotAttempted(`connector ${this.name}: the schema of ${this.cfg.path} changed and its tables cannot be found again yet (${(refindErr as Error).message}); the call was not run`);
           }
