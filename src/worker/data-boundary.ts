@@ -281,15 +281,29 @@ function readJsonText(text: string, c: Compiled): TextRead | null {
   c.parsedTexts.set(text, null);
   if (!namesClassified(text, c)) return null;
   if (start < 0) {
-    const lines = readLines(text, c);
-    c.parsedTexts.set(text, lines);
-    return lines;
+    // Lines of JSON, read line by line; text whose first line is JSON (`1`, `"hdr"`) but whose
+    // lines cannot all be read is withheld whole, as JSON text that cannot be read is.
+    const read = readLines(text, c) ?? (firstLineIsJson(text) ? { kind: 'withheld' as const, cls: namedClass(text, c) } : null);
+    c.parsedTexts.set(text, read);
+    return read;
   }
   const body = start === 0 ? text : text.slice(start);
   const exact = parseExact(body);
   const read = exact !== null ? readExact(exact, body, c) : (readLines(body, c) ?? { kind: 'withheld', cls: namedClass(body, c) });
   c.parsedTexts.set(text, read);
   return read;
+}
+
+/** Whether the first non-blank line of `text` is a JSON text on its own. */
+function firstLineIsJson(text: string): boolean {
+  const first = text.split('\n').find((l) => l.trim() !== '');
+  if (first === undefined) return false;
+  try {
+    JSON.parse(first);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** The values a read of JSON text holds (for collecting literals). */

@@ -6,6 +6,8 @@
 import { integerReadAs, jsonNumberEnd, jsonStringEnd } from '../encoding/json-limits.js';
 
 const WS = /\s/;
+/** A JSON number token as RFC 8259 spells it (any length: 1e400 and 70 digits are JSON too). */
+const JSON_NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
 /** Prefixes servers put before JSON against cross-site script inclusion (XSSI). */
 const XSSI_PREFIXES = [")]}'", 'while(1);', 'for(;;);'];
 
@@ -39,9 +41,9 @@ export function jsonStart(text: string): number {
   if ('{["]'.includes(c)) return at;
   if (c === '-' || (c >= '0' && c <= '9')) {
     // A number, then `,` or `]`: `[1, 2]` is JSON, `[2024-05-01 12:00] INFO …` a log line.
-    const number = /^-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/.exec(text.slice(next, next + 64));
-    if (number === null) return -1;
-    const after = skipSpace(text, next + number[0].length);
+    const { end } = jsonNumberEnd(text, next);
+    if (!JSON_NUMBER.test(text.slice(next, end))) return -1; // `2024-05-01` is no number
+    const after = skipSpace(text, end);
     return after >= text.length || text[after] === ',' || text[after] === ']' ? at : -1;
   }
   return text.startsWith('true', next) || text.startsWith('false', next) || text.startsWith('null', next) ? at : -1;

@@ -299,6 +299,14 @@ describe('JSON text that JSON.parse alone does not read exactly (I 5.5: the boun
   it('numbers out of a double\'s range are kept as written too (1e400 would be written back as null); NDJSON may open with a scalar', () => {
     expect(bodyOf('{"salary":95000,"n":1e400,"m":1e-400,"k":0.0e5}').body).toBe('{"salary":"[REDACTED:hr]","n":"1e400","m":"1e-400","k":0}');
     expect(bodyOf('1\n{"salary":95000}\n"done"').body).toBe('1\n{"salary":"[REDACTED:hr]"}\n"done"');
+    // An array opening with a number of any length is JSON text too.
+    const long = '1'.repeat(70);
+    expect(bodyOf(`[${long}, {"salary":95000}]`).body).toBe(`["${long}",{"salary":"[REDACTED:hr]"}]`);
+    expect(bodyOf('[1e400, {"salary":95000}]').body).toBe('["1e400",{"salary":"[REDACTED:hr]"}]');
+    // Lines opening with a JSON scalar that cannot all be read: withheld whole, not matched as text.
+    for (const text of ['1\n{"salary":95000}\nnot json\n{"salary":87000}', '"hdr"\n{\n "salary": 95000\n}']) {
+      expect(bodyOf(text).body).toBe('[REDACTED:hr]');
+    }
   });
 
   it('a classified name an upstream escaped (as JSON.parse reads it) is found too', () => {
