@@ -417,6 +417,9 @@ export class LeaseService {
     const now = this.k.clock.now();
     // Leases that failed to expire sort first: selected past them, and tried again later.
     const due = (await this.k.db.all<LeaseRow>("SELECT * FROM leases WHERE status = 'active' AND expires_at <= ? ORDER BY expires_at LIMIT ?", [now, SWEEP_BATCH + this.unexpirable.size])).map((r) => normalizeLease(r)!);
+    // Held back leases sort first, so one not among these is no longer active: forgotten.
+    const seen = new Set(due.map((l) => l.lease_id));
+    for (const id of this.unexpirable.keys()) if (!seen.has(id)) this.unexpirable.delete(id);
     let n = 0;
     for (const lease of due) {
       const retryAt = this.unexpirable.get(lease.lease_id);
