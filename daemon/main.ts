@@ -16,6 +16,7 @@ import { VERSION } from '../src/version.js';
 import { defaultGatewayConfig, loadGatewayConfig, loadGatewayConfigFile, type GatewayConfig } from '../src/gateway/config.js';
 import { MAX_CLOCK_SKEW_SECONDS, MAX_DRAIN_SECONDS, readConfigFile, wholeSecondsOf, type SvcdFileConfig } from './config.js';
 import { startSvcd, type RunningSvcd } from './server.js';
+import { bearerTokenProblem } from '../src/util/http-header-syntax.js';
 
 interface Flags {
   config?: string;
@@ -79,6 +80,9 @@ async function serve(flags: Flags): Promise<void> {
   const file = flags.config ? readConfigFile(flags.config) : {};
   const k = file.kernel ?? {};
   const token = process.env.SVC_TOKEN || k.token || null;
+  // Before the gateway config, which takes SVC_TOKEN too and would name it /token.
+  const tokenProblem = token === null ? null : bearerTokenProblem(token);
+  if (tokenProblem !== null) throw new Error(`the kernel's token (${process.env.SVC_TOKEN ? 'SVC_TOKEN' : 'kernel.token'}) ${tokenProblem}`);
   const clockSkewSeconds = wholeSecondsOf(process.env.SVC_CLOCK_SKEW_SECONDS, 'SVC_CLOCK_SKEW_SECONDS', MAX_CLOCK_SKEW_SECONDS, k.clock_skew_seconds ?? 0);
   const gatewayConfig = flags.gateway ? gatewayConfigFrom(file, flags, logger) : null;
   const drainSource = flags.drainSeconds !== undefined ? '--drain-seconds' : 'SVC_DRAIN_SECONDS';

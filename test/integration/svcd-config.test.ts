@@ -105,9 +105,10 @@ describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
       [{ SVC_TOKEN: ' tok-secret-9931' }, 'begins or ends with whitespace'],
       [{ SVC_TOKEN: 'tok-secret\u00019931' }, 'holds a character a header cannot carry'],
     ] as const) {
-      const r = svcdExit(['--data-dir', join(tempDir(), 'k'), '--kernel-listen', '127.0.0.1:0', '--no-gateway'], env);
+      // With the gateway too: the kernel's check comes first, naming SVC_TOKEN.
+      const r = svcdExit(['--data-dir', join(tempDir(), 'k'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0'], env);
       expect(r.code, r.stderr).toBe(1);
-      expect(r.stderr).toContain(`the kernel's token (SVC_TOKEN or kernel.token) ${what}`);
+      expect(r.stderr).toContain(`the kernel's token (SVC_TOKEN) ${what}`);
       expect(r.stderr + r.stdout).not.toContain('9931');
     }
     const dir = tempDir();
