@@ -11,7 +11,7 @@ import { Gateway } from '../../src/gateway/gateway.js';
 import { IdempotencyStore } from '../../src/gateway/idempotency.js';
 import { compileInputSchema } from '../../src/gateway/schema-validator.js';
 import { Redactor, silentLogger } from '../../src/log/logger.js';
-import { ROOT, tempDir } from '../helpers/daemon.js';
+import { isAlive, ROOT, tempDir } from '../helpers/daemon.js';
 
 const dir = tempDir('svc-gwcfg-');
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -217,14 +217,6 @@ describe('one schema reports every problem at once', () => {
   });
 });
 
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 describe('a gateway that fails to open leaves nothing behind (svcd(8) exit 1 on a bad start)', () => {
   it("a canary state the store cannot read: the error, the connectors' processes ended, and the data directory opens again", async () => {
@@ -239,11 +231,11 @@ describe('a gateway that fails to open leaves nothing behind (svcd(8) exit 1 on 
       await expect(Gateway.open({ config, logger: silentLogger, canaryLoop: false })).rejects.toThrow('disk I/O error');
       pid = Number(readFileSync(pidFile, 'utf8'));
       const end = Date.now() + 3000;
-      while (alive(pid) && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
-      expect(alive(pid)).toBe(false);
+      while (isAlive(pid) && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+      expect(isAlive(pid)).toBe(false);
     } finally {
       read.mockRestore();
-      if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
+      if (pid && isAlive(pid)) process.kill(pid, 'SIGKILL');
     }
     const again = await Gateway.open({ config, logger: silentLogger, canaryLoop: false });
     await again.close();

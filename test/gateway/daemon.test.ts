@@ -17,7 +17,7 @@ import { generatePublisherKey } from '../../src/keys/publishers.js';
 import { Redactor, silentLogger } from '../../src/log/logger.js';
 import { startSvcd } from '../../daemon/server.js';
 import { runSvc } from '../helpers/cli.js';
-import { ROOT, spawnSvcd, startTestDaemon, tempDir, waitOutput, type TestDaemon } from '../helpers/daemon.js';
+import { isAlive, ROOT, spawnSvcd, startTestDaemon, tempDir, waitOutput, type TestDaemon } from '../helpers/daemon.js';
 import { refundsBundle, REQUESTER } from '../integration/run-fixtures.js';
 
 const dir = tempDir('svc-gw-daemon-');
@@ -195,15 +195,6 @@ describe('two processes: the HTTP kernel link and the HTTP tool catalog (decisio
 describe('the svcd binary (decisions §11) and `svc gateway` (CLI)', () => {
   const WRAPPER = join(ROOT, 'fixtures/gateway/mcp-drift-wrapper.mjs');
   const EVERYTHING = join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
-  function isAlive(pid: number): boolean {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  }
-
   it('serves the gateway beside the kernel, answers the CLI, and SIGTERM ends the MCP process group', async () => {
     const cfg = join(dir, 'gateway.yaml');
     writeFileSync(

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { McpConnector } from '../../src/gateway/connectors/mcp.js';
 import { killGroup } from '../../src/gateway/connectors/mcp-transport.js';
 import { Redactor } from '../../src/log/logger.js';
-import { ROOT, tempDir } from '../helpers/daemon.js';
+import { isAlive, ROOT, tempDir } from '../helpers/daemon.js';
 import { mintToken, remitPayload, testSigner } from '../helpers/remit-token.js';
 import { capturedLogger, startGateway, type TestGateway } from './helpers.js';
 
@@ -34,15 +34,6 @@ let gw: TestGateway;
 
 const token = (tools: string[], scopes: string[], autonomy: 'autonomous' | 'propose' = 'autonomous', run?: string) =>
   mintToken(signer, remitPayload(signer, { tools, scopes, autonomy, ...(run ? { run } : {}) }));
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function childPids(): number[] {
   return [...log.text().matchAll(/child-pid=(\d+)/g)].map((m) => Number(m[1]));

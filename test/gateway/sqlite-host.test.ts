@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { StatementFailureError, StatementHost, type StatementHostOptions } from '../../src/gateway/connectors/sqlite-host.js';
 import { UpstreamError } from '../../src/gateway/connectors/types.js';
-import { ROOT, tempDir } from '../helpers/daemon.js';
+import { isAlive, ROOT, tempDir } from '../helpers/daemon.js';
 import { mintToken, remitPayload, testSigner } from '../helpers/remit-token.js';
 import { Redactor } from '../../src/log/logger.js';
 import { capturedLogger, startGateway, type TestGateway } from './helpers.js';
@@ -35,14 +35,6 @@ const redactor = new Redactor();
 const log = capturedLogger(redactor);
 
 const hostOf = (name: string): StatementHost => (gw.gateway as unknown as { connectors: Map<string, { host: StatementHost }> }).connectors.get(name)!.host;
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 async function until(what: () => boolean, ms = 5000): Promise<void> {
   const end = Date.now() + ms;
   while (!what()) {
@@ -93,14 +85,14 @@ afterAll(async () => {
 describe('sqlite statements in a child process (docs/design.md "Upstreams are hostile peers too")', () => {
   it('a statement past timeout_ms is stopped: 502 upstream_error in about timeout_ms, its process killed, the next call served by a new one', async () => {
     const before = hostOf('slow').pid!;
-    expect(alive(before)).toBe(true);
+    expect(isAlive(before)).toBe(true);
     const started = Date.now();
     const res = await gw.call({ remit_token: remit(), tool: 'slow.count', args: { n: 1e12 } });
     const took = Date.now() - started;
     expect(res.status).toBe(502);
     expect(res.body.error).toMatchObject({ code: 'upstream_error', message: expect.stringMatching(/timed out after 1000 ms/) });
     expect(took).toBeLessThan(4000);
-    await until(() => !alive(before));
+    await until(() => !isAlive(before));
     const next = await gw.call({ remit_token: remit(), tool: 'slow.count', args: { n: 10 } });
     expect(next.status).toBe(200);
     expect(next.body.result).toEqual({ rows: [{ n: 10 }] });
@@ -158,7 +150,7 @@ describe('sqlite statements in a child process (docs/design.md "Upstreams are ho
   it('a statement process that dies while idle is replaced by the next call', async () => {
     const pid = hostOf('fast').pid!;
     process.kill(pid, 'SIGKILL');
-    await until(() => !alive(pid));
+    await until(() => !isAlive(pid));
     const res = await gw.call({ remit_token: remit(), tool: 'fast.rows', args: {} });
     expect(res.status).toBe(200);
     expect(hostOf('fast').pid).not.toBe(pid);
@@ -180,7 +172,7 @@ describe('sqlite statements in a child process (docs/design.md "Upstreams are ho
     const t0 = Date.now();
     await g.gateway.close(); // what svcd does once the drain deadline has passed
     expect(Date.now() - t0).toBeLessThan(1500); // killed, not waited on for a graceful close
-    await until(() => !alive(pid));
+    await until(() => !isAlive(pid));
     const res = await running; // answered, not left hanging for its 60 s
     expect(res.status).toBe(502);
     expect(res.body.error.message).toMatch(/closing/);
