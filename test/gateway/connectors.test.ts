@@ -886,6 +886,24 @@ describe('fs connector (decisions §9: real paths, symlinks that escape the root
     }
   });
 
+  it('a path through a file or a FIFO is the caller\'s ENOTDIR (422), not taken for a swap', async () => {
+    const base = tempDir('svc-fs-notdir-');
+    writeFileSync(join(base, 'file.txt'), 'x');
+    execFileSync('mkfifo', [join(base, 'fifo')]);
+    const c = new FsConnector({ name: 'nd', type: 'fs', root: base, max_file_bytes: 1 << 20, tools: {}, probe: null, timeout_ms: 1000 });
+    await c.start();
+    const ctx = { signal: new AbortController().signal, now: () => Date.now(), enterScope: () => true, outcomeUnknown: () => undefined };
+    try {
+      for (const [op, args] of [['read', { path: 'file.txt/sub/x' }], ['list', { path: 'file.txt/sub' }], ['write', { path: 'file.txt/sub/x', content: 'y' }], ['list', { path: 'fifo' }], ['read', { path: 'fifo/x' }]] as const) {
+        const err = await c.call(op, args, { ...ctx, derivedScopes: await c.deriveScopes(op, args) }).then(() => null, (e: unknown) => e);
+        expect(err, `${op} ${args.path}`).toBeInstanceOf(DeterministicFailure);
+        expect(String(err)).toMatch(/ENOTDIR/);
+      }
+    } finally {
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+
   it('a FIFO under the root is refused at once (422, not a regular file), and never ties up the fs thread pool', async () => {
     execFileSync('mkfifo', [join(root, 'pipe')]);
     try {

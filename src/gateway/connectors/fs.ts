@@ -56,8 +56,9 @@ async function isSymlink(path: string): Promise<boolean> {
   return lstat(path).then((st) => st.isSymbolicLink(), () => false);
 }
 
-async function isFile(path: string): Promise<boolean> {
-  return lstat(path).then((st) => st.isFile(), () => false);
+/** A symlink there now, or a directory (one swapped out and back): not what a failed directory open found. */
+async function swappedIn(path: string): Promise<boolean> {
+  return lstat(path).then((st) => st.isSymbolicLink() || st.isDirectory(), () => false);
 }
 
 /** Most entries `list` returns; a larger directory is a deterministic failure, not a 50 MB answer. */
@@ -183,8 +184,9 @@ export class FsConnector implements Connector {
         const code = (err as NodeJS.ErrnoException).code;
         // It resolved as a directory a moment ago: a symlink has been put in its place
         // (O_NOFOLLOW with O_DIRECTORY says ENOTDIR for a symlink, ELOOP on some systems), or
-        // was and is gone again. Only a file there (a path through a file) is the caller's.
-        if ((code === 'ENOTDIR' || code === 'ELOOP') && !(await isFile(at))) throw new ScopeRefusal(`path ${this.rel(at)} changed while it was opened (a symlink stood in its place)`);
+        // was and has been swapped back (a directory again). A path through a file, a FIFO
+        // or a device is the caller's own ENOTDIR.
+        if ((code === 'ENOTDIR' || code === 'ELOOP') && (await swappedIn(at))) throw new ScopeRefusal(`path ${this.rel(at)} changed while it was opened (a symlink stood in its place)`);
         if (!create || code !== 'ENOENT' || at === this.realRoot) throw err;
         missing.unshift(basename(at));
         at = dirname(at);
