@@ -513,8 +513,9 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
       db.exec('DROP VIEW v_pub');
       await expect(c.call('count', {}, counting)).resolves.toEqual({ rows: [{ n: 1 }] });
       await expect(c.deriveScopes('pubview')).rejects.toThrow(/statement pubview no longer prepares/);
-      // The schema fixed: the tool serves again, no restart needed.
+      // The schema fixed: the tool serves again, no restart needed (looked at once a second).
       db.exec('CREATE VIEW v_pub AS SELECT v FROM pub');
+      await new Promise((r) => setTimeout(r, 1000));
       expect(await c.deriveScopes('pubview')).toEqual(['sql:table:pub']);
       expect(await c.call('pubview', {}, await granted('pubview'))).toEqual({ rows: [{ v: 'hello' }] });
     } finally {

@@ -192,6 +192,8 @@ const BUSY_TIMEOUT_MS = 1000;
 
 /** How long finding the tables again after a schema change waits for a writer's lock (svcd's thread). */
 const REFIND_BUSY_MS = 250;
+/** How often a call of a tool whose statement no longer prepares looks at the schema again. */
+const BROKEN_LOOK_EVERY_MS = 1000;
 
 /** Largest select result, as JSON text. */
 export const MAX_RESULT_BYTES = DEFAULT_MAX_BYTES;
@@ -205,6 +207,8 @@ export class SqliteConnector implements Connector {
   private host: StatementHost | null = null;
   /** The file's `PRAGMA schema_version` the tools' tables were found for. */
   private schemaVersion = 0;
+  /** When a broken tool's call last had the tables looked for again (Date.now()). */
+  private lastBrokenLook = -Infinity;
   private readonly list = new Map<string, SqliteTool>();
 
   constructor(private readonly cfg: SqliteConnectorConfig) {
@@ -334,11 +338,17 @@ export class SqliteConnector implements Connector {
   async deriveScopes(operation: string): Promise<string[]> {
     const tool = this.list.get(operation);
     if (tool && tool.tables === null) {
-      // Looked for again while it stays broken, so a fixed schema serves without a restart.
-      try {
-        this.refindTables();
-      } catch {
-        /* the file cannot be read now: refused as below */
+      // Looked for again while it stays broken, so a fixed schema serves without a restart:
+      // at most once a second (a look runs on svcd's thread, up to REFIND_BUSY_MS under a
+      // migration's lock), refused from what was found in between.
+      const now = Date.now();
+      if (now - this.lastBrokenLook >= BROKEN_LOOK_EVERY_MS) {
+        this.lastBrokenLook = now;
+        try {
+          this.refindTables();
+        } catch {
+          /* the file cannot be read now: refused as below */
+        }
       }
       if (tool.tables === null) throw new DeterministicFailure(`statement ${operation} no longer prepares on ${this.cfg.path} (its schema changed); fix the schema, or the statement and restart svcd`);
     }
