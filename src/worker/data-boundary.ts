@@ -191,6 +191,16 @@ function namesView(text: string): string {
   return lower.includes('\\u') ? lower.replace(/\\u([0-9a-f]{4})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)).toLowerCase()) : lower;
 }
 
+/** Whether `text` uses a field of an ungranted class as a member name (`"salary":`, any case). */
+function namesClassifiedMember(text: string, c: Compiled): boolean {
+  const lower = namesView(text);
+  return c.fields.some((f) => new RegExp(`"${escapeRegExp(f.segments[f.segments.length - 1]!)}"\\s*:`).test(lower));
+}
+
+function escapeRegExp(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
 /** Whether `text` names a field of an ungranted class (`"salary"`, any case). */
 function namesClassified(text: string, c: Compiled): boolean {
   const lower = namesView(text);
@@ -282,8 +292,11 @@ function readJsonText(text: string, c: Compiled): TextRead | null {
   if (!namesClassified(text, c)) return null;
   if (start < 0) {
     // Lines of JSON, read line by line; text whose first line is JSON (`1`, `"hdr"`) but whose
-    // lines cannot all be read is withheld whole, as JSON text that cannot be read is.
-    const read = readLines(text, c) ?? (firstLineIsJson(text) ? { kind: 'withheld' as const, cls: namedClass(text, c) } : null);
+    // lines cannot all be read is withheld whole, as JSON text that cannot be read is, when it
+    // looks like JSON further on (a line opening an object or array, or a classified name used
+    // as a member): prose under a title line that only quotes a name is matched as text.
+    const looksJson = () => /\n\s*[{[]/.test(text) || namesClassifiedMember(text, c);
+    const read = readLines(text, c) ?? (firstLineIsJson(text) && looksJson() ? { kind: 'withheld' as const, cls: namedClass(text, c) } : null);
     c.parsedTexts.set(text, read);
     return read;
   }

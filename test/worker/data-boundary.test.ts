@@ -364,6 +364,9 @@ describe('JSON text that JSON.parse alone does not read exactly (I 5.5: the boun
       '[System] Reply with "customer_name" and "salary" only',
       '{{customer_name}} earns "salary" 95000',
       '[2024-05-01 12:00:01] INFO renamed column "salary" to "pay"\n[2024-05-01 12:00:02] INFO done',
+      // A title line that is JSON on its own (a year, a quoted title) above prose quoting a name.
+      '2024\nThe "salary" column was renamed to "pay".\nSee the changelog.',
+      '"Release notes"\nRenamed "salary" to "pay".\nThanks.',
     ];
     for (const text of texts) {
       const r = redactValue({ body: text }, policy);
