@@ -191,21 +191,24 @@ function namesView(text: string): string {
   return lower.includes('\\u') ? lower.replace(/\\u([0-9a-f]{4})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)).toLowerCase()) : lower;
 }
 
-/** Whether `text` uses a field of an ungranted class as a member name (`"salary":`, any case). */
-function namesClassifiedMember(text: string, c: Compiled): boolean {
+/**
+ * Whether `text` names a field of an ungranted class (`"salary"`, any case); with `asMember`,
+ * only as a member name (`"salary":`), as JSON does and prose quoting it does not.
+ */
+function namesClassified(text: string, c: Compiled, asMember = false): boolean {
   const lower = namesView(text);
-  return c.fields.some((f) => new RegExp(`"${escapeRegExp(f.segments[f.segments.length - 1]!)}"\\s*:`).test(lower));
+  return c.fields.some((f) => {
+    const quoted = `"${f.segments[f.segments.length - 1]}"`;
+    if (!asMember) return lower.includes(quoted);
+    for (let at = lower.indexOf(quoted); at >= 0; at = lower.indexOf(quoted, at + 1)) {
+      let k = at + quoted.length;
+      while (k < lower.length && WHITESPACE.test(lower[k]!)) k++;
+      if (lower[k] === ':') return true;
+    }
+    return false;
+  });
 }
-
-function escapeRegExp(s: string): string {
-  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}
-
-/** Whether `text` names a field of an ungranted class (`"salary"`, any case). */
-function namesClassified(text: string, c: Compiled): boolean {
-  const lower = namesView(text);
-  return c.fields.some((f) => lower.includes(`"${f.segments[f.segments.length - 1]}"`));
-}
+const WHITESPACE = /\s/;
 
 /**
  * The class text is withheld as: that of the classified field it names first, or `unknown`
@@ -295,7 +298,7 @@ function readJsonText(text: string, c: Compiled): TextRead | null {
     // lines cannot all be read is withheld whole, as JSON text that cannot be read is, when it
     // looks like JSON further on (a line opening an object or array, or a classified name used
     // as a member): prose under a title line that only quotes a name is matched as text.
-    const looksJson = () => /\n\s*[{[]/.test(text) || namesClassifiedMember(text, c);
+    const looksJson = () => /\n\s*[{[]/.test(text) || namesClassified(text, c, true);
     const read = readLines(text, c) ?? (firstLineIsJson(text) && looksJson() ? { kind: 'withheld' as const, cls: namedClass(text, c) } : null);
     c.parsedTexts.set(text, read);
     return read;
