@@ -15,7 +15,7 @@ import type { LeaseKind } from '../../src/types.js';
 import { createProvider, PROVIDER_NAMES, type ProviderName } from '../../src/worker/providers/index.js';
 import { openAiOptionsFromEnv } from '../../src/worker/providers/openai.js';
 import { ALL_KINDS, Worker, type WorkerOptions } from '../../src/worker/worker.js';
-import { gatewayUrlOf, globals, kernelUrlOf, type GlobalOptions } from '../context.js';
+import { gatewayUrlOf, globals, kernelUrlOf } from '../context.js';
 import { usageError } from '../exit.js';
 
 export interface WorkerFlags {
