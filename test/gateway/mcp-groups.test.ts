@@ -66,8 +66,10 @@ const fileOf = (dataDir: string) => JSON.parse(readFileSync(join(dataDir, 'mcp-g
 
 describe('svc-gateway(5) CONNECTORS, mcp: the next gateway on the directory ends what a SIGKILLed one left (mcp-groups.ts)', () => {
   it('svc-gateway(5) CONNECTORS, mcp: a SIGKILLed gateway not yet reaped (a zombie) is gone, and its servers are ended', async () => {
-    // The shell's background child exits; the shell has become `sleep`, which never reaps it.
-    const parent = await start('sh', ['-c', 'true & echo $!; exec sleep 30']);
+    // The shell's background child exits once the shell has become `sleep`, which never reaps
+    // it. (A child that exits at once, `true`, may be reaped by the shell before its exec: a
+    // fresh clone's suite under load found it gone.)
+    const parent = await start('sh', ['-c', 'sleep 0.5 & echo $!; exec sleep 30']);
     const zombie = await new Promise<number>((resolve) => parent.stdout!.once('data', (d: Buffer) => resolve(Number(d.toString().trim()))));
     const deadline = Date.now() + 3000;
     while (statOf(zombie)[0] !== 'Z' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
