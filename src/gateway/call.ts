@@ -342,34 +342,11 @@ class ToolCall {
     } catch (err) {
       if (err instanceof DeterministicFailure) {
         breaker.success(); // the upstream answered
-        // The details can carry the upstream's own answer (an MCP error result): bounded the same way.
-        const details = keepable(d.redactor, err.details, 'the failure details');
-        const res = gatewayError('deterministic_failure', err.message, details.ok ? (details.value as Record<string, unknown> | undefined) : { details_dropped: details.message });
-        if (key !== null) {
-          try {
-            await d.store.complete(req.tool, key, res.status, d.redactor.redactValue(res.body));
-          } catch (storeErr) {
-            // A refusal changed nothing, so a read may run again. A write's failure may come
-            // after the upstream acted (an answer too large to keep): its key stays claimed.
-            if (!a.writes) await this.release(a);
-            const then = a.writes ? 'the outcome was not kept; its key stays claimed so the write cannot run again' : 'the upstream refused the call; a retry may run it';
-            return this.failWith(a, this.storeFailed(a, 'store a deterministic failure', storeErr, then), 'store_failed');
-          }
-        }
-        return this.failWith(a, res, 'deterministic_failure');
+        return this.deterministicFailure(a, err);
       }
-      // Refused before the connector's next request: a write whose earlier one may already
-      // have acted (an http POST answered by a redirect) keeps its key unknown; else released.
-      const refusedLate = a.writes && outcomeUnknown;
-      if (err instanceof ArgsInvalid) {
+      if (err instanceof ArgsInvalid || err instanceof ScopeRefusal) {
         breaker.neutral(trial);
-        await (refusedLate ? this.keepUnknown(a) : this.release(a));
-        return this.failWith(a, gatewayError('args_invalid', err.message, { errors: [{ path: err.path, message: err.message }] }), 'args_invalid');
-      }
-      if (err instanceof ScopeRefusal) {
-        breaker.neutral(trial);
-        await (refusedLate ? this.keepUnknown(a) : this.release(a));
-        return this.refuse('scope_not_granted', err.message);
+        return this.refusedByConnector(a, err, outcomeUnknown);
       }
       // A write given up at its timeout: the connector may need a moment to learn whether it
       // had started (a killed sqlite process's last messages), and says so before it settles.
@@ -403,6 +380,37 @@ class ToolCall {
     }
     await this.audit(a, 'ok', false);
     return this.finish({ status: 200, body: { ok: true, ...stored, replayed: false, latency_ms: this.elapsedMs() } }, 'ok');
+  }
+
+  /** The upstream answered with a failure that a retry would repeat: kept under the key. */
+  private async deterministicFailure(a: Admitted, err: DeterministicFailure): Promise<CallResponse> {
+    const { d, req } = this;
+    // The details can carry the upstream's own answer (an MCP error result): bounded the same way.
+    const details = keepable(d.redactor, err.details, 'the failure details');
+    const res = gatewayError('deterministic_failure', err.message, details.ok ? (details.value as Record<string, unknown> | undefined) : { details_dropped: details.message });
+    if (a.key !== null) {
+      try {
+        await d.store.complete(req.tool, a.key, res.status, d.redactor.redactValue(res.body));
+      } catch (storeErr) {
+        // A refusal changed nothing, so a read may run again. A write's failure may come
+        // after the upstream acted (an answer too large to keep): its key stays claimed.
+        if (!a.writes) await this.release(a);
+        const then = a.writes ? 'the outcome was not kept; its key stays claimed so the write cannot run again' : 'the upstream refused the call; a retry may run it';
+        return this.failWith(a, this.storeFailed(a, 'store a deterministic failure', storeErr, then), 'store_failed');
+      }
+    }
+    return this.failWith(a, res, 'deterministic_failure');
+  }
+
+  /**
+   * The connector refused before its next request. A write whose earlier request may already
+   * have acted (`outcomeUnknown`: an http POST answered by a redirect) keeps its key unknown;
+   * anything else is released, so a corrected call can run.
+   */
+  private async refusedByConnector(a: Admitted, err: ArgsInvalid | ScopeRefusal, outcomeUnknown: boolean): Promise<CallResponse> {
+    await (a.writes && outcomeUnknown ? this.keepUnknown(a) : this.release(a));
+    if (err instanceof ScopeRefusal) return this.refuse('scope_not_granted', err.message);
+    return this.failWith(a, gatewayError('args_invalid', err.message, { errors: [{ path: err.path, message: err.message }] }), 'args_invalid');
   }
 
   // --- answers, events and the claim
