@@ -85,7 +85,8 @@ export function Inbox(props: InboxProps): React.JSX.Element {
   const filterItems = (p: InboxProps, f: string) =>
     p.approvals.filter((a) => matchesFilter(a, p.runs[a.run_id], f)).map((approval) => ({ approval, run: p.runs[approval.run_id] }));
   const items = useMemo(() => filterItems(props, filter), [props.approvals, props.runs, filter]); // eslint-disable-line react-hooks/exhaustive-deps
-  // The selection follows its approval across refreshes; when it leaves, the same row is kept.
+  // The selection follows its approval across refreshes; when it leaves, the approval now in
+  // the same row takes it (pinned below).
   const lastIndex = useRef(0);
   const indexIn = (list: typeof items, id: string | null) => {
     const at = id === null ? -1 : list.findIndex((i) => i.approval.approval_id === id);
@@ -94,6 +95,11 @@ export function Inbox(props: InboxProps): React.JSX.Element {
   const selected = indexIn(items, selectedId);
   lastIndex.current = Math.max(0, selected);
   const current = selected >= 0 ? items[selected]!.approval : null;
+  // Whatever approval is shown is pinned at once (the first one, or the one that took the row
+  // of an approval that left): otherwise the selection is only a row, and a newer approval
+  // arriving at the top would slide under the cursor before `a` is pressed. (Setting state
+  // while rendering re-renders at once, before anything is drawn.)
+  if (current && selectedId !== current.approval_id) setSelectedId(current.approval_id);
 
   const focusId = current?.approval_id ?? null;
   useEffect(() => {

@@ -93,6 +93,37 @@ describe('svc approvals inbox: list and detail (I 2.8, D 5.4, D §6, D §7)', ()
     await t.waitFor('4 pending');
     expect(t.frame()).toContain('"invoice_id": "INV-2"');
   });
+
+  it('the first approval shown stays selected, before any key, when a newer one arrives (a refund read is the one approved)', async () => {
+    const list = three();
+    const { t, props } = setup(list);
+    await t.waitFor('"invoice_id": "INV-3"');
+    const newer = [approval(4), ...list];
+    t.rerender(<Inbox {...props} approvals={newer} runs={{ ...props.runs, [newer[0]!.run_id]: runOf(newer[0]!) }} />);
+    await t.waitFor('4 pending');
+    expect(t.frame()).toContain('"invoice_id": "INV-3"');
+    await t.press('a');
+    await t.waitFor('Approve billing.refund (apr_01JTEST000000000000000003)?');
+    await t.press(KEY.enter);
+    expect(props.onDecide).toHaveBeenCalledWith(expect.objectContaining({ approval_id: 'apr_01JTEST000000000000000003' }), 'approved', '');
+  });
+
+  it('when the selected approval leaves, the one now in its row is selected and stays so when a newer one arrives', async () => {
+    const list = three();
+    const { t, props } = setup(list);
+    await t.press(KEY.down);
+    await t.waitFor('"invoice_id": "INV-2"');
+    const rest = [list[0]!, list[2]!]; // INV-2 was decided elsewhere
+    t.rerender(<Inbox {...props} approvals={rest} />);
+    await t.waitFor('2 pending');
+    expect(t.frame()).toContain('apr_01JTEST000000000000000001 · step');
+    const newer = [approval(4), ...rest];
+    t.rerender(<Inbox {...props} approvals={newer} runs={{ ...props.runs, [newer[0]!.run_id]: runOf(newer[0]!) }} />);
+    await t.waitFor('3 pending');
+    expect(t.frame()).toContain('apr_01JTEST000000000000000001 · step');
+    await t.press('r');
+    await t.waitFor('Reject crm.export (apr_01JTEST000000000000000001)?');
+  });
 });
 
 describe('svc approvals inbox: deciding (I 4.1 POST /approvals/{id}, D 5.4)', () => {
