@@ -19,11 +19,12 @@ export interface BoundaryPolicy {
   /** Classes the remit grants: their content passes un-redacted. */
   grants: readonly string[];
   /**
-   * Field name → class, from descriptors' `data_classes`. A plain name matches that field at
-   * any depth; a dotted name (`customer.email`) matches a path ending in those fields. Names
-   * compare case-insensitively. (Default: {})
+   * Field name → class (or classes), from descriptors' `data_classes`. A plain name matches
+   * that field at any depth; a dotted name (`customer.email`) matches a path ending in those
+   * fields. Names compare case-insensitively. A field with several classes is withheld unless
+   * every one is granted. (Default: {})
    */
-  fieldClasses?: Readonly<Record<string, string>>;
+  fieldClasses?: Readonly<Record<string, string | readonly string[]>>;
   /** Content detectors. (Default: BUILTIN_DETECTORS) */
   detectors?: readonly Detector[];
 }
@@ -47,15 +48,25 @@ export function marker(cls: string): string {
 }
 
 
-/** Field classes of a set of tool descriptors (later descriptors win on a clash). */
-export function fieldClassesOf(descriptors: Iterable<Partial<ToolDescriptor> | null | undefined>): Record<string, string> {
-  const out: Record<string, string> = {};
+/**
+ * Field classes of a set of tool descriptors. Two tools may class a field of one name
+ * differently (`salary`: `hr` in one, `finance` in another); the boundary sees values, not
+ * which tool a name came from, so such a field keeps every class and is withheld unless the
+ * remit grants them all.
+ */
+export function fieldClassesOf(descriptors: Iterable<Partial<ToolDescriptor> | null | undefined>): Record<string, string | string[]> {
+  const classes = new Map<string, string[]>(); // a Map: a field may be named `__proto__`
   for (const d of descriptors) {
     const dc = d?.data_classes;
     if (!dc || typeof dc !== 'object') continue;
-    for (const [field, cls] of Object.entries(dc)) if (typeof cls === 'string' && cls) out[field] = cls;
+    for (const [field, cls] of Object.entries(dc)) {
+      if (typeof cls !== 'string' || !cls) continue;
+      const all = classes.get(field) ?? [];
+      if (!all.includes(cls)) all.push(cls);
+      classes.set(field, all);
+    }
   }
-  return out;
+  return Object.fromEntries([...classes].map(([field, all]) => [field, all.length === 1 ? all[0]! : all]));
 }
 
 interface Compiled {
@@ -71,8 +82,8 @@ function compile(policy: BoundaryPolicy): Compiled {
   const granted = new Set(policy.grants);
   const detectors = (policy.detectors ?? BUILTIN_DETECTORS).filter((d) => !granted.has(d.class));
   const fields = Object.entries(policy.fieldClasses ?? {})
-    .filter(([, cls]) => !granted.has(cls))
-    .map(([name, cls]) => ({ segments: name.toLowerCase().split('.').filter(Boolean), cls }))
+    .flatMap(([name, classes]) => (typeof classes === 'string' ? [classes] : classes).filter((cls) => !granted.has(cls)).slice(0, 1).map((cls) => ({ name, cls })))
+    .map(({ name, cls }) => ({ segments: name.toLowerCase().split('.').filter(Boolean), cls }))
     .filter((f) => f.segments.length > 0);
   return { granted, detectors, fields, parsedTexts: new Map() };
 }

@@ -117,6 +117,21 @@ describe('redaction (I 5.5: ungranted content replaced by [REDACTED:<class>])', 
     expect(fieldClasses).toEqual({ email: 'pii', name: 'pii', 'card.number': 'pci' });
   });
 
+  it('a field two tools class differently is withheld unless every class is granted (hr.lookup salary: hr, payroll.summary salary: finance)', () => {
+    const classes = fieldClassesOf([
+      { id: 'hr.lookup', data_classes: { salary: 'hr' } },
+      { id: 'payroll.summary', data_classes: { salary: 'finance' } },
+      { id: 'payroll.detail', data_classes: { salary: 'hr' } },
+    ]);
+    expect(classes).toEqual({ salary: ['hr', 'finance'] });
+    // A descriptor's JSON may name a field `__proto__`: kept as a field, not a prototype.
+    expect(Object.entries(fieldClassesOf([{ data_classes: JSON.parse('{"salary":"hr","__proto__":"pii"}') }]))).toEqual([['salary', 'hr'], ['__proto__', 'pii']]);
+    const row = { name: 'Dana', salary: 95000 };
+    expect(redactValue(row, { grants: ['finance'], fieldClasses: classes }, '/calls/1/result').value).toEqual({ name: 'Dana', salary: '[REDACTED:hr]' });
+    expect(redactValue(row, { grants: ['hr'], fieldClasses: classes }).value).toEqual({ name: 'Dana', salary: '[REDACTED:finance]' });
+    expect(redactValue(row, { grants: ['hr', 'finance'], fieldClasses: classes }).value).toEqual(row);
+  });
+
   it('replaces classified fields whole and reports path and count', () => {
     const result = { rows: [{ id: 'INV-1', name: 'Jane Doe', email: 'jane@example.com', amount: 120 }] };
     const r = redactValue(result, { grants: [], fieldClasses }, '/calls/1/result');
