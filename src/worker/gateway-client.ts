@@ -77,6 +77,16 @@ export interface GatewayOutage {
   tool?: string;
 }
 
+/**
+ * How long one POST /v1/tools/call may go unanswered before it counts as a gateway out of
+ * reach, ms: the longest a connector may take (its `timeout_ms`, at most 600 s,
+ * svc-gateway(5)) with the grace of a write given up at it, and a margin. A gateway that takes
+ * the connection and never answers would otherwise hold the step, and its lease, forever.
+ */
+export const GATEWAY_CALL_TIMEOUT_MS = 660_000;
+/** The same for GET /v1/tools, which reads config only, ms. */
+export const GATEWAY_TOOLS_TIMEOUT_MS = 30_000;
+
 export class GatewayClient {
   private cache: { at: number; tools: ToolDescriptor[] } | null = null;
   /** Called at the start of each spell of a gateway out of reach (the worker emits `gateway:unreachable`). */
@@ -90,6 +100,8 @@ export class GatewayClient {
     private readonly inFlightWaitMs = 60_000,
     /** How long a call keeps trying a gateway it cannot reach, ms. (Default: 60000) */
     private readonly unreachableWaitMs = 60_000,
+    /** How long one request may go unanswered, ms; then it counts as unreachable, above. */
+    private readonly requestTimeoutMs: { call: number; tools: number } = { call: GATEWAY_CALL_TIMEOUT_MS, tools: GATEWAY_TOOLS_TIMEOUT_MS },
   ) {}
 
   /**
@@ -100,7 +112,8 @@ export class GatewayClient {
    * `Retry-After` says and asks again, so it gets that execution's stored result instead of
    * failing an attempt; after `inFlightWaitMs` (or when the step is aborted) it gives up.
    *
-   * A gateway that cannot be reached (restarting, say), or that answers 503 `unavailable`
+   * A gateway that cannot be reached (restarting, say), one that leaves a request unanswered
+   * past `requestTimeoutMs.call` (hung), or one that answers 503 `unavailable`
    * (draining, or without the kernel's keys yet), is asked again with a growing wait for up to
    * `unreachableWaitMs` from the first such failure, while the lease's heartbeats go on:
    * failing at once would spend the step's attempts in a second and quarantine every run a
@@ -117,7 +130,7 @@ export class GatewayClient {
     for (;;) {
       let res: JsonResponse;
       try {
-        res = await requestJson(this.peer, 'POST', '/tools/call', req, { signal });
+        res = await requestJson(this.peer, 'POST', '/tools/call', req, { signal, timeoutMs: this.requestTimeoutMs.call });
       } catch (err) {
         if (!mayAskAgain(err)) throw err;
         await outage.waitOrThrow(err, signal);
@@ -176,7 +189,7 @@ export class GatewayClient {
   /** One GET /v1/tools; `failure` is null when the cache now holds the list. */
   private async fetchTools(signal?: AbortSignal): Promise<{ failure: StepError | null; mayWait: boolean }> {
     try {
-      const res = await requestJson(this.peer, 'GET', '/tools', undefined, { signal });
+      const res = await requestJson(this.peer, 'GET', '/tools', undefined, { signal, timeoutMs: this.requestTimeoutMs.tools });
       const list = Array.isArray(res.body) ? res.body : Array.isArray(res.body?.tools) ? res.body.tools : null;
       if (res.status === 200 && list) {
         this.cache = { at: Date.now(), tools: list as ToolDescriptor[] };

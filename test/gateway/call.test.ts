@@ -4,6 +4,8 @@
  * metric; idempotency (interface 4.2 call rules, decisions §9); quarantine and circuit order;
  * tool.called audit events; the gateway error bodies (interface 7.2).
  */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -318,6 +320,22 @@ describe('idempotency (interface 4.2 rules 1–2, decisions §9)', () => {
     };
     expect(await new GatewayClient({ baseUrl: gw.url, fetch: cutOff }).call({ ...req, idempotency_key: 'k-cut' })).toMatchObject({ replayed: false });
     expect(cut).toBe(2);
+
+    // A gateway that takes the connection and never answers (hung) is one out of reach: asked
+    // again, then a retryable network_error; its tool list likewise. Never a step held forever.
+    const hung = http.createServer(() => {});
+    await new Promise<void>((r) => hung.listen(0, '127.0.0.1', r));
+    try {
+      const hungUrl = `http://127.0.0.1:${(hung.address() as AddressInfo).port}`;
+      const client = new GatewayClient({ baseUrl: hungUrl }, 30_000, 60_000, 500, { call: 200, tools: 200 });
+      const t0 = Date.now();
+      await expect(client.call(req)).rejects.toMatchObject({ code: 'network_error', deterministic: false, message: expect.stringContaining('no answer within 200 ms') });
+      await expect(client.tools()).rejects.toMatchObject({ code: 'network_error', deterministic: false });
+      expect(Date.now() - t0).toBeLessThan(5000);
+    } finally {
+      hung.closeAllConnections();
+      await new Promise((r) => hung.close(r));
+    }
 
     // A port fetch refuses outright is a configuration mistake: said at once, not waited on.
     const started = Date.now();
