@@ -155,7 +155,8 @@ export const BUILTIN_DETECTORS: readonly Detector[] = Object.freeze([
     // without it a long run with no `@` is rescanned from every position (quadratic: 40,000
     // letters took 3 s and blocked the worker's heartbeats). The `@` may be percent-encoded,
     // as in a link, a Location header or a form body (`?email=dana%40corp.example`).
-    pattern: /(?<![A-Za-z0-9._%+'-])[A-Za-z0-9._%+'-]+(?:@|%40)[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}/g,
+    // Letters and digits of any script (RFC 6531: `dänä@bücher.de`), with combining marks.
+    pattern: /(?<![\p{L}\p{M}\p{N}._%+'-])[\p{L}\p{M}\p{N}._%+'-]+(?:@|%40)[\p{L}\p{M}\p{N}-]+(?:\.[\p{L}\p{M}\p{N}-]+)*\.[\p{L}\p{M}]{2,}/gu,
   },
   {
     name: 'us_ssn',
@@ -204,22 +205,34 @@ function globalOf(pattern: RegExp): RegExp {
   return re;
 }
 
+/**
+ * Spaces that group digits as a space does: no-break (HTML's `&nbsp;`, French and Swiss number
+ * formatting), figure, thin and narrow no-break. Each is one UTF-16 unit, so a view with them
+ * read as a space keeps every offset.
+ */
+const SPACE_LIKE = /[\u00a0\u2007\u2009\u202f]/;
+const SPACE_LIKE_ALL = new RegExp(SPACE_LIKE.source, 'g');
+
 /** Every validated candidate of every detector in `text`, overlapping ones included. */
 export function findAll(text: string, detectors: readonly Detector[] = BUILTIN_DETECTORS): Finding[] {
   const found: Finding[] = [];
+  // Detectors read the view; a finding's value is the text as written (it is remembered and
+  // scrubbed wherever that spelling appears again).
+  const view = SPACE_LIKE.test(text) ? text.replace(SPACE_LIKE_ALL, ' ') : text;
   for (const d of detectors) {
     if (d.find) {
-      for (const c of d.find(text)) {
-        const value = text.slice(c.start, c.end);
-        if (value.length === 0 || (d.validate && !d.validate(value))) continue;
-        found.push({ detector: d.name, class: d.class, start: c.start, end: c.end, value });
+      for (const c of d.find(view)) {
+        if (c.end <= c.start || (d.validate && !d.validate(view.slice(c.start, c.end)))) continue;
+        found.push({ detector: d.name, class: d.class, start: c.start, end: c.end, value: text.slice(c.start, c.end) });
       }
       continue;
     }
-    for (const m of text.matchAll(globalOf(d.pattern))) {
+    for (const m of view.matchAll(globalOf(d.pattern))) {
       if (m[0].length === 0) continue;
       if (d.validate && !d.validate(m[0])) continue;
-      found.push({ detector: d.name, class: d.class, start: m.index!, end: m.index! + m[0].length, value: m[0] });
+      const start = m.index!;
+      const end = start + m[0].length;
+      found.push({ detector: d.name, class: d.class, start, end, value: text.slice(start, end) });
     }
   }
   return found.sort((a, b) => a.start - b.start || b.end - a.end);

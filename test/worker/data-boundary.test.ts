@@ -48,6 +48,16 @@ describe('detectors (I 5.5 built-in classes)', () => {
     ['card_number', 'amex 3782.822463.10005 ok', '3782.822463.10005', 'pci'],
     ['card_number', 'card 4111 1111 1111 1111 exp 12/30', '4111 1111 1111 1111', 'pci'],
     ['card_number', 'ref 0 4000000000006 ok', '4000000000006', 'pci'],
+    // Grouped by no-break spaces (HTML's &nbsp;, French number formatting) or narrow ones: the
+    // value is the text as written, so the same spelling is scrubbed wherever it appears.
+    ['card_number', 'carte 4111\u00a01111\u00a01111\u00a01111 ok', '4111\u00a01111\u00a01111\u00a01111', 'pci'],
+    ['card_number', 'carte 4111\u202f1111\u202f1111\u202f1111 ok', '4111\u202f1111\u202f1111\u202f1111', 'pci'],
+    ['phone', 'Paris 01\u00a023\u00a045\u00a067\u00a089 ok', '01\u00a023\u00a045\u00a067\u00a089', 'pii'],
+    // Internationalized addresses (RFC 6531): letters of any script, composed or not.
+    ['email', 'mail dana@bücher.de today', 'dana@bücher.de', 'pii'],
+    ['email', 'mail dänä@corp.example today', 'dänä@corp.example', 'pii'],
+    ['email', 'mail da\u0308na@corp.example today', 'da\u0308na@corp.example', 'pii'],
+    ['email', 'почта иван@пример.рф сегодня', 'иван@пример.рф', 'pii'],
   ])('finds %s in text', (name, text, value, cls) => {
     const f = detect(text);
     expect(f).toHaveLength(1);
