@@ -107,7 +107,12 @@ export function actorOf(cmd: Command): { id: string; role: string } {
   // A role has no colon (an approver is `role:<role>`), an id may: split at the last one.
   const i = raw.lastIndexOf(':');
   if (i <= 0 || i === raw.length - 1) throw usageError(`${source} must be ID:ROLE, got "${raw}"`);
-  return { id: raw.slice(0, i), role: raw.slice(i + 1) };
+  const id = raw.slice(0, i);
+  const role = raw.slice(i + 1);
+  // `fin-1:role:finance`: an approver is printed `role:finance`, so this is typed, and would
+  // act as the id "fin-1:role". No one means that.
+  if (/(^|:)role$/.test(id)) throw usageError(`${source} must be ID:ROLE, e.g. fin-1:${role}; "${raw}" would be the id "${id}" (an approver is shown as role:ROLE, an actor names the role alone)`);
+  return { id, role };
 }
 
 /** Prints data: JSON with --json, otherwise the human form. */

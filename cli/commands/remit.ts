@@ -13,7 +13,7 @@ import { readFileSync } from 'node:fs';
 import { Option, type Command } from 'commander';
 import { decodeBase64url } from '../../src/encoding/base64url.js';
 import type { PublishedKeys } from '../../src/keys/keyring.js';
-import { decodeToken } from '../../src/remit/token.js';
+import { decodeToken, TOKEN_PREFIX } from '../../src/remit/token.js';
 import { verifyRemit } from '../../src/remit/verify.js';
 import { AUTONOMY_ORDER, type RemitPayload, type RemitRecord, type TrustedKeys } from '../../src/types.js';
 import { globals, kernelClient, output } from '../context.js';
@@ -124,13 +124,27 @@ export async function handleMint(client: SvcHttpClient, flags: CreateFlags): Pro
   return (await client.request<CreatedRemit>('POST', '/remits', body, {}, ['remit_id', 'token'])).body;
 }
 
+/**
+ * A remit id given where one is asked for. `mint` prints the token alone, so the token is what
+ * a newcomer passes next: said plainly, instead of the kernel's "must NOT have more than 128
+ * characters" or a not_found that echoes the token.
+ */
+export function remitIdArgument(value: string, what: string): string {
+  if (value.trim().startsWith(`${TOKEN_PREFIX}.`)) {
+    throw usageError(`${what} takes a remit id (rmt_…), not a token: \`svc --json remit mint\` prints both (remit_id), and \`svc remit decode TOKEN\` shows a token's rid`);
+  }
+  return value;
+}
+
 /** POST /v1/remits/{id}/derive. */
 export async function handleDerive(client: SvcHttpClient, parentId: string, flags: CreateFlags): Promise<CreatedRemit> {
-  return (await client.request<CreatedRemit>('POST', `/remits/${encodeURIComponent(parentId)}/derive`, createBody(flags, 'derive'), {}, ['remit_id', 'token'])).body;
+  const id = remitIdArgument(parentId, 'remit derive');
+  return (await client.request<CreatedRemit>('POST', `/remits/${encodeURIComponent(id)}/derive`, createBody(flags, 'derive'), {}, ['remit_id', 'token'])).body;
 }
 
 /** GET /v1/remits/{id}. */
 export async function handleShow(client: SvcHttpClient, id: string): Promise<RemitRecord> {
+  remitIdArgument(id, 'remit show');
   return (await client.request<RemitRecord>('GET', `/remits/${encodeURIComponent(id)}`, undefined, {}, ['rid', 'tools'])).body;
 }
 
@@ -245,6 +259,7 @@ function readToken(arg: string): string {
   }
   // Nothing to check is a usage error, not a "malformed" token with one part.
   if (token.trim() === '') throw new CliError(arg === '-' ? 'no token on standard input' : 'the token is empty', EXIT.usage);
+  if (/^rmt_[0-9A-Za-z]+$/.test(token.trim())) throw usageError(`"${token.trim()}" is a remit id, not a token: \`svc remit show ID\` prints its record`);
   return token.trim();
 }
 

@@ -18,7 +18,7 @@ import { CliError, EXIT, usageError } from '../exit.js';
 import { jsonArgument, type ReadFile } from '../json-argument.js';
 import type { SvcHttpClient } from '../http-client.js';
 import { resolveBundle } from './bundle.js';
-import { parseRequestedBy } from './remit.js';
+import { parseRequestedBy, remitIdArgument } from './remit.js';
 import { wholeOf } from '../../src/util/number-text.js';
 import { clean, columns, pad } from '../terminal-text.js';
 
@@ -41,7 +41,8 @@ export interface StartFlags {
 /** POST /v1/runs. */
 export async function handleStart(client: SvcHttpClient, bundle: string, workflow: string, f: StartFlags): Promise<{ run_id: string; state: string }> {
   const input = parseInput(f.input); // local mistakes first, before asking the daemon anything
-  const body: Record<string, unknown> = { bundle_id: await resolveBundle(client, bundle), workflow, input, remit_id: f.remit };
+  const remitId = remitIdArgument(f.remit, '--remit');
+  const body: Record<string, unknown> = { bundle_id: await resolveBundle(client, bundle), workflow, input, remit_id: remitId };
   if (f.requestedBy !== undefined) body.requested_by = parseRequestedBy(f.requestedBy);
   return (await client.request<{ run_id: string; state: string }>('POST', '/runs', body, {}, ['run_id', 'state'])).body;
 }

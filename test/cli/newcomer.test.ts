@@ -170,6 +170,9 @@ describe('usage errors (svc(1) EXIT STATUS: one line each)', () => {
       [['--actor', 'nobody'], {}, 'svc: --actor must be ID:ROLE, got "nobody"'],
       [['--actor', 'ops-1:'], {}, 'svc: --actor must be ID:ROLE, got "ops-1:"'],
       [[], { SVC_ACTOR: 'bad' }, 'svc: SVC_ACTOR must be ID:ROLE, got "bad"'],
+      // Approvers are printed role:ROLE, so this is typed: it would act as the id "fin-1:role".
+      [['--actor', 'fin-1:role:finance'], {}, 'svc: --actor must be ID:ROLE, e.g. fin-1:finance; "fin-1:role:finance" would be the id "fin-1:role" (an approver is shown as role:ROLE, an actor names the role alone)'],
+      [[], { SVC_ACTOR: 'role:finance' }, 'svc: SVC_ACTOR must be ID:ROLE, e.g. fin-1:finance; "role:finance" would be the id "role" (an approver is shown as role:ROLE, an actor names the role alone)'],
     ] as const) {
       const r = await runSvc(['--kernel-url', NO_DAEMON, 'run', 'resume', 'run_x', ...args], env);
       expect([r.code, oneLine(r.stderr)]).toEqual([2, [text]]);
@@ -184,6 +187,23 @@ describe('usage errors (svc(1) EXIT STATUS: one line each)', () => {
     expect(r.code).toBe(1);
     expect(oneLine(r.stderr)).toEqual([expect.stringMatching(/^svc: unauthorized: .*; pass the token svcd was started with as --token or SVC_TOKEN$/)]);
     expect((await runSvc(['--kernel-url', d.kernelUrl!, '--token', 'tok-s3cret', 'run', 'list'])).code).toBe(0);
+  });
+});
+
+describe('a remit token where a remit id is asked for, and the other way round (I 2.1, D §3)', () => {
+  it('says which is which and what prints the other, before asking the daemon (exit 2)', async () => {
+    const token = 'krt1.k1.eyJyaWQiOiJybXRfMSJ9.c2ln';
+    const hint = 'takes a remit id (rmt_…), not a token: `svc --json remit mint` prints both (remit_id), and `svc remit decode TOKEN` shows a token\'s rid';
+    for (const [args, what] of [
+      [['run', 'start', 'refunds', 'refund', '--remit', token], '--remit'],
+      [['remit', 'show', token], 'remit show'],
+      [['remit', 'derive', token, '--ttl', '60'], 'remit derive'],
+    ] as const) {
+      const r = await runSvc(['--kernel-url', NO_DAEMON, ...args]);
+      expect([r.code, oneLine(r.stderr)], args.join(' ')).toEqual([2, [`svc: ${what} ${hint}`]]);
+    }
+    const d = await runSvc(['--kernel-url', NO_DAEMON, 'remit', 'decode', 'rmt_01JTEST0000000000000000']);
+    expect([d.code, oneLine(d.stderr)]).toEqual([2, ['svc: "rmt_01JTEST0000000000000000" is a remit id, not a token: `svc remit show ID` prints its record']]);
   });
 });
 
