@@ -169,7 +169,7 @@ export function buildProgram(): Command {
     .option('--data-dir <dir>', 'kernel data directory (store and keys) (default: ./svc-data)')
     .option('--kernel-listen <host:port>', 'kernel listener; port 0 picks a free port (default: 127.0.0.1:7401)')
     .option('--gateway-listen <host:port>', 'gateway listener; port 0 picks a free port (default: 127.0.0.1:7402)')
-    .option('--gateway-config <file>', 'gateway config (YAML or JSON, interface 2.10)')
+    .option('--gateway-config <file>', 'gateway config (YAML or JSON; keys in svc-gateway(5))')
     .option('--publisher <key_id:public_key>', 'trust a bundle publisher key (repeatable; also SVC_PUBLISHERS, or kernel.publishers in --config)', collect)
     .option('--no-kernel', 'do not run the kernel')
     .option('--no-gateway', 'do not run the gateway')
