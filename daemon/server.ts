@@ -59,6 +59,40 @@ function urlOf(app: FastifyInstance): string {
   return `http://${host}:${addr.port}`;
 }
 
+/** A listener that could not have its address; `code` is the system's (EADDRINUSE, …). */
+export class ListenError extends Error {
+  constructor(
+    message: string,
+    readonly listener: 'kernel' | 'gateway',
+    readonly address: string,
+    readonly code: string,
+  ) {
+    super(message);
+    this.name = 'ListenError';
+  }
+}
+
+/**
+ * Listens, and says in an operator's words why an address cannot be had: Node's
+ * "listen EADDRINUSE: address already in use" names neither the listener nor the flag.
+ */
+async function listenOn(app: FastifyInstance, what: 'kernel' | 'gateway', at: { host: string; port: number }): Promise<void> {
+  try {
+    await app.listen(at);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const address = `${at.host.includes(':') ? `[${at.host}]` : at.host}:${at.port}`;
+    const flag = `--${what}-listen`;
+    const why: Record<string, string> = {
+      EADDRINUSE: `the ${what} listener's address ${address} is already in use (another svcd?); choose another with ${flag}, or port 0 for a free one`,
+      EACCES: `the ${what} listener may not use ${address} (a port under 1024 needs privileges); choose another with ${flag}`,
+      EADDRNOTAVAIL: `the ${what} listener's host ${at.host} is not an address of this machine; choose another with ${flag}`,
+    };
+    if (code !== undefined && Object.hasOwn(why, code)) throw new ListenError(why[code]!, what, address, code);
+    throw err;
+  }
+}
+
 /** Refuses a non-loopback listener without a token, saying why (interface 5.1). */
 export function assertSafeListen(what: string, host: string, token: string | null, tokenHint = 'SVC_TOKEN (or kernel.token in the config)'): void {
   if (token === null && !isLoopbackHost(host)) {
@@ -104,20 +138,21 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
     }
     if (kernel && kernelAt && opts.kernel) {
       const app = await buildKernelApp(kernel, { token });
-      await app.listen(kernelAt);
       apps.push(app);
+      await listenOn(app, 'kernel', kernelAt);
       kernelUrl = urlOf(app);
       unregister.push(registerSvcListener(kernelUrl));
     }
     if (gateway && gatewayAt) {
       const app = await buildGatewayApp(gateway, { token: gatewayAt.token, logger: gatewayAt.logger });
-      await app.listen({ host: gatewayAt.host, port: gatewayAt.port });
       apps.push(app);
+      await listenOn(app, 'gateway', { host: gatewayAt.host, port: gatewayAt.port });
       gatewayUrl = urlOf(app);
       unregister.push(registerSvcListener(gatewayUrl));
     }
-    // Once both listen: a gateway port already taken must not leave a "ready" line behind it.
+    // Once both listen: a port already taken must not leave a "ready" line behind it.
     // What an operator checks first: where the data is, which key signs, who may call.
+    if (gateway && gatewayAt && gatewayUrl) gatewayAt.logger.info('gateway ready', { listen: gatewayUrl, ...gateway.readyFields() });
     if (kernel && kernelUrl && opts.kernel) {
       logger.info('kernel ready', {
         listen: kernelUrl,

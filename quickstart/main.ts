@@ -22,7 +22,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import { join, resolve, sep } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { parseListen } from '../daemon/config.js';
-import { startSvcd, type RunningSvcd } from '../daemon/server.js';
+import { ListenError, startSvcd, type RunningSvcd } from '../daemon/server.js';
 import { signBundle, type PublisherKeyFile } from '../src/bundle/sign.js';
 import { loadGatewayConfig, type GatewayConfig } from '../src/gateway/config.js';
 import { createLogger } from '../src/log/logger.js';
@@ -173,7 +173,7 @@ async function startDaemon(dataDir: string, config: GatewayConfig, flags: Flags,
         gateway: { config, listen: gatewayListen },
       });
     } catch (err) {
-      throw addressInUse(err, kernelListen) ?? err;
+      throw addressInUse(err) ?? err;
     }
   };
   try {
@@ -186,11 +186,9 @@ async function startDaemon(dataDir: string, config: GatewayConfig, flags: Flags,
   }
 }
 
-/** EADDRINUSE from either listener, told apart by the kernel's port; null for any other error. */
-function addressInUse(err: unknown, kernelListen: string): AddressInUseError | null {
-  const e = err as NodeJS.ErrnoException & { address?: string; port?: number };
-  if (e?.code !== 'EADDRINUSE') return null;
-  return new AddressInUseError(e.port === parseListen(kernelListen).port ? 'kernel' : 'gateway', `${e.address}:${e.port}`);
+/** EADDRINUSE from either listener; null for any other error. */
+function addressInUse(err: unknown): AddressInUseError | null {
+  return err instanceof ListenError && err.code === 'EADDRINUSE' ? new AddressInUseError(err.listener, err.address) : null;
 }
 
 function createWriteStreamSync(path: string): NodeJS.WritableStream {

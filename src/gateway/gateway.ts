@@ -191,8 +191,12 @@ export class Gateway {
       breaker: (name) => gw.breakers.get(name)!,
     };
     if (opts.canaryLoop ?? true) gw.canariesValue.start();
-    gw.logger.info('gateway ready', { connectors: [...gw.connectors.keys()], tools: gw.tools().length, data_dir: config.data_dir });
     return gw;
+  }
+
+  /** What the `gateway ready` line says once the gateway listens (svcd logs it). */
+  readyFields(): Record<string, unknown> {
+    return { connectors: [...this.connectors.keys()], tools: this.tools().length, data_dir: this.config.data_dir };
   }
 
   get link(): KernelLink {

@@ -180,7 +180,7 @@ describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
     expect(skew.stderr).toContain('SVC_CLOCK_SKEW_SECONDS "soon" must be a whole number of seconds');
   });
 
-  it('a gateway port already taken: exit 1 with no "kernel ready" line before it; --gateway-config over a gateway: section is warned about', async () => {
+  it('a port already taken: exit 1 naming the listener and its flag, with no "ready" line before it; --gateway-config over a gateway: section is warned about', async () => {
     const { createServer } = await import('node:net');
     const taken = createServer();
     await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
@@ -189,9 +189,13 @@ describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
       const dir = tempDir();
       const r = svcdExit(['--data-dir', join(dir, 'k'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', `127.0.0.1:${port}`]);
       expect(r.code).toBe(1);
-      expect(r.stderr).toContain('EADDRINUSE');
-      expect(r.stderr).not.toContain('kernel ready');
+      expect(r.stderr).toContain(`svcd: the gateway listener's address 127.0.0.1:${port} is already in use (another svcd?); choose another with --gateway-listen, or port 0 for a free one`);
+      expect(r.stderr).not.toMatch(/(kernel|gateway) ready/);
       expect(r.stdout).toBe('');
+      const k = svcdExit(['--data-dir', join(dir, 'k2'), '--kernel-listen', `127.0.0.1:${port}`, '--gateway-listen', '127.0.0.1:0']);
+      expect(k.code).toBe(1);
+      expect(k.stderr).toContain(`svcd: the kernel listener's address 127.0.0.1:${port} is already in use (another svcd?); choose another with --kernel-listen, or port 0 for a free one`);
+      expect(k.stderr).not.toMatch(/(kernel|gateway) ready/);
     } finally {
       taken.close();
     }
