@@ -104,6 +104,10 @@ export interface TestOutput extends PolicyTestResult {
 /** `svc policy test`: A against B over a corpus. `b` is NAME[@VER] or a policy source file. */
 export async function handleTest(client: SvcHttpClient, corpusFile: string, a: string, b: string): Promise<TestOutput> {
   const corpus = readCorpus(corpusFile);
+  // The interface takes A by name only; a file there is the natural slip, since --b takes one.
+  if (a.includes('/') || a.endsWith('.policy')) {
+    throw usageError(`--a names a pushed policy (NAME or NAME@VERSION), not a file: push ${a} first (svc policy push ${a} --name NAME --version VERSION); --b may be a file`);
+  }
   const policyA = parseRef(a, '--a');
   // A name never holds a '/' or ends in .policy: such a value is a file, and a missing one
   // is said to be missing rather than refused as a malformed name.

@@ -51,6 +51,13 @@ describe('svc policy push, list, show against svcd (I 4.1)', () => {
     expect(r.stderr).toBe('svc: --b README.md is both a file here and a policy name: write ./README.md for the file, or README.md@VERSION for the stored policy\n');
   });
 
+  it('policy test --a FILE is refused with the push that makes it a name (I 4.1: policy_a is {name, version})', async () => {
+    const file = 'fixtures/policies/refunds-v1.policy';
+    const r = await runSvc(['policy', 'test', join(ROOT, 'fixtures/corpora/refunds.json'), '--a', file, '--b', 'refunds@2.0.0', '--kernel-url', 'http://127.0.0.1:2']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`svc: --a names a pushed policy (NAME or NAME@VERSION), not a file: push ${file} first (svc policy push ${file} --name NAME --version VERSION); --b may be a file\n`);
+  });
+
   it('pushes versions, lists them and shows the latest or an exact version', async () => {
     await using d = await startTestDaemon();
     const url = ['--kernel-url', d.kernelUrl!];
