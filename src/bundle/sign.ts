@@ -54,7 +54,7 @@ export function verifyBundleSignature(bundle: unknown, signature: unknown, publi
     throw new SvcError('bundle_signature_invalid', 'the bundle is unsigned: signature must be {key_id: string, signature: string}', {});
   }
   const publicKey = publishers.lookup(sig.key_id);
-  if (!publicKey) throw new SvcError('bundle_signature_invalid', `key ${sig.key_id} is not a trusted publisher key`, { key_id: sig.key_id });
+  if (!publicKey) throw new SvcError('bundle_signature_invalid', `key ${sig.key_id} is not a trusted publisher key (svcd trusts the keys given as --publisher KEY_ID:PUBLIC_KEY or in kernel.publishers)`, { key_id: sig.key_id });
   const raw = decodeBase64url(sig.signature);
   let message: Buffer;
   try {

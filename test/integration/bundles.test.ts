@@ -68,6 +68,10 @@ describe('POST /v1/bundles (I 4.1, D 4)', () => {
       expect(res.status).toBe(422);
       expect(res.body.error.code).toBe('bundle_signature_invalid');
     }
+    // An unknown key says how svcd comes to trust one.
+    expect((await d.kernel_('/bundles', { body: signed(b, stranger) })).body.error.message).toBe(
+      'key stranger is not a trusted publisher key (svcd trusts the keys given as --publisher KEY_ID:PUBLIC_KEY or in kernel.publishers)',
+    );
     expect((await d.kernel_('/bundles')).body.bundles).toEqual([]);
   });
 
