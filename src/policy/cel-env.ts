@@ -35,34 +35,49 @@ export class RemitView {
   }
 }
 
+/** The fields of each type a condition reads (decisions 5.1). */
+export const POLICY_TYPES = {
+  Requester: { id: 'string', role: 'string', manager: 'string' },
+  Usage: { tokens: 'int', usd: 'double' },
+  Remit: { autonomy: 'string', tools: 'list<string>', scopes: 'list<string>' },
+  Action: {
+    tool: 'string',
+    connector: 'string',
+    operation: 'string',
+    args: 'map<string, dyn>',
+    writes: 'bool',
+    system_of_record: 'bool',
+    summary: 'string',
+  },
+  Run: {
+    id: 'string',
+    bundle: 'string',
+    workflow: 'string',
+    department: 'string',
+    requested_by: 'Requester',
+    input: 'dyn',
+    usage: 'Usage',
+    remit: 'Remit',
+  },
+} as const;
+
+/** The members a condition can name after `path.` (`run.usage` → tokens, usd), or null. */
+export function membersOf(path: string): string[] | null {
+  const [root, ...rest] = path.split('.');
+  let type: string | undefined = root === 'action' ? 'Action' : root === 'run' ? 'Run' : undefined;
+  for (const name of rest) type = type && (POLICY_TYPES as Record<string, Record<string, string>>)[type]?.[name];
+  const fields = type && (POLICY_TYPES as Record<string, Record<string, string>>)[type];
+  if (!fields) return null;
+  return [...Object.keys(fields), ...(type === 'Remit' ? ['grants(class)'] : [])];
+}
+
 function buildEnvironment(): Environment {
   return new Environment({ limits: CEL_LIMITS })
-    .registerType('Requester', { fields: { id: 'string', role: 'string', manager: 'string' } })
-    .registerType('Usage', { fields: { tokens: 'int', usd: 'double' } })
-    .registerType('Remit', { ctor: RemitView, fields: { autonomy: 'string', tools: 'list<string>', scopes: 'list<string>' } })
-    .registerType('Action', {
-      fields: {
-        tool: 'string',
-        connector: 'string',
-        operation: 'string',
-        args: 'map<string, dyn>',
-        writes: 'bool',
-        system_of_record: 'bool',
-        summary: 'string',
-      },
-    })
-    .registerType('Run', {
-      fields: {
-        id: 'string',
-        bundle: 'string',
-        workflow: 'string',
-        department: 'string',
-        requested_by: 'Requester',
-        input: 'dyn',
-        usage: 'Usage',
-        remit: 'Remit',
-      },
-    })
+    .registerType('Requester', { fields: { ...POLICY_TYPES.Requester } })
+    .registerType('Usage', { fields: { ...POLICY_TYPES.Usage } })
+    .registerType('Remit', { ctor: RemitView, fields: { ...POLICY_TYPES.Remit } })
+    .registerType('Action', { fields: { ...POLICY_TYPES.Action } })
+    .registerType('Run', { fields: { ...POLICY_TYPES.Run } })
     .registerVariable('action', 'Action', { description: 'the proposed action' })
     .registerVariable('run', 'Run', { description: 'the run proposing it' })
     .registerFunction('Remit.grants(string): bool', (remit: RemitView, dataClass: string) => remit.grantSet.has(dataClass), {

@@ -6,7 +6,7 @@
  */
 import { SvcError } from '../errors.js';
 import type { Decision, PolicyRef } from '../types.js';
-import { policyEnvironment, type CelProgram } from './cel-env.js';
+import { membersOf, policyEnvironment, type CelProgram } from './cel-env.js';
 import { matchPatternProblem } from './match-pattern.js';
 import { parsePolicySource, type Effect } from './parser.js';
 import type { Diagnostic, SourcePos } from './tokenizer.js';
@@ -84,7 +84,7 @@ const TOKEN_WORDS: Record<string, string> = {
 };
 const tokenWords = (name: string) => TOKEN_WORDS[name] ?? name;
 
-function celMessage(err: RangedError): string {
+function celMessage(err: RangedError, expr: string): string {
   // The parser recurses once per prefix operator before its node limit applies: 20,000 `!`
   // overflow the stack. That is a condition too deep, not a fault of the kernel.
   if (err instanceof RangeError) return 'the condition nests too deeply to parse (a long chain of prefix operators or brackets)';
@@ -96,7 +96,15 @@ function celMessage(err: RangedError): string {
   const expected = /^Expected ([A-Z_]+), got ([A-Z_]+)$/.exec(text);
   if (expected) return `expected ${tokenWords(expected[1]!)}, found ${tokenWords(expected[2]!)}`;
   const character = /^Unexpected character: '?(.+?)'?$/.exec(text);
-  if (character) return `unexpected character ${JSON.stringify(character[1])}`;
+  if (character) return `unexpected character ${JSON.stringify(character[1])}${character[1] === '=' ? ' (compare with ==)' : ''}`;
+  // `action.tol`: name the members that `action` has, read from the text before the key.
+  const key = /^No such key: (.+)$/.exec(text);
+  const start = err.range?.start;
+  if (key && typeof start === 'number') {
+    const path = /([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*\.\s*$/.exec(expr.slice(0, start))?.[1]?.replace(/\s+/g, '');
+    const members = path ? membersOf(path) : null;
+    if (members) return `${path} has no member "${key[1]}" (its members: ${members.join(', ')})`;
+  }
   return text;
 }
 
@@ -112,7 +120,7 @@ function checkCondition(
     const pos = typeof start === 'number' && start >= 0 && start <= cond.expr.length ? lines.pos(cond.exprOffset + start) : cond.exprAt;
     // A range inside the blanked leading whitespace means "the condition": point at its first token.
     const at = pos.offset < cond.exprAt.offset ? cond.exprAt : pos;
-    diagnostics.push({ offset: at.offset, line: at.line, column: at.column, message: celMessage(err) });
+    diagnostics.push({ offset: at.offset, line: at.line, column: at.column, message: celMessage(err, cond.expr) });
   };
   let program: CelProgram;
   try {

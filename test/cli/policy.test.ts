@@ -91,7 +91,7 @@ describe('svc policy push, list, show against svcd (I 4.1)', () => {
     writeFileSync(file, 'allow ok when true\ndeny no when action.nope');
     const invalid = await runSvc([...url, 'policy', 'push', file, '--name', 'x', '--version', '1']);
     expect(invalid.code).toBe(1);
-    expect(invalid.stderr).toContain(`${file}:2:21: No such key: nope`);
+    expect(invalid.stderr).toContain(`${file}:2:21: action has no member "nope" (its members: tool,`);
 
     const unknown = await runSvc([...url, 'policy', 'show', 'ghost']);
     expect(unknown.code).toBe(1);
