@@ -334,14 +334,23 @@ function narrowedSpend(asked: Partial<Spend> | undefined, parentSpend: Spend, ro
   // Only the members given are checked: an inherited one is what is left, by definition.
   const tokensOver = (limit: number) => asked.tokens !== undefined && asked.tokens > limit;
   const usdOver = (limitMicro: number) => asked.usd !== undefined && usdMicro(asked.usd) > limitMicro;
+  // The message names the members over and the numbers they are over, as asked for: the
+  // other member (inherited, or within) would only distract.
+  const over = (limits: Spend, tokensLimit: number, usdLimitMicro: number) =>
+    [
+      tokensOver(tokensLimit) ? `spend.tokens ${asked.tokens} exceeds ${limits.tokens}` : null,
+      usdOver(usdLimitMicro) ? `spend.usd ${asked.usd} exceeds ${limits.usd}` : null,
+    ]
+      .filter(Boolean)
+      .join(' and ');
   if (tokensOver(parentSpend.tokens) || usdOver(row.spend_usd_micro)) {
-    throw widens('spend', `spend ${JSON.stringify(spend)} exceeds the parent's ${JSON.stringify(parentSpend)}`, { requested: asked, parent: parentSpend });
+    throw widens('spend', `${over(parentSpend, parentSpend.tokens, row.spend_usd_micro)}, the parent's spend`, { requested: asked, parent: parentSpend });
   }
   // Past zero (a run that overran its limit before it failed) nothing is left, and a child
   // asking for nothing takes nothing: it is allowed, as an inherited zero is.
   if (tokensOver(Math.max(0, left.tokens)) || usdOver(Math.max(0, left.usdMicro))) {
     const available = { tokens: Math.max(0, left.tokens), usd: Math.max(0, left.usdMicro) / 1_000_000 };
-    throw widens('spend', `spend ${JSON.stringify(spend)} exceeds what the parent has left (not spent by its run, not reserved for other children) ${JSON.stringify(available)}`, { requested: asked, available, used });
+    throw widens('spend', `${over(available, available.tokens, Math.max(0, left.usdMicro))}, what the parent has left (not spent by its run, not reserved for other children)`, { requested: asked, available, used });
   }
   return spend;
 }

@@ -279,6 +279,12 @@ describe('GET /v1/remits/{id} and derive (I 4.1, 5.4, D §3, 8.3)', () => {
     const tooMuch = await d.kernel_(`/remits/${m.remit_id}/derive`, { body: { spend: { usd: 0.01 } } });
     expect(tooMuch.status).toBe(422);
     expect(tooMuch.body.error).toMatchObject({ code: 'remit_widens', details: { field: 'spend' } });
+    // The message names the member over and what it is over, not the other member's figure.
+    expect(tooMuch.body.error.message).toBe('spend.usd 0.01 exceeds 0, what the parent has left (not spent by its run, not reserved for other children)');
+    const overParent = await d.kernel_(`/remits/${m.remit_id}/derive`, { body: { spend: { tokens: mintBody.spend.tokens + 1, usd: mintBody.spend.usd + 1 } } });
+    expect(overParent.body.error.message).toBe(
+      `spend.tokens ${mintBody.spend.tokens + 1} exceeds ${mintBody.spend.tokens} and spend.usd ${mintBody.spend.usd + 1} exceeds ${mintBody.spend.usd}, the parent's spend`,
+    );
     const empty = await d.kernel_(`/remits/${m.remit_id}/derive`, { body: { spend: {} } });
     expect(empty.status).toBe(400);
     expect(empty.body.error).toMatchObject({ code: 'request_invalid', details: { path: '/spend' } });
