@@ -453,5 +453,6 @@ export function probeOperation(connector: string, tool: string): string {
 
 /** An empty config with every default (svcd without a gateway config). */
 export function defaultGatewayConfig(opts: LoadOptions = {}): GatewayConfig {
-  return loadGatewayConfig({}, opts);
+  // No file: what can be wrong is the environment's settings (SVC_CANARY_INTERVAL=soon).
+  return loadGatewayConfig({}, { source: '(no file: defaults and the SVC_* environment)', ...opts });
 }
