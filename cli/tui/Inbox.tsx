@@ -118,9 +118,16 @@ export function Inbox(props: InboxProps): React.JSX.Element {
 
   // Keys typed or pasted faster than the terminal reports them arrive as one input ('jj',
   // '/ana'): in browse mode they act one at a time, as typed (the line editors take text whole).
+  // A decision prompt opened by one of them takes none of the rest: pasted text holding an `a`
+  // and a newline ("apr_01…⏎", "banana⏎") would otherwise approve with the rest as its reason.
+  // A paste never decides; the prompt waits for keys of their own.
+  const promptOpen = () => modeRef.current.kind === 'prompt';
   useInput((input, key) => {
     if (input.length > 1 && !key.ctrl && !key.meta && modeRef.current.kind === 'browse' && !propsRef.current.alert) {
-      for (const ch of input) onKey(ch, key);
+      for (const ch of input) {
+        onKey(ch, key);
+        if (promptOpen()) break;
+      }
       return;
     }
     onKey(input, key);
@@ -155,7 +162,11 @@ export function Inbox(props: InboxProps): React.JSX.Element {
       }
       return;
     }
-    if (input === 'q' || (key.ctrl && input === 'c')) return p.onQuit();
+    if (key.ctrl && input === 'c') return p.onQuit();
+    // The letter keys act bare only: Ctrl+A (screen's prefix, readline's line start) and Alt+A
+    // are pressed by habit, and must not open a decision. (Ink marks Esc itself as meta.)
+    if ((key.ctrl || key.meta) && !key.escape) return;
+    if (input === 'q') return p.onQuit();
     // A status screen is showing: nothing to act on until the kernel answers again.
     if (p.connection.state === 'unreachable' || p.connection.state === 'error' || !p.loaded) return;
     if (key.upArrow || input === 'k') return move(-1);

@@ -86,13 +86,34 @@ describe('svc approvals inbox against the kernel API (I 4.1, D 5.4)', () => {
     expect(k.approvals.get(a2.approval_id)).toMatchObject({ state: 'rejected', actor: { id: 'fin-2' } });
   });
 
-  it('a⏎⏎⏎a⏎ pasted faster than the list refreshes: the second decision meets the first, and the screen says it was this inbox\'s, recorded (svc-approvals(1) Screens)', async () => {
+  it('a paste never decides: "a⏎⏎⏎a⏎", an approval id or a word with a newline opens the prompt at most (svc-approvals(1) Keys)', async () => {
     const k = new FakeKernel();
     k.add(approval(1));
     const a2 = k.add(approval(2));
     const { t } = app(k);
     await t.waitFor('2 pending');
-    t.stdin.write('a\r\r\ra\r');
+    for (const paste of ['a\r\r\ra\r', `${a2.approval_id}\n`, 'banana\r']) {
+      t.stdin.write(paste);
+      await t.waitFor(`Approve billing.refund (${a2.approval_id})?`);
+      expect(t.frame()).toContain('Reason (optional):');
+      await t.press(KEY.escape);
+      await t.waitFor('a approve · r reject');
+    }
+    // Ctrl+A (screen's prefix, readline's line start) and Alt+A are not `a`.
+    await t.press('\u0001');
+    await t.press('\u001ba');
+    expect(t.frame()).not.toContain('Approve billing.refund');
+    expect(k.calls.filter((c) => c.method === 'POST')).toEqual([]);
+    expect(k.approvals.get(a2.approval_id)!.state).toBe('pending');
+  });
+
+  it('a⏎⏎⏎a⏎ typed faster than the list refreshes: the second decision meets the first, and the screen says it was this inbox\'s, recorded (svc-approvals(1) Screens)', async () => {
+    const k = new FakeKernel();
+    k.add(approval(1));
+    const a2 = k.add(approval(2));
+    const { t } = app(k);
+    await t.waitFor('2 pending');
+    for (const key of ['a', '\r', '\r', '\r', 'a', '\r']) t.stdin.write(key); // one key each, no render between
     const f = await t.waitFor(/Already|Too late/);
     const posts = k.calls.filter((c) => c.method === 'POST');
     expect(posts.map((c) => c.path)).toEqual([`/approvals/${a2.approval_id}`, `/approvals/${a2.approval_id}`]);
