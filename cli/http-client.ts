@@ -138,8 +138,9 @@ export function errorFromBody(status: number, body: unknown, where?: string): Cl
   const b = isObject(body) ? body : {};
   const refusal = isObject(b.refusal) && typeof b.refusal.reason === 'string' ? b.refusal : null;
   if (refusal) return new CliError(`refused (${String(refusal.reason)}): ${typeof refusal.detail === 'string' ? refusal.detail : ''}`.trim(), EXIT.failed, body);
-  // Other servers answer with an `error` member too (`{"error": "Not Found"}`): svcd's has a code.
-  const error = isObject(b.error) && typeof b.error.code === 'string' ? b.error : null;
+  // Other servers answer with an `error` member too (`{"error": "Not Found"}`): svcd's has a
+  // code and a message, both strings (interface 7.1).
+  const error = isObject(b.error) && typeof b.error.code === 'string' && typeof b.error.message === 'string' ? b.error : null;
   if (error) {
     const detailsOf = isObject(error.details) ? error.details : {};
     const details = Object.keys(detailsOf).length ? ` ${JSON.stringify(detailsOf)}` : '';
@@ -150,7 +151,7 @@ export function errorFromBody(status: number, body: unknown, where?: string): Cl
         : error.code === 'unauthorized'
           ? '; pass the token svcd was started with as --token or SVC_TOKEN'
           : '';
-    return new CliError(`${String(error.code)}: ${typeof error.message === 'string' ? error.message : ''}${details}${hint}`, EXIT.failed, body);
+    return new CliError(`${String(error.code)}: ${String(error.message)}${details}${hint}`, EXIT.failed, body);
   }
   return notSvcd(status, where);
 }

@@ -92,6 +92,8 @@ function canariesHuman(map: Record<string, CanaryStatus>): string {
     ['CONNECTOR', 'STATUS', 'FAILURES', 'LAST PROBE', 'LAST OK', 'LAST ERROR'],
     names.map((n) => {
       const s = map[n]!;
+      // Another server's JSON ({"weird": 1}) is not a table of one connector named "weird".
+      if (typeof s !== 'object' || s === null || typeof s.status !== 'string') throw new TypeError(`connector ${JSON.stringify(n)} has no status`);
       return [n, s.status, s.consecutive_failures, s.last_probe_at ?? '-', s.last_ok_at ?? '-', s.last_error ?? ''];
     }),
   );

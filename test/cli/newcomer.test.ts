@@ -63,6 +63,9 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
       } else if (url.includes('json')) {
         res.writeHead(404, { 'content-type': 'application/json' });
         res.end('{"error":"Not Found","statusCode":404}'); // another framework's own envelope
+      } else if (url.includes('coded')) {
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end('{"error":{"code":"x","message":{"a":1}}}'); // svcd's shape, almost: no message text
       } else {
         res.writeHead(url.includes('empty') ? 502 : url.includes('fine') ? 200 : 404, { 'content-type': 'text/html' });
         res.end(url.includes('empty') ? '' : page);
@@ -71,11 +74,11 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
     try {
-      const cases = [['run', 'list'], ['--json', 'run', 'list'], ['--json', 'run', 'show', 'empty'], ['--json', 'run', 'show', 'json'], ['run', 'show', 'fine'], ['--json', 'run', 'show', 'fine'], ['approvals', 'list', '--actor', 'fin-1:finance']];
+      const cases = [['run', 'show', 'coded'], ['run', 'list'], ['--json', 'run', 'list'], ['--json', 'run', 'show', 'empty'], ['--json', 'run', 'show', 'json'], ['run', 'show', 'fine'], ['--json', 'run', 'show', 'fine'], ['approvals', 'list', '--actor', 'fin-1:finance']];
       for (const args of cases) {
         const r = await runSvc(['--kernel-url', url, ...args]);
         expect(r.code, args.join(' ')).toBe(1);
-        expect(oneLine(r.stderr)).toEqual([expect.stringMatching(new RegExp(`^svc: HTTP (200|404|502) from ${url} is not an svcd answer; is the URL svcd's\\?$`))]);
+        expect(oneLine(r.stderr)).toEqual([expect.stringMatching(new RegExp(`^svc: HTTP (200|400|404|502) from ${url} is not an svcd answer; is the URL svcd's\\?$`))]);
         expect(r.stdout).toBe('');
       }
       // A 2xx JSON answer in another shape: one line, exit 1, never "[]" or a TypeError's stack.
@@ -87,8 +90,8 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
         ['run', 'abandon', 'run_x', '--actor', 'ops:ops', '--reason', 'x'],
         ['run', 'resume', 'run_x', '--actor', 'ops:ops'],
       ];
-      for (const args of [['keys', 'show'], ['run', 'list'], ['--json', 'approvals', 'list', '--actor', 'fin-1:finance'], ['approvals', 'list', '--actor', 'fin-1:finance'], ...writes]) {
-        const r = await runSvc(['--kernel-url', weird, ...args]);
+      for (const args of [['keys', 'show'], ['run', 'list'], ['--json', 'approvals', 'list', '--actor', 'fin-1:finance'], ['approvals', 'list', '--actor', 'fin-1:finance'], ['gateway', 'canaries'], ['gateway', 'tools'], ...writes]) {
+        const r = await runSvc(['--kernel-url', weird, '--gateway-url', weird, ...args]);
         expect([args.join(' '), r.code, r.stdout]).toEqual([args.join(' '), 1, '']);
         expect(oneLine(r.stderr)).toEqual([expect.stringMatching(/^svc: (HTTP 200 from .* is not an svcd answer; is the URL svcd's\?|the answer is not one svcd sends \(.*\); is the URL svcd's\? \(SVC_LOG_LEVEL=debug shows where it failed\))$/)]);
       }
