@@ -25,6 +25,7 @@ export function jsonArgument(value: string, opts: JsonArgumentOptions): unknown 
   let exitCode: number = EXIT.usage;
   if (value.startsWith('@')) {
     const path = value.slice(1);
+    if (path === '') throw new CliError(`${opts.flag} @ needs a file name after the @ (@FILE, or @- for standard input)`, EXIT.usage);
     where = path === '-' ? 'stdin' : path;
     exitCode = EXIT.failed;
     try {

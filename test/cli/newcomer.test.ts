@@ -236,6 +236,8 @@ describe('files that are not there', () => {
     const notObject = await runSvc([...gw, '--args', '[1]']);
     expect(notObject.code).toBe(2);
     expect(notObject.stderr).toContain('--args must be a JSON object');
+    const bare = await runSvc(['--kernel-url', NO_DAEMON, 'run', 'start', 'b', 'w', '--remit', 'rmt_x', '--input', '@']);
+    expect([bare.code, oneLine(bare.stderr)]).toEqual([2, ['svc: --input @ needs a file name after the @ (@FILE, or @- for standard input)']]);
   });
 });
 
