@@ -112,6 +112,8 @@ export function actorOf(cmd: Command): { id: string; role: string } {
   // `fin-1:role:finance`: an approver is printed `role:finance`, so this is typed, and would
   // act as the id "fin-1:role". No one means that.
   if (/(^|:)role$/.test(id)) throw usageError(`${source} must be ID:ROLE, e.g. fin-1:${role}; "${raw}" would be the id "${id}" (an approver is shown as role:ROLE, an actor names the role alone)`);
+  // No policy's approver can name such a role (svc-policy(5)): it could never decide.
+  if (/\s/u.test(role)) throw usageError(`${source} "${raw}": a role holds no whitespace, as no approver role:ROLE in a policy can`);
   return { id, role };
 }
 

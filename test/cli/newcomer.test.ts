@@ -175,6 +175,7 @@ describe('usage errors (svc(1) EXIT STATUS: one line each)', () => {
       [[], { SVC_ACTOR: 'bad' }, 'svc: SVC_ACTOR must be ID:ROLE, got "bad"'],
       // Approvers are printed role:ROLE, so this is typed: it would act as the id "fin-1:role".
       [['--actor', 'fin-1:role:finance'], {}, 'svc: --actor must be ID:ROLE, e.g. fin-1:finance; "fin-1:role:finance" would be the id "fin-1:role" (an approver is shown as role:ROLE, an actor names the role alone)'],
+      [['--actor', 'fin 1:fin ance'], {}, 'svc: --actor "fin 1:fin ance": a role holds no whitespace, as no approver role:ROLE in a policy can'],
       [[], { SVC_ACTOR: 'role:finance' }, 'svc: SVC_ACTOR must be ID:ROLE, e.g. fin-1:finance; "role:finance" would be the id "role" (an approver is shown as role:ROLE, an actor names the role alone)'],
     ] as const) {
       const r = await runSvc(['--kernel-url', NO_DAEMON, 'run', 'resume', 'run_x', ...args], env);
