@@ -269,7 +269,7 @@ export function registerRemit(program: Command): void {
   addCreateFlags(remit.command('mint').description('mint a remit (POST /v1/remits); prints the token'))
     .addHelpText(
       'after',
-      "\nRequired: --tools, --scopes, --autonomy, --requested-by, --spend-tokens and --spend-usd.\n\nExample:\n  TOKEN=$(svc remit mint --tools 'billing.*' --scopes 'sql:table:*' --autonomy supervised \\\n    --requested-by ana:agent:support-lead --spend-usd 5 --spend-tokens 100000)",
+      "\nRequired: --tools, --scopes, --autonomy, --requested-by, --spend-tokens and --spend-usd.\n\nExample:\n  TOKEN=$(svc remit mint --tools 'billing.*' --scopes 'sql:table:*' --autonomy supervised \\\n    --requested-by ana:support:support-lead --spend-usd 5 --spend-tokens 100000)",
     )
     .action(async function (this: Command, f: CreateFlags) {
       printCreated(this, await handleMint(kernelClient(this), f));
