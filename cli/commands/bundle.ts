@@ -17,7 +17,7 @@ import { integerReadAs } from '../../src/encoding/json-limits.js';
 import { pointerToken } from '../../src/encoding/json-pointer.js';
 import { hasLoneSurrogate } from '../../src/encoding/well-formed-json.js';
 import { bundleId, signBundle, type BundleSignature, type PublisherKeyFile } from '../../src/bundle/sign.js';
-import { modelStepsWithoutMock, undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
+import { inputTemplatesOutsideSchema, modelStepsWithoutMock, undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
 import type { StoredBundle } from '../../src/types.js';
 import { kernelClient, output, table } from '../context.js';
 import { CliError, EXIT, fsReason } from '../exit.js';
@@ -177,7 +177,7 @@ export function handleValidate(file: string): ValidateResult {
   const r = validateBundle(bundle);
   // Such a value stands in as 0 for the validator: what it says of that place is not the file's.
   const fromValidator = r.ok ? [] : r.problems.filter((p) => !carried.some((c) => c.path === p.path));
-  const warnings = [...undeclaredTools(bundle), ...modelStepsWithoutMock(bundle)];
+  const warnings = [...undeclaredTools(bundle), ...modelStepsWithoutMock(bundle), ...inputTemplatesOutsideSchema(bundle)];
   const signed = signature && typeof signature.key_id === 'string' ? { signed_by: signature.key_id } : {};
   if (carried.length > 0 || !r.ok) return { ok: false, file, problems: [...carried, ...fromValidator], warnings, ...signed };
   return { ok: true, file, problems: [], warnings, name: r.bundle.name, version: r.bundle.version, bundle_id: bundleId(r.bundle), ...signed };

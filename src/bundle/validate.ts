@@ -259,6 +259,51 @@ export function modelStepsWithoutMock(bundle: unknown): BundleProblem[] {
   return notes;
 }
 
+/**
+ * `{{input.…}}` templates naming a member the workflow's input schema forbids (an object with
+ * `additionalProperties: false` that lists no such property): a typo such as
+ * `{{input.invoce_id}}` would pass validation and fail every run with template_invalid. Read
+ * in the workflow's steps and in the prompts they name. Notes, not problems: a schema may
+ * reach a member another way (patternProperties, a $ref) that this walk does not follow.
+ */
+export function inputTemplatesOutsideSchema(bundle: unknown): BundleProblem[] {
+  if (!isObj(bundle)) return [];
+  const prompts = isObj(bundle.prompts) ? bundle.prompts : {};
+  const notes: BundleProblem[] = [];
+  for (const [wfName, wf] of Object.entries(isObj(bundle.workflows) ? bundle.workflows : {})) {
+    if (!isObj(wf) || !Array.isArray(wf.steps) || !isObj(wf.input_schema)) continue;
+    const wp = `/workflows/${pointerToken(wfName)}`;
+    const refs: Array<{ at: string; template: string; path: string[] }> = [];
+    const promptsSeen = new Set<string>();
+    wf.steps.forEach((step, i) => {
+      for (const r of templateRefs(step, `${wp}/steps/${i}`)) if (r.path) refs.push({ at: r.pointer, template: r.template, path: r.path });
+      const name = isObj(step) && typeof step.prompt === 'string' ? step.prompt : null;
+      if (name !== null && Object.hasOwn(prompts, name) && !promptsSeen.has(name)) {
+        promptsSeen.add(name);
+        for (const r of templateRefs(prompts[name], `/prompts/${pointerToken(name)}`)) if (r.path) refs.push({ at: r.pointer, template: r.template, path: r.path });
+      }
+    });
+    for (const r of refs) {
+      if (r.path[0] !== 'input') continue;
+      let schema: unknown = wf.input_schema;
+      for (const [depth, member] of r.path.slice(1).entries()) {
+        if (!isObj(schema)) break;
+        const props = isObj(schema.properties) ? schema.properties : {};
+        if (Object.hasOwn(props, member)) {
+          schema = props[member];
+          continue;
+        }
+        if (schema.additionalProperties === false && !isObj(schema.patternProperties)) {
+          const named = r.path.slice(0, depth + 2).join('.');
+          notes.push({ path: r.at, message: `${r.template} names ${named}, which workflow "${wfName}"'s input_schema does not allow (its members: ${Object.keys(props).join(', ') || 'none'}); every run would fail with template_invalid` });
+        }
+        break;
+      }
+    }
+  }
+  return notes;
+}
+
 /** Validates a bundle value; lists every problem with its JSON pointer. Never throws. */
 export function validateBundle(value: unknown): BundleValidation {
   const deep = tooDeep(value, MAX_BUNDLE_DEPTH);

@@ -52,6 +52,24 @@ describe('svc bundle validate (offline, D 4)', () => {
     expect(JSON.parse(j.stdout)).toMatchObject({ ok: false, problems: [{ path: '/version' }, {}], warnings: [{ path: '/workflows/refund/steps/2/tool' }] });
   });
 
+  it('warns of an {{input.…}} template the workflow\'s input_schema forbids, in a step or a prompt it uses (every run would fail with template_invalid)', async () => {
+    const b = structuredClone(refunds);
+    b.workflows.refund.steps[0].args.invoice_id = '{{input.invoce_id}}';
+    b.prompts.triage = b.prompts.triage.replace('{{input.message}}', '{{input.mesage}}');
+    const file = join(tempDir(), 'typo.yaml');
+    writeFileSync(file, JSON.stringify(b));
+    const r = await runSvc(['bundle', 'validate', file]);
+    expect(r.code).toBe(0); // a note, not a problem
+    const members = 'its members: ticket_id, customer_id, invoice_id, message';
+    expect(r.stderr).toContain(`${file}: /workflows/refund/steps/0/args/invoice_id: warning: {{input.invoce_id}} names input.invoce_id, which workflow "refund"'s input_schema does not allow (${members}); every run would fail with template_invalid`);
+    expect(r.stderr).toContain(`${file}: /prompts/triage: warning: {{input.mesage}} names input.mesage`);
+    // The fixture as it is has no such note; nor does a schema that lets other members in.
+    expect((await runSvc(['bundle', 'validate', BUNDLE])).stderr).not.toContain('input_schema does not allow');
+    delete b.workflows.refund.input_schema.additionalProperties;
+    writeFileSync(file, JSON.stringify(b));
+    expect((await runSvc(['bundle', 'validate', file])).stderr).not.toContain('input_schema does not allow');
+  });
+
   it('says which file it cannot read or parse', async () => {
     const missing = await runSvc(['bundle', 'validate', '/nonexistent/x.yaml']);
     expect(missing.code).toBe(1);
