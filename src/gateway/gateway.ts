@@ -102,50 +102,8 @@ export class Gateway {
     const { config } = opts;
     // Creates the directory (0700) and, before any connector starts, stops a second gateway on it.
     gw.unlock = lockDataDir(config.data_dir, 'gateway data directory');
-    // Servers a gateway that was killed left running on this directory end before ours start
-    // (once per process: a second gateway opened here in-process shares the record).
-    let list: Connector[];
-    try {
-      const groups = McpGroups.forDir(config.data_dir, gw.logger);
-      list = config.connectors.map((c) => buildConnector(c, gw.logger, opts.mcp, groups, gw.redactor));
-    } catch (err) {
-      gw.unlock();
-      throw err;
-    }
-    if (config.test_tools) list.push(new TestConnector());
-    const results = await Promise.allSettled(list.map((c) => c.start()));
-    const problems: string[] = [];
-    results.forEach((r, i) => {
-      if (r.status === 'rejected') {
-        // list[i] is config.connectors[i] (the test connector, last, cannot fail to start).
-        const e = r.reason as Error;
-        const at = `/connectors/${i}`;
-        problems.push(...(e instanceof ConnectorSetupError ? e.problems.map((p) => `${at}${p}`) : [`${at}: ${e.message}`]));
-      }
-    });
-    if (problems.length > 0) {
-      await Promise.allSettled(list.map((c) => c.close()));
-      gw.unlock();
-      throw new GatewayConfigError(problems.map((p) => gw.redactor.redact(p)), config.source ?? '(inline)');
-    }
-    for (const c of list) {
-      gw.connectors.set(c.name, c);
-      gw.breakers.set(
-        c.name,
-        new CircuitBreaker({
-          clock: gw.clock,
-          random: opts.random,
-          onChange: (state) => {
-            gw.metrics.circuitOpen.set({ connector: c.name }, state === 'closed' ? 0 : 1);
-            gw.logger.info('circuit state', { connector: c.name, state });
-          },
-        }),
-      );
-      gw.metrics.circuitOpen.set({ connector: c.name }, 0);
-      // Interface 4.2 metrics exist from the start: one zero sample per tool, so a scrape before
-      // the first call already shows svc_gateway_calls_total.
-      for (const t of c.tools()) gw.metrics.calls.inc({ tool: t.descriptor.id, outcome: 'ok' }, 0);
-    }
+    const list = await gw.startConnectors(opts);
+    for (const c of list) gw.register(c, opts.random);
     try {
       gw.storeValue = await IdempotencyStore.open(config.data_dir, gw.clock);
       gw.outbox = await EventOutbox.open({
@@ -192,6 +150,62 @@ export class Gateway {
     };
     if (opts.canaryLoop ?? true) gw.canariesValue.start();
     return gw;
+  }
+
+  /**
+   * Builds and starts every configured connector (and the test tools), all at once. Any that
+   * fails to start fails the open with every problem listed, after the others are closed and
+   * the directory lock is released.
+   */
+  private async startConnectors(opts: GatewayOptions): Promise<Connector[]> {
+    const { config } = opts;
+    // Servers a gateway that was killed left running on this directory end before ours start
+    // (once per process: a second gateway opened here in-process shares the record).
+    let list: Connector[];
+    try {
+      const groups = McpGroups.forDir(config.data_dir, this.logger);
+      list = config.connectors.map((c) => buildConnector(c, this.logger, opts.mcp, groups, this.redactor));
+    } catch (err) {
+      this.unlock();
+      throw err;
+    }
+    if (config.test_tools) list.push(new TestConnector());
+    const results = await Promise.allSettled(list.map((c) => c.start()));
+    const problems: string[] = [];
+    results.forEach((r, i) => {
+      if (r.status === 'rejected') {
+        // list[i] is config.connectors[i] (the test connector, last, cannot fail to start).
+        const e = r.reason as Error;
+        const at = `/connectors/${i}`;
+        problems.push(...(e instanceof ConnectorSetupError ? e.problems.map((p) => `${at}${p}`) : [`${at}: ${e.message}`]));
+      }
+    });
+    if (problems.length > 0) {
+      await Promise.allSettled(list.map((c) => c.close()));
+      this.unlock();
+      throw new GatewayConfigError(problems.map((p) => this.redactor.redact(p)), config.source ?? '(inline)');
+    }
+    return list;
+  }
+
+  /** A started connector joins the gateway with its circuit breaker and zeroed metrics. */
+  private register(c: Connector, random: GatewayOptions['random']): void {
+    this.connectors.set(c.name, c);
+    this.breakers.set(
+      c.name,
+      new CircuitBreaker({
+        clock: this.clock,
+        random,
+        onChange: (state) => {
+          this.metrics.circuitOpen.set({ connector: c.name }, state === 'closed' ? 0 : 1);
+          this.logger.info('circuit state', { connector: c.name, state });
+        },
+      }),
+    );
+    this.metrics.circuitOpen.set({ connector: c.name }, 0);
+    // Interface 4.2 metrics exist from the start: one zero sample per tool, so a scrape before
+    // the first call already shows svc_gateway_calls_total.
+    for (const t of c.tools()) this.metrics.calls.inc({ tool: t.descriptor.id, outcome: 'ok' }, 0);
   }
 
   /** What the `gateway ready` line says once the gateway listens (svcd logs it). */
