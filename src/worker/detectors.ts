@@ -206,33 +206,74 @@ function globalOf(pattern: RegExp): RegExp {
 }
 
 /**
- * Spaces that group digits as a space does: no-break (HTML's `&nbsp;`, French and Swiss number
- * formatting), figure, thin and narrow no-break. Each is one UTF-16 unit, so a view with them
- * read as a space keeps every offset.
+ * Spaces that group digits as a space does: no-break (French and Swiss number formatting),
+ * figure, thin and narrow no-break, as characters or as the HTML entities an http tool's raw
+ * body carries (`&nbsp;`, `&#160;`, `&#xA0;`, …).
  */
-const SPACE_LIKE = /[\u00a0\u2007\u2009\u202f]/;
-const SPACE_LIKE_ALL = new RegExp(SPACE_LIKE.source, 'g');
+const SPACE_LIKE = /[\u00a0\u2007\u2009\u202f]|&(?:nbsp|#0*(?:160|8199|8201|8239)|#x0*(?:a0|2007|2009|202f));/i;
+const SPACE_LIKE_ALL = new RegExp(SPACE_LIKE.source, 'gi');
+
+/**
+ * `text` with every space-like character or entity read as one space, and where each of the
+ * view's offsets (0 … view.length) falls in `text`. A character keeps its offset; an entity
+ * of several characters becomes one.
+ */
+function spacedView(text: string): { view: string; at: (i: number) => number } {
+  if (!SPACE_LIKE.test(text)) return { view: text, at: (i) => i };
+  let view = '';
+  let from = 0;
+  // Pairs (view offset, text offset) at the end of each replaced entity: offsets between two
+  // such points differ by the same amount.
+  const shifts: Array<[number, number]> = [];
+  for (const m of text.matchAll(SPACE_LIKE_ALL)) {
+    view += text.slice(from, m.index) + ' ';
+    from = m.index! + m[0].length;
+    if (m[0].length > 1) shifts.push([view.length, from]);
+  }
+  view += text.slice(from);
+  if (shifts.length === 0) return { view, at: (i) => i };
+  return {
+    view,
+    at: (i) => {
+      // The last shift at or before view offset i (binary search: a body may hold thousands).
+      let lo = 0;
+      let hi = shifts.length - 1;
+      let found = -1;
+      while (lo <= hi) {
+        const mid = (lo + hi) >> 1;
+        if (shifts[mid]![0] <= i) {
+          found = mid;
+          lo = mid + 1;
+        } else hi = mid - 1;
+      }
+      return found < 0 ? i : shifts[found]![1] + (i - shifts[found]![0]);
+    },
+  };
+}
 
 /** Every validated candidate of every detector in `text`, overlapping ones included. */
 export function findAll(text: string, detectors: readonly Detector[] = BUILTIN_DETECTORS): Finding[] {
   const found: Finding[] = [];
-  // Detectors read the view; a finding's value is the text as written (it is remembered and
-  // scrubbed wherever that spelling appears again).
-  const view = SPACE_LIKE.test(text) ? text.replace(SPACE_LIKE_ALL, ' ') : text;
+  // Detectors read the view; a finding's span and value are the text's, as written (a value is
+  // remembered and scrubbed wherever that spelling appears again).
+  const { view, at } = spacedView(text);
+  const push = (d: Detector, vStart: number, vEnd: number) => {
+    const start = at(vStart);
+    const end = at(vEnd);
+    found.push({ detector: d.name, class: d.class, start, end, value: text.slice(start, end) });
+  };
   for (const d of detectors) {
     if (d.find) {
       for (const c of d.find(view)) {
         if (c.end <= c.start || (d.validate && !d.validate(view.slice(c.start, c.end)))) continue;
-        found.push({ detector: d.name, class: d.class, start: c.start, end: c.end, value: text.slice(c.start, c.end) });
+        push(d, c.start, c.end);
       }
       continue;
     }
     for (const m of view.matchAll(globalOf(d.pattern))) {
       if (m[0].length === 0) continue;
       if (d.validate && !d.validate(m[0])) continue;
-      const start = m.index!;
-      const end = start + m[0].length;
-      found.push({ detector: d.name, class: d.class, start, end, value: text.slice(start, end) });
+      push(d, m.index!, m.index! + m[0].length);
     }
   }
   return found.sort((a, b) => a.start - b.start || b.end - a.end);

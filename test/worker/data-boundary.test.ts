@@ -53,6 +53,12 @@ describe('detectors (I 5.5 built-in classes)', () => {
     ['card_number', 'carte 4111\u00a01111\u00a01111\u00a01111 ok', '4111\u00a01111\u00a01111\u00a01111', 'pci'],
     ['card_number', 'carte 4111\u202f1111\u202f1111\u202f1111 ok', '4111\u202f1111\u202f1111\u202f1111', 'pci'],
     ['phone', 'Paris 01\u00a023\u00a045\u00a067\u00a089 ok', '01\u00a023\u00a045\u00a067\u00a089', 'pii'],
+    // …and by the entities an http tool's raw HTML body carries.
+    ['card_number', '<td>4111&nbsp;1111&nbsp;1111&nbsp;1111</td>', '4111&nbsp;1111&nbsp;1111&nbsp;1111', 'pci'],
+    ['card_number', 'carte 4111&#160;1111&#xA0;1111&#8239;1111.', '4111&#160;1111&#xA0;1111&#8239;1111', 'pci'],
+    ['phone', 'tel 01&NBSP;23&nbsp;45&nbsp;67&nbsp;89 ok', '01&NBSP;23&nbsp;45&nbsp;67&nbsp;89', 'pii'],
+    // An entity before a finding moves its offsets in the text, not in the view.
+    ['email', 'a&nbsp;b&nbsp;c write to dana@example.com', 'dana@example.com', 'pii'],
     // Internationalized addresses (RFC 6531): letters of any script, composed or not.
     ['email', 'mail dana@bücher.de today', 'dana@bücher.de', 'pii'],
     ['email', 'mail dänä@corp.example today', 'dänä@corp.example', 'pii'],
@@ -125,6 +131,11 @@ describe('redaction (I 5.5: ungranted content replaced by [REDACTED:<class>])', 
 
   it('reads field classes from descriptors', () => {
     expect(fieldClasses).toEqual({ email: 'pii', name: 'pii', 'card.number': 'pci' });
+  });
+
+  it('a card grouped by &nbsp; in an http body is withheld where it stands, entities and all (I 5.5)', () => {
+    const body = '<tr><td>Dana</td><td>4111&nbsp;1111&nbsp;1111&nbsp;1111</td><td>exp&nbsp;12/30</td></tr>';
+    expect(redactValue({ body }, { grants: [] }).value).toEqual({ body: '<tr><td>Dana</td><td>[REDACTED:pci]</td><td>exp&nbsp;12/30</td></tr>' });
   });
 
   it('a field two tools class differently is withheld unless every class is granted (hr.lookup salary: hr, payroll.summary salary: finance)', () => {
