@@ -79,11 +79,14 @@ export interface GatewayOutage {
 
 /**
  * How long one POST /v1/tools/call may go unanswered before it counts as a gateway out of
- * reach, ms: the longest a connector may take (its `timeout_ms`, at most 600 s,
- * svc-gateway(5)) with the grace of a write given up at it, and a margin. A gateway that takes
- * the connection and never answers would otherwise hold the step, and its lease, forever.
+ * reach, ms. Node's fetch gives up on an answer's headers at 300 s (undici's headersTimeout)
+ * whatever is asked for, so the bound is that, made explicit: the failure then names the
+ * gateway and is handled as an outage. A connector allowed longer (`timeout_ms` up to 600 s,
+ * svc-gateway(5)) runs on in the gateway; asked again under its key, it answers 409 in
+ * flight, waited on for `inFlightWaitMs` more, then the attempt fails retryably and a later
+ * one meets the stored result.
  */
-export const GATEWAY_CALL_TIMEOUT_MS = 660_000;
+export const GATEWAY_CALL_TIMEOUT_MS = 300_000;
 /** The same for GET /v1/tools, which reads config only, ms. */
 export const GATEWAY_TOOLS_TIMEOUT_MS = 30_000;
 
@@ -123,7 +126,9 @@ export class GatewayClient {
    * runs before each such retry (the worker confirms its lease there).
    */
   async call(req: ToolCallRequest, signal?: AbortSignal, opts: { beforeRetry?: () => Promise<void> } = {}): Promise<ToolCallResult> {
-    const giveUpAt = Date.now() + this.inFlightWaitMs;
+    // Counted from the first "in flight" answer, not from the call's start: a call asked again
+    // after a request the gateway left unanswered still gets its full wait.
+    let giveUpAt: number | null = null;
     // Which step is waiting, so an operator running several at once can tell.
     const about = { run_id: req.run_id ?? null, step: req.step ?? null, lease_id: req.lease_id ?? null, tool: req.tool };
     const outage = new Outage(this.unreachableWaitMs, this.onOutage && ((e) => this.onOutage!({ ...e, ...about })));
@@ -149,7 +154,8 @@ export class GatewayClient {
       }
       outage.end();
       const wait = failure.code === 'idempotency_in_flight' ? retryAfterMs(res.headers.get('retry-after')) : null;
-      if (wait === null || Date.now() + wait > giveUpAt) throw failure;
+      if (wait !== null) giveUpAt ??= Date.now() + this.inFlightWaitMs;
+      if (wait === null || Date.now() + wait > giveUpAt!) throw failure;
       await delayUnlessAborted(wait, signal);
     }
   }

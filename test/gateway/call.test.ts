@@ -337,6 +337,22 @@ describe('idempotency (interface 4.2 rules 1–2, decisions §9)', () => {
       await new Promise((r) => hung.close(r));
     }
 
+    // The wait for a call in flight counts from the first "in flight" answer: a request left
+    // unanswered past its bound (a connector slower than fetch waits) is asked again and still
+    // gets the whole wait, not what the unanswered request left of it.
+    let asked = 0;
+    const slowThenInFlight: typeof fetch = async (_url, init) => {
+      asked += 1;
+      if (asked === 1) {
+        return new Promise<Response>((_resolve, reject) => init!.signal!.addEventListener('abort', () => reject(new DOMException('aborted', 'AbortError'))));
+      }
+      if (asked === 2) return new Response(JSON.stringify({ ok: false, error: { code: 'idempotency_in_flight', message: 'in flight', details: {} } }), { status: 409, headers: { 'retry-after': '1' } });
+      return new Response(JSON.stringify({ ok: true, result: { late: true }, scope: null, scopes: [], replayed: true, latency_ms: 1 }), { status: 200 });
+    };
+    const patient = new GatewayClient({ baseUrl: gw.url, fetch: slowThenInFlight }, 30_000, 1200, 5000, { call: 1500, tools: 1500 });
+    expect(await patient.call({ ...req, idempotency_key: 'k-slow-then-in-flight' })).toMatchObject({ replayed: true, result: { late: true } });
+    expect(asked).toBe(3);
+
     // A port fetch refuses outright is a configuration mistake: said at once, not waited on.
     const started = Date.now();
     await expect(new GatewayClient({ baseUrl: 'http://127.0.0.1:6666' }).call(req)).rejects.toMatchObject({ code: 'network_error', message: expect.stringContaining('is one that fetch refuses to connect to') });
