@@ -99,8 +99,11 @@ export function gatewayClient(cmd: Command): SvcHttpClient {
   return new SvcHttpClient({ baseUrl: gatewayUrlOf(cmd), token: g.token, timeoutMs: timeoutMsOf(cmd, DEFAULT_GATEWAY_TIMEOUT_SECONDS) });
 }
 
-/** `--actor id:role` → {id, role}; usage error when missing or malformed. */
-export function actorOf(cmd: Command): { id: string; role: string } {
+/**
+ * `--actor id:role` → {id, role}; usage error when missing or malformed. `approver`: the actor
+ * decides approvals, so its role must be one a policy's approver `role:ROLE` can name.
+ */
+export function actorOf(cmd: Command, opts: { approver?: boolean } = {}): { id: string; role: string } {
   const raw = globals(cmd).actor;
   if (!raw) throw usageError('an actor is required: pass --actor ID:ROLE or set SVC_ACTOR');
   const source = cmd.optsWithGlobals<Partial<GlobalOptions>>().actor ? '--actor' : 'SVC_ACTOR';
@@ -112,8 +115,9 @@ export function actorOf(cmd: Command): { id: string; role: string } {
   // `fin-1:role:finance`: an approver is printed `role:finance`, so this is typed, and would
   // act as the id "fin-1:role". No one means that.
   if (/(^|:)role$/.test(id)) throw usageError(`${source} must be ID:ROLE, e.g. fin-1:${role}; "${raw}" would be the id "${id}" (an approver is shown as role:ROLE, an actor names the role alone)`);
-  // No policy's approver can name such a role (svc-policy(5)): it could never decide.
-  if (/\s/u.test(role)) throw usageError(`${source} "${raw}": a role holds no whitespace, as no approver role:ROLE in a policy can`);
+  // No policy's approver can name such a role (svc-policy(5)): it could never decide. (An
+  // abandon or a resume only records its actor, whose names svcd takes with spaces.)
+  if (opts.approver && /\s/u.test(role)) throw usageError(`${source} "${raw}": a role holds no whitespace, as no approver role:ROLE in a policy can`);
   return { id, role };
 }
 

@@ -161,7 +161,7 @@ export function notSvcdMessage(status: number, where?: string): string {
   return `HTTP ${status}${where ? ` from ${where}` : ''} is not an svcd answer; is the URL svcd's?`;
 }
 
-function notSvcd(status: number, where?: string): CliError {
+export function notSvcd(status: number, where?: string): CliError {
   return new CliError(notSvcdMessage(status, where), EXIT.failed);
 }
 

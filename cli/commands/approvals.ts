@@ -131,7 +131,7 @@ export function registerApprovals(program: Command): void {
           const near = known.find((k) => closeTo(words[0]!, k));
           throw usageError(`unknown approvals command "${words[0]}"${near ? ` (did you mean ${near}?)` : ''}; the commands are ${known.join(', ')}`);
         }
-        const actor = actorOf(cmd);
+        const actor = actorOf(cmd, { approver: true });
         // --json asks for output a program reads; the inbox is a screen for a person.
         if (globals(cmd).json) throw usageError('the inbox has no --json form; use "svc --json approvals list"');
         if (!process.stdout.isTTY || !process.stdin.isTTY) {
@@ -158,7 +158,7 @@ export function registerApprovals(program: Command): void {
     .action(
       run(async (opts: { state: (typeof LIST_STATES)[number]; approver?: string; limit?: number }, cmd: Command) => {
         const g = globals(cmd);
-        const approver = opts.approver ?? (g.actor ? approverOf(actorOf(cmd).role) : undefined);
+        const approver = opts.approver ?? (g.actor ? approverOf(actorOf(cmd, { approver: true }).role) : undefined);
         // One more than shown, so a cut list can say so (on standard error; stdout stays the list).
         const limit = opts.limit ?? LIST_ALL_CAP;
         const fetched = await handleList(apiOf(cmd), { state: opts.state, approver, limit: limit + 1 });
@@ -176,7 +176,7 @@ export function registerApprovals(program: Command): void {
     .addHelpText('after', '\nExample:\n  svc approvals approve apr_01J… --actor fin-1:finance --reason "duplicate charge"')
     .action(
       run(async (id: string, opts: { reason?: string }, cmd: Command) => {
-        const res = await handleDecide(apiOf(cmd), id, 'approved', actorOf(cmd), opts.reason ?? '');
+        const res = await handleDecide(apiOf(cmd), id, 'approved', actorOf(cmd, { approver: true }), opts.reason ?? '');
         output(cmd, res, (r: typeof res) => `approved ${r.approval_id}; run ${r.run_id} is ${r.run_state}`);
       }),
     );
@@ -189,7 +189,7 @@ export function registerApprovals(program: Command): void {
     .action(
       run(async (id: string, opts: { reason: string }, cmd: Command) => {
         if (!opts.reason.trim()) throw usageError('--reason must not be empty');
-        const res = await handleDecide(apiOf(cmd), id, 'rejected', actorOf(cmd), opts.reason);
+        const res = await handleDecide(apiOf(cmd), id, 'rejected', actorOf(cmd, { approver: true }), opts.reason);
         output(cmd, res, (r: typeof res) => `rejected ${r.approval_id}; run ${r.run_id} is ${r.run_state}`);
       }),
     );

@@ -15,7 +15,7 @@ import type { ToolDescriptor } from '../../src/types.js';
 import { gatewayClient, globals, output, table } from '../context.js';
 import { CliError, EXIT, usageError } from '../exit.js';
 import { jsonArgument, type ReadFile } from '../json-argument.js';
-import { errorFromBody, type SvcHttpClient } from '../http-client.js';
+import { errorFromBody, isObject, notSvcd, type SvcHttpClient } from '../http-client.js';
 import { fit } from '../terminal-text.js';
 
 export async function handleTools(client: SvcHttpClient): Promise<ToolDescriptor[]> {
@@ -23,7 +23,13 @@ export async function handleTools(client: SvcHttpClient): Promise<ToolDescriptor
 }
 
 export async function handleCanaries(client: SvcHttpClient): Promise<Record<string, CanaryStatus>> {
-  return (await client.request<Record<string, CanaryStatus>>('GET', '/canaries')).body;
+  const res = await client.request<Record<string, CanaryStatus>>('GET', '/canaries');
+  // Another server's JSON ({"weird": 1}) is not a table of one connector named "weird", with
+  // --json or without.
+  for (const s of Object.values(res.body as Record<string, unknown>)) {
+    if (!isObject(s) || typeof s.status !== 'string') throw notSvcd(res.status, client.opts.baseUrl);
+  }
+  return res.body;
 }
 
 export async function handleProbe(client: SvcHttpClient, connector: string): Promise<CanaryStatus> {
@@ -92,8 +98,6 @@ function canariesHuman(map: Record<string, CanaryStatus>): string {
     ['CONNECTOR', 'STATUS', 'FAILURES', 'LAST PROBE', 'LAST OK', 'LAST ERROR'],
     names.map((n) => {
       const s = map[n]!;
-      // Another server's JSON ({"weird": 1}) is not a table of one connector named "weird".
-      if (typeof s !== 'object' || s === null || typeof s.status !== 'string') throw new TypeError(`connector ${JSON.stringify(n)} has no status`);
       return [n, s.status, s.consecutive_failures, s.last_probe_at ?? '-', s.last_ok_at ?? '-', s.last_error ?? ''];
     }),
   );
