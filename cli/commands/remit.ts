@@ -142,6 +142,28 @@ export async function handleDerive(client: SvcHttpClient, parentId: string, flag
   return (await client.request<CreatedRemit>('POST', `/remits/${encodeURIComponent(id)}/derive`, createBody(flags, 'derive'), {}, ['remit_id', 'token'])).body;
 }
 
+/**
+ * Policies of a remit's policy_set that svcd does not hold (yet): the remit is valid, since a
+ * policy may be pushed after it, but a run started with it fails with policy_not_found until
+ * then. Said at mint rather than at the first run start. Only a 404 is reported.
+ */
+export async function unpushedPolicies(client: SvcHttpClient, policySet: readonly string[]): Promise<string[]> {
+  const notes: string[] = [];
+  for (const ref of policySet) {
+    const at = ref.lastIndexOf('@');
+    const [name, version] = at > 0 ? [ref.slice(0, at), ref.slice(at + 1)] : [ref, undefined];
+    const path = `/policies/${encodeURIComponent(name)}${version === undefined ? '' : `/${encodeURIComponent(version)}`}`;
+    try {
+      if ((await client.raw('GET', path)).status === 404) {
+        notes.push(`policy ${ref} is not pushed yet: a run started with this remit fails with policy_not_found until it is (svc policy push FILE --name ${name} --version VERSION)`);
+      }
+    } catch {
+      /* the remit is minted; a note that cannot be had is not an error */
+    }
+  }
+  return notes;
+}
+
 /** GET /v1/remits/{id}. */
 export async function handleShow(client: SvcHttpClient, id: string): Promise<RemitRecord> {
   remitIdArgument(id, 'remit show');
@@ -272,7 +294,9 @@ export function registerRemit(program: Command): void {
       "\nRequired: --tools, --scopes, --autonomy, --requested-by, --spend-tokens and --spend-usd.\n\nExample:\n  TOKEN=$(svc remit mint --tools 'billing.*' --scopes 'sql:table:*' --autonomy supervised \\\n    --requested-by ana:support:support-lead --spend-usd 5 --spend-tokens 100000)",
     )
     .action(async function (this: Command, f: CreateFlags) {
-      printCreated(this, await handleMint(kernelClient(this), f));
+      const client = kernelClient(this);
+      printCreated(this, await handleMint(client, f));
+      for (const line of await unpushedPolicies(client, f.policySet ?? [])) process.stderr.write(`svc: warning: ${line}\n`);
     });
 
   addCreateFlags(

@@ -24,6 +24,14 @@ describe('svc remit (issue 2, I 4.1)', () => {
     const token = mint.stdout.trim();
     expect(token).toMatch(/^krt1\.[^.]+\.[^.]+\.[^.]+$/);
     expect(mint.stderr).toMatch(/remit rmt_\w+ expires/);
+    // Neither policy is pushed: the remit is minted (a policy may come later), with a warning
+    // for each, since a run started with it would fail with policy_not_found.
+    expect(mint.stderr).toContain('svc: warning: policy refunds is not pushed yet: a run started with this remit fails with policy_not_found until it is (svc policy push FILE --name refunds --version VERSION)');
+    expect(mint.stderr).toContain('svc: warning: policy baseline@1.0.0 is not pushed yet');
+    expect((await d.kernel_('/policies', { body: { name: 'refunds', version: '1.0.0', source: 'allow all when true' } })).status).toBe(201);
+    const pushed = await runSvc([...k, ...MINT, '--policy-set', 'refunds,refunds@1.0.0']);
+    expect(pushed.code, pushed.stderr).toBe(0);
+    expect(pushed.stderr).not.toContain('warning');
 
     const dec = await runSvc([...k, 'remit', 'decode', token]);
     expect(dec.code, dec.stderr).toBe(0);
