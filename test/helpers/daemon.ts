@@ -98,6 +98,8 @@ export interface SpawnedSvcd extends AsyncDisposable {
 /** Spawns the built dist/daemon/main.js and waits for its JSON startup line. */
 export async function spawnSvcd(args: string[], env: Record<string, string> = {}): Promise<SpawnedSvcd> {
   const child = spawn(process.execPath, [join(ROOT, 'dist/daemon/main.js'), ...args], {
+    // Not the repository: a gateway without a data_dir would leave ./gateway-data there.
+    cwd: tempDir(),
     env: { ...process.env, SVC_LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
