@@ -82,10 +82,14 @@ export async function handleList(client: SvcHttpClient): Promise<{ policies: Pol
   return (await client.request<{ policies: PolicySummary[] }>('GET', '/policies')).body;
 }
 
+/** GET path of a policy: its latest version, or the one named. */
+export function policyPath(ref: string, flag = 'NAME[@VERSION]'): string {
+  const { name, version } = parseRef(ref, flag);
+  return version === undefined ? `/policies/${encodeURIComponent(name)}` : `/policies/${encodeURIComponent(name)}/${encodeURIComponent(version)}`;
+}
+
 export async function handleShow(client: SvcHttpClient, ref: string): Promise<StoredPolicy> {
-  const { name, version } = parseRef(ref, 'NAME[@VERSION]');
-  const path = version === undefined ? `/policies/${encodeURIComponent(name)}` : `/policies/${encodeURIComponent(name)}/${encodeURIComponent(version)}`;
-  return (await client.request<StoredPolicy>('GET', path, undefined, {}, ['name', 'version', 'source'])).body;
+  return (await client.request<StoredPolicy>('GET', policyPath(ref), undefined, {}, ['name', 'version', 'source'])).body;
 }
 
 /** A corpus file: a JSON or YAML list of {action, run}, or {corpus: [...]}. */

@@ -21,6 +21,7 @@ import { CliError, EXIT, usageError } from '../exit.js';
 import type { SvcHttpClient } from '../http-client.js';
 import { MAX_SPEND_USD, wholeMicroUsd } from '../../src/spend.js';
 import { decimalOf, wholeOf } from '../../src/util/number-text.js';
+import { parseRef, policyPath } from './policy.js';
 
 /** Flags shared by mint and derive, as commander gives them. */
 export interface CreateFlags {
@@ -150,12 +151,9 @@ export async function handleDerive(client: SvcHttpClient, parentId: string, flag
 export async function unpushedPolicies(client: SvcHttpClient, policySet: readonly string[]): Promise<string[]> {
   const notes: string[] = [];
   for (const ref of policySet) {
-    const at = ref.lastIndexOf('@');
-    const [name, version] = at > 0 ? [ref.slice(0, at), ref.slice(at + 1)] : [ref, undefined];
-    const path = `/policies/${encodeURIComponent(name)}${version === undefined ? '' : `/${encodeURIComponent(version)}`}`;
     try {
-      if ((await client.raw('GET', path)).status === 404) {
-        notes.push(`policy ${ref} is not pushed yet: a run started with this remit fails with policy_not_found until it is (svc policy push FILE --name ${name} --version VERSION)`);
+      if ((await client.raw('GET', policyPath(ref, '--policy-set'))).status === 404) {
+        notes.push(`policy ${ref} is not pushed yet: a run started with this remit fails with policy_not_found until it is (svc policy push FILE --name ${parseRef(ref, '--policy-set').name} --version VERSION)`);
       }
     } catch {
       /* the remit is minted; a note that cannot be had is not an error */
