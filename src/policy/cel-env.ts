@@ -63,10 +63,15 @@ export const POLICY_TYPES = {
 
 /** The members a condition can name after `path.` (`run.usage` → tokens, usd), or null. */
 export function membersOf(path: string): string[] | null {
+  const types: Readonly<Record<string, Readonly<Record<string, string>>>> = POLICY_TYPES;
+  const fieldsOf = (type: string | undefined) => (type !== undefined && Object.hasOwn(types, type) ? types[type]! : undefined);
   const [root, ...rest] = path.split('.');
   let type: string | undefined = root === 'action' ? 'Action' : root === 'run' ? 'Run' : undefined;
-  for (const name of rest) type = type && (POLICY_TYPES as Record<string, Record<string, string>>)[type]?.[name];
-  const fields = type && (POLICY_TYPES as Record<string, Record<string, string>>)[type];
+  for (const name of rest) {
+    const fields = fieldsOf(type);
+    type = fields && Object.hasOwn(fields, name) ? fields[name] : undefined;
+  }
+  const fields = fieldsOf(type);
   if (!fields) return null;
   return [...Object.keys(fields), ...(type === 'Remit' ? ['grants(class)'] : [])];
 }
