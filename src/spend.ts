@@ -32,5 +32,14 @@ export function wholeMicroUsd(usd: number): number {
   return usdMicro(usd) / 1_000_000;
 }
 
+/** Largest `usage.tokens` the kernel takes in a report (its schema's maximum). */
+export const MAX_USAGE_TOKENS = Number.MAX_SAFE_INTEGER;
+
+/**
+ * Largest `usage.usd` the kernel takes in a report (its schema's maximum): an unbounded usd
+ * (1e308) would sum to Infinity, which no event can carry (JCS has no Infinity).
+ */
+export const MAX_USAGE_USD = 1e12;
+
 /** Largest `spend.usd` (a billion dollars; its micro-dollars stay exact in a double). */
 export const MAX_SPEND_USD = 1e9;

@@ -8,13 +8,13 @@ import { knownLease, knownRows } from './known-ids.js';
 import { LEASE_TTL, MAX_WAIT_SECONDS, type CompleteBody, type FailBody, type LeaseRequest } from '../../src/kernel/leases.js';
 import { LEASE_KINDS } from '../../src/types.js';
 import type { LeaseRow } from '../../src/kernel/run-store.js';
+import { MAX_USAGE_TOKENS, MAX_USAGE_USD } from '../../src/spend.js';
 
 /** Spend of the step; other members (a model name, say) are ignored. */
 const usage = {
   type: 'object',
-  // Bounded like a remit's spend: an unbounded usd (1e308) would sum to Infinity, which no
-  // event can carry (JCS has no Infinity).
-  properties: { tokens: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER }, usd: { type: 'number', minimum: 0, maximum: 1e12 } },
+  // Bounded (src/spend.ts): an unbounded usd would sum to Infinity, which no event can carry.
+  properties: { tokens: { type: 'integer', minimum: 0, maximum: MAX_USAGE_TOKENS }, usd: { type: 'number', minimum: 0, maximum: MAX_USAGE_USD } },
 } as const;
 
 const leaseBody = {

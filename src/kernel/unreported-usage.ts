@@ -10,7 +10,7 @@
  * since its last `step.failed` or `step.completed` are unreported; a call index recorded
  * twice in one segment is counted once.
  */
-import { usdMicro } from '../spend.js';
+import { MAX_USAGE_TOKENS, MAX_USAGE_USD, usdMicro } from '../spend.js';
 import type { Spend } from '../types.js';
 
 interface UsageEvent {
@@ -20,14 +20,19 @@ interface UsageEvent {
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** A usage object a worker posted, when it is one: non-negative, finite. */
+/**
+ * A usage object a worker posted, when it is one: non-negative numbers, each capped at what a
+ * lease's report may say (src/spend.ts). The event is the worker's word, not checked when it
+ * was posted: a larger figure is charged as the maximum, as the worker itself charges an
+ * answer it cannot read (src/worker/providers/usage.ts), never summed into Infinity.
+ */
 function usageOf(v: unknown): Spend | null {
   if (!isRecord(v)) return null;
   const tokens = v.tokens ?? 0;
   const usd = v.usd ?? 0;
-  if (typeof tokens !== 'number' || !Number.isSafeInteger(tokens) || tokens < 0) return null;
-  if (typeof usd !== 'number' || !Number.isFinite(usd) || usd < 0) return null;
-  return { tokens, usd };
+  if (typeof tokens !== 'number' || Number.isNaN(tokens) || tokens < 0) return null;
+  if (typeof usd !== 'number' || Number.isNaN(usd) || usd < 0) return null;
+  return { tokens: Math.min(MAX_USAGE_TOKENS, Math.ceil(tokens)), usd: Math.min(MAX_USAGE_USD, usd) };
 }
 
 /** The unreported usage of every step, summed, from a run's events in seq order. */
@@ -51,8 +56,8 @@ export function unreportedUsage(events: readonly UsageEvent[]): Spend {
   let micro = 0;
   for (const calls of perStep.values()) {
     for (const u of calls.values()) {
-      tokens += u.tokens;
-      micro += usdMicro(u.usd);
+      tokens = Math.min(MAX_USAGE_TOKENS, tokens + u.tokens);
+      micro = Math.min(usdMicro(MAX_USAGE_USD), micro + usdMicro(u.usd));
     }
   }
   return { tokens, usd: micro / 1_000_000 };

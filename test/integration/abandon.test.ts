@@ -41,6 +41,25 @@ describe('abandon (D §6)', () => {
     expect(replay.body).toMatchObject({ chain_valid: true, state_matches: true });
   });
 
+  it('a posted model.called with a usd of 1e308 or 1e300 is charged as the largest report, not summed into a 500 (D §10, §8)', async () => {
+    await using d = await startRunDaemon();
+    const bundle = await pushBundle(d);
+    for (const usd of [1e308, 1e300]) {
+      const { run_id, token } = await startRun(d, bundle);
+      const posted = await d.kernel_(`/runs/${run_id}/events`, {
+        headers: { 'x-svc-remit': token },
+        body: { kind: 'model.called', payload: { step: 'triage', source: 'worker', call_index: 0, segment: 0, usage: { tokens: 1, usd } }, actor: { worker_id: 'w-1' } },
+      });
+      expect(posted.status).toBe(201);
+      const ab = await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'stop', actor: { id: 'ops-1', role: 'ops' } } });
+      expect(ab.status, JSON.stringify(ab.body)).toBe(202);
+      expect(await getRun(d, run_id)).toMatchObject({ state: 'abandoned', usage: { tokens: 1, usd: 1e12 } });
+      const replay = await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' });
+      expect(replay.status).toBe(200);
+      expect(replay.body).toMatchObject({ chain_valid: true, state_matches: true });
+    }
+  });
+
   it('compensates completed steps last first through compensation leases, then abandons', async () => {
     await using d = await startRunDaemon();
     const b = refundsBundle();

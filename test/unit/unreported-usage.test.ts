@@ -32,4 +32,10 @@ describe('unreportedUsage', () => {
       ]),
     ).toEqual({ tokens: 0, usd: 0 });
   });
+
+  it('charges a figure past what a report may say as that maximum, and never sums to Infinity (a posted 1e308 made abandon a 500)', () => {
+    const huge = unreportedUsage([call('a', 0, { tokens: 2 ** 60, usd: 1e308 }), call('a', 1, { tokens: 2 ** 60, usd: 1e308 }), call('b', 0, { tokens: 2.5, usd: 1e300 })]);
+    expect(huge).toEqual({ tokens: Number.MAX_SAFE_INTEGER, usd: 1e12 });
+    expect(unreportedUsage([call('a', 0, { tokens: 2.5, usd: 0.5 })])).toEqual({ tokens: 3, usd: 0.5 });
+  });
 });

@@ -8,14 +8,10 @@
  * string that is not a number, 1e400 read as Infinity) or over the kernel's maximum counts as that maximum, which is
  * past any remit's spend, so the run fails `budget_exhausted` (svc-worker(1) FAILURES).
  */
-import { roundUsd } from '../../spend.js';
+import { MAX_USAGE_TOKENS, MAX_USAGE_USD, roundUsd } from '../../spend.js';
 import type { Usage } from '../types.js';
 
-/** Largest `usage.tokens` the kernel takes (its schema's maximum). */
-export const MAX_USAGE_TOKENS = Number.MAX_SAFE_INTEGER;
-
-/** Largest `usage.usd` the kernel takes (its schema's maximum). */
-export const MAX_USAGE_USD = 1e12;
+export { MAX_USAGE_TOKENS, MAX_USAGE_USD };
 
 /**
  * A token count as the kernel takes it: whole (fractions up), within 0 … MAX_USAGE_TOKENS;
