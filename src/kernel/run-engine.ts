@@ -162,7 +162,9 @@ export class RunEngine {
   afterCommit(before: RunModel | null, after: RunModel, events: readonly RunEvent[], wake = true): void {
     for (const e of events) {
       this.k.metrics.events.inc({ kind: e.kind });
-      // The ending events name the approvals they cancelled (cancelPendingApprovals).
+      // The kernel's ending events name the approvals they cancelled (cancelPendingApprovals);
+      // a posted event's payload is the poster's word and moves no gauge.
+      if (isExternalKind(e.kind)) continue;
       const cancelled = (e.payload as { cancelled_approval_ids?: unknown } | null)?.cancelled_approval_ids;
       if (Array.isArray(cancelled) && cancelled.length > 0) this.k.metrics.approvalsPending.dec(cancelled.length);
     }

@@ -4,7 +4,7 @@
  * approved_actions, and the approved:<id> / rejected:<id> rules.
  */
 import { describe, expect, it } from 'vitest';
-import { allEvents, APPROVER, getRun, lease, propose, REQUESTER, runToAction, startRunDaemon } from './run-fixtures.js';
+import { allEvents, APPROVER, getRun, lease, propose, pushBundle, REQUESTER, runToAction, startRun, startRunDaemon } from './run-fixtures.js';
 
 const BIG = { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 500 } };
 
@@ -123,6 +123,20 @@ describe('GET /approvals (I 4.1, D 5.4)', () => {
       expect(r.status, q).toBe(400);
     }
     expect((await d.kernel_('/metrics')).body).toMatch(/^svc_approvals_pending 2$/m);
+  });
+
+  it('svc_approvals_pending counts approvals, not what a posted event says it cancelled (I 4.1 metrics, D §7)', async () => {
+    await using d = await startRunDaemon();
+    const { lease: l } = await runToAction(d);
+    expect((await propose(d, l.lease_id, BIG)).body.decision).toBe('approval_required');
+    const other = await startRun(d, await pushBundle(d));
+    const posted = await d.kernel_(`/runs/${other.run_id}/events`, {
+      headers: { 'x-svc-remit': other.token },
+      body: { kind: 'note', payload: { text: 'hello', cancelled_approval_ids: ['x', 'y', 'z'] }, actor: { worker_id: 'w-1' } },
+    });
+    expect(posted.status).toBe(201);
+    expect((await d.kernel_('/approvals?state=pending')).body.approvals).toHaveLength(1);
+    expect((await d.kernel_('/metrics')).body).toMatch(/^svc_approvals_pending 1$/m);
   });
 });
 
