@@ -101,9 +101,9 @@ function leaseGone(lease: Pick<LeaseRow, 'lease_id' | 'status'>): SvcError {
   return new SvcError('lease_expired', `lease ${lease.lease_id} ${why}`, { lease_id: lease.lease_id, status: lease.status === 'active' ? 'expired' : lease.status });
 }
 
-type Prepared =
-  | { kind: 'lease'; stepDef: Record<string, unknown>; renderError: null; reserved: Spend }
-  | { kind: 'render_error'; renderError: string; reserved: Spend };
+type Prepared = { kind: 'lease'; stepDef: Record<string, unknown>; renderError: null } | { kind: 'render_error'; renderError: string };
+
+const NOTHING_RESERVED: Spend = { tokens: 0, usd: 0 };
 
 export class LeaseService {
   /** The kernel clock's time of the last sweep made by acquire (sweepIfDue). */
@@ -172,7 +172,7 @@ export class LeaseService {
     return null;
   }
 
-  /** Prepares outside the transaction (bundle, templates, reservations), then commits the lease. */
+  /** Prepares outside the transaction (bundle, templates), then commits the lease. */
   private async leaseRun(runId: string, workerId: string, kinds: LeaseKind[], ttl: number): Promise<LeaseObject | 'stale' | 'skipped'> {
     const read = await this.e.modelRead(runId);
     const model = read.model;
@@ -186,8 +186,9 @@ export class LeaseService {
       if (!cur || cur.step !== item.step || cur.kind !== item.kind || Date.parse(cur.ready_at) > now) return 'stale' as const;
       const m = w.model;
       const s = m.steps[item.step]!;
-      if (item.kind !== 'compensation' && budgetExceeded(m.usage, m.budget, prepared.reserved)) {
-        await this.failForBudget(w, item.step, prepared.reserved);
+      const reserved = item.kind === 'compensation' ? NOTHING_RESERVED : await this.e.reservedOf(m.remit_id, w.tx);
+      if (item.kind !== 'compensation' && budgetExceeded(m.usage, m.budget, reserved)) {
+        await this.failForBudget(w, item.step, reserved);
         return 'skipped' as const;
       }
       if (prepared.kind === 'render_error') {
@@ -211,7 +212,7 @@ export class LeaseService {
          VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, NULL)`,
         [leaseId, runId, item.step, item.kind, attempt, workerId, ttl, expiresAt, now],
       );
-      return { leaseId, attempt, expiresAt, leasedSeq: ev!.seq, model: w.model, remitToken: w.row.remit_token, remit: w.remit };
+      return { leaseId, attempt, expiresAt, leasedSeq: ev!.seq, model: w.model, remitToken: w.row.remit_token, remit: w.remit, reserved };
     }, { read });
     if (outcome === 'stale' || outcome === 'skipped') return outcome;
     this.k.metrics.stepsLeased.inc();
@@ -227,7 +228,7 @@ export class LeaseService {
       remit: outcome.remit,
       priorEvents: prior,
       priorEventsFromSeq: step.first_lease_seq,
-      reserved: prepared.reserved,
+      reserved: outcome.reserved,
     });
     return {
       lease_id: outcome.leaseId,
@@ -244,11 +245,10 @@ export class LeaseService {
   }
 
   private async prepare(model: RunModel, stepId: string, kind: LeaseKind, def: StepDef): Promise<Prepared> {
-    const reserved = kind === 'compensation' ? { tokens: 0, usd: 0 } : await this.e.reservedOf(model.remit_id);
     try {
-      return { kind: 'lease', stepDef: await renderStepDef(model, stepId, kind, def), renderError: null, reserved };
+      return { kind: 'lease', stepDef: await renderStepDef(model, stepId, kind, def), renderError: null };
     } catch (err) {
-      return { kind: 'render_error', renderError: (err as Error).message, reserved };
+      return { kind: 'render_error', renderError: (err as Error).message };
     }
   }
 
@@ -321,9 +321,9 @@ export class LeaseService {
       }
     }
     const usage = usageOf(body.usage);
-    const reserved = lease.kind === 'compensation' ? { tokens: 0, usd: 0 } : await this.e.reservedOf(model.remit_id);
     const result = await this.e.mutate(lease.run_id, async (w) => {
       await this.requireActive(w, leaseId);
+      const reserved = lease.kind === 'compensation' ? NOTHING_RESERVED : await this.e.reservedOf(w.model.remit_id, w.tx);
       if (lease.kind === 'compensation') {
         const p: CompensationCompletedPayload = { step: lease.step, attempt: lease.attempt, lease_id: leaseId, output, usage };
         await w.append({ kind: 'compensation.completed', payload: p, actor: { worker_id: lease.worker_id } });
@@ -358,17 +358,25 @@ export class LeaseService {
     const usage = usageOf(body.usage);
     const error: ErrorInfo = { code: body.error.code, message: body.error.message };
     const deterministic = body.deterministic === true;
-    const reserved = isComp ? { tokens: 0, usd: 0 } : await this.e.reservedOf(model.remit_id);
     const delay = retryDelayMs(policy, lease.attempt, this.e.random);
     const result = await this.e.mutate(lease.run_id, async (w) => {
       await this.requireActive(w, leaseId);
+      const reserved = isComp ? NOTHING_RESERVED : await this.e.reservedOf(w.model.remit_id, w.tx);
       const actor = { worker_id: lease.worker_id };
       const failed: StepFailedPayload = { step: lease.step, kind: lease.kind as LeaseKind, attempt: lease.attempt, lease_id: leaseId, error, deterministic, usage };
       await w.append({ kind: 'step.failed', payload: failed, actor });
       await this.endLease(w, leaseId, 'failed');
       let outcome: FailOutcome;
       let delayMs: number | null = null;
-      if (isComp) {
+      if (isComp && error.code === 'connector_quarantined') {
+        // An abandoning run cannot park, and the quarantine lasts until the connector is
+        // released: the compensation waits the step's longest retry delay and tries again
+        // at the same attempt (decisions §6: no attempt spent), for as long as it takes.
+        const wait = retryDelayMs({ ...policy, initial_delay_ms: policy.max_delay_ms }, 1, this.e.random);
+        await this.scheduleRetry(w, lease.step, 'compensation', lease.attempt, wait);
+        outcome = 'retry_scheduled';
+        delayMs = wait;
+      } else if (isComp) {
         if (deterministic || lease.attempt >= policy.max_attempts) {
           await this.failCompensation(w, lease.step, lease.attempt, leaseId, error);
           outcome = 'quarantined';

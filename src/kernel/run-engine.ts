@@ -479,9 +479,13 @@ export class RunEngine {
     return { stored, def };
   }
 
-  /** Spend of this run's remit that derived remits reserved (decisions 8.3). */
-  async reservedOf(remitId: string): Promise<Spend> {
-    return this.k.remits.reserved(remitId);
+  /**
+   * Spend of this run's remit that derived remits reserved (decisions 8.3), read through the
+   * run's transaction `tx`: a derive that commits between a read outside it and the budget
+   * check inside would go unseen.
+   */
+  async reservedOf(remitId: string, tx: SqlDb): Promise<Spend> {
+    return this.k.remits.reserved(remitId, tx);
   }
 }
 

@@ -240,9 +240,9 @@ export class RemitService {
   }
 
   /** Spend reserved from this remit by its derived children (decisions 8.3). */
-  async reserved(remitId: string): Promise<Spend> {
+  async reserved(remitId: string, db: SqlDb = this.k.db): Promise<Spend> {
     // Two numbers, asked on every lease and completion: not the row's four token texts.
-    const row = await this.k.db.get<{ reserved_tokens: number; reserved_usd_micro: number }>('SELECT reserved_tokens, reserved_usd_micro FROM remits WHERE remit_id = ?', [remitId]);
+    const row = await db.get<{ reserved_tokens: number; reserved_usd_micro: number }>('SELECT reserved_tokens, reserved_usd_micro FROM remits WHERE remit_id = ?', [remitId]);
     if (!row) throw notFound('remit', remitId);
     return { tokens: Number(row.reserved_tokens), usd: Number(row.reserved_usd_micro) / 1_000_000 };
   }
