@@ -9,6 +9,7 @@ import { isoTime } from '../clock.js';
 import { SvcError, notFound } from '../errors.js';
 import { signHead } from '../events/event-hash.js';
 import { ALL_EVENT_KINDS, isExternalKind } from '../events/kinds.js';
+import { redactEventPayload } from '../events/redact-payload.js';
 import type { RunAbandonRequestedPayload, RunCreatedPayload, RunResumedPayload } from '../events/payloads.js';
 import { newId } from '../ids.js';
 import { globalRedactor } from '../log/logger.js';
@@ -236,7 +237,7 @@ export class RunEngine {
       hash: '',
       prev_hash: '',
       kind: 'run.created',
-      payload: redactor.redactValue(payload as unknown as RunEvent['payload']),
+      payload: redactEventPayload(redactor, 'run.created', payload as unknown as Record<string, unknown>),
       actor: redactor.redactValue({ id: requestedBy.id, role: requestedBy.role }),
       at: isoTime(now),
     };

@@ -6,6 +6,7 @@
  */
 import { isoTime, type Clock } from '../clock.js';
 import { canonicalEventTexts, eventHashOfTexts, signHead, type CanonicalEventTexts } from '../events/event-hash.js';
+import { redactEventPayload } from '../events/redact-payload.js';
 import type { ExternalEventKind, KernelEventKind } from '../events/kinds.js';
 import type { KernelEventPayloads } from '../events/payloads.js';
 import type { Redactor } from '../log/logger.js';
@@ -199,7 +200,7 @@ export class RunWriter {
     const out: RunEvent[] = [];
     for (const d of drafts) {
       // Every payload is a JSON object; the typed shapes above lack index signatures.
-      const payload = this.deps.redactor.redactValue(d.payload as unknown as Record<string, unknown>);
+      const payload = redactEventPayload(this.deps.redactor, d.kind, d.payload as unknown as Record<string, unknown>);
       const actor = this.deps.redactor.redactValue(d.actor ?? null);
       const ev: RunEvent = { seq: this.seq + 1, hash: '', prev_hash: this.head, kind: d.kind, payload, actor, at: isoTime(this.deps.clock.now()) };
       const texts = sealEvent(this.row.run_id, ev);

@@ -1,0 +1,44 @@
+// src/events/redact-payload.ts: what of an event's payload the redactor may touch (docs/design.md
+// Events; svc-events(7) DESCRIPTION).
+import { describe, expect, it } from 'vitest';
+import { redactEventPayload } from '../../src/events/redact-payload.js';
+import { Redactor } from '../../src/log/logger.js';
+
+const redactor = new Redactor();
+redactor.add('5432');
+
+describe('redactEventPayload', () => {
+  it("keeps a kernel event's ids, attempts, times and spend; redacts what workers, tools and callers wrote", () => {
+    const completed = { step: 'lookup', attempt: 1, lease_id: 'lease_015432', output: { port: 5432, note: 'on 5432' }, usage: { tokens: 15432, usd: 0.5432 } };
+    expect(redactEventPayload(redactor, 'step.completed', completed)).toEqual({
+      step: 'lookup',
+      attempt: 1,
+      lease_id: 'lease_015432',
+      output: { port: '[REDACTED]', note: 'on [REDACTED]' },
+      usage: { tokens: 15432, usd: 0.5432 },
+    });
+    const failed = { step: 'a', kind: 'tool', attempt: 2, lease_id: null, error: { code: 'upstream_error', message: 'port 5432 refused' }, deterministic: false, usage: { tokens: 0, usd: 0 } };
+    expect(redactEventPayload(redactor, 'step.failed', failed).error).toEqual({ code: 'upstream_error', message: 'port [REDACTED] refused' });
+    const retry = { step: 'a', kind: 'tool', attempt: 3, delay_ms: 5432, ready_at: '2026-11-29T05:43:20.000Z' };
+    expect(redactEventPayload(redactor, 'step.retry_scheduled', retry)).toEqual(retry);
+  });
+
+  it('keeps only the run\'s id and usage of the run an action was decided on: its input is the caller\'s', () => {
+    const decided = { rule: 'r/5432', run: { id: 'run_1', usage: { tokens: 5432, usd: 0 }, input: { port: 5432 }, department: 'ops' }, action: { tool: 'db.q', args: { port: 5432 } } };
+    expect(redactEventPayload(redactor, 'action.decided', decided)).toEqual({
+      rule: 'r/5432',
+      run: { id: 'run_1', usage: { tokens: 5432, usd: 0 }, input: { port: '[REDACTED]' }, department: 'ops' },
+      action: { tool: 'db.q', args: { port: '[REDACTED]' } },
+    });
+  });
+
+  it('redacts a posted event whole, kernel-looking members too, and an unknown member\'s name', () => {
+    expect(redactEventPayload(redactor, 'note', { usage: { tokens: 5432 }, step: 's5432' })).toEqual({ usage: { tokens: '[REDACTED]' }, step: 's[REDACTED]' });
+    expect(redactEventPayload(redactor, 'run.completed', { output: {}, x5432: 1 })).toEqual({ output: {}, 'x[REDACTED]': 1 });
+  });
+
+  it('hands the payload back untouched when nothing is registered', () => {
+    const p = { output: { a: 1 } };
+    expect(redactEventPayload(new Redactor(), 'step.completed', p)).toBe(p);
+  });
+});
