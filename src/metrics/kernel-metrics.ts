@@ -12,7 +12,7 @@ export class KernelMetrics {
     buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300],
     registers: [this.registry],
   });
-  readonly usageUsd = new Counter({ name: 'svc_usage_usd_total', help: 'Model and tool spend in USD', labelNames: ['department'], registers: [this.registry] });
+  readonly usageUsd = new UsdCounter(this.registry);
   readonly approvalsPending = new Gauge({ name: 'svc_approvals_pending', help: 'Approvals waiting for a decision', registers: [this.registry] });
   readonly leasesExpired = new Counter({ name: 'svc_leases_expired_total', help: 'Leases that expired before completion', registers: [this.registry] });
   readonly events = new Counter({ name: 'svc_events_total', help: 'Run events appended, by kind', labelNames: ['kind'], registers: [this.registry] });
@@ -37,5 +37,35 @@ export class KernelMetrics {
 
   text(): Promise<string> {
     return this.registry.metrics();
+  }
+}
+
+/**
+ * svc_usage_usd_total{department}: dollars summed exactly, as a run's usage is (src/spend.ts),
+ * not in binary floats, where 0.1 + 0.2 shows as 0.30000000000000004. Kept as whole
+ * nano-dollars (the precision spend is rounded to) in a BigInt, and written into the counter
+ * at each scrape.
+ */
+export class UsdCounter {
+  private readonly nanos = new Map<string, bigint>();
+
+  constructor(registry: Registry) {
+    const nanos = this.nanos;
+    new Counter({
+      name: 'svc_usage_usd_total',
+      help: 'Model and tool spend in USD',
+      labelNames: ['department'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [department, n] of nanos) this.inc({ department }, Number(n) / 1e9);
+      },
+    });
+  }
+
+  /** Adds `usd` (≥ 0, finite) to `department`'s spend; 0 makes the series exist. */
+  inc(labels: { department: string }, usd: number): void {
+    const add = Number.isFinite(usd) && usd > 0 ? BigInt(Math.round(usd * 1e9)) : 0n;
+    this.nanos.set(labels.department, (this.nanos.get(labels.department) ?? 0n) + add);
   }
 }
