@@ -104,6 +104,18 @@ describe('CEL syntax errors map into the whole source (D 5.1)', () => {
   it('depth limit (parse limits)', () => at('allow a when ' + '('.repeat(40) + 'true' + ')'.repeat(40), 1, 46, /maxDepth/));
   it('a chain of prefix operators deep enough to overflow the parser', () =>
     at('allow a when true\ndeny b when ' + '!'.repeat(20_000) + 'action.writes', 2, 13, /nests too deeply to parse/));
+  // A column was counted from its line's start for every token, so one long line cost its
+  // length squared: 80 KB of `a ` held svcd's only thread for seconds, a source at the
+  // 256 Ki-character limit for minutes. Linear now (tens of milliseconds); the bound only
+  // tells the two apart.
+  it('a source at the length limit on one line is answered in linear time, its columns exact', () => {
+    const t0 = performance.now();
+    at('a '.repeat(131_000), 1, 1, /unknown effect "a"/);
+    at('allow a when action.tool == "' + 'é '.repeat(65_000) + '" && `', 1, 29 + 130_000 + 6, /unexpected character "`"/);
+    at('allow a\n  when ' + '!'.repeat(262_000) + 'true', 2, 8, /nests too deeply to parse/);
+    expect(performance.now() - t0).toBeLessThan(10_000);
+    at('allow a when "😀😀" == "x" && action.tool == `', 1, 44, /unexpected character "`"/);
+  });
   it('a matches pattern that is not a regular expression is refused when posted, not failed closed later', () =>
     at('allow a when true\ndeny b when action.tool.matches("(")', 2, 33, /matches: the pattern is not a valid regular expression \(Unterminated group\)/));
   it('a stored policy accepted before that check still compiles (it fails closed when decided: policy-decide.test.ts)', () => {
