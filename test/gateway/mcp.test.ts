@@ -150,6 +150,26 @@ describe('call', () => {
     expect(empty.body.error).toMatchObject({ code: 'args_invalid', message: expect.stringContaining('non-empty string or a number') });
   });
 
+  it('an x-svc-scope value with a "." or ".." segment is args_invalid: <dir>/pub/* does not reach <dir>/secret through pub/.. (I 5.3 step 6)', async () => {
+    const real = realpathSync(fsRoot);
+    mkdirSync(join(real, 'pub'), { recursive: true });
+    writeFileSync(join(real, 'pub', 'ok.txt'), 'public');
+    writeFileSync(join(real, 'secret.txt'), 'TOP-SECRET');
+    const remit = token(['fsmcp.read_text_file'], [`mcp:fsmcp:${real}/pub/*`]);
+    const inside = await gw.call({ remit_token: remit, tool: 'fsmcp.read_text_file', args: { path: join(real, 'pub', 'ok.txt') } });
+    expect(inside.body).toMatchObject({ ok: true, result: { content: [{ text: 'public' }] } });
+    for (const path of [`${real}/pub/../secret.txt`, `${real}/pub/..`, `${real}/pub/./../secret.txt`, `${real}/pub\\..\\secret.txt`, `${real}/pub/ok.txt\u0000`]) {
+      const escaped = await gw.call({ remit_token: remit, tool: 'fsmcp.read_text_file', args: { path } });
+      expect(escaped.status, path).toBe(422);
+      expect(escaped.body.error, path).toMatchObject({ code: 'args_invalid', details: { errors: [{ path: '/path' }] }, message: expect.stringContaining('".." path segment') });
+      expect(JSON.stringify(escaped.body)).not.toContain('TOP-SECRET');
+    }
+    // Dots inside a name are no segment.
+    writeFileSync(join(real, 'pub', '..notes.v2.txt'), 'dots');
+    const dotted = await gw.call({ remit_token: remit, tool: 'fsmcp.read_text_file', args: { path: join(real, 'pub', '..notes.v2.txt') } });
+    expect(dotted.body).toMatchObject({ ok: true, result: { content: [{ text: 'dots' }] } });
+  });
+
   it('a tool without readOnlyHint is a write: refused under propose', async () => {
     const res = await gw.call({ remit_token: token(['fsmcp.*'], ['mcp:fsmcp:*'], 'propose'), tool: 'fsmcp.write_file', args: { path: join(fsRoot, 'w.txt'), content: 'x' } });
     expect(res.body.refusal.reason).toBe('autonomy_too_low');

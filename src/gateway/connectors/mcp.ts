@@ -316,7 +316,14 @@ export class McpConnector implements Connector {
     if (!((typeof v === 'string' && v !== '') || (typeof v === 'number' && Number.isFinite(v)))) {
       throw new ArgsInvalid(`argument ${tool.scopeArg} names the scope (x-svc-scope) and must be a non-empty string or a number`, `/${pointerToken(tool.scopeArg)}`);
     }
-    return [`mcp:${this.name}:${String(v)}`];
+    const value = String(v);
+    // The value is the server's to read, and a grant is a prefix glob over it: a `.` or `..`
+    // segment (`<dir>/pub/../secret`) would name, under a grant of `<dir>/pub/*`, what the
+    // server resolves outside it. Such a value, or a NUL, is refused rather than guessed at.
+    if (value.includes('\0') || value.split(/[\\/]/).some((segment) => segment === '.' || segment === '..')) {
+      throw new ArgsInvalid(`argument ${tool.scopeArg} names the scope (x-svc-scope) and must not hold a "." or ".." path segment or a NUL: a granted prefix could not bound what it names`, `/${pointerToken(tool.scopeArg)}`);
+    }
+    return [`mcp:${this.name}:${value}`];
   }
 
   scopeAlternatives(scope: string): string[] {
