@@ -187,6 +187,7 @@ export function loadGatewayConfig(doc: unknown, opts: LoadOptions = {}): Gateway
   if (problems.length > 0) throw new GatewayConfigError(problems, source);
 
   const raw = overridden as RawConfig;
+  registerLowerCasedHosts(raw, redactor);
   problems.push(...fsRootProblems(raw, baseDir));
   if (problems.length > 0) throw new GatewayConfigError(problems, source);
   const config = normalize(raw, baseDir);
@@ -200,19 +201,22 @@ export function loadGatewayConfig(doc: unknown, opts: LoadOptions = {}): Gateway
  * Registers a secret with the spellings it takes on its way out: JSON-escaped once (a string
  * field, a log line) and twice (JSON text inside a string field, such as an http `body` or
  * an MCP text block that prints a JSON document), and percent-encoded as a URL component,
- * as a form or query value, and as the WHATWG URL parser writes it in a query or a path (an
- * upstream echoing the URL it was called with, or redirecting to one the gateway follows).
- * The value trimmed too: a header is sent without its leading and trailing whitespace, and
- * secrets read from files often end in a newline. (A lower-cased spelling is not registered:
- * it would redact every case variant of a value such as a user name in every output; the http
- * connector checks the one place HTTP lower-cases, response header names, itself.)
+ * as a form or query value, and as the WHATWG URL parser writes it in a query, a path or
+ * userinfo (an upstream echoing the URL it was called with, or redirecting to one), and as a
+ * JSON pointer token (a map key in a config problem's path). The value trimmed too: a header
+ * is sent without its leading and trailing whitespace, and secrets read from files often end
+ * in a newline. (A lower-cased spelling is not registered: it would redact every case variant
+ * of a value such as a user name in every output; the http connector checks the one place
+ * HTTP lower-cases, response header names, itself, and a host of `allowed_hosts` that shows a
+ * value is registered lower-cased whole: registerLowerCasedHosts.)
  */
 export function registerSecret(redactor: Redactor, value: string): void {
   for (const v of new Set([value, value.trim()])) {
     const once = JSON.stringify(v).slice(1, -1);
     const twice = JSON.stringify(once).slice(1, -1);
     const form = new URLSearchParams([['', v]]).toString().slice(1);
-    const narrow = [v, once, twice, encodeURIComponent(v), form, ...urlSpellings(v)];
+    // pointerToken: a map key as a config problem's path spells it (a/b is a~1b).
+    const narrow = [v, once, twice, encodeURIComponent(v), form, pointerToken(v), ...urlSpellings(v)];
     for (const spelling of new Set([...narrow, ...narrow.flatMap(wideSpellings)])) redactor.add(spelling);
   }
 }
@@ -230,12 +234,30 @@ function wideSpellings(v: string): string[] {
   return [chars.join('\u0000'), chars.join('\u0000\u0000\u0000')];
 }
 
-/** How `new URL()` writes a value in a query and in a path (neither is encodeURIComponent's). */
+/**
+ * How `new URL()` writes a value in a query, in a path and in userinfo (none is
+ * encodeURIComponent's): an upstream redirecting to `http://user:<value>@host/` hands on a
+ * Location so spelt.
+ */
 function urlSpellings(v: string): string[] {
   try {
-    return [new URL(`http://h/?${v}`).search.slice(1), new URL(`http://h/${v}`).pathname.slice(1)];
+    const userinfo = new URL('http://h/');
+    userinfo.password = v;
+    return [new URL(`http://h/?${v}`).search.slice(1), new URL(`http://h/${v}`).pathname.slice(1), userinfo.password];
   } catch {
     return [];
+  }
+}
+
+/**
+ * An http connector's `allowed_hosts` are compared lower-cased, and every URL parser hands a
+ * host on lower-cased: a host that shows a `${VAR}` value is registered in that spelling too
+ * (the host whole, so no other lower-cased text is redacted for it).
+ */
+function registerLowerCasedHosts(raw: RawConfig, redactor: Redactor): void {
+  for (const c of raw.connectors ?? []) {
+    if (c.type !== 'http') continue;
+    for (const host of c.allowed_hosts ?? []) if (host !== host.toLowerCase() && redactor.shows(host)) registerSecret(redactor, host.toLowerCase());
   }
 }
 

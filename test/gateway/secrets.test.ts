@@ -12,7 +12,7 @@ import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { registerSecret } from '../../src/gateway/config.js';
+import { loadGatewayConfig, registerSecret } from '../../src/gateway/config.js';
 import { Redactor, type Logger } from '../../src/log/logger.js';
 import { mintToken, remitPayload, testSigner } from '../helpers/remit-token.js';
 import { capturedLogger, startGateway, type TestGateway } from './helpers.js';
@@ -121,6 +121,13 @@ describe('awkward ${VAR} values never leave the gateway (I 2.10)', () => {
     expect(again.status, again.text).toBe(200);
     expect(again.body).toMatchObject({ ok: true, replayed: true });
     for (const text of [first.text, again.text, JSON.stringify(gw.link.events)]) expect(text).not.toContain(DIGITS);
+  });
+
+  it('a URL whose host spells a secret, which the URL parser lower-cases: the refusal names the host redacted (I 2.10, 5.3)', async () => {
+    const res = await gw.call({ remit_token: token(['web.get'], ['http:host:*']), tool: 'web.get', args: { url: 'http://s3cr3t-TRAIL-77.invalid/x' } });
+    expect(res.status).toBe(403);
+    expect(res.body.refusal.detail).toContain('host [REDACTED].invalid is not in allowed_hosts');
+    expect(JSON.stringify(res.body).toLowerCase()).not.toContain('s3cr3t-trail-77');
   });
 
   it('quotes and backslashes: neither the raw value nor its JSON-escaped spellings appear, in a field or in JSON text inside one', async () => {
@@ -240,6 +247,40 @@ describe('Redactor (src/log/logger.ts)', () => {
     expect(u.redact(followed.href)).toBe('http://upstream/echo?k=[REDACTED]');
     expect(u.redact(new URL('http://upstream/p@ss/w:rd"q').href)).toBe('http://upstream/[REDACTED]');
     expect(u.redact('Bearer p@ss/w:rd"q')).toBe('Bearer [REDACTED]');
+  });
+
+  it('the spelling userinfo gives it: a redirect to http://user:<value>@host/ hands on its Location so (I 2.10)', () => {
+    const u = new Redactor();
+    const secret = 'pA5s:w0rd/@?&=+ Zq~!$';
+    registerSecret(u, secret);
+    const location = new URL('http://u@127.0.0.1:8080/echo');
+    location.password = secret;
+    expect(location.href).not.toContain(encodeURIComponent(secret)); // userinfo has its own encode set
+    expect(u.redact(location.href)).toBe('http://u:[REDACTED]@127.0.0.1:8080/echo');
+  });
+
+  it('a map key as a config problem spells it, a JSON pointer token (/ as ~1, ~ as ~0): redacted in startup errors (I 2.10)', () => {
+    const r = new Redactor();
+    const secret = 'pA5s:w0rd/@?&=+ Zq~!$';
+    let message = '';
+    try {
+      loadGatewayConfig({ connectors: [{ name: 'web', type: 'http', allowed_hosts: ['127.0.0.1'], headers: { '${K}': 'v' } }] }, { env: { K: secret }, redactor: r });
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    expect(message).toContain('is not a valid HTTP header name');
+    expect(message).toContain('pA5s:w0rd~1@?&=+ Zq~0!$'); // the error itself, before the redactor
+    expect(r.redact(message)).not.toMatch(/pA5s|w0rd/);
+  });
+
+  it('an allowed host showing a value is registered lower-cased, whole: URL parsers hand hosts on lower-cased (I 2.10)', async () => {
+    const r = new Redactor();
+    const config = loadGatewayConfig({ connectors: [{ name: 'web', type: 'http', allowed_hosts: ['${H}.invalid', 'Api.Example.com'] }] }, { env: { H: 'SwEEp7Kq9Zx3MvRt' }, redactor: r });
+    expect(config.connectors[0]).toMatchObject({ allowed_hosts: ['sweep7kq9zx3mvrt.invalid', 'api.example.com'] });
+    expect(r.redact('cannot reach sweep7kq9zx3mvrt.invalid: ENOTFOUND')).toBe('cannot reach [REDACTED]: ENOTFOUND');
+    expect(r.redact('scope http:host:sweep7kq9zx3mvrt.invalid')).toBe('scope http:host:[REDACTED]');
+    // Only the host whole: other lower-cased text, and a host that shows no value, stay.
+    expect(r.redact('sweep7kq9zx3mvrt and api.example.com')).toBe('sweep7kq9zx3mvrt and api.example.com');
   });
 
   it('a form-encoded spelling is registered too', () => {

@@ -165,7 +165,8 @@ export class HttpConnector implements Connector {
     const url = parseUrl(args.url);
     checkHeaders(args.headers);
     const host = url.hostname.toLowerCase();
-    if (!hostAllowed(this.cfg.allowed_hosts, host)) throw new ScopeRefusal(`host ${host} is not in allowed_hosts of connector ${this.name}`);
+    // The parser lower-cased the host: a value spelt in it is redacted in that spelling too.
+    if (!hostAllowed(this.cfg.allowed_hosts, host)) throw new ScopeRefusal(`host ${this.redactor.redactLowerCased(host)} is not in allowed_hosts of connector ${this.name}`);
     refuseSvcListener(url);
     return [`http:host:${host}`];
   }
@@ -210,7 +211,7 @@ export class HttpConnector implements Connector {
         // the first host) and got no answer may have acted.
         if (hop > 0 || !neverConnected(cause?.code)) mayHaveWritten();
         if (ctx.signal.aborted) throw new UpstreamError(abortMessage(ctx.signal));
-        throw new UpstreamError(`cannot reach ${url.host}: ${cause?.code ?? cause?.message ?? (err as Error).message}`);
+        throw new UpstreamError(`cannot reach ${this.redactor.redactLowerCased(url.host)}: ${cause?.code ?? cause?.message ?? (err as Error).message}`);
       }
       const location = res.headers.get('location');
       if ([301, 302, 303, 307, 308].includes(res.status) && location && hop < MAX_REDIRECTS) {
