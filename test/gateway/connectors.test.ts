@@ -71,6 +71,9 @@ function handler(req: IncomingMessage, res: ServerResponse): void {
       case '/pay-then-see-other': // a POST that acts, then sends the client elsewhere
         res.writeHead(303, { location: '/boom' }).end();
         return;
+      case '/big-ok': // a 200 whose body is larger than webw keeps
+        res.writeHead(200, { 'content-type': 'text/plain' }).end('x'.repeat(4096));
+        return;
       case '/boom-big': // a 5xx whose body is larger than the connector keeps
         res.writeHead(503, { 'content-type': 'text/plain' }).end('x'.repeat(4096));
         return;
@@ -746,6 +749,24 @@ describe('http connector (decisions §9: allowed_hosts, redirects, timeouts)', (
     expect(r1.status).toBe(502);
     expect(r1.body.error.details.outcome).toBeUndefined();
     expect((await refused()).body.error.code).toBe('upstream_error'); // run again, not 409
+  });
+
+  it('a body over max_body_bytes is a deterministic failure: the upstream answered, so no circuit opens, and a POST key keeps it (D §9)', async () => {
+    const t = () => remit(['webw.*'], ['http:host:127.0.0.1']);
+    const url = `http://127.0.0.1:${port}/big-ok`;
+    for (let i = 0; i < 6; i++) {
+      const res = await gw.call({ remit_token: t(), tool: 'webw.get', args: { url } });
+      expect(res.status).toBe(422);
+      expect(res.body.error).toMatchObject({ code: 'deterministic_failure', message: 'response body is larger than 1024 bytes (max_body_bytes)', details: { status: 200, max_body_bytes: 1024 } });
+    }
+    // Six in a row: the circuit stays closed for a small answer of the same connector.
+    expect((await gw.call({ remit_token: t(), tool: 'webw.get', args: { url: `http://127.0.0.1:${port}/json` } })).status).toBe(200);
+    // The POST acted and answered: its key holds the failure, and a repeat never posts again.
+    const before = hits.filter((h) => h === '/big-ok').length;
+    const post = () => gw.call({ remit_token: t(), tool: 'webw.post', args: { url, body: 'pay 5' }, idempotency_key: 'big-ok-post' });
+    expect((await post()).body).toMatchObject({ ok: false, error: { code: 'deterministic_failure' } });
+    expect((await post()).body).toMatchObject({ replayed: true, error: { code: 'deterministic_failure' } });
+    expect(hits.filter((h) => h === '/big-ok').length).toBe(before + 1);
   });
 
   it('a header fetch would refuse is args_invalid before any request, and never opens the circuit (I 7.2, D §9)', async () => {

@@ -13,7 +13,7 @@ import type { HttpConnectorConfig } from '../config.js';
 import { globalRedactor, type Redactor } from '../../log/logger.js';
 import { compileInputSchema } from '../schema-validator.js';
 import { isSvcListener } from '../svc-listeners.js';
-import { abortMessage, ArgsInvalid, descriptor, ScopeRefusal, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
+import { abortMessage, ArgsInvalid, descriptor, DeterministicFailure, ScopeRefusal, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
 
 const MAX_REDIRECTS = 5;
 /** svcd's own listeners are never a tool's upstream (src/gateway/svc-listeners.ts). */
@@ -102,9 +102,14 @@ export function decodeBody(bytes: Buffer, contentType: string | null, redactor: 
   return decoder.decode(bytes);
 }
 
+/**
+ * The body, up to `max` bytes. A larger one is a deterministic failure, as the sqlite and fs
+ * connectors' limits are: the upstream answered (a retry gets the same), so the breaker does
+ * not count it, and a write's key keeps that outcome rather than running again.
+ */
 async function readLimited(res: Response, max: number, signal: AbortSignal, redactor: Redactor): Promise<string> {
   const { bytes, whole } = await readBodyUpTo(res, max, () => (signal.aborted ? new UpstreamError(abortMessage(signal)) : undefined));
-  if (!whole) throw new UpstreamError(`response body is larger than ${max} bytes`);
+  if (!whole) throw new DeterministicFailure(`response body is larger than ${max} bytes (max_body_bytes)`, { status: res.status, max_body_bytes: max });
   return decodeBody(bytes, res.headers.get('content-type'), redactor);
 }
 
