@@ -23,7 +23,7 @@ import type { CircuitBreaker } from './breaker.js';
 import type { Canaries } from './canaries.js';
 import { argsErrors } from './schema-validator.js';
 import { settledWithin } from '../util/settled-within.js';
-import { ABANDONED_WRITE_GRACE_MS, abortable, abortMessage, ArgsInvalid, DeterministicFailure, NotAttempted, ScopeRefusal, UpstreamError, type Connector, type ConnectorTool } from './connectors/types.js';
+import { ABANDONED_WRITE_GRACE_MS, abortable, abortMessage, ArgsInvalid, DeterministicFailure, NotAttempted, RefusedBeforeAsking, ScopeRefusal, UpstreamError, type Connector, type ConnectorTool } from './connectors/types.js';
 import type { IdempotencyStore } from './idempotency.js';
 import type { EventOutbox } from './event-outbox.js';
 import type { EventCredential, GatewayEvent, KernelLink } from './kernel-link.js';
@@ -341,7 +341,8 @@ class ToolCall {
       result = kept.value;
     } catch (err) {
       if (err instanceof DeterministicFailure) {
-        breaker.success(); // the upstream answered
+        if (err instanceof RefusedBeforeAsking) breaker.neutral(trial);
+        else breaker.success(); // the upstream answered
         return this.deterministicFailure(a, err);
       }
       if (err instanceof ArgsInvalid || err instanceof ScopeRefusal) {

@@ -23,7 +23,7 @@ import type { FsConnectorConfig } from '../config.js';
 import { decodeUtf8Strict } from '../../encoding/utf8.js';
 import { hasLoneSurrogate } from '../../encoding/well-formed-json.js';
 import { compileInputSchema } from '../schema-validator.js';
-import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, ScopeRefusal, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
+import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, RefusedBeforeAsking, ScopeRefusal, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
 
 const PATH = { type: 'string', minLength: 1, maxLength: 4096, description: 'relative to the root, or absolute under it' };
 export const FS_SCHEMAS = {
@@ -356,7 +356,7 @@ export class FsConnector implements Connector {
         return { path: this.rel(real), bytes: Buffer.byteLength(content, 'utf8') };
       }
       default:
-        throw new DeterministicFailure(`unknown operation ${operation}`);
+        throw new RefusedBeforeAsking(`unknown operation ${operation}`);
     }
   }
 

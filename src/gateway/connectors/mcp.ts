@@ -21,7 +21,7 @@ import { compileInputSchema } from '../schema-validator.js';
 import { linearRegExp } from '../../util/linear-regexp.js';
 import { GroupStdioTransport, NotSentError } from './mcp-transport.js';
 import type { McpGroups } from './mcp-groups.js';
-import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, UpstreamError, type CallContext, type Connector, type ConnectorTool, type DriftFinding } from './types.js';
+import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, RefusedBeforeAsking, UpstreamError, type CallContext, type Connector, type ConnectorTool, type DriftFinding } from './types.js';
 
 /** JSON-RPC errors that refuse the request itself (not the server failing): -32600, -32601, -32602. */
 const REFUSED_REQUEST: ReadonlySet<number> = new Set([ErrorCode.InvalidRequest, ErrorCode.MethodNotFound, ErrorCode.InvalidParams]);
@@ -334,7 +334,7 @@ export class McpConnector implements Connector {
     const client = this.client;
     if (this.stateValue !== 'ready' || !client) throw new UpstreamError(`MCP server ${this.name} is not running (${this.stateValue})`);
     // Refused before it is sent, as the SDK refuses it when it has listed the tools itself.
-    if (this.taskOnly.has(operation)) throw new DeterministicFailure(`tool ${operation} requires task-based execution, which svc does not drive`, { mcp_code: ErrorCode.InvalidRequest });
+    if (this.taskOnly.has(operation)) throw new RefusedBeforeAsking(`tool ${operation} requires task-based execution, which svc does not drive`, { mcp_code: ErrorCode.InvalidRequest });
     let res;
     try {
       res = await client.callTool({ name: operation, arguments: args }, undefined, { signal: ctx.signal, timeout: this.timeoutMs });

@@ -17,7 +17,7 @@ import { DEFAULT_MAX_BYTES, type SqliteConnectorConfig } from '../config.js';
 import { pointerToken } from '../../encoding/json-pointer.js';
 import { compileInputSchema } from '../schema-validator.js';
 import { classifyFailure, StatementFailureError, StatementHost, type StatementMode } from './sqlite-host.js';
-import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, NotAttempted, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
+import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, NotAttempted, RefusedBeforeAsking, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
 
 interface SqliteTool extends ConnectorTool {
   params: string[];
@@ -385,7 +385,7 @@ export class SqliteConnector implements Connector {
 
   async call(operation: string, args: Record<string, unknown>, ctx: CallContext): Promise<unknown> {
     const tool = this.list.get(operation);
-    if (!tool) throw new DeterministicFailure(`no statement ${operation}`);
+    if (!tool) throw new RefusedBeforeAsking(`no statement ${operation}`);
     const binds: Record<string, unknown> = {};
     for (const p of tool.params) {
       if (p === 'now') {

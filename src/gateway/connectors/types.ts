@@ -123,6 +123,19 @@ export class DeterministicFailure extends Error {
   }
 }
 
+/**
+ * A final 422 `deterministic_failure` svc gives before asking the upstream (an MCP tool svc
+ * cannot drive, a statement or operation the connector does not have): the upstream said
+ * nothing, so the breaker neither counts it nor takes it as the answer a half-open trial
+ * waits for (decisions §9).
+ */
+export class RefusedBeforeAsking extends DeterministicFailure {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super(message, details);
+    this.name = 'RefusedBeforeAsking';
+  }
+}
+
 /** The call reaches outside the connector's reach: a 403 `scope_not_granted` refusal. */
 export class ScopeRefusal extends Error {
   constructor(message: string) {
