@@ -11,7 +11,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import type { ContractType } from '../types.js';
 import { globalRedactor, type Redactor } from '../log/logger.js';
-import { compileConfigSchema, formatAjvErrors } from './schema-validator.js';
+import { compileConfigSchema, formatAjvErrors, MAX_CANARY_INTERVAL_SECONDS } from './schema-validator.js';
 import { fetchBlockedPortHint, isFetchBlockedPort, urlHasFetchBlockedPort } from '../util/fetch-blocked-ports.js';
 import { pointerToken } from '../encoding/json-pointer.js';
 import { bearerTokenProblem, validHeaderName, validHeaderValue } from '../util/http-header-syntax.js';
@@ -322,7 +322,7 @@ function applyEnvOverrides(doc: unknown, env: NodeJS.ProcessEnv, problems: strin
   if (env.SVC_GATEWAY_DATA) out.data_dir = resolve(env.SVC_GATEWAY_DATA);
   if (env.SVC_CANARY_INTERVAL !== undefined && env.SVC_CANARY_INTERVAL !== '') {
     const n = Number(env.SVC_CANARY_INTERVAL);
-    if (!Number.isFinite(n) || n <= 0) problems.push(`SVC_CANARY_INTERVAL: must be a number of seconds above 0, got "${env.SVC_CANARY_INTERVAL}"`);
+    if (!Number.isFinite(n) || n <= 0 || n > MAX_CANARY_INTERVAL_SECONDS) problems.push(`SVC_CANARY_INTERVAL: must be a number of seconds above 0 and at most ${MAX_CANARY_INTERVAL_SECONDS} (24.8 days), got "${env.SVC_CANARY_INTERVAL}"`);
     else setCanary('interval_seconds', n);
   }
   if (env.SVC_CANARY_QUARANTINE_AFTER !== undefined && env.SVC_CANARY_QUARANTINE_AFTER !== '') {

@@ -51,6 +51,12 @@ const common = {
 const stringMap = { type: 'object', additionalProperties: { type: 'string' } };
 
 /** The gateway config schema (interface 2.10 plus svc's own keys). */
+/**
+ * Longest `canary.interval_seconds`: Node keeps a timer of at most 2^31−1 ms (24.8 days) and
+ * runs a longer one after 1 ms, which made a 30-day interval a probe every millisecond.
+ */
+export const MAX_CANARY_INTERVAL_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
+
 export const GATEWAY_CONFIG_SCHEMA = {
   type: 'object',
   additionalProperties: false,
@@ -64,7 +70,7 @@ export const GATEWAY_CONFIG_SCHEMA = {
       type: 'object',
       additionalProperties: false,
       properties: {
-        interval_seconds: { type: 'number', exclusiveMinimum: 0, default: 60, description: 'Seconds between probes.' },
+        interval_seconds: { type: 'number', exclusiveMinimum: 0, maximum: MAX_CANARY_INTERVAL_SECONDS, default: 60, description: 'Seconds between probes (at most 2147483, 24.8 days).' },
         quarantine_after: { type: 'integer', minimum: 1, default: 2, description: 'Consecutive failed probes that quarantine a connector.' },
         auto_release: { type: 'boolean', default: false, description: 'Release after 2 consecutive passing probes.' },
       },

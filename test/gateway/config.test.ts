@@ -93,6 +93,16 @@ describe('environment overrides win over the file (documented in man/svc-gateway
     expect(p.join('\n')).toMatch(/SVC_CANARY_INTERVAL[\s\S]*SVC_CANARY_QUARANTINE_AFTER[\s\S]*SVC_CANARY_AUTO_RELEASE/);
   });
 
+  it('a canary interval past the longest timer Node keeps (24.8 days) is a problem: Node would run it after 1 ms, a probe storm', () => {
+    expect(problemsOf(() => loadGatewayConfig({}, { env: { SVC_CANARY_INTERVAL: '2592000' }, redactor: new Redactor() }))).toEqual([
+      'SVC_CANARY_INTERVAL: must be a number of seconds above 0 and at most 2147483 (24.8 days), got "2592000"',
+    ]);
+    const p = problemsOf(() => loadGatewayConfig({ canary: { interval_seconds: 2_592_000 } }, { env: {}, redactor: new Redactor() }));
+    expect(p).toHaveLength(1);
+    expect(p[0]).toMatch(/^\/canary\/interval_seconds: .*2147483/);
+    expect(loadGatewayConfig({ canary: { interval_seconds: 2_147_483 } }, { env: {}, redactor: new Redactor() }).canary.interval_seconds).toBe(2_147_483);
+  });
+
   it('only 1 enables SVC_GATEWAY_TEST_TOOLS and SVC_CANARY_AUTO_RELEASE (I 2.10): true or yes are refused, never taken as on', () => {
     for (const v of ['true', 'yes', 'on', 'TRUE', '2']) {
       const p = problemsOf(() => loadGatewayConfig({}, { env: { SVC_GATEWAY_TEST_TOOLS: v, SVC_CANARY_AUTO_RELEASE: v }, redactor: new Redactor() }));
