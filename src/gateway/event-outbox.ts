@@ -17,7 +17,10 @@
  *   credential tries the next one; any other refusal (an unknown run, say) is final and only
  *   logged.
  * - A run's events keep their order: while a run has events queued or being sent, its new
- *   ones queue behind them, and a pass sends no event of a run whose earlier one waits.
+ *   ones queue behind them, and a pass sends no event of a run whose earlier one waits or is
+ *   still being sent by its call. (A call's own append that fails is queued behind the
+ *   events of the run's concurrent calls that came meanwhile: calls that overlap have no
+ *   order to keep; one made after another answered always comes after it.)
  * - What is queued is what would have been posted (payload already redacted) plus the
  *   credentials to post it with: the run's remit token, the call's lease, or the bearer for a
  *   refusal. A credential that expired meanwhile refuses the event, so a long outage can
@@ -187,6 +190,9 @@ export class EventOutbox {
       if (a.kind !== 'retry' && this.kernel !== 'up') this.kernelAnswered(); // and the rows waiting go now
       if (row === null) {
         if (a.kind === 'retry') await this.enqueue(runId, ev, creds, queuedMs);
+        // The run's events queued behind this one (a concurrent call's) may go now. A failed
+        // one was queued after them: concurrent calls have no order of their own to keep.
+        else if (this.backlog.has(runId)) this.schedule(0);
         return;
       }
       const id = await row;
@@ -344,8 +350,10 @@ export class EventOutbox {
           await this.remove(row.id, row.run_id);
           continue;
         }
-        if (waiting.has(row.run_id) || this.held.has(row.id)) {
-          waiting.add(row.run_id); // an earlier event of the run is not in yet: this one waits too
+        if (waiting.has(row.run_id) || this.held.has(row.id) || this.sending.has(row.run_id)) {
+          // An earlier event of the run is not in yet (left behind, held, or a call's own
+          // append still in flight): this one waits too, for the pass that settling schedules.
+          waiting.add(row.run_id);
           continue;
         }
         const parsed = parseRow(row);

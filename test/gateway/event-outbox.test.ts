@@ -268,6 +268,21 @@ describe('event outbox: the kernel does not answer', () => {
     expect(box.depth).toBe(0);
   });
 
+  it("an event queued behind a call's append still in flight goes after it, not past it", async () => {
+    const k = new ScriptedKernel();
+    k.delayMs = 200; // the first append is slow, but lands within the call's wait
+    const { box } = await openBox(k, undefined, { timeoutMs: 2000 });
+    const first = box.deliver('run_F', ev(1), [remit]);
+    await new Promise((r) => setTimeout(r, 20));
+    k.delayMs = 0;
+    const second = box.deliver('run_F', ev(2), [remit]); // run_F is being sent: queued behind it
+    await box.drain(); // a pass while the first is in flight leaves the second where it is
+    expect(k.taken.map((t) => t.ev.payload.n)).toEqual([]);
+    await Promise.all([first, second]);
+    await expect.poll(() => k.taken.map((t) => t.ev.payload.n), { timeout: 2000 }).toEqual([1, 2]);
+    expect(box.depth).toBe(0);
+  });
+
   it('a hung kernel gets one request at a time, not a copy of the event per retry: calls queue without asking, and one pass request waits', async () => {
     const k = new ScriptedKernel();
     k.hung = true; // takes connections, answers nothing
