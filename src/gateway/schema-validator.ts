@@ -162,12 +162,32 @@ export function formatAjvErrors(errors: readonly ErrorObject[], _doc?: unknown):
   return out;
 }
 
-const inputAjv = withDecimalMultipleOf(new Ajv2020({ allErrors: true, strict: false, validateFormats: false, code: { regExp: linearRegExp } }));
+const INPUT_AJV_OPTIONS = { allErrors: true, strict: false, validateFormats: false, code: { regExp: linearRegExp } } as const;
+const inputAjv2020 = withDecimalMultipleOf(new Ajv2020(INPUT_AJV_OPTIONS));
+const inputAjv07 = withDecimalMultipleOf(new Ajv(INPUT_AJV_OPTIONS));
 
-/** A validator for a tool's input schema; `$schema` is dropped so draft-07 and 2020-12 both load. */
+/**
+ * A validator for a tool's input schema, in the dialect its `$schema` names: draft-07 (and
+ * the drafts before it that draft-07 reads alike) or 2020-12, the dialect MCP assumes when
+ * none is named. Keywords whose shape changed between them (a tuple's `items: [...]`) read as
+ * that dialect says; an unnamed schema that only draft-07 can read (what zod-to-json-schema
+ * wrote before it named one) is read as draft-07. `$schema` and `$id` are dropped so that
+ * every tool's schema compiles on its own.
+ */
 export function compileInputSchema(schema: Record<string, unknown>): ValidateFunction {
-  const { $schema: _ignored, $id: _id, ...rest } = schema;
-  return inputAjv.compile(rest);
+  const { $schema, $id: _id, ...rest } = schema;
+  const named = typeof $schema === 'string' ? $schema : '';
+  if (/draft-0[4-7]/.test(named)) return inputAjv07.compile(rest);
+  if (named !== '') return inputAjv2020.compile(rest);
+  try {
+    return inputAjv2020.compile(rest);
+  } catch (err) {
+    try {
+      return inputAjv07.compile(rest);
+    } catch {
+      throw err; // the 2020-12 reading's complaint, the dialect assumed
+    }
+  }
 }
 
 /** The args_invalid details: every failing field. */

@@ -304,4 +304,17 @@ describe("a tool's input_schema (decisions §9: args against input_schema)", () 
       if (!validate({ amount })) throw new Error(`${amount} refused as a multiple of 0.01`);
     }
   });
+
+  it('reads the dialect its $schema names: a draft-07 tuple as draft-07, a 2020-12 one as 2020-12, an unnamed draft-07 one too', () => {
+    const point07 = { type: 'object', properties: { point: { type: 'array', items: [{ type: 'number' }, { type: 'number' }], additionalItems: false } }, required: ['point'] };
+    for (const schema of [{ $schema: 'http://json-schema.org/draft-07/schema#', ...point07 }, point07]) {
+      const v = compileInputSchema(schema);
+      expect([{ point: [1, 2] }, { point: ['a', 2] }, { point: [1, 2, 3] }].map((x) => v(x))).toEqual([true, false, false]);
+    }
+    const point2020 = { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'array', prefixItems: [{ type: 'number' }, { type: 'string' }], items: false };
+    const v = compileInputSchema(point2020);
+    expect([[1, 'a'], ['a', 1], [1, 'a', 2]].map((x) => v(x))).toEqual([true, false, false]);
+    // A 2020-12 schema read as 2020-12: a draft-07 tuple under it is no schema of that dialect.
+    expect(() => compileInputSchema({ $schema: 'https://json-schema.org/draft/2020-12/schema', ...point07 })).toThrow();
+  });
 });
