@@ -217,7 +217,7 @@ export function registerSecret(redactor: Redactor, value: string): void {
     const form = new URLSearchParams([['', v]]).toString().slice(1);
     // pointerToken: a map key as a config problem's path spells it (a/b is a~1b).
     const narrow = [v, once, twice, encodeURIComponent(v), form, pointerToken(v), ...urlSpellings(v)];
-    for (const spelling of new Set([...narrow, ...narrow.flatMap(wideSpellings)])) redactor.add(spelling);
+    for (const spelling of new Set([...narrow, ...narrow.flatMap(wideSpellings), ...base64Spellings(v)])) redactor.add(spelling);
   }
 }
 
@@ -232,6 +232,29 @@ function wideSpellings(v: string): string[] {
   // Too short to be a secret (svc-gateway(5)): its NUL-joined spelling would be long enough.
   if (chars.length < 4 || !/^[\x01-\xff]+$/.test(v)) return [];
   return [chars.join('\u0000'), chars.join('\u0000\u0000\u0000')];
+}
+
+/** Values this long or longer (UTF-8 bytes) are registered in base64 too (base64Spellings). */
+const MIN_BASE64_SECRET_BYTES = 12;
+
+/**
+ * The base64 and base64url characters that spell a value wherever it sits in encoded bytes (an
+ * upstream echoing a header base64-encoded, a sqlite BLOB the gateway hands on as base64): at
+ * each of the three offsets a value can start at within a 3-byte group, the characters made of
+ * its bits alone. Only for values of 12 bytes or more: a shorter one leaves a few characters,
+ * which any base64 text would show by chance (svc-gateway(5), SECRETS).
+ */
+function base64Spellings(v: string): string[] {
+  const bytes = Buffer.from(v, 'utf8');
+  if (bytes.length < MIN_BASE64_SECRET_BYTES) return [];
+  const out: string[] = [];
+  for (let shift = 0; shift < 3; shift++) {
+    const encoded = Buffer.concat([Buffer.alloc(shift), bytes]).toString('base64');
+    // Character i holds bits [6i, 6i + 6); the value's bits are [8·shift, 8·(shift + length)).
+    const core = encoded.slice(Math.ceil((8 * shift) / 6), Math.floor((8 * (shift + bytes.length)) / 6));
+    out.push(core, core.replaceAll('+', '-').replaceAll('/', '_'));
+  }
+  return out;
 }
 
 /**

@@ -74,6 +74,8 @@ beforeAll(async () => {
     // Not JSON, so only the raw body carries it: PHP's spelling, then escaped twice more.
     else if (req.url === '/escaped-thrice') res.writeHead(200, { 'content-type': 'text/plain' }).end(`echo: ${JSON.stringify(JSON.stringify(php(json)))}`);
     // The bearer token as a response header's name, which fetch hands on lower-cased.
+    // The request's headers base64-encoded, in the body and in a response header.
+    else if (req.url === '/b64') res.writeHead(200, { 'content-type': 'text/plain', 'x-auth-b64': Buffer.from(String(req.headers['x-slashed'])).toString('base64') }).end(Buffer.from(json).toString('base64'));
     else if (req.url === '/header-name') res.writeHead(200, { 'content-type': 'text/plain', [`x-${String(req.headers.authorization).slice(7)}`]: '1' }).end('ok');
     else res.writeHead(200, { 'content-type': 'application/json' }).end(json);
   });
@@ -128,6 +130,20 @@ describe('awkward ${VAR} values never leave the gateway (I 2.10)', () => {
     expect(res.status).toBe(403);
     expect(res.body.refusal.detail).toContain('host [REDACTED].invalid is not in allowed_hosts');
     expect(JSON.stringify(res.body).toLowerCase()).not.toContain('s3cr3t-trail-77');
+  });
+
+  it('an upstream echoing the credentials base64-encoded, in its body and a header: redacted (I 2.10)', async () => {
+    const res = await gw.call({ remit_token: token(['web.get'], ['http:host:127.0.0.1']), tool: 'web.get', args: { url: `http://127.0.0.1:${port}/b64` } });
+    expect(res.status).toBe(200);
+    const text = JSON.stringify(res.body);
+    expect(res.body.result.body).toContain('[REDACTED]');
+    expect(res.body.result.headers['x-auth-b64']).toContain('[REDACTED]');
+    for (const secret of [QUOTED, TRAILING.trim(), SLASHED]) {
+      for (let shift = 0; shift < 3; shift++) {
+        const core = Buffer.concat([Buffer.alloc(shift), Buffer.from(secret)]).toString('base64').slice(shift + 1, -4);
+        expect(text, secret).not.toContain(core);
+      }
+    }
   });
 
   it('quotes and backslashes: neither the raw value nor its JSON-escaped spellings appear, in a field or in JSON text inside one', async () => {
@@ -281,6 +297,26 @@ describe('Redactor (src/log/logger.ts)', () => {
     expect(r.redact('scope http:host:sweep7kq9zx3mvrt.invalid')).toBe('scope http:host:[REDACTED]');
     // Only the host whole: other lower-cased text, and a host that shows no value, stay.
     expect(r.redact('sweep7kq9zx3mvrt and api.example.com')).toBe('sweep7kq9zx3mvrt and api.example.com');
+  });
+
+  it('base64 and base64url spellings of a value of 12 bytes or more, wherever it sits in the encoded bytes (I 2.10)', () => {
+    const b = new Redactor();
+    const secret = 'tokA1b2/C3d4+E5f6=G7h8;q&r';
+    registerSecret(b, secret);
+    for (let before = 0; before < 4; before++) {
+      for (let after = 0; after < 4; after++) {
+        const bytes = Buffer.concat([Buffer.alloc(before, 0x41), Buffer.from(secret), Buffer.alloc(after, 0x42)]);
+        for (const encoded of [bytes.toString('base64'), bytes.toString('base64url')]) {
+          const shown = b.redact(`blob ${encoded} end`);
+          expect(shown, encoded).toContain('[REDACTED]');
+          expect(shown).toMatch(/^blob .*\[REDACTED\].* end$/);
+        }
+      }
+    }
+    // A shorter value has too few characters of its own to find without redacting by chance.
+    const short = new Redactor();
+    registerSecret(short, 'pin-4242');
+    expect(short.redact(Buffer.from('pin-4242').toString('base64'))).toBe(Buffer.from('pin-4242').toString('base64'));
   });
 
   it('a form-encoded spelling is registered too', () => {
