@@ -178,7 +178,7 @@ describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
     // Without a gateway file the problem is the environment's, and the message says so.
     const canary = svcdExit(['--data-dir', join(tempDir(), 'k'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0'], { SVC_CANARY_INTERVAL: 'soon' });
     expect(canary.code).toBe(1);
-    expect(canary.stderr).toBe('svcd: gateway config (no file: defaults and the SVC_* environment) has 1 problem:\n  - SVC_CANARY_INTERVAL: must be a number of seconds above 0, got "soon"\n');
+    expect(canary.stderr).toBe('svcd: gateway config (no file: defaults and the SVC_* environment) has 1 problem:\n  - SVC_CANARY_INTERVAL: must be a number of seconds above 0 and at most 2147483 (24.8 days), got "soon"\n');
     const skew = svcdExit(['--no-gateway', '--kernel-listen', '127.0.0.1:0'], { SVC_CLOCK_SKEW_SECONDS: 'soon' });
     expect(skew.code).toBe(1);
     expect(skew.stderr).toContain('SVC_CLOCK_SKEW_SECONDS "soon" must be a whole number of seconds');
