@@ -130,6 +130,12 @@ function semanticProblems(bundle: Obj): BundleProblem[] {
   const workflows = isObj(bundle.workflows) ? bundle.workflows : {};
   const allStepIds = new Set<string>();
 
+  // `__proto__` fits the name pattern, but as a key of a plain object it sets the object's
+  // prototype instead of a member: a step so named vanished from its run, which never ran.
+  const reserved = (path: string) => problems.push({ path, message: '"__proto__" is reserved: as a JavaScript object key it names the prototype, not a member' });
+  if (Object.hasOwn(prompts, '__proto__')) reserved('/prompts/__proto__');
+  if (Object.hasOwn(workflows, '__proto__')) reserved('/workflows/__proto__');
+
   // Prompt templates: well formed (checked once, at the prompt).
   for (const [name, text] of Object.entries(prompts)) {
     for (const ref of templateRefs(text, `/prompts/${pointerToken(name)}`)) {
@@ -145,6 +151,7 @@ function semanticProblems(bundle: Obj): BundleProblem[] {
     const index = new Map<string, number>();
     steps.forEach((s, i) => {
       if (!isObj(s) || typeof s.id !== 'string') return;
+      if (s.id === '__proto__') reserved(`${wfPath}/steps/${i}/id`);
       allStepIds.add(s.id);
       if (index.has(s.id)) {
         problems.push({ path: `${wfPath}/steps/${i}/id`, message: `duplicate step id "${s.id}" (also step ${index.get(s.id)})` });

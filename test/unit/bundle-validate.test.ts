@@ -160,6 +160,21 @@ describe('schema problems, every one with its path (D 4)', () => {
 });
 
 describe('semantic problems (D 4)', () => {
+  it('"__proto__" as a step id, a workflow or a prompt name is reserved: as an object key it would set the prototype', () => {
+    const b = minimal();
+    b.workflows.main.steps[0].id = '__proto__';
+    expect(problemsOf(b)).toContainEqual({ path: '/workflows/main/steps/0/id', message: expect.stringMatching(/^"__proto__" is reserved/) });
+    const w = JSON.parse(`{"__proto__": ${JSON.stringify(minimal().workflows.main)}}`);
+    const c = { ...minimal(), workflows: w };
+    expect(problemsOf(c)).toContainEqual({ path: '/workflows/__proto__', message: expect.stringMatching(/^"__proto__" is reserved/) });
+    const p = { ...minimal(), prompts: JSON.parse('{"__proto__": "hi"}') };
+    expect(problemsOf(p)).toContainEqual({ path: '/prompts/__proto__', message: expect.stringMatching(/^"__proto__" is reserved/) });
+    // Other names of Object.prototype's members are plain keys: allowed.
+    const d = minimal();
+    d.workflows.main.steps[0].id = 'constructor';
+    expect(problemsOf(d).filter((x) => /reserved/.test(x.message))).toEqual([]);
+  });
+
   it('duplicate step ids', () => {
     const b = minimal();
     b.workflows.main.steps.push({ id: 'think', kind: 'tool', tool: 'svc.read' });
