@@ -112,8 +112,14 @@ function jsonSchemaProblems(schema: unknown, path: string): BundleProblem[] {
       }
       return out.slice(0, 10);
     }
-    draft.compile(schema);
+    const fn = draft.compile(schema);
     draft.removeSchema(schema);
+    try {
+      fn(null); // a `$ref` cycle that no value ends (`{"$ref": "#"}`) overflows here, not on a run
+    } catch (err) {
+      if (err instanceof RangeError) return [{ path, message: 'is not a usable JSON schema: it refers to itself without end (a $ref cycle no value ends)' }];
+      throw err;
+    }
     return [];
   } catch (err) {
     // A pattern RE2 cannot run (src/util/linear-regexp.ts) fails the compile: name the pattern.

@@ -47,7 +47,19 @@ export function schemaCheck(key: string, schema: unknown): SchemaCheck {
       const s = schema as { $schema?: string };
       const ajv = typeof s.$schema === 'string' && s.$schema.includes('2020-12') ? draft2020 : draft07;
       const fn: ValidateFunction = ajv.compile(schema as object);
-      check = (value) => (fn(value) ? [] : problems(fn.errors));
+      // The instance is shared: a schema it keeps would hold its `$id`, and the next bundle
+      // version reusing that `$id` would not compile ("already exists"). The function keeps working.
+      ajv.removeSchema(schema as object);
+      check = (value) => {
+        try {
+          return fn(value) ? [] : problems(fn.errors);
+        } catch (err) {
+          // A `$ref` cycle no value ends (`{"$ref": "#"}`) overflows the stack: the schema's
+          // fault, answered as a problem with the value's check, never a 500.
+          if (err instanceof RangeError) return [{ path: '', message: `the schema cannot check a value: it refers to itself without end (${err.message})` }];
+          throw err;
+        }
+      };
     } catch (err) {
       const message = `the schema does not compile: ${(err as Error).message}`;
       check = () => [{ path: '', message }];

@@ -94,6 +94,24 @@ describe('POST /runs input against the workflow schema (I 4.1 rule 2)', () => {
     expect(off.body.error).toMatchObject({ code: 'input_invalid', details: { path: '/amount' } });
   });
 
+  it('a schema keeping its $id in the next bundle version (or another workflow) still checks runs of both', async () => {
+    await using d = await startRunDaemon();
+    const schema = { $id: 'https://example.com/schemas/refund-input.json', type: 'object', required: ['invoice_id'], properties: { invoice_id: { type: 'string' } } };
+    const ids: string[] = [];
+    for (const version of ['1.0.0', '1.0.1']) {
+      const bundle = refundsBundle({ version });
+      bundle.workflows.refund!.input_schema = structuredClone(schema);
+      ids.push(await pushBundle(d, bundle));
+    }
+    for (const bundleId of ids) {
+      const start = async (input: unknown) => d.kernel_('/runs', { body: { bundle_id: bundleId, workflow: 'refund', input, remit_id: (await mintRemit(d)).remit_id, requested_by: REQUESTER } });
+      expect((await start({ invoice_id: 'inv-1' })).status, bundleId).toBe(201);
+      const bad = await start({ invoice_id: 7 });
+      expect(bad.status).toBe(422);
+      expect(bad.body.error).toMatchObject({ code: 'input_invalid', details: { path: '/invoice_id' } });
+    }
+  });
+
   it('details.path names a member the schema does not allow, as request_invalid does', async () => {
     await using d = await startRunDaemon();
     const bundle = refundsBundle();

@@ -175,6 +175,15 @@ describe('semantic problems (D 4)', () => {
     expect(problemsOf(d).filter((x) => /reserved/.test(x.message))).toEqual([]);
   });
 
+  it('an input schema whose $ref cycle no value ends is refused at the schema: it would overflow on every run', () => {
+    const b = minimal();
+    b.workflows.main.input_schema = { $ref: '#' };
+    expect(problemsOf(b)).toContainEqual({ path: '/workflows/main/input_schema', message: expect.stringMatching(/refers to itself without end/) });
+    const ok = minimal();
+    ok.workflows.main.input_schema = { type: 'object', properties: { child: { $ref: '#' } } };
+    expect(validateBundle(ok).ok).toBe(true); // a cycle through data ends with the data
+  });
+
   it('duplicate step ids', () => {
     const b = minimal();
     b.workflows.main.steps.push({ id: 'think', kind: 'tool', tool: 'svc.read' });
