@@ -41,6 +41,16 @@ export function celIntFromString(s: string): bigint {
   return n;
 }
 
+/**
+ * `int(double)`: truncated toward zero, an error outside the int range, as cel-go's
+ * doubleToInt64Checked (−2^63 itself is refused too, as there). cel-js gives any finite double
+ * an unbounded int (int(1e30) = 10^30), so an allow rule could match on a value CEL has no int for.
+ */
+export function celIntFromDouble(d: number): number {
+  if (!(d > -(2 ** 63) && d < 2 ** 63)) throw conversionError('int', 'out of the int range');
+  return d;
+}
+
 /** `uint(string)`: `[0-9]+` within 64 bits, no sign (Go's strconv.ParseUint(s, 10, 64)). */
 export function celUintFromString(s: string): bigint {
   if (!/^[0-9]+$/.test(s)) throw conversionError('uint', 'not a base-10 unsigned integer');

@@ -9,7 +9,7 @@
 import { Environment, type ParseResult } from '@marcbachmann/cel-js';
 import '../util/regexp-guard.js'; // `matches` runs on worker input: never exponential
 import type { PolicyAction, PolicyRunContext } from '../types.js';
-import { celDoubleFromString, celDurationFromString, celIntFromString, celTimestampFromString, celUintFromString } from './cel-conversions.js';
+import { celDoubleFromString, celDurationFromString, celIntFromDouble, celIntFromString, celTimestampFromString, celUintFromString } from './cel-conversions.js';
 
 /** Structural limits for one condition, checked at parse time. */
 export const CEL_LIMITS = {
@@ -93,16 +93,18 @@ function buildEnvironment(): Environment {
 type Handler = (...args: unknown[]) => unknown;
 
 /**
- * The strict conversions from a string, each given cel-js's own overload: `int` and `double`
+ * The strict conversions, each given cel-js's own overload: from a string, `int` and `double`
  * return the value, the others hand cel-js a canonical text so it builds its own value type
- * (UnsignedInt, Date, Duration) from a string it reads right.
+ * (UnsignedInt, Date, Duration) from a string it reads right; `int(double)` checks the range
+ * and hands the double on. `refused` is a call the strict one must refuse (checked at startup).
  */
-const STRICT_CONVERSIONS: ReadonlyArray<{ name: string; strict: (original: Handler) => Handler }> = [
-  { name: 'int', strict: () => (s) => celIntFromString(s as string) },
-  { name: 'uint', strict: (original) => (s) => original(celUintFromString(s as string).toString()) },
-  { name: 'double', strict: () => (s) => celDoubleFromString(s as string) },
-  { name: 'timestamp', strict: (original) => (s) => original(new Date(celTimestampFromString(s as string)).toISOString()) },
-  { name: 'duration', strict: (original) => (s) => original(`${celDurationFromString(s as string)}ns`) },
+const STRICT_CONVERSIONS: ReadonlyArray<{ name: string; from: 'string' | 'double'; refused: string; strict: (original: Handler) => Handler }> = [
+  { name: 'int', from: 'string', refused: 'int("")', strict: () => (s) => celIntFromString(s as string) },
+  { name: 'int', from: 'double', refused: 'int(1e30)', strict: (original) => (d) => original(celIntFromDouble(d as number)) },
+  { name: 'uint', from: 'string', refused: 'uint("")', strict: (original) => (s) => original(celUintFromString(s as string).toString()) },
+  { name: 'double', from: 'string', refused: 'double("")', strict: () => (s) => celDoubleFromString(s as string) },
+  { name: 'timestamp', from: 'string', refused: 'timestamp("")', strict: (original) => (s) => original(new Date(celTimestampFromString(s as string)).toISOString()) },
+  { name: 'duration', from: 'string', refused: 'duration("")', strict: (original) => (s) => original(`${celDurationFromString(s as string)}ns`) },
 ];
 
 interface OverloadDeclaration {
@@ -119,22 +121,22 @@ interface OverloadDeclaration {
  * back conversions that read "" as 0.
  */
 function installStrictConversions(env: Environment): void {
-  for (const { name, strict } of STRICT_CONVERSIONS) {
-    const program = env.parse(`${name}("")`);
+  for (const { name, from, refused: refusedCall, strict } of STRICT_CONVERSIONS) {
+    const program = env.parse(refusedCall);
     program.check();
     const list = (program.ast as unknown as { candidates?: { declarations?: OverloadDeclaration[] } }).candidates?.declarations;
-    const i = list?.findIndex((d) => d.signature.startsWith(`${name}(string):`)) ?? -1;
-    if (!list || i < 0) throw new Error(`cel-js internals changed: cannot install the strict ${name}(string)`);
+    const i = list?.findIndex((d) => d.signature.startsWith(`${name}(${from}):`)) ?? -1;
+    if (!list || i < 0) throw new Error(`cel-js internals changed: cannot install the strict ${name}(${from})`);
     const original = list[i]!;
     const handler = strict(original.handler);
     list[i] = Object.freeze(Object.assign(Object.create(Object.getPrototypeOf(original) as object) as OverloadDeclaration, original, { handler }));
     let refused = false;
     try {
-      env.evaluate(`${name}("")`);
+      env.evaluate(refusedCall);
     } catch {
       refused = true;
     }
-    if (!refused) throw new Error(`cel-js internals changed: ${name}("") still converts`);
+    if (!refused) throw new Error(`cel-js internals changed: ${refusedCall} still converts`);
   }
 }
 

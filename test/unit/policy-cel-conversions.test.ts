@@ -141,6 +141,32 @@ describe('conversions of a dyn value (D 5.1)', () => {
   });
 });
 
+describe('int(double) (D 5.1, cel-spec conversions: an error out of the int range)', () => {
+  const evaluate = (expr: string, args: Record<string, unknown> = {}) => {
+    try {
+      return String(policyEnvironment.evaluate(expr, celContext(toPolicyAction({ tool: 'a.b', args }), toPolicyRun({}))));
+    } catch (err) {
+      return (err as Error).message.split('\n')[0];
+    }
+  };
+
+  it('truncates toward zero within the range and refuses what lies outside it, as cel-go', () => {
+    expect(['int(1.9)', 'int(-1.9)', 'int(9223372036854774784.0)'].map((x) => evaluate(x))).toEqual(['1', '-1', '9223372036854774784']);
+    for (const x of ['int(1e30)', 'int(-1e19)', 'int(9223372036854775807.0)', 'int(-9223372036854775808.0)', 'int(dyn(1e30))', 'int(action.args.amount)']) {
+      expect(evaluate(x, { amount: -1e19 }), x).toBe('int() conversion error: out of the int range');
+    }
+  });
+
+  it('so an allow rule over an amount no int holds does not match: the default rule decides', () => {
+    const p = compilePolicy({ name: 'refunds', version: '1' }, 'allow small_refund when int(action.args.amount) <= 100');
+    const act = (amount: number) => toPolicyAction({ tool: 'billing.refund', args: { amount }, writes: true, system_of_record: true });
+    expect(decide([p], act(50), toPolicyRun({}))).toMatchObject({ decision: 'allow', rule: 'refunds/small_refund' });
+    const r = decide([p], act(-1e19), toPolicyRun({}));
+    expect(r).toMatchObject({ decision: 'approval_required', rule: 'default/sor_write' });
+    expect(r.errors).toEqual([{ rule: 'refunds/small_refund', message: expect.stringMatching(/out of the int range/) }]);
+  });
+});
+
 describe('a failed conversion fails closed (D 5.1)', () => {
   const action = (summary: string, args: Record<string, unknown> = {}) => toPolicyAction({ tool: 'crm.note', summary, args, writes: false });
   const run = toPolicyRun({});
