@@ -95,7 +95,27 @@ export class BundleService {
         bundle_id: outcome.existingId,
       });
     }
+    await this.resignIfUntrusted(id, sig);
     return { status: 200, bundle_id: id, name: bundle.name, version: bundle.version };
+  }
+
+  /**
+   * An identical re-post keeps the first signature, unless that one no longer verifies under a
+   * key trusted now (its publisher dropped, say): then the re-post's, which just verified, takes
+   * its place, so re-signing a bundle under a trusted key lets it start runs again instead of
+   * a 200 that changed nothing.
+   */
+  private async resignIfUntrusted(id: string, sig: { key_id: string; signature: string }): Promise<void> {
+    const stored = await this.get(id);
+    try {
+      verifyBundleSignature(stored.bundle, stored.signature, this.deps.publishers());
+      return;
+    } catch {
+      // replaced below
+    }
+    await this.deps.db.tx((t) => t.run('UPDATE bundles SET key_id = ?, signature = ? WHERE bundle_id = ?', [sig.key_id, sig.signature, id]));
+    this.cache.delete(id);
+    this.verifiedUnder.delete(id);
   }
 
   /** GET /v1/bundles: every bundle, by name then posting order. */

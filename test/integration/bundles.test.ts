@@ -232,8 +232,20 @@ describe('a publisher dropped from the config (I 9: "Bundles are trusted by sign
         }
         await d.close();
       }
-      // Trusted again: its runs start again.
-      const last = await start([`${demo.key_id}:${demo.public_key}`]);
+      // Re-signed by a publisher trusted now: the identical re-post (200) takes the place of the
+      // signature that no longer verifies, and its runs start; a later re-post under yet another
+      // trusted key changes nothing (the first valid signature is kept).
+      const third = generatePublisherKey();
+      const resigned = await start([`${other.key_id}:${other.public_key}`, `${third.key_id}:${third.public_key}`]);
+      const again = await resigned.kernel_('/bundles', { body: { bundle: refunds(), signature: signBundle(refunds(), other) } });
+      expect(again.status).toBe(200);
+      expect(again.body.bundle_id).toBe(bundle);
+      expect((await startRun(resigned, bundle)).status).toBe(201);
+      expect((await resigned.kernel_('/bundles', { body: { bundle: refunds(), signature: signBundle(refunds(), third) } })).status).toBe(200);
+      expect((await resigned.kernel_(`/bundles/${bundle}`)).body.signature.key_id).toBe(other.key_id);
+      await resigned.close();
+      // Its stored signature is other's now: trusted beside the first publisher, runs start.
+      const last = await start([`${demo.key_id}:${demo.public_key}`, `${other.key_id}:${other.public_key}`]);
       expect((await startRun(last, bundle)).status).toBe(201);
       await last.close();
     } finally {
