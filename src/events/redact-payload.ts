@@ -8,7 +8,7 @@
  * counts (svc-gateway(5), SECRETS), so a `${DB_PORT}` of 5432 once made a step's usage of
  * 15432 tokens a string the reducer charged as 0, and a remit spend of 5432 tokens a budget
  * no usage exceeded. None of these members carries what a worker, a tool or a caller wrote:
- * outputs, inputs, arguments, errors, reasons and actors are still redacted.
+ * outputs, inputs, arguments, errors, reasons, approvers and actors are still redacted.
  */
 import type { Redactor } from '../log/logger.js';
 import { isExternalKind } from './kinds.js';
@@ -48,24 +48,34 @@ const KERNEL_OWNED: { readonly [member: string]: Keep } = {
   usage: true,
   unreported_usage: true,
   reserved: true,
-  // what decided an action, which replay evaluates again
+  // what decided an action, which replay evaluates again (not `approver`: a manager's
+  // approver is `role:<requested_by.manager>`, the requester's word, and replay derives it
+  // again from the redacted run)
   policies: true,
   source: true,
   decision: true,
   rule: true,
   matched: true,
-  approver: true,
   run: { id: true, usage: true },
   // the kernel's own summary of writes no compensation undoes (seqs, step and tool names, outcomes)
   uncompensated_writes: true,
   uncompensated_writes_total: true,
 };
 
-/** `payload` of an event of `kind` as it may be stored: a copy when anything could show a secret. */
+/**
+ * `payload` of an event of `kind` as it may be stored: a copy when anything could show a secret.
+ * A posted `model.called` keeps a `usage` of plain numbers: abandon charges it (src/kernel/
+ * unreported-usage.ts), and a count cannot carry a value its poster never saw.
+ */
 export function redactEventPayload(redactor: Redactor, kind: string, payload: Record<string, unknown>): Record<string, unknown> {
   if (redactor.size === 0) return payload;
+  if (kind === 'model.called' && isNumbers(payload.usage)) return keeping(redactor, payload, { usage: true });
   if (isExternalKind(kind)) return redactor.redactValue(payload);
   return keeping(redactor, payload, KERNEL_OWNED);
+}
+
+function isNumbers(v: unknown): boolean {
+  return v !== null && typeof v === 'object' && !Array.isArray(v) && Object.values(v).every((x) => typeof x === 'number');
 }
 
 function keeping(redactor: Redactor, value: Record<string, unknown>, keep: { readonly [member: string]: Keep }): Record<string, unknown> {

@@ -52,6 +52,17 @@ describe('usage and budgets whose digits show a registered value', () => {
     expect(await d.kernel!.runs.get(run.run_id)).toMatchObject({ state: 'failed', budget: { tokens: 5432 }, error: { code: 'budget_exhausted' } });
   });
 
+  it('a posted model.called usage of 15432 tokens is charged as such when the run is abandoned (D §8)', async () => {
+    const run = await startRun(d, bundleId);
+    const posted = await d.kernel_(`/runs/${run.run_id}/events`, {
+      headers: { 'x-svc-remit': run.token },
+      body: { kind: 'model.called', payload: { step: 'lookup', source: 'worker', call_index: 0, segment: 0, usage: { tokens: 15432, usd: 0.5432 } }, actor: { worker_id: 'w-1' } },
+    });
+    expect(posted.status).toBe(201);
+    expect((await d.kernel_(`/runs/${run.run_id}/abandon`, { body: { reason: 'stop', actor: { id: 'ops-1', role: 'ops' } } })).status).toBe(202);
+    expect((await d.kernel!.runs.get(run.run_id)).usage).toEqual({ tokens: 15432, usd: 0.5432 });
+  });
+
   it('a posted event is the poster\'s word and is redacted whole, numbers included', async () => {
     const run = await startRun(d, bundleId);
     const posted = await d.kernel_(`/runs/${run.run_id}/events`, {

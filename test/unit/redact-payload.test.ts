@@ -32,6 +32,18 @@ describe('redactEventPayload', () => {
     });
   });
 
+  it("redacts an approver: a manager's is role:<requested_by.manager>, the requester's word", () => {
+    const requested = { approval_id: 'apr_1', step: 's', action_id: 'a', action: {}, rule: 'default/sor_write', approver: 'role:5432-ops' };
+    expect(redactEventPayload(redactor, 'approval.requested', requested).approver).toBe('role:[REDACTED]-ops');
+  });
+
+  it("keeps a posted model.called's usage of plain numbers, which abandon charges; the rest of it is redacted", () => {
+    const called = { source: 'worker', step: 's', call_index: 0, usage: { tokens: 15432, usd: 0.5432 }, response: { text: 'port 5432' } };
+    expect(redactEventPayload(redactor, 'model.called', called)).toEqual({ ...called, response: { text: 'port [REDACTED]' } });
+    const odd = { usage: { tokens: '5432' } }; // not numbers: the poster's text, redacted
+    expect(redactEventPayload(redactor, 'model.called', odd)).toEqual({ usage: { tokens: '[REDACTED]' } });
+  });
+
   it('redacts a posted event whole, kernel-looking members too, and an unknown member\'s name', () => {
     expect(redactEventPayload(redactor, 'note', { usage: { tokens: 5432 }, step: 's5432' })).toEqual({ usage: { tokens: '[REDACTED]' }, step: 's[REDACTED]' });
     expect(redactEventPayload(redactor, 'run.completed', { output: {}, x5432: 1 })).toEqual({ output: {}, 'x[REDACTED]': 1 });
