@@ -105,6 +105,13 @@ type Prepared = { kind: 'lease'; stepDef: Record<string, unknown>; renderError: 
 
 const NOTHING_RESERVED: Spend = { tokens: 0, usd: 0 };
 
+/**
+ * The least a compensation waits before asking a quarantined connector again: releasing one
+ * takes an operator or two passing canary probes (a minute apart by default), and each try
+ * writes three events to the run.
+ */
+export const COMPENSATION_QUARANTINE_WAIT_MS = 300_000;
+
 export class LeaseService {
   /** The kernel clock's time of the last sweep made by acquire (sweepIfDue). */
   private lastAcquireSweep = -Infinity;
@@ -370,9 +377,11 @@ export class LeaseService {
       let delayMs: number | null = null;
       if (isComp && error.code === 'connector_quarantined') {
         // An abandoning run cannot park, and the quarantine lasts until the connector is
-        // released: the compensation waits the step's longest retry delay and tries again
-        // at the same attempt (decisions §6: no attempt spent), for as long as it takes.
-        const wait = retryDelayMs({ ...policy, initial_delay_ms: policy.max_delay_ms }, 1, this.e.random);
+        // released: the compensation tries again at the same attempt (decisions §6: no attempt
+        // spent), for as long as it takes, after the step's longest retry delay but at least
+        // COMPENSATION_QUARANTINE_WAIT_MS (a max_delay_ms of 0 would spin, writing events).
+        const longest = Math.max(policy.max_delay_ms, COMPENSATION_QUARANTINE_WAIT_MS);
+        const wait = retryDelayMs({ ...policy, initial_delay_ms: longest, max_delay_ms: longest }, 1, this.e.random);
         await this.scheduleRetry(w, lease.step, 'compensation', lease.attempt, wait);
         outcome = 'retry_scheduled';
         delayMs = wait;

@@ -13,6 +13,7 @@ import { canonicalJson } from '../../src/encoding/canonical-json.js';
 import { encodeBase64url } from '../../src/encoding/base64url.js';
 import { generateKeyPair, signBytes } from '../../src/keys/ed25519.js';
 import { Kernel } from '../../src/kernel/kernel.js';
+import { COMPENSATION_QUARANTINE_WAIT_MS } from '../../src/kernel/leases.js';
 import { silentLogger } from '../../src/log/logger.js';
 import { tempDir } from '../helpers/daemon.js';
 
@@ -61,7 +62,7 @@ async function newRun(workflow: string): Promise<{ runId: string; remitId: strin
 const acquire = (kind: 'tool' | 'compensation') => kernel.runs.leases.acquire({ worker_id: 'w', kinds: [kind], ttl_seconds: 60, wait_seconds: 0 });
 
 describe('a compensation failing connector_quarantined (D §6)', () => {
-  it('spends no attempt: retried at the same attempt after the longest retry delay until the connector is back', async () => {
+  it('spends no attempt: retried at the same attempt, at most every 5 minutes, until the connector is back', async () => {
     const { runId } = await newRun('compensated');
     const first = await acquire('tool');
     await kernel.runs.leases.complete(first!.lease_id, { output: { id: 'x' }, usage: { tokens: 0, usd: 0 } });
@@ -73,8 +74,9 @@ describe('a compensation failing connector_quarantined (D §6)', () => {
       expect(comp, `compensation lease ${i + 1}`).toMatchObject({ run_id: runId, step: 'w', kind: 'compensation', attempt: 1 });
       const failed = await kernel.runs.leases.fail(comp!.lease_id, { error: { code: 'connector_quarantined', message: 'connector test is quarantined' }, deterministic: false });
       expect(failed).toMatchObject({ outcome: 'retry_scheduled', run_state: 'abandoning' });
-      expect(failed.delay_ms).toBeGreaterThanOrEqual(RETRY.max_delay_ms * 0.8);
-      expect(failed.delay_ms).toBeLessThanOrEqual(RETRY.max_delay_ms * 1.2);
+      // The longest retry delay, but never under COMPENSATION_QUARANTINE_WAIT_MS (here: 4 s < 5 min).
+      expect(failed.delay_ms).toBeGreaterThanOrEqual(COMPENSATION_QUARANTINE_WAIT_MS * 0.8);
+      expect(failed.delay_ms).toBeLessThanOrEqual(COMPENSATION_QUARANTINE_WAIT_MS * 1.2);
       expect(await acquire('compensation')).toBeNull(); // waits out the delay
       clock.advance(failed.delay_ms!);
     }
