@@ -150,24 +150,32 @@ describe('call', () => {
     expect(empty.body.error).toMatchObject({ code: 'args_invalid', message: expect.stringContaining('non-empty string or a number') });
   });
 
-  it('an x-svc-scope value with a "." or ".." segment is args_invalid: <dir>/pub/* does not reach <dir>/secret through pub/.. (I 5.3 step 6)', async () => {
+  it('an x-svc-scope value a prefix cannot bound (a ".." segment, also %2e%2e, or a NUL) needs the whole server: <dir>/pub/* does not reach <dir>/secret (I 5.3 step 6)', async () => {
     const real = realpathSync(fsRoot);
     mkdirSync(join(real, 'pub'), { recursive: true });
     writeFileSync(join(real, 'pub', 'ok.txt'), 'public');
     writeFileSync(join(real, 'secret.txt'), 'TOP-SECRET');
-    const remit = token(['fsmcp.read_text_file'], [`mcp:fsmcp:${real}/pub/*`]);
-    const inside = await gw.call({ remit_token: remit, tool: 'fsmcp.read_text_file', args: { path: join(real, 'pub', 'ok.txt') } });
+    const prefix = token(['fsmcp.read_text_file'], [`mcp:fsmcp:${real}/pub/*`]);
+    const inside = await gw.call({ remit_token: prefix, tool: 'fsmcp.read_text_file', args: { path: join(real, 'pub', 'ok.txt') } });
     expect(inside.body).toMatchObject({ ok: true, result: { content: [{ text: 'public' }] } });
-    for (const path of [`${real}/pub/../secret.txt`, `${real}/pub/..`, `${real}/pub/./../secret.txt`, `${real}/pub\\..\\secret.txt`, `${real}/pub/ok.txt\u0000`]) {
-      const escaped = await gw.call({ remit_token: remit, tool: 'fsmcp.read_text_file', args: { path } });
-      expect(escaped.status, path).toBe(422);
-      expect(escaped.body.error, path).toMatchObject({ code: 'args_invalid', details: { errors: [{ path: '/path' }] }, message: expect.stringContaining('".." path segment') });
-      expect(JSON.stringify(escaped.body)).not.toContain('TOP-SECRET');
-    }
-    // Dots inside a name are no segment.
+    // Dots inside a name and a "." segment are no way out.
     writeFileSync(join(real, 'pub', '..notes.v2.txt'), 'dots');
-    const dotted = await gw.call({ remit_token: remit, tool: 'fsmcp.read_text_file', args: { path: join(real, 'pub', '..notes.v2.txt') } });
-    expect(dotted.body).toMatchObject({ ok: true, result: { content: [{ text: 'dots' }] } });
+    for (const path of [join(real, 'pub', '..notes.v2.txt'), `${real}/pub/./ok.txt`]) {
+      const res = await gw.call({ remit_token: prefix, tool: 'fsmcp.read_text_file', args: { path } });
+      expect(res.status, path).toBe(200);
+    }
+    const escapes = [`${real}/pub/../secret.txt`, `${real}/pub/%2e%2E/secret.txt`, `${real}/pub\\..\\secret.txt`, `${real}/pub/ok.txt\u0000`];
+    for (const path of escapes) {
+      const refused = await gw.call({ remit_token: prefix, tool: 'fsmcp.read_text_file', args: { path } });
+      expect(refused.status, path).toBe(403);
+      expect(refused.body.refusal, path).toMatchObject({ reason: 'scope_not_granted' });
+      // Under the granted prefix as written, what is missing is the whole server.
+      if (path.startsWith(`${real}/pub/`)) expect(refused.body.refusal.detail, path).toContain('scope mcp:fsmcp:* is not granted');
+      expect(JSON.stringify(refused.body)).not.toContain('TOP-SECRET');
+    }
+    // The whole server granted: nothing can leave it, and the server's own confinement decides.
+    const whole = await gw.call({ remit_token: token(['fsmcp.read_text_file'], ['mcp:fsmcp:*']), tool: 'fsmcp.read_text_file', args: { path: `${real}/pub/../secret.txt` } });
+    expect(whole.body).toMatchObject({ ok: true, scopes: [`mcp:fsmcp:${real}/pub/../secret.txt`, 'mcp:fsmcp:*'], result: { content: [{ text: 'TOP-SECRET' }] } });
   });
 
   it('a tool without readOnlyHint is a write: refused under propose', async () => {

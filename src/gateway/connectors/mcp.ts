@@ -90,6 +90,13 @@ function requiredOf(schema: unknown): string[] {
   return Array.isArray(r) ? r.filter((x): x is string => typeof x === 'string') : [];
 }
 
+/** True when a prefix grant cannot bound what `value` names: a `..` segment, percent-encoded or not, or a NUL. */
+export function unboundedByPrefix(value: string): boolean {
+  if (value.includes('\0') || /%00/i.test(value)) return true;
+  const decoded = value.replace(/%2e/gi, '.').replace(/%2f/gi, '/').replace(/%5c/gi, '\\');
+  return decoded.split(/[\\/]/).some((segment) => segment === '..');
+}
+
 export class McpConnector implements Connector {
   readonly type = 'mcp' as const;
   readonly name: string;
@@ -317,13 +324,11 @@ export class McpConnector implements Connector {
       throw new ArgsInvalid(`argument ${tool.scopeArg} names the scope (x-svc-scope) and must be a non-empty string or a number`, `/${pointerToken(tool.scopeArg)}`);
     }
     const value = String(v);
-    // The value is the server's to read, and a grant is a prefix glob over it: a `.` or `..`
-    // segment (`<dir>/pub/../secret`) would name, under a grant of `<dir>/pub/*`, what the
-    // server resolves outside it. Such a value, or a NUL, is refused rather than guessed at.
-    if (value.includes('\0') || value.split(/[\\/]/).some((segment) => segment === '.' || segment === '..')) {
-      throw new ArgsInvalid(`argument ${tool.scopeArg} names the scope (x-svc-scope) and must not hold a "." or ".." path segment or a NUL: a granted prefix could not bound what it names`, `/${pointerToken(tool.scopeArg)}`);
-    }
-    return [`mcp:${this.name}:${value}`];
+    // The value is the server's to read, and a grant is a prefix glob over it: a `..` segment
+    // (`<dir>/pub/../secret`, also spelt `%2e%2e`) would name, under a grant of `<dir>/pub/*`,
+    // what the server resolves outside it, and a NUL may end the name early. Such a value
+    // also needs the whole server (`mcp:<name>:*`), the one grant no value can leave.
+    return unboundedByPrefix(value) ? [`mcp:${this.name}:${value}`, `mcp:${this.name}:*`] : [`mcp:${this.name}:${value}`];
   }
 
   scopeAlternatives(scope: string): string[] {
