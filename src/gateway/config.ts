@@ -280,7 +280,11 @@ function urlSpellings(v: string): string[] {
 function registerLowerCasedHosts(raw: RawConfig, redactor: Redactor): void {
   for (const c of raw.connectors ?? []) {
     if (c.type !== 'http') continue;
-    for (const host of c.allowed_hosts ?? []) if (host !== host.toLowerCase() && redactor.shows(host)) registerSecret(redactor, host.toLowerCase());
+    for (const host of c.allowed_hosts ?? []) {
+      // `*.acme.example.com` matches hosts that end in `.acme.example.com`: that part is what shows.
+      const shown = host.startsWith('*.') ? host.slice(2) : host;
+      if (shown !== shown.toLowerCase() && redactor.shows(shown)) registerSecret(redactor, shown.toLowerCase());
+    }
   }
 }
 

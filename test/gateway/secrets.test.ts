@@ -297,6 +297,10 @@ describe('Redactor (src/log/logger.ts)', () => {
     expect(r.redact('scope http:host:sweep7kq9zx3mvrt.invalid')).toBe('scope http:host:[REDACTED]');
     // Only the host whole: other lower-cased text, and a host that shows no value, stay.
     expect(r.redact('sweep7kq9zx3mvrt and api.example.com')).toBe('sweep7kq9zx3mvrt and api.example.com');
+    // A wildcard entry: the hosts it matches end in what follows `*.`.
+    const w = new Redactor();
+    loadGatewayConfig({ connectors: [{ name: 'web', type: 'http', allowed_hosts: ['*.${T}.example.com'] }] }, { env: { T: 'AcmeTenant42' }, redactor: w });
+    expect(w.redact('http:host:api.acmetenant42.example.com')).toBe('http:host:api.[REDACTED]');
   });
 
   it('base64 and base64url spellings of a value of 12 bytes or more, wherever it sits in the encoded bytes (I 2.10)', () => {
