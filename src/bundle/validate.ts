@@ -115,7 +115,9 @@ function jsonSchemaProblems(schema: unknown, path: string): BundleProblem[] {
     const fn = draft.compile(schema);
     draft.removeSchema(schema);
     try {
-      fn(null); // a `$ref` cycle that no value ends (`{"$ref": "#"}`) overflows here, not on a run
+      // A `$ref` cycle no value ends (`{"$ref": "#"}`, or one behind `if` for objects only)
+      // overflows here, on a value of each JSON type, not on every run.
+      for (const probe of CYCLE_PROBES) fn(probe);
     } catch (err) {
       if (err instanceof RangeError) return [{ path, message: 'is not a usable JSON schema: it refers to itself without end (a $ref cycle no value ends)' }];
       throw err;
@@ -128,6 +130,9 @@ function jsonSchemaProblems(schema: unknown, path: string): BundleProblem[] {
     return [{ path, message: `is not a valid JSON schema: ${(err as Error).message}` }];
   }
 }
+
+/** One value of each JSON type, run through a compiled schema to find a `$ref` cycle. */
+const CYCLE_PROBES: readonly unknown[] = [null, true, 0, 1.5, '', 'x', [], [null], {}, { a: null }];
 
 /** The semantic checks (see the file comment). */
 function semanticProblems(bundle: Obj): BundleProblem[] {

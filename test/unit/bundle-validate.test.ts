@@ -176,9 +176,11 @@ describe('semantic problems (D 4)', () => {
   });
 
   it('an input schema whose $ref cycle no value ends is refused at the schema: it would overflow on every run', () => {
-    const b = minimal();
-    b.workflows.main.input_schema = { $ref: '#' };
-    expect(problemsOf(b)).toContainEqual({ path: '/workflows/main/input_schema', message: expect.stringMatching(/refers to itself without end/) });
+    for (const cycle of [{ $ref: '#' }, { if: { type: 'object' }, then: { $ref: '#' } }, { type: 'array', items: { $ref: '#' }, anyOf: [{ $ref: '#' }] }]) {
+      const b = minimal();
+      b.workflows.main.input_schema = cycle;
+      expect(problemsOf(b), JSON.stringify(cycle)).toContainEqual({ path: '/workflows/main/input_schema', message: expect.stringMatching(/refers to itself without end/) });
+    }
     const ok = minimal();
     ok.workflows.main.input_schema = { type: 'object', properties: { child: { $ref: '#' } } };
     expect(validateBundle(ok).ok).toBe(true); // a cycle through data ends with the data
