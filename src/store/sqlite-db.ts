@@ -156,7 +156,17 @@ export class SqliteDb implements SqlDb {
   private readonly handle: SqliteHandle;
   private readonly syncLevel: 'FULL' | 'EXTRA' | null;
   private closed = false;
+  /** Set by close(): transactions not yet begun are refused (StoreClosedError). */
+  private closing: Promise<void> | null = null;
   private writeFaultValue: { code: string; message: string; at: number } | null = null;
+  /**
+   * A barrier's fdatasync failed: its commits are visible but maybe not on disk, and later
+   * frames would follow them in the WAL, so a power loss could drop commits acknowledged after
+   * it (Linux reports a failed writeback once, then calls the pages clean). As PostgreSQL
+   * does, the store takes no write after that until the process restarts and recovery makes
+   * the disk authoritative.
+   */
+  private syncFailure: { code: string; message: string; at: number } | null = null;
   private totalChangesStmt: Database.Statement | null = null;
   /** A read transaction that plain reads share until the turn ends (beginSharedRead). */
   private sharedRead = false;
@@ -261,6 +271,8 @@ export class SqliteDb implements SqlDb {
   }
 
   async tx<T>(fn: (db: SqlDb) => Promise<T>, opts: TxOptions = {}): Promise<T> {
+    if (this.closing) throw new StoreClosedError();
+    if (this.syncFailure) throw syncFailedError(this.syncFailure);
     this.openTransactions++;
     try {
       return await this.commitAndSync(fn, opts);
@@ -287,6 +299,7 @@ export class SqliteDb implements SqlDb {
    * nothing about the disk; a kernel nobody writes to forgets the fault after the minute.
    */
   writeFault(): { code: string; message: string; at: string } | null {
+    if (this.syncFailure) return { code: this.syncFailure.code, message: syncFailedError(this.syncFailure).message, at: new Date(this.syncFailure.at).toISOString() };
     const f = this.writeFaultValue;
     if (f === null || Date.now() - f.at > WRITE_FAULT_MEMORY_MS) return null;
     return { code: f.code, message: f.message, at: new Date(f.at).toISOString() };
@@ -365,20 +378,27 @@ export class SqliteDb implements SqlDb {
       const covered = this.unsynced;
       this.unsynced = 0;
       const fd = this.openWal();
-      if (covered === 1 && this.openTransactions <= 1) {
-        // A lone commit and no other transaction open (plain reads are not counted): most
-        // likely nothing for the event loop to get on with, and the hand-off to the pool and
-        // back costs 50–100 µs here. With another transaction open (a second client, even at
-        // one worker and one producer) the loop is better off serving it while the disk
-        // works: +12 % cycles/s at c=1 and c=8.
-        fdatasyncSync(fd);
-      } else {
-        this.inflight = new Promise<void>((resolve, reject) => fdatasync(fd, (err) => (err ? reject(err) : resolve())));
-        try {
-          await this.inflight;
-        } finally {
-          this.inflight = null;
+      try {
+        if (covered === 1 && this.openTransactions <= 1) {
+          // A lone commit and no other transaction open (plain reads are not counted): most
+          // likely nothing for the event loop to get on with, and the hand-off to the pool and
+          // back costs 50–100 µs here. With another transaction open (a second client, even at
+          // one worker and one producer) the loop is better off serving it while the disk
+          // works: +12 % cycles/s at c=1 and c=8.
+          fdatasyncSync(fd);
+        } else {
+          this.inflight = new Promise<void>((resolve, reject) => fdatasync(fd, (err) => (err ? reject(err) : resolve())));
+          try {
+            await this.inflight;
+          } finally {
+            this.inflight = null;
+          }
         }
+      } catch (err) {
+        const code = (err as { code?: unknown }).code;
+        // Told as a disk fault (store-fault.ts: a 503) whatever the call said.
+        this.syncFailure ??= { code: typeof code === 'string' && /^E(IO|NOSPC|DQUOT|ROFS)$/.test(code) ? code : 'EIO', message: (err as Error).message, at: Date.now() };
+        throw err;
       }
       this.fsyncs++;
       this.observe(() => this.observer?.fsync(covered));
@@ -405,11 +425,21 @@ export class SqliteDb implements SqlDb {
     this.lazyTimer.unref();
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
+  /**
+   * Refuses transactions not yet begun, lets those already queued finish, makes every commit
+   * durable, then closes. (It once marked itself closed before the queue had drained, and a
+   * commit in that window was acknowledged with no fsync.)
+   */
+  close(): Promise<void> {
+    this.closing ??= this.closeNow();
+    return this.closing;
+  }
+
+  private async closeNow(): Promise<void> {
     if (this.lazyTimer) clearTimeout(this.lazyTimer);
     this.lazyTimer = null;
-    await this.sync();
+    await this.mutex.run(async () => undefined); // the transactions queued before it
+    await this.sync().catch(() => undefined); // a failed sync failed its own committers already
     this.closed = true;
     if (this.walFd !== null) closeSync(this.walFd);
     this.walFd = null;
@@ -435,4 +465,17 @@ export async function migrate(db: SqlDb, migrations: readonly Migration[]): Prom
     ran.push(m.id);
   }
   return ran;
+}
+
+/** A transaction asked of a store that is closing (a request svcd's drain cut off): 503. */
+export class StoreClosedError extends Error {
+  readonly code = 'SVC_STORE_CLOSED';
+  constructor() {
+    super('the store is closing (svcd is stopping); try again once it is back');
+    this.name = 'StoreClosedError';
+  }
+}
+
+function syncFailedError(f: { code: string; message: string }): Error {
+  return Object.assign(new Error(`the store takes no writes since a sync of its write-ahead log to disk failed (${f.message}); restart svcd, whose recovery makes the disk authoritative`), { code: f.code });
 }

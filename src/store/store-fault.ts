@@ -17,6 +17,8 @@ const DISK_FAULT = new Set(['EIO', 'ENOSPC', 'EDQUOT', 'EROFS']);
 export function storeFault(err: unknown): { code: string; message: string; transient: boolean } | null {
   const code = (err as { code?: unknown })?.code;
   if (typeof code !== 'string') return null;
+  // A store closing under a request svcd's drain cut off: no sign the store is failing.
+  if (code === 'SVC_STORE_CLOSED') return { code, message: (err as Error).message, transient: true };
   if (!STORE_FAULT.test(code) && !DISK_FAULT.has(code)) return null;
   const raw = (err as Error).message ?? code;
   return { code, message: raw.length > 200 ? `${raw.slice(0, 200)}…` : raw, transient: /^SQLITE_(BUSY|LOCKED)/.test(code) };

@@ -10,7 +10,8 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { SqliteDb } from '../../src/store/sqlite-db.js';
+import { SqliteDb, StoreClosedError } from '../../src/store/sqlite-db.js';
+import { storeFault } from '../../src/store/store-fault.js';
 import { tempDir } from '../helpers/daemon.js';
 
 const fsCalls = vi.hoisted(() => ({
@@ -116,7 +117,7 @@ describe('group commit barrier (D §11 SQLite store; docs/design.md "Store")', (
     await db.close();
   });
 
-  it('reports a failed fsync to every transaction it covered; the next barrier syncs afresh', async () => {
+  it('reports a failed fsync to every transaction it covered, then takes no write until restarted (as PostgreSQL)', async () => {
     const db = await store();
     fsCalls.hold = (done) => {
       fsCalls.hold = null;
@@ -125,8 +126,40 @@ describe('group commit barrier (D §11 SQLite store; docs/design.md "Store")', (
     const results = await Promise.allSettled([insert(db, 1), insert(db, 2)]);
     expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
     expect((results[0] as PromiseRejectedResult).reason.message).toMatch(/EIO/);
-    await expect(Promise.all([insert(db, 3), insert(db, 4)])).resolves.toHaveLength(2);
+    // Its commits are visible but maybe not on disk, and a later commit's frames would follow
+    // them: a power loss could drop what a later barrier acknowledged. No later write is taken.
+    const later = insert(db, 3);
+    await expect(later).rejects.toMatchObject({ code: 'EIO', message: expect.stringMatching(/takes no writes since a sync .* failed .*restart svcd/) });
+    expect(storeFault(await later.catch((e: unknown) => e))).toMatchObject({ code: 'EIO', transient: false });
+    expect(db.writeFault()).toMatchObject({ code: 'EIO', message: expect.stringMatching(/restart svcd/) });
+    expect((await db.all('SELECT id FROM t WHERE id = 3')).length).toBe(0);
     await db.close();
+    // Reopened, recovery reads the WAL as the disk has it, and writes are taken again.
+    const again = new SqliteDb({ path: db.raw.name });
+    await expect(insert(again, 4)).resolves.toBeUndefined();
+    await again.close();
+  });
+
+  it('close lets the transactions already queued finish and covers them with a barrier; a later one is a 503 store fault', async () => {
+    const db = await store();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const queued = db.tx(async (t) => {
+      await gate; // still running when close starts (a request a cut-off drain left)
+      await t.run('INSERT INTO t (id) VALUES (1)');
+    });
+    const closing = db.close();
+    await expect(insert(db, 2)).rejects.toMatchObject({ code: 'SVC_STORE_CLOSED' });
+    expect(storeFault(new StoreClosedError())).toMatchObject({ code: 'SVC_STORE_CLOSED', transient: true });
+    const before = fsCalls.async + fsCalls.inline;
+    release();
+    await queued;
+    expect(db.raw.open).toBe(true); // acknowledged before the connection closed …
+    expect(fsCalls.async + fsCalls.inline).toBeGreaterThan(before); // … after an fsync that covered it
+    await closing;
+    const reopened = new SqliteDb({ path: db.raw.name });
+    expect(await reopened.all('SELECT id FROM t')).toEqual([{ id: 1 }]);
+    await reopened.close();
   });
 
   it('tells its observer (kernel metrics) each durable commit\'s wait and each fsync with the transactions it covered', async () => {
