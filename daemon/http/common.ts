@@ -110,7 +110,9 @@ export function toSvcError(err: unknown, logger?: Logger, bodyLimit?: number): S
   if (e?.statusCode === 405) return new SvcError('method_not_allowed', 'method not allowed', {});
   const fault = storeFault(err);
   if (fault !== null) {
-    logger?.error('the store failed', { code: fault.code, err: e?.stack ?? String(err) });
+    // A request svcd's drain cut off found its store closing: part of stopping, not a failure.
+    if (fault.code === 'SVC_STORE_CLOSED') logger?.warn('a request found the store closing (svcd is stopping)', { code: fault.code });
+    else logger?.error('the store failed', { code: fault.code, err: e?.stack ?? String(err) });
     return new SvcError('unavailable', `the store cannot serve this request: ${fault.message}`, { cause: fault.code });
   }
   logger?.error('unhandled error', { err: e?.stack ?? String(err) });

@@ -4,6 +4,7 @@
  * daemon/gateway; this file imports nothing of fastify.
  */
 import { lockDataDir } from '../store/dir-lock.js';
+import { SqliteDb } from '../store/sqlite-db.js';
 import { McpGroups } from './connectors/mcp-groups.js';
 import { systemClock, type Clock } from '../clock.js';
 import { createLogger, globalRedactor, type Logger, type Redactor } from '../log/logger.js';
@@ -48,9 +49,12 @@ export interface GatewayOptions {
 
 /** GET /v1/health of the gateway (interface 4.2). */
 export interface GatewayHealth {
-  ok: true;
+  /** False while the gateway's store refuses writes (a full disk; a failed fsync, until restart). */
+  ok: boolean;
   version: string;
   connectors: Record<string, CanaryHealth>;
+  /** The store's fault while `ok` is false, as the kernel's health gives it. */
+  store?: { error: string; message: string; since: string };
 }
 
 function buildConnector(cfg: ConnectorConfig, logger: Logger, mcp: GatewayOptions['mcp'], groups: McpGroups, redactor: Redactor): Connector {
@@ -257,7 +261,8 @@ export class Gateway {
   health(): GatewayHealth {
     const connectors: Record<string, CanaryHealth> = {};
     for (const name of [...this.connectors.keys()].sort()) connectors[name] = this.canariesValue.health(name);
-    return { ok: true, version: VERSION, connectors };
+    const fault = this.storeValue.db instanceof SqliteDb ? this.storeValue.db.writeFault() : null;
+    return { ok: fault === null, version: VERSION, connectors, ...(fault ? { store: { error: fault.code, message: fault.message, since: fault.at } } : {}) };
   }
 
   /** POST /v1/tools/call. */

@@ -217,12 +217,14 @@ export class SqliteDb implements SqlDb {
 
   get<T>(sql: string, params?: readonly SqlValue[]): Promise<T | undefined> {
     return this.mutex.run(() => {
+      if (!this.raw.open) throw new StoreClosedError(); // a request the drain cut off: 503, not a TypeError's 500
       this.beginSharedRead();
       return this.handle.get<T>(sql, params);
     });
   }
   all<T>(sql: string, params?: readonly SqlValue[]): Promise<T[]> {
     return this.mutex.run(() => {
+      if (!this.raw.open) throw new StoreClosedError();
       this.beginSharedRead();
       return this.handle.all<T>(sql, params);
     });
@@ -307,6 +309,9 @@ export class SqliteDb implements SqlDb {
 
   private async commitAndSync<T>(fn: (db: SqlDb) => Promise<T>, opts: TxOptions): Promise<T> {
     const result = await this.mutex.run(async () => {
+      // Checked again here: a barrier may have failed while this one waited for the mutex.
+      if (this.syncFailure) throw syncFailedError(this.syncFailure);
+      if (!this.raw.open) throw new StoreClosedError();
       this.endSharedRead();
       this.raw.exec('BEGIN IMMEDIATE');
       // While a write fault is remembered: did this transaction change anything (writeFault)?
@@ -375,6 +380,9 @@ export class SqliteDb implements SqlDb {
       await new Promise<void>((resolve) => setImmediate(resolve));
       this.nextBarrier = null; // committers from here on need the next barrier
       if (this.unsynced === 0 || this.closed) return;
+      // A commit that got in before an earlier barrier failed follows its frames: no later
+      // fsync can make it durable (syncFailure), so it fails as that barrier's did.
+      if (this.syncFailure) throw syncFailedError(this.syncFailure);
       const covered = this.unsynced;
       this.unsynced = 0;
       const fd = this.openWal();

@@ -140,6 +140,67 @@ describe('group commit barrier (D §11 SQLite store; docs/design.md "Store")', (
     await again.close();
   });
 
+  it('a commit made while the failing barrier was on the disk is never acknowledged: its frames follow the failed ones', async () => {
+    const db = await store();
+    let fail!: () => void;
+    const failed = new Promise<void>((r) => (fail = r));
+    let first = true;
+    fsCalls.hold = (done) => {
+      if (!first) return done(null); // the next barrier "succeeds" (Linux reports a failed writeback once)
+      first = false;
+      void failed.then(() => done(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' })));
+    };
+    const batch1 = Promise.allSettled([insert(db, 1), insert(db, 2)]);
+    await vi.waitFor(() => expect(fsCalls.async).toBe(1)); // barrier 1 is on the disk
+    let committed = false;
+    // Began before the failure (so tx()'s check let it in), commits while barrier 1 is out.
+    const later = insert(db, 3, () => (committed = true));
+    await vi.waitFor(() => expect(committed).toBe(true));
+    fail();
+    expect((await batch1).map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    // Its frames follow the failed ones in the WAL: a power loss could drop it, so it must not
+    // be acknowledged by a later barrier (the commit message's own hazard).
+    const r = await Promise.allSettled([later]);
+    expect(r[0]!.status).toBe('rejected');
+    await db.close();
+  });
+
+  it('a transaction queued behind the mutex when the fsync fails does not write at all', async () => {
+    const db = await store();
+    let fail!: () => void;
+    const failed = new Promise<void>((r) => (fail = r));
+    let first = true;
+    fsCalls.hold = (done) => {
+      if (!first) return done(null);
+      first = false;
+      void failed.then(() => done(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' })));
+    };
+    const batch1 = Promise.allSettled([insert(db, 1), insert(db, 2)]);
+    await vi.waitFor(() => expect(fsCalls.async).toBe(1));
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    // Holds the mutex across the failure, then another transaction queued behind it runs.
+    const holder = db.tx(async () => {
+      await gate;
+    });
+    const queued = insert(db, 4);
+    fail();
+    await batch1;
+    release();
+    await Promise.allSettled([holder, queued]);
+    await expect(queued).rejects.toMatchObject({ code: 'EIO' });
+    expect((await db.all('SELECT id FROM t WHERE id = 4')).length).toBe(0);
+    await db.close();
+  });
+
+  it('a plain read asked after close is told as the store closing (503), not a bare TypeError (500 internal)', async () => {
+    const db = await store();
+    await db.close();
+    const err = await db.all('SELECT id FROM t').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Error);
+    expect(storeFault(err)).toMatchObject({ code: 'SVC_STORE_CLOSED', transient: true });
+  });
+
   it('close lets the transactions already queued finish and covers them with a barrier; a later one is a 503 store fault', async () => {
     const db = await store();
     let release!: () => void;
