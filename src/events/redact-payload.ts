@@ -74,8 +74,9 @@ export function redactEventPayload(redactor: Redactor, kind: string, payload: Re
   return keeping(redactor, payload, KERNEL_OWNED);
 }
 
+/** `{tokens?, usd?}` of numbers and nothing else: a member of another name is the poster's text. */
 function isNumbers(v: unknown): boolean {
-  return v !== null && typeof v === 'object' && !Array.isArray(v) && Object.values(v).every((x) => typeof x === 'number');
+  return v !== null && typeof v === 'object' && !Array.isArray(v) && Object.entries(v).every(([k, x]) => (k === 'tokens' || k === 'usd') && typeof x === 'number');
 }
 
 function keeping(redactor: Redactor, value: Record<string, unknown>, keep: { readonly [member: string]: Keep }): Record<string, unknown> {

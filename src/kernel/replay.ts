@@ -7,6 +7,7 @@
 import { canonicalJson, sha256Hex } from '../encoding/canonical-json.js';
 import { jsonDepth } from '../encoding/json-limits.js';
 import { notFound } from '../errors.js';
+import { globalRedactor } from '../log/logger.js';
 import { verifyChain, type ChainError, type StoredEventRow } from '../events/chain.js';
 import type { ActionDecidedPayload, ApprovalDecidedPayload, ApprovalRequestedPayload } from '../events/payloads.js';
 import { compilePolicy, type CompiledPolicy } from '../policy/compile.js';
@@ -187,7 +188,10 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
       try {
         const policies: CompiledPolicy[] = [];
         for (const ref of p.policies) policies.push(await loadPolicy(ref));
-        replayed = view(decide(policies, p.action, p.run));
+        // The log's approver went through the redactor (src/events/redact-payload.ts): the
+        // replayed one is compared in the same spelling.
+        const again = view(decide(policies, p.action, p.run));
+        replayed = { ...again, approver: again.approver === null ? null : globalRedactor.redact(again.approver) };
       } catch (err) {
         replayed = { decision: null, rule: null, approver: null, error: (err as Error).message };
       }

@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { registerSecret } from '../../src/gateway/config.js';
 import { globalRedactor } from '../../src/log/logger.js';
-import { getRun, lease, pushBundle, refundsBundle, startRun, startRunDaemon, type RunDaemon } from './run-fixtures.js';
+import { getRun, lease, propose, pushBundle, refundsBundle, runToAction, startRun, startRunDaemon, type RunDaemon } from './run-fixtures.js';
 
 const PORT = '5432';
 let d: RunDaemon;
@@ -72,5 +72,19 @@ describe('usage and budgets whose digits show a registered value', () => {
     expect(posted.status).toBe(201);
     const note = (await d.kernel!.runs.events(run.run_id)).events.find((e) => e.kind === 'note');
     expect(note?.payload).toEqual({ text: 'port [REDACTED]', usage: { tokens: '[REDACTED]' } });
+  });
+});
+
+describe('an approver that shows a registered value (svc-events(7) DESCRIPTION)', () => {
+  it('is redacted in the log, and replay compares the approver it derives in the same spelling', async () => {
+    await using fresh = await startRunDaemon(); // no ready steps of the runs above
+    registerSecret(globalRedactor, 'finance'); // a `${TEAM}` whose value names the approving role
+    const { run_id, lease: l } = await runToAction(fresh, { amount: 150 });
+    const p = await propose(fresh, l.lease_id, { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 150 } });
+    expect(p.body).toMatchObject({ decision: 'approval_required', rule: 'refunds/large_refund' });
+    const decided = (await fresh.kernel!.runs.events(run_id)).events.find((e) => e.kind === 'action.decided');
+    expect(decided?.payload.approver).toBe('role:[REDACTED]');
+    const replay = await fresh.kernel_(`/runs/${run_id}/replay`, { method: 'POST' });
+    expect(replay.body).toMatchObject({ chain_valid: true, state_matches: true, decision_mismatches: [] });
   });
 });

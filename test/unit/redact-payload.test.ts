@@ -42,6 +42,8 @@ describe('redactEventPayload', () => {
     expect(redactEventPayload(redactor, 'model.called', called)).toEqual({ ...called, response: { text: 'port [REDACTED]' } });
     const odd = { usage: { tokens: '5432' } }; // not numbers: the poster's text, redacted
     expect(redactEventPayload(redactor, 'model.called', odd)).toEqual({ usage: { tokens: '[REDACTED]' } });
+    const named = { usage: { tokens: 1, 'x-5432': 2 } }; // a member of another name: the poster's text too
+    expect(redactEventPayload(redactor, 'model.called', named)).toEqual({ usage: { tokens: 1, 'x-[REDACTED]': 2 } });
   });
 
   it('redacts a posted event whole, kernel-looking members too, and an unknown member\'s name', () => {
