@@ -381,7 +381,7 @@ export class LeaseService {
         // spent), for as long as it takes, after the step's longest retry delay but at least
         // COMPENSATION_QUARANTINE_WAIT_MS (a max_delay_ms of 0 would spin, writing events).
         const longest = Math.max(policy.max_delay_ms, COMPENSATION_QUARANTINE_WAIT_MS);
-        const wait = retryDelayMs({ ...policy, initial_delay_ms: longest, max_delay_ms: longest }, 1, this.e.random);
+        const wait = Math.max(COMPENSATION_QUARANTINE_WAIT_MS, retryDelayMs({ ...policy, initial_delay_ms: longest, max_delay_ms: longest }, 1, this.e.random));
         await this.scheduleRetry(w, lease.step, 'compensation', lease.attempt, wait);
         outcome = 'retry_scheduled';
         delayMs = wait;

@@ -62,7 +62,7 @@ async function newRun(workflow: string): Promise<{ runId: string; remitId: strin
 const acquire = (kind: 'tool' | 'compensation') => kernel.runs.leases.acquire({ worker_id: 'w', kinds: [kind], ttl_seconds: 60, wait_seconds: 0 });
 
 describe('a compensation failing connector_quarantined (D §6)', () => {
-  it('spends no attempt: retried at the same attempt, at most every 5 minutes, until the connector is back', async () => {
+  it('spends no attempt: retried at the same attempt, 5 minutes apart or more, until the connector is back', async () => {
     const { runId } = await newRun('compensated');
     const first = await acquire('tool');
     await kernel.runs.leases.complete(first!.lease_id, { output: { id: 'x' }, usage: { tokens: 0, usd: 0 } });
@@ -75,7 +75,7 @@ describe('a compensation failing connector_quarantined (D §6)', () => {
       const failed = await kernel.runs.leases.fail(comp!.lease_id, { error: { code: 'connector_quarantined', message: 'connector test is quarantined' }, deterministic: false });
       expect(failed).toMatchObject({ outcome: 'retry_scheduled', run_state: 'abandoning' });
       // The longest retry delay, but never under COMPENSATION_QUARANTINE_WAIT_MS (here: 4 s < 5 min).
-      expect(failed.delay_ms).toBeGreaterThanOrEqual(COMPENSATION_QUARANTINE_WAIT_MS * 0.8);
+      expect(failed.delay_ms).toBeGreaterThanOrEqual(COMPENSATION_QUARANTINE_WAIT_MS); // jitter above the floor only
       expect(failed.delay_ms).toBeLessThanOrEqual(COMPENSATION_QUARANTINE_WAIT_MS * 1.2);
       expect(await acquire('compensation')).toBeNull(); // waits out the delay
       clock.advance(failed.delay_ms!);
