@@ -283,7 +283,8 @@ function registerLowerCasedHosts(raw: RawConfig, redactor: Redactor): void {
     for (const host of c.allowed_hosts ?? []) {
       // `*.acme.example.com` matches hosts that end in `.acme.example.com`: that part is what shows.
       const shown = host.startsWith('*.') ? host.slice(2) : host;
-      if (shown !== shown.toLowerCase() && redactor.shows(shown)) registerSecret(redactor, shown.toLowerCase());
+      // `host` whole: one `${H}` may hold the entry, `*.` and all.
+      if (shown !== shown.toLowerCase() && redactor.shows(host)) registerSecret(redactor, shown.toLowerCase());
     }
   }
 }

@@ -301,6 +301,10 @@ describe('Redactor (src/log/logger.ts)', () => {
     const w = new Redactor();
     loadGatewayConfig({ connectors: [{ name: 'web', type: 'http', allowed_hosts: ['*.${T}.example.com'] }] }, { env: { T: 'AcmeTenant42' }, redactor: w });
     expect(w.redact('http:host:api.acmetenant42.example.com')).toBe('http:host:api.[REDACTED]');
+    // One variable holding the whole entry, `*.` and all.
+    const whole = new Redactor();
+    loadGatewayConfig({ connectors: [{ name: 'web', type: 'http', allowed_hosts: ['${H}'] }] }, { env: { H: '*.AcmeTenant42.example.com' }, redactor: whole });
+    expect(whole.redact('http:host:api.acmetenant42.example.com')).toBe('http:host:api.[REDACTED]');
   });
 
   it('base64 and base64url spellings of a value of 12 bytes or more, wherever it sits in the encoded bytes (I 2.10)', () => {
