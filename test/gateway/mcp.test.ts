@@ -12,7 +12,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { McpConnector } from '../../src/gateway/connectors/mcp.js';
+import { McpConnector, unboundedByPrefix } from '../../src/gateway/connectors/mcp.js';
 import { killGroup } from '../../src/gateway/connectors/mcp-transport.js';
 import { Redactor } from '../../src/log/logger.js';
 import { isAlive, ROOT, tempDir } from '../helpers/daemon.js';
@@ -87,6 +87,14 @@ beforeAll(async () => {
 afterAll(async () => {
   await gw?.close();
   rmSync(dir, { recursive: true, force: true });
+});
+
+describe('unboundedByPrefix: x-svc-scope values a prefix grant cannot bound (svc-gateway(5) mcp)', () => {
+  it('finds a .. segment or a NUL as a path or URL reader would, and leaves dots inside names alone', () => {
+    const unbounded = ['/d/pub/../s', '/d/pub/%2e%2E/s', '/d/pub/%252e%252e/s', '/d/pub/.\t./s', '/d/pub/.\r\n./s', '/d/pub/..?x', '/d/pub/..#x', '/d/pub/..;x', '/d/pub/\uFF0E\uFF0E/s', '/d/pub/\u2025/s', '/d/pub\\..\\s', '/d/pub/a\u0000', '/d/pub/%00', '..'];
+    for (const v of unbounded) expect(unboundedByPrefix(v), JSON.stringify(v)).toBe(true);
+    for (const v of ['/d/pub/ok.txt', '/d/pub/..notes', '/d/pub/./a', 'v1.2', 'a..b', 42 .toString()]) expect(unboundedByPrefix(v), v).toBe(false);
+  });
 });
 
 describe('list (interface 4.2 GET /tools; decisions §9 writes from readOnlyHint, x-svc-scope)', () => {

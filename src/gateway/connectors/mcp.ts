@@ -90,11 +90,21 @@ function requiredOf(schema: unknown): string[] {
   return Array.isArray(r) ? r.filter((x): x is string => typeof x === 'string') : [];
 }
 
-/** True when a prefix grant cannot bound what `value` names: a `..` segment, percent-encoded or not, or a NUL. */
+/**
+ * True when a prefix grant cannot bound what `value` names: a `..` segment or a NUL, as a
+ * server might read the value — a path, or a URL, whose parsers drop tabs and line breaks,
+ * end the path at `?`, `#` or `;`, and decode `%2e` (`%252e` twice); compatibility forms such
+ * as the full-width dot (U+FF0E) and the two-dot leader (U+2025) taken as what NFKC makes of them.
+ */
 export function unboundedByPrefix(value: string): boolean {
-  if (value.includes('\0') || /%00/i.test(value)) return true;
-  const decoded = value.replace(/%2e/gi, '.').replace(/%2f/gi, '/').replace(/%5c/gi, '\\');
-  return decoded.split(/[\\/]/).some((segment) => segment === '..');
+  let decoded = value.normalize('NFKC').replace(/[\t\r\n]/g, '');
+  for (let i = 0; i < 4; i++) {
+    const next = decoded.replace(/%25/gi, '%').replace(/%2e/gi, '.').replace(/%2f/gi, '/').replace(/%5c/gi, '\\').replace(/%00/g, '\0');
+    if (next === decoded) break;
+    decoded = next;
+  }
+  if (decoded.includes('\0')) return true;
+  return decoded.split(/[\\/?#;]/).some((segment) => segment === '..');
 }
 
 export class McpConnector implements Connector {
