@@ -27,6 +27,7 @@ import { addFormats, withDecimalMultipleOf } from '../util/schema-options.js';
 import { ajvErrorPath, pointerToken } from '../encoding/json-pointer.js';
 import type { Bundle } from '../types.js';
 import { BUNDLE_SCHEMA } from './bundle-schema.js';
+import { inPlaceRefCycle } from './schema-cycles.js';
 import { tooDeep } from './json-depth.js';
 import { templateRefs } from './templates.js';
 
@@ -98,6 +99,8 @@ function isObj(v: unknown): v is Obj {
 
 function jsonSchemaProblems(schema: unknown, path: string): BundleProblem[] {
   if (!isObj(schema)) return [];
+  const cycle = inPlaceRefCycle(schema);
+  if (cycle !== null) return [{ path: path + (cycle === '/' ? '' : cycle), message: 'is not a usable JSON schema: it refers to itself without end (a $ref cycle through allOf, anyOf, oneOf, not, if, then or else, which checks one value again and again)' }];
   const { draft07, draft2020 } = schemaDialects();
   const draft = typeof schema.$schema === 'string' && schema.$schema.includes('2020-12') ? draft2020 : draft07;
   try {

@@ -1,0 +1,30 @@
+// src/bundle/schema-cycles.ts: a $ref cycle that checks one value against itself without end
+// (docs/design.md Bundles; decisions §10: no input yields a 500).
+import { describe, expect, it } from 'vitest';
+import { inPlaceRefCycle } from '../../src/bundle/schema-cycles.js';
+
+describe('inPlaceRefCycle', () => {
+  it('finds loops of in-place applicators, at the root or inside a member', () => {
+    expect(inPlaceRefCycle({ $ref: '#' })).toBe('/');
+    expect(inPlaceRefCycle({ if: { type: 'object' }, then: { $ref: '#' } })).not.toBeNull();
+    expect(inPlaceRefCycle({ properties: { q: { if: { minLength: 2 }, then: { $ref: '#/properties/q' } } } })).toBe('/properties/q');
+    expect(inPlaceRefCycle({ definitions: { a: { allOf: [{ $ref: '#/definitions/b' }] }, b: { anyOf: [{ type: 'string' }, { $ref: '#/definitions/a' }] } }, $ref: '#/definitions/a' })).not.toBeNull();
+    expect(inPlaceRefCycle({ $defs: { 'a/b': { not: { $ref: '#/$defs/a~1b' } } } })).not.toBeNull();
+    expect(inPlaceRefCycle({ const: 1, oneOf: [{ $ref: '#' }] })).toBe('/');
+  });
+
+  it('lets a loop that steps into the data end with the data, and leaves other documents to ajv', () => {
+    expect(inPlaceRefCycle({ type: 'object', properties: { child: { $ref: '#' } } })).toBeNull();
+    expect(inPlaceRefCycle({ type: 'array', items: { $ref: '#' } })).toBeNull();
+    expect(inPlaceRefCycle({ definitions: { node: { type: 'object', additionalProperties: { $ref: '#/definitions/node' } } }, $ref: '#/definitions/node' })).toBeNull();
+    expect(inPlaceRefCycle({ $ref: 'https://example.com/other.json' })).toBeNull();
+    expect(inPlaceRefCycle({ enum: [{ $ref: '#' }], const: { $ref: '#' } })).toBeNull(); // data, not schemas
+    expect(inPlaceRefCycle({ type: 'object' })).toBeNull();
+  });
+
+  it('walks a deep schema without a stack overflow', () => {
+    let deep: Record<string, unknown> = { type: 'string' };
+    for (let i = 0; i < 20_000; i++) deep = { allOf: [deep] };
+    expect(inPlaceRefCycle(deep)).toBeNull();
+  });
+});
