@@ -7,7 +7,7 @@
 import { canonicalJson, sha256Hex } from '../encoding/canonical-json.js';
 import { jsonDepth } from '../encoding/json-limits.js';
 import { notFound } from '../errors.js';
-import { globalRedactor } from '../log/logger.js';
+import { globalRedactor, REDACTED } from '../log/logger.js';
 import { verifyChain, type ChainError, type StoredEventRow } from '../events/chain.js';
 import type { ActionDecidedPayload, ApprovalDecidedPayload, ApprovalRequestedPayload } from '../events/payloads.js';
 import { compilePolicy, type CompiledPolicy } from '../policy/compile.js';
@@ -80,7 +80,21 @@ function view(d: { decision: Decision; rule: string; approver: string | null }):
 }
 
 function sameView(a: DecisionView, b: DecisionView): boolean {
-  return !a.error && !b.error && a.decision === b.decision && a.rule === b.rule && (a.approver ?? null) === (b.approver ?? null);
+  return !a.error && !b.error && a.decision === b.decision && a.rule === b.rule && sameApprover(a.approver ?? null, b.approver ?? null);
+}
+
+/**
+ * The log's approver went through the redactor with the values registered when it was written
+ * (src/events/redact-payload.ts); replay derives it afresh. Equal when both read alike through
+ * today's redactor, or when the recorded one's `[REDACTED]` parts stand for text the replayed
+ * one has there (a value registered then and no longer, or since).
+ */
+export function sameApprover(recorded: string | null, replayed: string | null): boolean {
+  if (recorded === null || replayed === null) return recorded === replayed;
+  if (recorded === replayed || globalRedactor.redact(recorded) === globalRedactor.redact(replayed)) return true;
+  if (!recorded.includes(REDACTED)) return false;
+  const shape = new RegExp(`^${recorded.split(REDACTED).map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('.+')}$`, 's');
+  return shape.test(replayed) || shape.test(globalRedactor.redact(replayed));
 }
 
 /** The stored state, or null when the row's model is not a JSON object (a damaged store). */
@@ -188,10 +202,7 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
       try {
         const policies: CompiledPolicy[] = [];
         for (const ref of p.policies) policies.push(await loadPolicy(ref));
-        // The log's approver went through the redactor (src/events/redact-payload.ts): the
-        // replayed one is compared in the same spelling.
-        const again = view(decide(policies, p.action, p.run));
-        replayed = { ...again, approver: again.approver === null ? null : globalRedactor.redact(again.approver) };
+        replayed = view(decide(policies, p.action, p.run)); // its approver compared as sameApprover says
       } catch (err) {
         replayed = { decision: null, rule: null, approver: null, error: (err as Error).message };
       }
