@@ -5,17 +5,11 @@
  * - the budget check of a completion reads derived remits' reservations inside the run's
  *   transaction, so a derive racing it is either seen or refused (decisions §8, 8.3).
  */
-import { rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ManualClock } from '../../src/clock.js';
-import { canonicalJson } from '../../src/encoding/canonical-json.js';
-import { encodeBase64url } from '../../src/encoding/base64url.js';
-import { generateKeyPair, signBytes } from '../../src/keys/ed25519.js';
-import { Kernel } from '../../src/kernel/kernel.js';
+import type { ManualClock } from '../../src/clock.js';
+import type { Kernel } from '../../src/kernel/kernel.js';
 import { COMPENSATION_QUARANTINE_WAIT_MS } from '../../src/kernel/leases.js';
-import { silentLogger } from '../../src/log/logger.js';
-import { tempDir } from '../helpers/daemon.js';
+import { openInProcessKernel, type InProcessKernel } from '../helpers/in-process-kernel.js';
 
 const REQUESTER = { id: 'ana', role: 'agent', manager: 'lead' };
 const RETRY = { max_attempts: 3, initial_delay_ms: 1000, max_delay_ms: 4000 };
@@ -37,20 +31,17 @@ const BUNDLE = {
   },
 };
 
-const dir = tempDir('svc-kernel-edges-');
-const clock = new ManualClock();
+let opened: InProcessKernel;
 let kernel: Kernel;
+let clock: ManualClock;
 let bundleId: string;
 
 beforeAll(async () => {
-  const pub = generateKeyPair();
-  kernel = await Kernel.open({ dataDir: join(dir, 'k'), clock, logger: silentLogger, sweepIntervalMs: 0, publishers: [`p:${encodeBase64url(pub.publicKey)}`] });
-  const posted = await kernel.bundles.post({ bundle: BUNDLE, signature: { key_id: 'p', signature: encodeBase64url(signBytes(pub.seed, Buffer.from(canonicalJson(BUNDLE)))) } });
-  bundleId = posted.bundle_id;
+  opened = await openInProcessKernel(BUNDLE, 'svc-kernel-edges-');
+  ({ kernel, clock, bundleId } = opened);
 });
 afterAll(async () => {
-  await kernel.close();
-  rmSync(dir, { recursive: true, force: true });
+  await opened.close();
 });
 
 async function newRun(workflow: string): Promise<{ runId: string; remitId: string }> {

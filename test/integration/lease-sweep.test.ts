@@ -9,13 +9,11 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
-import { canonicalJson } from '../../src/encoding/canonical-json.js';
-import { encodeBase64url } from '../../src/encoding/base64url.js';
-import { generateKeyPair, signBytes } from '../../src/keys/ed25519.js';
 import { Kernel } from '../../src/kernel/kernel.js';
 import { ACQUIRE_SWEEP_MS } from '../../src/kernel/leases.js';
 import { silentLogger } from '../../src/log/logger.js';
 import { tempDir } from '../helpers/daemon.js';
+import { openInProcessKernel, type InProcessKernel } from '../helpers/in-process-kernel.js';
 
 const REQUESTER = { id: 'ana', role: 'agent', manager: 'lead' };
 const BUNDLE = {
@@ -27,20 +25,17 @@ const BUNDLE = {
   workflows: { one: { input_schema: { type: 'object' }, steps: [{ id: 'a', kind: 'tool', tool: 'test.echo', args: {} }] } },
 };
 
-const dir = tempDir('svc-lease-sweep-');
-const clock = new ManualClock();
+let opened: InProcessKernel;
 let kernel: Kernel;
+let clock: ManualClock;
 let bundleId: string;
 
 beforeAll(async () => {
-  const pub = generateKeyPair();
-  kernel = await Kernel.open({ dataDir: join(dir, 'k'), clock, logger: silentLogger, sweepIntervalMs: 0, publishers: [`p:${encodeBase64url(pub.publicKey)}`] });
-  const posted = await kernel.bundles.post({ bundle: BUNDLE, signature: { key_id: 'p', signature: encodeBase64url(signBytes(pub.seed, Buffer.from(canonicalJson(BUNDLE)))) } });
-  bundleId = posted.bundle_id;
+  opened = await openInProcessKernel(BUNDLE, 'svc-lease-sweep-');
+  ({ kernel, clock, bundleId } = opened);
 });
 afterAll(async () => {
-  await kernel.close();
-  rmSync(dir, { recursive: true, force: true });
+  await opened.close();
 });
 
 async function newRun(): Promise<string> {
@@ -124,13 +119,15 @@ describe('acquire and expired leases (D §6)', () => {
     expect(idle).not.toHaveBeenCalled();
     idle.mockRestore();
 
-    const other = await Kernel.open({ dataDir: join(dir, 'k2'), clock: new ManualClock(), logger: silentLogger, sweepIntervalMs: 20 });
+    const dir = tempDir('svc-lease-sweep-20ms-');
+    const other = await Kernel.open({ dataDir: join(dir, 'k'), clock: new ManualClock(), logger: silentLogger, sweepIntervalMs: 20 });
     try {
       const ticking = vi.spyOn(other.runs.leases, 'sweep');
       await new Promise((r) => setTimeout(r, 120));
       expect(ticking.mock.calls.length).toBeGreaterThanOrEqual(2);
     } finally {
       await other.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
