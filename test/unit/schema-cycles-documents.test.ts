@@ -9,23 +9,13 @@ import Ajv2020 from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
 import { inPlaceRefCycle } from '../../src/bundle/schema-cycles.js';
 import { validateBundle } from '../../src/bundle/validate.js';
+import { refundsBundle } from '../integration/run-fixtures.js';
 
-function minimal(input_schema: unknown): any {
-  return {
-    name: 'mini',
-    version: '0.1.0',
-    tools: { 'svc.read': { writes: false }, 'svc.write': { writes: true }, 'svc.undo': { writes: true } },
-    prompts: { ask: 'Q: {{input.q}}' },
-    workflows: {
-      main: {
-        input_schema,
-        steps: [
-          { id: 'think', kind: 'model', prompt: 'ask', tools: ['svc.read'] },
-          { id: 'do', kind: 'action', tool: 'svc.write', args: { x: '{{steps.think.output.x}}' }, compensate: { tool: 'svc.undo', args: { id: '{{steps.do.output.id}}' } } },
-        ],
-      },
-    },
-  };
+/** The refunds bundle with `input_schema` for its workflow. */
+function withInputSchema(input_schema: unknown): unknown {
+  const b = refundsBundle();
+  (b.workflows.refund as { input_schema: unknown }).input_schema = input_schema;
+  return b;
 }
 
 const overflows = (ajv: any, schema: unknown, value: unknown) => {
@@ -53,19 +43,19 @@ describe('in-place $ref cycles across $id and $anchor', () => {
     const ajv = new (Ajv as any)({ strict: false, allErrors: true });
     expect(overflows(ajv, embedded, { q: 'abc' })).toBe(false); // ajv: no cycle at all
     expect(ajv.compile(embedded)({ q: 'abc' })).toBe(true);
-    expect(inPlaceRefCycle(embedded)).toBeNull(); 
-    expect(validateBundle(minimal(embedded)).ok).toBe(true);
+    expect(inPlaceRefCycle(embedded)).toBeNull();
+    expect(validateBundle(withInputSchema(embedded)).ok).toBe(true);
   });
 
   it('a member cycle through a $ref by the root $id URI is refused (ajv overflows on it)', () => {
     const s = { $id: 'https://example.com/in.json', type: 'object', properties: { q: { if: { minLength: 2 }, then: { $ref: 'https://example.com/in.json#/properties/q' } } } };
     expect(overflows(new (Ajv as any)({ strict: false, allErrors: true }), s, { q: 'abc' })).toBe(true);
-    expect(validateBundle(minimal(s)).ok).toBe(false); 
+    expect(validateBundle(withInputSchema(s)).ok).toBe(false);
   });
 
   it('a member cycle through a 2020-12 $anchor is refused (ajv overflows on it)', () => {
     const s = { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', properties: { q: { $anchor: 'q', if: { minLength: 2 }, then: { $ref: '#q' } } } };
     expect(overflows(new (Ajv2020 as any)({ strict: false, allErrors: true }), s, { q: 'abc' })).toBe(true);
-    expect(validateBundle(minimal(s)).ok).toBe(false); 
+    expect(validateBundle(withInputSchema(s)).ok).toBe(false);
   });
 });
