@@ -82,6 +82,12 @@ function epochFlag(name: string, v: string): number {
   // A time without a zone would be read in this machine's zone: the kernel's is UTC.
   const ms = /^\d{4}-\d{2}-\d{2}T[^Z+-]*(Z|[+-]\d{2}:?\d{2})$/i.test(t) ? Date.parse(t) : Number.NaN;
   if (!Number.isFinite(ms)) throw usageError(`${name} must be an ISO 8601 time with a zone (2026-11-22T10:00:00Z) or epoch seconds, got "${v}"`);
+  // Date.parse rolls a day that does not exist on (02-30 is 03-02): the date must be one.
+  const [year, month, day] = t.slice(0, 10).split('-').map(Number) as [number, number, number];
+  const calendar = new Date(Date.UTC(year, month - 1, day));
+  if (calendar.getUTCFullYear() !== year || calendar.getUTCMonth() !== month - 1 || calendar.getUTCDate() !== day) {
+    throw usageError(`${name}: ${t.slice(0, 10)} is not a date in the calendar, got "${v}"`);
+  }
   return Math.floor(ms / 1000);
 }
 

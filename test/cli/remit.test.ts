@@ -131,6 +131,14 @@ describe('svc remit (issue 2, I 4.1)', () => {
       expect(bad.code, when).toBe(2);
       expect(bad.stderr).toMatch(/--expires-at must be an ISO 8601 time with a zone/);
     }
+    // A day that does not exist is not rolled on to one that does (02-30 to 03-02), nor sent.
+    for (const when of ['2026-02-30T10:00:00Z', '2026-11-31T10:00:00+01:00', '2027-02-29T00:00:00Z']) {
+      const bad = await runSvc([...k, 'remit', 'derive', m.remit_id, '--expires-at', when]);
+      expect(bad.code, when).toBe(2);
+      expect(bad.stderr).toContain(`--expires-at: ${when.slice(0, 10)} is not a date in the calendar`);
+    }
+    const leap = await runSvc([...k, 'remit', 'derive', m.remit_id, '--not-before', '2028-02-29T00:00:00Z']);
+    expect(leap.stderr).not.toContain('not a date in the calendar'); // a leap day is one
   });
 
   it('exits 2 on usage errors', async () => {
