@@ -1,7 +1,7 @@
 /** GET /v1/health, /v1/keys, /v1/metrics (interface 4.1, decisions §2). */
 import type { FastifyInstance } from 'fastify';
 import type { Kernel } from '../../src/kernel/kernel.js';
-import { SqliteDb } from '../../src/store/sqlite-db.js';
+import { storeHealthFault } from '../../src/store/sqlite-db.js';
 import { VERSION } from '../../src/version.js';
 
 export async function systemRoutes(app: FastifyInstance, kernel: Kernel): Promise<void> {
@@ -9,13 +9,13 @@ export async function systemRoutes(app: FastifyInstance, kernel: Kernel): Promis
   // and so the counts, may still work), with the fault under `store`; true again once a write
   // succeeds (svcd(8) ERRORS, unavailable).
   app.get('/health', async () => {
-    const fault = kernel.db instanceof SqliteDb ? kernel.db.writeFault() : null;
+    const store = storeHealthFault(kernel.db);
     return {
-      ok: fault === null,
+      ok: store === null,
       version: VERSION,
       uptime_s: Math.floor((kernel.clock.now() - kernel.startedAt) / 1000),
       runs: await kernel.runCounts(),
-      ...(fault ? { store: { error: fault.code, message: fault.message, since: fault.at } } : {}),
+      ...(store ? { store } : {}),
     };
   });
 

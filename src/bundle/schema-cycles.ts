@@ -10,6 +10,8 @@
  * compiled schema's probes and the kernel's catch stand behind it).
  */
 
+import { pointerToken } from '../encoding/json-pointer.js';
+
 type Schema = Record<string, unknown>;
 
 const isSchema = (v: unknown): v is Schema => v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -23,8 +25,6 @@ const MAP = ['properties', 'patternProperties', 'definitions', '$defs', 'depende
 const IN_PLACE_ONE = ['not', 'if', 'then', 'else'];
 const IN_PLACE_LIST = ['allOf', 'anyOf', 'oneOf'];
 const IN_PLACE_MAP = ['dependentSchemas', 'dependencies'];
-
-const token = (k: string) => k.replaceAll('~', '~0').replaceAll('/', '~1');
 
 interface Document {
   /** Every subschema position of the root document, by JSON pointer. */
@@ -46,11 +46,11 @@ function subschemas(root: unknown): Document {
     if (at !== '' && typeof node.$id === 'string') continue; // another document
     out.set(at, node);
     if (typeof node.$anchor === 'string') anchors.set(node.$anchor, at);
-    for (const k of ONE) if (k in node) stack.push([node[k], `${at}/${token(k)}`]);
+    for (const k of ONE) if (k in node) stack.push([node[k], `${at}/${pointerToken(k)}`]);
     if (Array.isArray(node.items)) node.items.forEach((s, i) => stack.push([s, `${at}/items/${i}`]));
     else if ('items' in node) stack.push([node.items, `${at}/items`]);
     for (const k of LIST) if (Array.isArray(node[k])) (node[k] as unknown[]).forEach((s, i) => stack.push([s, `${at}/${k}/${i}`]));
-    for (const k of MAP) if (isSchema(node[k])) for (const [name, s] of Object.entries(node[k])) stack.push([s, `${at}/${token(k)}/${token(name)}`]);
+    for (const k of MAP) if (isSchema(node[k])) for (const [name, s] of Object.entries(node[k])) stack.push([s, `${at}/${pointerToken(k)}/${pointerToken(name)}`]);
   }
   return { nodes: out, anchors, base };
 }
@@ -74,7 +74,7 @@ function inPlaceEdges(node: Schema, at: string, doc: Document): string[] {
   const out: string[] = [];
   for (const k of IN_PLACE_ONE) if (isSchema(node[k])) out.push(`${at}/${k}`);
   for (const k of IN_PLACE_LIST) if (Array.isArray(node[k])) (node[k] as unknown[]).forEach((_, i) => out.push(`${at}/${k}/${i}`));
-  for (const k of IN_PLACE_MAP) if (isSchema(node[k])) for (const name of Object.keys(node[k])) out.push(`${at}/${k}/${token(name)}`);
+  for (const k of IN_PLACE_MAP) if (isSchema(node[k])) for (const name of Object.keys(node[k])) out.push(`${at}/${k}/${pointerToken(name)}`);
   const ref = localTarget(node.$ref, doc);
   if (ref !== null) out.push(ref);
   return out;

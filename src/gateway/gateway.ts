@@ -4,7 +4,7 @@
  * daemon/gateway; this file imports nothing of fastify.
  */
 import { lockDataDir } from '../store/dir-lock.js';
-import { SqliteDb } from '../store/sqlite-db.js';
+import { storeHealthFault } from '../store/sqlite-db.js';
 import { McpGroups } from './connectors/mcp-groups.js';
 import { systemClock, type Clock } from '../clock.js';
 import { createLogger, globalRedactor, type Logger, type Redactor } from '../log/logger.js';
@@ -261,8 +261,8 @@ export class Gateway {
   health(): GatewayHealth {
     const connectors: Record<string, CanaryHealth> = {};
     for (const name of [...this.connectors.keys()].sort()) connectors[name] = this.canariesValue.health(name);
-    const fault = this.storeValue.db instanceof SqliteDb ? this.storeValue.db.writeFault() : null;
-    return { ok: fault === null, version: VERSION, connectors, ...(fault ? { store: { error: fault.code, message: fault.message, since: fault.at } } : {}) };
+    const store = storeHealthFault(this.storeValue.db);
+    return { ok: store === null, version: VERSION, connectors, ...(store ? { store } : {}) };
   }
 
   /** POST /v1/tools/call. */

@@ -193,7 +193,7 @@ export class LeaseService {
       if (!cur || cur.step !== item.step || cur.kind !== item.kind || Date.parse(cur.ready_at) > now) return 'stale' as const;
       const m = w.model;
       const s = m.steps[item.step]!;
-      const reserved = item.kind === 'compensation' ? NOTHING_RESERVED : await this.e.reservedOf(m.remit_id, w.tx);
+      const reserved = await this.reservedFor(w, item.kind);
       if (item.kind !== 'compensation' && budgetExceeded(m.usage, m.budget, reserved)) {
         await this.failForBudget(w, item.step, reserved);
         return 'skipped' as const;
@@ -249,6 +249,14 @@ export class LeaseService {
       step_def: (prepared as Extract<Prepared, { kind: 'lease' }>).stepDef,
       context,
     };
+  }
+
+  /**
+   * What derived remits reserved of the run's spend, read in the run's transaction; nothing for
+   * a compensation, which the budget never stops.
+   */
+  private reservedFor(w: RunWriter, kind: LeaseKind): Promise<Spend> {
+    return kind === 'compensation' ? Promise.resolve(NOTHING_RESERVED) : this.e.reservedOf(w.model.remit_id, w.tx);
   }
 
   private async prepare(model: RunModel, stepId: string, kind: LeaseKind, def: StepDef): Promise<Prepared> {
@@ -330,7 +338,7 @@ export class LeaseService {
     const usage = usageOf(body.usage);
     const result = await this.e.mutate(lease.run_id, async (w) => {
       await this.requireActive(w, leaseId);
-      const reserved = lease.kind === 'compensation' ? NOTHING_RESERVED : await this.e.reservedOf(w.model.remit_id, w.tx);
+      const reserved = await this.reservedFor(w, lease.kind as LeaseKind);
       if (lease.kind === 'compensation') {
         const p: CompensationCompletedPayload = { step: lease.step, attempt: lease.attempt, lease_id: leaseId, output, usage };
         await w.append({ kind: 'compensation.completed', payload: p, actor: { worker_id: lease.worker_id } });
@@ -368,7 +376,7 @@ export class LeaseService {
     const delay = retryDelayMs(policy, lease.attempt, this.e.random);
     const result = await this.e.mutate(lease.run_id, async (w) => {
       await this.requireActive(w, leaseId);
-      const reserved = isComp ? NOTHING_RESERVED : await this.e.reservedOf(w.model.remit_id, w.tx);
+      const reserved = await this.reservedFor(w, lease.kind as LeaseKind);
       const actor = { worker_id: lease.worker_id };
       const failed: StepFailedPayload = { step: lease.step, kind: lease.kind as LeaseKind, attempt: lease.attempt, lease_id: leaseId, error, deterministic, usage };
       await w.append({ kind: 'step.failed', payload: failed, actor });

@@ -19,7 +19,7 @@ import { ensureDir } from '../util/ensure-dir.js';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { AsyncMutex } from './async-mutex.js';
-import { storeFault } from './store-fault.js';
+import { isDiskFaultCode, storeFault } from './store-fault.js';
 import type { Migration, RunResult, SqlDb, SqlValue, TxOptions } from './sql-db.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, SQLITE_AUTOCHECKPOINT_PAGES, WalCheckpointer, type CheckpointResult } from './wal-checkpointer.js';
 
@@ -405,7 +405,7 @@ export class SqliteDb implements SqlDb {
       } catch (err) {
         const code = (err as { code?: unknown }).code;
         // Told as a disk fault (store-fault.ts: a 503) whatever the call said.
-        this.syncFailure ??= { code: typeof code === 'string' && /^E(IO|NOSPC|DQUOT|ROFS)$/.test(code) ? code : 'EIO', message: (err as Error).message, at: Date.now() };
+        this.syncFailure ??= { code: isDiskFaultCode(code) ? code : 'EIO', message: (err as Error).message, at: Date.now() };
         throw err;
       }
       this.fsyncs++;
@@ -473,6 +473,15 @@ export async function migrate(db: SqlDb, migrations: readonly Migration[]): Prom
     ran.push(m.id);
   }
   return ran;
+}
+
+/**
+ * What `/v1/health` (the kernel's and the gateway's) says of a store while it refuses writes:
+ * `{error, message, since}`, or null while writes work (or for a store that keeps no such record).
+ */
+export function storeHealthFault(db: SqlDb): { error: string; message: string; since: string } | null {
+  const fault = db instanceof SqliteDb ? db.writeFault() : null;
+  return fault && { error: fault.code, message: fault.message, since: fault.at };
 }
 
 /** A transaction asked of a store that is closing (a request svcd's drain cut off): 503. */

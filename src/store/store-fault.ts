@@ -6,7 +6,12 @@
 /** SQLite result codes of a store that is failing (disk, permissions, a damaged file), not of a bug. */
 const STORE_FAULT = /^SQLITE_(FULL|IOERR|READONLY|CORRUPT|NOTADB|CANTOPEN|PERM|NOMEM|PROTOCOL|BUSY|LOCKED)/;
 /** What a failed fsync or write of the WAL reports (the store's group commit). */
-const DISK_FAULT = new Set(['EIO', 'ENOSPC', 'EDQUOT', 'EROFS']);
+const DISK_FAULT: ReadonlySet<string> = new Set(['EIO', 'ENOSPC', 'EDQUOT', 'EROFS']);
+
+/** True for a code a failed fsync or WAL write reports (EIO, ENOSPC, EDQUOT, EROFS). */
+export function isDiskFaultCode(code: unknown): code is string {
+  return typeof code === 'string' && DISK_FAULT.has(code);
+}
 
 /**
  * A store's own failure (the disk full, the file read-only or damaged, an fsync that failed),
@@ -19,7 +24,7 @@ export function storeFault(err: unknown): { code: string; message: string; trans
   if (typeof code !== 'string') return null;
   // A store closing under a request svcd's drain cut off: no sign the store is failing.
   if (code === 'SVC_STORE_CLOSED') return { code, message: (err as Error).message, transient: true };
-  if (!STORE_FAULT.test(code) && !DISK_FAULT.has(code)) return null;
+  if (!STORE_FAULT.test(code) && !isDiskFaultCode(code)) return null;
   const raw = (err as Error).message ?? code;
   return { code, message: raw.length > 200 ? `${raw.slice(0, 200)}…` : raw, transient: /^SQLITE_(BUSY|LOCKED)/.test(code) };
 }

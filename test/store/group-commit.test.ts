@@ -46,6 +46,22 @@ async function store(): Promise<SqliteDb> {
 }
 const insert = (db: SqliteDb, id: number, onCommitted?: () => void) => db.tx(async (tx) => void (await tx.run('INSERT INTO t (id) VALUES (?)', [id])), { onCommitted });
 
+/**
+ * The next barrier's fdatasync fails with EIO when the returned function is called; later ones
+ * succeed (Linux reports a failed writeback once, then calls the pages clean).
+ */
+function failFirstBarrierOnCue(): () => void {
+  let fail!: () => void;
+  const failed = new Promise<void>((r) => (fail = r));
+  let first = true;
+  fsCalls.hold = (done) => {
+    if (!first) return done(null);
+    first = false;
+    void failed.then(() => done(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' })));
+  };
+  return fail;
+}
+
 beforeEach(() => {
   fsCalls.async = 0;
   fsCalls.inline = 0;
@@ -142,14 +158,7 @@ describe('group commit barrier (D §11 SQLite store; docs/design.md "Store")', (
 
   it('a commit made while the failing barrier was on the disk is never acknowledged: its frames follow the failed ones', async () => {
     const db = await store();
-    let fail!: () => void;
-    const failed = new Promise<void>((r) => (fail = r));
-    let first = true;
-    fsCalls.hold = (done) => {
-      if (!first) return done(null); // the next barrier "succeeds" (Linux reports a failed writeback once)
-      first = false;
-      void failed.then(() => done(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' })));
-    };
+    const fail = failFirstBarrierOnCue();
     const batch1 = Promise.allSettled([insert(db, 1), insert(db, 2)]);
     await vi.waitFor(() => expect(fsCalls.async).toBe(1)); // barrier 1 is on the disk
     let committed = false;
@@ -167,14 +176,7 @@ describe('group commit barrier (D §11 SQLite store; docs/design.md "Store")', (
 
   it('a transaction queued behind the mutex when the fsync fails does not write at all', async () => {
     const db = await store();
-    let fail!: () => void;
-    const failed = new Promise<void>((r) => (fail = r));
-    let first = true;
-    fsCalls.hold = (done) => {
-      if (!first) return done(null);
-      first = false;
-      void failed.then(() => done(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' })));
-    };
+    const fail = failFirstBarrierOnCue();
     const batch1 = Promise.allSettled([insert(db, 1), insert(db, 2)]);
     await vi.waitFor(() => expect(fsCalls.async).toBe(1));
     let release!: () => void;
