@@ -2,6 +2,7 @@
  * `svc keys`: publisher keys and the kernel's control-plane keys (decisions §2).
  *   svc keys gen [-o FILE] [--force]   a new publisher key pair {key_id, public_key, private_key}
  *   svc keys show                      the kernel's GET /v1/keys (current key and `previous`)
+ *   svc keys publisher FILE            the `KEY_ID:PUBLIC_KEY` that trusts a key file (never its private key)
  *
  * Publisher key ids made here are `pub-` + the first 16 characters of
  * base64url(sha256(public key)), the same shape as the control-plane's `cp-` ids, so a key id
@@ -11,10 +12,14 @@ import { chmodSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import type { PublishedKeys } from '../../src/keys/keyring.js';
-import { generatePublisherKey } from '../../src/keys/publishers.js';
+import { keyFileSeed } from '../../src/bundle/sign.js';
+import { encodeBase64url } from '../../src/encoding/base64url.js';
+import { keyPairFromSeed } from '../../src/keys/ed25519.js';
+import { generatePublisherKey, parsePublisher } from '../../src/keys/publishers.js';
 import { kernelClient, output, table } from '../context.js';
 import { CliError, EXIT, fsReason } from '../exit.js';
 import type { SvcHttpClient } from '../http-client.js';
+import { readDataFile } from './bundle.js';
 
 export interface GenResult {
   key_id: string;
@@ -54,6 +59,41 @@ function isDirectory(path: string): boolean {
   }
 }
 
+export interface PublisherSpec {
+  key_id: string;
+  public_key: string;
+  /** The value of svcd's `--publisher` (and an entry of `SVC_PUBLISHERS`). */
+  publisher: string;
+}
+
+/**
+ * The public half of a key file, as svcd trusts it: `{key_id, public_key, private_key}` as `svc
+ * keys gen` writes it (the private key must match the public key), or just `{key_id,
+ * public_key}` as one is handed to an operator. Checked as svcd checks `--publisher`, so what
+ * this prints starts svcd.
+ */
+export function handlePublisher(file: string): PublisherSpec {
+  const value = readDataFile(file);
+  const v = (value !== null && typeof value === 'object' && !Array.isArray(value) ? value : {}) as Record<string, unknown>;
+  if (typeof v.key_id !== 'string' || (typeof v.public_key !== 'string' && typeof v.private_key !== 'string')) {
+    throw new CliError(`${file} is not a publisher key file {key_id, public_key[, private_key]} (make one with: svc keys gen -o FILE)`, EXIT.failed);
+  }
+  let publicKey = v.public_key as string | undefined;
+  if (typeof v.private_key === 'string') {
+    try {
+      publicKey = encodeBase64url(keyPairFromSeed(keyFileSeed(v as never)).publicKey);
+    } catch (err) {
+      throw new CliError(`${file}: ${(err as Error).message}`, EXIT.failed);
+    }
+  }
+  try {
+    const key = parsePublisher(`${v.key_id}:${publicKey}`);
+    return { key_id: key.key_id, public_key: key.public_key, publisher: `${key.key_id}:${key.public_key}` };
+  } catch (err) {
+    throw new CliError(`${file}: ${(err as Error).message}`, EXIT.failed);
+  }
+}
+
 /** GET /v1/keys. */
 export async function handleShow(client: SvcHttpClient): Promise<PublishedKeys> {
   return (await client.request<PublishedKeys>('GET', '/keys', undefined, {}, ['key_id', 'public_key'])).body;
@@ -81,6 +121,13 @@ export function registerKeys(program: Command): void {
     .action(function (this: Command, o: { output?: string; force?: boolean }) {
       const r = handleGen(o.output, Boolean(o.force));
       output(this, r.file ? { key_id: r.key_id, public_key: r.public_key, file: r.file, publisher: r.publisher } : { key_id: r.key_id, public_key: r.public_key, private_key: r.private_key }, genHuman.bind(null, r));
+    });
+  keys
+    .command('publisher')
+    .argument('<keyfile>', 'a key file as svc keys gen writes it, or {key_id, public_key}')
+    .description("print the KEY_ID:PUBLIC_KEY that trusts a key file: svcd --publisher \"$(svc keys publisher FILE)\"")
+    .action(function (this: Command, file: string) {
+      output(this, handlePublisher(file), (r: PublisherSpec) => r.publisher);
     });
   keys
     .command('show')

@@ -1,5 +1,5 @@
 /**
- * `svc keys gen|show` (decisions §2): a publisher key pair file {key_id, public_key, private_key}
+ * `svc keys gen|publisher|show` (decisions §2, §11 `--publisher KEY_ID:PUBLIC_KEY`): a publisher key pair file {key_id, public_key, private_key}
  * with mode 0600 that svcd accepts with --publisher, and the kernel's /keys.
  */
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
@@ -67,5 +67,46 @@ describe('svc keys (D §2)', () => {
     expect(JSON.parse(json.stdout)).toEqual((await d.kernel_('/keys')).body);
     const down = await runSvc(['--kernel-url', NO_DAEMON, 'keys', 'show']);
     expect(down.code).toBe(3);
+  });
+
+  it('publisher prints the KEY_ID:PUBLIC_KEY svcd trusts, never the private key (D §11 --publisher)', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'publisher.json');
+    expect((await runSvc(['keys', 'gen', '-o', file])).code).toBe(0);
+    const pair = JSON.parse(readFileSync(file, 'utf8'));
+    const r = await runSvc(['keys', 'publisher', file]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toBe(`${pair.key_id}:${pair.public_key}\n`);
+    expect(r.stdout).not.toContain(pair.private_key);
+    const json = await runSvc(['--json', 'keys', 'publisher', file]);
+    expect(JSON.parse(json.stdout)).toEqual({ key_id: pair.key_id, public_key: pair.public_key, publisher: `${pair.key_id}:${pair.public_key}` });
+    // The public half alone, as it is handed to an operator, does as well.
+    const pub = join(dir, 'public.json');
+    writeFileSync(pub, JSON.stringify({ key_id: pair.key_id, public_key: pair.public_key }));
+    expect((await runSvc(['keys', 'publisher', pub])).stdout).toBe(r.stdout);
+    await using d = await startTestDaemon({ kernel: { publishers: [r.stdout.trim()] } });
+    expect(d.kernel!.publishers.lookup(pair.key_id)).toEqual(new Uint8Array(Buffer.from(pair.public_key, 'base64url')));
+  });
+
+  it('publisher refuses a file that is not a key, or whose public key is not its private key', async () => {
+    const dir = tempDir();
+    const other = JSON.parse((await runSvc(['keys', 'gen'])).stdout);
+    const mine = JSON.parse((await runSvc(['keys', 'gen'])).stdout);
+    const mixed = join(dir, 'mixed.json');
+    writeFileSync(mixed, JSON.stringify({ ...mine, public_key: other.public_key }));
+    const m = await runSvc(['keys', 'publisher', mixed]);
+    expect(m.code).toBe(1);
+    expect(m.stderr).toBe(`svc: ${mixed}: key file public_key does not belong to its private_key\n`);
+    const notKey = join(dir, 'not-a-key.json');
+    writeFileSync(notKey, '{"name": "x"}');
+    const n = await runSvc(['keys', 'publisher', notKey]);
+    expect(n.code).toBe(1);
+    expect(n.stderr).toContain('is not a publisher key file');
+    const badPub = join(dir, 'bad-public.json');
+    writeFileSync(badPub, JSON.stringify({ key_id: 'k1', public_key: 'AAAA' }));
+    const b = await runSvc(['keys', 'publisher', badPub]);
+    expect(b.code).toBe(1);
+    expect(b.stderr).toMatch(/^svc: .*bad-public\.json: publisher key k1: public key /);
+    expect(m.stdout + n.stdout + b.stdout).toBe('');
   });
 });

@@ -42,7 +42,7 @@ describe('man/svc.1', () => {
     for (const code of ['0', '1', '2', '3']) expect(exit).toMatch(new RegExp(`^\\.B ${code}$`, 'm'));
   });
   it('documents svc keys and svc remit with every mint/derive flag', () => {
-    for (const c of ['svc keys gen', 'svc keys show', 'svc remit mint', 'svc remit derive', 'svc remit show', 'svc remit decode']) expect(text).toContain(c);
+    for (const c of ['svc keys gen', 'svc keys publisher', 'svc keys show', 'svc remit mint', 'svc remit derive', 'svc remit show', 'svc remit decode']) expect(text).toContain(c);
     for (const f of ['--tools', '--scopes', '--grants', '--policy-set', '--spend-tokens', '--spend-usd', '--autonomy', '--ttl', '--requested-by']) expect(text).toContain(f);
   });
 });
