@@ -5,7 +5,9 @@
  * same host — mint a remit, decide an approval — with the loopback trust of a tokenless
  * kernel. svcd registers each listener once it is bound and removes it when it closes.
  */
-import { bareHost, isLoopbackName } from '../util/loopback.js';
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
+import { bareHost, isLoopbackName, isUnspecifiedAddress } from '../util/loopback.js';
 
 const listeners = new Map<string, { host: string; port: string }>();
 
@@ -17,14 +19,40 @@ export function registerSvcListener(url: string): () => void {
   return () => void listeners.delete(url);
 }
 
-/** True when `url` reaches a listener of this process: its port, on a loopback name or the listener's own host. */
+/**
+ * True when `url` names a listener of this process: its port, on a loopback name or address
+ * (any spelling), the unspecified address, or the listener's own host; any host at all when
+ * the listener is bound to every interface.
+ */
 export function isSvcListener(url: URL): boolean {
   const host = bareHost(url.hostname);
   const port = portOf(url);
   for (const l of listeners.values()) {
-    if (l.port === port && (host === l.host || host === '0.0.0.0' || isLoopbackName(host) || l.host === '0.0.0.0' || l.host === '::')) return true;
+    if (l.port === port && (host === l.host || isUnspecifiedAddress(host) || isLoopbackName(host) || isUnspecifiedAddress(l.host))) return true;
   }
   return false;
+}
+
+/**
+ * isSvcListener, and for a DNS name on a listener's port, its addresses too: a name in
+ * `allowed_hosts` that resolves to loopback reaches svcd as 127.0.0.1 does. Only names on a
+ * listener's port are looked up, so other calls pay nothing. A name whose answers change
+ * between this lookup and fetch's own (DNS rebinding) is beyond it: the listeners themselves
+ * refuse a tokenless request whose Host is not a name of this machine.
+ */
+export async function reachesSvcListener(url: URL): Promise<boolean> {
+  if (isSvcListener(url)) return true;
+  const host = bareHost(url.hostname);
+  const port = portOf(url);
+  const onPort = [...listeners.values()].filter((l) => l.port === port);
+  if (onPort.length === 0 || isIP(host) !== 0) return false;
+  let addresses: Array<{ address: string }>;
+  try {
+    addresses = await lookup(host, { all: true, verbatim: true });
+  } catch {
+    return false; // fetch finds the same: the call fails as cannot-reach
+  }
+  return addresses.some(({ address }) => onPort.some((l) => address === l.host || isLoopbackName(address) || isUnspecifiedAddress(address)));
 }
 
 /** The URL's port, or its scheme's default. */

@@ -118,7 +118,7 @@ describe("svcd's own listeners are no tool's upstream (src/gateway/svc-listeners
     await new Promise<void>((r) => local.listen(0, '127.0.0.1', r));
     const localUrl = `http://127.0.0.1:${(local.address() as { port: number }).port}`;
     try {
-      const config = loadGatewayConfig({ data_dir: join(dir, 'self'), connectors: [{ name: 'web', type: 'http', allowed_hosts: ['127.0.0.1', 'localhost'] }] }, { env: {}, redactor: new Redactor() });
+      const config = loadGatewayConfig({ data_dir: join(dir, 'self'), connectors: [{ name: 'web', type: 'http', allowed_hosts: ['127.0.0.1', 'localhost', 'localhost.', '[::ffff:7f00:1]'] }] }, { env: {}, redactor: new Redactor() });
       await using d = await startTestDaemon({ gateway: { config, listen: '127.0.0.1:0', canaryLoop: false } });
       kernelTarget = `${d.kernelUrl}/v1/health`;
       const mint = await json(`${d.kernelUrl}/v1/remits`, {
@@ -126,7 +126,8 @@ describe("svcd's own listeners are no tool's upstream (src/gateway/svc-listeners
       });
       const call = (url: string) => json(`${d.gatewayUrl}/v1/tools/call`, { body: { remit_token: mint.body.token, tool: 'web.post', args: { url, json: {} } } });
       const port = new URL(d.kernelUrl!).port;
-      for (const url of [`${d.kernelUrl}/v1/remits`, `http://localhost:${port}/v1/remits`, `${d.gatewayUrl}/v1/canaries/web/release`]) {
+      // Every spelling of loopback is loopback: the URL parser hands [::ffff:127.0.0.1] on as [::ffff:7f00:1].
+      for (const url of [`${d.kernelUrl}/v1/remits`, `http://localhost:${port}/v1/remits`, `http://localhost.:${port}/v1/remits`, `http://[::ffff:127.0.0.1]:${port}/v1/remits`, `${d.gatewayUrl}/v1/canaries/web/release`]) {
         const res = await call(url);
         expect(res.status, url).toBe(403);
         expect(res.body.refusal).toMatchObject({ reason: 'scope_not_granted', detail: expect.stringContaining('is a listener of this svcd') });

@@ -12,13 +12,13 @@ import { readBodyUpTo } from '../../util/read-body.js';
 import type { HttpConnectorConfig } from '../config.js';
 import { globalRedactor, type Redactor } from '../../log/logger.js';
 import { compileInputSchema } from '../schema-validator.js';
-import { isSvcListener } from '../svc-listeners.js';
+import { reachesSvcListener } from '../svc-listeners.js';
 import { abortMessage, ArgsInvalid, descriptor, DeterministicFailure, ScopeRefusal, UpstreamError, type CallContext, type Connector, type ConnectorTool } from './types.js';
 
 const MAX_REDIRECTS = 5;
 /** svcd's own listeners are never a tool's upstream (src/gateway/svc-listeners.ts). */
-function refuseSvcListener(url: URL): void {
-  if (isSvcListener(url)) throw new ScopeRefusal(`${url.host} is a listener of this svcd, which no tool may call`);
+async function refuseSvcListener(url: URL): Promise<void> {
+  if (await reachesSvcListener(url)) throw new ScopeRefusal(`${url.host} is a listener of this svcd, which no tool may call`);
 }
 
 /** undici's codes for a request it will not send as given. */
@@ -108,7 +108,17 @@ export function decodeBody(bytes: Buffer, contentType: string | null, redactor: 
  * not count it, and a write's key keeps that outcome rather than running again.
  */
 async function readLimited(res: Response, max: number, signal: AbortSignal, redactor: Redactor): Promise<string> {
-  const { bytes, whole } = await readBodyUpTo(res, max, () => (signal.aborted ? new UpstreamError(abortMessage(signal)) : undefined));
+  let read: { bytes: Buffer; whole: boolean };
+  try {
+    read = await readBodyUpTo(res, max, () => (signal.aborted ? new UpstreamError(abortMessage(signal)) : undefined));
+  } catch (err) {
+    if (err instanceof UpstreamError) throw err;
+    if (signal.aborted) throw new UpstreamError(abortMessage(signal));
+    // The connection broke mid-body ("terminated"): the upstream's failure, not svc's.
+    const cause = (err as { cause?: { code?: string } }).cause?.code;
+    throw new UpstreamError(`the answer was cut off: ${cause ?? (err as Error).message}`, { status: res.status });
+  }
+  const { bytes, whole } = read;
   if (!whole) throw new DeterministicFailure(`response body is larger than ${max} bytes (max_body_bytes)`, { status: res.status, max_body_bytes: max });
   return decodeBody(bytes, res.headers.get('content-type'), redactor);
 }
@@ -172,7 +182,7 @@ export class HttpConnector implements Connector {
     const host = url.hostname.toLowerCase();
     // The parser lower-cased the host: a value spelt in it is redacted in that spelling too.
     if (!hostAllowed(this.cfg.allowed_hosts, host)) throw new ScopeRefusal(`host ${this.redactor.redactLowerCased(host)} is not in allowed_hosts of connector ${this.name}`);
-    refuseSvcListener(url);
+    await refuseSvcListener(url);
     return [`http:host:${host}`];
   }
 
@@ -202,7 +212,7 @@ export class HttpConnector implements Connector {
     const mayHaveWritten = () => {
       if (operation === 'post') ctx.outcomeUnknown();
     };
-    refuseSvcListener(url);
+    await refuseSvcListener(url);
     for (let hop = 0; ; hop++) {
       let res: Response;
       try {
@@ -230,6 +240,8 @@ export class HttpConnector implements Connector {
         const followable =
           next !== null &&
           (next.protocol === 'http:' || next.protocol === 'https:') &&
+          // Never from https down to http: the config's credentials would cross in the clear.
+          !(url.protocol === 'https:' && next.protocol === 'http:') &&
           // Credentials in the URL are refused from the caller (args_invalid); from a redirect
           // the 3xx is answered as it came, like one to a host outside allowed_hosts.
           !next.username &&
@@ -237,8 +249,8 @@ export class HttpConnector implements Connector {
           !urlHasFetchBlockedPort(next.href) && // fetch would refuse it: answered as it came
           // Never followed to svcd itself, and not refused either: the request before it was
           // sent and may have acted (a POST), so its answer is the 3xx it got.
-          !isSvcListener(next) &&
           hostAllowed(this.cfg.allowed_hosts, host) &&
+          !(await reachesSvcListener(next)) &&
           ctx.enterScope(`http:host:${host}`);
         if (followable) {
           mayHaveWritten(); // answered: whatever fails from here on may follow a write
