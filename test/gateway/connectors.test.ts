@@ -820,6 +820,26 @@ describe('fs connector (decisions §9: real paths, symlinks that escape the root
     }
   });
 
+  it('a path ending in a slash names a directory: read and write refuse it args_invalid, and write makes no file', async () => {
+    for (const path of ['made-by-slash/', 'made-by-slash/.']) {
+      const res = await gw.call({ remit_token: all(), tool: 'files.write', args: { path, content: 'x' } });
+      expect(res.status, path).toBe(422);
+      expect(res.body.error).toMatchObject({ code: 'args_invalid', message: expect.stringContaining('ends in a slash') });
+    }
+    expect(existsSync(join(root, 'made-by-slash'))).toBe(false);
+    const read = await gw.call({ remit_token: all(), tool: 'files.read', args: { path: 'a.txt/' } });
+    expect(read.status).toBe(422);
+    expect(read.body.error.code).toBe('args_invalid');
+  });
+
+  it('writes a file whose name takes all 255 bytes a name may have, and leaves no temporary file beside it', async () => {
+    const name = 'n'.repeat(255);
+    const res = await gw.call({ remit_token: all(), tool: 'files.write', args: { path: `long/${name}`, content: 'long' } });
+    expect(res.status, res.text).toBe(200);
+    expect(readFileSync(join(root, 'long', name), 'utf8')).toBe('long');
+    expect(readdirSync(join(root, 'long'))).toEqual([name]);
+  });
+
   it('a directory swapped for a symlink between the scope check and the open is refused (TOCTOU), for read and write', async () => {
     const base = tempDir('svc-fs-race-');
     const fsRoot = join(base, 'root');

@@ -152,13 +152,16 @@ export class FsConnector implements Connector {
   }
 
   async deriveScopes(operation: string, args: Record<string, unknown>): Promise<string[]> {
-    return [`fs:path:${this.directoryOf(operation, await this.resolveReal(args.path))}`];
+    return [`fs:path:${this.directoryOf(operation, await this.resolveReal(args.path), args.path)}`];
   }
 
-  /** The directory an operation on `real` works in: the one listed, or the file's. */
-  private directoryOf(operation: string, real: string): string {
+  /** The directory an operation on `real` (`raw` as given) works in: the one listed, or the file's. */
+  private directoryOf(operation: string, real: string, raw: unknown): string {
     // A file's directory would be the root's parent, outside the root (and a write's temp file with it).
     if (operation !== 'list' && real === this.realRoot) throw new ArgsInvalid(`path names the root of connector ${this.name}, a directory; read and write take a file`, '/path');
+    // `a/` names a directory (POSIX: ENOTDIR for a file); resolving drops the slash, and a
+    // write would make a file `a`.
+    if (operation !== 'list' && typeof raw === 'string' && /\/\.?$/.test(raw)) throw new ArgsInvalid(`path ${JSON.stringify(raw)} ends in a slash and names a directory; read and write take a file`, '/path');
     return operation === 'list' ? real : dirname(real);
   }
 
@@ -244,7 +247,7 @@ export class FsConnector implements Connector {
   async call(operation: string, args: Record<string, unknown>, ctx?: CallContext): Promise<unknown> {
     // Resolved again: the scope granted was for the path as it resolved a moment ago.
     const real = await this.resolveReal(args.path);
-    const dir = this.directoryOf(operation, real);
+    const dir = this.directoryOf(operation, real, args.path);
     const scope = `fs:path:${dir}`;
     if (ctx?.derivedScopes && !ctx.derivedScopes.includes(scope) && !ctx.enterScope(scope)) {
       throw new ScopeRefusal(`path ${this.rel(real)} changed while it was checked: it now leads to ${scope}, which is not granted`);
@@ -336,7 +339,8 @@ export class FsConnector implements Connector {
       }
       case 'write': {
         const content = String(args.content ?? '');
-        const tmpName = `.${fileName}.${randomBytes(6).toString('hex')}.tmp`;
+        // Not named after the file: a name of 255 bytes, legal, would leave no room for more.
+        const tmpName = `.svc-write-${randomBytes(6).toString('hex')}.tmp`;
         const tmp = FsConnector.within(dirHandle, dir, tmpName);
         try {
           const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
