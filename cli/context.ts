@@ -133,7 +133,8 @@ export function output(cmd: Command, data: unknown, human?: (data: any) => strin
   } catch (err) {
     // A 2xx JSON answer in another shape than svcd's: something else answers at that URL. With
     // SVC_LOG_LEVEL=debug the error goes on as it is, stack and all, in case the bug is ours.
-    if (err instanceof TypeError && process.env.SVC_LOG_LEVEL !== 'debug') {
+    // (A TypeError reading a member that is not there; a RangeError formatting a time that is not one.)
+    if ((err instanceof TypeError || err instanceof RangeError) && process.env.SVC_LOG_LEVEL !== 'debug') {
       throw new CliError(`the answer is not one svcd sends (${err.message}); is the URL svcd's? (SVC_LOG_LEVEL=debug shows where it failed)`, EXIT.failed);
     }
     throw err;

@@ -110,8 +110,9 @@ export class SvcHttpClient {
   async request<T = unknown>(method: string, path: string, body?: unknown, extraHeaders: Record<string, string> = {}, members: readonly string[] = []): Promise<HttpResponse<T>> {
     const res = await this.raw(method, path, body, extraHeaders);
     if (res.status >= 200 && res.status < 300) {
-      // Every svcd answer the CLI asks for is JSON: an object, a list (GET /tools), or no body.
-      if (res.status === 204 || Array.isArray(res.body)) return res as HttpResponse<T>;
+      // Every svcd answer the CLI asks for is JSON: an object, a list of objects (GET /tools),
+      // or no body.
+      if (res.status === 204 || isListOfObjects(res.body)) return res as HttpResponse<T>;
       if (isObject(res.body) && members.every((m) => Object.hasOwn(res.body as object, m))) return res as HttpResponse<T>;
       throw notSvcd(res.status, this.opts.baseUrl);
     }
@@ -163,6 +164,11 @@ export function notSvcdMessage(status: number, where?: string): string {
 
 export function notSvcd(status: number, where?: string): CliError {
   return new CliError(notSvcdMessage(status, where), EXIT.failed);
+}
+
+/** svcd's list answers are arrays of objects; `[1, 2, 3]` comes from something else. */
+export function isListOfObjects(v: unknown): v is Array<Record<string, unknown>> {
+  return Array.isArray(v) && v.every(isObject);
 }
 
 export function isObject(v: unknown): v is Record<string, unknown> {

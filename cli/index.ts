@@ -37,7 +37,8 @@ export function buildProgram(): Command {
     )
     .exitOverride()
     // Every command's --help lists --actor, --json, --kernel-url and --token too.
-    .configureHelp({ showGlobalOptions: true });
+    .configureHelp({ showGlobalOptions: true })
+    .hook('preAction', (_program, action) => refuseEmptyArguments(action));
   // Commands register here (each file: cli/commands/<name>.ts). Subcommands inherit exitOverride.
   registerApprovals(program);
   registerKeys(program);
@@ -48,6 +49,27 @@ export function buildProgram(): Command {
   registerRun(program);
   registerGateway(program);
   return program;
+}
+
+/**
+ * An empty positional argument is a usage error (2), said as such. `RUN=$(svc run start …)`
+ * leaves RUN empty when the start failed, and `svc run show ""` would otherwise ask for
+ * /v1/runs/ (the list) and blame the URL, or name "run  not found".
+ */
+function refuseEmptyArguments(action: Command): void {
+  const values = action.processedArgs as unknown[];
+  action.registeredArguments.forEach((arg, i) => {
+    for (const v of ([] as unknown[]).concat(values[i] ?? [])) {
+      if (typeof v === 'string' && v.trim() === '') throw new CliError(`${commandPath(action)}: <${arg.name()}> must not be empty`, EXIT.usage);
+    }
+  });
+}
+
+/** `run show`: the command's words below `svc`. */
+function commandPath(cmd: Command): string {
+  const words: string[] = [];
+  for (let c: Command | null = cmd; c?.parent; c = c.parent) words.unshift(c.name());
+  return words.join(' ');
 }
 
 export async function runCli(argv: string[]): Promise<number> {

@@ -19,9 +19,9 @@ import { hasLoneSurrogate } from '../../src/encoding/well-formed-json.js';
 import { bundleId, signBundle, type BundleSignature, type PublisherKeyFile } from '../../src/bundle/sign.js';
 import { inputTemplatesOutsideSchema, modelStepsWithoutMock, undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
 import type { StoredBundle } from '../../src/types.js';
-import { kernelClient, output, table } from '../context.js';
+import { globals, kernelClient, output, table } from '../context.js';
 import { CliError, EXIT, fsReason } from '../exit.js';
-import type { SvcHttpClient } from '../http-client.js';
+import { isListOfObjects, notSvcd, type SvcHttpClient } from '../http-client.js';
 
 /** What a bundle file holds: a bundle, and its signature when the file is a signed document. */
 export interface BundleFile {
@@ -234,7 +234,7 @@ export async function handlePush(client: SvcHttpClient, file: string, keyFile?: 
 }
 
 export async function handleList(client: SvcHttpClient): Promise<{ bundles: BundleSummary[] }> {
-  return (await client.request<{ bundles: BundleSummary[] }>('GET', '/bundles')).body;
+  return (await client.request<{ bundles: BundleSummary[] }>('GET', '/bundles', undefined, {}, ['bundles'])).body;
 }
 
 /** A bundle id from `bnd_…` or `NAME[@VERSION]` (the newest version of NAME when none is given). */
@@ -243,7 +243,8 @@ export async function resolveBundle(client: SvcHttpClient, ref: string): Promise
   const at = ref.lastIndexOf('@');
   const name = at > 0 ? ref.slice(0, at) : ref;
   const version = at > 0 ? ref.slice(at + 1) : null;
-  const list = (await client.request<{ bundles: Array<{ bundle_id: string; name: string; version: string; created_at: string }> }>('GET', '/bundles')).body.bundles;
+  const list = (await client.request<{ bundles: Array<{ bundle_id: string; name: string; version: string; created_at: string }> }>('GET', '/bundles', undefined, {}, ['bundles'])).body.bundles;
+  if (!isListOfObjects(list)) throw notSvcd(200, client.opts.baseUrl);
   const matches = list.filter((b) => b.name === name && (version === null || b.version === version));
   if (matches.length === 0) {
     // With --json the body is the kernel's own envelope for an unknown bundle (decisions §10).
@@ -285,14 +286,14 @@ export function registerBundle(program: Command): void {
     .action(function (this: Command, file: string, o: { key: string; output?: string }) {
       const signed = handleSign(file, o.key);
       if (!o.output) {
-        process.stdout.write(JSON.stringify(signed, null, 2) + '\n');
+        process.stdout.write(JSON.stringify(signed, null, globals(this).json ? 0 : 2) + '\n');
         return;
       }
       const out = resolve(o.output);
       try {
         writeFileSync(out, JSON.stringify(signed, null, 2) + '\n');
       } catch (err) {
-        throw new CliError(`cannot write ${out}: ${(err as Error).message}`, EXIT.failed);
+        throw new CliError(`cannot write ${out}: ${fsReason(err)}`, EXIT.failed);
       }
       const b = signed.bundle as { name: string; version: string };
       output(this, { file: out, bundle_id: bundleId(signed.bundle), name: b.name, version: b.version, key_id: signed.signature.key_id }, (r) =>

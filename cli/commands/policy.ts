@@ -79,7 +79,7 @@ export async function handlePush(client: SvcHttpClient, file: string, name: stri
 }
 
 export async function handleList(client: SvcHttpClient): Promise<{ policies: PolicySummary[] }> {
-  return (await client.request<{ policies: PolicySummary[] }>('GET', '/policies')).body;
+  return (await client.request<{ policies: PolicySummary[] }>('GET', '/policies', undefined, {}, ['policies'])).body;
 }
 
 /** GET path of a policy: its latest version, or the one named. */

@@ -87,7 +87,7 @@ export async function handleList(client: SvcHttpClient, f: ListFlags): Promise<{
   }
   if (f.after) q.set('after', f.after);
   const qs = q.toString();
-  return (await client.request<{ runs: Run[]; next: string | null }>('GET', `/runs${qs ? `?${qs}` : ''}`)).body;
+  return (await client.request<{ runs: Run[]; next: string | null }>('GET', `/runs${qs ? `?${qs}` : ''}`, undefined, {}, ['runs'])).body;
 }
 
 export async function handleShow(client: SvcHttpClient, id: string): Promise<Run> {

@@ -6,7 +6,7 @@
  * data layer is tested without a daemon.
  */
 import type { RunEvent, RunStateObject } from '../../src/types.js';
-import { exchange, isObject, notSvcdMessage, type ClientOptions, type FetchLike } from '../http-client.js';
+import { exchange, isListOfObjects, isObject, notSvcdMessage, type ClientOptions, type FetchLike } from '../http-client.js';
 
 export type { FetchLike };
 
@@ -113,10 +113,13 @@ export class ApprovalsApi {
     const qs = params.toString();
     const body = await this.call<{ approvals?: Approval[]; next?: string | null } | Approval[]>('GET', `/approvals${qs ? `?${qs}` : ''}`);
     // Tolerate a bare array as well as the {approvals, next} page.
-    if (Array.isArray(body)) return { approvals: body, next: null };
-    // An object without the list is not svcd's page: an empty inbox would be a wrong answer.
-    if (!Array.isArray(body.approvals)) throw new ApiError(200, 'not_svcd', notSvcdMessage(200, this.baseUrl), {}, undefined, this.baseUrl);
-    return { approvals: body.approvals, next: body.next ?? null };
+    const approvals = Array.isArray(body) ? body : body.approvals;
+    // An object without the list, or a list of things that are not approvals, is not svcd's
+    // page: an empty inbox, or rows of blanks, would be a wrong answer.
+    if (!Array.isArray(approvals) || !approvals.every((a) => isObject(a) && typeof a.approval_id === 'string')) {
+      throw new ApiError(200, 'not_svcd', notSvcdMessage(200, this.baseUrl), {}, undefined, this.baseUrl);
+    }
+    return { approvals, next: Array.isArray(body) ? null : (body.next ?? null) };
   }
 
   /** Every page of GET /v1/approvals up to `cap`, newest first. */
@@ -189,7 +192,7 @@ export class ApprovalsApi {
     const ok = res.status >= 200 && res.status < 300;
     // svcd answers the inbox with JSON objects, and refuses with an envelope that has a code:
     // anything else is another server at this URL.
-    if (ok && (res.status === 204 || Array.isArray(parsed) || (isObject(parsed) && members.every((m) => Object.hasOwn(parsed, m))))) return parsed as T;
+    if (ok && (res.status === 204 || isListOfObjects(parsed) || (isObject(parsed) && members.every((m) => Object.hasOwn(parsed, m))))) return parsed as T;
     const env = !ok && isObject(parsed) && isObject(parsed.error) && typeof parsed.error.code === 'string' ? parsed.error : null;
     if (!env) throw new ApiError(res.status, 'not_svcd', notSvcdMessage(res.status, this.baseUrl), {}, undefined, this.baseUrl);
     throw new ApiError(

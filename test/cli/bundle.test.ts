@@ -168,6 +168,16 @@ describe('svc bundle sign (D 4)', () => {
     expect(v.stdout).toMatch(/carries a signature by demo-publisher \(not checked here; svcd checks it on push\)/);
   });
 
+  it('sign --json prints the signed document on one line; -o DIR says it is a directory', async () => {
+    const r = await runSvc(['--json', 'bundle', 'sign', BUNDLE, '--key', KEY]);
+    expect(r.code).toBe(0);
+    expect(r.stdout.trimEnd().split('\n')).toHaveLength(1);
+    expect(JSON.parse(r.stdout).bundle).toEqual(refunds);
+    const dir = tempDir();
+    const d = await runSvc(['bundle', 'sign', BUNDLE, '--key', KEY, '-o', dir]);
+    expect([d.code, d.stderr]).toEqual([1, `svc: cannot write ${dir}: is a directory\n`]);
+  });
+
   it('refuses to sign an invalid bundle, a bad key file, or without --key', async () => {
     const bad = await runSvc(['bundle', 'sign', badBundleFile(), '--key', KEY]);
     expect(bad.code).toBe(1);
@@ -209,6 +219,7 @@ describe('svc bundle push, list, show against svcd (I 4.1)', () => {
     expect(show.code).toBe(0);
     expect(parse(show.stdout)).toMatchObject({ bundle_id: id, name: 'refunds', bundle: refunds, signature: { key_id: 'demo-publisher' } });
     const showJson = await runSvc([...url, '--json', 'bundle', 'show', id]);
+    expect(showJson.code, showJson.stderr).toBe(0);
     expect(JSON.parse(showJson.stdout).bundle).toEqual(refunds);
     // By name, as run start takes it: NAME (the newest) or NAME@VERSION.
     for (const ref of ['refunds', 'refunds@1.0.0']) {

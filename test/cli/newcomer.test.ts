@@ -105,6 +105,51 @@ describe('daemon addresses (D §11 --kernel-url / SVC_KERNEL_URL)', () => {
     expect(oneLine(r.stderr)).toEqual([expect.stringMatching(/^svc: not_found: no route GET \/v1\/runs .*; is http:\/\/127\.0\.0\.1:\d+ the right listener\?$/)]);
   });
 
+  it('2xx JSON in a shape svcd never sends (a list of numbers, a list of the wrong things, a time that is none): one line, exit 1', async () => {
+    const { createServer } = await import('node:http');
+    const server = createServer((req, res) => {
+      const url = req.url ?? '';
+      res.writeHead(200, { 'content-type': 'application/json' });
+      if (url.startsWith('/numbers')) res.end('[1,2,3]');
+      else if (url.startsWith('/rows')) res.end('{"runs":[{"x":1}],"approvals":[{"x":1}]}');
+      else res.end('{"rid":"rmt_x","tools":[],"scopes":[],"iat":"later","exp":"soon","nbf":"never"}');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    try {
+      const cases: Array<[string, string[]]> = [
+        ['numbers', ['approvals', 'list', '--actor', 'fin-1:finance']],
+        ['numbers', ['gateway', 'tools']],
+        ['rows', ['approvals', 'list', '--actor', 'fin-1:finance']],
+        ['rows', ['run', 'start', 'refunds', 'refund', '--remit', 'rmt_x', '--input', '{}']],
+        ['time', ['remit', 'show', 'rmt_x']],
+      ];
+      for (const [path, args] of cases) {
+        const r = await runSvc(['--kernel-url', `${base}/${path}`, '--gateway-url', `${base}/${path}`, ...args]);
+        expect([args.join(' '), r.code, r.stdout]).toEqual([args.join(' '), 1, '']);
+        expect(oneLine(r.stderr)).toEqual([expect.stringMatching(/^svc: (HTTP 200 from .* is not an svcd answer; is the URL svcd's\?|the answer is not one svcd sends \(.*\); is the URL svcd's\? \(SVC_LOG_LEVEL=debug shows where it failed\))$/)]);
+      }
+    } finally {
+      server.close();
+    }
+  });
+
+  it('an empty id or name is a usage error naming the argument, never a request (a failed RUN=$(svc run start …))', async () => {
+    const cases: Array<[string[], string]> = [
+      [['run', 'show', ''], 'run show: <id>'],
+      [['run', 'events', ' '], 'run events: <id>'],
+      [['remit', 'show', ''], 'remit show: <id>'],
+      [['approvals', 'approve', '', '--actor', 'fin-1:finance'], 'approvals approve: <id>'],
+      [['bundle', 'show', ''], 'bundle show: <bundle>'],
+      [['gateway', 'probe', ''], 'gateway probe: <connector>'],
+      [['run', 'start', 'refunds', '', '--remit', 'rmt_x'], 'run start: <workflow>'],
+    ];
+    for (const [args, named] of cases) {
+      const r = await runSvc(['--kernel-url', NO_DAEMON, '--gateway-url', NO_DAEMON, ...args]);
+      expect([args.join(' '), r.code, r.stderr, r.stdout]).toEqual([args.join(' '), 2, `svc: ${named} must not be empty\n`, '']);
+    }
+  });
+
   it('no daemon: exit 3 with one line naming the URL', async () => {
     const url = await closedPortUrl();
     const r = await runSvc(['--kernel-url', url, 'run', 'show', 'run_x']);
