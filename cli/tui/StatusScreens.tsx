@@ -77,8 +77,10 @@ export type Alert =
   | { kind: 'lost_race'; approval: Approval; attempted: ApprovalDecision; current: Approval | null; mine?: boolean }
   | { kind: 'not_allowed'; approval: Approval; attempted: ApprovalDecision; why: string };
 
-/** Rows of the lost-race screen besides the reason: the frame's two, title, who, outcome, tool and run, the way out. */
-const LOST_RACE_FIXED_ROWS = 7;
+/** Rows of the lost-race screen besides the reason and its wrapped lines: the frame's two, tool and run, the way out. */
+const LOST_RACE_FIXED_ROWS = 4;
+/** Rows one sentence of an alert may wrap onto (ids are 30 columns; a frame is 36 at the narrowest). */
+const ALERT_LINE_ROWS = 3;
 
 /**
  * The decider's reason, wrapped to the frame and cut to the rows left: svcd takes reasons of
@@ -125,13 +127,26 @@ export function AlertScreen({ alert, width, height = 24 }: { alert: Alert; width
   const verb = alert.attempted === 'approved' ? 'approval' : 'rejection';
   // Inside the frame: a border and a space of padding on each side.
   const inner = width - 4;
-  const line = (text: string) => <Text wrap="truncate-end">{fit(text, inner)}</Text>;
+  // Each sentence wraps to the frame (a 60-column terminal cut "before anyone decided" off),
+  // on a few rows at most; `used` counts them so the reason gets the rest.
+  let used = 0;
+  const line = (text: string, style: { bold?: boolean; color?: string } = {}) => {
+    const { lines } = wrap(text, inner, ALERT_LINE_ROWS);
+    used += lines.length;
+    return (
+      <>
+        {lines.map((l, i) => (
+          <Text key={i} bold={style.bold} color={style.color} wrap="truncate-end">
+            {l}
+          </Text>
+        ))}
+      </>
+    );
+  };
   if (alert.kind === 'lost_race' && alert.current?.state === 'cancelled') {
     return (
       <Frame width={width}>
-        <Text bold color="yellow" wrap="truncate-end">
-          {fit(`Too late: ${clean(a.approval_id)} was cancelled`, inner)}
-        </Text>
+        {line(`Too late: ${clean(a.approval_id)} was cancelled`, { bold: true, color: 'yellow' })}
         {line(`Its run ${clean(a.run_id)} ended before anyone decided.`)}
         {line(`Your ${verb} was not recorded.`)}
         <Text dimColor>{continueLine(inner)}</Text>
@@ -143,9 +158,10 @@ export function AlertScreen({ alert, width, height = 24 }: { alert: Alert; width
     const what = cur?.decision ?? (cur?.state && cur.state !== 'pending' ? cur.state : null);
     const done = what === 'approved' ? 'Approved' : what === 'rejected' ? 'Rejected' : 'Decided';
     const at = cur?.decided_at ? ` at ${clock(cur.decided_at)}` : '';
-    const footer = (
+    // Rendered after the sentences above it have counted their rows.
+    const footer = () => (
       <>
-        {cur ? <ReasonLines current={cur} inner={inner} rows={height - LOST_RACE_FIXED_ROWS} /> : null}
+        {cur ? <ReasonLines current={cur} inner={inner} rows={height - LOST_RACE_FIXED_ROWS - used} /> : null}
         <Text dimColor wrap="truncate-end">
           {fit(`${clean(a.action?.tool)} · run ${clean(a.run_id)}`, inner)}
         </Text>
@@ -154,26 +170,28 @@ export function AlertScreen({ alert, width, height = 24 }: { alert: Alert; width
     );
     if (alert.mine && cur?.actor) {
       // Not a race with someone else: an earlier decision of this inbox's, which was recorded.
+      const title = line(`Already ${done.toLowerCase()} by you: ${clean(a.approval_id)}`, { bold: true, color: 'cyan' });
+      const recorded = line(`Your ${what === 'rejected' ? 'rejection' : 'approval'} as ${clean(cur.actor.id)}, from this inbox${at}, was recorded.`);
+      const outcome = line(what === alert.attempted ? `This second ${verb} changed nothing.` : `This ${verb} was not recorded: a decision is final.`);
       return (
         <Frame width={width}>
-          <Text bold color="cyan" wrap="truncate-end">
-            {fit(`Already ${done.toLowerCase()} by you: ${clean(a.approval_id)}`, inner)}
-          </Text>
-          {line(`Your ${what === 'rejected' ? 'rejection' : 'approval'} as ${clean(cur.actor.id)}, from this inbox${at}, was recorded.`)}
-          {line(what === alert.attempted ? `This second ${verb} changed nothing.` : `This ${verb} was not recorded: a decision is final.`)}
-          {footer}
+          {title}
+          {recorded}
+          {outcome}
+          {footer()}
         </Frame>
       );
     }
     const who = cur?.actor ? `${clean(cur.actor.id)} (role:${clean(cur.actor.role)})` : 'another approver';
+    const title = line(`Too late: ${clean(a.approval_id)} was already decided`, { bold: true, color: 'yellow' });
+    const by = line(`${done} by ${who}${at}.`);
+    const outcome = line(`Your ${verb} was not recorded.`);
     return (
       <Frame width={width}>
-        <Text bold color="yellow" wrap="truncate-end">
-          {fit(`Too late: ${clean(a.approval_id)} was already decided`, inner)}
-        </Text>
-        {line(`${done} by ${who}${at}.`)}
-        {line(`Your ${verb} was not recorded.`)}
-        {footer}
+        {title}
+        {by}
+        {outcome}
+        {footer()}
       </Frame>
     );
   }

@@ -408,6 +408,30 @@ describe('svc approvals inbox: status screens', () => {
     expect(f).toContain('Your rejection was not recorded.');
   });
 
+  it('at 60 columns every sentence of an alert wraps whole, none cut, and the reason still fits 24 rows (svc-approvals(1) Screens)', async () => {
+    const list = three();
+    const decided: Approval = { ...list[0]!, state: 'rejected', decision: 'rejected', actor: { id: 'fin-2', role: 'finance' }, reason: 'duplicate charge, '.repeat(200), decided_at: '2026-01-01T10:04:30.000Z' };
+    const mine: Approval = { ...decided, state: 'approved', decision: 'approved', actor: { id: 'fin-1', role: 'finance' }, reason: '' };
+    const alerts = [
+      { current: { ...list[0]!, state: 'cancelled' as const }, words: ['was cancelled', 'ended before anyone decided.', 'Your rejection was not recorded.'] },
+      { current: decided, words: ['was already decided', 'Rejected by fin-2 (role:finance) at 10:04:30Z.', 'Cut: svc approvals list --state rejected --json'] },
+      { current: mine, mine: true, words: ['Already approved by you:', 'Your approval as fin-1, from this inbox at 10:04:30Z, was recorded.', 'This rejection was not recorded: a decision is final.'] },
+    ];
+    for (const { current, mine: own, words } of alerts) {
+      const { t } = setup(list, { width: 60, height: 24, alert: { kind: 'lost_race', approval: list[0]!, attempted: 'rejected', current, mine: own } });
+      const f = await t.waitFor('continue');
+      // The frame's text joined across its wrapped rows, as a reader reads it.
+      const text = f
+        .split('\n')
+        .map((l) => l.replace(/^[│|]\s?|\s?[│|]$/g, '').trim())
+        .join(' ');
+      for (const w of words) expect(text, w).toContain(w);
+      expect(f).not.toMatch(/decid…|recor…|Too late[^\n]*…/);
+      expect(f.split('\n').length).toBeLessThanOrEqual(24);
+      t.unmount();
+    }
+  });
+
   it('explains a refusal (403 not_the_approver)', async () => {
     const list = three();
     const { t } = setup(list, { alert: { kind: 'not_allowed', approval: list[0]!, attempted: 'rejected', why: 'fin-1 requested this run; a requester cannot approve their own run' } });
