@@ -288,7 +288,7 @@ async function riding<T>(call: () => Promise<T>, interval: number, url: string):
       return answer;
     } catch (err) {
       if (!svcdAway(err)) throw err;
-      if (!away) process.stderr.write(`svc: ${(err as Error).message}; still following, asking again\n`);
+      if (!away) process.stderr.write(`svc: ${(err as Error).message} (still following, asking again)\n`);
       away = true;
       await sleep(wait);
       wait = Math.min(5000, wait * 2);

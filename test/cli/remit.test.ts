@@ -42,7 +42,7 @@ describe('svc remit (issue 2, I 4.1)', () => {
     expect(payload.exp - payload.iat).toBe(600);
 
     // Nothing on stdin, or an empty argument, is a usage error (2) that says so, before svcd is asked.
-    for (const [args, stdin, text] of [[['remit', 'decode', '-'], '\n', 'no token on standard input'], [['remit', 'decode', ''], '', 'the token is empty']] as const) {
+    for (const [args, stdin, text] of [[['remit', 'decode', '-'], '\n', 'no token on standard input'], [['remit', 'decode', ''], '', 'remit decode: <token> must not be empty']] as const) {
       const none = await runSvc([...k, ...args], {}, stdin);
       expect(none.code).toBe(2);
       expect(none.stderr).toBe(`svc: ${text}\n`);
