@@ -603,6 +603,15 @@ describe('http connector (decisions §9: allowed_hosts, redirects, timeouts)', (
     expect(res.text).not.toContain('crm-key-0123456789');
   });
 
+  it("the caller's accept-encoding is not sent: an echoing upstream cannot hand the credential back in a coding fetch does not decode", async () => {
+    const res = await gw.call({ remit_token: t(), tool: 'web.get', args: { url: `http://127.0.0.1:${port}/echo`, headers: { 'Accept-Encoding': 'zstd', accept: 'application/json' } } });
+    expect(res.status, res.text).toBe(200);
+    const sent = res.body.result.json.headers;
+    expect(sent['accept-encoding']).not.toContain('zstd');
+    expect(sent.accept).toBe('application/json');
+    expect(sent['x-api-key']).toBe('[REDACTED]');
+  });
+
   it('a host off allowed_hosts is refused scope_not_granted before any request', async () => {
     const before = hits.length;
     const res = await gw.call({ remit_token: remit(['web.*'], ['http:host:*']), tool: 'web.get', args: { url: `http://localhost:${port}/json` } });

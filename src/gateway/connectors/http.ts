@@ -23,7 +23,13 @@ async function refuseSvcListener(url: URL): Promise<void> {
 
 /** undici's codes for a request it will not send as given. */
 const REQUEST_REFUSED = new Set(['UND_ERR_NOT_SUPPORTED', 'UND_ERR_INVALID_ARG']);
-const DROPPED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer']);
+/**
+ * Caller headers never sent: framing and hop-by-hop headers fetch sets itself, and
+ * accept-encoding, so that an answer always comes in a coding fetch decodes (gzip, deflate,
+ * br): an upstream that echoes the request, asked for one fetch cannot decode, would hand the
+ * credential back compressed, past the redactor.
+ */
+const DROPPED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer', 'accept-encoding']);
 
 const baseProperties = {
   url: { type: 'string', minLength: 1, description: 'http or https URL on an allowed host' },
