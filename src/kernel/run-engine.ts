@@ -265,7 +265,8 @@ export class RunEngine {
       const cols = Object.keys(row);
       await tx.run(`INSERT INTO runs (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, Object.values(row) as never);
       await insertEvent(tx, runId, ev, texts);
-      const w = new RunWriter(tx, row, this.writerDeps);
+      // The writer starts from the model the row was just written from, not a parse of its text.
+      const w = new RunWriter(tx, row, this.writerDeps, { text: row.model, model });
       // A workflow without steps is complete the moment it starts.
       if (model.current_step === null) await w.append({ kind: 'run.completed', payload: { output: null }, actor: KERNEL_ACTOR });
       await w.flush();
