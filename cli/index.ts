@@ -72,6 +72,23 @@ function commandPath(cmd: Command): string {
   return words.join(' ');
 }
 
+/**
+ * `svc help run start` as `svc run start --help`: commander's help command reads one word, so
+ * it showed `run`'s help, and for a word that is no command the whole program's, unasked.
+ */
+function helpPath(program: Command, argv: string[]): string[] {
+  if (argv[0] !== 'help' || argv.length < 2) return argv;
+  const words = argv.slice(1);
+  let cmd = program;
+  for (const w of words) {
+    if (w.startsWith('-')) break;
+    const sub = cmd.commands.find((c) => c.name() === w || c.aliases().includes(w));
+    if (!sub) throw new CliError(`unknown command '${[...commandPath(cmd).split(' ').filter(Boolean), w].join(' ')}' (svc --help lists the commands)`, EXIT.usage);
+    cmd = sub;
+  }
+  return [...words.filter((w) => !w.startsWith('-')), '--help'];
+}
+
 export async function runCli(argv: string[]): Promise<number> {
   const program = buildProgram();
   // commander recognises program options anywhere on the line, so the program's -V/--version
@@ -83,6 +100,7 @@ export async function runCli(argv: string[]): Promise<number> {
     if (at >= 0) options.splice(at, 1);
   }
   try {
+    argv = helpPath(program, argv);
     await program.parseAsync(argv, { from: 'user' });
     return EXIT.ok;
   } catch (err) {

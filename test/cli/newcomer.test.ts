@@ -310,6 +310,13 @@ describe('help a newcomer can act on', () => {
       expect(r.stdout).toContain('a approve, r reject');
     }
     expect((await runSvc(['approvals', 'help', 'reject'])).stdout).toContain('Usage: svc approvals reject');
+    // `svc help WORDS…` names the command the words name, however deep; a word that is none is a usage error.
+    for (const [args, usage] of [[['help', 'run', 'start'], 'Usage: svc run start'], [['help', 'approvals', 'reject'], 'Usage: svc approvals reject'], [['help', 'keys'], 'Usage: svc keys']] as const) {
+      const r = await runSvc([...args]);
+      expect([args.join(' '), r.code, r.stdout.split('\n')[0]]).toEqual([args.join(' '), 0, expect.stringContaining(usage)]);
+    }
+    const bogus = await runSvc(['help', 'run', 'bogus']);
+    expect([bogus.code, bogus.stdout, bogus.stderr]).toEqual([2, '', "svc: unknown command 'run bogus' (svc --help lists the commands)\n"]);
     const top = await runSvc(['--help']);
     expect(top.stdout).toContain('Exit status: 0 ok, 1 refused or failed (by the service, or a');
     expect(top.stdout).toContain('2 usage error, 3 svcd unreachable');
