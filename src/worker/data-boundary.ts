@@ -511,6 +511,39 @@ export class DataBoundary {
     const r = this.redactParts([{ value, path, names }]);
     return { value: r.values[0] as T | string, redactions: r.redactions };
   }
+
+  /**
+   * Every string in `value` (object keys kept) with detected content of ungranted classes and
+   * known literals removed, but no field read as classified by its name: for text whose
+   * structure is not data, such as a tool's JSON Schema, where a property named `email` is
+   * a description of a field, not an email. Learns what it finds, as redact does.
+   */
+  redactStrings<T>(value: T, path = ''): Redacted<T | string> {
+    const out = new Collector();
+    const visit = (v: unknown, at: string, depth: number): unknown => {
+      if (typeof v === 'string') {
+        const r = this.redact(v, at);
+        for (const x of r.redactions) out.add(x.path, x.class, x.count);
+        return r.value;
+      }
+      if (depth > 200 || v === null || typeof v !== 'object') return v;
+      if (Array.isArray(v)) return v.map((x, i) => visit(x, `${at}/${i}`, depth + 1));
+      return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, visit(x, `${at}/${pointerToken(k)}`, depth + 1)]));
+    };
+    return { value: visit(value, path, 0) as T | string, redactions: out.list() };
+  }
+
+  /**
+   * `text` with the literals this boundary has learned so far removed, and nothing else (no
+   * detectors, no field names): for a message built before a later tool result showed that a
+   * name in it is sensitive, so it is not sent again as it was.
+   */
+  scrubKnown(text: string, path = ''): Redacted<string> {
+    const r = redactString(text, { ...this.c, detectors: [] }, this.known);
+    const out = new Collector();
+    for (const [cls, n] of r.counts) out.add(path, cls, n);
+    return { value: r.text, redactions: out.list() };
+  }
 }
 
 /**

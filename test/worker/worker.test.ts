@@ -527,6 +527,53 @@ describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', 
     expect(complete.body).toEqual({ output: { category: 'refund', amount: 150 }, usage: { tokens: 42, usd: 0.01 } });
   });
 
+  it("tool descriptions and schemas cross the boundary too (an MCP server writes its own): detected values go, a property named email stays (I 5.5)", async () => {
+    const provider = new CountingMock();
+    const { kernel, gateway, run } = await setup({ provider });
+    gateway.define('billing.lookup_invoice', () => ({ rows: [] }), {
+      description: 'Invoices. Privacy officer: maria.lopez@corp.example',
+      input_schema: { type: 'object', properties: { email: { type: 'string', description: 'e.g. vip.customer@corp.example' }, plan: { enum: ['basic', 'vip.customer@corp.example'] } } },
+      data_classes: { email: 'pii' },
+    });
+    const lease = makeLease({ step: 'triage', step_def: { ...triage, output_schema: { type: 'object', description: 'write to ops.lead@corp.example' } } }, { prompts: { triage: 'go' }, mock: { triage: { output: { ok: true } } } });
+    expect((await run(lease)).name).toBe('step:done');
+    const sent = JSON.stringify(provider.requests);
+    for (const value of ['maria.lopez@corp.example', 'vip.customer@corp.example', 'ops.lead@corp.example']) expect(sent).not.toContain(value);
+    const tool = provider.requests[0]!.tools[0]!;
+    expect(tool.description).toBe('Invoices. Privacy officer: [REDACTED:pii]');
+    expect(tool.input_schema).toEqual({ type: 'object', properties: { email: { type: 'string', description: 'e.g. [REDACTED:pii]' }, plan: { enum: ['basic', '[REDACTED:pii]'] } } });
+    expect(provider.requests[0]!.messages[0]!.content).toContain('"description":"write to [REDACTED:pii]"');
+    const paths = kernel.eventsOf(lease.run_id, 'note').map((e) => e.payload.path);
+    expect(paths).toEqual(expect.arrayContaining(['/tools/billing.lookup_invoice/description', '/tools/billing.lookup_invoice/input_schema/properties/email/description', '/tools/billing.lookup_invoice/input_schema/properties/plan/enum/1', '/output_schema/description']));
+  });
+
+  it('a value a later result shows to be sensitive leaves the messages built before it: the prompt, and an earlier result of the same turn (I 5.5)', async () => {
+    const provider = new CountingMock();
+    const { kernel, gateway, run } = await setup({ provider });
+    gateway.define('crm.note', () => ({ text: 'Caller Philippa Stroud-Kenning wants a callback' }));
+    gateway.define('crm.lookup', () => ({ customer_name: 'Philippa Stroud-Kenning', tier: 'gold' }), { data_classes: { customer_name: 'pii' } });
+    const lease = makeLease(
+      { step: 'triage', step_def: { id: 'triage', kind: 'model', prompt: 'triage', tools: ['crm.note', 'crm.lookup'] } },
+      {
+        input: { ticket: 'hi from Philippa Stroud-Kenning' },
+        prompts: { triage: 'Ticket: {{input.ticket}}' },
+        mock: { triage: { tool_calls: [{ tool: 'crm.note', args: {} }, { tool: 'crm.lookup', args: {} }], output: { ok: true } } },
+      },
+    );
+    expect((await run(lease)).name).toBe('step:done');
+    expect(provider.requests).toHaveLength(2);
+    // The first request could not know (nothing had classified the name yet); the second does.
+    expect(JSON.stringify(provider.requests[0]!.messages)).toContain('Philippa Stroud-Kenning');
+    const second = JSON.stringify(provider.requests[1]!.messages);
+    expect(second).not.toContain('Philippa');
+    expect(second).toContain('Ticket: \\"hi from [REDACTED:pii]\\"');
+    expect(second).toContain('Caller [REDACTED:pii] wants a callback');
+    const notes = kernel.eventsOf(lease.run_id, 'note').map((e) => e.payload);
+    expect(notes).toEqual(expect.arrayContaining([expect.objectContaining({ class: 'pii', path: '/messages/1' }), expect.objectContaining({ class: 'pii', path: '/messages/3' })]));
+    // Each is noted once, in the turn it left its message.
+    expect(notes.filter((n) => n.path === '/messages/1')).toHaveLength(1);
+  });
+
   it('what a mock script reads crosses the boundary like a prompt, and is noted once per path (I 5.5)', async () => {
     const provider = new CountingMock();
     const { kernel, run } = await setup({ provider });

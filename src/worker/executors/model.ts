@@ -149,14 +149,23 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
   const maxTurns = rt.deps.maxTurns ?? 16;
   const descriptors = await rt.descriptors();
   const offered = Array.isArray(def.tools) ? def.tools.filter((t): t is string => typeof t === 'string') : [];
-  const tools = providerTools(offered, descriptors);
   const grants = Array.isArray(ctx.remit?.grants) ? ctx.remit.grants : [];
   const boundary = new DataBoundary({ grants, fieldClasses: fieldClassesOf(descriptors.values()) });
   const raw = { input: ctx.input, steps: ctx.steps ?? {} };
   const context = redactContext(boundary, raw.input, raw.steps);
+  let pending: Redaction[] = [];
+  // Tool descriptions and schemas reach the model too, and an MCP server writes its own:
+  // their strings cross the boundary (a property named `email` stays a property).
+  const tools = providerTools(offered, descriptors).map((t) => {
+    const description = boundary.redactStrings(t.description, `/tools/${pointerToken(t.id)}/description`);
+    const schema = boundary.redactStrings(t.input_schema, `/tools/${pointerToken(t.id)}/input_schema`);
+    pending.push(...description.redactions, ...schema.redactions);
+    return { ...t, description: String(description.value), input_schema: schema.value as Record<string, unknown> };
+  });
+  const outputSchema = isArgs(def.output_schema) ? boundary.redactStrings(def.output_schema, '/output_schema') : null;
+  if (outputSchema) pending.push(...outputSchema.redactions);
 
   // The prompt, with every value it reads passed through the boundary.
-  let pending: Redaction[] = [];
   let promptText = '';
   if (typeof def.prompt === 'string' && def.prompt !== '') {
     const template = ctx.prompts?.[def.prompt];
@@ -182,7 +191,7 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
   }
 
   const messages: ChatMessage[] = [
-    { role: 'system', content: systemPrompt(rt, def.output_schema, tools) },
+    { role: 'system', content: systemPrompt(rt, outputSchema?.value, tools) },
     { role: 'user', content: promptText },
   ];
   // Resumed after a quarantine, the model is asked afresh: it is told which of the actions
@@ -206,6 +215,10 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
       if (!recorded.reported) rt.addUsage(recorded.usage);
       rt.deps.onActivity?.({ type: 'model', index: callIndex, replayed: true, usage: recorded.usage });
     } else {
+      // What later results showed to be sensitive leaves the messages built before them (a
+      // name in the prompt, or in an earlier result of the same turn) before they go again.
+      // Scrubbed in place: a literal is noted once, in the turn it leaves a message.
+      messages.forEach((m, i) => (messages[i] = scrubMessage(boundary, m, i, pending)));
       for (const r of pending) {
         await rt.postEvent('note', redactionNote(r, { source: WORKER_EVENT_SOURCE, step: lease.step, call_index: callIndex }));
         rt.deps.onActivity?.({ type: 'redaction', class: r.class, path: r.path, count: r.count });
@@ -216,7 +229,7 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
         turn,
         messages: messages.slice(),
         tools,
-        output_schema: isArgs(def.output_schema) ? def.output_schema : undefined,
+        output_schema: outputSchema ? (outputSchema.value as Record<string, unknown>) : undefined,
         mock,
         signal: rt.signal,
       });
@@ -260,6 +273,26 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
     }
   }
   throw new StepError('model_loop_exceeded', `the model made ${maxTurns} answers without a final output (the calls of the last one were not run)`, true);
+}
+
+/** `m` with the boundary's known literals removed from its text and its calls' arguments; redactions go to `pending`. */
+function scrubMessage(boundary: DataBoundary, m: ChatMessage, index: number, pending: Redaction[]): ChatMessage {
+  const at = `/messages/${index}`;
+  const text = (t: string | null) => {
+    if (t === null) return null;
+    const r = boundary.scrubKnown(t, at);
+    pending.push(...r.redactions);
+    return r.value;
+  };
+  if (m.role !== 'assistant') return { ...m, content: text(m.content)! };
+  const strings = (v: unknown, depth = 0): unknown => {
+    if (typeof v === 'string') return text(v);
+    if (depth > 200 || v === null || typeof v !== 'object') return v;
+    if (Array.isArray(v)) return v.map((x) => strings(x, depth + 1));
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, strings(x, depth + 1)]));
+  };
+  const calls = m.calls.map((c) => ({ ...c, args: strings(c.args) as Record<string, unknown>, ...(c.summary !== undefined ? { summary: text(c.summary)! } : {}) }));
+  return { ...m, content: text(m.content), calls };
 }
 
 type CallResult = { type: 'value'; value: unknown } | { type: 'parked'; action_id: string; approval_id: string | null };
