@@ -161,15 +161,16 @@ export const BUILTIN_DETECTORS: readonly Detector[] = Object.freeze([
   {
     name: 'us_ssn',
     class: 'pii',
-    // AAA-GG-SSSS, or AAA GG SSSS not inside a longer row of spaced numbers ("512 64 1024
-    // 2048" is a column of sizes); bare nine digits are too common.
-    pattern: /(?<![\d-])(?:(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}|(?<!\d\x20)(?!000|666|9\d\d)\d{3}\x20(?!00)\d{2}\x20(?!0000)\d{4}(?!\x20\d))(?![\d-])/g,
+    // AAA-GG-SSSS, AAA.GG.SSSS, or AAA GG SSSS not inside a longer row of spaced numbers
+    // ("512 64 1024 2048" is a column of sizes); bare nine digits are too common.
+    pattern: /(?<![\d-])(?:(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}|(?<![\d.])(?!000|666|9\d\d)\d{3}\.(?!00)\d{2}\.(?!0000)\d{4}(?!\.\d)|(?<!\d\x20)(?!000|666|9\d\d)\d{3}\x20(?!00)\d{2}\x20(?!0000)\d{4}(?!\x20\d))(?![\d-])/g,
   },
   {
     name: 'uk_nino',
     class: 'pii',
     // Either case: people type "ab123456c" as often as HMRC prints "AB 12 34 56 C".
-    pattern: /(?<![A-Za-z0-9])(?!BG|GB|KN|NK|NT|TN|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D](?![A-Za-z0-9])/gi,
+    // Grouped by spaces or dashes (AB-12-34-56-C), or not at all.
+    pattern: /(?<![A-Za-z0-9])(?!BG|GB|KN|NK|NT|TN|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z][ -]?\d{2}[ -]?\d{2}[ -]?\d{2}[ -]?[A-D](?![A-Za-z0-9])/gi,
   },
   {
     name: 'phone',
@@ -180,8 +181,10 @@ export const BUILTIN_DETECTORS: readonly Detector[] = Object.freeze([
     // 020 7946 0958, 07700 900123, 01 23 45 67 89. A mixed run such as a date and a time
     // (01.02.2026 10:30) is not one number.
     pattern:
-      /(?<![\w+])(?:\+\d{1,3}[ .-]?(?:\(\d{1,4}\)[ .-]?)?\d{1,4}(?:[ .-]?\d{2,4}){1,4}|(?:\(\d{3}\) ?|\d{3}[ .-])\d{3}[ .-]\d{4}|\(0{1,2}[1-9]\d{0,3}\) ?\d{2,8}(?:[ .-]\d{2,8}){0,3}|0{1,2}[1-9]\d{0,3}([ .-])\d{2,8}(?:\1\d{2,8}){0,3})(?![\w]|[.:-]\d)/g,
-    validate: (m) => {
+      /(?<![\w+])(?:\+\d{1,3}[ .-]?(?:\(\d{1,4}\)[ .-]?)?\d{1,4}(?:[ .-]?\d{2,4}){1,4}|(?:\(\d{3}\) ?|\d{3}[ .-])\d{3}[ .-]\d{4}|\(0{1,2}[1-9]\d{0,3}\) ?\d{2,8}(?:[ .-]\d{2,8}){0,3}|0{1,2}[1-9]\d{0,3}([ .-])\d{2,8}(?:\1\d{2,8}){0,3})(?: ?(?:[xX]|[eE][xX][tT]\.?) ?\d{1,6})?(?![\w]|[.:-]\d)/g,
+    validate: (match) => {
+      // An extension (415-555-0100x23, "ext. 23") is withheld with the number, not counted in it.
+      const m = match.replace(/ ?(?:[xX]|[eE][xX][tT]\.?) ?\d{1,6}$/, '');
       const digits = m.replace(/\D/g, '').length;
       // A national number is 9–12 digits with its 0 (dates such as 01.02.2026 have 8).
       if (/^\(?0/.test(m)) return digits >= 9 && digits <= (m.replace(/^\(/, '').startsWith('00') ? 15 : 12);
@@ -206,31 +209,59 @@ function globalOf(pattern: RegExp): RegExp {
 }
 
 /**
- * Spaces that group digits as a space does: no-break (French and Swiss number formatting),
- * figure, thin and narrow no-break, as characters or as the HTML entities an http tool's raw
- * body carries (`&nbsp;`, `&#160;`, `&#xA0;`, …).
+ * Characters read one for one (offsets unchanged): full-width forms as their ASCII (Japanese
+ * text writes ０９０－１２３４－５６７８), the ideographic space and tab as a space, hyphens
+ * and dashes (the non-breaking hyphen U+2011, en dash, minus sign) as `-`, and a `+` between
+ * digits as a space (a form body's encoded space: `pan=4111+1111+1111+1111`).
  */
-const SPACE_LIKE = /[\u00a0\u2007\u2009\u202f]|&(?:nbsp|#0*(?:160|8199|8201|8239)|#x0*(?:a0|2007|2009|202f));/i;
-const SPACE_LIKE_ALL = new RegExp(SPACE_LIKE.source, 'gi');
+const ONE_FOR_ONE = /[\uff01-\uff5e\u3000\t\u2010-\u2014\u2212\ufe63]|(?<=\d)\+(?=\d)/g;
+
+function oneForOne(ch: string): string {
+  const code = ch.charCodeAt(0);
+  if (code >= 0xff01 && code <= 0xff5e) return String.fromCharCode(code - 0xfee0);
+  if (ch === '\u3000' || ch === '\t' || ch === '+') return ' ';
+  return '-';
+}
 
 /**
- * `text` with every space-like character or entity read as one space, and where each of the
- * view's offsets (0 … view.length) falls in `text`. A character keeps its offset; an entity
- * of several characters becomes one.
+ * Spaces that group digits as a space does: no-break (French and Swiss number formatting),
+ * figure, thin and narrow no-break, as characters, as the HTML entities an http tool's raw
+ * body carries (`&nbsp;`, `&#160;`, `&#xA0;`, …) or percent-encoded (`%20`); a run of them
+ * reads as one space (`4111  1111  1111  1111`).
  */
-function spacedView(text: string): { view: string; at: (i: number) => number } {
-  if (!SPACE_LIKE.test(text)) return { view: text, at: (i) => i };
+const SPACE_ALT = '[ \\u00a0\\u2007\\u2009\\u202f]|&(?:nbsp|#0*(?:32|160|8199|8201|8239)|#x0*(?:20|a0|2007|2009|202f));|%20';
+/** Several characters read as one: a run of spaces, an `@`, `+` or `-` written as an entity or percent-encoded. */
+const MANY_FOR_ONE = new RegExp(`(?:${SPACE_ALT})+|&(?:#0*64|#x0*40|commat);|%2b|%2d`, 'gi');
+/** Whether `text` may hold anything MANY_FOR_ONE changes (most text does not: it is not scanned). */
+const MAY_CHANGE = /[\u00a0\u2007\u2009\u202f&%]| {2}/;
+
+function manyForOne(m: string): string {
+  const lower = m.toLowerCase();
+  if (lower === '%2b') return '+';
+  if (lower === '%2d') return '-';
+  return /^&(?:#0*64|#x0*40|commat);$/.test(lower) ? '@' : ' ';
+}
+
+/**
+ * `text` as the detectors read it (ONE_FOR_ONE, then MANY_FOR_ONE), and where each of the
+ * view's offsets (0 … view.length) falls in `text`. A character keeps its offset; several
+ * read as one become one.
+ */
+function detectorView(text: string): { view: string; at: (i: number) => number } {
+  const mapped = text.replace(ONE_FOR_ONE, oneForOne);
+  if (!MAY_CHANGE.test(mapped)) return { view: mapped, at: (i) => i };
   let view = '';
   let from = 0;
-  // Pairs (view offset, text offset) at the end of each replaced entity: offsets between two
+  // Pairs (view offset, text offset) at the end of each shortened stretch: offsets between two
   // such points differ by the same amount.
   const shifts: Array<[number, number]> = [];
-  for (const m of text.matchAll(SPACE_LIKE_ALL)) {
-    view += text.slice(from, m.index) + ' ';
+  for (const m of mapped.matchAll(MANY_FOR_ONE)) {
+    if (m[0] === ' ') continue; // a single space reads as itself
+    view += mapped.slice(from, m.index) + manyForOne(m[0]);
     from = m.index! + m[0].length;
     if (m[0].length > 1) shifts.push([view.length, from]);
   }
-  view += text.slice(from);
+  view += mapped.slice(from);
   if (shifts.length === 0) return { view, at: (i) => i };
   return {
     view,
@@ -256,7 +287,7 @@ export function findAll(text: string, detectors: readonly Detector[] = BUILTIN_D
   const found: Finding[] = [];
   // Detectors read the view; a finding's span and value are the text's, as written (a value is
   // remembered and scrubbed wherever that spelling appears again).
-  const { view, at } = spacedView(text);
+  const { view, at } = detectorView(text);
   const push = (d: Detector, vStart: number, vEnd: number) => {
     const start = at(vStart);
     const end = at(vEnd);

@@ -93,6 +93,29 @@ describe('detectors (I 5.5 built-in classes)', () => {
     expect(detect(text)).toEqual([]);
   });
 
+  it.each([
+    ['a phone with its extension', 'call 415-555-0100x23 now', '415-555-0100x23', 'pii'],
+    ['a phone with "ext."', 'call 415-555-0100 ext. 23', '415-555-0100 ext. 23', 'pii'],
+    ['a phone in full-width digits and dashes', '電話 ０９０－１２３４－５６７８ まで', '０９０－１２３４－５６７８', 'pii'],
+    ['a card in full-width digits', 'card ４１１１ １１１１ １１１１ １１１１', '４１１１ １１１１ １１１１ １１１１', 'pci'],
+    ['a card grouped by non-breaking hyphens', 'card 4111\u20111111\u20111111\u20111111', '4111\u20111111\u20111111\u20111111', 'pci'],
+    ['a card grouped by en dashes', 'card 4111\u20131111\u20131111\u20131111', '4111\u20131111\u20131111\u20131111', 'pci'],
+    ['a card grouped by double spaces', 'card 4111  1111  1111  1111', '4111  1111  1111  1111', 'pci'],
+    ['a card grouped by tabs', 'card\t4111\t1111\t1111\t1111', '4111\t1111\t1111\t1111', 'pci'],
+    ['a card form-encoded', 'pan=4111+1111+1111+1111&x=1', '4111+1111+1111+1111', 'pci'],
+    ['a card percent-encoded', 'pan=4111%201111%201111%201111', '4111%201111%201111%201111', 'pci'],
+    ['a phone percent-encoded', 'tel:%2B14155550123', '%2B14155550123', 'pii'],
+    ['an SSN with dots', 'ssn 219.09.9999 on file', '219.09.9999', 'pii'],
+    ['a NINO with dashes', 'NI AB-12-34-56-C', 'AB-12-34-56-C', 'pii'],
+    ['an email with its @ as an HTML entity', 'mail ops.lead&#64;corp.example', 'ops.lead&#64;corp.example', 'pii'],
+  ])('finds %s, withheld as written (I 5.5)', (_name, text, value, cls) => {
+    expect(detect(text).map((f) => [f.value, f.class])).toEqual([[value, cls]]);
+  });
+
+  it('the readings above do not make numbers of what is none: versions, sums, dates, spaced prices', () => {
+    for (const text of ['version 1.2.3 and 10.20.30.40', '2+2=4 and 12+34', 'price 12  34', 'at 10:30 on 01.02.2026', 'x&amp;y %2B1 %2D', 'row\t12\t34\t56']) expect(detect(text), text).toEqual([]);
+  });
+
   it('detect resolves overlaps, findAll keeps them', () => {
     const text = 'x 4111111111111111@example.com';
     expect(findAll(text).length).toBeGreaterThan(detect(text).length);
@@ -110,6 +133,8 @@ describe('detectors take time linear in the text (a stalled boundary stops the h
     ['1-1-1-', '1-'.repeat(300_000), 0],
     ['4-4-4-', '4-'.repeat(300_000), 17_647],
     ['cards', '4111 1111 1111 1111 '.repeat(20_000), 20_000],
+    ['spaces and entities', '1 &nbsp; %20\u3000\t'.repeat(60_000), 0],
+    ['full-width cards', '４１１１－１１１１－１１１１－１１１１ '.repeat(20_000), 20_000],
   ];
   for (const [name, text, cards] of cases) {
     it(`${name}: ${text.length.toLocaleString('en')} characters`, () => {
