@@ -479,6 +479,11 @@ export class DataBoundary {
     this.c = compile(policy);
   }
 
+  /** How many literals it has learned: unchanged, anything scrubbed before needs no second scrub. */
+  get knownCount(): number {
+    return this.known.size;
+  }
+
   /**
    * Redacts several values as one: literals found in any of them are removed from all.
    * Fields whose name has an ungranted class are replaced whole; every string (object keys
@@ -513,24 +518,51 @@ export class DataBoundary {
   }
 
   /**
-   * Every string in `value` (object keys kept) with detected content of ungranted classes and
-   * known literals removed, but no field read as classified by its name: for text whose
-   * structure is not data, such as a tool's JSON Schema, where a property named `email` is
-   * a description of a field, not an email. Learns what it finds, as redact does.
+   * `value` with detected content of ungranted classes and known literals removed from every
+   * string, object key and number, and nothing read as data: no field is classified by its
+   * name and no JSON text is parsed. For text whose structure is not data, such as a tool's
+   * JSON Schema, where a property named `email` describes a field and holds no email, and a
+   * description quoting `{"email": "string"}` must not make "string" a secret.
    */
   redactStrings<T>(value: T, path = ''): Redacted<T | string> {
+    const c = this.c;
+    const out = new Collector();
+    const text = (t: string, at: string): string => {
+      const r = redactString(t, c, this.known);
+      for (const [cls, n] of r.counts) out.add(at, cls, n);
+      return r.text;
+    };
+    const visit = (v: unknown, at: string, depth: number): unknown => {
+      if (typeof v === 'string') return text(v, at);
+      if (typeof v === 'number' || typeof v === 'bigint') {
+        const t = text(String(v), at);
+        return t === String(v) ? v : t;
+      }
+      if (v === null || typeof v !== 'object') return v;
+      if (depth > 200) {
+        out.add(at, 'unknown', 1);
+        return marker('unknown');
+      }
+      if (Array.isArray(v)) return v.map((x, i) => visit(x, `${at}/${i}`, depth + 1));
+      return Object.fromEntries(Object.entries(v).map(([k, x]) => [text(k, `${at}/${pointerToken(k)}`), visit(x, `${at}/${pointerToken(k)}`, depth + 1)]));
+    };
+    return { value: visit(value, path, 0) as T | string, redactions: out.list() };
+  }
+
+  /** The known literals removed from every string, key and number of `value` (see scrubKnown). */
+  scrubKnownIn<T>(value: T, path = ''): Redacted<T> {
     const out = new Collector();
     const visit = (v: unknown, at: string, depth: number): unknown => {
       if (typeof v === 'string') {
-        const r = this.redact(v, at);
+        const r = this.scrubKnown(v, at);
         for (const x of r.redactions) out.add(x.path, x.class, x.count);
         return r.value;
       }
-      if (depth > 200 || v === null || typeof v !== 'object') return v;
+      if (v === null || typeof v !== 'object' || depth > 200) return v;
       if (Array.isArray(v)) return v.map((x, i) => visit(x, `${at}/${i}`, depth + 1));
-      return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, visit(x, `${at}/${pointerToken(k)}`, depth + 1)]));
+      return Object.fromEntries(Object.entries(v).map(([k, x]) => [visit(k, `${at}/${pointerToken(k)}`, depth + 1), visit(x, `${at}/${pointerToken(k)}`, depth + 1)]));
     };
-    return { value: visit(value, path, 0) as T | string, redactions: out.list() };
+    return { value: visit(value, path, 0) as T, redactions: out.list() };
   }
 
   /**

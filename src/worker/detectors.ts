@@ -18,6 +18,13 @@ export interface Detector {
   find?: (text: string) => Array<{ start: number; end: number }>;
   /** Confirms a candidate (e.g. Luhn). (Default: every candidate counts) */
   validate?: (match: string) => boolean;
+  /**
+   * Reads form and URL encodings of digit separators: `%20`, `%2B`, `%2D`, and with `'plus'`
+   * a `+` between digits as a space too (a form body's `4111+1111+…`). Only for content whose
+   * own spelling never has them: an email's local part may (`john2024+1@…`, `a%20b@…`), and a
+   * `+` between digits is also a sum next to phone-shaped numbers.
+   */
+  encoded?: 'percent' | 'plus';
 }
 
 /** One detected value inside a text. */
@@ -147,6 +154,7 @@ export const BUILTIN_DETECTORS: readonly Detector[] = Object.freeze([
     pattern: /(?<![\d-])\d(?:[ .-]?\d){12,18}(?![\d])/g,
     find: findCardNumbers,
     validate: isCardNumber,
+    encoded: 'plus',
   },
   {
     name: 'email',
@@ -161,6 +169,7 @@ export const BUILTIN_DETECTORS: readonly Detector[] = Object.freeze([
   {
     name: 'us_ssn',
     class: 'pii',
+    encoded: 'percent',
     // AAA-GG-SSSS, AAA.GG.SSSS, or AAA GG SSSS not inside a longer row of spaced numbers
     // ("512 64 1024 2048" is a column of sizes); bare nine digits are too common.
     pattern: /(?<![\d-])(?:(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}|(?<![\d.])(?!000|666|9\d\d)\d{3}\.(?!00)\d{2}\.(?!0000)\d{4}(?!\.\d)|(?<!\d\x20)(?!000|666|9\d\d)\d{3}\x20(?!00)\d{2}\x20(?!0000)\d{4}(?!\x20\d))(?![\d-])/g,
@@ -175,6 +184,7 @@ export const BUILTIN_DETECTORS: readonly Detector[] = Object.freeze([
   {
     name: 'phone',
     class: 'pii',
+    encoded: 'percent',
     // +CC then 7–14 more digits with optional separators; North American (NXX) NXX-XXXX; or a
     // national number written with its trunk prefix 0 (or the international prefix 00): after
     // a parenthesised area code, (030) 1234 5678; or with one separator used throughout,
@@ -211,10 +221,11 @@ function globalOf(pattern: RegExp): RegExp {
 /**
  * Characters read one for one (offsets unchanged): full-width forms as their ASCII (Japanese
  * text writes ０９０－１２３４－５６７８), the ideographic space and tab as a space, hyphens
- * and dashes (the non-breaking hyphen U+2011, en dash, minus sign) as `-`, and a `+` between
- * digits as a space (a form body's encoded space: `pan=4111+1111+1111+1111`).
+ * and dashes (the non-breaking hyphen U+2011, en dash, minus sign) as `-`; and, for the
+ * detectors that ask (`encoded: 'plus'`), a `+` between digits as a space.
  */
-const ONE_FOR_ONE = /[\uff01-\uff5e\u3000\t\u2010-\u2014\u2212\ufe63]|(?<=\d)\+(?=\d)/g;
+const ONE_FOR_ONE = /[\uff01-\uff5e\u3000\t\u2010-\u2014\u2212\ufe63]/g;
+const ONE_FOR_ONE_PLUS = /[\uff01-\uff5e\u3000\t\u2010-\u2014\u2212\ufe63]|(?<=\d)\+(?=\d)/g;
 
 function oneForOne(ch: string): string {
   const code = ch.charCodeAt(0);
@@ -225,13 +236,14 @@ function oneForOne(ch: string): string {
 
 /**
  * Spaces that group digits as a space does: no-break (French and Swiss number formatting),
- * figure, thin and narrow no-break, as characters, as the HTML entities an http tool's raw
- * body carries (`&nbsp;`, `&#160;`, `&#xA0;`, …) or percent-encoded (`%20`); a run of them
- * reads as one space (`4111  1111  1111  1111`).
+ * figure, thin and narrow no-break, as characters or as the HTML entities an http tool's raw
+ * body carries (`&nbsp;`, `&#160;`, `&#xA0;`, …), and for the detectors that ask, `%20`; a
+ * run of them reads as one space (`4111  1111  1111  1111`).
  */
-const SPACE_ALT = '[ \\u00a0\\u2007\\u2009\\u202f]|&(?:nbsp|#0*(?:32|160|8199|8201|8239)|#x0*(?:20|a0|2007|2009|202f));|%20';
-/** Several characters read as one: a run of spaces, an `@`, `+` or `-` written as an entity or percent-encoded. */
-const MANY_FOR_ONE = new RegExp(`(?:${SPACE_ALT})+|&(?:#0*64|#x0*40|commat);|%2b|%2d`, 'gi');
+const SPACE_ALT = '[ \\u00a0\\u2007\\u2009\\u202f]|&(?:nbsp|#0*(?:32|160|8199|8201|8239)|#x0*(?:20|a0|2007|2009|202f));';
+/** Several characters read as one: a run of spaces, an `@` written as an entity; percent-encoded `' '`, `+`, `-` when asked. */
+const MANY_FOR_ONE = new RegExp(`(?:${SPACE_ALT})+|&(?:#0*64|#x0*40|commat);`, 'gi');
+const MANY_FOR_ONE_PERCENT = new RegExp(`(?:${SPACE_ALT}|%20)+|&(?:#0*64|#x0*40|commat);|%2b|%2d`, 'gi');
 /** Whether `text` may hold anything MANY_FOR_ONE changes (most text does not: it is not scanned). */
 const MAY_CHANGE = /[\u00a0\u2007\u2009\u202f&%]| {2}/;
 
@@ -242,20 +254,25 @@ function manyForOne(m: string): string {
   return /^&(?:#0*64|#x0*40|commat);$/.test(lower) ? '@' : ' ';
 }
 
+interface DetectorView {
+  view: string;
+  at: (i: number) => number;
+}
+
 /**
  * `text` as the detectors read it (ONE_FOR_ONE, then MANY_FOR_ONE), and where each of the
  * view's offsets (0 … view.length) falls in `text`. A character keeps its offset; several
  * read as one become one.
  */
-function detectorView(text: string): { view: string; at: (i: number) => number } {
-  const mapped = text.replace(ONE_FOR_ONE, oneForOne);
+function detectorView(text: string, encoded: Detector['encoded']): DetectorView {
+  const mapped = text.replace(encoded === 'plus' ? ONE_FOR_ONE_PLUS : ONE_FOR_ONE, oneForOne);
   if (!MAY_CHANGE.test(mapped)) return { view: mapped, at: (i) => i };
   let view = '';
   let from = 0;
   // Pairs (view offset, text offset) at the end of each shortened stretch: offsets between two
   // such points differ by the same amount.
   const shifts: Array<[number, number]> = [];
-  for (const m of mapped.matchAll(MANY_FOR_ONE)) {
+  for (const m of mapped.matchAll(encoded === undefined ? MANY_FOR_ONE : MANY_FOR_ONE_PERCENT)) {
     if (m[0] === ' ') continue; // a single space reads as itself
     view += mapped.slice(from, m.index) + manyForOne(m[0]);
     from = m.index! + m[0].length;
@@ -287,13 +304,17 @@ export function findAll(text: string, detectors: readonly Detector[] = BUILTIN_D
   const found: Finding[] = [];
   // Detectors read the view; a finding's span and value are the text's, as written (a value is
   // remembered and scrubbed wherever that spelling appears again).
-  const { view, at } = detectorView(text);
-  const push = (d: Detector, vStart: number, vEnd: number) => {
-    const start = at(vStart);
-    const end = at(vEnd);
-    found.push({ detector: d.name, class: d.class, start, end, value: text.slice(start, end) });
-  };
+  // One view for each way of reading that some detector asks for, made when first asked.
+  const views = new Map<Detector['encoded'], DetectorView>();
   for (const d of detectors) {
+    let v = views.get(d.encoded);
+    if (v === undefined) views.set(d.encoded, (v = detectorView(text, d.encoded)));
+    const { view, at } = v;
+    const push = (d: Detector, vStart: number, vEnd: number) => {
+      const start = at(vStart);
+      const end = at(vEnd);
+      found.push({ detector: d.name, class: d.class, start, end, value: text.slice(start, end) });
+    };
     if (d.find) {
       for (const c of d.find(view)) {
         if (c.end <= c.start || (d.validate && !d.validate(view.slice(c.start, c.end)))) continue;

@@ -113,7 +113,14 @@ describe('detectors (I 5.5 built-in classes)', () => {
   });
 
   it('the readings above do not make numbers of what is none: versions, sums, dates, spaced prices', () => {
-    for (const text of ['version 1.2.3 and 10.20.30.40', '2+2=4 and 12+34', 'price 12  34', 'at 10:30 on 01.02.2026', 'x&amp;y %2B1 %2D', 'row\t12\t34\t56']) expect(detect(text), text).toEqual([]);
+    for (const text of ['version 1.2.3 and 10.20.30.40', '2+2=4 and 12+34', 'total: 200+300+1000 = 1500', 'sum 123+45+6789', 'price 12  34', 'at 10:30 on 01.02.2026', 'x&amp;y %2B1 %2D', 'row\t12\t34\t56']) expect(detect(text), text).toEqual([]);
+  });
+
+  it("an email keeps its own '+' and '%20': withheld whole, never cut where a card would read a space", () => {
+    for (const email of ['john2024+1@gmail.com', 'a1+22@corp.example', 'user%20name@x.com']) {
+      expect(detect(`contact ${email} today`).map((f) => f.value), email).toEqual([email]);
+      expect(redactText(`contact ${email} today`, { grants: [] }).value).toBe('contact [REDACTED:pii] today');
+    }
   });
 
   it('detect resolves overlaps, findAll keeps them', () => {
@@ -291,6 +298,15 @@ describe('redaction (I 5.5: ungranted content replaced by [REDACTED:<class>])', 
     const b = new DataBoundary({ grants: [], fieldClasses: { age: 'pii', name: 'pii' } });
     const r = b.redact({ age: 42, name: 'Al', text: 'Al is 42 and owes 42 USD' });
     expect(r.value).toEqual({ age: '[REDACTED:pii]', name: '[REDACTED:pii]', text: 'Al is 42 and owes 42 USD' });
+  });
+
+  it('redactStrings (schemas): keys and numbers lose detected values too, and JSON text in a string is not read as data', () => {
+    const b = new DataBoundary({ grants: [], fieldClasses: { email: 'pii' } });
+    const r = b.redactStrings({ properties: { 'maria.lopez@corp.example': { type: 'string' }, email: { type: 'string', description: '{"email": "string"}' } }, examples: [4111111111111111], required: ['maria.lopez@corp.example'] }, '/s');
+    expect(r.value).toEqual({ properties: { '[REDACTED:pii]': { type: 'string' }, email: { type: 'string', description: '{"email": "string"}' } }, examples: ['[REDACTED:pci]'], required: ['[REDACTED:pii]'] });
+    // "string" was not learned as a secret from the quoted {"email": "string"}.
+    expect(b.redact({ note: 'type string' }).value).toEqual({ note: 'type string' });
+    expect(b.knownCount).toBe(0);
   });
 
   it('escapes JSON-pointer tokens in paths', () => {

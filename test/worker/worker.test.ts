@@ -550,10 +550,10 @@ describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', 
   it('a value a later result shows to be sensitive leaves the messages built before it: the prompt, and an earlier result of the same turn (I 5.5)', async () => {
     const provider = new CountingMock();
     const { kernel, gateway, run } = await setup({ provider });
-    gateway.define('crm.note', () => ({ text: 'Caller Philippa Stroud-Kenning wants a callback' }));
+    gateway.define('crm.note', () => ({ text: 'Caller Philippa Stroud-Kenning wants a callback' }), { description: 'Notes. Escalations go to Philippa Stroud-Kenning' });
     gateway.define('crm.lookup', () => ({ customer_name: 'Philippa Stroud-Kenning', tier: 'gold' }), { data_classes: { customer_name: 'pii' } });
     const lease = makeLease(
-      { step: 'triage', step_def: { id: 'triage', kind: 'model', prompt: 'triage', tools: ['crm.note', 'crm.lookup'] } },
+      { step: 'triage', step_def: { id: 'triage', kind: 'model', prompt: 'triage', tools: ['crm.note', 'crm.lookup'], output_schema: { type: 'object', description: 'not for Philippa Stroud-Kenning' } } },
       {
         input: { ticket: 'hi from Philippa Stroud-Kenning' },
         prompts: { triage: 'Ticket: {{input.ticket}}' },
@@ -564,8 +564,10 @@ describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', 
     expect(provider.requests).toHaveLength(2);
     // The first request could not know (nothing had classified the name yet); the second does.
     expect(JSON.stringify(provider.requests[0]!.messages)).toContain('Philippa Stroud-Kenning');
+    expect(JSON.stringify(provider.requests[1])).not.toContain('Philippa'); // messages, tools, output_schema
+    expect(provider.requests[1]!.tools.find((t) => t.id === 'crm.note')!.description).toBe('Notes. Escalations go to [REDACTED:pii]');
+    expect(provider.requests[1]!.output_schema).toEqual({ type: 'object', description: 'not for [REDACTED:pii]' });
     const second = JSON.stringify(provider.requests[1]!.messages);
-    expect(second).not.toContain('Philippa');
     expect(second).toContain('Ticket: \\"hi from [REDACTED:pii]\\"');
     expect(second).toContain('Caller [REDACTED:pii] wants a callback');
     const notes = kernel.eventsOf(lease.run_id, 'note').map((e) => e.payload);

@@ -156,14 +156,15 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
   let pending: Redaction[] = [];
   // Tool descriptions and schemas reach the model too, and an MCP server writes its own:
   // their strings cross the boundary (a property named `email` stays a property).
-  const tools = providerTools(offered, descriptors).map((t) => {
+  let tools = providerTools(offered, descriptors).map((t) => {
     const description = boundary.redactStrings(t.description, `/tools/${pointerToken(t.id)}/description`);
     const schema = boundary.redactStrings(t.input_schema, `/tools/${pointerToken(t.id)}/input_schema`);
     pending.push(...description.redactions, ...schema.redactions);
     return { ...t, description: String(description.value), input_schema: schema.value as Record<string, unknown> };
   });
-  const outputSchema = isArgs(def.output_schema) ? boundary.redactStrings(def.output_schema, '/output_schema') : null;
-  if (outputSchema) pending.push(...outputSchema.redactions);
+  const redactedSchema = isArgs(def.output_schema) ? boundary.redactStrings(def.output_schema, '/output_schema') : null;
+  if (redactedSchema) pending.push(...redactedSchema.redactions);
+  let outputSchema = redactedSchema?.value as Record<string, unknown> | undefined;
 
   // The prompt, with every value it reads passed through the boundary.
   let promptText = '';
@@ -191,7 +192,7 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
   }
 
   const messages: ChatMessage[] = [
-    { role: 'system', content: systemPrompt(rt, outputSchema?.value, tools) },
+    { role: 'system', content: systemPrompt(rt, outputSchema, tools) },
     { role: 'user', content: promptText },
   ];
   // Resumed after a quarantine, the model is asked afresh: it is told which of the actions
@@ -204,6 +205,25 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
     messages.push({ role: 'user', content: String(r.value) });
   }
 
+  // Everything about to go to the provider, scrubbed of the literals learned so far.
+  let scrubbedWith = -1;
+  const scrubOutgoing = () => {
+    messages.forEach((m, i) => (messages[i] = scrubMessage(boundary, m, i, pending)));
+    tools = tools.map((t) => {
+      const at = `/tools/${pointerToken(t.id)}`;
+      const description = boundary.scrubKnown(t.description, `${at}/description`);
+      const schema = boundary.scrubKnownIn(t.input_schema, `${at}/input_schema`);
+      pending.push(...description.redactions, ...schema.redactions);
+      return { ...t, description: description.value, input_schema: schema.value };
+    });
+    if (outputSchema) {
+      const schema = boundary.scrubKnownIn(outputSchema, '/output_schema');
+      pending.push(...schema.redactions);
+      outputSchema = schema.value;
+    }
+    scrubbedWith = boundary.knownCount;
+  };
+
   let index = 0;
   for (let turn = 0; turn < maxTurns; turn++) {
     throwIfAborted(rt.signal);
@@ -215,10 +235,12 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
       if (!recorded.reported) rt.addUsage(recorded.usage);
       rt.deps.onActivity?.({ type: 'model', index: callIndex, replayed: true, usage: recorded.usage });
     } else {
-      // What later results showed to be sensitive leaves the messages built before them (a
-      // name in the prompt, or in an earlier result of the same turn) before they go again.
-      // Scrubbed in place: a literal is noted once, in the turn it leaves a message.
-      messages.forEach((m, i) => (messages[i] = scrubMessage(boundary, m, i, pending)));
+      // What later results showed to be sensitive leaves everything built before them (a name
+      // in the prompt, in an earlier result of the same turn, in a tool's description) before
+      // it goes again. Scrubbed in place: a literal is noted once, in the turn it leaves; and
+      // only when something was learned since the last scrub (what was added since was
+      // redacted with all that was known then).
+      if (boundary.knownCount !== scrubbedWith) scrubOutgoing();
       for (const r of pending) {
         await rt.postEvent('note', redactionNote(r, { source: WORKER_EVENT_SOURCE, step: lease.step, call_index: callIndex }));
         rt.deps.onActivity?.({ type: 'redaction', class: r.class, path: r.path, count: r.count });
@@ -229,7 +251,7 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
         turn,
         messages: messages.slice(),
         tools,
-        output_schema: outputSchema ? (outputSchema.value as Record<string, unknown>) : undefined,
+        output_schema: outputSchema,
         mock,
         signal: rt.signal,
       });
@@ -254,7 +276,9 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
     // fails the run on this usage either way). The failure reports the usage.
     const over = rt.overBudget();
     if (over !== null) throw new StepError('budget_exhausted', over, true);
-    messages.push({ role: 'assistant', content: response.content, calls: response.calls });
+    // The model's own answer may quote what it was shown before that was known to be
+    // sensitive: scrubbed now, as the results that follow it are redacted when they come.
+    messages.push(scrubMessage(boundary, { role: 'assistant', content: response.content, calls: response.calls }, messages.length, pending));
 
     if (response.calls.length === 0) {
       return { type: 'completed', output: response.output === undefined ? null : response.output, usage: rt.usage };
@@ -285,13 +309,11 @@ function scrubMessage(boundary: DataBoundary, m: ChatMessage, index: number, pen
     return r.value;
   };
   if (m.role !== 'assistant') return { ...m, content: text(m.content)! };
-  const strings = (v: unknown, depth = 0): unknown => {
-    if (typeof v === 'string') return text(v);
-    if (depth > 200 || v === null || typeof v !== 'object') return v;
-    if (Array.isArray(v)) return v.map((x) => strings(x, depth + 1));
-    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, strings(x, depth + 1)]));
-  };
-  const calls = m.calls.map((c) => ({ ...c, args: strings(c.args) as Record<string, unknown>, ...(c.summary !== undefined ? { summary: text(c.summary)! } : {}) }));
+  const calls = m.calls.map((c) => {
+    const args = boundary.scrubKnownIn(c.args, at);
+    pending.push(...args.redactions);
+    return { ...c, args: args.value, ...(c.summary !== undefined ? { summary: text(c.summary)! } : {}) };
+  });
   return { ...m, content: text(m.content), calls };
 }
 
