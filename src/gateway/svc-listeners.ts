@@ -7,7 +7,7 @@
  */
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { bareHost, isLoopbackName, isUnspecifiedAddress } from '../util/loopback.js';
+import { bareHost, isLoopbackName, isUnspecifiedAddress, sameHost } from '../util/loopback.js';
 
 const listeners = new Map<string, { host: string; port: string }>();
 
@@ -28,32 +28,45 @@ export function isSvcListener(url: URL): boolean {
   const host = bareHost(url.hostname);
   const port = portOf(url);
   for (const l of listeners.values()) {
-    if (l.port === port && (host === l.host || isUnspecifiedAddress(host) || isLoopbackName(host) || isUnspecifiedAddress(l.host))) return true;
+    if (l.port === port && (sameHost(host, l.host) || isUnspecifiedAddress(host) || isLoopbackName(host) || isUnspecifiedAddress(l.host))) return true;
   }
   return false;
 }
 
 /**
- * isSvcListener, and for a DNS name on a listener's port, its addresses too: a name in
+ * Why `url` may not be called, or null: isSvcListener, and for a DNS name on a listener's port, its addresses too: a name in
  * `allowed_hosts` that resolves to loopback reaches svcd as 127.0.0.1 does. Only names on a
- * listener's port are looked up, so other calls pay nothing. A name whose answers change
+ * listener's port are looked up, so other calls pay nothing; a look-up with no answer within
+ * LOOKUP_TIMEOUT_MS counts as reaching svcd (refused). A name whose answers change
  * between this lookup and fetch's own (DNS rebinding) is beyond it: the listeners themselves
  * refuse a tokenless request whose Host is not a name of this machine.
  */
-export async function reachesSvcListener(url: URL): Promise<boolean> {
-  if (isSvcListener(url)) return true;
+export async function reachesSvcListener(url: URL): Promise<string | null> {
+  const listener = `${url.host} is a listener of this svcd, which no tool may call`;
+  if (isSvcListener(url)) return listener;
   const host = bareHost(url.hostname);
   const port = portOf(url);
   const onPort = [...listeners.values()].filter((l) => l.port === port);
-  if (onPort.length === 0 || isIP(host) !== 0) return false;
-  let addresses: Array<{ address: string }>;
+  if (onPort.length === 0 || isIP(host) !== 0) return null;
+  let addresses: Array<{ address: string }> | 'late';
+  let timer: NodeJS.Timeout | undefined;
   try {
-    addresses = await lookup(host, { all: true, verbatim: true });
+    addresses = await Promise.race([
+      lookup(host, { all: true, verbatim: true }),
+      new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), LOOKUP_TIMEOUT_MS))),
+    ]);
   } catch {
-    return false; // fetch finds the same: the call fails as cannot-reach
+    return null; // fetch finds the same: the call fails as cannot-reach
+  } finally {
+    clearTimeout(timer);
   }
-  return addresses.some(({ address }) => onPort.some((l) => address === l.host || isLoopbackName(address) || isUnspecifiedAddress(address)));
+  // No answer in time: the name is not let through unchecked to a listener's port.
+  if (addresses === 'late') return `${url.hostname} did not resolve within ${LOOKUP_TIMEOUT_MS / 1000} s, so it cannot be told apart from this svcd's listener on port ${port}`;
+  return addresses.some(({ address }) => onPort.some((l) => sameHost(address, l.host) || isLoopbackName(address) || isUnspecifiedAddress(address))) ? listener : null;
 }
+
+/** How long a look-up may take before a name on a listener's port is refused (the resolver is stalled). */
+export const LOOKUP_TIMEOUT_MS = 2_000;
 
 /** The URL's port, or its scheme's default. */
 function portOf(u: URL): string {

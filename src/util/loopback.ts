@@ -4,7 +4,7 @@
  * as addresses, not as text: `::ffff:7f00:1`, `0:0:0:0:0:ffff:127.0.0.1` and `127.0.0.1` are
  * one address, and a URL parser hands IPv4-mapped IPv6 literals on in the hex spelling.
  */
-import { BlockList, isIPv6 } from 'node:net';
+import { BlockList, isIP, isIPv6 } from 'node:net';
 
 const loopback = new BlockList();
 loopback.addSubnet('127.0.0.0', 8, 'ipv4'); // IPv4-mapped IPv6 addresses match IPv4 rules
@@ -32,6 +32,20 @@ export function isLoopbackAddress(addr: string | undefined): boolean {
 /** `0.0.0.0` or `::` (any spelling): connecting to it reaches this host's listeners. */
 export function isUnspecifiedAddress(addr: string): boolean {
   return inList(unspecified, addr);
+}
+
+/**
+ * True when `a` and `b` name the same host: the same address in any spelling (an IPv4
+ * address and its IPv4-mapped IPv6 form, hex or dotted, are one), or the same name.
+ */
+export function sameHost(a: string, b: string): boolean {
+  const x = bareHost(a);
+  const y = bareHost(b);
+  if (x === y) return true;
+  if (isIP(x) === 0 || isIP(y) === 0) return false;
+  const one = new BlockList();
+  one.addAddress(x, isIPv6(x) ? 'ipv6' : 'ipv4');
+  return inList(one, y);
 }
 
 /** A URL host as compared: lower-cased, an IPv6 literal without its brackets. */

@@ -18,7 +18,8 @@ import { abortMessage, ArgsInvalid, descriptor, DeterministicFailure, ScopeRefus
 const MAX_REDIRECTS = 5;
 /** svcd's own listeners are never a tool's upstream (src/gateway/svc-listeners.ts). */
 async function refuseSvcListener(url: URL): Promise<void> {
-  if (await reachesSvcListener(url)) throw new ScopeRefusal(`${url.host} is a listener of this svcd, which no tool may call`);
+  const why = await reachesSvcListener(url);
+  if (why !== null) throw new ScopeRefusal(why);
 }
 
 /** undici's codes for a request it will not send as given. */
@@ -256,7 +257,7 @@ export class HttpConnector implements Connector {
           // Never followed to svcd itself, and not refused either: the request before it was
           // sent and may have acted (a POST), so its answer is the 3xx it got.
           hostAllowed(this.cfg.allowed_hosts, host) &&
-          !(await reachesSvcListener(next)) &&
+          (await reachesSvcListener(next)) === null &&
           ctx.enterScope(`http:host:${host}`);
         if (followable) {
           mayHaveWritten(); // answered: whatever fails from here on may follow a write
