@@ -77,16 +77,20 @@ function commandPath(cmd: Command): string {
  * it showed `run`'s help, and for a word that is no command the whole program's, unasked.
  */
 function helpPath(program: Command, argv: string[]): string[] {
-  if (argv[0] !== 'help' || argv.length < 2) return argv;
-  const words = argv.slice(1);
+  // Global options may come first (`svc --json help run start`): skip them and their values.
+  const takesValue = new Set(program.options.filter((o) => o.required || o.optional).map((o) => o.long));
+  let at = 0;
+  while (at < argv.length && argv[at]!.startsWith('-')) at += takesValue.has(argv[at]) ? 2 : 1;
+  if (argv[at] !== 'help' || argv.length <= at + 1) return argv;
+  const words = argv.slice(at + 1).filter((w) => !w.startsWith('-'));
+  if (words[0] === 'help') return [...argv.slice(0, at), '--help']; // `svc help help`: the program's help
   let cmd = program;
   for (const w of words) {
-    if (w.startsWith('-')) break;
     const sub = cmd.commands.find((c) => c.name() === w || c.aliases().includes(w));
     if (!sub) throw new CliError(`unknown command '${[...commandPath(cmd).split(' ').filter(Boolean), w].join(' ')}' (svc --help lists the commands)`, EXIT.usage);
     cmd = sub;
   }
-  return [...words.filter((w) => !w.startsWith('-')), '--help'];
+  return [...argv.slice(0, at), ...words, '--help'];
 }
 
 export async function runCli(argv: string[]): Promise<number> {

@@ -315,6 +315,10 @@ describe('help a newcomer can act on', () => {
       const r = await runSvc([...args]);
       expect([args.join(' '), r.code, r.stdout.split('\n')[0]]).toEqual([args.join(' '), 0, expect.stringContaining(usage)]);
     }
+    // Global options may come first; `svc help help` is the program's help.
+    expect((await runSvc(['--json', '--kernel-url', 'http://127.0.0.1:2', 'help', 'run', 'start'])).stdout.split('\n')[0]).toContain('Usage: svc run start');
+    const helpHelp = await runSvc(['help', 'help']);
+    expect([helpHelp.code, helpHelp.stdout.split('\n')[0]]).toEqual([0, expect.stringContaining('Usage: svc [options] [command]')]);
     const bogus = await runSvc(['help', 'run', 'bogus']);
     expect([bogus.code, bogus.stdout, bogus.stderr]).toEqual([2, '', "svc: unknown command 'run bogus' (svc --help lists the commands)\n"]);
     const top = await runSvc(['--help']);
