@@ -76,6 +76,8 @@ interface Compiled {
   fields: Array<{ segments: string[]; cls: string }>;
   /** JSON texts read in this redaction (both phases read them): text → how, or null (as text). */
   parsedTexts: Map<string, TextRead | null>;
+  /** Every marker this boundary may write, one per ungranted class. */
+  markers: string[];
 }
 
 function compile(policy: BoundaryPolicy): Compiled {
@@ -85,7 +87,8 @@ function compile(policy: BoundaryPolicy): Compiled {
     .flatMap(([name, classes]) => (typeof classes === 'string' ? [classes] : classes).filter((cls) => !granted.has(cls)).slice(0, 1).map((cls) => ({ name, cls })))
     .map(({ name, cls }) => ({ segments: name.toLowerCase().split('.').filter(Boolean), cls }))
     .filter((f) => f.segments.length > 0);
-  return { granted, detectors, fields, parsedTexts: new Map() };
+  const classes = new Set(['unknown', ...detectors.map((d) => d.class), ...fields.map((f) => f.cls)]);
+  return { granted, detectors, fields, parsedTexts: new Map(), markers: [...classes].map(marker) };
 }
 
 /** Known sensitive literals (value → class): once found anywhere, removed everywhere. */
@@ -434,8 +437,13 @@ function walk(value: unknown, path: string, names: string[], c: Compiled, known:
 /** Phase one: every ungranted detected value and every classified field's text, by class. */
 function collectKnown(value: unknown, names: string[], c: Compiled, known: Known, depth: number, forced: string | null): void {
   if (depth > 200) return;
+  // The first class found stays. Trimmed too: a CHAR(n) column pads the name it holds, and the
+  // name is what appears elsewhere. Never a part of a marker (a field masked upstream as
+  // "REDACTED"): every marker written would match it again, and withhold whole strings.
   const note = (text: string, cls: string) => {
-    if (scrubbable(text)) known.add(text, cls); // the first class found stays
+    for (const t of text === text.trim() ? [text] : [text, text.trim()]) {
+      if (scrubbable(t) && !c.markers.some((m) => m.includes(t))) known.add(t, cls);
+    }
   };
   if (typeof value === 'string' || typeof value === 'number' || typeof value === 'bigint') {
     const text = String(value);
@@ -553,10 +561,11 @@ export class DataBoundary {
   scrubKnownIn<T>(value: T, path = ''): Redacted<T> {
     const out = new Collector();
     const visit = (v: unknown, at: string, depth: number): unknown => {
-      if (typeof v === 'string') {
-        const r = this.scrubKnown(v, at);
+      if (typeof v === 'string' || typeof v === 'number' || typeof v === 'bigint') {
+        const r = this.scrubKnown(String(v), at);
         for (const x of r.redactions) out.add(x.path, x.class, x.count);
-        return r.value;
+        // A number keeps its type unless a literal was in it (an id passed as an integer).
+        return typeof v === 'string' || r.redactions.length > 0 ? r.value : v;
       }
       if (v === null || typeof v !== 'object' || depth > 200) return v;
       if (Array.isArray(v)) return v.map((x, i) => visit(x, `${at}/${i}`, depth + 1));

@@ -309,6 +309,26 @@ describe('redaction (I 5.5: ungranted content replaced by [REDACTED:<class>])', 
     expect(b.knownCount).toBe(0);
   });
 
+  it('scrubKnownIn: a learned literal leaves numbers too (an id the model passed as an integer), which keep their type otherwise', () => {
+    const b = new DataBoundary({ grants: [], fieldClasses: { account_no: 'pii' } });
+    b.redact({ account_no: 88812345 });
+    expect(b.scrubKnownIn({ acct: 88812345, acct_s: 'no 88812345', other: 42, examples: [88812345] }).value).toEqual({ acct: '[REDACTED:pii]', acct_s: 'no [REDACTED:pii]', other: 42, examples: ['[REDACTED:pii]'] });
+  });
+
+  it('a classified value padded with spaces (a CHAR(n) column) is learned trimmed as well', () => {
+    const b = new DataBoundary({ grants: [], fieldClasses: { customer_name: 'pii' } });
+    b.redact({ customer_name: 'Philippa Stroud-Kenning   ' });
+    expect(b.scrubKnown('hi from Philippa Stroud-Kenning.').value).toBe('hi from [REDACTED:pii].');
+  });
+
+  it('a classified value that is part of a marker ("REDACTED", masked upstream) is not learned: it would withhold every string a marker is in', () => {
+    const b = new DataBoundary({ grants: [], fieldClasses: { customer_name: 'pii' } });
+    expect(b.redact({ customer_name: 'REDACTED', note: 'call jane@example.com' }).value).toEqual({ customer_name: '[REDACTED:pii]', note: 'call [REDACTED:pii]' });
+    expect(b.knownCount).toBe(1); // the email, not "REDACTED"
+    expect(b.scrubKnown('Ticket: refund [REDACTED:pii] please').value).toBe('Ticket: refund [REDACTED:pii] please');
+    expect(b.redact({ text: 'seen: [REDACTED:pii] and more' }).value).toEqual({ text: 'seen: [REDACTED:pii] and more' });
+  });
+
   it('escapes JSON-pointer tokens in paths', () => {
     const r = redactValue({ 'a/b': { '~c': 'x@y.io' } }, { grants: [] });
     expect(r.redactions).toEqual([{ class: 'pii', path: '/a~1b/~0c', count: 1 }]);
