@@ -1,6 +1,6 @@
 /**
  * Starting and stopping svcd: the kernel listener, the gateway listener, or both in one
- * process (decisions §11). Used by daemon/main.ts and by integration tests on port 0.
+ * process (decisions §11). Used by daemon/svcd.ts and by integration tests on port 0.
  */
 import '../src/util/regexp-guard.js'; // schema patterns and policy `matches` run on callers' input
 import type { AddressInfo } from 'node:net';

@@ -114,12 +114,20 @@ export class Kernel implements KernelDeps {
   }
 
   private static async openLocked(options: KernelOptions, clock: Clock, logger: Logger, metrics: KernelMetrics): Promise<Kernel> {
-    const db = options.db ?? new SqliteDb({ path: join(options.dataDir, 'kernel.db'), synchronous: options.synchronous, observer: metrics.groupCommit, pageSize: KERNEL_PAGE_SIZE });
-    await migrate(db, KERNEL_MIGRATIONS);
+    // The key first: a key file svcd cannot use refuses the start before the store is made.
     const keys = KeyRing.load(options.dataDir, options.signingKey ?? process.env.SVC_SIGNING_KEY);
-    const kernel = new Kernel(db, keys, clock, logger, metrics, options);
-    await kernel.runs.start();
-    return kernel;
+    const db = options.db ?? new SqliteDb({ path: join(options.dataDir, 'kernel.db'), synchronous: options.synchronous, observer: metrics.groupCommit, pageSize: KERNEL_PAGE_SIZE });
+    try {
+      await migrate(db, KERNEL_MIGRATIONS);
+      const kernel = new Kernel(db, keys, clock, logger, metrics, options);
+      await kernel.runs.start();
+      return kernel;
+    } catch (err) {
+      // A store this opened is closed again (its WAL checkpointed, its files let go); one the
+      // caller handed in stays the caller's.
+      if (!options.db) await db.close().catch(() => {});
+      throw err;
+    }
   }
 
   /** Usage of a run so far, in the caller's transaction (RemitServiceDeps.spentByRun). */

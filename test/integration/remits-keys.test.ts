@@ -6,7 +6,7 @@
  * parked run's remit still verifies and its replay is still valid.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { encodeBase64url } from '../../src/encoding/base64url.js';
@@ -177,6 +177,8 @@ describe('rotation and remits (D §2, I 4.1 /keys previous)', () => {
       expect(r.stderr).toContain(file);
       expect(r.stdout).toBe('');
     }
+    // Refused before the store is made: nothing half-started is left in the data dir.
+    expect(readdirSync(dir).filter((f) => f.startsWith('kernel.db'))).toEqual([]);
   });
 });
 

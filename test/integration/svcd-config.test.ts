@@ -234,6 +234,23 @@ describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
   });
 });
 
+/** True when the process calls itself svcd (daemon/main.ts sets it once the signals are held). */
+function titled(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith('svcd ');
+  } catch {
+    return false;
+  }
+}
+
+async function until(pred: () => boolean, ms: number, what: string): Promise<void> {
+  const end = Date.now() + ms;
+  while (!pred()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
 describe('a signal while svcd starts (svcd(8) STARTUP AND SIGNALS)', () => {
   it('SIGTERM before the listeners are up: svcd finishes starting, drains and exits 0', async () => {
     const dir = tempDir();
@@ -266,5 +283,21 @@ describe('a signal while svcd starts (svcd(8) STARTUP AND SIGNALS)', () => {
     expect(await exited).toBe(0);
     expect(stdout).toContain('"gateway":"http://127.0.0.1:');
     expect(stderr).toContain('"msg":"draining"');
+  }, 30_000);
+  it('SIGTERM while svcd is still loading its code (its first ~0.6 s): exit 0, not 143 (D §11)', async () => {
+    const dir = tempDir();
+    for (const when of [0, 150]) {
+      const child = spawn(process.execPath, [SVCD, '--data-dir', join(dir, `d${when}`), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0'], {
+        env: { ...process.env, SVC_TOKEN: '', SVC_GATEWAY_DATA: join(dir, `g${when}`) },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      const exited = new Promise<[number | null, string | null]>((r) => child.on('exit', (code, signal) => r([code, signal])));
+      // Once node has run the entry's first lines (its signal hold, then the process title
+      // `ps` shows), plus `when`; before them any node process dies of it.
+      await until(() => titled(child.pid!), 10_000, 'the process title');
+      await new Promise((r) => setTimeout(r, when));
+      child.kill('SIGTERM');
+      expect(await exited, `${when} ms`).toEqual([0, null]);
+    }
   }, 30_000);
 });
