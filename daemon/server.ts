@@ -82,7 +82,8 @@ async function listenOn(app: FastifyInstance, what: 'kernel' | 'gateway', at: { 
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     const address = `${at.host.includes(':') ? `[${at.host}]` : at.host}:${at.port}`;
-    const flag = `--${what}-listen`;
+    // Named both ways: the address may have come from the flag or from a config file.
+    const flag = `--${what}-listen (or ${what === 'kernel' ? 'kernel.listen' : 'listen in the gateway config'})`;
     const why: Record<string, string> = {
       EADDRINUSE: `the ${what} listener's address ${address} is already in use (another svcd?); choose another with ${flag}, or port 0 for a free one`,
       EACCES: `the ${what} listener may not use ${address} (a port under 1024 needs privileges); choose another with ${flag}`,
@@ -152,7 +153,12 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
     }
     // Once both listen: a port already taken must not leave a "ready" line behind it.
     // What an operator checks first: where the data is, which key signs, who may call.
-    if (gateway && gatewayAt && gatewayUrl) gatewayAt.logger.info('gateway ready', { listen: gatewayUrl, ...gateway.readyFields() });
+    if (gateway && gatewayAt && gatewayUrl) {
+      gatewayAt.logger.info('gateway ready', { listen: gatewayUrl, ...gateway.readyFields(), auth: gatewayAt.token ? 'bearer token' : 'loopback clients only' });
+      // kernel.token guards the kernel alone (SVC_TOKEN guards both): a secret moved from the
+      // environment into the kernel's config section leaves the gateway open to loopback.
+      if (token && !gatewayAt.token) gatewayAt.logger.warn('the kernel takes a bearer token and the gateway does not: any local process may call tools; set gateway.token (or SVC_TOKEN for both)', { listen: gatewayUrl });
+    }
     if (kernel && kernelUrl && opts.kernel) {
       logger.info('kernel ready', {
         listen: kernelUrl,

@@ -68,6 +68,32 @@ describe('the kernel: section of --config (svcd(8))', () => {
     expect(missing.stderr).toContain('/token: environment variable NOT_SET_ANYWHERE_42 is not set');
   }, 30_000);
 
+  it('kernel.token guards the kernel alone: the gateway stays loopback-only, and svcd says so at start (svcd(8) SVC_TOKEN)', async () => {
+    const dir = tempDir();
+    const cfg = join(dir, 'svcd.yaml');
+    writeFileSync(cfg, `kernel:\n  token: kernel-only-token\n  data_dir: ${JSON.stringify(join(dir, 'k'))}\ngateway:\n  data_dir: ${JSON.stringify(join(dir, 'g'))}\n`);
+    const svcd = await spawnSvcd(['--config', cfg, '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0'], { SVC_TOKEN: '' });
+    try {
+      expect((await fetch(`${svcd.kernelUrl}/v1/health`)).status).toBe(401);
+      expect((await fetch(`${svcd.gatewayUrl}/v1/health`)).status).toBe(200);
+      const lines = svcd.stderr().trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(lines.find((l) => l.msg === 'gateway ready')).toMatchObject({ auth: 'loopback clients only' });
+      expect(lines.find((l) => l.msg === 'kernel ready')).toMatchObject({ auth: 'bearer token' });
+      expect(lines.find((l) => l.level === 'warn' && String(l.msg).includes('the gateway does not'))).toBeDefined();
+      expect(svcd.stderr()).not.toContain('kernel-only-token');
+    } finally {
+      expect(await svcd.stop()).toBe(0);
+    }
+    // SVC_TOKEN guards both, and nothing is warned.
+    const both = await spawnSvcd(['--data-dir', join(dir, 'k2'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0'], { SVC_TOKEN: 'both-listeners-token', SVC_GATEWAY_DATA: join(dir, 'g2') });
+    try {
+      expect((await fetch(`${both.gatewayUrl}/v1/health`)).status).toBe(401);
+      expect(both.stderr()).not.toContain('the gateway does not');
+    } finally {
+      expect(await both.stop()).toBe(0);
+    }
+  }, 30_000);
+
   it("svcd(8)'s sample config loads as printed, its publisher placeholder filled with a real key", async () => {
     const man = readFileSync(join(ROOT, 'man/svcd.8'), 'utf8');
     const block = /\.SH CONFIGURATION FILE[\s\S]*?\.RS\n([\s\S]*?)\n\.RE/.exec(man)![1]!.replace(/\\-/g, '-');
@@ -193,12 +219,12 @@ describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
       const dir = tempDir();
       const r = svcdExit(['--data-dir', join(dir, 'k'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', `127.0.0.1:${port}`]);
       expect(r.code).toBe(1);
-      expect(r.stderr).toContain(`svcd: the gateway listener's address 127.0.0.1:${port} is already in use (another svcd?); choose another with --gateway-listen, or port 0 for a free one`);
+      expect(r.stderr).toContain(`svcd: the gateway listener's address 127.0.0.1:${port} is already in use (another svcd?); choose another with --gateway-listen (or listen in the gateway config), or port 0 for a free one`);
       expect(r.stderr).not.toMatch(/(kernel|gateway) ready/);
       expect(r.stdout).toBe('');
       const k = svcdExit(['--data-dir', join(dir, 'k2'), '--kernel-listen', `127.0.0.1:${port}`, '--gateway-listen', '127.0.0.1:0']);
       expect(k.code).toBe(1);
-      expect(k.stderr).toContain(`svcd: the kernel listener's address 127.0.0.1:${port} is already in use (another svcd?); choose another with --kernel-listen, or port 0 for a free one`);
+      expect(k.stderr).toContain(`svcd: the kernel listener's address 127.0.0.1:${port} is already in use (another svcd?); choose another with --kernel-listen (or kernel.listen), or port 0 for a free one`);
       expect(k.stderr).not.toMatch(/(kernel|gateway) ready/);
     } finally {
       taken.close();
