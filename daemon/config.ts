@@ -15,6 +15,7 @@ import { formatAjvErrors } from '../src/gateway/schema-validator.js';
 import { globalRedactor, type Redactor } from '../src/log/logger.js';
 import type { SqliteSynchronous } from '../src/store/sqlite-db.js';
 import { fetchBlockedPortHint, isFetchBlockedPort, urlHasFetchBlockedPort } from '../src/util/fetch-blocked-ports.js';
+import { yamlProblem } from '../src/util/yaml-problem.js';
 
 export interface KernelFileConfig {
   /** Listener address. (Default: 127.0.0.1:7401) */
@@ -73,7 +74,7 @@ export function readConfigFile(path: string, env: NodeJS.ProcessEnv = process.en
   try {
     value = parseYaml(text);
   } catch (err) {
-    throw new Error(`config ${path} is not valid YAML or JSON: ${(err as Error).message}`);
+    throw new Error(`config ${path} is not valid YAML or JSON: ${yamlProblem(err)}`);
   }
   if (value === null || value === undefined) return {};
   if (typeof value !== 'object' || Array.isArray(value)) throw new Error(`config ${path} must be a mapping with kernel: and gateway: sections`);

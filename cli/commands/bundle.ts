@@ -22,6 +22,7 @@ import type { StoredBundle } from '../../src/types.js';
 import { globals, kernelClient, output, table } from '../context.js';
 import { CliError, EXIT, fsReason } from '../exit.js';
 import { isListOfObjects, notSvcd, type SvcHttpClient } from '../http-client.js';
+import { yamlProblem } from '../../src/util/yaml-problem.js';
 
 /** What a bundle file holds: a bundle, and its signature when the file is a signed document. */
 export interface BundleFile {
@@ -54,7 +55,7 @@ function readDataFileProblems(file: string): { value: unknown; problems: BundleP
     value = parseYaml(text, { prettyErrors: true, intAsBigInt: true });
   } catch (err) {
     // yaml's first line ends in ':' before its excerpt of the source, which one line has no room for.
-    throw new UnparsableFileError(file, `not valid YAML or JSON: ${(err as Error).message.split('\n')[0]!.replace(/:\s*$/, '')}`);
+    throw new UnparsableFileError(file, `not valid YAML or JSON: ${yamlProblem(err)}`);
   }
   const problems: BundleProblem[] = [];
   return { value: jsonNumbers(value, '', problems), problems };

@@ -15,6 +15,7 @@ import { compileConfigSchema, formatAjvErrors, MAX_CANARY_INTERVAL_SECONDS } fro
 import { fetchBlockedPortHint, isFetchBlockedPort, urlHasFetchBlockedPort } from '../util/fetch-blocked-ports.js';
 import { pointerToken } from '../encoding/json-pointer.js';
 import { bearerTokenProblem, validHeaderName, validHeaderValue } from '../util/http-header-syntax.js';
+import { yamlProblem } from '../util/yaml-problem.js';
 
 /** What a tool entry of a connector may say (interface 2.10 `tools`). */
 export interface ToolConfig {
@@ -162,7 +163,7 @@ export function loadGatewayConfigFile(path: string, opts: Omit<LoadOptions, 'sou
   try {
     doc = parseYaml(text);
   } catch (err) {
-    throw new GatewayConfigError([`not valid YAML or JSON: ${(err as Error).message}`], path);
+    throw new GatewayConfigError([`not valid YAML or JSON: ${yamlProblem(err)}`], path);
   }
   return loadGatewayConfig(doc ?? {}, { baseDir: dirname(resolve(path)), ...opts, source: path });
 }

@@ -41,12 +41,31 @@ export class DataDirInUseError extends Error {
   }
 }
 
+/** Why a directory cannot be made, in words (an operator reads this, not errno). */
+function dirProblem(err: unknown): string {
+  const e = err as NodeJS.ErrnoException;
+  const words: Record<string, string> = {
+    EEXIST: 'a file of that name is in the way',
+    ENOTDIR: 'a part of the path is a file, not a directory',
+    EACCES: 'permission denied',
+    EPERM: 'not permitted',
+    EROFS: 'the file system is read-only',
+    ENOSPC: 'no space left on the device',
+    ENOENT: 'the file system there takes no new directories',
+  };
+  return (e.code !== undefined ? words[e.code] : undefined) ?? e.message ?? String(err);
+}
+
 const held = new Map<string, { db: Database.Database; dir: string; refs: number }>();
 
 /** Takes `<dir>/owner.lock` for this process; returns its release. Throws when another process holds it. */
 export function lockDataDir(dir: string, what: string): () => void {
   // A directory svcd creates is its owner's alone: the stores hold run inputs and results.
-  ensureDir(dir, 0o700);
+  try {
+    ensureDir(dir, 0o700);
+  } catch (err) {
+    throw new Error(`${what} ${dir} cannot be made: ${dirProblem(err)}`);
+  }
   const key = realpathSync(dir);
   const mine = held.get(key);
   if (mine) mine.refs++;

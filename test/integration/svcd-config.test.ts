@@ -33,6 +33,15 @@ describe('the kernel: section of --config (svcd(8))', () => {
     expect(r.stderr).not.toMatch(/\n\s+at /);
     writeFileSync(cfg, 'kernel:\n  listen: 7401\n');
     expect(svcdExit(['--config', cfg, '--no-gateway']).stderr).toContain('/listen: must be string');
+    // A YAML syntax error is one line, where it is (not the parser's code frame and caret).
+    writeFileSync(cfg, 'kernel:\n  listen: [\n');
+    const yaml = svcdExit(['--config', cfg, '--no-gateway']);
+    expect([yaml.code, yaml.stderr]).toEqual([1, expect.stringMatching(new RegExp(`^svcd: config ${cfg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is not valid YAML or JSON: .* at line \\d+, column \\d+\n$`))]);
+    const gw = join(dir, 'gateway.yaml');
+    writeFileSync(gw, 'connectors: [\n  - name\n');
+    const gwYaml = svcdExit(['--gateway-config', gw, '--no-kernel', '--gateway-listen', '127.0.0.1:0']);
+    expect(gwYaml.code).toBe(1);
+    expect(gwYaml.stderr).toMatch(/has 1 problem:\n {2}- not valid YAML or JSON: .* at line 2, column 3\n$/);
     writeFileSync(cfg, 'kernel:\n  listen: "localhost"\n');
     expect(svcdExit(['--config', cfg, '--no-gateway']).stderr).toContain('/listen: listen address "localhost" must be HOST:PORT');
     // A port fetch will not connect to: svcd's own clients could never reach it.
@@ -246,6 +255,15 @@ describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
     const r = svcdExit(['--data-dir', '/proc/svc-nope', '--no-gateway', '--kernel-listen', '127.0.0.1:0']);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('/proc/svc-nope');
+  });
+
+  it('a data dir that is a file, or under one, says so in words and names the directory', () => {
+    const file = join(tempDir(), 'afile');
+    writeFileSync(file, 'x');
+    for (const [dir, why] of [[file, 'a file of that name is in the way'], [join(file, 'sub'), 'a part of the path is a file, not a directory']] as const) {
+      const r = svcdExit(['--data-dir', dir, '--no-gateway', '--kernel-listen', '127.0.0.1:0']);
+      expect([r.code, r.stderr]).toEqual([1, `svcd: kernel data directory ${dir} cannot be made: ${why}\n`]);
+    }
   });
 
   it('keys rotate refuses a data dir with no key, and SVC_SIGNING_KEY', () => {
