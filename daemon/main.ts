@@ -10,6 +10,7 @@ let held: string | null = null;
 const hold = (signal: NodeJS.Signals) => void (held ??= signal);
 process.on('SIGTERM', hold);
 process.on('SIGINT', hold);
+process.on('SIGHUP', hold);
 // `ps` shows svcd and its flags rather than node and a path into dist/; and from here on a
 // signal is held (what the signal tests wait for).
 process.title = ['svcd', ...process.argv.slice(2)].join(' ');
@@ -18,5 +19,6 @@ const { main } = await import('./svcd.js');
 await main(() => {
   process.off('SIGTERM', hold);
   process.off('SIGINT', hold);
+  process.off('SIGHUP', hold);
   return held;
 });

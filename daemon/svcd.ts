@@ -141,6 +141,8 @@ async function serve(flags: Flags): Promise<void> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  // A hang-up (the terminal svcd ran in closed) stops it as cleanly; svcd reloads nothing.
+  process.on('SIGHUP', () => stop('SIGHUP'));
   const held = claimSignals();
   if (held !== null) stop(held); // not running yet: stops it once it has started
   running = await startSvcd({

@@ -328,6 +328,13 @@ describe('a signal while svcd starts (svcd(8) STARTUP AND SIGNALS)', () => {
     expect(stdout).toContain('"gateway":"http://127.0.0.1:');
     expect(stderr).toContain('"msg":"draining"');
   }, 30_000);
+  it('SIGHUP (the terminal closed) drains and exits 0 like SIGTERM', async () => {
+    const dir = tempDir();
+    const svcd = await spawnSvcd(['--data-dir', join(dir, 'k'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0'], { SVC_TOKEN: '', SVC_GATEWAY_DATA: join(dir, 'g') });
+    expect(await svcd.stop('SIGHUP')).toBe(0);
+    expect(svcd.stderr()).toMatch(/"msg":"draining".*"signal":"SIGHUP"/);
+  }, 30_000);
+
   it('SIGTERM while svcd is still loading its code (its first ~0.6 s): exit 0, not 143 (D §11)', async () => {
     const dir = tempDir();
     for (const when of [0, 150]) {
