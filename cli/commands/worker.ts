@@ -105,16 +105,17 @@ export async function handleWorker(settings: WorkerSettings, conn: Pick<WorkerOp
   let signals = 0;
   const onSignal = (sig: NodeJS.Signals) => {
     signals += 1;
-    const finishing = signals === 1 && worker.inFlight > 0;
+    const finishing = signals === 1 && worker.inFlight > 0 && settings.graceMs > 0;
     logger.info(finishing ? 'finishing running steps; signal again to stop now' : 'stopping now', { signal: sig, in_flight: worker.inFlight });
     void worker.stop({ graceMs: signals === 1 ? settings.graceMs : 0 });
   };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  // A hang-up (its terminal or ssh session closed) stops it as SIGTERM does: otherwise the
+  // steps it holds sat on their leases for a whole ttl and then spent an attempt.
+  const stopSignals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  for (const sig of stopSignals) process.on(sig, onSignal);
   worker.start();
   await new Promise<void>((resolve) => worker.once('worker:stop', () => resolve()));
-  process.off('SIGINT', onSignal);
-  process.off('SIGTERM', onSignal);
+  for (const sig of stopSignals) process.off(sig, onSignal);
 }
 
 export function registerWorker(program: Command): void {
@@ -127,7 +128,7 @@ export function registerWorker(program: Command): void {
     .option('--worker-id <id>', 'name shown in leases and events (default: <host>-<pid>-<random>)')
     .option('--ttl-seconds <n>', 'lease ttl asked for, 1 to 3600 seconds (default: 60)')
     .option('--wait-seconds <n>', 'long-poll wait per lease request, 0 to 30 seconds (default: 20)')
-    .option('--grace-seconds <n>', 'on SIGINT/SIGTERM, how long running steps may finish, 0 to 3600 (default: 30)')
+    .option('--grace-seconds <n>', 'on SIGINT/SIGTERM/SIGHUP, how long running steps may finish, 0 to 3600 (default: 30)')
     .option('--max-turns <n>', 'most model answers in one step, 1 to 256 (default: 16)')
     .action(async function (this: Command, flags: WorkerFlags) {
       const settings = parseWorkerFlags(flags);
@@ -143,6 +144,11 @@ export function registerWorker(program: Command): void {
         throw usageError((err as Error).message);
       }
       surviveBrokenPipes(process.stderr); // the lines are lost, the steps and their leases go on
+      // `ps` shows "svc worker …" (README's pkill -f 'svc worker'), whatever the global
+      // options before the word were and however node was started.
+      const args = process.argv.slice(2);
+      args.splice(args.indexOf('worker'), 1); // the command word, moved to the front
+      process.title = ['svc', 'worker', ...args].join(' ');
       const logger = createLogger({ level, base: { svc: 'worker' } });
       await handleWorker(settings, { ...addresses, token: g.token }, logger);
     });

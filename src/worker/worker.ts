@@ -85,6 +85,9 @@ interface InFlight {
   abort: AbortController;
 }
 
+/** The longest delay setTimeout takes (2^31-1 ms). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export class Worker extends TypedEmitter<WorkerEventMap> {
   readonly workerId: string;
   readonly kinds: readonly LeaseKind[];
@@ -223,8 +226,28 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
     return this.kinds.filter((k) => !this.gate.saturatedWhere((key) => key.endsWith(`\u0000${k}`)));
   }
 
+  /**
+   * The slots' shared retry of a kernel that cannot be reached: one outage, one backoff that
+   * doubles, and one poll:error a step (64 slots logged 64 lines every 10 s, and came back all
+   * at once).
+   */
+  private pollRetry = { delay: 0, until: 0 };
+
+  private async pollFailed(err: unknown): Promise<void> {
+    const now = Date.now();
+    const r = this.pollRetry;
+    if (now >= r.until) {
+      // The first slot to fail after the last step ran out reports the next step.
+      r.delay = r.delay === 0 ? this.backoff.initial : Math.min(this.backoff.max, r.delay * 2);
+      r.until = now + r.delay;
+      this.emit('poll:error', { error: withoutCredentials((err as Error).message), retry_in_ms: r.delay });
+    }
+    // Each slot with a jitter of its own (up to a fifth of the step, at most 1 s), so a kernel
+    // that comes back is not asked by all of them in the same instant.
+    await this.waitForChange(r.until - now + Math.random() * Math.min(1000, r.delay / 5));
+  }
+
   private async slot(): Promise<void> {
-    let delay = this.backoff.initial;
     while (!this.pollAbort.signal.aborted) {
       const kinds = this.pollKinds();
       if (kinds.length === 0) {
@@ -234,12 +257,10 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
       let lease: Lease | null;
       try {
         lease = await this.pollOnce(kinds);
-        delay = this.backoff.initial;
+        this.pollRetry = { delay: 0, until: 0 };
       } catch (err) {
         if (this.pollAbort.signal.aborted) break;
-        this.emit('poll:error', { error: withoutCredentials((err as Error).message), retry_in_ms: delay });
-        await this.waitForChange(delay);
-        delay = Math.min(this.backoff.max, delay * 2);
+        await this.pollFailed(err);
         continue;
       }
       if (lease) await this.runLease(lease);
@@ -307,7 +328,8 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
       // timeout_seconds bounds the attempt itself: a step waiting for its pacing slot has not
       // started, and must not time out (and spend an attempt) without having run.
       if (Number.isFinite(timeoutS) && timeoutS > 0) {
-        timeout = setTimeout(() => abort.abort(new StepError('step_timeout', `step ran longer than its timeout of ${timeoutS} s`)), timeoutS * 1000);
+        // setTimeout fires at once (with a warning on stderr) past 2^31-1 ms: about 24.8 days is as long as it waits.
+        timeout = setTimeout(() => abort.abort(new StepError('step_timeout', `step ran longer than its timeout of ${timeoutS} s`)), Math.min(timeoutS * 1000, MAX_TIMER_MS));
       }
       this.emit('step:start', info);
       await completePriorEvents(this.kernel, lease, { until, signal: abort.signal });

@@ -1,6 +1,7 @@
 // `svc worker` (the built binary): flag validation (usage errors exit 2), logs on stderr only,
 // a step run against a fake kernel and gateway (I 4.1, 4.2), and SIGINT finishing cleanly.
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseWorkerFlags } from '../../cli/commands/worker.js';
@@ -92,6 +93,33 @@ describe('svc worker process', () => {
     expect(lines.find((l) => l.msg === 'step completed')).toMatchObject({ svc: 'worker', step: 'lookup', run_state: 'completed' });
     // Idle when signalled: it says it stops, not that it is finishing steps it does not have.
     expect(lines.find((l) => l.signal === 'SIGINT')).toMatchObject({ msg: 'stopping now', in_flight: 0 });
+  });
+
+  it('calls itself svc worker in ps, global options and all, and stops cleanly on SIGHUP mid-step: the step finishes and is reported (svc-worker(1) SIGNALS)', async () => {
+    const { kernel, gateway } = await fakePeers();
+    gateway.define('billing.lookup_invoice', async () => {
+      await new Promise((r) => setTimeout(r, 600));
+      return { rows: [{ id: 'INV-2' }] };
+    });
+    const child = spawn(process.execPath, [join(ROOT, 'dist/cli/index.js'), '--kernel-url', kernel.url, 'worker', '--kinds', 'tool', '--worker-id', 'hup-w', '--wait-seconds', '1', '--gateway-url', gateway.url], {
+      env: { ...process.env, SVC_LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<[number | null, string | null]>((r) => child.on('exit', (code, signal) => r([code, signal])));
+    cleanups.push(async () => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
+    await until(() => kernel.calls('POST', '/v1/leases').length > 0, 10_000, 'a poll');
+    expect(readFileSync(`/proc/${child.pid}/cmdline`, 'utf8')).toMatch(/^svc worker --kernel-url http:\/\/127\.0\.0\.1:\d+ --kinds tool --worker-id hup-w/);
+    const lease = makeLease({ step: 'lookup', step_def: { id: 'lookup', kind: 'tool', tool: 'billing.lookup_invoice', args: {} } });
+    kernel.offer(lease);
+    await until(() => gateway.toolCalls('billing.lookup_invoice').length === 1, 10_000, 'the tool call');
+    child.kill('SIGHUP');
+    expect(await exited).toEqual([0, null]);
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)).toHaveLength(1);
+    expect(stderr).toContain('"signal":"SIGHUP"');
   });
 
   it('keeps working when its log reader goes away (a closed stderr pipe), and still serves steps', async () => {

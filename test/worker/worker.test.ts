@@ -912,6 +912,34 @@ describe('polling (I 4.1 POST /leases)', () => {
   });
 });
 
+describe('a kernel away is one outage for all the slots (svc-worker(1) DESCRIPTION)', () => {
+  it('with --concurrency 8: one poll:error a backoff step, the step doubling, not one per slot', async () => {
+    const w = new Worker({ kernelUrl: 'http://127.0.0.1:1', gatewayUrl: 'http://127.0.0.1:1', provider: new MockProvider(), concurrency: 8, pollBackoffMs: { initial: 100, max: 400 } });
+    const errors: Array<{ retry_in_ms: number }> = [];
+    w.on('poll:error', (e) => errors.push(e));
+    w.start();
+    await new Promise((r) => setTimeout(r, 1200));
+    await w.stop({ graceMs: 0 });
+    // 100 + 200 + 400 + 400 … ms: four or five steps in 1.2 s (eight slots each logging were 40).
+    expect(errors.length).toBeGreaterThanOrEqual(3);
+    expect(errors.length).toBeLessThanOrEqual(6);
+    expect(errors.slice(0, 3).map((e) => e.retry_in_ms)).toEqual([100, 200, 400]);
+  });
+});
+
+describe('a step timeout longer than a timer can wait (2^31-1 ms)', () => {
+  it('is waited for, not fired at once as setTimeout would', async () => {
+    const { kernel, gateway, run } = await setup();
+    gateway.define('billing.lookup_invoice', async () => {
+      await new Promise((r) => setTimeout(r, 200));
+      return { rows: [] };
+    });
+    const lease = makeLease({ step: 'lookup', step_def: { id: 'lookup', kind: 'tool', tool: 'billing.lookup_invoice', args: {}, timeout_seconds: 1e9 } });
+    expect((await run(lease)).name).toBe('step:done');
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)).toHaveLength(1);
+  });
+});
+
 describe('idle polling (svc-worker(1) --wait-seconds)', () => {
   it('idle long polls leave no abort listener behind; --wait-seconds 0 pauses between polls', async () => {
     {
