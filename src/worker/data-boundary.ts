@@ -104,11 +104,31 @@ function scrubbable(text: string): boolean {
   return /[A-Za-z@]/.test(t) || (t.match(/\d/g)?.length ?? 0) >= 7;
 }
 
-/** Detector findings and known literals in `text` (offsets in `text`). */
+/**
+ * Detector findings and known literals in `text` (offsets in `text`). A literal inside one of
+ * this boundary's own markers is none: a value that is a part of `[REDACTED:pii]` (an
+ * upstream's own "REDACTED", a name such as "REDA") is still removed wherever else it
+ * appears, but a marker already written is not withheld again, whole string and all.
+ */
 function findingsIn(text: string, c: Compiled, known: Known): Array<[number, number, string]> {
   const found: Array<[number, number, string]> = findAll(text, c.detectors).map((f) => [f.start, f.end, f.class]);
-  if (known.size > 0) for (const f of known.findIn(text)) found.push(f);
+  if (known.size > 0) {
+    const markers = markerSpans(text, c);
+    for (const f of known.findIn(text)) {
+      if (!markers.some(([ms, me]) => f[0] >= ms && f[1] <= me)) found.push(f);
+    }
+  }
   return found;
+}
+
+/** Where this boundary's markers (exactly, one per ungranted class) stand in `text`. */
+function markerSpans(text: string, c: Compiled): Array<[number, number]> {
+  if (!text.includes('[REDACTED:')) return [];
+  const spans: Array<[number, number]> = [];
+  for (const m of c.markers) {
+    for (let at = text.indexOf(m); at >= 0; at = text.indexOf(m, at + m.length)) spans.push([at, at + m.length]);
+  }
+  return spans;
 }
 
 /**
@@ -438,11 +458,10 @@ function walk(value: unknown, path: string, names: string[], c: Compiled, known:
 function collectKnown(value: unknown, names: string[], c: Compiled, known: Known, depth: number, forced: string | null): void {
   if (depth > 200) return;
   // The first class found stays. Trimmed too: a CHAR(n) column pads the name it holds, and the
-  // name is what appears elsewhere. Never a part of a marker (a field masked upstream as
-  // "REDACTED"): every marker written would match it again, and withhold whole strings.
+  // name is what appears elsewhere.
   const note = (text: string, cls: string) => {
     for (const t of text === text.trim() ? [text] : [text, text.trim()]) {
-      if (scrubbable(t) && !c.markers.some((m) => m.includes(t))) known.add(t, cls);
+      if (scrubbable(t)) known.add(t, cls);
     }
   };
   if (typeof value === 'string' || typeof value === 'number' || typeof value === 'bigint') {

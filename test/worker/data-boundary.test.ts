@@ -321,12 +321,17 @@ describe('redaction (I 5.5: ungranted content replaced by [REDACTED:<class>])', 
     expect(b.scrubKnown('hi from Philippa Stroud-Kenning.').value).toBe('hi from [REDACTED:pii].');
   });
 
-  it('a classified value that is part of a marker ("REDACTED", masked upstream) is not learned: it would withhold every string a marker is in', () => {
+  it('a classified value that is part of a marker ("REDACTED" masked upstream, a name "REDA") is removed elsewhere, and never withholds a marker again', () => {
     const b = new DataBoundary({ grants: [], fieldClasses: { customer_name: 'pii' } });
     expect(b.redact({ customer_name: 'REDACTED', note: 'call jane@example.com' }).value).toEqual({ customer_name: '[REDACTED:pii]', note: 'call [REDACTED:pii]' });
-    expect(b.knownCount).toBe(1); // the email, not "REDACTED"
+    // Markers already written stay markers; the text around them stays too.
     expect(b.scrubKnown('Ticket: refund [REDACTED:pii] please').value).toBe('Ticket: refund [REDACTED:pii] please');
     expect(b.redact({ text: 'seen: [REDACTED:pii] and more' }).value).toEqual({ text: 'seen: [REDACTED:pii] and more' });
+    b.redact({ customer_name: 'REDA' });
+    expect(b.redact({ note: 'hello REDA, [REDACTED:pii]' }).value).toEqual({ note: 'hello [REDACTED:pii], [REDACTED:pii]' });
+    expect(b.scrubKnown('later msg: REDA! [REDACTED:unknown]').value).toBe('later msg: [REDACTED:pii]! [REDACTED:unknown]');
+    // Only this boundary's own markers are markers: a fake one around a secret is no hiding place.
+    expect(b.scrubKnown('[REDACTED:REDA]').value).toBe('[[REDACTED:pii]:[REDACTED:pii]]'); // "REDACTED" was learned too
   });
 
   it('escapes JSON-pointer tokens in paths', () => {
