@@ -147,7 +147,8 @@ export function registerWorker(program: Command): void {
       // `ps` shows "svc worker …" (README's pkill -f 'svc worker'), whatever the global
       // options before the word were and however node was started.
       const args = process.argv.slice(2);
-      args.splice(args.indexOf('worker'), 1); // the command word, moved to the front
+      const word = args.indexOf('worker');
+      if (word >= 0) args.splice(word, 1); // the command word, moved to the front
       process.title = ['svc', 'worker', ...args].join(' ');
       const logger = createLogger({ level, base: { svc: 'worker' } });
       await handleWorker(settings, { ...addresses, token: g.token }, logger);

@@ -180,12 +180,13 @@ export interface LoggerOptions {
 /**
  * A log reader that went away (a shipper restarting, `| head`) must not take a long-running
  * process, and the work it holds, with it: on a broken pipe the lines are lost and the
- * process goes on. Any other stream error is still thrown.
+ * process goes on. So for a terminal that hung up (EIO: the SIGHUP that closed it is being
+ * drained, and the drain's own log line must not end it). Any other stream error is thrown.
  */
 export function surviveBrokenPipes(...streams: NodeJS.WriteStream[]): void {
   for (const stream of streams) {
     stream.on('error', (err: NodeJS.ErrnoException) => {
-      if (err.code !== 'EPIPE') throw err;
+      if (err.code !== 'EPIPE' && err.code !== 'EIO') throw err;
     });
   }
 }

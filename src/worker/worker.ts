@@ -234,7 +234,7 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
   private pollRetry = { delay: 0, until: 0 };
 
   private async pollFailed(err: unknown): Promise<void> {
-    const now = Date.now();
+    const now = performance.now(); // monotonic: a clock stepped back must not hold the slots
     const r = this.pollRetry;
     if (now >= r.until) {
       // The first slot to fail after the last step ran out reports the next step.
