@@ -7,7 +7,11 @@
  * it has started (or at once, for a command that has done nothing yet).
  */
 let held: string | null = null;
-const hold = (signal: NodeJS.Signals) => void (held ??= signal);
+// A second signal before svcd has done anything is "stop now": nothing is open yet.
+const hold = (signal: NodeJS.Signals) => {
+  if (held !== null) process.exit(0);
+  held = signal;
+};
 process.on('SIGTERM', hold);
 process.on('SIGINT', hold);
 process.on('SIGHUP', hold);

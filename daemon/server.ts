@@ -157,7 +157,7 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
       gatewayAt.logger.info('gateway ready', { listen: gatewayUrl, ...gateway.readyFields(), auth: gatewayAt.token ? 'bearer token' : 'loopback clients only' });
       // kernel.token guards the kernel alone (SVC_TOKEN guards both): a secret moved from the
       // environment into the kernel's config section leaves the gateway open to loopback.
-      if (token && !gatewayAt.token) gatewayAt.logger.warn('the kernel takes a bearer token and the gateway does not: any local process may call tools; set gateway.token (or SVC_TOKEN for both)', { listen: gatewayUrl });
+      if (kernel && token && !gatewayAt.token) gatewayAt.logger.warn('the kernel takes a bearer token and the gateway does not: any local process may call tools; set gateway.token (or SVC_TOKEN for both)', { listen: gatewayUrl });
     }
     if (kernel && kernelUrl && opts.kernel) {
       logger.info('kernel ready', {

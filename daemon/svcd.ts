@@ -100,7 +100,13 @@ async function serve(flags: Flags): Promise<void> {
   let stopRequested: string | null = null;
   const stop = (signal: string) => {
     if (!running) {
-      stopRequested ??= signal;
+      // A second one while svcd starts: stop now, as a second one cuts a drain short (the
+      // stores, if opened yet, recover as after any stop: SQLite commits are atomic).
+      if (stopRequested !== null) {
+        logger.warn('second signal while starting: stopping now', { signal });
+        process.exit(0);
+      }
+      stopRequested = signal;
       return;
     }
     const svcd = running;

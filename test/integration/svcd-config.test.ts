@@ -93,6 +93,13 @@ describe('the kernel: section of --config (svcd(8))', () => {
     } finally {
       expect(await svcd.stop()).toBe(0);
     }
+    // A gateway alone under the same config: no kernel runs there, so nothing to warn of.
+    const alone = await spawnSvcd(['--config', cfg, '--no-kernel', '--gateway-listen', '127.0.0.1:0'], { SVC_TOKEN: '' });
+    try {
+      expect(alone.stderr()).not.toContain('the gateway does not');
+    } finally {
+      expect(await alone.stop()).toBe(0);
+    }
     // SVC_TOKEN guards both, and nothing is warned.
     const both = await spawnSvcd(['--data-dir', join(dir, 'k2'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0'], { SVC_TOKEN: 'both-listeners-token', SVC_GATEWAY_DATA: join(dir, 'g2') });
     try {
@@ -328,6 +335,21 @@ describe('a signal while svcd starts (svcd(8) STARTUP AND SIGNALS)', () => {
     expect(stdout).toContain('"gateway":"http://127.0.0.1:');
     expect(stderr).toContain('"msg":"draining"');
   }, 30_000);
+  it('a second signal while svcd is still loading stops it at once, exit 0, with nothing started', async () => {
+    const dir = tempDir();
+    const child = spawn(process.execPath, [SVCD, '--data-dir', join(dir, 'k'), '--kernel-listen', '127.0.0.1:0', '--no-gateway'], { env: { ...process.env, SVC_TOKEN: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+    const exited = new Promise<[number | null, string | null]>((r) => child.on('exit', (code, signal) => r([code, signal])));
+    await until(() => titled(child.pid!), 10_000, 'the process title');
+    child.kill('SIGINT');
+    await new Promise((r) => setTimeout(r, 30)); // two at once would be one: signals do not queue
+    child.kill('SIGINT');
+    expect(await exited).toEqual([0, null]);
+    expect(stdout).toBe('');
+    expect(existsSync(join(dir, 'k'))).toBe(false);
+  }, 30_000);
+
   it('SIGHUP (the terminal closed) drains and exits 0 like SIGTERM', async () => {
     const dir = tempDir();
     const svcd = await spawnSvcd(['--data-dir', join(dir, 'k'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0'], { SVC_TOKEN: '', SVC_GATEWAY_DATA: join(dir, 'g') });
