@@ -64,6 +64,23 @@ describe('detectors (I 5.5 built-in classes)', () => {
     ['email', 'mail dänä@corp.example today', 'dänä@corp.example', 'pii'],
     ['email', 'mail da\u0308na@corp.example today', 'da\u0308na@corp.example', 'pii'],
     ['email', 'почта иван@пример.рф сегодня', 'иван@пример.рф', 'pii'],
+    // Through the detectors' view, withheld as written: an extension, full-width forms,
+    // hyphens and dashes, runs of spaces and tabs, form and percent encodings, dotted SSNs,
+    // dashed NINOs, an HTML-entity @.
+    ['phone', 'call 415-555-0100x23 now', '415-555-0100x23', 'pii'],
+    ['phone', 'call 415-555-0100 ext. 23', '415-555-0100 ext. 23', 'pii'],
+    ['phone', '電話 ０９０－１２３４－５６７８ まで', '０９０－１２３４－５６７８', 'pii'],
+    ['card_number', 'card ４１１１ １１１１ １１１１ １１１１', '４１１１ １１１１ １１１１ １１１１', 'pci'],
+    ['card_number', 'card 4111\u20111111\u20111111\u20111111', '4111\u20111111\u20111111\u20111111', 'pci'],
+    ['card_number', 'card 4111\u20131111\u20131111\u20131111', '4111\u20131111\u20131111\u20131111', 'pci'],
+    ['card_number', 'card 4111  1111  1111  1111', '4111  1111  1111  1111', 'pci'],
+    ['card_number', 'card\t4111\t1111\t1111\t1111', '4111\t1111\t1111\t1111', 'pci'],
+    ['card_number', 'pan=4111+1111+1111+1111&x=1', '4111+1111+1111+1111', 'pci'],
+    ['card_number', 'pan=4111%201111%201111%201111', '4111%201111%201111%201111', 'pci'],
+    ['phone', 'tel:%2B14155550123', '%2B14155550123', 'pii'],
+    ['us_ssn', 'ssn 219.09.9999 on file', '219.09.9999', 'pii'],
+    ['uk_nino', 'NI AB-12-34-56-C', 'AB-12-34-56-C', 'pii'],
+    ['email', 'mail ops.lead&#64;corp.example', 'ops.lead&#64;corp.example', 'pii'],
   ])('finds %s in text', (name, text, value, cls) => {
     const f = detect(text);
     expect(f).toHaveLength(1);
@@ -91,25 +108,6 @@ describe('detectors (I 5.5 built-in classes)', () => {
     'Meeting 01.02.2026 10:30, again 05.03.2026 09:15 and 01-02-2026 1430; years 01-1999 02-2000',
   ])('finds nothing in ordinary text: %s', (text) => {
     expect(detect(text)).toEqual([]);
-  });
-
-  it.each([
-    ['a phone with its extension', 'call 415-555-0100x23 now', '415-555-0100x23', 'pii'],
-    ['a phone with "ext."', 'call 415-555-0100 ext. 23', '415-555-0100 ext. 23', 'pii'],
-    ['a phone in full-width digits and dashes', '電話 ０９０－１２３４－５６７８ まで', '０９０－１２３４－５６７８', 'pii'],
-    ['a card in full-width digits', 'card ４１１１ １１１１ １１１１ １１１１', '４１１１ １１１１ １１１１ １１１１', 'pci'],
-    ['a card grouped by non-breaking hyphens', 'card 4111\u20111111\u20111111\u20111111', '4111\u20111111\u20111111\u20111111', 'pci'],
-    ['a card grouped by en dashes', 'card 4111\u20131111\u20131111\u20131111', '4111\u20131111\u20131111\u20131111', 'pci'],
-    ['a card grouped by double spaces', 'card 4111  1111  1111  1111', '4111  1111  1111  1111', 'pci'],
-    ['a card grouped by tabs', 'card\t4111\t1111\t1111\t1111', '4111\t1111\t1111\t1111', 'pci'],
-    ['a card form-encoded', 'pan=4111+1111+1111+1111&x=1', '4111+1111+1111+1111', 'pci'],
-    ['a card percent-encoded', 'pan=4111%201111%201111%201111', '4111%201111%201111%201111', 'pci'],
-    ['a phone percent-encoded', 'tel:%2B14155550123', '%2B14155550123', 'pii'],
-    ['an SSN with dots', 'ssn 219.09.9999 on file', '219.09.9999', 'pii'],
-    ['a NINO with dashes', 'NI AB-12-34-56-C', 'AB-12-34-56-C', 'pii'],
-    ['an email with its @ as an HTML entity', 'mail ops.lead&#64;corp.example', 'ops.lead&#64;corp.example', 'pii'],
-  ])('finds %s, withheld as written (I 5.5)', (_name, text, value, cls) => {
-    expect(detect(text).map((f) => [f.value, f.class])).toEqual([[value, cls]]);
   });
 
   it('the readings above do not make numbers of what is none: versions, sums, dates, spaced prices', () => {
