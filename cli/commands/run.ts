@@ -305,13 +305,16 @@ export function registerRun(program: Command): void {
     .argument('<bundle>', 'bundle id (bnd_…) or NAME[@VERSION]')
     .argument('<workflow>', 'workflow name')
     .option('--input <json>', 'the input: @FILE, @- for stdin, or inline JSON (default: {})')
-    .requiredOption('--remit <id>', 'the remit the run uses; it is bound to the run (required)')
+    // Checked in the action, after the arguments: commander checks required options first, so
+    // `svc run start refunds` named the missing --remit before the missing <workflow>.
+    .option('--remit <id>', 'the remit the run uses; it is bound to the run (required)')
     .option('--requested-by <id:role:manager>', "the requester (default: the remit's)")
     .addHelpText(
       'after',
       '\nExample:\n  svc run start refunds refund --remit rmt_01J… \\\n    --input \'{"ticket_id":"T-1","customer_id":"cus_001","invoice_id":"inv_1001","message":"charged twice"}\'',
     )
     .action(async function (this: Command, bundle: string, workflow: string, f: StartFlags) {
+      if (f.remit === undefined) throw usageError("required option '--remit <id>' not specified (run with --help for usage)");
       const r = await handleStart(kernelClient(this), bundle, workflow, f);
       if (globals(this).json) output(this, r);
       else {

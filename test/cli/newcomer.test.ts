@@ -203,6 +203,9 @@ describe('usage errors (svc(1) EXIT STATUS: one line each)', () => {
   it('a missing argument, an unknown command or option: one "svc:" line with the hint, exit 2', async () => {
     for (const [args, text] of [
       [['run', 'show'], "missing required argument 'id'"],
+      // The missing argument is named before a missing required option.
+      [['run', 'start', 'refunds'], "missing required argument 'workflow'"],
+      [['run', 'start', 'refunds', 'refund'], "required option '--remit <id>' not specified"],
       [['nosuch'], "unknown command 'nosuch'"],
       [['run', 'list', '--bogus'], "unknown option '--bogus'"],
       [['run', 'list', '--limt', '3'], "unknown option '--limt' (Did you mean --limit?)"],
