@@ -34,7 +34,7 @@ export function EmptyInbox({ approver, intervalSeconds, width }: { approver: str
   return (
     <Frame width={width}>
       <Text bold>No pending approvals for {clean(approver)}</Text>
-      <Text dimColor>New requests appear here by themselves (checked every {intervalSeconds} s).</Text>
+      <Text dimColor>New requests appear here by themselves (checked every {intervalSeconds}&nbsp;s).</Text>
       <Text dimColor>q quit</Text>
     </Frame>
   );

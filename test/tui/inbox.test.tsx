@@ -284,7 +284,11 @@ describe('svc approvals inbox: status screens', () => {
     const { t } = setup([]);
     const f = await t.waitFor('No pending approvals');
     expect(f).toContain('No pending approvals for role:finance');
-    expect(f).toContain('checked every 2 s');
+    expect(f).toContain('checked every 2\u00a0s'); // a no-break space: "2" and "s" stay on one line
+    const narrow = setup([], { width: 60 });
+    const nf = await narrow.t.waitFor('No pending approvals');
+    expect(nf).toContain('2\u00a0s).');
+    expect(nf).not.toMatch(/every 2 *│/);
   });
 
   it('names the URL of an unreachable daemon and says it keeps retrying', async () => {
