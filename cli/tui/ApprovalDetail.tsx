@@ -50,16 +50,18 @@ export function ApprovalDetail({ approval: a, run, events, width, rows, now, lef
   const runLine = run
     ? `${clean(a.run_id)} · ${clean(run.state)}${run.parked_reason ? ` (${clean(run.parked_reason)})` : ''}`
     : `${clean(a.run_id)} ${left ? '· no longer pending' : '(loading…)'}`;
-  const flowLine = run ? `${clean(run.bundle?.name)}@${clean(run.bundle?.version)} / ${clean(run.workflow)} · dept ${clean(run.department)}` : '…';
+  // What is not there: '…' while it loads, '—' once it never will (the approval left the list).
+  const missing = left ? '—' : '…';
+  const flowLine = run ? `${clean(run.bundle?.name)}@${clean(run.bundle?.version)} / ${clean(run.workflow)} · dept ${clean(run.department)}` : missing;
   const req = run?.requested_by;
   // svc-approvals(1): the requester cannot decide their own run's actions; said before a reason is typed.
   const yours = actorId !== undefined && req?.id === actorId ? 'you: another approver must decide it · ' : '';
-  const reqLine = run ? `${yours}${clean(req?.id)} (role:${clean(req?.role)}, manager role:${clean(req?.manager)})` : '…';
+  const reqLine = run ? `${yours}${clean(req?.id)} (role:${clean(req?.role)}, manager role:${clean(req?.manager)})` : missing;
   const usageLine = run
     ? `${tokens(run.usage?.tokens)} / ${tokens(run.budget?.tokens)} tokens · ${usd(run.usage?.usd)} / ${usd(run.budget?.usd)}`
-    : '…';
+    : missing;
   const eventItems = (events ?? []).map((e) => `#${e.seq} ${clean(e.kind)}`);
-  const eventLines = events ? (eventItems.length ? packTail(eventItems, bodyW, 2) : ['(none)']) : ['…'];
+  const eventLines = events ? (eventItems.length ? packTail(eventItems, bodyW, 2) : ['(none)']) : [missing];
 
   return (
     <Box flexDirection="column" width={width}>

@@ -330,6 +330,8 @@ describe('svc approvals inbox: status screens', () => {
     expect(f).toContain('No longer pending · Enter shows what became of it · Esc cancel');
     expect(f).toContain('run_01JTEST000000000000000003 · no longer pending');
     expect(f).not.toContain('loading');
+    // What it showed of the run is gone for good: a dash, not the "…" of something loading.
+    for (const label of ['Workflow', 'Request', 'Usage']) expect(f).toMatch(new RegExp(`^${label} +—$`, 'm'));
     expect(f).toContain('Reason (required): dup');
     expect(f.split('\n').length).toBeLessThanOrEqual(24);
     // No list row is marked meanwhile: the marker would point at another approval than the prompt's.
