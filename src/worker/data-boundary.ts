@@ -502,8 +502,12 @@ export class DataBoundary {
   private readonly c: Compiled;
   private readonly known: Known = new LiteralSet();
 
+  /** `c` without its detectors: the known literals alone (scrubKnown). */
+  private readonly knownOnly: Compiled;
+
   constructor(readonly policy: BoundaryPolicy) {
     this.c = compile(policy);
+    this.knownOnly = { ...this.c, detectors: [] };
   }
 
   /** How many literals it has learned: unchanged, anything scrubbed before needs no second scrub. */
@@ -552,7 +556,29 @@ export class DataBoundary {
    * description quoting `{"email": "string"}` must not make "string" a secret.
    */
   redactStrings<T>(value: T, path = ''): Redacted<T | string> {
-    const c = this.c;
+    return this.leaves(value, path, this.c);
+  }
+
+  /** The known literals removed from every string, key and number of `value` (see scrubKnown). */
+  scrubKnownIn<T>(value: T, path = ''): Redacted<T | string> {
+    return this.leaves(value, path, this.knownOnly);
+  }
+
+  /**
+   * `text` with the literals this boundary has learned so far removed, and nothing else (no
+   * detectors, no field names): for a message built before a later tool result showed that a
+   * name in it is sensitive, so it is not sent again as it was.
+   */
+  scrubKnown(text: string, path = ''): Redacted<string> {
+    return this.leaves(text, path, this.knownOnly) as Redacted<string>;
+  }
+
+  /**
+   * Every string, object key and number of `value` through redactString with `c`, read as
+   * text only; a number keeps its type unless something in it was withheld (an id passed as
+   * an integer). Past the depth bound, withheld whole.
+   */
+  private leaves<T>(value: T, path: string, c: Compiled): Redacted<T | string> {
     const out = new Collector();
     const text = (t: string, at: string): string => {
       const r = redactString(t, c, this.known);
@@ -574,35 +600,6 @@ export class DataBoundary {
       return Object.fromEntries(Object.entries(v).map(([k, x]) => [text(k, `${at}/${pointerToken(k)}`), visit(x, `${at}/${pointerToken(k)}`, depth + 1)]));
     };
     return { value: visit(value, path, 0) as T | string, redactions: out.list() };
-  }
-
-  /** The known literals removed from every string, key and number of `value` (see scrubKnown). */
-  scrubKnownIn<T>(value: T, path = ''): Redacted<T> {
-    const out = new Collector();
-    const visit = (v: unknown, at: string, depth: number): unknown => {
-      if (typeof v === 'string' || typeof v === 'number' || typeof v === 'bigint') {
-        const r = this.scrubKnown(String(v), at);
-        for (const x of r.redactions) out.add(x.path, x.class, x.count);
-        // A number keeps its type unless a literal was in it (an id passed as an integer).
-        return typeof v === 'string' || r.redactions.length > 0 ? r.value : v;
-      }
-      if (v === null || typeof v !== 'object' || depth > 200) return v;
-      if (Array.isArray(v)) return v.map((x, i) => visit(x, `${at}/${i}`, depth + 1));
-      return Object.fromEntries(Object.entries(v).map(([k, x]) => [visit(k, `${at}/${pointerToken(k)}`, depth + 1), visit(x, `${at}/${pointerToken(k)}`, depth + 1)]));
-    };
-    return { value: visit(value, path, 0) as T, redactions: out.list() };
-  }
-
-  /**
-   * `text` with the literals this boundary has learned so far removed, and nothing else (no
-   * detectors, no field names): for a message built before a later tool result showed that a
-   * name in it is sensitive, so it is not sent again as it was.
-   */
-  scrubKnown(text: string, path = ''): Redacted<string> {
-    const r = redactString(text, { ...this.c, detectors: [] }, this.known);
-    const out = new Collector();
-    for (const [cls, n] of r.counts) out.add(path, cls, n);
-    return { value: r.text, redactions: out.list() };
   }
 }
 

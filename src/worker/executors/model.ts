@@ -19,7 +19,7 @@
 import { renderTemplates, TemplateError, templateRefs, type TemplateContext } from '../../bundle/templates.js';
 import { pointerToken } from '../../encoding/json-pointer.js';
 import type { ToolDescriptor } from '../../types.js';
-import { DataBoundary, fieldClassesOf, redactionNote, type Redaction } from '../data-boundary.js';
+import { DataBoundary, fieldClassesOf, redactionNote, type Redacted, type Redaction } from '../data-boundary.js';
 import { StepError, throwIfAborted } from '../errors.js';
 import type { ChatMessage, ProviderCall, ProviderResponse, ProviderTool } from '../providers/provider.js';
 import { WORKER_EVENT_SOURCE } from '../step-history.js';
@@ -156,15 +156,9 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
   let pending: Redaction[] = [];
   // Tool descriptions and schemas reach the model too, and an MCP server writes its own:
   // their strings cross the boundary (a property named `email` stays a property).
-  let tools = providerTools(offered, descriptors).map((t) => {
-    const description = boundary.redactStrings(t.description, `/tools/${pointerToken(t.id)}/description`);
-    const schema = boundary.redactStrings(t.input_schema, `/tools/${pointerToken(t.id)}/input_schema`);
-    pending.push(...description.redactions, ...schema.redactions);
-    return { ...t, description: String(description.value), input_schema: schema.value as Record<string, unknown> };
-  });
-  const redactedSchema = isArgs(def.output_schema) ? boundary.redactStrings(def.output_schema, '/output_schema') : null;
-  if (redactedSchema) pending.push(...redactedSchema.redactions);
-  let outputSchema = redactedSchema?.value as Record<string, unknown> | undefined;
+  const asText = (v: unknown, path: string) => boundary.redactStrings(v, path);
+  let tools = toolsThrough(providerTools(offered, descriptors), asText, pending);
+  let outputSchema = isArgs(def.output_schema) ? through(def.output_schema, '/output_schema', asText, pending) : undefined;
 
   // The prompt, with every value it reads passed through the boundary.
   let promptText = '';
@@ -208,19 +202,10 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
   // Everything about to go to the provider, scrubbed of the literals learned so far.
   let scrubbedWith = -1;
   const scrubOutgoing = () => {
+    const known = (v: unknown, path: string) => boundary.scrubKnownIn(v, path);
     messages.forEach((m, i) => (messages[i] = scrubMessage(boundary, m, i, pending)));
-    tools = tools.map((t) => {
-      const at = `/tools/${pointerToken(t.id)}`;
-      const description = boundary.scrubKnown(t.description, `${at}/description`);
-      const schema = boundary.scrubKnownIn(t.input_schema, `${at}/input_schema`);
-      pending.push(...description.redactions, ...schema.redactions);
-      return { ...t, description: description.value, input_schema: schema.value };
-    });
-    if (outputSchema) {
-      const schema = boundary.scrubKnownIn(outputSchema, '/output_schema');
-      pending.push(...schema.redactions);
-      outputSchema = schema.value;
-    }
+    tools = toolsThrough(tools, known, pending);
+    if (outputSchema) outputSchema = through(outputSchema, '/output_schema', known, pending);
     scrubbedWith = boundary.knownCount;
   };
 
@@ -299,6 +284,23 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
   throw new StepError('model_loop_exceeded', `the model made ${maxTurns} answers without a final output (the calls of the last one were not run)`, true);
 }
 
+type LeafWalk = (value: unknown, path: string) => Redacted<unknown>;
+
+/** `value` through one of the boundary's walks (redactStrings, scrubKnownIn); redactions go to `pending`. */
+function through<T>(value: T, path: string, walk: LeafWalk, pending: Redaction[]): T {
+  const r = walk(value, path);
+  pending.push(...r.redactions);
+  return r.value as T;
+}
+
+/** Each tool's description and input schema through `walk`. */
+function toolsThrough(tools: ProviderTool[], walk: LeafWalk, pending: Redaction[]): ProviderTool[] {
+  return tools.map((t) => {
+    const at = `/tools/${pointerToken(t.id)}`;
+    return { ...t, description: String(through(t.description, `${at}/description`, walk, pending)), input_schema: through(t.input_schema, `${at}/input_schema`, walk, pending) };
+  });
+}
+
 /** `m` with the boundary's known literals removed from its text and its calls' arguments; redactions go to `pending`. */
 function scrubMessage(boundary: DataBoundary, m: ChatMessage, index: number, pending: Redaction[]): ChatMessage {
   const at = `/messages/${index}`;
@@ -309,11 +311,7 @@ function scrubMessage(boundary: DataBoundary, m: ChatMessage, index: number, pen
     return r.value;
   };
   if (m.role !== 'assistant') return { ...m, content: text(m.content)! };
-  const calls = m.calls.map((c) => {
-    const args = boundary.scrubKnownIn(c.args, at);
-    pending.push(...args.redactions);
-    return { ...c, args: args.value, ...(c.summary !== undefined ? { summary: text(c.summary)! } : {}) };
-  });
+  const calls = m.calls.map((c) => ({ ...c, args: through(c.args, at, (v, p) => boundary.scrubKnownIn(v, p), pending), ...(c.summary !== undefined ? { summary: text(c.summary)! } : {}) }));
   return { ...m, content: text(m.content), calls };
 }
 
