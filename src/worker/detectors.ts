@@ -225,7 +225,7 @@ function globalOf(pattern: RegExp): RegExp {
  * detectors that ask (`encoded: 'plus'`), a `+` between digits as a space.
  */
 const ONE_FOR_ONE = /[\uff01-\uff5e\u3000\t\u2010-\u2014\u2212\ufe63]/g;
-const ONE_FOR_ONE_PLUS = /[\uff01-\uff5e\u3000\t\u2010-\u2014\u2212\ufe63]|(?<=\d)\+(?=\d)/g;
+const ONE_FOR_ONE_PLUS = new RegExp(`${ONE_FOR_ONE.source}|(?<=\\d)\\+(?=\\d)`, 'g');
 
 function oneForOne(ch: string): string {
   const code = ch.charCodeAt(0);
@@ -242,8 +242,10 @@ function oneForOne(ch: string): string {
  */
 const SPACE_ALT = '[ \\u00a0\\u2007\\u2009\\u202f]|&(?:nbsp|#0*(?:32|160|8199|8201|8239)|#x0*(?:20|a0|2007|2009|202f));';
 /** Several characters read as one: a run of spaces, an `@` written as an entity; percent-encoded `' '`, `+`, `-` when asked. */
-const MANY_FOR_ONE = new RegExp(`(?:${SPACE_ALT})+|&(?:#0*64|#x0*40|commat);`, 'gi');
-const MANY_FOR_ONE_PERCENT = new RegExp(`(?:${SPACE_ALT}|%20)+|&(?:#0*64|#x0*40|commat);|%2b|%2d`, 'gi');
+const AT_ENTITY = '&(?:#0*64|#x0*40|commat);';
+const AT_ENTITY_WHOLE = new RegExp(`^${AT_ENTITY}$`);
+const MANY_FOR_ONE = new RegExp(`(?:${SPACE_ALT})+|${AT_ENTITY}`, 'gi');
+const MANY_FOR_ONE_PERCENT = new RegExp(`(?:${SPACE_ALT}|%20)+|${AT_ENTITY}|%2b|%2d`, 'gi');
 /** Whether `text` may hold anything MANY_FOR_ONE changes (most text does not: it is not scanned). */
 const MAY_CHANGE = /[\u00a0\u2007\u2009\u202f&%]| {2}/;
 
@@ -251,7 +253,7 @@ function manyForOne(m: string): string {
   const lower = m.toLowerCase();
   if (lower === '%2b') return '+';
   if (lower === '%2d') return '-';
-  return /^&(?:#0*64|#x0*40|commat);$/.test(lower) ? '@' : ' ';
+  return AT_ENTITY_WHOLE.test(lower) ? '@' : ' ';
 }
 
 interface DetectorView {
