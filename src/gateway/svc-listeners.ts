@@ -27,10 +27,12 @@ export function registerSvcListener(url: string): () => void {
 export function isSvcListener(url: URL): boolean {
   const host = bareHost(url.hostname);
   const port = portOf(url);
-  for (const l of listeners.values()) {
-    if (l.port === port && (sameHost(host, l.host) || isUnspecifiedAddress(host) || isLoopbackName(host) || isUnspecifiedAddress(l.host))) return true;
-  }
-  return false;
+  return [...listeners.values()].some((l) => l.port === port && reaches(host, l));
+}
+
+/** True when a connection to `host` on the listener's port reaches that listener. */
+function reaches(host: string, l: { host: string }): boolean {
+  return sameHost(host, l.host) || isUnspecifiedAddress(host) || isLoopbackName(host) || isUnspecifiedAddress(l.host);
 }
 
 /**
@@ -62,7 +64,7 @@ export async function reachesSvcListener(url: URL): Promise<string | null> {
   }
   // No answer in time: the name is not let through unchecked to a listener's port.
   if (addresses === 'late') return `${url.hostname} did not resolve within ${LOOKUP_TIMEOUT_MS / 1000} s, so it cannot be told apart from this svcd's listener on port ${port}`;
-  return addresses.some(({ address }) => onPort.some((l) => sameHost(address, l.host) || isLoopbackName(address) || isUnspecifiedAddress(address))) ? listener : null;
+  return addresses.some(({ address }) => onPort.some((l) => reaches(address, l))) ? listener : null;
 }
 
 /** How long a look-up may take before a name on a listener's port is refused (the resolver is stalled). */
