@@ -21,9 +21,5 @@ export function usageError(message: string): CliError {
   return new CliError(message, EXIT.usage);
 }
 
-/** A file-system error in words: "no such file" rather than ENOENT. */
-export function fsReason(err: unknown): string {
-  const e = err as NodeJS.ErrnoException;
-  const words: Record<string, string> = { ENOENT: 'no such file', EISDIR: 'is a directory', EACCES: 'permission denied', ENOTDIR: 'a parent is not a directory' };
-  return (e.code && words[e.code]) ?? e.code ?? e.message ?? String(err);
-}
+/** A file-system error in words (src/util/fs-reason.ts). */
+export { fsReason } from '../src/util/fs-reason.js';

@@ -23,6 +23,7 @@ import { ensureDir } from '../util/ensure-dir.js';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { openError } from './sqlite-db.js';
+import { fsReason } from '../util/fs-reason.js';
 
 export const LOCK_FILE = 'owner.lock';
 export const PID_FILE = 'svcd.pid';
@@ -42,19 +43,14 @@ export class DataDirInUseError extends Error {
 }
 
 /** Why a directory cannot be made, in words (an operator reads this, not errno). */
-function dirProblem(err: unknown): string {
-  const e = err as NodeJS.ErrnoException;
-  const words: Record<string, string> = {
-    EEXIST: 'a file of that name is in the way',
-    ENOTDIR: 'a part of the path is a file, not a directory',
-    EACCES: 'permission denied',
-    EPERM: 'not permitted',
-    EROFS: 'the file system is read-only',
-    ENOSPC: 'no space left on the device',
-    ENOENT: 'the file system there takes no new directories',
-  };
-  return (e.code !== undefined ? words[e.code] : undefined) ?? e.message ?? String(err);
-}
+const DIR_WORDS: Readonly<Record<string, string>> = {
+  EEXIST: 'a file of that name is in the way',
+  ENOTDIR: 'a part of the path is a file, not a directory',
+  EPERM: 'not permitted',
+  EROFS: 'the file system is read-only',
+  ENOSPC: 'no space left on the device',
+  ENOENT: 'the file system there takes no new directories',
+};
 
 const held = new Map<string, { db: Database.Database; dir: string; refs: number }>();
 
@@ -64,7 +60,7 @@ export function lockDataDir(dir: string, what: string): () => void {
   try {
     ensureDir(dir, 0o700);
   } catch (err) {
-    throw new Error(`${what} ${dir} cannot be made: ${dirProblem(err)}`);
+    throw new Error(`${what} ${dir} cannot be made: ${fsReason(err, DIR_WORDS)}`);
   }
   const key = realpathSync(dir);
   const mine = held.get(key);
