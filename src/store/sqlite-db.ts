@@ -459,10 +459,35 @@ export class SqliteDb implements SqlDb {
   }
 }
 
-/** Applies every migration not yet recorded, each in its own transaction, in list order. */
+/**
+ * The store records migrations this build does not know: a newer svcd migrated it, and an
+ * older one would read and write it by rules that no longer hold (a downgrade).
+ */
+export class SchemaTooNewError extends Error {
+  readonly code = 'SVC_SCHEMA_TOO_NEW';
+  constructor(
+    readonly unknownMigrations: string[],
+    path?: string,
+  ) {
+    super(
+      `cannot open the store${path ? ` ${path}` : ''}: a newer svcd migrated it (migration${unknownMigrations.length === 1 ? '' : 's'} ` +
+        `${unknownMigrations.join(', ')} unknown to this build); run that svcd, or restore a backup taken before the upgrade`,
+    );
+    this.name = 'SchemaTooNewError';
+  }
+}
+
+/**
+ * Applies every migration not yet recorded, each in its own transaction, in list order. A
+ * store that records a migration not in `migrations` is refused (SchemaTooNewError) before
+ * anything is written.
+ */
 export async function migrate(db: SqlDb, migrations: readonly Migration[]): Promise<string[]> {
   await db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (id TEXT PRIMARY KEY, applied_at TEXT NOT NULL)');
   const applied = new Set((await db.all<{ id: string }>('SELECT id FROM schema_migrations')).map((r) => r.id));
+  const known = new Set(migrations.map((m) => m.id));
+  const unknown = [...applied].filter((id) => !known.has(id)).sort();
+  if (unknown.length > 0) throw new SchemaTooNewError(unknown, db instanceof SqliteDb ? db.raw.name : undefined);
   const ran: string[] = [];
   for (const m of migrations) {
     if (applied.has(m.id)) continue;

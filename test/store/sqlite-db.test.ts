@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { KERNEL_MIGRATIONS } from '../../src/store/migrations.js';
-import { migrate, SqliteDb } from '../../src/store/sqlite-db.js';
+import { migrate, SchemaTooNewError, SqliteDb } from '../../src/store/sqlite-db.js';
 import { COMMITS_PER_CHECKPOINT } from '../../src/store/wal-checkpointer.js';
 import { tempDir } from '../helpers/daemon.js';
 import { describeSqlDbContract } from './sql-db.contract.js';
@@ -132,6 +132,23 @@ describe('SqliteDb specifics (D §11)', () => {
     expect(await migrate(db, steps)).toEqual(['test-001', 'test-002']);
     expect(await migrate(db, steps)).toEqual([]);
     expect((await db.all<{ id: string }>('SELECT id FROM schema_migrations ORDER BY id')).map((r) => r.id)).toEqual(['test-001', 'test-002']);
+    await db.close();
+  });
+
+  it('refuses a store a newer build migrated (a downgrade), writing nothing', async () => {
+    const db = new SqliteDb({ path: file() });
+    const steps = [{ id: 'test-001', sql: 'CREATE TABLE m (id TEXT PRIMARY KEY)' }];
+    const newer = [...steps, { id: 'test-002', sql: 'ALTER TABLE m ADD COLUMN v TEXT' }, { id: 'test-003', sql: 'CREATE TABLE n (id TEXT)' }];
+    await migrate(db, newer);
+    const refused = migrate(db, [...steps, { id: 'test-004', sql: 'CREATE TABLE o (id TEXT)' }]);
+    await expect(refused).rejects.toBeInstanceOf(SchemaTooNewError);
+    await expect(refused).rejects.toMatchObject({
+      code: 'SVC_SCHEMA_TOO_NEW',
+      unknownMigrations: ['test-002', 'test-003'],
+      message: `cannot open the store ${db.raw.name}: a newer svcd migrated it (migrations test-002, test-003 unknown to this build); run that svcd, or restore a backup taken before the upgrade`,
+    });
+    expect(await db.get("SELECT name FROM sqlite_schema WHERE name = 'o'")).toBeUndefined();
+    expect(await migrate(db, newer)).toEqual([]); // the newer build still opens it
     await db.close();
   });
 
