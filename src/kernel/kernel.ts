@@ -12,6 +12,7 @@ import { BundleService } from '../bundle/bundle-service.js';
 import { PolicyService } from '../policy/policy-service.js';
 import { RunEngine } from './run-engine.js';
 import { createLogger, type Logger } from '../log/logger.js';
+import { adoptLegacyBindings } from '../remit/schema.js';
 import { KernelMetrics } from '../metrics/kernel-metrics.js';
 import { lockDataDir } from '../store/dir-lock.js';
 import { KERNEL_MIGRATIONS } from '../store/migrations.js';
@@ -119,6 +120,8 @@ export class Kernel implements KernelDeps {
     const db = options.db ?? new SqliteDb({ path: join(options.dataDir, 'kernel.db'), synchronous: options.synchronous, observer: metrics.groupCommit, pageSize: KERNEL_PAGE_SIZE });
     try {
       await migrate(db, KERNEL_MIGRATIONS);
+      const adopted = await adoptLegacyBindings(db);
+      if (adopted > 0) logger.warn('remit bindings adopted from an older svcd', { remits: adopted });
       const kernel = new Kernel(db, keys, clock, logger, metrics, options);
       await kernel.runs.start();
       return kernel;

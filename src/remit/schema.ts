@@ -4,7 +4,7 @@
  * run a remit is bound to with the run-bound payload and token. usd amounts are kept as integer micro-dollars so reservations add
  * up exactly.
  */
-import type { Migration } from '../store/sql-db.js';
+import type { Migration, SqlDb } from '../store/sql-db.js';
 
 export const REMIT_MIGRATIONS: Migration[] = [
   {
@@ -65,4 +65,31 @@ export const REMIT_MIGRATIONS: Migration[] = [
     id: 'remits-004-drop-run-index',
     sql: `DROP INDEX remits_run;`,
   },
+  {
+    // The rows an svcd from before remits-003 bound in remits itself, for adoptLegacyBindings:
+    // this build never sets remits.run_id, so only such rows enter the index.
+    id: 'remits-005-legacy-binding-index',
+    sql: `CREATE INDEX remits_legacy_binding ON remits (remit_id) WHERE run_id IS NOT NULL;`,
+  },
 ];
+
+/**
+ * Copies into remit_bindings the bindings an svcd from before remits-003 (2026-11-23) wrote
+ * into remits' own columns after this store was migrated past it: such a build ignores
+ * migrations it does not know and opens the store anyway, and without this a remit it bound
+ * would look unbound here and could be bound to a second run. Run at every kernel start;
+ * idempotent, and reads only the legacy rows (remits-005's index). Builds since
+ * SchemaTooNewError refuse a store migrated past them instead.
+ */
+export async function adoptLegacyBindings(db: SqlDb): Promise<number> {
+  const res = await db.tx((t) =>
+    t.run(
+      `INSERT INTO remit_bindings (remit_id, run_id, bound_payload, bound_token, bound_at)
+       SELECT r.remit_id, r.run_id, r.bound_payload, r.bound_token, COALESCE(r.bound_at, r.created_at)
+       FROM remits r
+       WHERE r.run_id IS NOT NULL AND r.bound_payload IS NOT NULL AND r.bound_token IS NOT NULL
+         AND NOT EXISTS (SELECT 1 FROM remit_bindings b WHERE b.remit_id = r.remit_id)`,
+    ),
+  );
+  return res.changes;
+}

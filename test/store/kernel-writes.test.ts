@@ -164,10 +164,55 @@ describe('remit bindings in a table of their own (migration remits-003)', () => 
        VALUES ('rmt_old', NULL, 'run_old', '{}', 'tok', '{"run":"run_old"}', 'bound-tok', 1, 1, 9999999999, '2026-11-01T00:00:00.000Z', '2026-11-02T00:00:00.000Z')`,
     );
     await db.run(`INSERT INTO remits (remit_id, parent_id, run_id, payload, token, spend_tokens, spend_usd_micro, exp, created_at) VALUES ('rmt_free', NULL, NULL, '{}', 'tok2', 1, 1, 9999999999, '2026-11-01T00:00:00.000Z')`);
-    expect(await migrate(db, REMIT_MIGRATIONS)).toEqual(['remits-003-bindings', 'remits-004-drop-run-index']);
+    expect(await migrate(db, REMIT_MIGRATIONS)).toEqual(['remits-003-bindings', 'remits-004-drop-run-index', 'remits-005-legacy-binding-index']);
     expect(await db.all('SELECT remit_id, run_id, bound_payload, bound_token, bound_at FROM remit_bindings')).toEqual([
       { remit_id: 'rmt_old', run_id: 'run_old', bound_payload: '{"run":"run_old"}', bound_token: 'bound-tok', bound_at: '2026-11-02T00:00:00.000Z' },
     ]);
     await db.close();
+  });
+
+  it('adopts a binding an svcd from before remits-003 made on this store after it was migrated (a downgrade and back)', async () => {
+    // Such a build ignores migrations it does not know, opens the store, and binds in remits' own
+    // columns: without the adoption the remit looked unbound here and bound a second run.
+    const runId = await newRun();
+    const legacyRemit = await kernel.remits.mint({ tools: ['test.*'], scopes: ['test:*'], grants: [], spend: { tokens: 10, usd: 1 }, autonomy: 'autonomous', ttl_seconds: 3600, policy_set: [], requested_by: REQUESTER });
+    const adopt = raw().prepare(
+      `UPDATE remits SET run_id = ?, bound_payload = json_set(payload, '$.run', ?), bound_token = 'legacy-token', bound_at = '2026-11-23T00:00:00.000Z' WHERE remit_id = ?`,
+    );
+    adopt.run(runId, runId, legacyRemit.remit_id);
+    const { adoptLegacyBindings } = await import('../../src/remit/schema.js');
+    // Only the legacy rows are read, through remits-005's partial index.
+    const sql = raw().prepare("SELECT sql FROM sqlite_schema WHERE name = 'remits_legacy_binding'").get() as { sql: string };
+    expect(sql.sql).toMatch(/WHERE run_id IS NOT NULL/);
+    const plan = raw()
+      .prepare('EXPLAIN QUERY PLAN SELECT r.remit_id FROM remits r WHERE r.run_id IS NOT NULL AND r.bound_payload IS NOT NULL AND r.bound_token IS NOT NULL')
+      .all() as Array<{ detail: string }>;
+    expect(plan.map((p) => p.detail).join(' ')).toMatch(/USING INDEX remits_legacy_binding/);
+    expect(await adoptLegacyBindings(kernel.db)).toBe(1);
+    expect(await adoptLegacyBindings(kernel.db)).toBe(0); // idempotent
+    expect(await kernel.remits.get(legacyRemit.remit_id)).toMatchObject({ run: runId, run_id: runId });
+    await expect(kernel.runs.create({ bundle_id: bundleId, workflow: 'two', input: {}, remit_id: legacyRemit.remit_id, requested_by: REQUESTER })).rejects.toMatchObject({ code: 'remit_bound' });
+  });
+
+  it('runs the adoption when the kernel opens its store', async () => {
+    const { SqliteDb: Db, migrate } = await import('../../src/store/sqlite-db.js');
+    const { KERNEL_MIGRATIONS } = await import('../../src/store/migrations.js');
+    const dataDir = join(dir, 'reopened');
+    const first = await Kernel.open({ dataDir, logger: silentLogger });
+    const minted = await first.remits.mint({ tools: ['test.*'], scopes: ['test:*'], grants: [], spend: { tokens: 10, usd: 1 }, autonomy: 'autonomous', ttl_seconds: 3600, policy_set: [], requested_by: REQUESTER });
+    await first.close();
+    const db = new Db({ path: join(dataDir, 'kernel.db') });
+    expect(await migrate(db, KERNEL_MIGRATIONS)).toEqual([]);
+    await db.run(`UPDATE remits SET run_id = 'run_legacy', bound_payload = json_set(payload, '$.run', 'run_legacy'), bound_token = 't' WHERE remit_id = ?`, [minted.remit_id]);
+    await db.close();
+    const warnings: unknown[] = [];
+    const logger = { ...silentLogger, warn: (msg: string, fields?: unknown) => warnings.push([msg, fields]) };
+    const again = await Kernel.open({ dataDir, logger });
+    try {
+      expect((await again.remits.get(minted.remit_id)).run_id).toBe('run_legacy');
+      expect(warnings).toEqual([['remit bindings adopted from an older svcd', { remits: 1 }]]);
+    } finally {
+      await again.close();
+    }
   });
 });
