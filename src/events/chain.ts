@@ -35,27 +35,43 @@ export interface SignedHead extends RunHead {
 
 /** Checks a whole log; an empty result means the chain is valid. */
 export function verifyChain(runId: string, events: readonly (StoredEventRow & { unparseable?: boolean })[], head: SignedHead | null, keys: TrustedKeys): ChainError[] {
-  const errors: ChainError[] = [];
-  let prevHash = '';
-  let expectSeq = 1;
-  for (const ev of events) {
-    if (ev.seq !== expectSeq) errors.push({ seq: ev.seq, reason: 'seq_gap', detail: `expected seq ${expectSeq}` });
-    if (ev.prev_hash !== prevHash) errors.push({ seq: ev.seq, reason: 'prev_hash_mismatch' });
-    if (ev.unparseable) errors.push({ seq: ev.seq, reason: 'unparseable' });
-    else if (!storedEventHashMatches(runId, ev, ev.stored)) errors.push({ seq: ev.seq, reason: 'hash_mismatch' });
-    prevHash = ev.hash;
-    expectSeq = ev.seq + 1;
-  }
-  if (head) {
-    const last = events[events.length - 1];
-    const lastSeq = last?.seq ?? 0;
-    const lastHash = last?.hash ?? '';
-    if (!verifyHead(keys, head.key_id, head, head.signature)) {
-      errors.push({ seq: head.seq, reason: 'head_signature_invalid' });
+  const v = new ChainVerifier(runId);
+  v.push(events);
+  return v.finish(head, keys);
+}
+
+/** verifyChain in pieces: the rows in seq order, a page at a time, then the head. */
+export class ChainVerifier {
+  private readonly errors: ChainError[] = [];
+  private prevHash = '';
+  private expectSeq = 1;
+  private lastSeq = 0;
+  private lastHash = '';
+
+  constructor(private readonly runId: string) {}
+
+  push(events: readonly (StoredEventRow & { unparseable?: boolean })[]): void {
+    for (const ev of events) {
+      if (ev.seq !== this.expectSeq) this.errors.push({ seq: ev.seq, reason: 'seq_gap', detail: `expected seq ${this.expectSeq}` });
+      if (ev.prev_hash !== this.prevHash) this.errors.push({ seq: ev.seq, reason: 'prev_hash_mismatch' });
+      if (ev.unparseable) this.errors.push({ seq: ev.seq, reason: 'unparseable' });
+      else if (!storedEventHashMatches(this.runId, ev, ev.stored)) this.errors.push({ seq: ev.seq, reason: 'hash_mismatch' });
+      this.prevHash = ev.hash;
+      this.expectSeq = ev.seq + 1;
+      this.lastSeq = ev.seq;
+      this.lastHash = ev.hash;
     }
-    if (head.seq !== lastSeq || head.hash !== lastHash) {
-      errors.push({ seq: head.seq, reason: 'head_mismatch', detail: `signed head is seq ${head.seq}, log ends at seq ${lastSeq}` });
-    }
   }
-  return errors;
+
+  finish(head: SignedHead | null, keys: TrustedKeys): ChainError[] {
+    if (head) {
+      if (!verifyHead(keys, head.key_id, head, head.signature)) {
+        this.errors.push({ seq: head.seq, reason: 'head_signature_invalid' });
+      }
+      if (head.seq !== this.lastSeq || head.hash !== this.lastHash) {
+        this.errors.push({ seq: head.seq, reason: 'head_mismatch', detail: `signed head is seq ${head.seq}, log ends at seq ${this.lastSeq}` });
+      }
+    }
+    return this.errors;
+  }
 }

@@ -139,13 +139,26 @@ export function initialModel(ev: ReducibleEvent): RunModel {
 
 /** Folds a whole log (replay). Throws TransitionError on an invalid transition. */
 export function foldEvents(events: readonly ReducibleEvent[]): RunModel {
-  const [first, ...rest] = events;
-  if (!first) throw new TransitionError(0, '', 'the log is empty');
-  // The model built here is private to the fold, so each transition may change it in place:
-  // copying it per event was over half of replay's time (bench/README.md).
-  let m = structuredClone(initialModel(first)); // shares nothing with the events
-  for (const ev of rest) m = applyEvent(m, ev);
-  return m;
+  const f = new Fold();
+  f.push(events);
+  return f.result();
+}
+
+/** foldEvents in pieces (replay reads a long log a page at a time). */
+export class Fold {
+  private m: RunModel | null = null;
+
+  /** Throws TransitionError on an invalid transition; the fold is then unusable. */
+  push(events: readonly ReducibleEvent[]): void {
+    // The model built here is private to the fold, so each transition may change it in place:
+    // copying it per event was over half of replay's time (bench/README.md).
+    for (const ev of events) this.m = this.m === null ? structuredClone(initialModel(ev)) : applyEvent(this.m, ev);
+  }
+
+  result(): RunModel {
+    if (this.m === null) throw new TransitionError(0, '', 'the log is empty');
+    return this.m;
+  }
 }
 
 /** The next state. Never mutates `model`. */

@@ -8,12 +8,12 @@ import { canonicalJson, sha256Hex } from '../encoding/canonical-json.js';
 import { jsonDepth } from '../encoding/json-limits.js';
 import { notFound } from '../errors.js';
 import { globalRedactor, REDACTED } from '../log/logger.js';
-import { verifyChain, type ChainError, type StoredEventRow } from '../events/chain.js';
+import { ChainVerifier, type ChainError, type StoredEventRow } from '../events/chain.js';
 import type { ActionDecidedPayload, ApprovalDecidedPayload, ApprovalRequestedPayload } from '../events/payloads.js';
 import { compilePolicy, type CompiledPolicy } from '../policy/compile.js';
 import { decide } from '../policy/decide.js';
 import type { Decision, PolicyRef, RunEvent } from '../types.js';
-import { foldEvents, publicState, type RunModel } from './reducer.js';
+import { Fold, publicState, type RunModel } from './reducer.js';
 import type { RunEngine } from './run-engine.js';
 import { loadRunRow, modelColumns, type EventRow, type RunRow } from './run-store.js';
 
@@ -126,39 +126,17 @@ function rowDifferences(row: RunRow, derived: RunModel): string[] {
     .map((column) => `runs.${column}`);
 }
 
+/**
+ * Events replay reads, checks and folds at a time. Between pages the event loop is let go (other
+ * requests are answered) and only one page is held: a 50,000-event run read and checked in
+ * one turn held svcd for 0.3 s (6 µs an event) and grew it by 30 MB.
+ */
+export const REPLAY_PAGE = 2000;
+
 export async function replayRun(e: RunEngine, runId: string): Promise<ReplayReport> {
   const k = e.k;
   const row = await loadRunRow(k.db, runId);
   if (!row) throw notFound('run', runId);
-  // Not `*`: run_id is known, and every column read is a string made per row (about half a
-  // microsecond each here, a measurable part of replaying 100,000 events).
-  const rows = await k.db.all<Omit<EventRow, 'run_id'>>('SELECT seq, hash, prev_hash, kind, payload, actor, at FROM run_events WHERE run_id = ? ORDER BY seq', [runId]);
-  const events = rows.map(parseRow);
-
-  const chainErrors = verifyChain(runId, events, { run_id: runId, seq: row.last_seq, hash: row.head_hash, signature: row.head_signature, key_id: row.head_key_id }, k.keys);
-
-  let derived: RunModel | null = null;
-  let replayError: string | null = null;
-  try {
-    derived = foldEvents(events.filter((ev) => !ev.unparseable));
-  } catch (err) {
-    replayError = (err as Error).message;
-  }
-  const stored = storedModel(row);
-  const differences: string[] = [];
-  if (stored === null) differences.push('runs.model');
-  if (derived) {
-    if (stored) {
-      const keys = new Set([...Object.keys(stored), ...Object.keys(derived)]);
-      for (const key of keys) {
-        const a = (stored as unknown as Record<string, unknown>)[key];
-        const b = (derived as unknown as Record<string, unknown>)[key];
-        if (canonicalJson(a ?? null) !== canonicalJson(b ?? null)) differences.push(key);
-      }
-    }
-    differences.push(...rowDifferences(row, derived));
-  }
-  const stateMatches = derived !== null && differences.length === 0;
 
   // Decisions: re-evaluated against the policy sources as stored now, compiled afresh.
   const compiled = new Map<string, CompiledPolicy | Error>();
@@ -181,40 +159,105 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
   const decidedApprovals = new Map<string, ApprovalDecidedPayload>();
   const mismatches: DecisionMismatch[] = [];
   let decisions = 0;
-  for (const ev of events) {
-    if (ev.unparseable) continue;
-    if (ev.kind === 'approval.requested') requested.set(String(ev.payload.approval_id), ev.payload as unknown as ApprovalRequestedPayload);
-    if (ev.kind === 'approval.decided') decidedApprovals.set(String(ev.payload.approval_id), ev.payload as unknown as ApprovalDecidedPayload);
-    if (ev.kind !== 'action.decided') continue;
-    decisions++;
-    const p = ev.payload as unknown as ActionDecidedPayload;
-    const recorded: DecisionView = { decision: p.decision, rule: p.rule, approver: p.approver ?? null };
-    let replayed: DecisionView;
-    if (p.source === 'approval') {
-      const id = p.approval_id ?? '';
-      const req = requested.get(id);
-      const dec = decidedApprovals.get(id);
-      if (!req || req.action_id !== p.action_id) replayed = { decision: null, rule: null, approver: null, error: `no approval ${id} for action ${p.action_id} earlier in the log` };
-      else if (!dec) replayed = { decision: 'approval_required', rule: req.rule, approver: req.approver };
-      else if (dec.decision === 'approved') replayed = { decision: 'allow', rule: `approved:${id}`, approver: req.approver };
-      else replayed = { decision: 'deny', rule: `rejected:${id}`, approver: req.approver };
-    } else {
-      try {
-        const policies: CompiledPolicy[] = [];
-        for (const ref of p.policies) policies.push(await loadPolicy(ref));
-        replayed = view(decide(policies, p.action, p.run)); // its approver compared as sameApprover says
-      } catch (err) {
-        replayed = { decision: null, rule: null, approver: null, error: (err as Error).message };
+  const checkDecisions = async (events: readonly ParsedRow[]): Promise<void> => {
+    for (const ev of events) {
+      if (ev.unparseable) continue;
+      if (ev.kind === 'approval.requested') requested.set(String(ev.payload.approval_id), ev.payload as unknown as ApprovalRequestedPayload);
+      if (ev.kind === 'approval.decided') decidedApprovals.set(String(ev.payload.approval_id), ev.payload as unknown as ApprovalDecidedPayload);
+      if (ev.kind !== 'action.decided') continue;
+      decisions++;
+      const p = ev.payload as unknown as ActionDecidedPayload;
+      const recorded: DecisionView = { decision: p.decision, rule: p.rule, approver: p.approver ?? null };
+      let replayed: DecisionView;
+      if (p.source === 'approval') {
+        const id = p.approval_id ?? '';
+        const req = requested.get(id);
+        const dec = decidedApprovals.get(id);
+        if (!req || req.action_id !== p.action_id) replayed = { decision: null, rule: null, approver: null, error: `no approval ${id} for action ${p.action_id} earlier in the log` };
+        else if (!dec) replayed = { decision: 'approval_required', rule: req.rule, approver: req.approver };
+        else if (dec.decision === 'approved') replayed = { decision: 'allow', rule: `approved:${id}`, approver: req.approver };
+        else replayed = { decision: 'deny', rule: `rejected:${id}`, approver: req.approver };
+      } else {
+        try {
+          const policies: CompiledPolicy[] = [];
+          for (const ref of p.policies) policies.push(await loadPolicy(ref));
+          replayed = view(decide(policies, p.action, p.run)); // its approver compared as sameApprover says
+        } catch (err) {
+          replayed = { decision: null, rule: null, approver: null, error: (err as Error).message };
+        }
+      }
+      if (!sameView(recorded, replayed)) mismatches.push({ seq: ev.seq, action_id: p.action_id, recorded, replayed });
+    }
+  };
+
+  const chain = new ChainVerifier(runId);
+  const fold = new Fold();
+  let replayError: string | null = null;
+  let count = 0;
+  let last: ParsedRow | undefined;
+  // Not `*`: run_id is known, and every column read is a string made per row (about half a
+  // microsecond each here, a measurable part of replaying 100,000 events).
+  const readPages = async (from: number, upTo: number | null): Promise<void> => {
+    let after = from;
+    for (;;) {
+      const rows = await k.db.all<Omit<EventRow, 'run_id'>>(
+        `SELECT seq, hash, prev_hash, kind, payload, actor, at FROM run_events WHERE run_id = ? AND seq > ?${upTo === null ? '' : ' AND seq <= ?'} ORDER BY seq LIMIT ?`,
+        upTo === null ? [runId, after, REPLAY_PAGE] : [runId, after, upTo, REPLAY_PAGE],
+      );
+      if (rows.length === 0) return;
+      const events = rows.map(parseRow);
+      chain.push(events);
+      if (replayError === null) {
+        try {
+          fold.push(events.filter((ev) => !ev.unparseable));
+        } catch (err) {
+          replayError = (err as Error).message;
+        }
+      }
+      await checkDecisions(events);
+      count += events.length;
+      last = events[events.length - 1];
+      after = rows[rows.length - 1]!.seq;
+      if (rows.length < REPLAY_PAGE) return;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  };
+  // The log up to the head read above; then rows past the head, when the head has not moved
+  // meanwhile: a writer moves the head with each append, so those were put there by hand (and
+  // the chain check reports them), while rows appended during the replay belong to a later head.
+  await readPages(Number.MIN_SAFE_INTEGER, row.last_seq);
+  const headNow = await k.db.get<{ last_seq: number }>('SELECT last_seq FROM runs WHERE run_id = ?', [runId]);
+  if (headNow?.last_seq === row.last_seq) await readPages(last?.seq ?? Number.MIN_SAFE_INTEGER, null);
+  const chainErrors = chain.finish({ run_id: runId, seq: row.last_seq, hash: row.head_hash, signature: row.head_signature, key_id: row.head_key_id }, k.keys);
+
+  let derived: RunModel | null = null;
+  if (replayError === null) {
+    try {
+      derived = fold.result();
+    } catch (err) {
+      replayError = (err as Error).message;
+    }
+  }
+  const stored = storedModel(row);
+  const differences: string[] = [];
+  if (stored === null) differences.push('runs.model');
+  if (derived) {
+    if (stored) {
+      const keys = new Set([...Object.keys(stored), ...Object.keys(derived)]);
+      for (const key of keys) {
+        const a = (stored as unknown as Record<string, unknown>)[key];
+        const b = (derived as unknown as Record<string, unknown>)[key];
+        if (canonicalJson(a ?? null) !== canonicalJson(b ?? null)) differences.push(key);
       }
     }
-    if (!sameView(recorded, replayed)) mismatches.push({ seq: ev.seq, action_id: p.action_id, recorded, replayed });
+    differences.push(...rowDifferences(row, derived));
   }
+  const stateMatches = derived !== null && differences.length === 0;
 
-  const last = events[events.length - 1];
   return {
     run_id: runId,
     chain_valid: chainErrors.length === 0,
-    events: events.length,
+    events: count,
     state_matches: stateMatches,
     decisions,
     decision_mismatches: mismatches,
