@@ -302,7 +302,9 @@ export function Inbox(props: InboxProps): React.JSX.Element {
 
 function Header(props: InboxProps & { width: number; filter: string; shown: number }): React.JSX.Element {
   const n = props.approvals.length;
-  const left = `svc approvals · ${clean(props.approver)} · ${n} pending${props.filter ? ` · filter "${clean(props.filter)}" ${props.shown}/${n}` : ''}`;
+  // A list cut at its cap says so: "1000 pending" when 3,333 are would hide the oldest.
+  const count = props.more ? `${n}+ pending (newest ${n} shown)` : `${n} pending`;
+  const left = `svc approvals · ${clean(props.approver)} · ${count}${props.filter ? ` · filter "${clean(props.filter)}" ${props.shown}/${n}` : ''}`;
   const c = props.connection;
   const right = `as ${clean(props.actor.id)}${c.state === 'ok' ? ` · ${clock(c.at)}` : ''}`;
   const gap = props.width - columns(left) - columns(right);

@@ -108,6 +108,7 @@ export function InboxApp({ source, width, height, now, onQuit }: InboxAppProps):
       connection={snap.connection}
       loaded={snap.loaded}
       approvals={snap.approvals}
+      more={snap.more}
       runs={snap.runs}
       events={snap.events}
       notice={notice}

@@ -7,6 +7,7 @@
 import {
   ApiError,
   approverOf,
+  LIST_ALL_CAP,
   type Actor,
   type Approval,
   type ApprovalDecision,
@@ -35,8 +36,10 @@ export interface InboxSnapshot {
   connection: Connection;
   /** True once one list has succeeded. */
   loaded: boolean;
-  /** Pending approvals for `approver`, newest first. */
+  /** Pending approvals for `approver`, newest first: the newest LIST_ALL_CAP of them. */
   approvals: Approval[];
+  /** True when more are pending than `approvals` holds (the list stopped at its cap). */
+  more?: boolean;
   /** Runs of the listed approvals, by run id (absent while loading or when unreadable). */
   runs: Readonly<Record<string, RunView>>;
   /** Recent events (oldest first) of runs that have been focused, by run id. */
@@ -177,7 +180,8 @@ export class InboxSource {
   private async poll(): Promise<void> {
     let approvals: Approval[];
     try {
-      approvals = await this.opts.api.listAll({ state: 'pending', approver: this.approver });
+      // One more than the cap: whether there are more is said on the screen, not guessed.
+      approvals = await this.opts.api.listAll({ state: 'pending', approver: this.approver }, LIST_ALL_CAP + 1);
     } catch (err) {
       this.failures++;
       if (err instanceof TransportError) {
@@ -192,13 +196,15 @@ export class InboxSource {
       return;
     }
     this.failures = 0;
+    const more = approvals.length > LIST_ALL_CAP;
+    if (more) approvals = approvals.slice(0, LIST_ALL_CAP);
     const wanted = new Set(approvals.map((a) => a.run_id));
     // Keep only the runs still referenced; read the missing ones and the focused one again.
     const runs: Record<string, RunView> = {};
     for (const [id, r] of Object.entries(this.snap.runs)) if (wanted.has(id)) runs[id] = r;
     const events: Record<string, EventView[]> = {};
     for (const [id, e] of Object.entries(this.snap.events)) if (wanted.has(id)) events[id] = e;
-    this.emit({ connection: { state: 'ok', at: new Date().toISOString() }, loaded: true, approvals, runs, events });
+    this.emit({ connection: { state: 'ok', at: new Date().toISOString() }, loaded: true, approvals, more, runs, events });
     const toLoad = [...wanted].filter((id) => !runs[id] || id === this.focused);
     await mapLimit(toLoad, this.concurrency, (id) => this.loadRun(id, id === this.focused).catch(() => undefined));
   }
