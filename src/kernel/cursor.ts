@@ -38,7 +38,7 @@ export async function pageNewestFirst<Row extends object>(
   q: { table: string; idColumn: string; filters: Record<string, string | undefined>; after?: string; limit: number },
 ): Promise<{ page: Row[]; next: string | null }> {
   const where: string[] = [];
-  const params: string[] = [];
+  const params: Array<string | number> = [];
   for (const [column, value] of Object.entries(q.filters)) {
     if (value === undefined) continue;
     where.push(`${column} = ?`);
@@ -48,7 +48,11 @@ export async function pageNewestFirst<Row extends object>(
     where.push(`${q.idColumn} < ?`);
     params.push(decodeCursor(q.after));
   }
-  const rows = await db.all<Row>(`SELECT * FROM ${q.table} ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY ${q.idColumn} DESC LIMIT ${q.limit + 1}`, params);
+  // The limit is bound, not spelled into the text: the store keeps one prepared statement per
+  // distinct SQL text for its lifetime, so a limit in the text made every page size a client
+  // asked for (1 to 500, times each filter combination) another statement held for good.
+  params.push(q.limit + 1);
+  const rows = await db.all<Row>(`SELECT * FROM ${q.table} ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY ${q.idColumn} DESC LIMIT ?`, params);
   const page = rows.slice(0, q.limit);
   return { page, next: rows.length > q.limit ? encodeCursor(String((page[page.length - 1] as Record<string, unknown>)[q.idColumn])) : null };
 }

@@ -57,6 +57,9 @@ const WRITE_FAULT_MEMORY_MS = 60_000;
 /** What SQLite truncates the WAL to when it rewinds it (it otherwise keeps its largest size). */
 const WAL_SIZE_LIMIT_BYTES = 16 * 1024 * 1024;
 
+/** Prepared statements a store keeps (SqliteHandle.stmt). */
+export const STATEMENT_CACHE_LIMIT = 1000;
+
 class SqliteHandle implements SqlDb {
   readonly dialect = 'sqlite' as const;
 
@@ -69,6 +72,10 @@ class SqliteHandle implements SqlDb {
     let s = this.cache.get(sql);
     if (!s) {
       s = this.db.prepare(sql);
+      // A bound on what a prepared statement costs (about 10 KB each): the oldest goes first,
+      // on a miss only, so a hit costs one lookup. svc's own texts are a few hundred; SQL
+      // built from a request (a limit spelled into the text) once grew this without end.
+      if (this.cache.size >= STATEMENT_CACHE_LIMIT) this.cache.delete(this.cache.keys().next().value!);
       this.cache.set(sql, s);
     }
     return s;

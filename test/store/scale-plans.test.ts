@@ -57,10 +57,10 @@ describe('approvals (migration runs-005)', () => {
   it('GET /v1/approvals?approver=R reads a page in order, with or without state', async () => {
     const sql = await sqlOf(() => kernel.runs.approvals.list({ approver: 'role:finance', limit: 50 }));
     const list = sql.find((s) => s.includes('FROM approvals'))!;
-    expect(plan(list, 'role:finance')).not.toContain('TEMP B-TREE');
-    expect(plan(list, 'role:finance')).toContain('approvals_approver_all (approver=?)');
+    expect(plan(list, 'role:finance', 51)).not.toContain('TEMP B-TREE');
+    expect(plan(list, 'role:finance', 51)).toContain('approvals_approver_all (approver=?)');
     const both = (await sqlOf(() => kernel.runs.approvals.list({ approver: 'role:finance', state: 'pending', limit: 50 }))).find((s) => s.includes('FROM approvals'))!;
-    expect(plan(both, 'pending', 'role:finance')).toBe('SEARCH approvals USING INDEX approvals_approver (approver=? AND state=?)');
+    expect(plan(both, 'pending', 'role:finance', 51)).toBe('SEARCH approvals USING INDEX approvals_approver (approver=? AND state=?)');
   });
 });
 
