@@ -16,6 +16,7 @@ import { VERSION } from '../src/version.js';
 import { defaultGatewayConfig, loadGatewayConfig, loadGatewayConfigFile, type GatewayConfig } from '../src/gateway/config.js';
 import { MAX_CLOCK_SKEW_SECONDS, MAX_DRAIN_SECONDS, readConfigFile, wholeSecondsOf, type SvcdFileConfig } from './config.js';
 import { startSvcd, type RunningSvcd } from './server.js';
+import { registerBackupCommands } from './backup-commands.js';
 import { bearerTokenProblem } from '../src/util/http-header-syntax.js';
 
 interface Flags {
@@ -227,6 +228,7 @@ export function buildProgram(): Command {
         process.stderr.write(`svcd: ${who} is running on ${dataDir} and signs with the key it started with until it restarts; restart it to sign with ${ring.keyId} (one started with SVC_SIGNING_KEY goes on signing with that)\n`);
       }
     });
+  registerBackupCommands(program, refuseEmptyFlags, () => claimSignals());
   return program;
 }
 

@@ -1,0 +1,113 @@
+/**
+ * `svcd backup DEST` and `svcd restore FROM` (svcd(8) BACKUP AND RESTORE): the kernel's store
+ * and key, and the gateway's store, copied consistently while svcd runs and put back while it
+ * is stopped. The work is in src/store/backup.ts; this file reads the flags and prints the
+ * one JSON line.
+ */
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { backupStore, GATEWAY_FILES, isFreshTarget, KERNEL_FILES, openRestore, type CopiedStore, type PendingRestore, type StoreFiles } from '../src/store/backup.js';
+import { DataDirInUseError } from '../src/store/dir-lock.js';
+
+interface BackupFlags {
+  dataDir?: string;
+  gatewayData?: string;
+  kernel: boolean;
+}
+
+/** The two parts of a backup directory. */
+const KERNEL_PART = 'kernel';
+const GATEWAY_PART = 'gateway';
+
+/**
+ * `claimSignals` hands over the signals daemon/main.ts held while svcd loaded (the one held,
+ * if any): a backup is then stopped by them as any command is, and a restore defers them
+ * while it swaps files.
+ */
+export function registerBackupCommands(program: Command, refuseEmpty: (given: object, names: Record<string, string>) => void, claimSignals: () => string | null): void {
+  const dirs = (o: BackupFlags): { kernel: string | null; gateway: string | null } => {
+    refuseEmpty(o, { dataDir: '--data-dir', gatewayData: '--gateway-data' });
+    const programDataDir = program.opts<{ dataDir?: string }>().dataDir;
+    const gateway = o.gatewayData ?? process.env.SVC_GATEWAY_DATA;
+    return {
+      // svcd's own --no-kernel and --data-dir take those flags wherever they stand.
+      kernel: o.kernel && program.opts<{ kernel?: boolean }>().kernel !== false ? resolve(o.dataDir ?? programDataDir ?? './svc-data') : null,
+      gateway: gateway ? resolve(gateway) : null,
+    };
+  };
+
+  program
+    .command('backup')
+    .description("copy the kernel's store and key (and the gateway's store) into DEST while svcd runs")
+    .argument('<dest>', 'a directory that does not exist yet, or is empty')
+    .option('--data-dir <dir>', 'kernel data directory (default: ./svc-data)')
+    .option('--gateway-data <dir>', "the gateway's data directory, backed up after the kernel's (default: SVC_GATEWAY_DATA; without either, no gateway store)")
+    .option('--no-kernel', "leave the kernel's store out (with --gateway-data: the gateway's alone)")
+    .action(async (dest: string, o: BackupFlags) => {
+      if (claimSignals() !== null) process.exit(0); // asked to stop before anything was done
+      const { kernel, gateway } = dirs(o);
+      if (!kernel && !gateway) throw new Error('--no-kernel without --gateway-data (or SVC_GATEWAY_DATA) leaves nothing to back up');
+      const to = resolve(dest);
+      if (!isFreshTarget(to)) throw new Error(`${to} exists and is not an empty directory; a backup never writes over another`);
+      const copied: CopiedStore[] = [];
+      // The kernel's first: the gateway's copy is then the later one, so every call a restored
+      // kernel may hand out again finds its idempotency entry and is answered, not run twice.
+      if (kernel) copied.push(...(await backupStore(kernel, join(to, KERNEL_PART), KERNEL_FILES)));
+      if (gateway) copied.push(...(await backupStore(gateway, join(to, GATEWAY_PART), GATEWAY_FILES)));
+      process.stdout.write(JSON.stringify({ backup: to, files: copied }) + '\n');
+    });
+
+  program
+    .command('restore')
+    .description('put a backup made by "svcd backup" in place, with svcd stopped; the files it replaces are kept aside')
+    .argument('<from>', 'a directory written by svcd backup')
+    .option('--data-dir <dir>', 'kernel data directory (default: ./svc-data)')
+    .option('--gateway-data <dir>', "the gateway's data directory (default: SVC_GATEWAY_DATA); needed when the backup holds a gateway store")
+    .option('--no-gateway', "keep the gateway's store as it is: when it survived, it remembers every call made since the backup")
+    .action((from: string, o: Omit<BackupFlags, 'kernel'> & { gateway: boolean }) => {
+      // A signal before the first file moves stops the restore with nothing changed; one after
+      // waits for the swap to end (a directory left half-restored would start as a fresh store).
+      let signalled: string | null = null;
+      for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => (signalled ??= sig));
+      signalled = claimSignals() ?? signalled;
+      const { kernel, gateway } = dirs({ dataDir: o.dataDir, gatewayData: o.gatewayData, kernel: true });
+      const source = resolve(from);
+      const hasKernel = existsSync(join(source, KERNEL_PART));
+      // svcd's own --no-gateway takes the flag wherever it stands (as --data-dir): either says it.
+      const keepGateway = !o.gateway || program.opts<{ gateway?: boolean }>().gateway === false;
+      const hasGateway = !keepGateway && existsSync(join(source, GATEWAY_PART));
+      if (!hasKernel && !existsSync(join(source, GATEWAY_PART))) throw new Error(`${source} holds no kernel/ or gateway/ directory: not a backup made by svcd backup`);
+      if (!hasKernel && !hasGateway) throw new Error(`${source} holds only a gateway store, and --no-gateway leaves it out: nothing to restore`);
+      if (hasGateway && !gateway) {
+        throw new Error(`${source} holds a gateway store: give --gateway-data DIR (or SVC_GATEWAY_DATA) to restore it there, or --no-gateway to keep the gateway's store as it is`);
+      }
+      const parts: Array<{ part: string; dir: string; files: StoreFiles }> = [];
+      if (hasKernel) parts.push({ part: KERNEL_PART, dir: kernel!, files: KERNEL_FILES });
+      if (hasGateway) parts.push({ part: GATEWAY_PART, dir: gateway!, files: GATEWAY_FILES });
+      // Every part checked and its directory held before any is touched: a restore that stops
+      // half-way (the gateway's svcd still running) would pair a new kernel with an old gateway.
+      const pending: PendingRestore[] = [];
+      const out: Array<{ data_dir: string; files: CopiedStore[]; replaced: string | null }> = [];
+      try {
+        for (const p of parts) {
+          try {
+            pending.push(openRestore(join(source, p.part), p.dir, p.files));
+          } catch (err) {
+            if (err instanceof DataDirInUseError) throw new Error(`${err.pid === null ? 'an svcd' : `svcd (pid ${err.pid})`} is running on ${err.dir}: stop it before restoring`);
+            throw err;
+          }
+        }
+        if (signalled !== null) throw new Error(`stopped by ${signalled} before anything was restored`);
+        const now = new Date();
+        parts.forEach((p, i) => {
+          const r = pending[i]!.apply(now);
+          out.push({ data_dir: p.dir, files: r.copied, replaced: r.replaced });
+        });
+      } finally {
+        for (const r of pending) r.release();
+      }
+      process.stdout.write(JSON.stringify({ restored: source, stores: out }) + '\n');
+      if (signalled !== null) process.stderr.write(`svcd: ${signalled} came while the files were swapped; the restore finished first\n`);
+    });
+}

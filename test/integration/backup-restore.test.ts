@@ -1,0 +1,138 @@
+/**
+ * `svcd backup` and `svcd restore` (svcd(8) BACKUP AND RESTORE; decisions §11: the embedded
+ * store is SQLite in WAL mode, so a file copy of a running store can miss its latest commits).
+ * A backup taken while svcd serves holds every commit acknowledged before it, in files that
+ * stand alone; a restore, with svcd stopped, brings the kernel (runs, chains, key) and the
+ * gateway (idempotency entries) back to it, and keeps the files it replaced.
+ * Runs the built daemon (dist/): npm test builds first.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { signBundle } from '../../src/bundle/sign.js';
+import { generatePublisherKey } from '../../src/keys/publishers.js';
+import { ROOT, spawnSvcd, tempDir } from '../helpers/daemon.js';
+import { REQUESTER, refundsBundle } from './run-fixtures.js';
+
+const SVCD = join(ROOT, 'dist/daemon/main.js');
+
+async function call(base: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${base}/v1${path}`, {
+    method: body === undefined ? 'GET' : 'POST',
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : null };
+}
+
+function svcd(args: string[], env: Record<string, string> = {}) {
+  return spawnSync(process.execPath, [SVCD, ...args], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, ...env } });
+}
+
+describe('svcd backup and restore (svcd(8) BACKUP AND RESTORE)', () => {
+  it('backs up a serving svcd, and a restore brings back its runs, key and idempotency entries', { timeout: 60_000 }, async () => {
+    const root = tempDir('svc-backup-');
+    const [kernelDir, gatewayDir, backupDir] = ['k', 'g', 'backup'].map((d) => join(root, d)) as [string, string, string];
+    const pub = generatePublisherKey();
+    const env = { SVC_GATEWAY_DATA: gatewayDir, SVC_GATEWAY_TEST_TOOLS: '1' };
+    const args = ['--data-dir', kernelDir, '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0', '--publisher', `${pub.key_id}:${pub.public_key}`];
+    const first = await spawnSvcd(args, env);
+    const k = first.kernelUrl!;
+    const g = first.gatewayUrl!;
+    const bundle = refundsBundle();
+    const bundleId = (await call(k, '/bundles', { bundle, signature: signBundle(bundle, pub) })).body.bundle_id;
+    const newRun = async (invoice: string) => {
+      const remit = (await call(k, '/remits', { tools: ['billing.*', 'test.*'], scopes: ['test:*'], spend: { tokens: 1000, usd: 1 }, autonomy: 'autonomous', requested_by: REQUESTER })).body;
+      const run = (await call(k, '/runs', { bundle_id: bundleId, workflow: 'refund', input: { invoice_id: invoice }, remit_id: remit.remit_id })).body;
+      return { runId: run.run_id as string, token: remit.token as string };
+    };
+    const kept = await newRun('inv-kept');
+    const lease = (await call(k, '/leases', { worker_id: 'w', kinds: ['model'] })).body;
+    expect((await call(k, `/leases/${lease.lease_id}/complete`, { output: { amount: 7 }, usage: { tokens: 3, usd: 0.01 } })).status).toBe(200);
+    const write = { remit_token: kept.token, run_id: kept.runId, step: 'triage', lease_id: null, tool: 'test.write', args: { n: 1 }, idempotency_key: 'once', scope: null };
+    expect((await call(g, '/tools/call', write)).body).toMatchObject({ ok: true, replayed: false, result: { written: { n: 1 } } });
+    const keptState = (await call(k, `/runs/${kept.runId}`)).body;
+    const keys = (await call(k, '/keys')).body;
+
+    // While svcd serves.
+    const b = svcd(['backup', backupDir, '--data-dir', kernelDir, '--gateway-data', gatewayDir]);
+    expect(b.status, b.stderr).toBe(0);
+    const report = JSON.parse(b.stdout) as { backup: string; files: Array<{ from: string; to: string; bytes: number }> };
+    expect(report.backup).toBe(backupDir);
+    expect(report.files.map((f) => f.to)).toEqual([join(backupDir, 'kernel/kernel.db'), join(backupDir, 'kernel/keys/control-plane.json'), join(backupDir, 'gateway/gateway.db')]);
+    // Standalone files (no -wal to go with them), readable by their owner alone.
+    expect(readdirSync(join(backupDir, 'kernel')).sort()).toEqual(['kernel.db', 'keys']);
+    const copy = new Database(join(backupDir, 'kernel/kernel.db'), { readonly: true });
+    expect(copy.pragma('journal_mode', { simple: true })).toBe('delete');
+    expect(copy.prepare('SELECT last_seq FROM runs WHERE run_id = ?').get(kept.runId)).toEqual({ last_seq: keptState.last_seq });
+    copy.close();
+    expect(statSync(join(backupDir, 'kernel/keys/control-plane.json')).mode & 0o777).toBe(0o600);
+    expect(statSync(backupDir).mode & 0o077).toBe(0);
+    // A backup never writes over another.
+    const again = svcd(['backup', backupDir, '--data-dir', kernelDir]);
+    expect(again.status).toBe(1);
+    expect(again.stderr).toBe(`svcd: ${backupDir} exists and is not an empty directory; a backup never writes over another\n`);
+
+    // Work after the backup, which the restore takes back.
+    const later = await newRun('inv-later');
+    // A restore while svcd runs is refused, nothing changed.
+    const refused = svcd(['restore', backupDir, '--data-dir', kernelDir, '--gateway-data', gatewayDir]);
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toBe(`svcd: svcd (pid ${first.child.pid}) is running on ${kernelDir}: stop it before restoring\n`);
+    expect((await call(k, `/runs/${later.runId}`)).status).toBe(200);
+    expect(await first.stop()).toBe(0);
+
+    const r = svcd(['restore', backupDir, '--data-dir', kernelDir, '--gateway-data', gatewayDir]);
+    expect(r.status, r.stderr).toBe(0);
+    const restored = JSON.parse(r.stdout) as { restored: string; stores: Array<{ data_dir: string; replaced: string | null }> };
+    expect(restored.stores.map((s) => s.data_dir)).toEqual([kernelDir, gatewayDir]);
+    // The replaced store went aside with its log, not deleted.
+    const aside = restored.stores[0]!.replaced!;
+    expect(aside.startsWith(join(kernelDir, 'replaced-'))).toBe(true);
+    expect(existsSync(join(aside, 'kernel.db'))).toBe(true);
+    expect(existsSync(join(aside, 'keys/control-plane.json'))).toBe(true);
+    expect(existsSync(join(kernelDir, 'kernel.db-wal'))).toBe(false);
+
+    await using second = await spawnSvcd(args, env);
+    const k2 = second.kernelUrl!;
+    expect((await call(k2, '/keys')).body).toEqual(keys);
+    expect((await call(k2, `/runs/${kept.runId}`)).body).toEqual(keptState);
+    expect((await call(k2, `/runs/${kept.runId}/replay`, {})).body).toMatchObject({ chain_valid: true, state_matches: true });
+    expect((await call(k2, `/runs/${later.runId}`)).status).toBe(404);
+    // The gateway remembers the write the backup saw: a repeat is answered, not run again.
+    expect((await call(second.gatewayUrl!, '/tools/call', write)).body).toMatchObject({ ok: true, replayed: true, result: { written: { n: 1 } } });
+
+    // A write after the backup, then the kernel alone restored (--no-gateway): the gateway's
+    // store still has it, so the step handed out again is answered, not run twice.
+    const since = { ...write, idempotency_key: 'since', args: { n: 2 } };
+    expect((await call(second.gatewayUrl!, '/tools/call', since)).body).toMatchObject({ ok: true, replayed: false });
+    expect(await second.stop()).toBe(0);
+    const kernelOnly = svcd(['restore', backupDir, '--data-dir', kernelDir, '--no-gateway'], { SVC_GATEWAY_DATA: '' });
+    expect(kernelOnly.status, kernelOnly.stderr).toBe(0);
+    expect((JSON.parse(kernelOnly.stdout) as { stores: Array<{ data_dir: string }> }).stores.map((s) => s.data_dir)).toEqual([kernelDir]);
+    await using third = await spawnSvcd(args, env);
+    expect((await call(third.gatewayUrl!, '/tools/call', since)).body).toMatchObject({ ok: true, replayed: true, result: { written: { n: 2 } } });
+  });
+
+  it('says what is wrong with a directory that is no data directory or no backup (exit 1)', () => {
+    const root = tempDir('svc-backup-');
+    const none = svcd(['backup', join(root, 'out'), '--data-dir', join(root, 'nothing-here')]);
+    expect(none.status).toBe(1);
+    expect(none.stderr).toBe(`svcd: ${join(root, 'nothing-here')} holds no kernel.db (is it the data directory svcd runs on?)\n`);
+    const gatewayOnly = join(root, 'gateway-only');
+    mkdirSync(join(gatewayOnly, 'gateway'), { recursive: true });
+    const noDir = svcd(['restore', gatewayOnly, '--data-dir', join(root, 'k')], { SVC_GATEWAY_DATA: '' });
+    expect(noDir.status).toBe(1);
+    expect(noDir.stderr).toBe(`svcd: ${gatewayOnly} holds a gateway store: give --gateway-data DIR (or SVC_GATEWAY_DATA) to restore it there, or --no-gateway to keep the gateway's store as it is\n`);
+    const nothing = svcd(['backup', join(root, 'out'), '--no-kernel'], { SVC_GATEWAY_DATA: '' });
+    expect(nothing.status).toBe(1);
+    expect(nothing.stderr).toBe('svcd: --no-kernel without --gateway-data (or SVC_GATEWAY_DATA) leaves nothing to back up\n');
+    const notBackup = svcd(['restore', root, '--data-dir', join(root, 'k')]);
+    expect(notBackup.status).toBe(1);
+    expect(notBackup.stderr).toBe(`svcd: ${root} holds no kernel/ or gateway/ directory: not a backup made by svcd backup\n`);
+    expect(existsSync(join(root, 'k'))).toBe(false);
+  });
+});
