@@ -197,13 +197,25 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
   let last: ParsedRow | undefined;
   // Not `*`: run_id is known, and every column read is a string made per row (about half a
   // microsecond each here, a measurable part of replaying 100,000 events).
-  const readPages = async (from: number, upTo: number | null): Promise<void> => {
-    let after = from;
+  // `after` null: from the first row, however low its seq (a hand-put row may sit below any
+  // bound). `pastHead`: only rows past the head, and only while the head is still the one read
+  // above, checked in the same statement (one snapshot) as the rows are read.
+  const readPages = async (after: number | null, pastHead: boolean): Promise<void> => {
     for (;;) {
-      const rows = await k.db.all<Omit<EventRow, 'run_id'>>(
-        `SELECT seq, hash, prev_hash, kind, payload, actor, at FROM run_events WHERE run_id = ? AND seq > ?${upTo === null ? '' : ' AND seq <= ?'} ORDER BY seq LIMIT ?`,
-        upTo === null ? [runId, after, REPLAY_PAGE] : [runId, after, upTo, REPLAY_PAGE],
-      );
+      const where = ['run_id = ?'];
+      const params: (string | number | null)[] = [runId];
+      if (after !== null) {
+        where.push('seq > ?');
+        params.push(after);
+      }
+      if (pastHead) {
+        where.push('(SELECT last_seq FROM runs WHERE run_id = ?) = ?');
+        params.push(runId, row.last_seq);
+      } else {
+        where.push('seq <= ?');
+        params.push(row.last_seq);
+      }
+      const rows = await k.db.all<Omit<EventRow, 'run_id'>>(`SELECT seq, hash, prev_hash, kind, payload, actor, at FROM run_events WHERE ${where.join(' AND ')} ORDER BY seq LIMIT ?`, [...params, REPLAY_PAGE]);
       if (rows.length === 0) return;
       const events = rows.map(parseRow);
       chain.push(events);
@@ -222,12 +234,11 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
   };
-  // The log up to the head read above; then rows past the head, when the head has not moved
-  // meanwhile: a writer moves the head with each append, so those were put there by hand (and
-  // the chain check reports them), while rows appended during the replay belong to a later head.
-  await readPages(Number.MIN_SAFE_INTEGER, row.last_seq);
-  const headNow = await k.db.get<{ last_seq: number }>('SELECT last_seq FROM runs WHERE run_id = ?', [runId]);
-  if (headNow?.last_seq === row.last_seq) await readPages(last?.seq ?? Number.MIN_SAFE_INTEGER, null);
+  // The log up to the head read above; then rows past that head, as long as the head has not
+  // moved: a writer moves the head with each append, so those were put there by hand (and the
+  // chain check reports them), while rows appended during the replay belong to a later head.
+  await readPages(null, false);
+  await readPages(last?.seq ?? null, true);
   const chainErrors = chain.finish({ run_id: runId, seq: row.last_seq, hash: row.head_hash, signature: row.head_signature, key_id: row.head_key_id }, k.keys);
 
   let derived: RunModel | null = null;
