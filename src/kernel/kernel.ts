@@ -12,7 +12,7 @@ import { BundleService } from '../bundle/bundle-service.js';
 import { PolicyService } from '../policy/policy-service.js';
 import { RunEngine } from './run-engine.js';
 import { createLogger, type Logger } from '../log/logger.js';
-import { adoptLegacyBindings } from '../remit/schema.js';
+import { adoptLegacyBindings, legacyBindingConflicts } from '../remit/schema.js';
 import { KernelMetrics } from '../metrics/kernel-metrics.js';
 import { lockDataDir } from '../store/dir-lock.js';
 import { KERNEL_MIGRATIONS } from '../store/migrations.js';
@@ -122,6 +122,7 @@ export class Kernel implements KernelDeps {
       await migrate(db, KERNEL_MIGRATIONS);
       const adopted = await adoptLegacyBindings(db);
       if (adopted > 0) logger.warn('remit bindings adopted from an older svcd', { remits: adopted });
+      for (const c of await legacyBindingConflicts(db)) logger.warn('an older svcd bound a remit already bound to another run; check that run by hand', c);
       const kernel = new Kernel(db, keys, clock, logger, metrics, options);
       await kernel.runs.start();
       return kernel;

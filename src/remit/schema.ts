@@ -93,3 +93,15 @@ export async function adoptLegacyBindings(db: SqlDb): Promise<number> {
   );
   return res.changes;
 }
+
+/**
+ * Remits an svcd from before remits-003 bound to a run other than the one remit_bindings
+ * names: it took a remit this build had bound for unbound and started a second run under it.
+ * Nothing undoes that; an operator has to hear of it (remits-005's index: only legacy rows).
+ */
+export function legacyBindingConflicts(db: SqlDb): Promise<Array<{ remit_id: string; run_id: string; legacy_run_id: string }>> {
+  return db.all(
+    `SELECT r.remit_id, b.run_id, r.run_id AS legacy_run_id FROM remits r JOIN remit_bindings b ON b.remit_id = r.remit_id
+     WHERE r.run_id IS NOT NULL AND r.run_id <> b.run_id ORDER BY r.remit_id LIMIT 100`,
+  );
+}

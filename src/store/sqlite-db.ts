@@ -484,6 +484,11 @@ export class SchemaTooNewError extends Error {
   }
 }
 
+/** The domain a migration id names: `runs` of `runs-005-approval-indexes`. */
+function migrationDomain(id: string): string {
+  return id.split('-', 1)[0]!;
+}
+
 /**
  * Applies every migration not yet recorded, each in its own transaction, in list order. A
  * store that records a migration not in `migrations` is refused (SchemaTooNewError) before
@@ -492,8 +497,11 @@ export class SchemaTooNewError extends Error {
 export async function migrate(db: SqlDb, migrations: readonly Migration[]): Promise<string[]> {
   await db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (id TEXT PRIMARY KEY, applied_at TEXT NOT NULL)');
   const applied = new Set((await db.all<{ id: string }>('SELECT id FROM schema_migrations')).map((r) => r.id));
+  // Only a domain of this set counts (`runs-…`, `gateway-…`): one store may hold several sets
+  // (a kernel and a gateway sharing one database), each of which knows only its own.
   const known = new Set(migrations.map((m) => m.id));
-  const unknown = [...applied].filter((id) => !known.has(id)).sort();
+  const domains = new Set(migrations.map((m) => migrationDomain(m.id)));
+  const unknown = [...applied].filter((id) => !known.has(id) && domains.has(migrationDomain(id))).sort();
   if (unknown.length > 0) throw new SchemaTooNewError(unknown, db instanceof SqliteDb ? db.raw.name : undefined);
   const ran: string[] = [];
   for (const m of migrations) {
