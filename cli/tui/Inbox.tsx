@@ -303,10 +303,12 @@ export function Inbox(props: InboxProps): React.JSX.Element {
 function Header(props: InboxProps & { width: number; filter: string; shown: number }): React.JSX.Element {
   const n = props.approvals.length;
   // A list cut at its cap says so: "1000 pending" when 3,333 are would hide the oldest.
-  const count = props.more ? `${n}+ pending (newest ${n} shown)` : `${n} pending`;
-  const left = `svc approvals · ${clean(props.approver)} · ${count}${props.filter ? ` · filter "${clean(props.filter)}" ${props.shown}/${n}` : ''}`;
   const c = props.connection;
   const right = `as ${clean(props.actor.id)}${c.state === 'ok' ? ` · ${clock(c.at)}` : ''}`;
+  const leftWith = (count: string) => `svc approvals · ${clean(props.approver)} · ${count}${props.filter ? ` · filter "${clean(props.filter)}" ${props.shown}/${n}` : ''}`;
+  // The long form only where it leaves room for who acts and the last answer's time.
+  let left = leftWith(props.more ? `${n}+ pending (newest ${n} shown)` : `${n} pending`);
+  if (props.more && props.width - columns(left) - columns(right) < 2) left = leftWith(`${n}+ pending`);
   const gap = props.width - columns(left) - columns(right);
   const line = gap >= 2 ? left + ' '.repeat(gap) + right : fit(left, props.width);
   return (

@@ -39,3 +39,13 @@ describe('inbox over more pending approvals than it lists', () => {
     expect(await t.waitFor('pending')).toContain('svc approvals · role:finance · 3+ pending (newest 3 shown)');
   });
 });
+
+describe('the header of a list cut at its cap, at 80 columns', () => {
+  it('still shows who acts and when svcd last answered', async () => {
+    const list = Array.from({ length: LIST_ALL_CAP }, (_, i) => approval(LIST_ALL_CAP - i));
+    const t = renderTui(<Inbox {...inboxProps(list, { height: 24, more: true })} />);
+    const first = (await t.waitFor('pending')).split('\n')[0]!;
+    expect(first).toContain('1000+ pending');
+    expect(first).toContain('as fin-1');
+  });
+});
