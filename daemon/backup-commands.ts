@@ -4,10 +4,10 @@
  * is stopped. The work is in src/store/backup.ts; this file reads the flags and prints the
  * one JSON line.
  */
-import { existsSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { backupStore, GATEWAY_FILES, isFreshTarget, KERNEL_FILES, openRestore, type CopiedStore, type PendingRestore, type StoreFiles } from '../src/store/backup.js';
+import { backupStore, checkManifest, GATEWAY_FILES, isFreshTarget, KERNEL_FILES, openRestore, writeManifest, type CopiedStore, type PendingRestore, type StoreFiles } from '../src/store/backup.js';
 import { DataDirInUseError } from '../src/store/dir-lock.js';
 
 interface BackupFlags {
@@ -27,8 +27,9 @@ const GATEWAY_PART = 'gateway';
  */
 export function registerBackupCommands(program: Command, refuseEmpty: (given: object, names: Record<string, string>) => void, claimSignals: () => string | null): void {
   const dirs = (o: BackupFlags): { kernel: string | null; gateway: string | null } => {
-    refuseEmpty(o, { dataDir: '--data-dir', gatewayData: '--gateway-data' });
     const programDataDir = program.opts<{ dataDir?: string }>().dataDir;
+    // `svcd backup DEST --data-dir ""` hands the empty value to svcd's own --data-dir.
+    refuseEmpty({ ...o, programDataDir }, { dataDir: '--data-dir', gatewayData: '--gateway-data', programDataDir: '--data-dir' });
     const gateway = o.gatewayData ?? process.env.SVC_GATEWAY_DATA;
     return {
       // svcd's own --no-kernel and --data-dir take those flags wherever they stand.
@@ -49,12 +50,40 @@ export function registerBackupCommands(program: Command, refuseEmpty: (given: ob
       const { kernel, gateway } = dirs(o);
       if (!kernel && !gateway) throw new Error('--no-kernel without --gateway-data (or SVC_GATEWAY_DATA) leaves nothing to back up');
       const to = resolve(dest);
-      if (!isFreshTarget(to)) throw new Error(`${to} exists and is not an empty directory; a backup never writes over another`);
+      if (!isFreshTarget(to)) {
+        const unfinished = existsSync(join(to, KERNEL_PART)) || existsSync(join(to, GATEWAY_PART)) ? existsSync(join(to, 'manifest.json')) ? '' : ' (a backup that did not finish: remove it and run svcd backup again)' : '';
+        throw new Error(`${to} exists and is not an empty directory${unfinished}; a backup never writes over another`);
+      }
+      // A signal leaves no half-made backup behind: what this backup wrote goes, then the exit.
+      const made = !existsSync(to);
+      const discard = () => {
+        try {
+          if (made) rmSync(to, { recursive: true, force: true });
+          else for (const f of readdirSync(to)) rmSync(join(to, f), { recursive: true, force: true });
+        } catch {
+          /* as much as could go */
+        }
+      };
+      for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+        process.on(sig, () => {
+          discard();
+          process.stderr.write(`svcd: stopped by ${sig}; nothing was kept in ${to}\n`);
+          process.exit(1);
+        });
+      }
       const copied: CopiedStore[] = [];
-      // The kernel's first: the gateway's copy is then the later one, so every call a restored
-      // kernel may hand out again finds its idempotency entry and is answered, not run twice.
-      if (kernel) copied.push(...(await backupStore(kernel, join(to, KERNEL_PART), KERNEL_FILES)));
-      if (gateway) copied.push(...(await backupStore(gateway, join(to, GATEWAY_PART), GATEWAY_FILES)));
+      try {
+        mkdirSync(to, { recursive: true, mode: 0o700 });
+        chmodSync(to, 0o700); // an empty directory given as DEST keeps its mode otherwise
+        // The kernel's first: the gateway's copy is then the later one, so every call a restored
+        // kernel may hand out again finds its idempotency entry and is answered, not run twice.
+        if (kernel) copied.push(...(await backupStore(kernel, join(to, KERNEL_PART), KERNEL_FILES)));
+        if (gateway) copied.push(...(await backupStore(gateway, join(to, GATEWAY_PART), GATEWAY_FILES)));
+        writeManifest(to, copied);
+      } catch (err) {
+        discard();
+        throw err;
+      }
       process.stdout.write(JSON.stringify({ backup: to, files: copied }) + '\n');
     });
 
@@ -65,7 +94,7 @@ export function registerBackupCommands(program: Command, refuseEmpty: (given: ob
     .option('--data-dir <dir>', 'kernel data directory (default: ./svc-data)')
     .option('--gateway-data <dir>', "the gateway's data directory (default: SVC_GATEWAY_DATA); needed when the backup holds a gateway store")
     .option('--no-gateway', "keep the gateway's store as it is: when it survived, it remembers every call made since the backup")
-    .action((from: string, o: Omit<BackupFlags, 'kernel'> & { gateway: boolean }) => {
+    .action(async (from: string, o: Omit<BackupFlags, 'kernel'> & { gateway: boolean }) => {
       // A signal before the first file moves stops the restore with nothing changed; one after
       // waits for the swap to end (a directory left half-restored would start as a fresh store).
       let signalled: string | null = null;
@@ -85,6 +114,7 @@ export function registerBackupCommands(program: Command, refuseEmpty: (given: ob
       const parts: Array<{ part: string; dir: string; files: StoreFiles }> = [];
       if (hasKernel) parts.push({ part: KERNEL_PART, dir: kernel!, files: KERNEL_FILES });
       if (hasGateway) parts.push({ part: GATEWAY_PART, dir: gateway!, files: GATEWAY_FILES });
+      checkManifest(source, parts);
       // Every part checked and its directory held before any is touched: a restore that stops
       // half-way (the gateway's svcd still running) would pair a new kernel with an old gateway.
       const pending: PendingRestore[] = [];
@@ -98,12 +128,27 @@ export function registerBackupCommands(program: Command, refuseEmpty: (given: ob
             throw err;
           }
         }
-        if (signalled !== null) throw new Error(`stopped by ${signalled} before anything was restored`);
+        // The checks and the copies are synchronous: a signal that came meanwhile is seen only
+        // once the event loop turns, so it turns before anything svcd reads is changed.
+        const stopped = async (): Promise<boolean> => {
+          await new Promise((r) => setImmediate(r));
+          return signalled !== null;
+        };
+        if (await stopped()) throw new Error(`stopped by ${signalled} before anything was restored`);
+        try {
+          for (const p of pending) p.stage();
+          if (await stopped()) throw new Error(`stopped by ${signalled} before anything was restored`);
+        } catch (err) {
+          for (const p of pending) p.discard();
+          throw err;
+        }
+        signalled = null; // from here on a signal waits for the swap, and is reported after it
         const now = new Date();
         parts.forEach((p, i) => {
-          const r = pending[i]!.apply(now);
+          const r = pending[i]!.swap(now);
           out.push({ data_dir: p.dir, files: r.copied, replaced: r.replaced });
         });
+        await new Promise((r) => setImmediate(r));
       } finally {
         for (const r of pending) r.release();
       }

@@ -4,6 +4,7 @@
  * daemon/gateway; this file imports nothing of fastify.
  */
 import { lockDataDir } from '../store/dir-lock.js';
+import { refuseInterruptedRestore } from '../store/backup.js';
 import { storeHealthFault } from '../store/sqlite-db.js';
 import { McpGroups } from './connectors/mcp-groups.js';
 import { systemClock, type Clock } from '../clock.js';
@@ -106,6 +107,12 @@ export class Gateway {
     const { config } = opts;
     // Creates the directory (0700) and, before any connector starts, stops a second gateway on it.
     gw.unlock = lockDataDir(config.data_dir, 'gateway data directory');
+    try {
+      refuseInterruptedRestore(config.data_dir, 'gateway data directory');
+    } catch (err) {
+      gw.unlock();
+      throw err;
+    }
     const list = await gw.startConnectors(opts);
     for (const c of list) gw.register(c, opts.random);
     try {

@@ -9,8 +9,9 @@
  * first, and moves the files it replaces aside instead of deleting them: a store with its
  * -wal and -shm goes together, so a restore never pairs a backup with a stale log.
  */
-import { closeSync, copyFileSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { createHash } from 'node:crypto';
+import { closeSync, copyFileSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, relative } from 'node:path';
 import Database from 'better-sqlite3';
 import { lockDataDir } from './dir-lock.js';
 
@@ -67,7 +68,10 @@ export async function backupStore(dataDir: string, toDir: string, files: StoreFi
   rmSync(partial, { force: true });
   const db = new Database(source, { readonly: true, fileMustExist: true });
   try {
-    await db.backup(partial);
+    // All pages in one step, so under one read transaction: stepped (100 pages, then back to the
+    // event loop), a backup restarts from the first page whenever svcd commits in between, and
+    // never ends while svcd is busy. In WAL mode the one read holds no writer up.
+    await db.backup(partial, { progress: () => 0x7fffffff });
   } finally {
     db.close();
   }
@@ -90,8 +94,12 @@ export async function backupStore(dataDir: string, toDir: string, files: StoreFi
 
 /** A restore checked and holding its data directory, ready to be applied (openRestore). */
 export interface PendingRestore {
-  /** Puts the backup in place; returns what was copied and where the replaced files went. */
-  apply(now: Date): { copied: CopiedStore[]; replaced: string | null };
+  /** Copies the backup's files in under names svcd does not read; nothing svcd reads changes. */
+  stage(): void;
+  /** Removes what stage() copied (a restore stopped before swap()). */
+  discard(): void;
+  /** Puts the staged files in place; returns what was copied and where the replaced files went. */
+  swap(now: Date): { copied: CopiedStore[]; replaced: string | null };
   /** Lets the data directory go (svcd may start on it again). */
   release(): void;
 }
@@ -109,19 +117,28 @@ export function openRestore(fromDir: string, dataDir: string, files: StoreFiles)
   if (problem !== null) throw new Error(`${backup} does not check out (${problem}); nothing was restored`);
   mkdirSync(dataDir, { recursive: true, mode: PRIVATE_DIR });
   const release = lockDataDir(dataDir, 'data directory');
+  const wanted = [files.store, ...files.plain].map((rel) => {
+    const to = join(dataDir, rel);
+    return { rel, to, tmp: join(dirname(to), `.${basename(to)}.restore`) };
+  });
+  let staged: Array<{ rel: string; to: string; tmp: string; copied: CopiedStore }> = [];
   return {
     release,
-    apply(now) {
+    stage() {
+      staged = wanted.map((w) => ({ ...w, copied: copyDurably(join(fromDir, w.rel), w.tmp) }));
+    },
+    discard() {
+      for (const w of wanted) rmSync(w.tmp, { force: true });
+    },
+    swap(now) {
       const replacedDir = join(dataDir, `replaced-${now.toISOString().replace(/[:.]/g, '-')}`);
-      // The copies first, under names svcd does not read; then the current files aside and the
-      // copies into place, renames only: the window in which the directory holds neither is
-      // a few renames long, not a copy of the whole store.
-      const wanted = [files.store, ...files.plain];
-      const staged = wanted.map((rel) => {
-        const to = join(dataDir, rel);
-        const tmp = join(dirname(to), `.${basename(to)}.restore`);
-        return { rel, to, tmp, copied: copyDurably(join(fromDir, rel), tmp) };
-      });
+      // Current files aside, then the copies in: renames only, but for those renames the
+      // directory holds no store, and svcd would start on it as a new one (a fresh store, a
+      // fresh key). The marker, written first and removed last, makes svcd refuse instead.
+      const marker = join(dataDir, RESTORE_MARKER);
+      writeFileSync(marker, JSON.stringify({ from: fromDir, replaced: replacedDir }) + '\n', { mode: 0o600 });
+      syncFile(marker);
+      syncDir(dataDir);
       // A store goes with its log: a backup next to a stale -wal would be read through it.
       const current = [files.store, `${files.store}-wal`, `${files.store}-shm`, `${files.store}-journal`, ...files.plain].filter((rel) => existsSync(join(dataDir, rel)));
       for (const rel of current) {
@@ -133,9 +150,82 @@ export function openRestore(fromDir: string, dataDir: string, files: StoreFiles)
         renameSync(s.tmp, s.to);
         syncDir(dirname(s.to));
       }
+      unlinkSync(marker);
+      syncDir(dataDir);
       return { copied: staged.map((s) => ({ from: join(fromDir, s.rel), to: s.to, bytes: s.copied.bytes })), replaced: current.length > 0 ? replacedDir : null };
     },
   };
+}
+
+/** In a data directory while a restore swaps its files; svcd refuses to start on it meanwhile. */
+export const RESTORE_MARKER = 'restore-incomplete';
+
+/** Throws when a restore into `dir` stopped half-way: its store may be missing, and svcd would start a new one. */
+export function refuseInterruptedRestore(dir: string, what: string): void {
+  const marker = join(dir, RESTORE_MARKER);
+  if (!existsSync(marker)) return;
+  let info: { from?: string; replaced?: string } = {};
+  try {
+    info = JSON.parse(readFileSync(marker, 'utf8')) as typeof info;
+  } catch {
+    /* named below all the same */
+  }
+  throw new Error(`${what} ${dir}: a restore${info.from ? ` from ${info.from}` : ''} stopped before it finished (${marker}); run svcd restore again${info.replaced ? ` (the files it replaced are in ${info.replaced})` : ''}`);
+}
+
+/** The file a backup writes last: every file's size and SHA-256. A backup without it is not whole. */
+export const MANIFEST = 'manifest.json';
+
+interface Manifest {
+  files: Array<{ path: string; bytes: number; sha256: string }>;
+}
+
+function sha256Of(path: string): string {
+  const hash = createHash('sha256');
+  const buf = Buffer.allocUnsafe(1 << 20);
+  const fd = openSync(path, 'r');
+  try {
+    for (let n; (n = readSync(fd, buf, 0, buf.length, null)) > 0; ) hash.update(buf.subarray(0, n));
+  } finally {
+    closeSync(fd);
+  }
+  return hash.digest('hex');
+}
+
+/** Writes `<backupDir>/manifest.json` for the files copied, synced: the backup is whole from here on. */
+export function writeManifest(backupDir: string, copied: CopiedStore[]): void {
+  const body: Manifest = { files: copied.map((c) => ({ path: relative(backupDir, c.to), bytes: c.bytes, sha256: sha256Of(c.to) })) };
+  const tmp = join(backupDir, `.${MANIFEST}.partial`);
+  writeFileSync(tmp, JSON.stringify(body, null, 2) + '\n', { mode: 0o600 });
+  syncFile(tmp);
+  renameSync(tmp, join(backupDir, MANIFEST));
+  syncDir(backupDir);
+}
+
+/**
+ * Checks every file of `backupDir` a restore would copy against its manifest: quick_check finds
+ * a broken b-tree, not a changed byte in a run's input or an event.
+ */
+export function checkManifest(backupDir: string, parts: Array<{ part: string; files: StoreFiles }>): void {
+  const file = join(backupDir, MANIFEST);
+  let manifest: Manifest;
+  try {
+    manifest = JSON.parse(readFileSync(file, 'utf8')) as Manifest;
+    if (!Array.isArray(manifest.files)) throw new Error('no files list');
+  } catch (err) {
+    const why = (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'is missing: the backup did not finish, or svcd backup did not make it' : `cannot be read (${(err as Error).message})`;
+    throw new Error(`${file} ${why}; nothing was restored`);
+  }
+  for (const { part, files } of parts) {
+    for (const rel of [files.store, ...files.plain]) {
+      const path = join(part, rel);
+      const entry = manifest.files.find((f) => f.path === path);
+      if (!entry) throw new Error(`${file} does not list ${path}; nothing was restored`);
+      const full = join(backupDir, path);
+      if (!existsSync(full)) throw new Error(`${full} is missing: not a whole backup; nothing was restored`);
+      if (statSync(full).size !== entry.bytes || sha256Of(full) !== entry.sha256) throw new Error(`${full} is not the file the backup wrote (its size or SHA-256 differs from ${MANIFEST}); nothing was restored`);
+    }
+  }
 }
 
 /** Copies with the source's mode, synced, through a temporary name; then syncs the directory. */

@@ -7,7 +7,7 @@
  * Runs the built daemon (dist/): npm test builds first.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
@@ -134,5 +134,52 @@ describe('svcd backup and restore (svcd(8) BACKUP AND RESTORE)', () => {
     expect(notBackup.status).toBe(1);
     expect(notBackup.stderr).toBe(`svcd: ${root} holds no kernel/ or gateway/ directory: not a backup made by svcd backup\n`);
     expect(existsSync(join(root, 'k'))).toBe(false);
+  });
+
+  it('refuses a backup a byte of which changed, or that did not finish, before touching the data directory', { timeout: 60_000 }, async () => {
+    const root = tempDir('svc-backup-');
+    const [kernelDir, backupDir] = [join(root, 'k'), join(root, 'b')];
+    const pub = generatePublisherKey();
+    const first = await spawnSvcd(['--data-dir', kernelDir, '--kernel-listen', '127.0.0.1:0', '--no-gateway', '--publisher', `${pub.key_id}:${pub.public_key}`]);
+    const bundle = refundsBundle();
+    expect((await call(first.kernelUrl!, '/bundles', { bundle, signature: signBundle(bundle, pub) })).status).toBe(201);
+    expect(await first.stop()).toBe(0);
+    expect(svcd(['backup', backupDir, '--data-dir', kernelDir]).status).toBe(0);
+    // One bit of the bundle's text: the b-trees are sound, quick_check says ok.
+    const store = join(backupDir, 'kernel/kernel.db');
+    const bytes = readFileSync(store);
+    const at = bytes.indexOf('Classify this ticket');
+    expect(at).toBeGreaterThan(0);
+    bytes[at] ^= 0x01;
+    writeFileSync(store, bytes);
+    const before = readdirSync(kernelDir).sort();
+    const r = svcd(['restore', backupDir, '--data-dir', kernelDir], { SVC_GATEWAY_DATA: '' });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toBe(`svcd: ${store} is not the file the backup wrote (its size or SHA-256 differs from manifest.json); nothing was restored\n`);
+    expect(readdirSync(kernelDir).sort()).toEqual(before);
+    // A backup stopped before its manifest was written is not whole.
+    const cut = join(root, 'cut');
+    mkdirSync(join(cut, 'kernel/keys'), { recursive: true });
+    writeFileSync(join(cut, 'kernel/kernel.db'), readFileSync(join(kernelDir, 'kernel.db')));
+    writeFileSync(join(cut, 'kernel/keys/control-plane.json'), readFileSync(join(kernelDir, 'keys/control-plane.json')));
+    const c = svcd(['restore', cut, '--data-dir', kernelDir], { SVC_GATEWAY_DATA: '' });
+    expect(c.stderr).toBe(`svcd: ${join(cut, 'manifest.json')} is missing: the backup did not finish, or svcd backup did not make it; nothing was restored\n`);
+    expect(readdirSync(kernelDir).sort()).toEqual(before);
+  });
+
+  it('refuses an empty --data-dir, wherever it stands, instead of restoring into the working directory', () => {
+    const cwd = tempDir('svc-backup-cwd-');
+    const r = spawnSync(process.execPath, [SVCD, 'restore', join(cwd, 'b'), '--data-dir', '', '--no-gateway'], { cwd, encoding: 'utf8' });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toBe('svcd: --data-dir is empty (an unset shell variable?); give a value or leave the flag out\n');
+    expect(readdirSync(cwd)).toEqual([]);
+  });
+
+  it('svcd does not start on a data directory a restore left half-swapped', async () => {
+    const root = tempDir('svc-backup-');
+    mkdirSync(root, { recursive: true });
+    writeFileSync(join(root, 'restore-incomplete'), JSON.stringify({ from: '/b/kernel', replaced: join(root, 'replaced-x') }));
+    await expect(spawnSvcd(['--data-dir', root, '--kernel-listen', '127.0.0.1:0', '--no-gateway'])).rejects.toThrow('a restore from /b/kernel stopped before it finished');
+    expect(existsSync(join(root, 'kernel.db'))).toBe(false);
   });
 });
