@@ -13,6 +13,7 @@ import { CliError, EXIT, usageError } from '../exit.js';
 import { errorFromBody, TransportError, unreachable } from '../http-client.js';
 import { actorOf, globals, kernelUrlOf, output, table, timeoutMsOf } from '../context.js';
 import { clean } from '../terminal-text.js';
+import { inboxEnv } from '../tui/inbox-env.js';
 
 /** `--state` values: an approval state, or `all` for no state filter. */
 export const LIST_STATES = ['pending', 'approved', 'rejected', 'cancelled', 'all'] as const;
@@ -138,11 +139,8 @@ export function registerApprovals(program: Command): void {
           throw usageError('the inbox needs a terminal; use "svc approvals list", "approve ID" or "reject ID --reason R"');
         }
         const g = globals(cmd);
-        // Ink decides at import time whether it runs "in CI" (CI or CONTINUOUS_INTEGRATION set)
-        // and then draws only the last frame on exit. The inbox runs only on a terminal, where
-        // a person is looking at it, so it always wants live frames.
-        delete process.env.CI;
-        delete process.env.CONTINUOUS_INTEGRATION;
+        // Live frames (not Ink's "CI" mode) and React's production build: see inbox-env.ts.
+        inboxEnv();
         timeoutMsOf(cmd); // checked like every command's, though the inbox keeps its own 10 s a request
         const { openInbox } = await import('../tui/open-inbox.js');
         await openInbox({ kernelUrl: kernelUrlOf(cmd), token: g.token, actor });

@@ -5,7 +5,7 @@
  * gateway will run; the summary (which a model may have written) and the rule are in the
  * detail pane.
  */
-import React from 'react';
+import React, { useRef } from 'react';
 import { Box, Text } from 'ink';
 import type { Approval, RunView } from './approvals-api.js';
 import { age, cell, clean, fit, listArgsTexts } from './format.js';
@@ -50,7 +50,7 @@ export function ApprovalList({ items, selected, rows, width, now, actorId, marke
   const whoW = Math.min(14, Math.max(6, Math.floor((width - 8) * 0.18)));
   const whatW = Math.max(4, width - 2 - ageW - 1 - toolW - 1 - whoW - 1);
   // Under 24 columns a member's name leaves no room for its value: the values alone then.
-  const argsTexts = listArgsTexts(items.map((i) => i.approval), { valuesOnly: whatW < 24 });
+  const argsTexts = useArgsTexts(items, whatW < 24);
   return (
     <Box flexDirection="column" width={width}>
       {visible.map(({ approval, run }, i) => {
@@ -80,4 +80,18 @@ export function ApprovalList({ items, selected, rows, width, now, actorId, marke
       ) : null}
     </Box>
   );
+}
+
+/**
+ * listArgsTexts of the listed approvals, computed again only when they change: not for a
+ * new time (ages), a moved selection, a run read, or a poll that found the same list. It
+ * reads every listed approval, and the list is drawn on each of those.
+ */
+function useArgsTexts(items: ApprovalListItem[], valuesOnly: boolean): Map<string, string> {
+  const memo = useRef<{ approvals: Approval[]; valuesOnly: boolean; texts: Map<string, string> } | null>(null);
+  const m = memo.current;
+  if (m && m.valuesOnly === valuesOnly && m.approvals.length === items.length && items.every((it, i) => it.approval === m.approvals[i])) return m.texts;
+  const approvals = items.map((i) => i.approval);
+  memo.current = { approvals, valuesOnly, texts: listArgsTexts(approvals, { valuesOnly }) };
+  return memo.current.texts;
 }

@@ -88,6 +88,9 @@ export interface ListQuery {
 /** How many approvals one `listAll` reads at most (pages of 100). (Default: 1000) */
 export const LIST_ALL_CAP = 1000;
 
+/** The inbox's page size: svcd's largest (`limit` ≤ 500), so a full inbox is 2 requests a poll, not 10. */
+export const INBOX_PAGE = 500;
+
 /**
  * The longest reason svcd takes with a decision, in characters (code points, as JSON Schema
  * counts them): `maxLength` of the POST /v1/approvals/{id} body in
@@ -124,11 +127,20 @@ export class ApprovalsApi {
 
   /** Every page of GET /v1/approvals up to `cap`, newest first. */
   async listAll(q: Omit<ListQuery, 'after' | 'limit'> = {}, cap = LIST_ALL_CAP): Promise<Approval[]> {
+    return (await this.listUpTo(q, cap)).approvals;
+  }
+
+  /**
+   * Pages of GET /v1/approvals (`pageSize` each, svcd takes up to 500) up to `cap`, newest
+   * first; `more` when svcd has more past the cap (the page that reached it had a `next`).
+   */
+  async listUpTo(q: Omit<ListQuery, 'after' | 'limit'>, cap: number, pageSize = 100): Promise<{ approvals: Approval[]; more: boolean }> {
     const out: Approval[] = [];
     let after: string | undefined;
+    let more = false;
     const seen = new Set<string>();
     while (out.length < cap) {
-      const page = await this.list({ ...q, limit: Math.min(100, cap - out.length), after });
+      const page = await this.list({ ...q, limit: Math.min(pageSize, cap - out.length), after });
       for (const a of page.approvals) {
         if (!seen.has(a.approval_id)) {
           seen.add(a.approval_id);
@@ -137,8 +149,9 @@ export class ApprovalsApi {
       }
       if (!page.next || page.approvals.length === 0 || page.next === after) break;
       after = page.next;
+      more = out.length >= cap;
     }
-    return sortNewestFirst(out);
+    return { approvals: sortNewestFirst(out.slice(0, cap)), more };
   }
 
   /** GET /v1/approvals/{id} */

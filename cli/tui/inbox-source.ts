@@ -7,6 +7,7 @@
 import {
   ApiError,
   approverOf,
+  INBOX_PAGE,
   LIST_ALL_CAP,
   type Actor,
   type Approval,
@@ -63,6 +64,8 @@ export interface InboxSourceOptions {
   eventsShown?: number;
   /** Parallel run reads per poll (Default: 4). */
   concurrency?: number;
+  /** Runs read by one poll are handed to the screen this many at a time (Default: 50). */
+  runBatch?: number;
 }
 
 type Listener = (snap: InboxSnapshot) => void;
@@ -80,13 +83,17 @@ export class InboxSource {
   private readonly intervalMs: number;
   private readonly eventsShown: number;
   private readonly concurrency: number;
+  private readonly runBatch: number;
+  /** The run ids of the listed approvals (what `snap.approvals` references). */
+  private listed = new Set<string>();
 
   constructor(private readonly opts: InboxSourceOptions) {
     this.approver = approverOf(opts.actor.role);
     this.intervalMs = opts.intervalMs ?? 2000;
     this.eventsShown = opts.eventsShown ?? 8;
     this.concurrency = opts.concurrency ?? 4;
-    this.snap = { approver: this.approver, url: opts.api.baseUrl, connection: { state: 'connecting' }, loaded: false, approvals: [], runs: {}, events: {} };
+    this.runBatch = Math.max(1, opts.runBatch ?? 50);
+    this.snap = { approver: this.approver, url: opts.api.baseUrl, connection: { state: 'connecting' }, loaded: false, approvals: [], more: false, runs: {}, events: {} };
   }
 
   get actor(): Actor {
@@ -131,7 +138,11 @@ export class InboxSource {
   focus(runId: string | null): void {
     if (runId === this.focused) return;
     this.focused = runId;
-    if (runId && (!this.snap.runs[runId] || !this.snap.events[runId])) void this.loadRun(runId, true).catch(() => undefined);
+    if (runId && (!this.snap.runs[runId] || !this.snap.events[runId])) {
+      void this.readRun(runId, true)
+        .then((got) => got && this.emitRuns([got]))
+        .catch(() => undefined);
+    }
   }
 
   /** Decides an approval as the actor; refreshes the list whatever the outcome. */
@@ -178,10 +189,10 @@ export class InboxSource {
   }
 
   private async poll(): Promise<void> {
-    let approvals: Approval[];
+    let listed: { approvals: Approval[]; more: boolean };
     try {
-      // One more than the cap: whether there are more is said on the screen, not guessed.
-      approvals = await this.opts.api.listAll({ state: 'pending', approver: this.approver }, LIST_ALL_CAP + 1);
+      // Pages of svcd's largest size; whether more are pending than the cap is said on the screen.
+      listed = await this.opts.api.listUpTo({ state: 'pending', approver: this.approver }, LIST_ALL_CAP, INBOX_PAGE);
     } catch (err) {
       this.failures++;
       if (err instanceof TransportError) {
@@ -196,39 +207,107 @@ export class InboxSource {
       return;
     }
     this.failures = 0;
-    const more = approvals.length > LIST_ALL_CAP;
-    if (more) approvals = approvals.slice(0, LIST_ALL_CAP);
+    // An unchanged list keeps its objects, and the array itself: the screen then has nothing
+    // to recompute over 1000 rows, and only the header's time changes.
+    const approvals = reuse(this.snap.approvals, listed.approvals);
     const wanted = new Set(approvals.map((a) => a.run_id));
+    const patch: Partial<InboxSnapshot> = { connection: { state: 'ok', at: new Date().toISOString() }, loaded: true };
+    if (approvals !== this.snap.approvals) patch.approvals = approvals;
+    if (listed.more !== this.snap.more) patch.more = listed.more;
     // Keep only the runs still referenced; read the missing ones and the focused one again.
-    const runs: Record<string, RunView> = {};
-    for (const [id, r] of Object.entries(this.snap.runs)) if (wanted.has(id)) runs[id] = r;
-    const events: Record<string, EventView[]> = {};
-    for (const [id, e] of Object.entries(this.snap.events)) if (wanted.has(id)) events[id] = e;
-    this.emit({ connection: { state: 'ok', at: new Date().toISOString() }, loaded: true, approvals, more, runs, events });
-    const toLoad = [...wanted].filter((id) => !runs[id] || id === this.focused);
-    await mapLimit(toLoad, this.concurrency, (id) => this.loadRun(id, id === this.focused).catch(() => undefined));
+    if (Object.keys(this.snap.runs).some((id) => !wanted.has(id))) patch.runs = pick(this.snap.runs, wanted);
+    if (Object.keys(this.snap.events).some((id) => !wanted.has(id))) patch.events = pick(this.snap.events, wanted);
+    this.listed = wanted;
+    this.emit(patch);
+    const toLoad = [...wanted].filter((id) => !this.snap.runs[id] || id === this.focused);
+    // Handed over in batches: one snapshot (a copy of the runs and a render) per run read
+    // made a first load of 1000 runs quadratic.
+    let batch: Loaded[] = [];
+    await mapLimit(toLoad, this.concurrency, async (id) => {
+      const got = await this.readRun(id, id === this.focused).catch(() => null);
+      if (!got) return;
+      batch.push(got);
+      if (batch.length >= this.runBatch) {
+        this.emitRuns(batch);
+        batch = [];
+      }
+    });
+    this.emitRuns(batch);
   }
 
-  private async loadRun(runId: string, withEvents: boolean): Promise<void> {
+  /** Reads a run (and its recent events); null when svcd no longer has it. */
+  private async readRun(runId: string, withEvents: boolean): Promise<Loaded | null> {
     const run = await this.opts.api.run(runId).catch((err: unknown) => {
       if (err instanceof ApiError && err.status === 404) return null;
       throw err;
     });
-    if (!run) return;
-    let evs: EventView[] | undefined;
-    if (withEvents) evs = await this.opts.api.recentEvents(runId, this.eventsShown, run.last_seq);
-    // The approval may have left the list meanwhile; keep only what is still referenced.
-    if (!this.snap.approvals.some((a) => a.run_id === runId)) return;
-    this.emit({
-      runs: { ...this.snap.runs, [runId]: run },
-      ...(evs ? { events: { ...this.snap.events, [runId]: evs } } : {}),
-    });
+    if (!run) return null;
+    let events: EventView[] | undefined;
+    if (withEvents) events = await this.opts.api.recentEvents(runId, this.eventsShown, run.last_seq);
+    return { runId, run, events };
+  }
+
+  /**
+   * Hands read runs to the screen: only those whose approval is still listed, and only what
+   * changed (a run read again as it was keeps its object, and no snapshot is made for it).
+   */
+  private emitRuns(loaded: Loaded[]): void {
+    let runs: Record<string, RunView> | null = null;
+    let events: Record<string, EventView[]> | null = null;
+    for (const { runId, run, events: evs } of loaded) {
+      // The approval may have left the list meanwhile; keep only what is still referenced.
+      if (!this.listed.has(runId)) continue;
+      if (!sameJson(this.snap.runs[runId], run)) (runs ??= { ...this.snap.runs })[runId] = run;
+      if (evs && !sameJson(this.snap.events[runId], evs)) (events ??= { ...this.snap.events })[runId] = evs;
+    }
+    if (runs || events) this.emit({ ...(runs ? { runs } : {}), ...(events ? { events } : {}) });
   }
 
   private emit(patch: Partial<InboxSnapshot>): void {
     this.snap = { ...this.snap, ...patch };
     for (const fn of this.listeners) fn(this.snap);
   }
+}
+
+interface Loaded {
+  runId: string;
+  run: RunView;
+  events?: EventView[];
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return a !== undefined && json(a) === json(b);
+}
+
+/** JSON text of an object kept across polls, written once (the objects are never mutated). */
+const texts = new WeakMap<object, string>();
+function json(v: unknown): string {
+  if (typeof v !== 'object' || v === null) return JSON.stringify(v);
+  let t = texts.get(v);
+  if (t === undefined) texts.set(v, (t = JSON.stringify(v)));
+  return t;
+}
+
+/**
+ * `next` with each approval that reads as before replaced by the earlier object, and the
+ * earlier array itself when nothing was added, removed, moved or changed.
+ */
+function reuse(prev: Approval[], next: Approval[]): Approval[] {
+  const byId = new Map(prev.map((a) => [a.approval_id, a]));
+  let same = prev.length === next.length;
+  const out = next.map((a, i) => {
+    const old = byId.get(a.approval_id);
+    const keep = old !== undefined && sameJson(old, a) ? old : a;
+    if (keep !== prev[i]) same = false;
+    return keep;
+  });
+  return same ? prev : out;
+}
+
+function pick<T>(from: Readonly<Record<string, T>>, ids: Set<string>): Record<string, T> {
+  const out: Record<string, T> = {};
+  for (const [id, v] of Object.entries(from)) if (ids.has(id)) out[id] = v;
+  return out;
 }
 
 async function mapLimit<T>(items: T[], limit: number, fn: (item: T) => Promise<unknown>): Promise<void> {
