@@ -10,6 +10,12 @@ import type { Command } from 'commander';
 import { backupStore, checkManifest, GATEWAY_FILES, isFreshTarget, KERNEL_FILES, openRestore, writeManifest, type CopiedStore, type PendingRestore, type StoreFiles } from '../src/store/backup.js';
 import { DataDirInUseError } from '../src/store/dir-lock.js';
 
+/** The data directories svcd's --config and --gateway-config name (null: not named there). */
+export interface ConfiguredDirs {
+  kernel: string | null;
+  gateway: string | null;
+}
+
 interface BackupFlags {
   dataDir?: string;
   gatewayData?: string;
@@ -25,15 +31,23 @@ const GATEWAY_PART = 'gateway';
  * if any): a backup is then stopped by them as any command is, and a restore defers them
  * while it swaps files.
  */
-export function registerBackupCommands(program: Command, refuseEmpty: (given: object, names: Record<string, string>) => void, claimSignals: () => string | null): void {
+export function registerBackupCommands(
+  program: Command,
+  refuseEmpty: (given: object, names: Record<string, string>) => void,
+  claimSignals: () => string | null,
+  configured: () => ConfiguredDirs,
+): void {
+  // The directories svcd itself would use: flag, then environment, then svcd's --config (and
+  // --gateway-config), then the default; the gateway's only when one of them names it.
   const dirs = (o: BackupFlags): { kernel: string | null; gateway: string | null } => {
     const programDataDir = program.opts<{ dataDir?: string }>().dataDir;
     // `svcd backup DEST --data-dir ""` hands the empty value to svcd's own --data-dir.
     refuseEmpty({ ...o, programDataDir }, { dataDir: '--data-dir', gatewayData: '--gateway-data', programDataDir: '--data-dir' });
-    const gateway = o.gatewayData ?? process.env.SVC_GATEWAY_DATA;
+    const fromConfig = configured();
+    const gateway = o.gatewayData ?? (process.env.SVC_GATEWAY_DATA || fromConfig.gateway);
     return {
       // svcd's own --no-kernel and --data-dir take those flags wherever they stand.
-      kernel: o.kernel && program.opts<{ kernel?: boolean }>().kernel !== false ? resolve(o.dataDir ?? programDataDir ?? './svc-data') : null,
+      kernel: o.kernel && program.opts<{ kernel?: boolean }>().kernel !== false ? resolve(o.dataDir ?? programDataDir ?? fromConfig.kernel ?? './svc-data') : null,
       gateway: gateway ? resolve(gateway) : null,
     };
   };
@@ -105,6 +119,7 @@ export function registerBackupCommands(program: Command, refuseEmpty: (given: ob
       const hasKernel = existsSync(join(source, KERNEL_PART));
       // svcd's own --no-gateway takes the flag wherever it stands (as --data-dir): either says it.
       const keepGateway = !o.gateway || program.opts<{ gateway?: boolean }>().gateway === false;
+      if (keepGateway && o.gatewayData !== undefined) throw new Error('--gateway-data and --no-gateway ask for opposite things: give one');
       const hasGateway = !keepGateway && existsSync(join(source, GATEWAY_PART));
       if (!hasKernel && !existsSync(join(source, GATEWAY_PART))) throw new Error(`${source} holds no kernel/ or gateway/ directory: not a backup made by svcd backup`);
       if (!hasKernel && !hasGateway) throw new Error(`${source} holds only a gateway store, and --no-gateway leaves it out: nothing to restore`);

@@ -16,7 +16,7 @@ import { VERSION } from '../src/version.js';
 import { defaultGatewayConfig, loadGatewayConfig, loadGatewayConfigFile, type GatewayConfig } from '../src/gateway/config.js';
 import { MAX_CLOCK_SKEW_SECONDS, MAX_DRAIN_SECONDS, readConfigFile, wholeSecondsOf, type SvcdFileConfig } from './config.js';
 import { startSvcd, type RunningSvcd } from './server.js';
-import { registerBackupCommands } from './backup-commands.js';
+import { registerBackupCommands, type ConfiguredDirs } from './backup-commands.js';
 import { bearerTokenProblem } from '../src/util/http-header-syntax.js';
 
 interface Flags {
@@ -56,6 +56,20 @@ function gatewayConfigFrom(file: SvcdFileConfig, flags: Flags, logger: Logger): 
     return loadGatewayConfig(file.gateway ?? {}, { source: `${flags.config} (gateway:)`, baseDir: dirname(resolve(flags.config)) });
   }
   return defaultGatewayConfig();
+}
+
+/**
+ * The data directories `--config` (kernel.data_dir, the gateway: section) and
+ * `--gateway-config` name, for svcd backup and restore: the same files svcd serves from.
+ */
+function configuredDirs(flags: Flags): ConfiguredDirs {
+  refuseEmptyFlags(flags, { config: '--config', gatewayConfig: '--gateway-config' });
+  const file = flags.config ? readConfigFile(flags.config) : {};
+  const gatewayNamed = flags.gatewayConfig !== undefined || file.gateway !== undefined;
+  return {
+    kernel: file.kernel?.data_dir ?? null,
+    gateway: gatewayNamed ? gatewayConfigFrom(file, flags, createLogger({ level: 'error' })).data_dir : null,
+  };
 }
 
 /**
@@ -228,7 +242,7 @@ export function buildProgram(): Command {
         process.stderr.write(`svcd: ${who} is running on ${dataDir} and signs with the key it started with until it restarts; restart it to sign with ${ring.keyId} (one started with SVC_SIGNING_KEY goes on signing with that)\n`);
       }
     });
-  registerBackupCommands(program, refuseEmptyFlags, () => claimSignals());
+  registerBackupCommands(program, refuseEmptyFlags, () => claimSignals(), () => configuredDirs(program.opts<Flags>()));
   return program;
 }
 

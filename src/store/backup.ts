@@ -10,7 +10,7 @@
  * -wal and -shm goes together, so a restore never pairs a backup with a stale log.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, copyFileSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, copyFileSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
 import Database from 'better-sqlite3';
 import { lockDataDir } from './dir-lock.js';
@@ -84,6 +84,7 @@ export async function backupStore(dataDir: string, toDir: string, files: StoreFi
   }
   const problem = storeProblem(partial);
   if (problem !== null) throw new Error(`the copy of ${source} does not check out (${problem}); nothing was kept`);
+  chmodSync(partial, 0o600); // readable by its owner alone, even out of its 0700 directory (a tar of it)
   syncFile(partial);
   renameSync(partial, target);
   const copied: CopiedStore[] = [{ from: source, to: target, bytes: statSync(target).size }];

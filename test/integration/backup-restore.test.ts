@@ -13,6 +13,10 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { signBundle } from '../../src/bundle/sign.js';
 import { generatePublisherKey } from '../../src/keys/publishers.js';
+import { KeyRing } from '../../src/keys/keyring.js';
+import { GATEWAY_MIGRATIONS } from '../../src/gateway/idempotency.js';
+import { KERNEL_MIGRATIONS } from '../../src/store/migrations.js';
+import { migrate, SqliteDb } from '../../src/store/sqlite-db.js';
 import { ROOT, spawnSvcd, tempDir } from '../helpers/daemon.js';
 import { REQUESTER, refundsBundle } from './run-fixtures.js';
 
@@ -70,6 +74,7 @@ describe('svcd backup and restore (svcd(8) BACKUP AND RESTORE)', () => {
     expect(copy.prepare('SELECT last_seq FROM runs WHERE run_id = ?').get(kept.runId)).toEqual({ last_seq: keptState.last_seq });
     copy.close();
     expect(statSync(join(backupDir, 'kernel/keys/control-plane.json')).mode & 0o777).toBe(0o600);
+    for (const f of ['kernel/kernel.db', 'gateway/gateway.db']) expect(statSync(join(backupDir, f)).mode & 0o777, f).toBe(0o600);
     expect(statSync(backupDir).mode & 0o077).toBe(0);
     // A backup never writes over another.
     const again = svcd(['backup', backupDir, '--data-dir', kernelDir]);
@@ -181,5 +186,25 @@ describe('svcd backup and restore (svcd(8) BACKUP AND RESTORE)', () => {
     writeFileSync(join(root, 'restore-incomplete'), JSON.stringify({ from: '/b/kernel', replaced: join(root, 'replaced-x') }));
     await expect(spawnSvcd(['--data-dir', root, '--kernel-listen', '127.0.0.1:0', '--no-gateway'])).rejects.toThrow('a restore from /b/kernel stopped before it finished');
     expect(existsSync(join(root, 'kernel.db'))).toBe(false);
+  });
+  it("reads the directories from svcd's --config, as svcd would serve them; --gateway-data with --no-gateway is refused", async () => {
+    const root = tempDir('svc-backup-');
+    const [k, g] = [join(root, 'state/k'), join(root, 'state/g')];
+    mkdirSync(k, { recursive: true });
+    mkdirSync(g, { recursive: true });
+    KeyRing.load(k, undefined);
+    for (const [file, migrations] of [[join(k, 'kernel.db'), KERNEL_MIGRATIONS], [join(g, 'gateway.db'), GATEWAY_MIGRATIONS]] as const) {
+      const db = new SqliteDb({ path: file });
+      await migrate(db, migrations);
+      await db.close();
+    }
+    const config = join(root, 'svcd.yaml');
+    writeFileSync(config, 'kernel:\n  data_dir: state/k\ngateway:\n  data_dir: state/g\n');
+    const b = svcd(['--config', config, 'backup', join(root, 'out')], { SVC_GATEWAY_DATA: '' });
+    expect(b.status, b.stderr).toBe(0);
+    expect((JSON.parse(b.stdout) as { files: Array<{ from: string }> }).files.map((f) => f.from)).toEqual([join(k, 'kernel.db'), join(k, 'keys/control-plane.json'), join(g, 'gateway.db')]);
+    const both = svcd(['restore', join(root, 'out'), '--data-dir', k, '--gateway-data', g, '--no-gateway']);
+    expect(both.status).toBe(1);
+    expect(both.stderr).toBe('svcd: --gateway-data and --no-gateway ask for opposite things: give one\n');
   });
 });
