@@ -241,8 +241,9 @@ function copyDurably(from: string, to: string): CopiedStore {
   return { from, to, bytes: statSync(to).size };
 }
 
-function syncFile(path: string): void {
-  const fd = openSync(path, 'r+');
+/** fsync of a file (opened to write) or a directory (opened to read, which is all Linux allows). */
+function fsyncPath(path: string, flags: 'r' | 'r+'): void {
+  const fd = openSync(path, flags);
   try {
     fsyncSync(fd);
   } finally {
@@ -250,14 +251,8 @@ function syncFile(path: string): void {
   }
 }
 
-function syncDir(dir: string): void {
-  const fd = openSync(dir, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
+const syncFile = (path: string) => fsyncPath(path, 'r+');
+const syncDir = (dir: string) => fsyncPath(dir, 'r');
 
 /** True when `dir` does not exist or is an empty directory: a backup never writes over another. */
 export function isFreshTarget(dir: string): boolean {

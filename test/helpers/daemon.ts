@@ -87,6 +87,17 @@ export async function startTestDaemon(opts: TestDaemonOptions = {}): Promise<Tes
   });
 }
 
+/** GET (no body) or POST (a JSON body) to `{base}/v1{path}`; the answer's status and parsed JSON. */
+export async function callJson(base: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${base}/v1${path}`, {
+    method: body === undefined ? 'GET' : 'POST',
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : null };
+}
+
 export interface SpawnedSvcd extends AsyncDisposable {
   child: ChildProcess;
   kernelUrl: string | null;

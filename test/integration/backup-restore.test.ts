@@ -17,20 +17,12 @@ import { KeyRing } from '../../src/keys/keyring.js';
 import { GATEWAY_MIGRATIONS } from '../../src/gateway/idempotency.js';
 import { KERNEL_MIGRATIONS } from '../../src/store/migrations.js';
 import { migrate, SqliteDb } from '../../src/store/sqlite-db.js';
-import { ROOT, spawnSvcd, tempDir } from '../helpers/daemon.js';
+import { callJson, ROOT, spawnSvcd, tempDir } from '../helpers/daemon.js';
 import { REQUESTER, refundsBundle } from './run-fixtures.js';
 
 const SVCD = join(ROOT, 'dist/daemon/main.js');
 
-async function call(base: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${base}/v1${path}`, {
-    method: body === undefined ? 'GET' : 'POST',
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : null };
-}
+const call = callJson;
 
 function svcd(args: string[], env: Record<string, string> = {}) {
   return spawnSync(process.execPath, [SVCD, ...args], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, ...env } });

@@ -7,18 +7,10 @@
 import { describe, expect, it } from 'vitest';
 import { signBundle } from '../../src/bundle/sign.js';
 import { generatePublisherKey } from '../../src/keys/publishers.js';
-import { spawnSvcd, tempDir } from '../helpers/daemon.js';
+import { callJson, spawnSvcd, tempDir } from '../helpers/daemon.js';
 import { REQUESTER, refundsBundle, sleep } from './run-fixtures.js';
 
-async function call(base: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${base}/v1${path}`, {
-    method: body === undefined ? 'GET' : 'POST',
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : null };
-}
+const call = callJson;
 
 describe('svcd killed while leases are out (D §6, §7)', () => {
   it('loses no completed step, keeps every chain valid, and hands the expired leases out again', { timeout: 60_000 }, async () => {
