@@ -56,8 +56,8 @@ export function registerBackupCommands(
     .command('backup')
     .description("copy the kernel's store and key (and the gateway's store) into DEST while svcd runs")
     .argument('<dest>', 'a directory that does not exist yet, or is empty')
-    .option('--data-dir <dir>', 'kernel data directory (default: ./svc-data)')
-    .option('--gateway-data <dir>', "the gateway's data directory, backed up after the kernel's (default: SVC_GATEWAY_DATA; without either, no gateway store)")
+    .option('--data-dir <dir>', "kernel data directory (default: kernel.data_dir of svcd's --config, or ./svc-data)")
+    .option('--gateway-data <dir>', "the gateway's data directory, backed up after the kernel's (default: SVC_GATEWAY_DATA, then the data_dir of svcd's --config or --gateway-config; without any, no gateway store)")
     .option('--no-kernel', "leave the kernel's store out (with --gateway-data: the gateway's alone)")
     .action(async (dest: string, o: BackupFlags) => {
       if (claimSignals() !== null) process.exit(0); // asked to stop before anything was done
@@ -105,8 +105,8 @@ export function registerBackupCommands(
     .command('restore')
     .description('put a backup made by "svcd backup" in place, with svcd stopped; the files it replaces are kept aside')
     .argument('<from>', 'a directory written by svcd backup')
-    .option('--data-dir <dir>', 'kernel data directory (default: ./svc-data)')
-    .option('--gateway-data <dir>', "the gateway's data directory (default: SVC_GATEWAY_DATA); needed when the backup holds a gateway store")
+    .option('--data-dir <dir>', "kernel data directory (default: kernel.data_dir of svcd's --config, or ./svc-data)")
+    .option('--gateway-data <dir>', "the gateway's data directory (default: SVC_GATEWAY_DATA, then the data_dir of svcd's --config or --gateway-config); needed when the backup holds a gateway store")
     .option('--no-gateway', "keep the gateway's store as it is: when it survived, it remembers every call made since the backup")
     .action(async (from: string, o: Omit<BackupFlags, 'kernel'> & { gateway: boolean }) => {
       // A signal before the first file moves stops the restore with nothing changed; one after
