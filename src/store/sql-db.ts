@@ -2,9 +2,9 @@
  * The store seam. Domain modules (remits, bundles, policies, runs) speak portable SQL through
  * this async interface: `?` placeholders, TEXT for JSON and ISO times, INTEGER/REAL numbers,
  * `INSERT … ON CONFLICT` and `RETURNING` (both SQLite ≥ 3.35 and PostgreSQL have them).
- * The embedded implementation is SQLite (sqlite-db.ts); PostgreSQL implements the same
- * interface so several svcd instances can share one database. test/store/sql-db.contract.ts
- * is the suite every implementation must pass.
+ * The embedded implementation is SQLite (sqlite-db.ts), the only one so far; a PostgreSQL
+ * implementation of the same interface would let several svcd instances share one database
+ * (decisions §11). test/store/sql-db.contract.ts is the suite every implementation must pass.
  */
 export type SqlValue = string | number | bigint | null | Buffer;
 
