@@ -86,6 +86,11 @@ export class InboxSource {
   private readonly runBatch: number;
   /** The run ids of the listed approvals (what `snap.approvals` references). */
   private listed = new Set<string>();
+  /** Reads started so far; each read is numbered as it starts. */
+  private reads = 0;
+  /** By run id: the number of the read whose run (and whose events) the screen shows. */
+  private readonly shownRun = new Map<string, number>();
+  private readonly shownEvents = new Map<string, number>();
 
   constructor(private readonly opts: InboxSourceOptions) {
     this.approver = approverOf(opts.actor.role);
@@ -218,6 +223,7 @@ export class InboxSource {
     if (Object.keys(this.snap.runs).some((id) => !wanted.has(id))) patch.runs = pick(this.snap.runs, wanted);
     if (Object.keys(this.snap.events).some((id) => !wanted.has(id))) patch.events = pick(this.snap.events, wanted);
     this.listed = wanted;
+    for (const m of [this.shownRun, this.shownEvents]) for (const id of m.keys()) if (!wanted.has(id)) m.delete(id);
     this.emit(patch);
     const toLoad = [...wanted].filter((id) => !this.snap.runs[id] || id === this.focused);
     // Handed over in batches: one snapshot (a copy of the runs and a render) per run read
@@ -237,6 +243,7 @@ export class InboxSource {
 
   /** Reads a run (and its recent events); null when svcd no longer has it. */
   private async readRun(runId: string, withEvents: boolean): Promise<Loaded | null> {
+    const read = ++this.reads;
     const run = await this.opts.api.run(runId).catch((err: unknown) => {
       if (err instanceof ApiError && err.status === 404) return null;
       throw err;
@@ -244,7 +251,7 @@ export class InboxSource {
     if (!run) return null;
     let events: EventView[] | undefined;
     if (withEvents) events = await this.opts.api.recentEvents(runId, this.eventsShown, run.last_seq);
-    return { runId, run, events };
+    return { runId, read, run, events };
   }
 
   /**
@@ -254,11 +261,19 @@ export class InboxSource {
   private emitRuns(loaded: Loaded[]): void {
     let runs: Record<string, RunView> | null = null;
     let events: Record<string, EventView[]> | null = null;
-    for (const { runId, run, events: evs } of loaded) {
+    for (const { runId, read, run, events: evs } of loaded) {
       // The approval may have left the list meanwhile; keep only what is still referenced.
       if (!this.listed.has(runId)) continue;
-      if (!sameJson(this.snap.runs[runId], run)) (runs ??= { ...this.snap.runs })[runId] = run;
-      if (evs && !sameJson(this.snap.events[runId], evs)) (events ??= { ...this.snap.events })[runId] = evs;
+      // A poll's batch can be handed over after a later read of the same run (the selection
+      // moved to it): what the screen shows is never replaced by an older read.
+      if ((this.shownRun.get(runId) ?? 0) < read) {
+        this.shownRun.set(runId, read);
+        if (!sameJson(this.snap.runs[runId], run)) (runs ??= { ...this.snap.runs })[runId] = run;
+      }
+      if (evs && (this.shownEvents.get(runId) ?? 0) < read) {
+        this.shownEvents.set(runId, read);
+        if (!sameJson(this.snap.events[runId], evs)) (events ??= { ...this.snap.events })[runId] = evs;
+      }
     }
     if (runs || events) this.emit({ ...(runs ? { runs } : {}), ...(events ? { events } : {}) });
   }
@@ -271,6 +286,8 @@ export class InboxSource {
 
 interface Loaded {
   runId: string;
+  /** The read's number (InboxSource.reads as it started). */
+  read: number;
   run: RunView;
   events?: EventView[];
 }
