@@ -6,7 +6,7 @@
  * write a repair request file; an operator releases it, or, with `auto_release`, two
  * consecutive passing probes do. Quarantines are recorded in the store and survive restarts.
  */
-import { renameSync, writeFileSync } from 'node:fs';
+import { readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { ensureDir } from '../util/ensure-dir.js';
 import { join } from 'node:path';
 import type { Clock } from '../clock.js';
@@ -21,6 +21,21 @@ import type { IdempotencyStore } from './idempotency.js';
 import { CANARY_STATUS_VALUE, type GatewayMetrics } from './metrics.js';
 
 export type CanaryHealth = 'healthy' | 'failed' | 'quarantined';
+
+/**
+ * Repair requests kept per connector, newest first; older ones are deleted when a new one is
+ * written. A flapping upstream with `auto_release` is quarantined again every few minutes,
+ * and each quarantine wrote one more file for good.
+ */
+export const REPAIR_FILES_KEPT = 50;
+
+/** Deletes all but the newest `keep` repair requests of `connector` in `dir` (names sort by time). */
+export function pruneRepairFiles(dir: string, connector: string, keep = REPAIR_FILES_KEPT): void {
+  const esc = connector.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const own = new RegExp(`^${esc}-\\d{4}-\\d{2}-\\d{2}T\\d{2}-\\d{2}-\\d{2}(\\.\\d+)?Z\\.json$`);
+  const files = readdirSync(dir).filter((f) => own.test(f)).sort();
+  for (const f of files.slice(0, Math.max(0, files.length - keep))) rmSync(join(dir, f), { force: true });
+}
 
 /** One connector's entry in GET /v1/canaries (a map keyed by connector name, decisions §9). */
 export interface CanaryStatus {
@@ -227,6 +242,13 @@ export class Canaries {
     } catch (err) {
       this.deps.logger.error('cannot write repair request', { connector: c.name, err: (err as Error).message });
       file = null;
+    }
+    if (file) {
+      try {
+        pruneRepairFiles(join(dataDir, 'repairs'), c.name);
+      } catch (err) {
+        this.deps.logger.warn('cannot delete old repair requests', { connector: c.name, err: (err as Error).message });
+      }
     }
     s.repair_file = file;
     await this.deps.store.setQuarantined(c.name, s.quarantined_at, file);
