@@ -8,7 +8,7 @@
  */
 import { readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { ensureDir } from '../util/ensure-dir.js';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import type { Clock } from '../clock.js';
 import { notFound } from '../errors.js';
 import { isoTime } from '../clock.js';
@@ -29,12 +29,17 @@ export type CanaryHealth = 'healthy' | 'failed' | 'quarantined';
  */
 export const REPAIR_FILES_KEPT = 50;
 
-/** Deletes all but the newest `keep` repair requests of `connector` in `dir` (names sort by time). */
-export function pruneRepairFiles(dir: string, connector: string, keep = REPAIR_FILES_KEPT): void {
+/**
+ * Deletes all but the newest `keep` repair requests of `connector` in `dir` (names sort by
+ * time). `written`, the one just written, is always kept and counts as the newest: a clock
+ * that was stepped back (files named ahead of it) must not have it deleted as it is made.
+ */
+export function pruneRepairFiles(dir: string, connector: string, keep = REPAIR_FILES_KEPT, written: string | null = null): void {
   const esc = connector.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   const own = new RegExp(`^${esc}-\\d{4}-\\d{2}-\\d{2}T\\d{2}-\\d{2}-\\d{2}(\\.\\d+)?Z\\.json$`);
-  const files = readdirSync(dir).filter((f) => own.test(f)).sort();
-  for (const f of files.slice(0, Math.max(0, files.length - keep))) rmSync(join(dir, f), { force: true });
+  const files = readdirSync(dir).filter((f) => own.test(f) && f !== written).sort();
+  const others = Math.max(0, written === null ? keep : keep - 1);
+  for (const f of files.slice(0, Math.max(0, files.length - others))) rmSync(join(dir, f), { force: true });
 }
 
 /** One connector's entry in GET /v1/canaries (a map keyed by connector name, decisions §9). */
@@ -245,7 +250,7 @@ export class Canaries {
     }
     if (file) {
       try {
-        pruneRepairFiles(join(dataDir, 'repairs'), c.name);
+        pruneRepairFiles(join(dataDir, 'repairs'), c.name, REPAIR_FILES_KEPT, basename(file));
       } catch (err) {
         this.deps.logger.warn('cannot delete old repair requests', { connector: c.name, err: (err as Error).message });
       }

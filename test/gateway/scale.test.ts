@@ -5,7 +5,7 @@
  * kept per connector up to a bound.
  */
 import Database from 'better-sqlite3';
-import { readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
@@ -141,6 +141,27 @@ describe('repair requests', () => {
       const own = files.filter((f) => f !== other);
       expect(own).toHaveLength(REPAIR_FILES_KEPT);
       expect(own.at(-1)).toBe(last.split('/').at(-1));
+    } finally {
+      await gw.close();
+    }
+  });
+
+  it('never deletes the repair request it has just written, whatever the names of older ones say', async () => {
+    const clock = new ManualClock(T0);
+    const gw = await startGateway({ keys: testSigner(), clock, env: { SVC_GATEWAY_TEST_TOOLS: '1' } });
+    try {
+      const dir = join(gw.dataDir, 'repairs');
+      mkdirSync(dir, { recursive: true });
+      // Written while the host's clock ran a year ahead (then corrected by NTP).
+      for (let i = 0; i < REPAIR_FILES_KEPT; i++) writeFileSync(join(dir, `test-2027-11-22T10-00-${String(i).padStart(2, '0')}.000Z.json`), '{}\n');
+      await gw.req('POST', '/test/shape', { shape: { nope: true } });
+      await gw.req('POST', '/canaries/test/probe');
+      clock.advance(1000);
+      const q = await gw.req('POST', '/canaries/test/probe');
+      expect(q.body.status).toBe('quarantined');
+      const file = q.body.repair_file as string;
+      expect(existsSync(file), file).toBe(true);
+      expect(readdirSync(dir)).toHaveLength(REPAIR_FILES_KEPT);
     } finally {
       await gw.close();
     }
