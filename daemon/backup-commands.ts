@@ -10,16 +10,15 @@ import type { Command } from 'commander';
 import { backupStore, checkManifest, GATEWAY_FILES, isFreshTarget, KERNEL_FILES, openRestore, writeManifest, type CopiedStore, type PendingRestore, type StoreFiles } from '../src/store/backup.js';
 import { DataDirInUseError } from '../src/store/dir-lock.js';
 
-/** The data directories svcd's --config and --gateway-config name (null: not named there). */
-export interface ConfiguredDirs {
-  kernel: string | null;
-  gateway: string | null;
-}
+/** The data directory svcd's --config (or --gateway-config) names for a part (null: not named there). */
+export type ConfiguredDir = (part: 'kernel' | 'gateway') => string | null;
 
 interface BackupFlags {
   dataDir?: string;
   gatewayData?: string;
   kernel: boolean;
+  /** restore's --no-gateway: the gateway's directory is not needed. */
+  gateway?: boolean;
 }
 
 /** The two parts of a backup directory. */
@@ -35,7 +34,7 @@ export function registerBackupCommands(
   program: Command,
   refuseEmpty: (given: object, names: Record<string, string>) => void,
   claimSignals: () => string | null,
-  configured: () => ConfiguredDirs,
+  configured: ConfiguredDir,
 ): void {
   // The directories svcd itself would use: flag, then environment, then svcd's --config (and
   // --gateway-config), then the default; the gateway's only when one of them names it.
@@ -43,11 +42,11 @@ export function registerBackupCommands(
     const programDataDir = program.opts<{ dataDir?: string }>().dataDir;
     // `svcd backup DEST --data-dir ""` hands the empty value to svcd's own --data-dir.
     refuseEmpty({ ...o, programDataDir }, { dataDir: '--data-dir', gatewayData: '--gateway-data', programDataDir: '--data-dir' });
-    const fromConfig = configured();
-    const gateway = o.gatewayData ?? (process.env.SVC_GATEWAY_DATA || fromConfig.gateway);
+    // The config is read only for a directory no flag or variable gives (it may not load here).
+    const gateway = o.gatewayData ?? (process.env.SVC_GATEWAY_DATA || (o.gateway === false ? null : configured('gateway')));
     return {
       // svcd's own --no-kernel and --data-dir take those flags wherever they stand.
-      kernel: o.kernel && program.opts<{ kernel?: boolean }>().kernel !== false ? resolve(o.dataDir ?? programDataDir ?? fromConfig.kernel ?? './svc-data') : null,
+      kernel: o.kernel && program.opts<{ kernel?: boolean }>().kernel !== false ? resolve(o.dataDir ?? programDataDir ?? configured('kernel') ?? './svc-data') : null,
       gateway: gateway ? resolve(gateway) : null,
     };
   };
@@ -114,7 +113,7 @@ export function registerBackupCommands(
       let signalled: string | null = null;
       for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => (signalled ??= sig));
       signalled = claimSignals() ?? signalled;
-      const { kernel, gateway } = dirs({ dataDir: o.dataDir, gatewayData: o.gatewayData, kernel: true });
+      const { kernel, gateway } = dirs({ dataDir: o.dataDir, gatewayData: o.gatewayData, kernel: true, gateway: o.gateway && program.opts<{ gateway?: boolean }>().gateway !== false });
       const source = resolve(from);
       const hasKernel = existsSync(join(source, KERNEL_PART));
       // svcd's own --no-gateway takes the flag wherever it stands (as --data-dir): either says it.

@@ -4,7 +4,9 @@
  * daemon/main.ts, which holds the signals while this loads.
  */
 import { urlHasCredentials } from '../src/util/url-credentials.js';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { yamlProblem } from '../src/util/yaml-problem.js';
 import { dirname, join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { keyFilePath, KeyRing } from '../src/keys/keyring.js';
@@ -13,10 +15,10 @@ import { createLogger, globalRedactor, logLevelOf, LOG_LEVELS, surviveBrokenPipe
 import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../src/util/fetch-blocked-ports.js';
 import { usageLine } from '../src/util/usage-line.js';
 import { VERSION } from '../src/version.js';
-import { defaultGatewayConfig, loadGatewayConfig, loadGatewayConfigFile, type GatewayConfig } from '../src/gateway/config.js';
+import { DEFAULT_DATA_DIR as GATEWAY_DEFAULT_DATA_DIR, defaultGatewayConfig, loadGatewayConfig, loadGatewayConfigFile, substitute, type GatewayConfig } from '../src/gateway/config.js';
 import { MAX_CLOCK_SKEW_SECONDS, MAX_DRAIN_SECONDS, readConfigFile, wholeSecondsOf, type SvcdFileConfig } from './config.js';
 import { startSvcd, type RunningSvcd } from './server.js';
-import { registerBackupCommands, type ConfiguredDirs } from './backup-commands.js';
+import { registerBackupCommands } from './backup-commands.js';
 import { bearerTokenProblem } from '../src/util/http-header-syntax.js';
 
 interface Flags {
@@ -59,17 +61,42 @@ function gatewayConfigFrom(file: SvcdFileConfig, flags: Flags, logger: Logger): 
 }
 
 /**
- * The data directories `--config` (kernel.data_dir, the gateway: section) and
- * `--gateway-config` name, for svcd backup and restore: the same files svcd serves from.
+ * The data directory `--config` (kernel.data_dir, the gateway: section) or `--gateway-config`
+ * names for `part`, for svcd backup and restore: the same files svcd serves from. Only what
+ * names the directory is read: a backup run from cron has none of the service's secrets, and
+ * a `${VAR}` of a connector's key or the kernel's token is no business of a file copy.
  */
-function configuredDirs(flags: Flags): ConfiguredDirs {
+function configuredDir(flags: Flags, part: 'kernel' | 'gateway'): string | null {
   refuseEmptyFlags(flags, { config: '--config', gatewayConfig: '--gateway-config' });
-  const file = flags.config ? readConfigFile(flags.config) : {};
-  const gatewayNamed = flags.gatewayConfig !== undefined || file.gateway !== undefined;
-  return {
-    kernel: file.kernel?.data_dir ?? null,
-    gateway: gatewayNamed ? gatewayConfigFrom(file, flags, createLogger({ level: 'error' })).data_dir : null,
-  };
+  const own = part === 'gateway' && flags.gatewayConfig !== undefined;
+  const path = own ? flags.gatewayConfig! : flags.config;
+  if (path === undefined) return null;
+  const doc = readYamlDoc(path);
+  const section = own ? doc ?? {} : (doc as Record<string, unknown> | null)?.[part];
+  if (section === undefined || (part === 'kernel' && section === null)) return null;
+  const where = own ? '/data_dir' : `/${part}/data_dir`;
+  const dir = section !== null && typeof section === 'object' ? (section as { data_dir?: unknown }).data_dir : undefined;
+  if (dir === undefined || dir === null) return part === 'gateway' ? resolve(GATEWAY_DEFAULT_DATA_DIR) : null;
+  if (typeof dir !== 'string' || dir === '') throw new Error(`config ${path}: ${where}: must be a non-empty string`);
+  const problems: string[] = [];
+  const value = substitute(dir, where, process.env, globalRedactor, problems) as string;
+  if (problems.length > 0) throw new Error(`config ${path}: ${problems.join('; ')}`);
+  return resolve(dirname(resolve(path)), value);
+}
+
+/** A YAML or JSON file, parsed; its errors name it. */
+function readYamlDoc(path: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new Error(`cannot read config ${path}: ${(err as Error).message}`);
+  }
+  try {
+    return parseYaml(text) as unknown;
+  } catch (err) {
+    throw new Error(`config ${path} is not valid YAML or JSON: ${yamlProblem(err)}`);
+  }
 }
 
 /**
@@ -242,7 +269,7 @@ export function buildProgram(): Command {
         process.stderr.write(`svcd: ${who} is running on ${dataDir} and signs with the key it started with until it restarts; restart it to sign with ${ring.keyId} (one started with SVC_SIGNING_KEY goes on signing with that)\n`);
       }
     });
-  registerBackupCommands(program, refuseEmptyFlags, () => claimSignals(), () => configuredDirs(program.opts<Flags>()));
+  registerBackupCommands(program, refuseEmptyFlags, () => claimSignals(), (part) => configuredDir(program.opts<Flags>(), part));
   return program;
 }
 

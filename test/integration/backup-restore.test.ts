@@ -199,4 +199,48 @@ describe('svcd backup and restore (svcd(8) BACKUP AND RESTORE)', () => {
     expect(both.status).toBe(1);
     expect(both.stderr).toBe('svcd: --gateway-data and --no-gateway ask for opposite things: give one\n');
   });
+  it("reads no more of svcd's --config than the directories it needs: secrets the backup never uses may be unset", async () => {
+    const root = tempDir('svc-backup-');
+    const [k, g] = [join(root, 'state/k'), join(root, 'state/g')];
+    mkdirSync(k, { recursive: true });
+    mkdirSync(g, { recursive: true });
+    KeyRing.load(k, undefined);
+    for (const [file, migrations] of [[join(k, 'kernel.db'), KERNEL_MIGRATIONS], [join(g, 'gateway.db'), GATEWAY_MIGRATIONS]] as const) {
+      const db = new SqliteDb({ path: file });
+      await migrate(db, migrations);
+      await db.close();
+    }
+    // The service's environment has these; a cron job's backup does not.
+    const config = join(root, 'svcd.yaml');
+    writeFileSync(
+      config,
+      [
+        'kernel:',
+        '  data_dir: state/k',
+        '  token: ${SWEEP_UNSET_KERNEL_TOKEN}',
+        'gateway:',
+        '  data_dir: state/g',
+        '  connectors:',
+        '    - name: crm',
+        '      type: http',
+        '      allowed_hosts: [api.example.com]',
+        "      headers: { authorization: 'Bearer ${SWEEP_UNSET_CRM_KEY}' }",
+        '',
+      ].join('\n'),
+    );
+    const env = { SVC_GATEWAY_DATA: '' };
+    // Every directory given: the config is not needed at all.
+    const given = svcd(['--config', config, 'backup', join(root, 'out1'), '--data-dir', k, '--gateway-data', g], env);
+    expect(given.stderr).toBe('');
+    expect(given.status).toBe(0);
+    // The directories from the config: their data_dir is all the backup reads.
+    const fromConfig = svcd(['--config', config, 'backup', join(root, 'out2')], env);
+    expect(fromConfig.stderr).toBe('');
+    expect((JSON.parse(fromConfig.stdout) as { files: Array<{ from: string }> }).files.map((f) => f.from)).toEqual([join(k, 'kernel.db'), join(k, 'keys/control-plane.json'), join(g, 'gateway.db')]);
+    // A data_dir that names an unset variable is one clear line.
+    writeFileSync(config, 'gateway:\n  data_dir: ${SWEEP_UNSET_GW_DIR}\n');
+    const unset = svcd(['--config', config, 'backup', join(root, 'out3'), '--data-dir', k], env);
+    expect(unset.status).toBe(1);
+    expect(unset.stderr).toMatch(/^svcd: [^\n]*SWEEP_UNSET_GW_DIR is not set[^\n]*\n$/);
+  });
 });
