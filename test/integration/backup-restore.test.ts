@@ -28,6 +28,20 @@ function svcd(args: string[], env: Record<string, string> = {}) {
   return spawnSync(process.execPath, [SVCD, ...args], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, ...env } });
 }
 
+/** A kernel data dir (store and key) at root/state/k and a gateway's at root/state/g, as svcd makes them. */
+async function storesUnder(root: string): Promise<{ root: string; k: string; g: string }> {
+  const [k, g] = [join(root, 'state/k'), join(root, 'state/g')];
+  mkdirSync(k, { recursive: true });
+  mkdirSync(g, { recursive: true });
+  KeyRing.load(k, undefined);
+  for (const [file, migrations] of [[join(k, 'kernel.db'), KERNEL_MIGRATIONS], [join(g, 'gateway.db'), GATEWAY_MIGRATIONS]] as const) {
+    const db = new SqliteDb({ path: file });
+    await migrate(db, migrations);
+    await db.close();
+  }
+  return { root, k, g };
+}
+
 describe('svcd backup and restore (svcd(8) BACKUP AND RESTORE)', () => {
   it('backs up a serving svcd, and a restore brings back its runs, key and idempotency entries', { timeout: 60_000 }, async () => {
     const root = tempDir('svc-backup-');
@@ -180,16 +194,7 @@ describe('svcd backup and restore (svcd(8) BACKUP AND RESTORE)', () => {
     expect(existsSync(join(root, 'kernel.db'))).toBe(false);
   });
   it("reads the directories from svcd's --config, as svcd would serve them; --gateway-data with --no-gateway is refused", async () => {
-    const root = tempDir('svc-backup-');
-    const [k, g] = [join(root, 'state/k'), join(root, 'state/g')];
-    mkdirSync(k, { recursive: true });
-    mkdirSync(g, { recursive: true });
-    KeyRing.load(k, undefined);
-    for (const [file, migrations] of [[join(k, 'kernel.db'), KERNEL_MIGRATIONS], [join(g, 'gateway.db'), GATEWAY_MIGRATIONS]] as const) {
-      const db = new SqliteDb({ path: file });
-      await migrate(db, migrations);
-      await db.close();
-    }
+    const { root, k, g } = await storesUnder(tempDir('svc-backup-'));
     const config = join(root, 'svcd.yaml');
     writeFileSync(config, 'kernel:\n  data_dir: state/k\ngateway:\n  data_dir: state/g\n');
     const b = svcd(['--config', config, 'backup', join(root, 'out')], { SVC_GATEWAY_DATA: '' });
@@ -200,16 +205,7 @@ describe('svcd backup and restore (svcd(8) BACKUP AND RESTORE)', () => {
     expect(both.stderr).toBe('svcd: --gateway-data and --no-gateway ask for opposite things: give one\n');
   });
   it("reads no more of svcd's --config than the directories it needs: secrets the backup never uses may be unset", async () => {
-    const root = tempDir('svc-backup-');
-    const [k, g] = [join(root, 'state/k'), join(root, 'state/g')];
-    mkdirSync(k, { recursive: true });
-    mkdirSync(g, { recursive: true });
-    KeyRing.load(k, undefined);
-    for (const [file, migrations] of [[join(k, 'kernel.db'), KERNEL_MIGRATIONS], [join(g, 'gateway.db'), GATEWAY_MIGRATIONS]] as const) {
-      const db = new SqliteDb({ path: file });
-      await migrate(db, migrations);
-      await db.close();
-    }
+    const { root, k, g } = await storesUnder(tempDir('svc-backup-'));
     // The service's environment has these; a cron job's backup does not.
     const config = join(root, 'svcd.yaml');
     writeFileSync(

@@ -194,3 +194,14 @@ export function inboxProps(approvals: Approval[], over: Partial<InboxProps> = {}
     ...over,
   };
 }
+
+/** Polls `fn` every 5 ms until it gives something truthy (at most `ms`). */
+export async function until<T>(fn: () => T | undefined | false, ms = 3000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}

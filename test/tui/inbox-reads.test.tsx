@@ -8,20 +8,11 @@ import { describe, expect, it } from 'vitest';
 import { ApprovalsApi, LIST_ALL_CAP, type FetchLike } from '../../cli/tui/approvals-api.js';
 import { ApprovalList } from '../../cli/tui/ApprovalList.js';
 import { InboxSource } from '../../cli/tui/inbox-source.js';
-import { FakeKernel, approval, eventsOf, runOf } from './fake-kernel.js';
+import { FakeKernel, approval, eventsOf, runOf, until } from './fake-kernel.js';
 import { renderTui } from './render.js';
 
 const FIN = { id: 'fin-1', role: 'finance' };
 
-async function until<T>(fn: () => T | undefined | false, ms = 3000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
 
 /** k.fetch, with GET /runs/{held} answered only once `release()` is called. */
 function gated(k: FakeKernel, held: string): { fetch: FetchLike; release: () => void } {

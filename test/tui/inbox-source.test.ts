@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { ApiError, ApprovalsApi, sortNewestFirst, type FetchLike } from '../../cli/tui/approvals-api.js';
 import { TransportError } from '../../cli/http-client.js';
 import { InboxSource, explainNotTheApprover, matchesFilter, type InboxSnapshot } from '../../cli/tui/inbox-source.js';
-import { FakeKernel, approval, eventsOf, runOf } from './fake-kernel.js';
+import { FakeKernel, approval, eventsOf, runOf, until } from './fake-kernel.js';
 
 const URL_ = 'http://kernel.test:7401';
 const FIN = { id: 'fin-1', role: 'finance' };
@@ -16,15 +16,6 @@ function apiOver(k: FakeKernel, token?: string) {
   return new ApprovalsApi({ baseUrl: URL_ + '/', token, fetch: k.fetch });
 }
 
-async function until<T>(fn: () => T | undefined | false, ms = 3000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
 
 describe('ApprovalsApi (I 4.1, D 5.4)', () => {
   it('reads every page of GET /v1/approvals with the state and approver filters, newest first', async () => {
