@@ -1,5 +1,5 @@
 /**
- * `svcd backup DEST` and `svcd restore FROM` (svcd(8) BACKUP AND RESTORE): the kernel's store
+ * `svcd backup DEST` and `svcd restore FROM` (svcd(8) COMMANDS): the kernel's store
  * and key, and the gateway's store, copied consistently while svcd runs and put back while it
  * is stopped. The work is in src/store/backup.ts; this file reads the flags and prints the
  * one JSON line.
@@ -43,7 +43,9 @@ export function registerBackupCommands(
     // `svcd backup DEST --data-dir ""` hands the empty value to svcd's own --data-dir.
     refuseEmpty({ ...o, programDataDir }, { dataDir: '--data-dir', gatewayData: '--gateway-data', programDataDir: '--data-dir' });
     // The config is read only for a directory no flag or variable gives (it may not load here).
-    const gateway = o.gatewayData ?? (process.env.SVC_GATEWAY_DATA || (o.gateway === false ? null : configured('gateway')));
+    // svcd's own --no-gateway (before the command) leaves the gateway out as restore's does.
+    const noGateway = o.gateway === false || program.opts<{ gateway?: boolean }>().gateway === false;
+    const gateway = o.gatewayData ?? (noGateway ? null : process.env.SVC_GATEWAY_DATA || configured('gateway'));
     return {
       // svcd's own --no-kernel and --data-dir take those flags wherever they stand.
       kernel: o.kernel && program.opts<{ kernel?: boolean }>().kernel !== false ? resolve(o.dataDir ?? programDataDir ?? configured('kernel') ?? './svc-data') : null,
@@ -59,7 +61,9 @@ export function registerBackupCommands(
     .option('--gateway-data <dir>', "the gateway's data directory, backed up after the kernel's (default: SVC_GATEWAY_DATA, then the data_dir of svcd's --config or --gateway-config; without any, no gateway store)")
     .option('--no-kernel', "leave the kernel's store out (with --gateway-data: the gateway's alone)")
     .action(async (dest: string, o: BackupFlags) => {
-      if (claimSignals() !== null) process.exit(0); // asked to stop before anything was done
+      // Asked to stop before anything was done: no backup was made, which a cron job must not read as one.
+      const held = claimSignals();
+      if (held !== null) throw new Error(`stopped by ${held} before anything was backed up`);
       const { kernel, gateway } = dirs(o);
       if (!kernel && !gateway) throw new Error('--no-kernel without --gateway-data (or SVC_GATEWAY_DATA) leaves nothing to back up');
       const to = resolve(dest);
@@ -115,13 +119,16 @@ export function registerBackupCommands(
       signalled = claimSignals() ?? signalled;
       const { kernel, gateway } = dirs({ dataDir: o.dataDir, gatewayData: o.gatewayData, kernel: true, gateway: o.gateway && program.opts<{ gateway?: boolean }>().gateway !== false });
       const source = resolve(from);
-      const hasKernel = existsSync(join(source, KERNEL_PART));
+      const kernelPart = existsSync(join(source, KERNEL_PART));
+      const gatewayPart = existsSync(join(source, GATEWAY_PART));
+      if (!kernelPart && !gatewayPart) throw new Error(`${source} holds no kernel/ or gateway/ directory: not a backup made by svcd backup`);
+      // svcd's own --no-kernel leaves the kernel's part out, as backup's does.
+      const hasKernel = kernel !== null && kernelPart;
       // svcd's own --no-gateway takes the flag wherever it stands (as --data-dir): either says it.
       const keepGateway = !o.gateway || program.opts<{ gateway?: boolean }>().gateway === false;
       if (keepGateway && o.gatewayData !== undefined) throw new Error('--gateway-data and --no-gateway ask for opposite things: give one');
-      const hasGateway = !keepGateway && existsSync(join(source, GATEWAY_PART));
-      if (!hasKernel && !existsSync(join(source, GATEWAY_PART))) throw new Error(`${source} holds no kernel/ or gateway/ directory: not a backup made by svcd backup`);
-      if (!hasKernel && !hasGateway) throw new Error(`${source} holds only a gateway store, and --no-gateway leaves it out: nothing to restore`);
+      const hasGateway = !keepGateway && gatewayPart;
+      if (!hasKernel && !hasGateway) throw new Error(`nothing to restore: --no-kernel and --no-gateway leave out what ${source} holds`);
       if (hasGateway && !gateway) {
         throw new Error(`${source} holds a gateway store: give --gateway-data DIR (or SVC_GATEWAY_DATA) to restore it there, or --no-gateway to keep the gateway's store as it is`);
       }

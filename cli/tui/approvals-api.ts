@@ -88,7 +88,7 @@ export interface ListQuery {
 /** How many approvals one `listAll` reads at most (pages of 100). (Default: 1000) */
 export const LIST_ALL_CAP = 1000;
 
-/** The inbox's page size: svcd's largest (`limit` ≤ 500), so a full inbox is 2 requests a poll, not 10. */
+/** The inbox's page size: svcd's largest (`limit` ≤ 500), so a full inbox is 2 list requests a poll, not 11. */
 export const INBOX_PAGE = 500;
 
 /**

@@ -1,5 +1,5 @@
 /**
- * Backups of svcd's stores (`svcd backup`, `svcd restore`; svcd(8) BACKUP AND RESTORE).
+ * Backups of svcd's stores (`svcd backup`, `svcd restore`; svcd(8) COMMANDS).
  *
  * A backup is taken while svcd runs, through SQLite's online backup API: a consistent copy
  * of the store as of one commit, never a file copy of a database whose write-ahead log holds

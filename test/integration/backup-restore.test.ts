@@ -239,4 +239,22 @@ describe('svcd backup and restore (svcd(8) BACKUP AND RESTORE)', () => {
     expect(unset.status).toBe(1);
     expect(unset.stderr).toMatch(/^svcd: [^\n]*SWEEP_UNSET_GW_DIR is not set[^\n]*\n$/);
   });
+  it("svcd's own --no-kernel and --no-gateway, before the command, leave those stores out of a backup and a restore", async () => {
+    const { root, k, g } = await storesUnder(tempDir('svc-backup-'));
+    const config = join(root, 'svcd.yaml');
+    writeFileSync(config, 'kernel:\n  data_dir: state/k\ngateway:\n  data_dir: state/g\n');
+    const kernelOnly = svcd(['--config', config, '--no-gateway', 'backup', join(root, 'k-only')], { SVC_GATEWAY_DATA: '' });
+    expect(kernelOnly.status, kernelOnly.stderr).toBe(0);
+    expect(readdirSync(join(root, 'k-only')).sort()).toEqual(['kernel', 'manifest.json']);
+    const both = svcd(['backup', join(root, 'both'), '--data-dir', k, '--gateway-data', g]);
+    expect(both.status, both.stderr).toBe(0);
+    // A backup holding both, restored with svcd's --no-kernel: the gateway's part alone.
+    const target = join(root, 'restored-g');
+    const gatewayOnly = svcd(['--no-kernel', 'restore', join(root, 'both'), '--gateway-data', target]);
+    expect(gatewayOnly.status, gatewayOnly.stderr).toBe(0);
+    expect((JSON.parse(gatewayOnly.stdout) as { stores: Array<{ data_dir: string }> }).stores.map((x) => x.data_dir)).toEqual([target]);
+    const neither = svcd(['--no-kernel', 'restore', join(root, 'both'), '--no-gateway']);
+    expect(neither.status).toBe(1);
+    expect(neither.stderr).toBe(`svcd: nothing to restore: --no-kernel and --no-gateway leave out what ${join(root, 'both')} holds\n`);
+  });
 });

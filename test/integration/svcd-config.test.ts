@@ -350,6 +350,20 @@ describe('a signal while svcd starts (svcd(8) STARTUP AND SIGNALS)', () => {
     expect(existsSync(join(dir, 'k'))).toBe(false);
   }, 30_000);
 
+  it('svcd backup stopped by a signal while it loads says so and exits 1: no backup was made (svcd(8) EXIT STATUS)', async () => {
+    const dir = tempDir();
+    const dest = join(dir, 'backup');
+    const child = spawn(process.execPath, [SVCD, 'backup', dest, '--data-dir', join(dir, 'k')], { env: { ...process.env, SVC_GATEWAY_DATA: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    await until(() => titled(child.pid!), 10_000, 'the process title');
+    child.kill('SIGTERM');
+    expect(await exited).toBe(1);
+    expect(stderr).toBe('svcd: stopped by SIGTERM before anything was backed up\n');
+    expect(existsSync(dest)).toBe(false);
+  }, 30_000);
+
   it('SIGHUP (the terminal closed) drains and exits 0 like SIGTERM', async () => {
     const dir = tempDir();
     const svcd = await spawnSvcd(['--data-dir', join(dir, 'k'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0'], { SVC_TOKEN: '', SVC_GATEWAY_DATA: join(dir, 'g') });
