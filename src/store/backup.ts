@@ -10,10 +10,11 @@
  * -wal and -shm goes together, so a restore never pairs a backup with a stale log.
  */
 import { createHash } from 'node:crypto';
-import { chmodSync, closeSync, copyFileSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
 import Database from 'better-sqlite3';
 import { lockDataDir } from './dir-lock.js';
+import { copyFileDurably, fsync, renameDurably, writeFileDurably } from '../util/durable-file.js';
 
 /** A store file of a data directory and, for the kernel, its key file. */
 export interface StoreFiles {
@@ -137,20 +138,14 @@ export function openRestore(fromDir: string, dataDir: string, files: StoreFiles)
       // directory holds no store, and svcd would start on it as a new one (a fresh store, a
       // fresh key). The marker, written first and removed last, makes svcd refuse instead.
       const marker = join(dataDir, RESTORE_MARKER);
-      writeFileSync(marker, JSON.stringify({ from: fromDir, replaced: replacedDir }) + '\n', { mode: 0o600 });
-      syncFile(marker);
-      syncDir(dataDir);
+      writeFileDurably(marker, JSON.stringify({ from: fromDir, replaced: replacedDir }) + '\n', 0o600);
       // A store goes with its log: a backup next to a stale -wal would be read through it.
       const current = [files.store, `${files.store}-wal`, `${files.store}-shm`, `${files.store}-journal`, ...files.plain].filter((rel) => existsSync(join(dataDir, rel)));
       for (const rel of current) {
         mkdirSync(dirname(join(replacedDir, rel)), { recursive: true, mode: PRIVATE_DIR });
-        renameSync(join(dataDir, rel), join(replacedDir, rel));
-        syncDir(dirname(join(replacedDir, rel)));
+        renameDurably(join(dataDir, rel), join(replacedDir, rel));
       }
-      for (const s of staged) {
-        renameSync(s.tmp, s.to);
-        syncDir(dirname(s.to));
-      }
+      for (const s of staged) renameDurably(s.tmp, s.to);
       unlinkSync(marker);
       syncDir(dataDir);
       return { copied: staged.map((s) => ({ from: join(fromDir, s.rel), to: s.to, bytes: s.copied.bytes })), replaced: current.length > 0 ? replacedDir : null };
@@ -196,11 +191,7 @@ function sha256Of(path: string): string {
 /** Writes `<backupDir>/manifest.json` for the files copied, synced: the backup is whole from here on. */
 export function writeManifest(backupDir: string, copied: CopiedStore[]): void {
   const body: Manifest = { files: copied.map((c) => ({ path: relative(backupDir, c.to), bytes: c.bytes, sha256: sha256Of(c.to) })) };
-  const tmp = join(backupDir, `.${MANIFEST}.partial`);
-  writeFileSync(tmp, JSON.stringify(body, null, 2) + '\n', { mode: 0o600 });
-  syncFile(tmp);
-  renameSync(tmp, join(backupDir, MANIFEST));
-  syncDir(backupDir);
+  writeFileDurably(join(backupDir, MANIFEST), JSON.stringify(body, null, 2) + '\n', 0o600);
 }
 
 /**
@@ -233,26 +224,12 @@ export function checkManifest(backupDir: string, parts: Array<{ part: string; fi
 function copyDurably(from: string, to: string): CopiedStore {
   if (!existsSync(from)) throw new Error(`${from} is missing`);
   mkdirSync(dirname(to), { recursive: true, mode: PRIVATE_DIR });
-  const tmp = join(dirname(to), `.${basename(to)}.partial`);
-  copyFileSync(from, tmp);
-  syncFile(tmp);
-  renameSync(tmp, to);
-  syncDir(dirname(to));
+  copyFileDurably(from, to, join(dirname(to), `.${basename(to)}.partial`));
   return { from, to, bytes: statSync(to).size };
 }
 
-/** fsync of a file (opened to write) or a directory (opened to read, which is all Linux allows). */
-function fsyncPath(path: string, flags: 'r' | 'r+'): void {
-  const fd = openSync(path, flags);
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-const syncFile = (path: string) => fsyncPath(path, 'r+');
-const syncDir = (dir: string) => fsyncPath(dir, 'r');
+const syncFile = (path: string) => fsync(path, 'r+');
+const syncDir = (dir: string) => fsync(dir, 'r');
 
 /** True when `dir` does not exist or is an empty directory: a backup never writes over another. */
 export function isFreshTarget(dir: string): boolean {

@@ -4,7 +4,7 @@
  * Without both, a crash soon after can leave an empty or missing file behind a database that
  * already relies on it (the control-plane key signs every stored run head).
  */
-import { closeSync, fchmodSync, fsyncSync, openSync, renameSync, writeFileSync } from 'node:fs';
+import { closeSync, copyFileSync, fchmodSync, fsyncSync, openSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 export function writeFileDurably(path: string, data: string, mode: number): void {
@@ -17,11 +17,28 @@ export function writeFileDurably(path: string, data: string, mode: number): void
   } finally {
     closeSync(fd);
   }
-  renameSync(tmp, path);
-  const dir = openSync(dirname(path), 'r');
+  renameDurably(tmp, path);
+}
+
+/** Copies `from` to `to` (with its mode) as writeFileDurably writes: synced, then renamed in. */
+export function copyFileDurably(from: string, to: string, tmp = `${to}.tmp`): void {
+  copyFileSync(from, tmp);
+  fsync(tmp, 'r+');
+  renameDurably(tmp, to);
+}
+
+/** Renames and syncs the directory, so the new name survives a power cut. */
+export function renameDurably(from: string, to: string): void {
+  renameSync(from, to);
+  fsync(dirname(to), 'r');
+}
+
+/** fsync of a file (opened to write) or a directory (opened to read, which is all Linux allows). */
+export function fsync(path: string, flags: 'r' | 'r+'): void {
+  const fd = openSync(path, flags);
   try {
-    fsyncSync(dir);
+    fsyncSync(fd);
   } finally {
-    closeSync(dir);
+    closeSync(fd);
   }
 }
