@@ -62,20 +62,24 @@ const KERNEL_SECTION_SCHEMA = {
 
 const validateKernelSection = new Ajv({ allErrors: true, strict: false }).compile(KERNEL_SECTION_SCHEMA);
 
-/** Reads a YAML or JSON config file; errors name the file and every problem of `kernel:`. */
-export function readConfigFile(path: string, env: NodeJS.ProcessEnv = process.env, redactor: Redactor = globalRedactor): SvcdFileConfig {
+/** A YAML or JSON file, parsed and nothing more; its errors name it. */
+export function readConfigDoc(path: string): unknown {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
     throw new Error(`cannot read config ${path}: ${(err as Error).message}`);
   }
-  let value: unknown;
   try {
-    value = parseYaml(text);
+    return parseYaml(text);
   } catch (err) {
     throw new Error(`config ${path} is not valid YAML or JSON: ${yamlProblem(err)}`);
   }
+}
+
+/** Reads a YAML or JSON config file; errors name the file and every problem of `kernel:`. */
+export function readConfigFile(path: string, env: NodeJS.ProcessEnv = process.env, redactor: Redactor = globalRedactor): SvcdFileConfig {
+  const value = readConfigDoc(path);
   if (value === null || value === undefined) return {};
   if (typeof value !== 'object' || Array.isArray(value)) throw new Error(`config ${path} must be a mapping with kernel: and gateway: sections`);
   const cfg = value as Record<string, unknown>;

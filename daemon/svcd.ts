@@ -4,9 +4,7 @@
  * daemon/main.ts, which holds the signals while this loads.
  */
 import { urlHasCredentials } from '../src/util/url-credentials.js';
-import { existsSync, readFileSync } from 'node:fs';
-import { parse as parseYaml } from 'yaml';
-import { yamlProblem } from '../src/util/yaml-problem.js';
+import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { keyFilePath, KeyRing } from '../src/keys/keyring.js';
@@ -16,7 +14,7 @@ import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../src/util/fetch-
 import { usageLine } from '../src/util/usage-line.js';
 import { VERSION } from '../src/version.js';
 import { DEFAULT_DATA_DIR as GATEWAY_DEFAULT_DATA_DIR, defaultGatewayConfig, loadGatewayConfig, loadGatewayConfigFile, substitute, type GatewayConfig } from '../src/gateway/config.js';
-import { MAX_CLOCK_SKEW_SECONDS, MAX_DRAIN_SECONDS, readConfigFile, wholeSecondsOf, type SvcdFileConfig } from './config.js';
+import { MAX_CLOCK_SKEW_SECONDS, MAX_DRAIN_SECONDS, readConfigDoc, readConfigFile, wholeSecondsOf, type SvcdFileConfig } from './config.js';
 import { startSvcd, type RunningSvcd } from './server.js';
 import { registerBackupCommands } from './backup-commands.js';
 import { bearerTokenProblem } from '../src/util/http-header-syntax.js';
@@ -71,7 +69,7 @@ function configuredDir(flags: Flags, part: 'kernel' | 'gateway'): string | null 
   const own = part === 'gateway' && flags.gatewayConfig !== undefined;
   const path = own ? flags.gatewayConfig! : flags.config;
   if (path === undefined) return null;
-  const doc = readYamlDoc(path);
+  const doc = readConfigDoc(path);
   const section = own ? doc ?? {} : (doc as Record<string, unknown> | null)?.[part];
   if (section === undefined || (part === 'kernel' && section === null)) return null;
   const where = own ? '/data_dir' : `/${part}/data_dir`;
@@ -82,21 +80,6 @@ function configuredDir(flags: Flags, part: 'kernel' | 'gateway'): string | null 
   const value = substitute(dir, where, process.env, globalRedactor, problems) as string;
   if (problems.length > 0) throw new Error(`config ${path}: ${problems.join('; ')}`);
   return resolve(dirname(resolve(path)), value);
-}
-
-/** A YAML or JSON file, parsed; its errors name it. */
-function readYamlDoc(path: string): unknown {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (err) {
-    throw new Error(`cannot read config ${path}: ${(err as Error).message}`);
-  }
-  try {
-    return parseYaml(text) as unknown;
-  } catch (err) {
-    throw new Error(`config ${path} is not valid YAML or JSON: ${yamlProblem(err)}`);
-  }
 }
 
 /**
