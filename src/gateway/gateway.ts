@@ -3,8 +3,7 @@
  * circuit breaker per connector, the canaries, metrics and the kernel link. HTTP lives in
  * daemon/gateway; this file imports nothing of fastify.
  */
-import { lockDataDir } from '../store/dir-lock.js';
-import { refuseInterruptedRestore } from '../store/backup.js';
+import { lockServingDir } from '../store/backup.js';
 import { storeHealthFault } from '../store/sqlite-db.js';
 import { McpGroups } from './connectors/mcp-groups.js';
 import { systemClock, type Clock } from '../clock.js';
@@ -106,13 +105,7 @@ export class Gateway {
     const gw = new Gateway(opts.config, opts);
     const { config } = opts;
     // Creates the directory (0700) and, before any connector starts, stops a second gateway on it.
-    gw.unlock = lockDataDir(config.data_dir, 'gateway data directory');
-    try {
-      refuseInterruptedRestore(config.data_dir, 'gateway data directory');
-    } catch (err) {
-      gw.unlock();
-      throw err;
-    }
+    gw.unlock = lockServingDir(config.data_dir, 'gateway data directory');
     const list = await gw.startConnectors(opts);
     for (const c of list) gw.register(c, opts.random);
     try {

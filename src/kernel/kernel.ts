@@ -14,8 +14,7 @@ import { RunEngine } from './run-engine.js';
 import { createLogger, type Logger } from '../log/logger.js';
 import { adoptLegacyBindings, legacyBindingConflicts } from '../remit/schema.js';
 import { KernelMetrics } from '../metrics/kernel-metrics.js';
-import { lockDataDir } from '../store/dir-lock.js';
-import { refuseInterruptedRestore } from '../store/backup.js';
+import { lockServingDir } from '../store/backup.js';
 import { KERNEL_MIGRATIONS } from '../store/migrations.js';
 import type { SqlDb } from '../store/sql-db.js';
 import type { Spend, ToolCatalog } from '../types.js';
@@ -102,13 +101,7 @@ export class Kernel implements KernelDeps {
     const clock = options.clock ?? systemClock;
     const logger = options.logger ?? createLogger();
     loadPublishers(options.publishers ?? []); // a bad publisher key refuses before the store opens
-    const unlock = lockDataDir(options.dataDir, 'kernel data directory');
-    try {
-      refuseInterruptedRestore(options.dataDir, 'kernel data directory');
-    } catch (err) {
-      unlock();
-      throw err;
-    }
+    const unlock = lockServingDir(options.dataDir, 'kernel data directory');
     const metrics = new KernelMetrics();
     let kernel: Kernel;
     try {

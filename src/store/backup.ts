@@ -156,6 +156,21 @@ export function openRestore(fromDir: string, dataDir: string, files: StoreFiles)
 /** In a data directory while a restore swaps its files; svcd refuses to start on it meanwhile. */
 export const RESTORE_MARKER = 'restore-incomplete';
 
+/**
+ * Takes `dir`'s lock for a kernel or a gateway about to serve from it, and refuses it (letting
+ * the lock go) when a restore into it stopped half-way (refuseInterruptedRestore).
+ */
+export function lockServingDir(dir: string, what: string): () => void {
+  const unlock = lockDataDir(dir, what);
+  try {
+    refuseInterruptedRestore(dir, what);
+  } catch (err) {
+    unlock();
+    throw err;
+  }
+  return unlock;
+}
+
 /** Throws when a restore into `dir` stopped half-way: its store may be missing, and svcd would start a new one. */
 export function refuseInterruptedRestore(dir: string, what: string): void {
   const marker = join(dir, RESTORE_MARKER);
