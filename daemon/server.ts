@@ -129,7 +129,7 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
       assertSafeListen('gateway', host, g.config.token, 'SVC_TOKEN or the gateway config token (gateway.token)');
       const gwLogger = logger.child({ component: 'gateway' });
       // One process: keys by reference and events straight into the run engine. Apart: HTTP with the token.
-      const link = kernel ? new InProcessKernelLink(kernel, gwLogger) : new HttpKernelLink({ kernelUrl: g.config.kernel_url, token: g.config.token });
+      const link = kernel ? new InProcessKernelLink(kernel, gwLogger) : new HttpKernelLink({ kernelUrl: g.config.kernel_url, token: g.config.token, logger: gwLogger });
       const { listen: _listen, config, ...rest } = g;
       gateway = await Gateway.open({ clock: kernel?.clock, skewSeconds: kernel?.options.clockSkewSeconds, ...rest, config, link, logger: gwLogger });
       gatewayAt = { host, port, token: g.config.token, logger: gwLogger };

@@ -96,7 +96,7 @@ export class Gateway {
     this.clock = opts.clock ?? systemClock;
     this.logger = opts.logger ?? createLogger({ base: { svc: 'gateway' } });
     this.redactor = opts.redactor ?? globalRedactor;
-    this.linkValue = opts.link ?? new HttpKernelLink({ kernelUrl: config.kernel_url, token: config.token });
+    this.linkValue = opts.link ?? new HttpKernelLink({ kernelUrl: config.kernel_url, token: config.token, logger: this.logger });
     this.catalog = new InProcessToolCatalog(this);
   }
 
@@ -202,7 +202,9 @@ export class Gateway {
         random,
         onChange: (state) => {
           this.metrics.circuitOpen.set({ connector: c.name }, state === 'closed' ? 0 : 1);
-          this.logger.info('circuit state', { connector: c.name, state });
+          // An opening is a real failure (the upstream failed call after call, and calls are
+          // now refused without being tried): a warning. Half-open and closed are recovery.
+          (state === 'open' ? this.logger.warn : this.logger.info).call(this.logger, 'circuit state', { connector: c.name, state });
         },
       }),
     );

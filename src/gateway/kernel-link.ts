@@ -116,6 +116,12 @@ export interface HttpKernelLinkOptions {
   /** Request timeout, ms. (Default: 5000) */
   timeoutMs?: number;
   now?: () => number;
+  /**
+   * Where a key fetch that fails is told, once per outage (a warning), and the fetch that
+   * succeeds after it (info): without the keys every call naming a key not yet known is
+   * answered 503, and the operator must learn why from the gateway's own log.
+   */
+  logger?: Logger;
 }
 
 class KeyMap implements TrustedKeys {
@@ -189,12 +195,25 @@ export class HttpKernelLink implements KernelLink {
     return this.keys;
   }
 
-  /** One fetch at a time; remembers whether the last one failed. */
+  /** One fetch at a time; remembers whether the last one failed, and logs when that changes. */
   private async refresh(): Promise<void> {
     this.fetching ??= this.fetchKeys()
       .then(
-        () => void (this.refreshFailed = null),
-        (err: unknown) => void (this.refreshFailed = err as Error),
+        () => {
+          if (this.refreshFailed) this.opts.logger?.info("the kernel's keys are fetched again", { kernel_url: this.base });
+          this.refreshFailed = null;
+        },
+        (err: unknown) => {
+          if (!this.refreshFailed) {
+            this.opts.logger?.warn(
+              this.keys
+                ? "cannot fetch the kernel's keys; remits signed with a key not yet known are answered 503 unavailable until it answers"
+                : "cannot fetch the kernel's keys; every tool call is answered 503 unavailable until it answers",
+              { kernel_url: this.base, err: globalRedactor.redact(causeOf(err)) },
+            );
+          }
+          this.refreshFailed = err as Error;
+        },
       )
       .finally(() => {
         this.fetching = null;

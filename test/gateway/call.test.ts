@@ -17,7 +17,8 @@ import { canonicalHash } from '../../src/encoding/canonical-json.js';
 import { StepError } from '../../src/worker/errors.js';
 import { GatewayClient, retryAfterMs } from '../../src/worker/gateway-client.js';
 import { mintToken, rawToken, remitPayload, testSigner, type TestSigner } from '../helpers/remit-token.js';
-import { metricValue, startGateway, type TestGateway } from './helpers.js';
+import { capturedLogger, metricValue, startGateway, type TestGateway } from './helpers.js';
+import { Redactor } from '../../src/log/logger.js';
 
 const signer: TestSigner = testSigner();
 const clock = new ManualClock(Date.parse('2026-11-22T10:00:00.000Z'));
@@ -549,6 +550,22 @@ describe('circuit breaker through HTTP (interface 3, 7.2; decisions §9) with a 
     for (let i = 0; i < 4; i++) expect((await g.call({ remit_token: t, tool: 'test.fail', args: {} })).status).toBe(502);
     expect((await g.call({ remit_token: t, tool: 'test.echo', args: {} })).status).toBe(200); // resets the streak
     for (let i = 0; i < 4; i++) expect((await g.call({ remit_token: t, tool: 'test.fail', args: {} })).body.error.circuit).toBeUndefined();
+  });
+});
+
+describe('circuit breaker in the log', () => {
+  it('an opening is a warning naming the connector; closing again is info', async () => {
+    const signer6 = testSigner();
+    const c = new ManualClock(Date.now());
+    const log = capturedLogger(new Redactor());
+    await using g = await startGateway({ keys: signer6, clock: c, random: () => 0.5, env: { SVC_GATEWAY_TEST_TOOLS: '1' }, logger: log.logger });
+    const t = mintToken(signer6, remitPayload(signer6, {}, Math.floor(c.now() / 1000)));
+    for (let i = 0; i < 5; i++) expect((await g.call({ remit_token: t, tool: 'test.fail', args: {} })).status).toBe(502);
+    const lines = () => log.text().split('\n').filter((l) => l.includes('"circuit state"')).map((l) => JSON.parse(l));
+    expect(lines()).toEqual([expect.objectContaining({ level: 'warn', connector: 'test', state: 'open' })]);
+    c.advance(10_001);
+    expect((await g.call({ remit_token: t, tool: 'test.echo', args: {} })).status).toBe(200); // the half-open trial
+    expect(lines().slice(1).map((l) => [l.level, l.state])).toEqual([['info', 'half_open'], ['info', 'closed']]);
   });
 });
 

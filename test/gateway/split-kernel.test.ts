@@ -137,3 +137,33 @@ describe('gateway apart from a kernel that stops answering (interface 5.3, decis
     }
   }, 60_000);
 });
+
+describe('gateway apart from a kernel whose keys it cannot fetch (svc-gateway(5) AUTHENTICATION)', () => {
+  it('says so in its log once per outage, and again when the keys are fetched, while the calls are 503', async () => {
+    const proxy = await cuttableProxy(d.kernelUrl!);
+    proxy.setDown(true); // down before the gateway ever fetched the keys
+    const gw3 = await spawnGatewayOnly(proxy.url);
+    try {
+      const { run_id, l } = await leasedRun(['test:*']);
+      const body = { run_id, step: l.body.step, lease_id: l.body.lease_id, remit_token: l.body.context.remit_token, tool: 'test.echo', args: {} };
+      for (let i = 0; i < 5; i++) {
+        const res = await call(body, gw3);
+        expect(res.status).toBe(503);
+        expect(res.body.error.code).toBe('unavailable');
+        await new Promise((r) => setTimeout(r, 250)); // past the 1 s refresh hold-back, some of them
+      }
+      const warned = () => gw3.stderr().split('\n').filter((line) => line.includes("cannot fetch the kernel's keys"));
+      expect(warned()).toHaveLength(1); // one line per outage, not one per call
+      expect(JSON.parse(warned()[0]!)).toMatchObject({ level: 'warn', kernel_url: proxy.url, err: expect.any(String) });
+
+      proxy.setDown(false);
+      await new Promise((r) => setTimeout(r, 1000)); // the hold-back after the last failed refresh
+      expect((await call(body, gw3)).status).toBe(200);
+      expect(await waitOutput(gw3.stderr, "the kernel's keys are fetched again")).toContain('fetched again');
+      expect(warned()).toHaveLength(1);
+    } finally {
+      await gw3.stop();
+      await proxy.close();
+    }
+  }, 60_000);
+});
