@@ -15,6 +15,7 @@ import { bodyProblem, textProblem } from '../../src/encoding/json-limits.js';
 import { isLoopbackAddress, isLoopbackName } from '../../src/util/loopback.js';
 import { SvcError, isSvcError } from '../../src/errors.js';
 import { globalRedactor, type Logger, type Redactor } from '../../src/log/logger.js';
+import { LogThrottle, throttleFor } from '../../src/log/throttle.js';
 import { ajvErrorPath } from '../../src/encoding/json-pointer.js';
 import { PRINTABLE_NAME_MESSAGE, PRINTABLE_NAME_PATTERN } from '../../src/util/printable-name.js';
 
@@ -74,6 +75,22 @@ function tooLarge(limit: number | undefined): SvcError {
     : new SvcError('payload_too_large', `request body is over this route's limit of ${limit} bytes`, { limit_bytes: limit });
 }
 
+/** How often one store fault (by code) is logged with its stack, per logger; the rest are counted. */
+export const STORE_FAULT_LOG_MS = 10_000;
+const storeFaultLogs = new WeakMap<object, LogThrottle>();
+
+/**
+ * Logs a store fault that failed a request: once per code every STORE_FAULT_LOG_MS, naming how
+ * many requests failed with it meanwhile. A full disk fails every write request, and one
+ * stack per request (hundreds a second from a few polling workers) filled the log, on the
+ * very disk that was full; `/v1/health` says the fault as long as it lasts.
+ */
+function logStoreFault(logger: Logger, code: string, err: string): void {
+  const unlogged = throttleFor(storeFaultLogs, logger, STORE_FAULT_LOG_MS).pass(code);
+  if (unlogged === null) return;
+  logger.error('the store failed', { code, err, ...(unlogged > 0 ? { not_logged_before: unlogged } : {}) });
+}
+
 /** Maps anything thrown inside fastify to an SvcError; `bodyLimit` is the route's (1 MiB, 8 MiB for bundles). */
 export function toSvcError(err: unknown, logger?: Logger, bodyLimit?: number): SvcError {
   if (isSvcError(err)) return err;
@@ -112,7 +129,7 @@ export function toSvcError(err: unknown, logger?: Logger, bodyLimit?: number): S
   if (fault !== null) {
     // A request svcd's drain cut off found its store closing: part of stopping, not a failure.
     if (fault.code === 'SVC_STORE_CLOSED') logger?.warn('a request found the store closing (svcd is stopping)', { code: fault.code });
-    else logger?.error('the store failed', { code: fault.code, err: e?.stack ?? String(err) });
+    else if (logger) logStoreFault(logger, fault.code, e?.stack ?? String(err));
     return new SvcError('unavailable', `the store cannot serve this request: ${fault.message}`, { cause: fault.code });
   }
   logger?.error('unhandled error', { err: e?.stack ?? String(err) });

@@ -9,6 +9,7 @@
  * audited as a `tool.called` event (tool, scopes, args hash, replayed, latency, outcome).
  * Bodies and events pass through the redactor: a `${VAR}` value cannot leave the gateway.
  */
+import { LogThrottle, throttleFor } from '../log/throttle.js';
 import { performance } from 'node:perf_hooks';
 import type { Clock } from '../clock.js';
 import { canonicalHash } from '../encoding/canonical-json.js';
@@ -86,6 +87,10 @@ export interface CallDeps {
   findTool(id: string): { connector: Connector; tool: ConnectorTool } | null;
   breaker(connector: string): CircuitBreaker;
 }
+
+/** How often a failed idempotency claim is logged, per gateway logger and message. */
+const CLAIM_FAULT_LOG_MS = 10_000;
+const claimFaultLogs = new WeakMap<object, LogThrottle>();
 
 /** The key id a token names, without verifying anything (used to refresh cached keys). */
 export function keyIdOf(token: string): string | undefined {
@@ -488,10 +493,16 @@ class ToolCall {
     return this.finish(res, outcome);
   }
 
-  /** The idempotency store failed (a disk error, say): logged, and a 503 saying what happened. */
+  /**
+   * The idempotency store failed (a disk error, say): logged, and a 503 saying what happened.
+   * A claim that failed ran nothing, and on a full disk every call's does: logged once every
+   * CLAIM_FAULT_LOG_MS, the next line naming how many were not (health says the fault
+   * meanwhile). A failure after the upstream ran is logged every time.
+   */
   private storeFailed(a: Admitted, what: string, err: unknown, consequence: string): CallResponse {
     const message = this.d.redactor.redact((err as Error)?.message ?? String(err));
-    this.d.logger.error(`idempotency store: cannot ${what}`, { tool: this.req.tool, err: message });
+    const unlogged = what === 'claim' ? throttleFor(claimFaultLogs, this.d.logger, CLAIM_FAULT_LOG_MS).pass(message) : 0;
+    if (unlogged !== null) this.d.logger.error(`idempotency store: cannot ${what}`, { tool: this.req.tool, err: message, ...(unlogged > 0 ? { not_logged_before: unlogged } : {}) });
     return gatewayError('unavailable', `the idempotency store cannot ${what} (${message}); ${consequence}`, { tool: this.req.tool, idempotency_key: a.key });
   }
 

@@ -35,6 +35,7 @@
 import type { Clock } from '../clock.js';
 import { SvcError } from '../errors.js';
 import type { Logger, Redactor } from '../log/logger.js';
+import { LogThrottle } from '../log/throttle.js';
 import type { SqlDb } from '../store/sql-db.js';
 import { isCredentialRefusal, KernelUnreachable, type AppendOptions, type EventCredential, type GatewayEvent, type KernelLink } from './kernel-link.js';
 import type { DROP_REASONS, GatewayMetrics } from './metrics.js';
@@ -98,6 +99,15 @@ interface OutboxRow {
 type PassEnd = 'down' | 'answered' | 'done';
 
 const BATCH = 100;
+
+/**
+ * Drops logged per reason in each window; the rest are counted (the metric has every one) and
+ * their number is told by the next line logged. A caller can make every call's event be
+ * refused (a made-up run id, a junk token) and a full outbox drops every call's: one line per
+ * call was a log as fast as the callers could call.
+ */
+const DROP_LOG_LINES = 10;
+const DROP_LOG_WINDOW_MS = 10_000;
 
 function parseRow(row: OutboxRow): { ev: GatewayEvent; creds: EventCredential[] } | null {
   try {
@@ -445,9 +455,14 @@ export class EventOutbox {
     else map.delete(runId);
   }
 
+  /** At most DROP_LOG_LINES lines per drop reason every DROP_LOG_WINDOW_MS. */
+  private readonly dropLog = new LogThrottle(DROP_LOG_WINDOW_MS, DROP_LOG_LINES);
+
   /** Counts and logs an event that will not reach its run, naming the call it recorded (null: unreadable). */
   private drop(reason: DropReason, runId: string, ev: GatewayEvent | null, err: unknown): void {
     this.o.metrics.eventsDropped.inc({ reason });
+    const unlogged = this.dropLog.pass(reason, this.o.clock.now());
+    if (unlogged === null) return;
     const log = reason === 'refused' ? this.o.logger.warn : this.o.logger.error;
     const p = ev?.payload ?? {};
     log.call(this.o.logger, 'a gateway event was not recorded on its run', {
@@ -458,6 +473,7 @@ export class EventOutbox {
       ...(typeof p.outcome === 'string' ? { outcome: p.outcome } : typeof p.reason === 'string' ? { refusal: p.reason } : {}),
       reason,
       err: this.message(err),
+      ...(unlogged > 0 ? { not_logged_before: unlogged } : {}),
     });
   }
 

@@ -126,6 +126,23 @@ describe('event outbox: the kernel answers', () => {
   });
 });
 
+describe('event outbox: drops in the log', () => {
+  it('a burst of refused events (made-up run ids) logs 10 lines per 10 s, counts every one, and the next line says how many were not logged', async () => {
+    const k = new ScriptedKernel();
+    k.finalRefusal = 'run not found';
+    const { box, log, metrics, clock } = await openBox(k);
+    for (let i = 0; i < 500; i++) await box.deliver(`run_${i}`, ev(i), [remit]);
+    const lines = () => log.text().split('\n').filter((l) => l.includes('a gateway event was not recorded')).map((l) => JSON.parse(l));
+    expect(lines()).toHaveLength(10);
+    expect(lines()[9]).toMatchObject({ run_id: 'run_9' });
+    expect(metricValue(await metrics.text(), 'svc_gateway_events_dropped_total', { reason: 'refused' })).toBe(500);
+    clock.advance(10_000);
+    await box.deliver('run_last', ev(500), [remit]);
+    expect(lines()).toHaveLength(11);
+    expect(lines()[10]).toMatchObject({ run_id: 'run_last', not_logged_before: 490 });
+  });
+});
+
 describe('event outbox: the kernel does not answer', () => {
   it('queues the event, keeps a run\'s order while it has a backlog, and delivers oldest first once the kernel is back', async () => {
     const k = new ScriptedKernel();
