@@ -10,6 +10,7 @@
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import type { Command } from 'commander';
+import { POLICY_TYPES } from '../../src/policy/cel-env.js';
 import { lintPolicy } from '../../src/policy/compile.js';
 import { testInSlices } from '../../src/policy/corpus-slices.js';
 import type { PolicySummary, PolicyTestResult } from '../../src/policy/policy-service.js';
@@ -100,6 +101,43 @@ export function readCorpus(file: string): unknown[] {
   return list;
 }
 
+/**
+ * Members of a case's action and run the kernel does not read (svc-policy(5), POLICY TESTS:
+ * members left out take defaults). The kernel ignores unknown members of a request body
+ * (docs/design.md), so an `arg` for `args` or `inputs` for `input` is decided as a case
+ * without them, and flips nothing: said here, on standard error, with the case's pointer in
+ * the file. Members of the case itself (the fixture's `note`) and of args and input are the
+ * author's own.
+ */
+export function corpusWarnings(value: unknown): Array<{ path: string; message: string }> {
+  const list = Array.isArray(value) ? value : (value as { corpus?: unknown } | null)?.corpus;
+  if (!Array.isArray(list)) return [];
+  const prefix = Array.isArray(value) ? '' : '/corpus';
+  const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+  const token = (k: string) => k.replace(/~/g, '~0').replace(/\//g, '~1');
+  const remit = [...Object.keys(POLICY_TYPES.Remit), 'grants'];
+  const shapes: Array<[string[], string, readonly string[]]> = [
+    [['action'], 'an action', Object.keys(POLICY_TYPES.Action)],
+    [['run'], 'a run', Object.keys(POLICY_TYPES.Run)],
+    [['run', 'requested_by'], 'requested_by', Object.keys(POLICY_TYPES.Requester)],
+    [['run', 'usage'], 'usage', Object.keys(POLICY_TYPES.Usage)],
+    [['run', 'remit'], 'a remit', remit],
+  ];
+  const out: Array<{ path: string; message: string }> = [];
+  list.forEach((c, i) => {
+    for (const [at, what, members] of shapes) {
+      let v: unknown = c;
+      for (const k of at) v = isObj(v) ? v[k] : undefined;
+      if (!isObj(v)) continue;
+      for (const k of Object.keys(v)) {
+        if (members.includes(k)) continue;
+        out.push({ path: `${prefix}/${i}/${at.join('/')}/${token(k)}`, message: `"${k}" is not a member of ${what} (its members: ${members.join(', ')}); the case is decided without it` });
+      }
+    }
+  });
+  return out;
+}
+
 export interface TestOutput extends PolicyTestResult {
   /** The corpus, for the one-line action views. */
   corpus: unknown[];
@@ -108,6 +146,7 @@ export interface TestOutput extends PolicyTestResult {
 /** `svc policy test`: A against B over a corpus. `b` is NAME[@VER] or a policy source file. */
 export async function handleTest(client: SvcHttpClient, corpusFile: string, a: string, b: string): Promise<TestOutput> {
   const corpus = readCorpus(corpusFile);
+  for (const w of corpusWarnings(readDataFile(corpusFile))) process.stderr.write(`${corpusFile}: ${w.path}: warning: ${w.message}\n`);
   // The interface takes A by name only; a file there is the natural slip, since --b takes one.
   if (a.includes('/') || a.endsWith('.policy')) {
     throw usageError(`--a names a pushed policy (NAME or NAME@VERSION), not a file: push ${a} first (svc policy push ${a} --name NAME --version VERSION); --b may be a file`);
@@ -124,7 +163,7 @@ export async function handleTest(client: SvcHttpClient, corpusFile: string, a: s
   const policyB = bIsFile ? { source: readSource(b) } : parseRef(b, '--b');
   try {
     // The kernel takes 1 MiB a request (decisions §10): a larger corpus goes in slices.
-    const result = await testInSlices(async (body) => (await client.request<PolicyTestResult>('POST', '/policies/test', body)).body, { policy_a: policyA, policy_b: policyB, corpus });
+    const result = await testInSlices(async (body) => (await client.request<PolicyTestResult>('POST', '/policies/test', body)).body, { policy_a: policyA, policy_b: policyB, corpus, explain: true });
     return { ...result, corpus };
   } catch (err) {
     const e = err as CliError;
@@ -158,7 +197,29 @@ function testHuman(r: TestOutput): string {
   const head = `${r.flips.length} flip${r.flips.length === 1 ? '' : 's'} in ${r.cases} case${r.cases === 1 ? '' : 's'}: A = ${refText(r.policy_a)}, B = ${refText(r.policy_b)}`;
   if (r.flips.length === 0) return head;
   const rows = r.flips.map((f) => [f.index, `${f.a} → ${f.b}`, f.rule_a, f.rule_b, actionView(r.corpus[f.index])]);
-  return table(['INDEX', 'A → B', 'RULE A', 'RULE B', 'ACTION'], rows) + '\n\n' + head;
+  return table(['INDEX', 'A → B', 'RULE A', 'RULE B', 'ACTION'], rows) + '\n\n' + failedConditions(r.flips) + head;
+}
+
+/**
+ * The conditions that failed in flipped cases, once per policy, rule and message with the
+ * cases it failed in: a flip that comes from a condition failing closed (a misspelt argument)
+ * reads in the table like one the policy meant.
+ */
+function failedConditions(flips: PolicyTestResult['flips']): string {
+  const seen = new Map<string, number[]>();
+  for (const f of flips as Array<{ index: number; errors_a?: Array<{ rule: string; message: string }>; errors_b?: Array<{ rule: string; message: string }> }>) {
+    for (const [side, errors] of [['A', f.errors_a], ['B', f.errors_b]] as const) {
+      for (const e of errors ?? []) {
+        const key = `${side}  ${e.rule}: ${e.message}`;
+        const list = seen.get(key) ?? [];
+        if (!list.includes(f.index)) list.push(f.index);
+        seen.set(key, list);
+      }
+    }
+  }
+  if (seen.size === 0) return '';
+  const lines = [...seen].map(([key, idx]) => fit(`  ${key} (case${idx.length === 1 ? '' : 's'} ${idx.slice(0, 5).join(', ')}${idx.length > 5 ? ', …' : ''})`, 200));
+  return `conditions that failed in these cases (failing closed, they count as matched for deny and require_approval, and not for allow):\n${lines.join('\n')}\n\n`;
 }
 
 export function registerPolicy(program: Command): void {

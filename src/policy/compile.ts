@@ -89,6 +89,8 @@ function celMessage(err: RangedError, expr: string): string {
   // overflow the stack. That is a condition too deep, not a fault of the kernel.
   if (err instanceof RangeError) return 'the condition nests too deeply to parse (a long chain of prefix operators or brackets)';
   const text = err.summary ?? String(err.message ?? err).split('\n')[0] ?? 'invalid condition';
+  const call = /^found no matching overload for '(and|or|not)\(/i.exec(text);
+  if (call) return `"${call[1]}" is not a CEL operator: write ${LOGIC_WORDS[call[1]!.toLowerCase()]} (CEL writes and, or, not as &&, ||, !)`;
   if (err.code === 'unknown_variable') return `${text} (a condition reads "action" and "run")`;
   if (text === 'Unexpected token: EOF') return 'unexpected end of the condition';
   const unexpected = /^Unexpected token: ([A-Z_]+)$/.exec(text);
@@ -106,6 +108,37 @@ function celMessage(err: RangedError, expr: string): string {
     if (members) return `${path} has no member "${key[1]}" (its members: ${members.join(', ')})`;
   }
   return text;
+}
+
+/**
+ * `and`, `or`, `not` as SQL and Python write them: CEL spells them &&, || and !, and cel-js
+ * reports such a word as an "unexpected character" somewhere inside it (`d` of `and`, or the
+ * `n` of `not` at the name after it). Found only once the condition failed to parse, outside
+ * strings and not as a member (`.and`), so the message can name the word and what to write.
+ */
+const LOGIC_WORDS: Record<string, string> = { and: '&&', or: '||', not: '!' };
+function logicWord(expr: string): { start: number; word: string; cel: string } | null {
+  let i = 0;
+  while (i < expr.length) {
+    const c = expr[i]!;
+    if (c === '"' || c === "'") {
+      const triple = expr.startsWith(c.repeat(3), i);
+      const close = triple ? c.repeat(3) : c;
+      i += close.length;
+      while (i < expr.length && !expr.startsWith(close, i)) i += expr[i] === '\\' ? 2 : 1;
+      i += close.length;
+      continue;
+    }
+    const word = /^[A-Za-z_][A-Za-z0-9_]*/.exec(expr.slice(i))?.[0];
+    if (!word) {
+      i++;
+      continue;
+    }
+    const cel = LOGIC_WORDS[word.toLowerCase()];
+    if (cel && !/\.\s*$/.test(expr.slice(0, i))) return { start: i, word, cel };
+    i += word.length;
+  }
+  return null;
 }
 
 /** Checks one condition; returns its program or pushes a diagnostic. */
@@ -126,6 +159,12 @@ function checkCondition(
   try {
     program = policyEnvironment.parse(cond.expr);
   } catch (err) {
+    const w = err instanceof RangeError ? null : logicWord(cond.expr);
+    if (w) {
+      const at = lines.pos(cond.exprOffset + w.start);
+      diagnostics.push({ offset: at.offset, line: at.line, column: at.column, message: `"${w.word}" is not a CEL operator: write ${w.cel} (CEL writes and, or, not as &&, ||, !)` });
+      return null;
+    }
     place(err as RangedError);
     return null;
   }

@@ -37,6 +37,8 @@ export interface PolicyTestBodyIn {
   policy_a: { name: string; version?: string };
   policy_b: { name: string; version?: string } | { name?: string; source: string };
   corpus: readonly unknown[];
+  /** Flips also name the conditions that failed (PolicyTestBody.explain). */
+  explain?: boolean;
 }
 
 /**
@@ -58,7 +60,7 @@ export async function testInSlices(
   for (const slice of slices) {
     let r: PolicyTestResult;
     try {
-      r = await post({ policy_a: policyA, policy_b: policyB, corpus: slice });
+      r = await post({ policy_a: policyA, policy_b: policyB, corpus: slice, ...(body.explain ? { explain: true } : {}) });
     } catch (err) {
       throw renumberCorpusError(err, offset);
     }

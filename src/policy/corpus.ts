@@ -26,6 +26,22 @@ export interface Flip {
   b: Decision;
   rule_a: string;
   rule_b: string;
+  /**
+   * With `explain` (svc's extension of the request): the conditions that failed while the
+   * case was decided under A (under B), present only when there are any (decisions 5.1: such a condition counts as matched for deny and
+   * require_approval). A flip to approval_required by a rule whose condition reads
+   * `action.args.ticketid` for `ticket_id` is a flip the author did not write.
+   */
+  errors_a?: Array<{ rule: string; message: string }>;
+  errors_b?: Array<{ rule: string; message: string }>;
+}
+
+/** A flip in the contract's shape; with `explain`, also the conditions that failed on either side. */
+function flipOf(index: number, da: ReturnType<typeof decide>, db: ReturnType<typeof decide>, explain: boolean): Flip {
+  const flip: Flip = { index, a: da.decision, b: db.decision, rule_a: da.rule, rule_b: db.rule };
+  if (explain && da.errors.length > 0) flip.errors_a = da.errors;
+  if (explain && db.errors.length > 0) flip.errors_b = db.errors;
+  return flip;
 }
 
 /** Most cases in one test request. */
@@ -136,12 +152,12 @@ export function normalizeCorpus(corpus: unknown, path = '/corpus'): CorpusCase[]
 }
 
 /** Every case under A alone and under B alone (each with the default rule); the flips. */
-export function comparePolicies(a: CompiledPolicy, b: CompiledPolicy, cases: readonly CorpusCase[]): { cases: number; flips: Flip[] } {
+export function comparePolicies(a: CompiledPolicy, b: CompiledPolicy, cases: readonly CorpusCase[], explain = false): { cases: number; flips: Flip[] } {
   const flips: Flip[] = [];
   cases.forEach((c, index) => {
     const da = decide([a], c.action, c.run);
     const db = decide([b], c.action, c.run);
-    if (da.decision !== db.decision) flips.push({ index, a: da.decision, b: db.decision, rule_a: da.rule, rule_b: db.rule });
+    if (da.decision !== db.decision) flips.push(flipOf(index, da, db, explain));
   });
   return { cases: cases.length, flips };
 }
@@ -158,6 +174,8 @@ export interface CompareOptions {
   sliceMs?: number;
   /** Stops the comparison between two slices; it then rejects with the signal's reason. */
   signal?: AbortSignal;
+  /** Flips also carry the conditions that failed (`errors_a`, `errors_b`). */
+  explain?: boolean;
 }
 
 /**
@@ -194,7 +212,7 @@ export async function comparePoliciesInSlices(
     const c = cases[index]!;
     const da = await decideAlone(a, c);
     const db = await decideAlone(b, c);
-    if (da.decision !== db.decision) flips.push({ index, a: da.decision, b: db.decision, rule_a: da.rule, rule_b: db.rule });
+    if (da.decision !== db.decision) flips.push(flipOf(index, da, db, opts.explain === true));
   }
   return { cases: cases.length, flips };
 }

@@ -128,6 +128,22 @@ export function parsePolicySource(source: string, opts: ParseOptions = {}): Pars
       name = nameTok.text;
       namePos = nameTok;
       k++;
+      // `close-vip` or `close.vip`: a name in the shape of a tool id or a slug. Said as such
+      // (rather than "expected when, found -"), and read past so the rest of the rule is checked.
+      let j = k;
+      let end = nameTok.end;
+      while (tokens[j]?.kind === 'punct' && (tokens[j]!.text === '-' || tokens[j]!.text === '.') && tokens[j]!.offset === end) {
+        const part = tokens[j + 1];
+        if (!part || (part.kind !== 'ident' && part.kind !== 'number') || part.offset !== tokens[j]!.end) break;
+        end = part.end;
+        j += 2;
+      }
+      if (j > k) {
+        const written = source.slice(nameTok.offset, end);
+        report(nameTok, `a rule name is letters, digits and underscores: write ${written.replace(/[-.]/g, '_')}, not ${written}`);
+        ok = false;
+        k = j;
+      }
     } else {
       report(at(nameTok, k), `expected a rule name after "${effectTok.text}", found ${nameTok ? describe(nameTok) : 'the end of the policy'}`);
       ok = false;

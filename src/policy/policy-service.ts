@@ -55,6 +55,11 @@ export interface PolicyTestBody {
   /** A stored policy, or a source under test (its rules are named `<name>/<rule>`, name defaulting to policy_a's). */
   policy_b: { name: string; version?: string } | { source: string; name?: string };
   corpus: unknown[];
+  /**
+   * svc's extension: each flip also carries the conditions that failed while its case was
+   * decided (`errors_a`, `errors_b`). Asked for, so a flip keeps the contract's five members.
+   */
+  explain?: boolean;
 }
 
 export interface PolicyTestResult {
@@ -260,7 +265,7 @@ export class PolicyService {
         bRef = b.ref;
       }
       signal?.throwIfAborted();
-      return { ...(await comparePoliciesInSlices(a, b, cases, { signal })), policy_a: a.ref, policy_b: bRef };
+      return { ...(await comparePoliciesInSlices(a, b, cases, { signal, explain: body.explain === true })), policy_a: a.ref, policy_b: bRef };
     } catch (err) {
       if (signal?.aborted && err === signal.reason && !(err instanceof SvcError)) {
         throw new SvcError('unavailable', 'the policy test was stopped before it finished', {});

@@ -34,6 +34,8 @@ export const POLICY_TEST_SCHEMA = {
     policy_a: { type: 'object', required: ['name'], properties: { name, version } },
     policy_b: { type: 'object', properties: { name, version, source } },
     corpus: { type: 'array', maxItems: MAX_CORPUS_CASES, items: { type: 'object' } },
+    /** svc's extension: flips carry the conditions that failed (errors_a, errors_b). */
+    explain: { type: 'boolean' },
   },
 } as const;
 

@@ -138,6 +138,31 @@ describe('svc policy test (D 5.3)', () => {
     expect(JSON.parse(diff.stdout)).toEqual(JSON.parse(j.stdout));
   });
 
+  // Unknown members of a kernel body are ignored (docs/design.md), so a corpus case with
+  // `arg` for `args` was decided with args {} and flipped nothing, silently: the one tool
+  // meant to catch a policy change then passed it. Warned of with its pointer in the file.
+  it('warns of a case member the kernel does not read (arg for args, inputs for input), and still tests', async () => {
+    await using d = await startTestDaemon();
+    const url = ['--kernel-url', d.kernelUrl!];
+    await runSvc([...url, 'policy', 'push', V1, '--name', 'refunds', '--version', '1.0.0']);
+    const file = join(tempDir(), 'typos.json');
+    writeFileSync(file, JSON.stringify({ corpus: [
+      { note: 'a comment member of the case is the author\'s own', action: { tool: 'billing.refund', args: { amount: 5, whatever: 1 } } },
+      { action: { tool: 'billing.refund', arg: { amount: 500 } }, run: { inputs: {}, remit: { grants: ['pii'], autonomy: 'observe', scope: [] }, usage: { dollars: 1 } } },
+    ] }));
+    const r = await runSvc([...url, 'policy', 'test', file, '--a', 'refunds@1.0.0', '--b', V2]);
+    expect(r.code).toBe(0);
+    expect(r.stderr.trim().split('\n')).toEqual([
+      `${file}: /corpus/1/action/arg: warning: "arg" is not a member of an action (its members: tool, connector, operation, args, writes, system_of_record, summary); the case is decided without it`,
+      `${file}: /corpus/1/run/inputs: warning: "inputs" is not a member of a run (its members: id, bundle, workflow, department, requested_by, input, usage, remit); the case is decided without it`,
+      `${file}: /corpus/1/run/usage/dollars: warning: "dollars" is not a member of usage (its members: tokens, usd); the case is decided without it`,
+      `${file}: /corpus/1/run/remit/scope: warning: "scope" is not a member of a remit (its members: autonomy, tools, scopes, grants); the case is decided without it`,
+    ]);
+    // The fixture corpus has none.
+    const clean = await runSvc([...url, 'policy', 'test', CORPUS, '--a', 'refunds@1.0.0', '--b', V2]);
+    expect(clean.stderr).not.toContain('warning');
+  });
+
   it('a bad case in a corpus sent in slices is named at its index in the whole file (svc(1))', async () => {
     await using d = await startTestDaemon();
     const url = ['--kernel-url', d.kernelUrl!];
@@ -149,6 +174,26 @@ describe('svc policy test (D 5.3)', () => {
     const r = await runSvc([...url, 'policy', 'test', file, '--a', 'refunds@1.0.0', '--b', V1]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^svc: request_invalid: \/corpus\/11000\/action\/tool /);
+  });
+
+  // D 5.1 item 4: a condition that fails counts as matched for require_approval. A policy
+  // whose rule reads action.args.invoiceid (for invoice_id) flips every refund to approval,
+  // and the table showed only the rule, as if the policy meant it.
+  it('names the conditions that failed closed in the flipped cases, with their cases', async () => {
+    await using d = await startTestDaemon();
+    const url = ['--kernel-url', d.kernelUrl!];
+    await runSvc([...url, 'policy', 'push', V1, '--name', 'refunds', '--version', '1.0.0']);
+    const typo = join(tempDir(), 'typo.policy');
+    writeFileSync(typo, readFileSync(V1, 'utf8') + '\nrequire_approval odd_invoice by "role:finance"\n  when action.tool == "billing.refund" && action.args.invoiceid == "inv_9"\n');
+    const r = await runSvc([...url, 'policy', 'test', CORPUS, '--a', 'refunds@1.0.0', '--b', typo]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('conditions that failed in these cases (failing closed, they count as matched for deny and require_approval, and not for allow):\n  B  refunds/odd_invoice: No such key: invoiceid (cases ');
+    const j = JSON.parse((await runSvc([...url, '--json', 'policy', 'test', CORPUS, '--a', 'refunds@1.0.0', '--b', typo])).stdout);
+    expect(j.flips.length).toBeGreaterThan(0);
+    for (const f of j.flips) expect(f.errors_b).toEqual([{ rule: 'refunds/odd_invoice', message: 'No such key: invoiceid' }]);
+    // Versions that evaluate cleanly print no such section.
+    const clean = await runSvc([...url, 'policy', 'test', CORPUS, '--a', 'refunds@1.0.0', '--b', V2]);
+    expect(clean.stdout).not.toContain('conditions that failed');
   });
 
   it('takes B from a policy file; --fail-on-flip exits 1 on flips and 0 without', async () => {

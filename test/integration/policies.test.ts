@@ -176,6 +176,12 @@ describe('a conversion that fails fails closed through the kernel (D 5.1, D 5.3)
     const res = await d.kernel_('/policies/test', { body: { policy_a: { name: 'conv' }, policy_b: { source: 'deny never when false' }, corpus: cases } });
     expect(res.status).toBe(200);
     expect(res.body.flips).toEqual([0, 2, 3, 4].map((index) => ({ index, a: 'deny', b: 'allow', rule_a: 'conv/short', rule_b: 'default/allow' })));
+    // Asked to explain (svc's extension), the flips whose deny comes from the condition failing
+    // closed say so (errors_a); the one that matched as written ("7") does not.
+    const explained = await d.kernel_('/policies/test', { body: { policy_a: { name: 'conv' }, policy_b: { source: 'deny never when false' }, corpus: cases, explain: true } });
+    const failed = { errors_a: [{ rule: 'conv/short', message: expect.stringMatching(/^int\(\) conversion error/) }] };
+    expect(explained.body.flips).toEqual([0, 2, 3, 4].map((index) => ({ index, a: 'deny', b: 'allow', rule_a: 'conv/short', rule_b: 'default/allow', ...(index === 2 ? {} : failed) })));
+    expect((await d.kernel_('/policies/test', { body: { policy_a: { name: 'conv' }, policy_b: { source: 'deny never when false' }, corpus: cases, explain: 'yes' } })).status).toBe(400);
     const policies = d.kernel!.policies;
     const decided = await policies.decide([{ name: 'conv', version: '1' }], toPolicyAction(cases[0]!.action), toPolicyRun({}));
     expect(decided).toMatchObject({ decision: 'deny', rule: 'conv/short', errors: [{ rule: 'conv/short', message: expect.stringMatching(/^int\(\) conversion error/) }] });

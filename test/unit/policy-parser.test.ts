@@ -89,6 +89,20 @@ describe('rule syntax (D 5.1)', () => {
   it('unterminated string (tokenizer)', () => at('allow a when action.tool == "abc', 1, 29, /unterminated string/));
 });
 
+describe('rule names (D 5.1)', () => {
+  // `close-vip` read as the name close, then "expected when, found -".
+  it('a name with - or . says what a name may hold and what to write', () => {
+    at('require_approval close-vip by "role:lead"\n  when action.writes', 1, 18, /^a rule name is letters, digits and underscores: write close_vip, not close-vip$/);
+    at('allow helpdesk.close when action.writes', 1, 7, /^a rule name is letters, digits and underscores: write helpdesk_close, not helpdesk.close$/);
+    // The rest of the rule is still checked, and no "expected when" follows.
+    const problems = lintPolicy('allow close-v2 when action.nope');
+    expect(problems.map((p) => [p.line, p.column, p.message.slice(0, 24)])).toEqual([
+      [1, 7, 'a rule name is letters, '],
+      [1, 28, 'action has no member "no'],
+    ]);
+  });
+});
+
 describe('CEL syntax errors map into the whole source (D 5.1)', () => {
   it('unexpected token on the third line of a condition', () =>
     at('allow a\n  when action.tool == "x" &&\n       action.args.amount >> 3', 3, 28, /^unexpected ">"$/));
@@ -99,6 +113,17 @@ describe('CEL syntax errors map into the whole source (D 5.1)', () => {
   it('condition that ends too early', () => at('deny a when action.writes &&', 1, 29, /unexpected end of the condition/));
   it('unexpected character', () => at('allow a when action.tool == `x`', 1, 29, /^unexpected character "`"$/));
   it('assignment instead of comparison', () => at('allow a\n  when action.tool = "x"', 2, 20, /^unexpected character "=" \(compare with ==\)$/));
+  // SQL's and Python's spelling, the first thing a newcomer writes: cel-js says "unexpected
+  // character" with a letter from somewhere inside the word ("d" of and, "n" of not at the
+  // name after it). Named as the word, at the word, with what CEL writes instead.
+  it('and, or, not written as words name the CEL operator to write instead', () => {
+    at('allow a when action.tool == "x" and action.writes', 1, 33, /^"and" is not a CEL operator: write && /);
+    at('allow a when action.tool == "x" OR action.writes', 1, 33, /^"OR" is not a CEL operator: write \|\| /);
+    at('allow a\n  when not action.writes', 2, 8, /^"not" is not a CEL operator: write ! /);
+    at('allow a when not(action.writes)', 1, 14, /^"not" is not a CEL operator: write ! /);
+    // The words inside strings or as members are not operators: this one compiles.
+    expect(() => compilePolicy(ref, 'allow a when action.args.note == "and or not" || has(action.args.not)')).not.toThrow();
+  });
   it('invalid escape sequence', () => at('allow a when action.tool == "\\q"', 1, 30, /Invalid escape sequence/));
   it('a second rule after a valid one', () => at('allow a when true\n\n# next\ndeny b when action.tool ==', 4, 27, /unexpected end/));
   it('depth limit (parse limits)', () => at('allow a when ' + '('.repeat(40) + 'true' + ')'.repeat(40), 1, 46, /maxDepth/));
