@@ -161,6 +161,26 @@ export interface ValidateResult {
   signed_by?: string;
 }
 
+/** What validate warns of and never refuses: an undeclared tool, a model step without a mock script, an input template its schema forbids. */
+export function bundleWarnings(bundle: unknown): BundleProblem[] {
+  return [...undeclaredTools(bundle), ...modelStepsWithoutMock(bundle), ...inputTemplatesOutsideSchema(bundle)];
+}
+
+/**
+ * sign and push check the bundle "as by svc bundle validate" (svc(1)): its warnings too, on
+ * standard error, or a {{input.typo}} that fails every run is signed and pushed without a word.
+ * A file that cannot be read is left to the command, which says so.
+ */
+function printBundleWarnings(file: string): void {
+  let bundle: unknown;
+  try {
+    bundle = readBundleFile(file).bundle;
+  } catch {
+    return;
+  }
+  for (const w of bundleWarnings(bundle)) process.stderr.write(`${file}: ${w.path}: warning: ${w.message}\n`);
+}
+
 /** `svc bundle validate`: offline, every problem; a file that does not parse is one, at the root. */
 export function handleValidate(file: string): ValidateResult {
   let read: { value: unknown; problems: BundleProblem[] };
@@ -178,7 +198,7 @@ export function handleValidate(file: string): ValidateResult {
   const r = validateBundle(bundle);
   // Such a value stands in as 0 for the validator: what it says of that place is not the file's.
   const fromValidator = r.ok ? [] : r.problems.filter((p) => !carried.some((c) => c.path === p.path));
-  const warnings = [...undeclaredTools(bundle), ...modelStepsWithoutMock(bundle), ...inputTemplatesOutsideSchema(bundle)];
+  const warnings = bundleWarnings(bundle);
   const signed = signature && typeof signature.key_id === 'string' ? { signed_by: signature.key_id } : {};
   if (carried.length > 0 || !r.ok) return { ok: false, file, problems: [...carried, ...fromValidator], warnings, ...signed };
   return { ok: true, file, problems: [], warnings, name: r.bundle.name, version: r.bundle.version, bundle_id: bundleId(r.bundle), ...signed };
@@ -285,6 +305,7 @@ export function registerBundle(program: Command): void {
     .requiredOption('--key <keyfile>', 'publisher key pair file {key_id, public_key, private_key}, as svc keys gen writes it (required)')
     .option('-o, --output <out>', 'write the signed bundle to OUT instead of stdout')
     .action(function (this: Command, file: string, o: { key: string; output?: string }) {
+      printBundleWarnings(file);
       const signed = handleSign(file, o.key);
       if (!o.output) {
         process.stdout.write(JSON.stringify(signed, null, globals(this).json ? 0 : 2) + '\n');
@@ -309,6 +330,7 @@ export function registerBundle(program: Command): void {
     .option('--key <keyfile>', 'publisher key pair file used when FILE is unsigned')
     .addHelpText('after', '\nExample:\n  svc bundle push fixtures/bundles/refunds.yaml --key fixtures/keys/demo-publisher.json')
     .action(async function (this: Command, file: string, o: { key?: string }) {
+      printBundleWarnings(file);
       const r = await handlePush(kernelClient(this), file, o.key);
       output(this, r, (x: PushResult) => `${x.status === 'created' ? 'created' : 'already stored'}: ${x.name} ${x.version} ${x.bundle_id}`);
     });

@@ -19,6 +19,7 @@ import { jsonArgument, type ReadFile } from '../json-argument.js';
 import type { SvcHttpClient } from '../http-client.js';
 import { resolveBundle } from './bundle.js';
 import { parseRequestedBy, remitIdArgument } from './remit.js';
+import { anyToolMatches } from '../../src/remit/patterns.js';
 import { wholeOf } from '../../src/util/number-text.js';
 import { clean, columns, pad } from '../terminal-text.js';
 
@@ -39,12 +40,62 @@ export interface StartFlags {
 }
 
 /** POST /v1/runs. */
-export async function handleStart(client: SvcHttpClient, bundle: string, workflow: string, f: StartFlags): Promise<{ run_id: string; state: string }> {
+export async function handleStart(
+  client: SvcHttpClient,
+  bundle: string,
+  workflow: string,
+  f: StartFlags,
+  warn: (line: string) => void = () => {},
+): Promise<{ run_id: string; state: string }> {
   const input = parseInput(f.input); // local mistakes first, before asking the daemon anything
   const remitId = remitIdArgument(f.remit, '--remit');
-  const body: Record<string, unknown> = { bundle_id: await resolveBundle(client, bundle), workflow, input, remit_id: remitId };
+  const bundleId = await resolveBundle(client, bundle);
+  const body: Record<string, unknown> = { bundle_id: bundleId, workflow, input, remit_id: remitId };
   if (f.requestedBy !== undefined) body.requested_by = parseRequestedBy(f.requestedBy);
-  return (await client.request<{ run_id: string; state: string }>('POST', '/runs', body, {}, ['run_id', 'state'])).body;
+  const started = (await client.request<{ run_id: string; state: string }>('POST', '/runs', body, {}, ['run_id', 'state'])).body;
+  try {
+    const [b, r] = await Promise.all([
+      client.request<{ bundle?: unknown }>('GET', `/bundles/${encodeURIComponent(bundleId)}`),
+      client.request<{ tools?: unknown; autonomy?: unknown }>('GET', `/remits/${encodeURIComponent(remitId)}`),
+    ]);
+    for (const line of remitGaps(b.body.bundle, workflow, remitId, r.body)) warn(`run ${started.run_id}: ${line}`);
+  } catch {
+    /* the run started; a note that cannot be had is not an error */
+  }
+  return started;
+}
+
+/**
+ * The calls a workflow's steps are written to make that its run's remit refuses at the
+ * gateway: a tool no pattern of the remit matches (tool_not_in_remit), and a tool the bundle
+ * declares as writing under observe or propose (autonomy_too_low). Each would quarantine its
+ * step only when it is reached, after earlier steps wrote, and a bound remit cannot be
+ * widened: said when the run starts. A model step's tools are the model's to call or not.
+ */
+export function remitGaps(bundle: unknown, workflow: string, remitId: string, remit: { tools?: unknown; autonomy?: unknown }): string[] {
+  const obj = (v: unknown): Record<string, unknown> | null => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null);
+  const tools = Array.isArray(remit.tools) ? remit.tools.filter((t): t is string => typeof t === 'string') : null;
+  const steps = obj(obj(obj(bundle)?.workflows)?.[workflow])?.steps;
+  if (!tools || !Array.isArray(steps)) return [];
+  const declared = obj(obj(bundle)?.tools) ?? {};
+  const readOnly = remit.autonomy === 'observe' || remit.autonomy === 'propose';
+  const out: string[] = [];
+  for (const step of steps) {
+    const s = obj(step);
+    if (!s || typeof s.id !== 'string') continue;
+    const calls: Array<[string, string]> = [];
+    if ((s.kind === 'tool' || s.kind === 'action') && typeof s.tool === 'string') calls.push([s.tool, 'calls']);
+    const comp = obj(s.compensate);
+    if (comp && typeof comp.tool === 'string') calls.push([comp.tool, 'compensates with']);
+    for (const [tool, how] of calls) {
+      if (!anyToolMatches(tools, tool)) {
+        out.push(`step ${s.id} ${how} ${tool}, which remit ${remitId} does not grant (its tools: ${tools.join(', ') || 'none'}): the gateway will refuse it (tool_not_in_remit) and quarantine the step; a remit cannot be widened once a run binds it, so abandon this run and start it with a remit that grants the tool`);
+      } else if (readOnly && obj(declared[tool])?.writes === true) {
+        out.push(`step ${s.id} ${how} ${tool}, which the bundle declares as writing, and remit ${remitId} has autonomy ${String(remit.autonomy)}: the gateway will refuse it (autonomy_too_low) and quarantine the step`);
+      }
+    }
+  }
+  return out;
 }
 
 export interface ListFlags {
@@ -315,7 +366,7 @@ export function registerRun(program: Command): void {
     )
     .action(async function (this: Command, bundle: string, workflow: string, f: StartFlags) {
       if (f.remit === undefined) throw usageError("required option '--remit <id>' not specified (run with --help for usage)");
-      const r = await handleStart(kernelClient(this), bundle, workflow, f);
+      const r = await handleStart(kernelClient(this), bundle, workflow, f, (line) => process.stderr.write(`svc: warning: ${line}\n`));
       if (globals(this).json) output(this, r);
       else {
         process.stdout.write(r.run_id + '\n');

@@ -35,7 +35,8 @@ export function generatePublisherKey(): { key_id: string; public_key: string; pr
 export function parsePublisher(spec: string): PublisherKey {
   const text = String(spec).trim();
   const colon = text.indexOf(':');
-  if (colon <= 0) throw new Error(`publisher key "${text}" must be KEY_ID:PUBLIC_KEY`);
+  // A key file's path (or its public key alone) is what a newcomer passes first.
+  if (colon <= 0) throw new Error(`publisher key "${text}" must be KEY_ID:PUBLIC_KEY (svc keys publisher KEYFILE prints it for a key file)`);
   const keyId = text.slice(0, colon);
   const publicKey = text.slice(colon + 1);
   if (!PUBLISHER_KEY_ID.test(keyId)) throw new Error(`publisher key id "${keyId}" may use only letters, digits, ".", "_" and "-" (1-128 characters)`);

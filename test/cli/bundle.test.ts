@@ -70,6 +70,33 @@ describe('svc bundle validate (offline, D 4)', () => {
     expect((await runSvc(['bundle', 'validate', file])).stderr).not.toContain('input_schema does not allow');
   });
 
+  // svc(1): push checks the bundle "as by svc bundle validate"; sign validates first. Both
+  // used to drop validate's warnings, so a {{input.typo}} that fails every run was signed
+  // and pushed without a word.
+  it('sign and push print the warnings validate prints, on standard error, and still succeed', async () => {
+    const b = structuredClone(refunds);
+    b.version = '1.0.7';
+    b.workflows.refund.steps[0].args.invoice_id = '{{input.invoce_id}}';
+    b.workflows.refund.steps[2].tool = 'billing.refnd';
+    const file = join(tempDir(), 'warned.yaml');
+    writeFileSync(file, JSON.stringify(b));
+    const typo = `${file}: /workflows/refund/steps/0/args/invoice_id: warning: {{input.invoce_id}} names input.invoce_id`;
+    const undeclared = `${file}: /workflows/refund/steps/2/tool: warning: tool "billing.refnd" is not declared in the bundle's tools`;
+    const sign = await runSvc(['bundle', 'sign', file, '--key', KEY, '-o', join(tempDir(), 'warned.json')]);
+    expect(sign.code).toBe(0);
+    expect(sign.stderr).toContain(typo);
+    expect(sign.stderr).toContain(undeclared);
+    await using d = await daemon();
+    const push = await runSvc(['--kernel-url', d.kernelUrl!, 'bundle', 'push', file, '--key', KEY]);
+    expect(push.code).toBe(0);
+    expect(push.stdout.trim()).toBe(`created: refunds 1.0.7 ${bundleId(b)}`);
+    expect(push.stderr).toContain(typo);
+    expect(push.stderr).toContain(undeclared);
+    // The fixture has none.
+    const clean = await runSvc(['--kernel-url', d.kernelUrl!, 'bundle', 'push', BUNDLE, '--key', KEY]);
+    expect(clean.stderr).not.toContain('warning');
+  });
+
   it('says which file it cannot read or parse', async () => {
     const missing = await runSvc(['bundle', 'validate', '/nonexistent/x.yaml']);
     expect(missing.code).toBe(1);

@@ -79,6 +79,33 @@ describe('svc run (D §11)', () => {
     expect(followed.stdout).toMatch(/run\.abandon_requested\s+ops-1:ops /);
   });
 
+  // A remit that leaves out a tool the workflow's steps call lets the run start, write in its
+  // earlier steps, and quarantine the step that calls it (tool_not_in_remit); the bound remit
+  // cannot be widened (interface 5.3), so the run can only be abandoned. Said at start.
+  it('run start warns of a step tool the remit does not grant, or a declared write under propose (I 5.3)', async () => {
+    await using d = await startRunDaemon();
+    const env = { SVC_KERNEL_URL: d.kernelUrl! };
+    await pushBundle(d);
+    const mint = async (tools: string[], autonomy: string) =>
+      (await d.kernel_('/remits', { body: { tools, scopes: ['sql:table:*'], grants: [], spend: { tokens: 1000, usd: 1 }, autonomy, requested_by: { id: 'ana', role: 'agent', manager: 'finance' } } })).body.remit_id as string;
+    const narrow = await mint(['billing.lookup', 'billing.refund'], 'supervised');
+    const start = await runSvc(['run', 'start', 'refunds', 'refund', '--input', '{"invoice_id":"inv-1"}', '--remit', narrow], env);
+    expect(start.code, start.stderr).toBe(0);
+    const runId = start.stdout.trim();
+    expect(start.stderr.trim().split('\n')).toEqual([
+      `svc: warning: run ${runId}: step refund compensates with billing.void_refund, which remit ${narrow} does not grant (its tools: billing.lookup, billing.refund): the gateway will refuse it (tool_not_in_remit) and quarantine the step; a remit cannot be widened once a run binds it, so abandon this run and start it with a remit that grants the tool`,
+      `run ${runId} running`,
+    ]);
+    const propose = await mint(['billing.*'], 'propose');
+    const p = await runSvc(['run', 'start', 'refunds', 'refund', '--input', '{"invoice_id":"inv-1"}', '--remit', propose], env);
+    expect(p.code, p.stderr).toBe(0);
+    expect(p.stderr).toContain(`step refund calls billing.refund, which the bundle declares as writing, and remit ${propose} has autonomy propose: the gateway will refuse it (autonomy_too_low)`);
+    // A remit that covers the workflow: nothing to say.
+    const whole = await mint(['billing.*'], 'supervised');
+    const ok = await runSvc(['run', 'start', 'refunds', 'refund', '--input', '{"invoice_id":"inv-1"}', '--remit', whole], env);
+    expect(ok.stderr).not.toContain('warning');
+  });
+
   it('run abandon warns about the writes of a step that never completed (docs/design.md Abandon)', async () => {
     await using d = await startRunDaemon();
     const env = { SVC_KERNEL_URL: d.kernelUrl! };

@@ -40,6 +40,11 @@ describe('parsePublisher / loadPublishers (D §2)', () => {
     ['empty id', `:${generateKeyPair().publicKey.toString('base64url')}`, /must be KEY_ID:PUBLIC_KEY/],
     ['id with a space', `my key:${generateKeyPair().publicKey.toString('base64url')}`, /publisher key id "my key"/],
   ];
+  // svcd(8) --publisher: the key file's path is the natural first try; the refusal names the
+  // command that turns a key file into the argument.
+  it('refuses a key file path, pointing at svc keys publisher', () => {
+    expect(() => parsePublisher('publisher.json')).toThrow('publisher key "publisher.json" must be KEY_ID:PUBLIC_KEY (svc keys publisher KEYFILE prints it for a key file)');
+  });
   for (const [name, spec, message] of bad) {
     it(`refuses a ${name}, naming it`, () => {
       expect(() => parsePublisher(spec)).toThrow(message);
