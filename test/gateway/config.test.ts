@@ -276,6 +276,14 @@ describe('files (interface 2.10: YAML or JSON)', () => {
     const jsonFile = join(dir, 'gw.json');
     writeFileSync(jsonFile, JSON.stringify({ canary: { auto_release: true } }));
     expect(loadGatewayConfigFile(jsonFile, { env: {}, redactor: new Redactor() }).canary.auto_release).toBe(true);
+    // svc-gateway(5) mcp: a relative cwd is the file's directory; command's words pass as written.
+    const mcpFile = join(dir, 'gw-mcp.yaml');
+    writeFileSync(mcpFile, 'connectors:\n  - name: srv\n    type: mcp\n    command: [node, ./server.js]\n    cwd: .\n  - name: other\n    type: mcp\n    command: [node, ./server.js]\n');
+    const m = loadGatewayConfigFile(mcpFile, { env: {}, redactor: new Redactor() }).connectors;
+    expect(m.map((c) => c.type === 'mcp' && [c.command, c.cwd])).toEqual([
+      [['node', './server.js'], dir],
+      [['node', './server.js'], null],
+    ]);
     const bad = join(dir, 'bad.yaml');
     writeFileSync(bad, 'connectors: [\n');
     expect(problemsOf(() => loadGatewayConfigFile(bad, { env: {} }))[0]).toMatch(/not valid YAML or JSON/);
