@@ -60,7 +60,7 @@ const KERNEL_SECTION_SCHEMA = {
   },
 } as const;
 
-const validateKernelSection = new Ajv({ allErrors: true, strict: false }).compile(KERNEL_SECTION_SCHEMA);
+const validateKernelSection = new Ajv({ allErrors: true, strict: false, verbose: true }).compile(KERNEL_SECTION_SCHEMA);
 
 /** A YAML or JSON file, parsed and nothing more; its errors name it. */
 export function readConfigDoc(path: string): unknown {

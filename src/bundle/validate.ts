@@ -30,6 +30,7 @@ import { BUNDLE_SCHEMA } from './bundle-schema.js';
 import { inPlaceRefCycle } from './schema-cycles.js';
 import { tooDeep } from './json-depth.js';
 import { templateRefs } from './templates.js';
+import { didYouMeanMember } from '../util/did-you-mean.js';
 
 /** Deepest nesting a bundle may have (objects and arrays), so every later walk is bounded. */
 export const MAX_BUNDLE_DEPTH = 64;
@@ -79,7 +80,7 @@ function schemaProblems(errors: ErrorObject[]): BundleProblem[] {
     const { path, member } = ajvErrorPath(e);
     let message = e.message ?? 'is invalid';
     if (member === 'missing') message = 'is required';
-    else if (member === 'extra') message = 'is not a member of this object';
+    else if (member === 'extra') message = `is not a member of this object${didYouMeanMember(e, String((e.params as { additionalProperty?: unknown }).additionalProperty))}`;
     const custom = (e.parentSchema as { 'x-message'?: string } | undefined)?.['x-message'];
     if (custom && MESSAGE_KEYWORDS.has(e.keyword)) message = custom;
     if (member === 'name' && !custom) message = `name ${message}`;

@@ -8,6 +8,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { linearRegExp } from '../util/linear-regexp.js';
 import { withDecimalMultipleOf } from '../util/schema-options.js';
 import { ajvErrorPath } from '../encoding/json-pointer.js';
+import { didYouMeanMember } from '../util/did-you-mean.js';
 
 const CONTRACT_TYPES = ['string', 'number', 'bool', 'object', 'list'];
 
@@ -134,7 +135,7 @@ let configValidator: ValidateFunction | null = null;
 
 /** The compiled config schema (allErrors: every problem, not the first). */
 export function compileConfigSchema(): ValidateFunction {
-  configValidator ??= new Ajv({ allErrors: true, discriminator: true, strict: true, strictTypes: false, useDefaults: false }).compile(GATEWAY_CONFIG_SCHEMA);
+  configValidator ??= new Ajv({ allErrors: true, discriminator: true, strict: true, strictTypes: false, useDefaults: false, verbose: true }).compile(GATEWAY_CONFIG_SCHEMA);
   return configValidator!;
 }
 
@@ -147,7 +148,7 @@ export function formatAjvErrors(errors: readonly ErrorObject[], _doc?: unknown):
     let msg = e.message ?? 'is invalid';
     const p = e.params as Record<string, unknown>;
     if (member === 'extra') {
-      msg = 'is not a known key';
+      msg = `is not a known key${didYouMeanMember(e, String(p.additionalProperty))}`;
     } else if (member === 'missing') {
       msg = 'is required';
     } else if (e.keyword === 'enum') {
