@@ -63,6 +63,6 @@ export function verifyBundleSignature(bundle: unknown, signature: unknown, publi
     throw new SvcError('bundle_signature_invalid', 'the bundle has no canonical JSON form', { key_id: sig.key_id });
   }
   if (!raw || !verifyBytes(publicKey, message, raw)) {
-    throw new SvcError('bundle_signature_invalid', `the signature does not verify under key ${sig.key_id}`, { key_id: sig.key_id });
+    throw new SvcError('bundle_signature_invalid', `the signature does not verify under key ${sig.key_id}: the bundle was changed after it was signed, or signed with another key of that id; sign it again (svc bundle sign)`, { key_id: sig.key_id });
   }
 }

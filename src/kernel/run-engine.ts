@@ -207,7 +207,7 @@ export class RunEngine {
       });
     }
     const remit = await this.k.remits.get(body.remit_id);
-    if (remit.run_id) throw new SvcError('remit_bound', `remit ${body.remit_id} is already bound to run ${remit.run_id}`, { remit_id: body.remit_id, run_id: remit.run_id });
+    if (remit.run_id) throw new SvcError('remit_bound', `remit ${body.remit_id} is already bound to run ${remit.run_id} (a remit serves one run: mint or derive another for this one)`, { remit_id: body.remit_id, run_id: remit.run_id });
     const requestedBy = body.requested_by ?? remit.requested_by;
     if (!sameRequester(requestedBy, remit.requested_by)) {
       throw new SvcError('requester_mismatch', "requested_by differs from the remit's requester", { expected: remit.requested_by, given: requestedBy });

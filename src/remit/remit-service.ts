@@ -255,7 +255,7 @@ export class RemitService {
    */
   async bindToRun(db: SqlDb, remitId: string, runId: string): Promise<{ token: string; payload: RemitPayload; payloadText: string }> {
     const row = await this.row(db, remitId);
-    if (row.run_id !== null) throw new SvcError('remit_bound', `remit ${remitId} is already bound to run ${row.run_id}`, { remit_id: remitId, run_id: row.run_id });
+    if (row.run_id !== null) throw new SvcError('remit_bound', `remit ${remitId} is already bound to run ${row.run_id} (a remit serves one run: mint or derive another for this one)`, { remit_id: remitId, run_id: row.run_id });
     const base = JSON.parse(row.payload) as RemitPayload;
     const now = this.now();
     if (now - this.skew() >= base.exp) {
@@ -274,7 +274,7 @@ export class RemitService {
       token,
       isoTime(this.k.clock.now()),
     ]);
-    if (res.changes !== 1) throw new SvcError('remit_bound', `remit ${remitId} is already bound to a run`, { remit_id: remitId });
+    if (res.changes !== 1) throw new SvcError('remit_bound', `remit ${remitId} is already bound to a run (a remit serves one run: mint or derive another for this one)`, { remit_id: remitId });
     return { token, payload, payloadText };
   }
 

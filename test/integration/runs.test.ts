@@ -161,6 +161,7 @@ describe('POST /runs refusals (I 4.1 rule 2, 7.1; D §3, §10)', () => {
     const again = await d.kernel_('/runs', { body: base });
     expect(again.status).toBe(409);
     expect(again.body.error.code).toBe('remit_bound');
+    expect(again.body.error.message).toBe(`remit ${remit.remit_id} is already bound to run ${ok.body.run_id} (a remit serves one run: mint or derive another for this one)`);
 
     for (const body of [{}, { ...base, bundle_id: 5 }, { ...base, requested_by: { id: 'ana' } }, '[]']) {
       const r = await d.kernel_('/runs', { body });

@@ -64,6 +64,8 @@ describe('signatures (I 4.1 rule 1)', () => {
     expect(code(() => verifyBundleSignature(bundle, 'abc', trusted))).toBe('bundle_signature_invalid');
     expect(code(() => verifyBundleSignature(bundle, { ...sig, key_id: 'stranger' }, trusted))).toBe('bundle_signature_invalid');
     expect(code(() => verifyBundleSignature({ ...bundle, version: '9.9.9' }, sig, trusted))).toBe('bundle_signature_invalid');
+    // The usual cause, an edit after signing, is named with the remedy.
+    expect(() => verifyBundleSignature({ ...bundle, version: '9.9.9' }, sig, trusted)).toThrow(/changed after it was signed.*sign it again \(svc bundle sign\)$/);
     expect(code(() => verifyBundleSignature(bundle, { ...sig, signature: sig.signature + '=' }, trusted))).toBe('bundle_signature_invalid');
     const other = generatePublisherKey();
     const forged = signBundle(bundle, { ...other, key_id: 'demo-publisher' });
