@@ -23,7 +23,7 @@ export class GatewayMetrics {
   readonly registry = new Registry();
   readonly calls = new Counter({
     name: 'svc_gateway_calls_total',
-    help: 'Tool calls by tool and outcome (ok, replayed, refused, or the error code)',
+    help: 'Tool calls by tool and outcome (ok, replayed, refused, circuit_open, store_failed, or the error code)',
     labelNames: ['tool', 'outcome'],
     registers: [this.registry],
   });
