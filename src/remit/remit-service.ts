@@ -316,6 +316,11 @@ function narrowedTimes(req: DeriveRequest, parent: RemitPayload, now: number): {
   return { exp, nbf };
 }
 
+/** A run's spent dollars (summed to the nano-dollar, src/spend.ts) as whole micro-dollars, rounded up. */
+function usdMicroUp(usd: number): number {
+  return Math.ceil(Math.round(usd * 1e9) / 1000);
+}
+
 /**
  * A child's spend (decisions §3, 8.3): each member given must be within the parent's spend and
  * within what is left of it (less other children's reservations and the parent run's usage);
@@ -324,7 +329,11 @@ function narrowedTimes(req: DeriveRequest, parent: RemitPayload, now: number): {
 function narrowedSpend(asked: Partial<Spend> | undefined, parentSpend: Spend, row: Pick<RemitRow, 'spend_tokens' | 'reserved_tokens' | 'spend_usd_micro' | 'reserved_usd_micro'>, used: Spend): Spend {
   const left = {
     tokens: row.spend_tokens - row.reserved_tokens - used.tokens,
-    usdMicro: row.spend_usd_micro - row.reserved_usd_micro - usdMicro(used.usd),
+    // The run's usage is summed to the nano-dollar (src/spend.ts): counted here in whole
+    // micro-dollars rounded up, never down, so the parent run keeps at least what it has used
+    // (rounded down, an inherited remainder left it under its own usage and it failed
+    // budget_exhausted at its next step).
+    usdMicro: row.spend_usd_micro - row.reserved_usd_micro - usdMicroUp(used.usd),
   };
   const spend: Spend = {
     tokens: asked?.tokens ?? Math.max(0, left.tokens),
