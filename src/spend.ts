@@ -11,6 +11,16 @@ export function roundUsd(usd: number): number {
   return Math.round(usd * 1e9) / 1e9;
 }
 
+/**
+ * A charge as whole nano-dollars: the nearest, but a positive charge is at least one (as the
+ * worker charges it, src/worker/providers/usage.ts), so no number of calls below half a
+ * nano-dollar adds up to nothing where calls are summed (src/kernel/unreported-usage.ts).
+ */
+export function usdNanos(usd: number): number {
+  const n = Math.round(usd * 1e9);
+  return n === 0 && usd > 0 ? 1 : n;
+}
+
 /** `a + b`, reading a partial or malformed `b` as zero where it says nothing usable. */
 export function addSpend(a: Spend, b: Partial<Spend> | undefined): Spend {
   if (!b) return a;

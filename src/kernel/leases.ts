@@ -338,6 +338,7 @@ export class LeaseService {
     const usage = usageOf(body.usage);
     const result = await this.e.mutate(lease.run_id, async (w) => {
       await this.requireActive(w, leaseId);
+      const usdBefore = w.model.usage.usd;
       const reserved = await this.reservedFor(w, lease.kind as LeaseKind);
       if (lease.kind === 'compensation') {
         const p: CompensationCompletedPayload = { step: lease.step, attempt: lease.attempt, lease_id: leaseId, output, usage };
@@ -356,10 +357,13 @@ export class LeaseService {
       }
       await this.endLease(w, leaseId, 'completed');
       const m = w.model;
-      return { run_state: m.state, next_step: m.state === 'running' || m.state === 'abandoning' ? m.current_step : null, department: m.department };
+      const chargedUsd = m.usage.usd - usdBefore;
+      return { run_state: m.state, next_step: m.state === 'running' || m.state === 'abandoning' ? m.current_step : null, department: m.department, chargedUsd };
     }, { read });
     this.k.metrics.stepLatency.observe(Math.max(0, this.k.clock.now() - lease.leased_at) / 1000);
-    if (usage.usd > 0) this.k.metrics.usageUsd.inc({ department: result.department }, usage.usd);
+    // What the run's usage grew by, not the usage sent: the counter then sums exactly what the
+    // runs' usage sums (a charge ending in half a nano-dollar is rounded with the run's total).
+    if (result.chargedUsd > 0) this.k.metrics.usageUsd.inc({ department: result.department }, result.chargedUsd);
     return { run_state: result.run_state, next_step: result.next_step };
   }
 
@@ -376,6 +380,7 @@ export class LeaseService {
     const delay = retryDelayMs(policy, lease.attempt, this.e.random);
     const result = await this.e.mutate(lease.run_id, async (w) => {
       await this.requireActive(w, leaseId);
+      const usdBefore = w.model.usage.usd;
       const reserved = await this.reservedFor(w, lease.kind as LeaseKind);
       const actor = { worker_id: lease.worker_id };
       const failed: StepFailedPayload = { step: lease.step, kind: lease.kind as LeaseKind, attempt: lease.attempt, lease_id: leaseId, error, deterministic, usage };
@@ -417,9 +422,9 @@ export class LeaseService {
         outcome = 'retry_scheduled';
         delayMs = delay;
       }
-      return { outcome, delay_ms: delayMs, run_state: w.model.state, department: w.model.department };
+      return { outcome, delay_ms: delayMs, run_state: w.model.state, department: w.model.department, chargedUsd: w.model.usage.usd - usdBefore };
     });
-    if (usage.usd > 0) this.k.metrics.usageUsd.inc({ department: result.department }, usage.usd);
+    if (result.chargedUsd > 0) this.k.metrics.usageUsd.inc({ department: result.department }, result.chargedUsd); // as complete's
     return { outcome: result.outcome, delay_ms: result.delay_ms, run_state: result.run_state };
   }
 

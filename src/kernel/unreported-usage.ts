@@ -10,7 +10,7 @@
  * since its last `step.failed` or `step.completed` are unreported; a call index recorded
  * twice in one segment is counted once.
  */
-import { MAX_USAGE_TOKENS, MAX_USAGE_USD, usdMicro } from '../spend.js';
+import { MAX_USAGE_TOKENS, MAX_USAGE_USD, usdNanos } from '../spend.js';
 import type { Spend } from '../types.js';
 
 interface UsageEvent {
@@ -52,13 +52,15 @@ export function unreportedUsage(events: readonly UsageEvent[]): Spend {
       calls.set(`${segment}/${e.payload.call_index as number}`, usage);
     }
   }
+  // Whole nano-dollars, as a lease's report is added (src/spend.ts): micro-dollars here charged
+  // a call of $0.00001845 as $0.000018 and one under half a micro-dollar as nothing.
   let tokens = 0;
-  let micro = 0;
+  let nanos = 0;
   for (const calls of perStep.values()) {
     for (const u of calls.values()) {
       tokens = Math.min(MAX_USAGE_TOKENS, tokens + u.tokens);
-      micro = Math.min(usdMicro(MAX_USAGE_USD), micro + usdMicro(u.usd));
+      nanos = Math.min(usdNanos(MAX_USAGE_USD), nanos + usdNanos(u.usd));
     }
   }
-  return { tokens, usd: micro / 1_000_000 };
+  return { tokens, usd: nanos / 1e9 };
 }

@@ -16,9 +16,12 @@
  *   model which of them ran, since it is asked afresh and would otherwise propose them again.
  * - Usage: the answers recorded since the step's last `step.failed` were never reported to the
  *   kernel (their lease ended by a park or expired); the lease that finally completes or fails
- *   the step reports them.
+ *   the step reports them. Those of a segment a quarantine ended (a lease that expired on the
+ *   last attempt reports nothing) are not replayed, but still reported (`carried`), as abandon
+ *   would charge them (src/kernel/unreported-usage.ts).
  */
 import type { Usage } from './types.js';
+import { addSpend } from '../spend.js';
 import type { PriorEvent } from './types.js';
 import type { ProviderResponse } from './providers/provider.js';
 
@@ -62,6 +65,8 @@ export class StepHistory {
     private readonly toolOutcomes: Map<string, string> = new Map(),
     /** Actions allowed before the last quarantine, oldest first, each once. */
     readonly earlierActions: readonly EarlierAction[] = [],
+    /** Usage of earlier segments' answers that no lease reported: this lease reports it. */
+    readonly carried: Usage = { tokens: 0, usd: 0 },
   ) {}
 
   static empty(): StepHistory {
@@ -72,6 +77,7 @@ export class StepHistory {
   static from(events: readonly PriorEvent[] | undefined, step: string): StepHistory {
     let segment = 0;
     let calls = new Map<number, RecordedModelCall>();
+    let carried: Usage = { tokens: 0, usd: 0 };
     const toolOutcomes = new Map<string, string>();
     // Allowed actions by id: those of the current segment are dropped at each quarantine's
     // turn into `earlier`, so what is left in `earlier` at the end came before the resume.
@@ -83,6 +89,7 @@ export class StepHistory {
       if (p.step !== step) continue;
       if (e.kind === 'step.quarantined') {
         segment += 1;
+        for (const c of calls.values()) if (!c.reported) carried = addSpend(carried, c.usage);
         calls = new Map();
         for (const [id, a] of current) if (!earlier.has(id)) earlier.set(id, a);
         current = new Map();
@@ -93,6 +100,7 @@ export class StepHistory {
         toolOutcomes.set(p.idempotency_key, p.outcome);
       } else if (e.kind === 'step.failed' && p.kind !== 'compensation') {
         for (const c of calls.values()) c.reported = true;
+        carried = { tokens: 0, usd: 0 };
       } else if (e.kind === 'model.called' && p.source === WORKER_EVENT_SOURCE && Number.isInteger(p.call_index)) {
         const response = asResponse(p.response);
         if (!response) continue;
@@ -101,7 +109,7 @@ export class StepHistory {
         calls.set(p.call_index as number, { seq: e.seq, response, usage: response.usage, reported: false });
       }
     }
-    return new StepHistory(segment, calls, toolOutcomes, [...earlier.values()]);
+    return new StepHistory(segment, calls, toolOutcomes, [...earlier.values()], carried);
   }
 
   /** The outcome the gateway last recorded for a call of this step under `key`, if any. */

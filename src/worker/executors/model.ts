@@ -209,6 +209,10 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
     scrubbedWith = boundary.knownCount;
   };
 
+  // Answers of a segment before a quarantine that no lease reported (its last lease expired)
+  // are not replayed; their usage is reported by this lease all the same.
+  rt.addUsage(rt.history.carried);
+
   let index = 0;
   for (let turn = 0; turn < maxTurns; turn++) {
     throwIfAborted(rt.signal);
