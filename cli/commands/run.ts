@@ -194,9 +194,17 @@ export async function handleResume(client: SvcHttpClient, id: string, actor: { i
 
 // ------------------------------------------------------------------ human output
 
-function spendLine(used: number, budget: number, unit: string, digits = 0): string {
+/**
+ * Dollars as the kernel counts them (usage to the nano-dollar): fixed to four decimals, a run
+ * failed budget_exhausted at 0.300000001 of 0.3 showed "0.3000 of 0.3000", and 0.00001845 as 0.
+ */
+function usdText(usd: number): string {
+  return Number.isFinite(usd) && Math.abs(usd) < 1e21 ? usd.toFixed(9).replace(/\.?0+$/, '') : String(usd);
+}
+
+function spendLine(used: number, budget: number, unit: string, text: (n: number) => string = (n) => n.toFixed(0)): string {
   const pct = budget > 0 ? ` (${Math.round((used / budget) * 100)}%)` : '';
-  return `${used.toFixed(digits)} of ${budget.toFixed(digits)} ${unit}${pct}`;
+  return `${text(used)} of ${text(budget)} ${unit}${pct}`;
 }
 
 function stateOf(r: Run): string {
@@ -219,7 +227,7 @@ export function showHuman(r: Run): string {
   lines.push(['current step', r.current_step ?? '-']);
   if (r.pending_approval_id) lines.push(['approval', `${r.pending_approval_id} pending`]);
   lines.push(['tokens', spendLine(r.usage.tokens, r.budget.tokens, 'tokens')]);
-  lines.push(['usd', spendLine(r.usage.usd, r.budget.usd, 'USD', 4)]);
+  lines.push(['usd', spendLine(r.usage.usd, r.budget.usd, 'USD', usdText)]);
   if (r.error) lines.push(['error', `${r.error.code}: ${r.error.message}`]);
   lines.push(['events', `${r.last_seq}, head ${r.head_hash.slice(0, 16)}…`]);
   const head = lines.map(([k, v]) => `${k.padEnd(14)}${v}`).join('\n');

@@ -35,7 +35,7 @@ describe('svc run (D §11)', () => {
     expect(show.code).toBe(0);
     expect(show.stdout).toMatch(/state\s+parked \(quarantine\)/);
     expect(show.stdout).toMatch(/tokens\s+250 of 100000 tokens \(0%\)/);
-    expect(show.stdout).toMatch(/usd\s+0\.5000 of 5\.0000 USD \(10%\)/);
+    expect(show.stdout).toMatch(/usd\s+0\.5 of 5 USD \(10%\)/);
     expect(show.stdout).toMatch(/triage\s+completed\s+1/);
     expect(show.stdout).toMatch(/lookup \*\s+quarantined\s+1 .*bad_rows: no such invoice/);
     const showJson = await runSvc(['--json', 'run', 'show', runId], env);
