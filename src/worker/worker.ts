@@ -412,7 +412,29 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
           busy = false;
         });
     }, every);
-    return () => clearInterval(timer);
+    // The expiry is also watched on its own timer: a heartbeat that hangs (a partition drops
+    // its packets) fails only after its own timeout, and the next one is sent only at the next
+    // tick, so a check made when one fails noticed the lease gone up to two heartbeat periods
+    // late (a ttl of 10: 2 s; of 50: 14 to 30 s; 60 lands on time only because its expiry
+    // falls where a heartbeat's timeout ends), while the kernel had handed the step to another
+    // worker. Fired at the expiry, re-armed when a heartbeat moved it.
+    let expiry: NodeJS.Timeout | null = null;
+    const watchExpiry = () => {
+      if (abort.signal.aborted || !Number.isFinite(held.expiresAt)) return;
+      expiry = setTimeout(
+        () => {
+          if (abort.signal.aborted) return;
+          if (Date.now() >= held.expiresAt) abort.abort(new LeaseLostError(lease.lease_id, `lease ${lease.lease_id} ran out while heartbeats failed`));
+          else watchExpiry();
+        },
+        Math.min(Math.max(0, held.expiresAt - Date.now()) + 1, MAX_TIMER_MS),
+      );
+    };
+    watchExpiry();
+    return () => {
+      clearInterval(timer);
+      if (expiry) clearTimeout(expiry);
+    };
   }
 }
 
