@@ -136,6 +136,12 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
       if (kernel) kernel.toolCatalog = gateway.catalog;
     } else if (kernel && opts.gatewayUrl) {
       kernel.toolCatalog = new HttpToolCatalog({ gatewayUrl: opts.gatewayUrl, token, logger });
+    } else if (kernel) {
+      // Nothing describes the tools: every one is a write to a system of record (decisions
+      // 5.2 fails safe), so a model step's reads are proposed and wait for a manager. Said
+      // once here, since no fetch fails later to say it (a kernel apart from its gateway on
+      // another host, started without the gateway's address, used to say nothing at all).
+      logger.warn('the kernel runs without a gateway and without its address (SVC_GATEWAY_URL or kernel.gateway_url): no tool descriptors, so every tool counts as a write to a system of record and every proposal, reads too, is decided as one', {});
     }
     if (kernel && kernelAt && opts.kernel) {
       const app = await buildKernelApp(kernel, { token });

@@ -496,13 +496,20 @@ describe('the svcd binary (decisions §11) and `svc gateway` (CLI)', () => {
     } finally {
       expect(await svcd.stop()).toBe(0);
     }
-    const noGw = await spawnSvcd(['--no-gateway', '--data-dir', join(dir, 'nogw'), '--kernel-listen', '127.0.0.1:0'], { SVC_TOKEN: '' });
+    const noGw = await spawnSvcd(['--no-gateway', '--data-dir', join(dir, 'nogw'), '--kernel-listen', '127.0.0.1:0'], { SVC_TOKEN: '', SVC_GATEWAY_URL: '' });
     try {
       expect(noGw.gatewayUrl).toBeNull();
       expect(noGw.kernelUrl).not.toBeNull();
     } finally {
       await noGw.stop();
     }
+    // Without the gateway's address nothing describes the tools: every proposal is decided as
+    // a write to a system of record, which an operator of a split deployment learns at start.
+    const warning = 'the kernel runs without a gateway and without its address (SVC_GATEWAY_URL or kernel.gateway_url)';
+    expect(noGw.stderr()).toContain(warning);
+    const withUrl = await spawnSvcd(['--no-gateway', '--data-dir', join(dir, 'nogw'), '--kernel-listen', '127.0.0.1:0'], { SVC_TOKEN: '', SVC_GATEWAY_URL: 'http://127.0.0.1:7402' });
+    await withUrl.stop();
+    expect(withUrl.stderr()).not.toContain(warning);
   }, 30_000);
 
   it('a bad gateway config stops svcd at startup with every problem listed', async () => {
