@@ -129,6 +129,7 @@ export class GatewayClient {
     // Counted from the first "in flight" answer, not from the call's start: a call asked again
     // after a request the gateway left unanswered still gets its full wait.
     let giveUpAt: number | null = null;
+    let inFlightWait = 0;
     // Which step is waiting, so an operator running several at once can tell.
     const about = { run_id: req.run_id ?? null, step: req.step ?? null, lease_id: req.lease_id ?? null, tool: req.tool };
     const outage = new Outage(this.unreachableWaitMs, this.onOutage && ((e) => this.onOutage!({ ...e, ...about })));
@@ -153,10 +154,16 @@ export class GatewayClient {
         continue;
       }
       outage.end();
-      const wait = failure.code === 'idempotency_in_flight' ? retryAfterMs(res.headers.get('retry-after')) : null;
-      if (wait !== null) giveUpAt ??= Date.now() + this.inFlightWaitMs;
-      if (wait === null || Date.now() + wait > giveUpAt!) throw failure;
-      await delayUnlessAborted(wait, signal);
+      const asked = failure.code === 'idempotency_in_flight' ? retryAfterMs(res.headers.get('retry-after')) : null;
+      if (asked === null) throw failure;
+      giveUpAt ??= Date.now() + this.inFlightWaitMs;
+      // Retry-After is the least to wait: each ask is a tool.called event on the run, so the
+      // wait doubles (to IN_FLIGHT_MAX_WAIT_MS) rather than asking every second for a minute
+      // (up to 60 events a write; network sweep). No ask when less than Retry-After is left.
+      inFlightWait = Math.max(asked, Math.min(inFlightWait * 2, IN_FLIGHT_MAX_WAIT_MS));
+      const left = giveUpAt - Date.now();
+      if (left < asked) throw failure;
+      await delayUnlessAborted(Math.min(inFlightWait, left), signal);
     }
   }
 
@@ -218,6 +225,9 @@ export class GatewayClient {
 function mayAskAgain(err: unknown): err is StepError {
   return err instanceof StepError && err.code === 'network_error' && !(err instanceof UnreachableError && !err.mayRecover);
 }
+
+/** The longest wait between two asks of a call in flight elsewhere, ms. */
+export const IN_FLIGHT_MAX_WAIT_MS = 8_000;
 
 /** `Retry-After` (decisions §9) as ms: 1 s when absent, unreadable or zero, at most 30 s. */
 export function retryAfterMs(header: string | null): number {

@@ -254,6 +254,23 @@ describe('idempotency (interface 4.2 rules 1–2, decisions §9)', () => {
     expect(retryAfterMs('3600')).toBe(30_000);
   });
 
+  it("the worker's client waits longer each time a call is still in flight, Retry-After being the least (D §9)", async () => {
+    // Each ask is a tool.called event on the run: asked every second, a long write elsewhere
+    // left up to 60 such events. The waits double from Retry-After (1 s), never shorter than
+    // it, so no ask is made when less than Retry-After is left.
+    const asks: number[] = [];
+    const inFlight: typeof fetch = async () => {
+      asks.push(Date.now());
+      return new Response(JSON.stringify({ ok: false, error: { code: 'idempotency_in_flight', message: 'in flight', details: {} } }), { status: 409, headers: { 'retry-after': '1' } });
+    };
+    const client = new GatewayClient({ baseUrl: gw.url, fetch: inFlight }, 30_000, 3500);
+    await expect(client.call({ remit_token: token(), tool: 'test.write', args: {}, idempotency_key: 'k-backoff' })).rejects.toMatchObject({ code: 'idempotency_in_flight', deterministic: false });
+    const gaps = asks.slice(1).map((at, i) => at - asks[i]!);
+    expect(gaps).toHaveLength(2); // at 0, 1 and 3 s (every second: 0, 1, 2 and 3)
+    expect(gaps[0]).toBeGreaterThanOrEqual(990);
+    expect(gaps[1]).toBeGreaterThanOrEqual(1990);
+  });
+
   it("the worker's client asks an unreachable gateway again, and a write whose answer was lost runs once (D §9)", async () => {
     const t = token();
     const req = { remit_token: t, run_id: 'run_x', step: 's', lease_id: 'lse_x', tool: 'test.write', args: { n: 'lost-answer' }, idempotency_key: 'k-unreachable', scope: null };
