@@ -264,7 +264,7 @@ describe('idempotency (interface 4.2 rules 1–2, decisions §9)', () => {
       return new Response(JSON.stringify({ ok: false, error: { code: 'idempotency_in_flight', message: 'in flight', details: {} } }), { status: 409, headers: { 'retry-after': '1' } });
     };
     const client = new GatewayClient({ baseUrl: gw.url, fetch: inFlight }, 30_000, 3500);
-    await expect(client.call({ remit_token: token(), tool: 'test.write', args: {}, idempotency_key: 'k-backoff' })).rejects.toMatchObject({ code: 'idempotency_in_flight', deterministic: false });
+    await expect(client.call({ remit_token: token(), run_id: 'run_x', step: 's', lease_id: 'lse_x', tool: 'test.write', args: {}, idempotency_key: 'k-backoff', scope: null })).rejects.toMatchObject({ code: 'idempotency_in_flight', deterministic: false });
     const gaps = asks.slice(1).map((at, i) => at - asks[i]!);
     expect(gaps).toHaveLength(2); // at 0, 1 and 3 s (every second: 0, 1, 2 and 3)
     expect(gaps[0]).toBeGreaterThanOrEqual(990);
