@@ -78,6 +78,8 @@ export function logWorkerEvents(worker: Worker, logger: Logger): void {
   worker.on('worker:stop', (e) => logger.info('worker stopped', e));
   worker.on('poll:error', (e) => logger.warn('cannot lease from the kernel', e));
   worker.on('gateway:unreachable', (e) => logger.warn('cannot reach the gateway; asking again', { ...e }));
+  worker.on('gateway:paused', (e) => logger.warn('the gateway is out of reach; taking no new step until it answers', e));
+  worker.on('gateway:resumed', (e) => logger.info('the gateway answers again; taking steps', e));
   worker.on('step:start', (e) => logger.info('step started', { ...e }));
   worker.on('step:done', (e) => logger.info('step completed', { ...e }));
   // outcome null: the failure never reached the kernel; the lease expires and the step is handed out again.

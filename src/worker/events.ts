@@ -31,6 +31,10 @@ export interface WorkerEventMap {
    * `retry_for_ms`. Once per outage of one call; a tool call names its run, step, lease and tool.
    */
   'gateway:unreachable': GatewayOutage;
+  /** A request gave up on the gateway: no new step is taken until it answers a probe. */
+  'gateway:paused': { error: string };
+  /** The gateway answers again; leasing goes on. */
+  'gateway:resumed': { paused_ms: number };
   /** A leased step starts (after pacing let it). */
   'step:start': StepInfo;
   /** The step completed and the kernel accepted it. */

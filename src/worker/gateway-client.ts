@@ -89,11 +89,19 @@ export interface GatewayOutage {
 export const GATEWAY_CALL_TIMEOUT_MS = 300_000;
 /** The same for GET /v1/tools, which reads config only, ms. */
 export const GATEWAY_TOOLS_TIMEOUT_MS = 30_000;
+/** How long the worker's probe of a gateway out of reach waits for an answer, ms. */
+const PROBE_TIMEOUT_MS = 5_000;
 
 export class GatewayClient {
   private cache: { at: number; tools: ToolDescriptor[] } | null = null;
   /** Called at the start of each spell of a gateway out of reach (the worker emits `gateway:unreachable`). */
   onOutage: ((e: GatewayOutage) => void) | null = null;
+  /**
+   * Set when a request gave up on a gateway out of reach (its whole wait spent), cleared by
+   * any answer: the worker then takes no new step until `probe` reaches the gateway, since
+   * every step needs it and each one leased would spend an attempt on the outage.
+   */
+  outOfReach: string | null = null;
 
   constructor(
     readonly peer: PeerOptions,
@@ -139,17 +147,18 @@ export class GatewayClient {
         res = await requestJson(this.peer, 'POST', '/tools/call', req, { signal, timeoutMs: this.requestTimeoutMs.call });
       } catch (err) {
         if (!mayAskAgain(err)) throw err;
-        await outage.waitOrThrow(err, signal);
+        await this.waitOut(outage, err, signal);
         await opts.beforeRetry?.(); // throws when the lease has ended meanwhile
         continue;
       }
+      this.outOfReach = null;
       const body = res.body as Record<string, any> | null;
       if (res.status === 200 && body?.ok === true) {
         return { result: body.result, scope: body.scope ?? null, scopes: body.scopes ?? (body.scope ? [body.scope] : []), replayed: Boolean(body.replayed), latency_ms: Number(body.latency_ms) || 0 };
       }
       const failure = gatewayFailure(req.tool, res.status, body);
       if (res.status === 503 && failure.code !== 'connector_quarantined') {
-        await outage.waitOrThrow(failure, signal);
+        await this.waitOut(outage, failure, signal);
         await opts.beforeRetry?.();
         continue;
       }
@@ -189,7 +198,7 @@ export class GatewayClient {
       if (opts.required === false) return []; // the caller has a safe default for a tool it cannot describe
       if (mayWait) {
         try {
-          await outage.waitOrThrow(failure, signal);
+          await this.waitOut(outage, failure, signal);
           continue;
         } catch (e) {
           if (e !== failure) throw e; // aborted
@@ -199,10 +208,37 @@ export class GatewayClient {
     }
   }
 
+  /** The outage's next wait; a request that spent it all marks the gateway out of reach. */
+  private async waitOut(outage: Outage, failure: StepError, signal?: AbortSignal): Promise<void> {
+    try {
+      await outage.waitOrThrow(failure, signal);
+    } catch (err) {
+      if (err === failure) this.outOfReach = failure.message;
+      throw err;
+    }
+  }
+
+  /**
+   * One GET /v1/health: whether the gateway answers (any answer but a 5xx). An answer clears
+   * `outOfReach`; so does any call's.
+   */
+  async probe(signal?: AbortSignal): Promise<boolean> {
+    try {
+      const res = await requestJson(this.peer, 'GET', '/health', undefined, { signal, timeoutMs: PROBE_TIMEOUT_MS });
+      if (res.status >= 500) return false;
+      this.outOfReach = null;
+      return true;
+    } catch (err) {
+      if (signal?.aborted) throw err;
+      return false;
+    }
+  }
+
   /** One GET /v1/tools; `failure` is null when the cache now holds the list. */
   private async fetchTools(signal?: AbortSignal): Promise<{ failure: StepError | null; mayWait: boolean }> {
     try {
       const res = await requestJson(this.peer, 'GET', '/tools', undefined, { signal, timeoutMs: this.requestTimeoutMs.tools });
+      if (res.status !== 503) this.outOfReach = null;
       const list = Array.isArray(res.body) ? res.body : Array.isArray(res.body?.tools) ? res.body.tools : null;
       if (res.status === 200 && list) {
         this.cache = { at: Date.now(), tools: list as ToolDescriptor[] };

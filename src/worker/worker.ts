@@ -247,8 +247,40 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
     await this.waitForChange(r.until - now + Math.random() * Math.min(1000, r.delay / 5));
   }
 
+  /**
+   * While the gateway is out of reach (a request spent its whole wait on it), one prober asks
+   * its /v1/health with a doubling wait and the slots take no new step: every kind needs the
+   * gateway, and each step leased meanwhile spent an attempt on the outage (about 80 s each;
+   * a four-minute outage quarantined runs at the default three attempts).
+   */
+  private gatewayWait: Promise<void> | null = null;
+
+  private untilGatewayAnswers(): Promise<void> {
+    this.gatewayWait ??= (async () => {
+      const since = Date.now();
+      this.emit('gateway:paused', { error: withoutCredentials(this.gateway.outOfReach ?? 'out of reach') });
+      let delay = this.backoff.initial;
+      while (!this.pollAbort.signal.aborted) {
+        await this.waitForChange(delay);
+        if (this.pollAbort.signal.aborted) return;
+        if (await this.gateway.probe(this.pollAbort.signal).catch(() => false)) {
+          this.emit('gateway:resumed', { paused_ms: Date.now() - since });
+          return;
+        }
+        delay = Math.min(this.backoff.max, delay * 2);
+      }
+    })().finally(() => {
+      this.gatewayWait = null;
+    });
+    return this.gatewayWait;
+  }
+
   private async slot(): Promise<void> {
     while (!this.pollAbort.signal.aborted) {
+      if (this.gateway.outOfReach !== null) {
+        await this.untilGatewayAnswers();
+        continue;
+      }
       const kinds = this.pollKinds();
       if (kinds.length === 0) {
         await this.waitForChange(1000);

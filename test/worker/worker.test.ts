@@ -159,6 +159,35 @@ describe('tool steps (I 4.2 call; D §9 idempotency)', () => {
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)).toEqual([]);
   });
 
+  it('a gateway out of reach past the wait: no new step is leased until it answers a probe, then leasing goes on (svc-worker(1) DESCRIPTION)', async () => {
+    const fake = await new FakeGateway().start();
+    cleanups.push(() => fake.close());
+    fake.define('billing.lookup_invoice', () => ({ rows: [] }));
+    let down = true;
+    const cut: typeof fetch = (url, init) => (down ? Promise.reject(new TypeError('fetch failed', { cause: { code: 'ECONNREFUSED' } })) : fetch(url, init));
+    const gateway = new GatewayClient({ baseUrl: fake.url, fetch: cut }, 30_000, 60_000, 300);
+    const { kernel, worker, events } = await setup({ gateway, pollBackoffMs: { initial: 100, max: 200 } });
+    const paused: unknown[] = [];
+    const resumed: Array<{ paused_ms: number }> = [];
+    worker.on('gateway:paused', (e) => paused.push(e));
+    worker.on('gateway:resumed', (e) => resumed.push(e));
+    const first = makeLease({ step: 'a', step_def: { id: 'a', kind: 'tool', tool: 'billing.lookup_invoice', args: {} } });
+    const second = makeLease({ step: 'b', step_def: { id: 'b', kind: 'tool', tool: 'billing.lookup_invoice', args: {} } });
+    kernel.offer(first);
+    await until(() => events.some((e) => e.name === 'step:error' && e.payload.lease_id === first.lease_id), 5000);
+    expect(kernel.calls('POST', `/v1/leases/${first.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'network_error' }, deterministic: false });
+    await until(() => paused.length === 1, 2000);
+    const polls = kernel.calls('POST', '/v1/leases').length;
+    kernel.offer(second);
+    await new Promise((r) => setTimeout(r, 800)); // probes at 100, 200, 200 … ms all fail
+    expect(kernel.calls('POST', '/v1/leases').length).toBe(polls); // the second step waits in the kernel, no attempt spent
+    expect(paused).toEqual([{ error: expect.stringContaining('cannot reach') }]);
+    down = false;
+    await until(() => events.some((e) => e.name === 'step:done' && e.payload.lease_id === second.lease_id), 5000);
+    expect(resumed).toHaveLength(1);
+    expect(fake.calls('GET', '/v1/health').length).toBeGreaterThanOrEqual(1);
+  });
+
   it('a step without a tool fails deterministically (step_invalid)', async () => {
     const { kernel, run } = await setup();
     const a = makeLease({ step: 'x', step_def: { id: 'x', kind: 'tool' } });
