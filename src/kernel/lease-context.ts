@@ -104,6 +104,18 @@ export async function describeTool(k: Pick<Kernel, 'toolCatalog'>, bundle: Bundl
   };
 }
 
+/**
+ * Asks the catalog for a step's tools before its lease is committed, so a gateway slow to
+ * answer (out of reach: the fetch waits its 5 s) delays the lease rather than eat into it:
+ * asked only after the commit, the answer came 5 s into the ttl, and the worker, counting
+ * the ttl from the answer, held the lease 5 s past the kernel's expiry (network sweep). The
+ * context is then built from what the catalog keeps.
+ */
+export async function warmToolDescriptors(k: Pick<Kernel, 'toolCatalog'>, def: StepDef, kind: LeaseKind): Promise<void> {
+  const catalog = k.toolCatalog;
+  if (catalog) await Promise.all(stepTools(def, kind).map((id) => catalog.describe(id).catch(() => null)));
+}
+
 export interface ContextParts {
   model: RunModel;
   bundle: Bundle;

@@ -22,7 +22,7 @@ import type {
 } from '../events/payloads.js';
 import { newId } from '../ids.js';
 import { LEASE_KINDS, type ErrorInfo, type LeaseKind, type RunState, type Spend, type StepDef } from '../types.js';
-import { buildLeaseContext, renderStepDef, type LeaseContext } from './lease-context.js';
+import { buildLeaseContext, renderStepDef, warmToolDescriptors, type LeaseContext } from './lease-context.js';
 import { spendLeft } from '../spend.js';
 import { workItem, type RunModel } from './reducer.js';
 import { retryDelayMs, retryPolicy } from './retry.js';
@@ -187,6 +187,7 @@ export class LeaseService {
     if (!item || !kinds.includes(item.kind)) return 'stale';
     const { stored, def } = await this.e.stepDefOf(model, item.step);
     const prepared = await this.prepare(model, item.step, item.kind, def);
+    await warmToolDescriptors(this.k, def, item.kind);
     const now = this.k.clock.now();
     const outcome = await this.e.mutate(runId, async (w) => {
       const cur = workItem(w.model);

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../src/encoding/canonical-json.js';
 import type { ToolDescriptor } from '../../src/types.js';
-import { allEvents, getRun, lease, leaseAndComplete, propose, pushBundle, pushPolicy, refundsBundle, REQUESTER, runToAction, startRun, startRunDaemon } from './run-fixtures.js';
+import { allEvents, getRun, lease, leaseAndComplete, propose, pushBundle, pushPolicy, refundsBundle, REQUESTER, runToAction, sleep, startRun, startRunDaemon } from './run-fixtures.js';
 
 function descriptor(id: string, writes: boolean): ToolDescriptor {
   return { id, connector: id.split('.')[0]!, description: id, writes, input_schema: { type: 'object' }, scope_derivation: 'table', contract: { required: {} } };
@@ -147,6 +147,27 @@ describe('POST /leases/{id}/actions (I 2.7, D 5.2, 5.4)', () => {
     const write = await propose(d, l.lease_id, { tool: 'billing.refund', args: { amount: 1 }, writes: false, system_of_record: false });
     expect(write.body).toMatchObject({ decision: 'approval_required', rule: 'default/sor_write' });
     expect((await d.kernel_(`/approvals/${write.body.approval_id}`)).body.approver).toBe('role:finance');
+  });
+
+  // decisions §6 (a lease's ttl): a gateway slow to describe the tools delays the lease, not
+  // the time its ttl counts from (asked after the commit, a 5 s fetch ate 5 s of the lease).
+  it('lease: the tool descriptors are asked for before the lease starts, so a slow catalog does not eat into its ttl', async () => {
+    await using d = await startRunDaemon();
+    let fetched = false;
+    d.kernel!.toolCatalog = {
+      describe: async (id) => {
+        if (!fetched) await sleep(600); // the first fetch is slow; the catalog keeps what it read
+        fetched = true;
+        return id.startsWith('billing.') ? descriptor(id, false) : null;
+      },
+    };
+    await startRun(d, await pushBundle(d), { policy_set: [] });
+    const asked = Date.now();
+    const model = await lease(d, ['model']);
+    expect(model.status).toBe(200);
+    const started = Date.parse(model.body.expires_at) - model.body.ttl_seconds * 1000;
+    expect(started).toBeGreaterThanOrEqual(asked + 550);
+    expect(model.body.context.tools).toEqual([expect.objectContaining({ id: 'billing.lookup', known: true })]);
   });
 
   it("lease context tools: the gateway's descriptor, with the bundle's description where it gives one (svc-bundle(5) tools)", async () => {
