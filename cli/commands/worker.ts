@@ -84,6 +84,7 @@ export function logWorkerEvents(worker: Worker, logger: Logger): void {
   worker.on('step:done', (e) => logger.info('step completed', { ...e }));
   // outcome null: the failure never reached the kernel; the lease expires and the step is handed out again.
   worker.on('step:error', (e) => logger.warn(e.outcome === null ? 'step failed; the kernel could not be told, so its lease will expire and the step run again' : 'step failed', { ...e }));
+  worker.on('step:unreported', (e) => logger.warn('step ran, but the kernel could not be told it completed, so its lease will expire and the step run again', { ...e }));
   worker.on('step:parked', (e) => logger.info('step parked for approval', { ...e }));
   worker.on('step:lost', (e) => logger.warn('lease lost; step stopped', { ...e }));
   worker.on('step:activity', (e) => logger.debug('step activity', { ...e }));

@@ -49,6 +49,12 @@ export interface WorkerEventMap {
     usage: Usage;
     duration_ms: number;
   };
+  /**
+   * The step ran, but its completion could not be reported before the lease ran out (the kernel
+   * out of reach): the lease expires and the step is handed out again, its tool calls then
+   * answered from the gateway's idempotency store.
+   */
+  'step:unreported': StepInfo & { error: { code: string; message: string }; usage: Usage; duration_ms: number };
   /** An action needs approval: the kernel parked the run and took the lease back. */
   'step:parked': StepInfo & { action_id: string; approval_id: string | null; usage: Usage };
   /** The lease ended under the step (410: parked, abandoned, expired): it stopped at once. */

@@ -375,7 +375,16 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
       }
       // The usage as the kernel is told it (kernel.complete sends the same): what the log shows is what was charged.
       const usage = chargeableUsage(outcome.usage);
-      const r = await this.kernel.complete(lease.lease_id, outcome.output, usage, { until, signal: this.reportsCut.signal });
+      let r: Awaited<ReturnType<KernelClient['complete']>>;
+      try {
+        r = await this.kernel.complete(lease.lease_id, outcome.output, usage, { until, signal: this.reportsCut.signal });
+      } catch (reportErr) {
+        // The step ran and its completion found no kernel to the lease's end: said as such (it
+        // read as a failed step), and not reported as a failure, which would run it again.
+        if (!(reportErr instanceof StepError) || reportErr.code !== 'network_error') throw reportErr;
+        this.emit('step:unreported', { ...info, error: { code: reportErr.code, message: withoutCredentials(reportErr.message) }, usage, duration_ms: Date.now() - started });
+        return;
+      }
       this.emit('step:done', { ...info, run_state: r.run_state, next_step: r.next_step ?? null, usage, duration_ms: Date.now() - started });
     } catch (caught) {
       const err = abort.signal.aborted && !(caught instanceof StepError && caught.code === 'output_invalid') ? abortReason(abort.signal) : caught;

@@ -274,6 +274,21 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)).toEqual([]);
   });
 
+  it('a step that ran but whose completion found no kernel until its lease ran out is said as such, and not failed (svc-worker(1) DESCRIPTION)', async () => {
+    const { kernel, gateway, worker, events } = await setup();
+    gateway.define('billing.lookup_invoice', () => ({ rows: [] }));
+    kernel.completeReply = () => ({ status: 503, body: { error: { code: 'unavailable', message: 'the kernel is draining', details: {} } } });
+    const unreported: Array<WorkerEventMap['step:unreported']> = [];
+    worker.on('step:unreported', (e) => unreported.push(e));
+    const lease = makeLease({ step: 'lookup', ttl_seconds: 2, heartbeat_seconds: 20, expires_at: new Date(Date.now() + 2000).toISOString(), step_def: { id: 'lookup', kind: 'tool', tool: 'billing.lookup_invoice', args: {} } });
+    kernel.offer(lease);
+    await until(() => unreported.length > 0, 6000, 'the unreported completion');
+    expect(unreported[0]).toMatchObject({ lease_id: lease.lease_id, error: { code: 'network_error', message: expect.stringContaining('503') } });
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`).length).toBeGreaterThanOrEqual(2); // asked again to the lease's end
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)).toEqual([]); // a step that ran is not reported failed
+    expect(events.filter((e) => e.payload.lease_id === lease.lease_id && e.name === 'step:error')).toEqual([]);
+  });
+
   it('stop({graceMs: 0}) aborts a running step and fails it as worker_shutdown (retryable)', async () => {
     const { kernel, worker, events, lease } = await slowToolStep(10_000, { late: true });
     await worker.stop({ graceMs: 0 });
