@@ -71,6 +71,10 @@ export class HttpToolCatalog implements ToolCatalog {
           });
         })
         .finally(() => {
+          // The hold-back counts from the end of the fetch as well: a fetch that timed out
+          // (a gateway dropping packets, 5 s) must not let the next describe, the lease
+          // context's right after warmToolDescriptors, wait out another one.
+          this.fetchedAt = this.now();
           this.fetching = null;
         });
       await this.fetching;
