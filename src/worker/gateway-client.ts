@@ -102,6 +102,8 @@ export class GatewayClient {
    * every step needs it and each one leased would spend an attempt on the outage.
    */
   outOfReach: string | null = null;
+  /** Called when `outOfReach` is set (the worker stops its long polls then). */
+  onOutOfReach: (() => void) | null = null;
 
   constructor(
     readonly peer: PeerOptions,
@@ -208,12 +210,18 @@ export class GatewayClient {
     }
   }
 
-  /** The outage's next wait; a request that spent it all marks the gateway out of reach. */
+  /** The outage's next wait; a request that spent it all on a gateway it could not reach marks it out of reach. */
   private async waitOut(outage: Outage, failure: StepError, signal?: AbortSignal): Promise<void> {
     try {
       await outage.waitOrThrow(failure, signal);
     } catch (err) {
-      if (err === failure) this.outOfReach = failure.message;
+      // Only a gateway that could not be reached: one that answers 503 (draining, or without
+      // the kernel's keys) answers the /v1/health probe too, which would end the pause at once.
+      if (err === failure && failure.code === 'network_error') {
+        const was = this.outOfReach;
+        this.outOfReach = failure.message;
+        if (was === null) this.onOutOfReach?.();
+      }
       throw err;
     }
   }

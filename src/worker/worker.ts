@@ -122,6 +122,12 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
     this.kernel = opts.kernel ?? new KernelClient({ baseUrl: opts.kernelUrl!, token: opts.token });
     this.gateway = opts.gateway ?? new GatewayClient({ baseUrl: opts.gatewayUrl!, token: opts.token });
     this.gateway.onOutage = (e) => this.emit('gateway:unreachable', e);
+    // Idle slots' long polls would each take one more step into the outage: ended now, before
+    // the kernel hands them a lease (a lease whose poll went away is released unspent).
+    this.gateway.onOutOfReach = () => {
+      for (const poll of this.polls) poll.abort(new StepError('network_error', 'the gateway is out of reach'));
+      this.notify();
+    };
     this.provider = opts.provider;
     this.workerId = opts.workerId ?? defaultWorkerId();
     this.kinds = opts.kinds && opts.kinds.length > 0 ? [...new Set(opts.kinds)] : ALL_KINDS;
@@ -292,6 +298,7 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
         this.pollRetry = { delay: 0, until: 0 };
       } catch (err) {
         if (this.pollAbort.signal.aborted) break;
+        if (this.gateway.outOfReach !== null) continue; // ended for the pause: no poll error
         await this.pollFailed(err);
         continue;
       }
@@ -311,12 +318,17 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
     const stop = () => poll.abort(this.pollAbort.signal.reason);
     if (this.pollAbort.signal.aborted) stop();
     else this.pollAbort.signal.addEventListener('abort', stop, { once: true });
+    this.polls.add(poll);
     try {
       return await this.kernel.lease({ worker_id: this.workerId, kinds, ttl_seconds: this.ttlSeconds, wait_seconds: this.waitSeconds }, poll.signal);
     } finally {
+      this.polls.delete(poll);
       this.pollAbort.signal.removeEventListener('abort', stop);
     }
   }
+
+  /** The long polls under way, so a gateway found out of reach can end them. */
+  private readonly polls = new Set<AbortController>();
 
   /**
    * Runs one leased step to its end and reports it. Never throws: every outcome is an event.

@@ -104,7 +104,7 @@ export class FakeKernel extends FakeServer {
   private seq = 0;
 
   constructor() {
-    super((req) => this.route(req));
+    super((req, res) => this.route(req, res));
   }
 
   /** Makes a lease available to the next POST /v1/leases. */
@@ -126,9 +126,9 @@ export class FakeKernel extends FakeServer {
     return (this.events.get(runId) ?? []).filter((e) => kind === undefined || e.kind === kind);
   }
 
-  private async route(req: Recorded): Promise<Reply> {
+  private async route(req: Recorded, res?: ServerResponse): Promise<Reply | null> {
     const m = /^\/v1\/leases\/([^/]+)\/(heartbeat|complete|fail|actions)$/.exec(req.path);
-    if (req.method === 'POST' && req.path === '/v1/leases') return this.leaseRoute(req);
+    if (req.method === 'POST' && req.path === '/v1/leases') return this.leaseRoute(req, res);
     if (m) {
       const [, id, op] = m as unknown as [string, string, string];
       const lease = this.leases.get(id);
@@ -171,10 +171,15 @@ export class FakeKernel extends FakeServer {
     return { status: 404, body: { error: { code: 'not_found', message: req.path, details: {} } } };
   }
 
-  private async leaseRoute(req: Recorded): Promise<Reply> {
+  private async leaseRoute(req: Recorded, res?: ServerResponse): Promise<Reply | null> {
     const kinds: string[] = req.body?.kinds ?? [];
     const deadline = Date.now() + Math.min(2, Number(req.body?.wait_seconds ?? 0)) * 1000;
+    // As the kernel does: a long poll whose client went away is handed nothing (its lease
+    // would be released unspent).
+    let gone = false;
+    res?.on('close', () => (gone = !res.writableEnded));
     for (;;) {
+      if (gone) return null;
       const i = this.queue.findIndex((l) => kinds.includes(l.kind ?? String(l.step_def.kind)));
       if (i >= 0) {
         const lease = this.queue.splice(i, 1)[0]!;

@@ -166,7 +166,8 @@ describe('tool steps (I 4.2 call; D §9 idempotency)', () => {
     let down = true;
     const cut: typeof fetch = (url, init) => (down ? Promise.reject(new TypeError('fetch failed', { cause: { code: 'ECONNREFUSED' } })) : fetch(url, init));
     const gateway = new GatewayClient({ baseUrl: fake.url, fetch: cut }, 30_000, 60_000, 300);
-    const { kernel, worker, events } = await setup({ gateway, pollBackoffMs: { initial: 100, max: 200 } });
+    // Two slots: the idle one's long poll must not take a step into the outage either.
+    const { kernel, worker, events } = await setup({ gateway, pollBackoffMs: { initial: 100, max: 200 }, concurrency: 2 });
     const paused: unknown[] = [];
     const resumed: Array<{ paused_ms: number }> = [];
     worker.on('gateway:paused', (e) => paused.push(e));
@@ -181,11 +182,19 @@ describe('tool steps (I 4.2 call; D §9 idempotency)', () => {
     kernel.offer(second);
     await new Promise((r) => setTimeout(r, 800)); // probes at 100, 200, 200 … ms all fail
     expect(kernel.calls('POST', '/v1/leases').length).toBe(polls); // the second step waits in the kernel, no attempt spent
+    expect(events.some((e) => e.name === 'step:start' && e.payload.lease_id === second.lease_id)).toBe(false);
     expect(paused).toEqual([{ error: expect.stringContaining('cannot reach') }]);
     down = false;
     await until(() => events.some((e) => e.name === 'step:done' && e.payload.lease_id === second.lease_id), 5000);
     expect(resumed).toHaveLength(1);
     expect(fake.calls('GET', '/v1/health').length).toBeGreaterThanOrEqual(1);
+  });
+
+  it('a gateway that answers 503 for the whole wait does not pause leasing: its /v1/health would answer the probe at once', async () => {
+    const busy: typeof fetch = async () => new Response(JSON.stringify({ ok: false, error: { code: 'unavailable', message: "the kernel's keys are not known yet", details: {} } }), { status: 503 });
+    const gateway = new GatewayClient({ baseUrl: 'http://127.0.0.1:9', fetch: busy }, 30_000, 60_000, 300);
+    await expect(gateway.call({ remit_token: 't', run_id: 'run_x', step: 's', lease_id: 'lse_x', tool: 'billing.lookup_invoice', args: {}, idempotency_key: 'k', scope: null })).rejects.toMatchObject({ deterministic: false });
+    expect(gateway.outOfReach).toBeNull();
   });
 
   it('a step without a tool fails deterministically (step_invalid)', async () => {
