@@ -37,6 +37,14 @@ export function usdMicro(usd: number): number {
   return Math.round(usd * 1_000_000);
 }
 
+/**
+ * Dollars spent (summed to the nano-dollar) as whole micro-dollars rounded up: what a run has
+ * used never counts for less than it is where a remit's spend is split (a derive).
+ */
+export function usdMicroUp(usd: number): number {
+  return Math.ceil(usdNanos(usd) / 1000);
+}
+
 /** Dollars rounded to whole micro-dollars (the unit a remit's spend is counted in). */
 export function wholeMicroUsd(usd: number): number {
   return usdMicro(usd) / 1_000_000;

@@ -15,8 +15,12 @@ export class LogThrottle {
     private readonly maxKeys = 100,
   ) {}
 
-  /** Null when `key` had its lines in this window (counted); else how many were held back before this one. */
-  pass(key: string, now: number = Date.now()): number | null {
+  /**
+   * Null when `key` had its lines in this window (counted); else how many were held back
+   * before this one. `now` is monotonic by default: a wall clock stepped back would keep a
+   * key silent until it caught up. Forgetting keys at the bound forgets their counts too.
+   */
+  pass(key: string, now: number = performance.now()): number | null {
     const w = this.windows.get(key);
     if (w && now - w.since < this.ms) {
       if (w.lines >= this.burst) {

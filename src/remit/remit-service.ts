@@ -7,7 +7,7 @@ import { epochSeconds, isoTime, type Clock } from '../clock.js';
 import { canonicalJson } from '../encoding/canonical-json.js';
 import { SvcError, notFound } from '../errors.js';
 import { newId } from '../ids.js';
-import { usdMicro } from '../spend.js';
+import { usdMicro, usdMicroUp } from '../spend.js';
 import type { SqlDb } from '../store/sql-db.js';
 import { AUTONOMY_ORDER, sameRequester, type RemitCallCheck, type RemitPayload, type RemitRecord, type Spend, type TrustedKeys, type VerifyResult } from '../types.js';
 import { uncoveredScope, uncoveredTool } from './patterns.js';
@@ -314,11 +314,6 @@ function narrowedTimes(req: DeriveRequest, parent: RemitPayload, now: number): {
     throw new SvcError('request_invalid', `nbf ${isoTime(nbf * 1000)} is not before exp ${isoTime(exp * 1000)}: the remit would never be valid`, { path: req.nbf !== undefined ? '/nbf' : '/exp' });
   }
   return { exp, nbf };
-}
-
-/** A run's spent dollars (summed to the nano-dollar, src/spend.ts) as whole micro-dollars, rounded up. */
-function usdMicroUp(usd: number): number {
-  return Math.ceil(Math.round(usd * 1e9) / 1000);
 }
 
 /**

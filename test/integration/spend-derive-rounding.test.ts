@@ -25,5 +25,7 @@ describe('derive after sub-micro-dollar usage (D §3, 8.3)', () => {
     const over = await d.kernel_(`/remits/${p2.remit_id}/derive`, { body: { spend: { usd: 0.999982 } } });
     expect(over.status).toBe(422);
     expect(over.body.error.details.available).toEqual({ tokens: 1000, usd: 0.999981 });
+    const exact = await d.kernel_(`/remits/${p2.remit_id}/derive`, { body: { spend: { usd: 0.999981 } } });
+    expect(exact.status).toBe(201);
   });
 });

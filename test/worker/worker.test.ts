@@ -271,7 +271,7 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
     (kernel as unknown as { route: (req: { path: string }) => Promise<unknown> }).route = (req) => (req.path.endsWith('/heartbeat') ? new Promise<never>(() => {}) : route(req));
     // ttl 10 s, heartbeat_seconds 3 (the kernel's ttl/3): each heartbeat gives up after 3 s, so
     // a check made only when one fails came at 12 s or later, 2 s past the kernel's expiry.
-    // The bound leaves 1.5 s for a loaded machine's late timers.
+    // The bound leaves 1.9 s for a loaded machine's late timers.
     const lease = makeLease({ step: 'slow', ttl_seconds: 10, heartbeat_seconds: 3, expires_at: new Date(Date.now() + 10_000).toISOString(), step_def: { id: 'slow', kind: 'tool', tool: 'billing.slow', args: {} } });
     const t0 = Date.now();
     const end = await run(lease, 18_000);
@@ -279,7 +279,7 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
     expect(end.name).toBe('step:lost');
     expect(end.payload.reason).toContain('ran out while heartbeats failed');
     expect(took).toBeGreaterThanOrEqual(9900);
-    expect(took).toBeLessThan(11_500);
+    expect(took).toBeLessThan(11_900); // without the timer: 12 s or later
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)).toEqual([]);
   });
 
