@@ -94,11 +94,12 @@ export async function handleShow(client: SvcHttpClient, ref: string): Promise<St
 }
 
 /** A corpus file: a JSON or YAML list of {action, run}, or {corpus: [...]}. */
-export function readCorpus(file: string): unknown[] {
+/** A corpus file's cases, and the pointer they sit under in it ('' or '/corpus'). */
+export function readCorpus(file: string): { cases: unknown[]; at: string } {
   const value = readDataFile(file);
-  const list = Array.isArray(value) ? value : (value as { corpus?: unknown } | null)?.corpus;
-  if (!Array.isArray(list)) throw new CliError(`${file} must hold a list of {action, run} cases (or {corpus: [...]})`, EXIT.failed);
-  return list;
+  const cases = Array.isArray(value) ? value : (value as { corpus?: unknown } | null)?.corpus;
+  if (!Array.isArray(cases)) throw new CliError(`${file} must hold a list of {action, run} cases (or {corpus: [...]})`, EXIT.failed);
+  return { cases, at: Array.isArray(value) ? '' : '/corpus' };
 }
 
 /**
@@ -109,10 +110,7 @@ export function readCorpus(file: string): unknown[] {
  * the file. Members of the case itself (the fixture's `note`) and of args and input are the
  * author's own.
  */
-export function corpusWarnings(value: unknown): Array<{ path: string; message: string }> {
-  const list = Array.isArray(value) ? value : (value as { corpus?: unknown } | null)?.corpus;
-  if (!Array.isArray(list)) return [];
-  const prefix = Array.isArray(value) ? '' : '/corpus';
+export function corpusWarnings(list: readonly unknown[], prefix: string): Array<{ path: string; message: string }> {
   const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
   const token = (k: string) => k.replace(/~/g, '~0').replace(/\//g, '~1');
   const remit = [...Object.keys(POLICY_TYPES.Remit), 'grants'];
@@ -145,8 +143,8 @@ export interface TestOutput extends PolicyTestResult {
 
 /** `svc policy test`: A against B over a corpus. `b` is NAME[@VER] or a policy source file. */
 export async function handleTest(client: SvcHttpClient, corpusFile: string, a: string, b: string): Promise<TestOutput> {
-  const corpus = readCorpus(corpusFile);
-  for (const w of corpusWarnings(readDataFile(corpusFile))) process.stderr.write(`${corpusFile}: ${w.path}: warning: ${w.message}\n`);
+  const { cases: corpus, at } = readCorpus(corpusFile);
+  for (const w of corpusWarnings(corpus, at)) process.stderr.write(`${corpusFile}: ${w.path}: warning: ${w.message}\n`);
   // The interface takes A by name only; a file there is the natural slip, since --b takes one.
   if (a.includes('/') || a.endsWith('.policy')) {
     throw usageError(`--a names a pushed policy (NAME or NAME@VERSION), not a file: push ${a} first (svc policy push ${a} --name NAME --version VERSION); --b may be a file`);
