@@ -10,7 +10,8 @@
  * `model.called` the same call index.
  *
  * Every request is bounded on the client's side (`requestTimeoutMs`; a lease's long poll by its
- * `wait_seconds` plus `leaseMarginMs`): a kernel that takes the connection and never answers is
+ * `wait_seconds` plus `leaseMarginMs`; a call under a lease also by what is left of the lease,
+ * at least LEASE_CALL_MIN_WAIT_MS): a kernel that takes the connection and never answers is
  * then a kernel that cannot be reached, logged and asked again like one that refuses it, not a
  * wait of minutes for the HTTP client's own limits.
  */
@@ -54,6 +55,12 @@ export const KERNEL_REQUEST_TIMEOUT_MS = 30_000;
 /** How long past its `wait_seconds` a lease's long poll may take, ms. */
 export const LEASE_POLL_MARGIN_MS = 10_000;
 
+/**
+ * The least a call under a lease may wait for its answer, ms, however little of the lease is
+ * left: a report sent at the expiry's edge still gets a moment to land.
+ */
+export const LEASE_CALL_MIN_WAIT_MS = 1_000;
+
 export interface KernelClientOptions {
   /** Longest wait for a kernel's answer to any request but a lease's long poll, ms. (Default: 30000) */
   requestTimeoutMs?: number;
@@ -82,7 +89,11 @@ export class KernelClient {
     for (;;) {
       let unreachable: StepError;
       try {
-        const res = await this.request(method, path, body, { headers: opts.headers, signal: opts.signal });
+        // A call under a lease waits no longer than the lease (and LEASE_CALL_MIN_WAIT_MS): a
+        // kernel that stopped answering held a report 30 s, the step 20 s past its expiry.
+        const left = opts.until === undefined ? Infinity : opts.until() - Date.now();
+        const timeoutMs = Math.min(this.requestTimeoutMs, Math.max(LEASE_CALL_MIN_WAIT_MS, left));
+        const res = await this.request(method, path, body, { headers: opts.headers, signal: opts.signal, timeoutMs });
         if (res.status !== 503 || opts.until === undefined) return res;
         unreachable = kernelError(`${method} ${path}`, res);
       } catch (err) {

@@ -298,6 +298,28 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
     expect(events.filter((e) => e.payload.lease_id === lease.lease_id && e.name === 'step:error')).toEqual([]);
   });
 
+  it('a completion the kernel takes and never answers waits no longer than the lease, not the request timeout (svc-worker(1) DESCRIPTION)', async () => {
+    const { kernel, gateway, worker } = await setup();
+    const route = (kernel as unknown as { route: (req: { path: string }) => Promise<unknown> }).route.bind(kernel);
+    // Stopped after the tool call (SIGSTOP): heartbeats and the completion are taken, never answered.
+    let stopped = false;
+    gateway.define('billing.lookup_invoice', () => {
+      stopped = true;
+      return { rows: [] };
+    });
+    (kernel as unknown as { route: (req: { path: string }) => Promise<unknown> }).route = (req) => (stopped && /\/(complete|heartbeat)$/.test(req.path) ? new Promise<never>(() => {}) : route(req));
+    const unreported: Array<WorkerEventMap['step:unreported']> = [];
+    worker.on('step:unreported', (e) => unreported.push(e));
+    const lease = makeLease({ step: 'lookup', ttl_seconds: 3, heartbeat_seconds: 1, expires_at: new Date(Date.now() + 3000).toISOString(), step_def: { id: 'lookup', kind: 'tool', tool: 'billing.lookup_invoice', args: {} } });
+    const t0 = Date.now();
+    kernel.offer(lease);
+    // A kernel stopped (SIGSTOP) while the step ran: each report waited its 30 s request
+    // timeout, so the step held its slot up to 30 s past the lease's expiry.
+    await until(() => unreported.length > 0, 15_000, 'the unreported completion');
+    expect(Date.now() - t0).toBeLessThan(12_000);
+    expect(unreported[0]).toMatchObject({ lease_id: lease.lease_id, error: { code: 'network_error' } });
+  }, 20_000);
+
   it('stop({graceMs: 0}) aborts a running step and fails it as worker_shutdown (retryable)', async () => {
     const { kernel, worker, events, lease } = await slowToolStep(10_000, { late: true });
     await worker.stop({ graceMs: 0 });
