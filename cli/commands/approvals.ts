@@ -14,6 +14,7 @@ import { errorFromBody, TransportError, unreachable } from '../http-client.js';
 import { actorOf, globals, kernelUrlOf, output, table, timeoutMsOf } from '../context.js';
 import { clean } from '../terminal-text.js';
 import { inboxEnv } from '../tui/inbox-env.js';
+import { closestName } from '../../src/util/did-you-mean.js';
 
 /** `--state` values: an approval state, or `all` for no state filter. */
 export const LIST_STATES = ['pending', 'approved', 'rejected', 'cancelled', 'all'] as const;
@@ -129,7 +130,7 @@ export function registerApprovals(program: Command): void {
       run(async (words: string[], _opts: unknown, cmd: Command) => {
         if (words.length > 0) {
           const known = approvals.commands.map((c) => c.name());
-          const near = known.find((k) => closeTo(words[0]!, k));
+          const near = closestName(words[0]!, known, 1);
           throw usageError(`unknown approvals command "${words[0]}"${near ? ` (did you mean ${near}?)` : ''}; the commands are ${known.join(', ')}`);
         }
         const actor = actorOf(cmd, { approver: true });
@@ -191,15 +192,4 @@ export function registerApprovals(program: Command): void {
         output(cmd, res, (r: typeof res) => `rejected ${r.approval_id}; run ${r.run_id} is ${r.run_state}`);
       }),
     );
-}
-
-/** Whether `word` is a likely typo of `name`: one edit apart (a letter left out, added, changed or swapped). */
-function closeTo(word: string, name: string): boolean {
-  const a = word.toLowerCase();
-  if (a === name || Math.abs(a.length - name.length) > 1) return false;
-  for (let i = 0; i < Math.max(a.length, name.length); i++) {
-    if (a[i] === name[i]) continue;
-    return a.slice(i + 1) === name.slice(i + 1) || a.slice(i) === name.slice(i + 1) || a.slice(i + 1) === name.slice(i) || (a[i] === name[i + 1] && a[i + 1] === name[i] && a.slice(i + 2) === name.slice(i + 2));
-  }
-  return true;
 }

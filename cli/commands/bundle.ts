@@ -167,19 +167,15 @@ export function bundleWarnings(bundle: unknown): BundleProblem[] {
 }
 
 /**
- * sign and push check the bundle "as by svc bundle validate" (svc(1)): its warnings too, on
- * standard error, or a {{input.typo}} that fails every run is signed and pushed without a word.
- * A file that cannot be read is left to the command, which says so.
+ * sign and push check the bundle "as by svc bundle validate" (svc(1)): its warnings too, one
+ * line each to `warn`, or a {{input.typo}} that fails every run is signed and pushed without a word.
  */
-function printBundleWarnings(file: string): void {
-  let bundle: unknown;
-  try {
-    bundle = readBundleFile(file).bundle;
-  } catch {
-    return;
-  }
-  for (const w of bundleWarnings(bundle)) process.stderr.write(`${file}: ${w.path}: warning: ${w.message}\n`);
+function warnOfBundle(file: string, bundle: unknown, warn: (line: string) => void): void {
+  for (const w of bundleWarnings(bundle)) warn(`${file}: ${w.path}: warning: ${w.message}`);
 }
+
+/** Standard error, for the commands' warnings. */
+const toStderr = (line: string): void => void process.stderr.write(`${line}\n`);
 
 /** `svc bundle validate`: offline, every problem; a file that does not parse is one, at the root. */
 export function handleValidate(file: string): ValidateResult {
@@ -205,8 +201,9 @@ export function handleValidate(file: string): ValidateResult {
 }
 
 /** `svc bundle sign`: validates, then signs JCS(bundle); returns the signed document. */
-export function handleSign(file: string, keyFile: string): { bundle: unknown; signature: BundleSignature } {
+export function handleSign(file: string, keyFile: string, warn: (line: string) => void = () => {}): { bundle: unknown; signature: BundleSignature } {
   const { bundle } = readBundleFile(file);
+  warnOfBundle(file, bundle, warn);
   const r = validateBundle(bundle);
   if (!r.ok) throw new CliError(`${file} is not a valid bundle; nothing signed:\n${formatProblems(file, r.problems)}`, EXIT.failed, { ok: false, problems: r.problems });
   const key = readKeyFile(keyFile);
@@ -226,8 +223,9 @@ export interface PushResult {
 }
 
 /** `svc bundle push`: signs an unsigned bundle when a key is given, then POST /v1/bundles. */
-export async function handlePush(client: SvcHttpClient, file: string, keyFile?: string): Promise<PushResult> {
+export async function handlePush(client: SvcHttpClient, file: string, keyFile?: string, warn: (line: string) => void = () => {}): Promise<PushResult> {
   const doc = readBundleFile(file);
+  warnOfBundle(file, doc.bundle, warn);
   // Checked here first, signed or not: every problem at once, and nothing sent that svcd refuses.
   const checked = validateBundle(doc.bundle);
   if (!checked.ok) {
@@ -237,7 +235,7 @@ export async function handlePush(client: SvcHttpClient, file: string, keyFile?: 
     });
   }
   let body: { bundle: unknown; signature?: BundleSignature } = doc;
-  if (!doc.signature && keyFile) body = handleSign(file, keyFile);
+  if (!doc.signature && keyFile) body = handleSign(file, keyFile); // its warnings were said above
   try {
     const res = await client.request<{ bundle_id: string; name: string; version: string }>('POST', '/bundles', body, {}, ['bundle_id']);
     return { status: res.status === 201 ? 'created' : 'exists', ...res.body, key_id: body.signature?.key_id ?? null };
@@ -305,8 +303,7 @@ export function registerBundle(program: Command): void {
     .requiredOption('--key <keyfile>', 'publisher key pair file {key_id, public_key, private_key}, as svc keys gen writes it (required)')
     .option('-o, --output <out>', 'write the signed bundle to OUT instead of stdout')
     .action(function (this: Command, file: string, o: { key: string; output?: string }) {
-      printBundleWarnings(file);
-      const signed = handleSign(file, o.key);
+      const signed = handleSign(file, o.key, toStderr);
       if (!o.output) {
         process.stdout.write(JSON.stringify(signed, null, globals(this).json ? 0 : 2) + '\n');
         return;
@@ -330,8 +327,7 @@ export function registerBundle(program: Command): void {
     .option('--key <keyfile>', 'publisher key pair file used when FILE is unsigned')
     .addHelpText('after', '\nExample:\n  svc bundle push fixtures/bundles/refunds.yaml --key fixtures/keys/demo-publisher.json')
     .action(async function (this: Command, file: string, o: { key?: string }) {
-      printBundleWarnings(file);
-      const r = await handlePush(kernelClient(this), file, o.key);
+      const r = await handlePush(kernelClient(this), file, o.key, toStderr);
       output(this, r, (x: PushResult) => `${x.status === 'created' ? 'created' : 'already stored'}: ${x.name} ${x.version} ${x.bundle_id}`);
     });
 

@@ -10,6 +10,7 @@
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import type { Command } from 'commander';
+import { pointerToken } from '../../src/encoding/json-pointer.js';
 import { POLICY_TYPES } from '../../src/policy/cel-env.js';
 import { lintPolicy } from '../../src/policy/compile.js';
 import { testInSlices } from '../../src/policy/corpus-slices.js';
@@ -17,7 +18,7 @@ import type { PolicySummary, PolicyTestResult } from '../../src/policy/policy-se
 import type { StoredPolicy } from '../../src/types.js';
 import { globals, kernelClient, output, table } from '../context.js';
 import { CliError, EXIT, fsReason, usageError } from '../exit.js';
-import type { SvcHttpClient } from '../http-client.js';
+import { isObject, type SvcHttpClient } from '../http-client.js';
 import { fit } from '../terminal-text.js';
 import { readDataFile } from './bundle.js';
 
@@ -93,8 +94,7 @@ export async function handleShow(client: SvcHttpClient, ref: string): Promise<St
   return (await client.request<StoredPolicy>('GET', policyPath(ref), undefined, {}, ['name', 'version', 'source'])).body;
 }
 
-/** A corpus file: a JSON or YAML list of {action, run}, or {corpus: [...]}. */
-/** A corpus file's cases, and the pointer they sit under in it ('' or '/corpus'). */
+/** A corpus file (a JSON or YAML list of {action, run}, or {corpus: [...]}): its cases, and the pointer they sit under ('' or '/corpus'). */
 export function readCorpus(file: string): { cases: unknown[]; at: string } {
   const value = readDataFile(file);
   const cases = Array.isArray(value) ? value : (value as { corpus?: unknown } | null)?.corpus;
@@ -111,8 +111,6 @@ export function readCorpus(file: string): { cases: unknown[]; at: string } {
  * author's own.
  */
 export function corpusWarnings(list: readonly unknown[], prefix: string): Array<{ path: string; message: string }> {
-  const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-  const token = (k: string) => k.replace(/~/g, '~0').replace(/\//g, '~1');
   const remit = [...Object.keys(POLICY_TYPES.Remit), 'grants'];
   const shapes: Array<[string[], string, readonly string[]]> = [
     [['action'], 'an action', Object.keys(POLICY_TYPES.Action)],
@@ -125,11 +123,11 @@ export function corpusWarnings(list: readonly unknown[], prefix: string): Array<
   list.forEach((c, i) => {
     for (const [at, what, members] of shapes) {
       let v: unknown = c;
-      for (const k of at) v = isObj(v) ? v[k] : undefined;
-      if (!isObj(v)) continue;
+      for (const k of at) v = isObject(v) ? v[k] : undefined;
+      if (!isObject(v)) continue;
       for (const k of Object.keys(v)) {
         if (members.includes(k)) continue;
-        out.push({ path: `${prefix}/${i}/${at.join('/')}/${token(k)}`, message: `"${k}" is not a member of ${what} (its members: ${members.join(', ')}); the case is decided without it` });
+        out.push({ path: `${prefix}/${i}/${at.join('/')}/${pointerToken(k)}`, message: `"${k}" is not a member of ${what} (its members: ${members.join(', ')}); the case is decided without it` });
       }
     }
   });
@@ -205,7 +203,7 @@ function testHuman(r: TestOutput): string {
  */
 function failedConditions(flips: PolicyTestResult['flips']): string {
   const seen = new Map<string, number[]>();
-  for (const f of flips as Array<{ index: number; errors_a?: Array<{ rule: string; message: string }>; errors_b?: Array<{ rule: string; message: string }> }>) {
+  for (const f of flips) {
     for (const [side, errors] of [['A', f.errors_a], ['B', f.errors_b]] as const) {
       for (const e of errors ?? []) {
         const key = `${side}  ${e.rule}: ${e.message}`;

@@ -16,7 +16,7 @@ import type { RunEvent, RunStateObject } from '../../src/types.js';
 import { actorOf, globals, kernelClient, output, table } from '../context.js';
 import { CliError, EXIT, usageError } from '../exit.js';
 import { jsonArgument, type ReadFile } from '../json-argument.js';
-import type { SvcHttpClient } from '../http-client.js';
+import { isObject, type SvcHttpClient } from '../http-client.js';
 import { resolveBundle } from './bundle.js';
 import { parseRequestedBy, remitIdArgument } from './remit.js';
 import { anyToolMatches } from '../../src/remit/patterns.js';
@@ -73,7 +73,7 @@ export async function handleStart(
  * widened: said when the run starts. A model step's tools are the model's to call or not.
  */
 export function remitGaps(bundle: unknown, workflow: string, remitId: string, remit: { tools?: unknown; autonomy?: unknown }): string[] {
-  const obj = (v: unknown): Record<string, unknown> | null => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null);
+  const obj = (v: unknown): Record<string, unknown> | null => (isObject(v) ? v : null);
   const tools = Array.isArray(remit.tools) ? remit.tools.filter((t): t is string => typeof t === 'string') : null;
   const steps = obj(obj(obj(bundle)?.workflows)?.[workflow])?.steps;
   if (!tools || !Array.isArray(steps)) return [];

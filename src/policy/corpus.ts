@@ -28,9 +28,10 @@ export interface Flip {
   rule_b: string;
   /**
    * With `explain` (svc's extension of the request): the conditions that failed while the
-   * case was decided under A (under B), present only when there are any (decisions 5.1: such a condition counts as matched for deny and
-   * require_approval). A flip to approval_required by a rule whose condition reads
-   * `action.args.ticketid` for `ticket_id` is a flip the author did not write.
+   * case was decided under A (under B), present only when there are any (decisions 5.1: such
+   * a condition counts as matched for deny and require_approval). A flip to approval_required
+   * by a rule whose condition reads `action.args.ticketid` for `ticket_id` is a flip the
+   * author did not write.
    */
   errors_a?: Array<{ rule: string; message: string }>;
   errors_b?: Array<{ rule: string; message: string }>;

@@ -25,17 +25,19 @@ export function editDistance(a: string, b: string): number {
 /** Names longer than this are not compared (a pasted blob is no misspelling). */
 const MAX_NAME = 64;
 
-/** The allowed name `word` most likely misspells, or null when none is close. */
-export function closestName(word: string, names: Iterable<string>): string | null {
+/**
+ * The allowed name `word` most likely misspells, or null when none is close: at most
+ * `maxEdits` edits away (default a third of the word, at least 1), case aside.
+ */
+export function closestName(word: string, names: Iterable<string>, maxEdits = Math.max(1, Math.floor(word.length / 3))): string | null {
   if (word.length === 0 || word.length > MAX_NAME) return null;
   const lower = word.toLowerCase();
-  const limit = Math.max(1, Math.floor(word.length / 3));
   let best: string | null = null;
   let bestDistance = Infinity;
   for (const name of names) {
     if (name === word || name.length > MAX_NAME) continue;
     const d = editDistance(lower, name.toLowerCase());
-    if (d <= limit && d < bestDistance) {
+    if (d <= maxEdits && d < bestDistance) {
       best = name;
       bestDistance = d;
     }

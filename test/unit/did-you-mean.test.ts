@@ -28,6 +28,11 @@ describe('closestName', () => {
     expect(closestName('x'.repeat(65), ['x'.repeat(64)])).toBeNull();
     expect(didYouMean('zz', keys)).toBe('');
   });
+  it('takes a tighter bound where a place wants one (svc approvals: one edit)', () => {
+    expect(closestName('aprove', ['list', 'approve', 'reject'], 1)).toBe('approve');
+    expect(closestName('aprov', ['list', 'approve', 'reject'], 1)).toBeNull();
+    expect(closestName('aprov', ['list', 'approve', 'reject'])).toBe('approve');
+  });
 });
 
 // decisions §10 (every problem at once, at its pointer): an unknown member says what was meant.
