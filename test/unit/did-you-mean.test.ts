@@ -30,8 +30,8 @@ describe('closestName', () => {
   });
   it('takes a tighter bound where a place wants one (svc approvals: one edit)', () => {
     expect(closestName('aprove', ['list', 'approve', 'reject'], 1)).toBe('approve');
-    expect(closestName('aprov', ['list', 'approve', 'reject'], 1)).toBeNull();
-    expect(closestName('aprov', ['list', 'approve', 'reject'])).toBe('approve');
+    expect(closestName('listtt', ['list', 'approve', 'reject'], 1)).toBeNull();
+    expect(closestName('listtt', ['list', 'approve', 'reject'])).toBe('list'); // two edits, a third of six
   });
 });
 
