@@ -217,13 +217,15 @@ export class GatewayClient {
     } catch (err) {
       // Only a gateway that could not be reached: one that answers 503 (draining, or without
       // the kernel's keys) answers the /v1/health probe too, which would end the pause at once.
-      if (err === failure && failure.code === 'network_error') {
-        const was = this.outOfReach;
-        this.outOfReach = failure.message;
-        if (was === null) this.onOutOfReach?.();
-      }
+      if (err === failure && failure.code === 'network_error') this.markOutOfReach(failure.message);
       throw err;
     }
+  }
+
+  private markOutOfReach(why: string): void {
+    const was = this.outOfReach;
+    this.outOfReach = why;
+    if (was === null) this.onOutOfReach?.();
   }
 
   /**
@@ -239,6 +241,20 @@ export class GatewayClient {
     } catch (err) {
       if (signal?.aborted) throw err;
       return false;
+    }
+  }
+
+  /**
+   * One GET /v1/health at the worker's start: a gateway that cannot be reached at all then
+   * marks `outOfReach`, so the worker starts paused instead of spending an attempt of each
+   * step it would lease on the outage (a worker started before its gateway, say). Any answer,
+   * even a 503, leaves it unmarked, as a call's would.
+   */
+  async reachAtStart(signal?: AbortSignal): Promise<void> {
+    try {
+      await requestJson(this.peer, 'GET', '/health', undefined, { signal, timeoutMs: PROBE_TIMEOUT_MS });
+    } catch (err) {
+      if (!signal?.aborted && err instanceof StepError && err.code === 'network_error') this.markOutOfReach(err.message);
     }
   }
 

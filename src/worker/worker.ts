@@ -157,7 +157,9 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
       kernel_url: withoutCredentials(this.kernel.peer.baseUrl),
       gateway_url: withoutCredentials(this.gateway.peer.baseUrl),
     });
-    for (let i = 0; i < this.concurrency; i++) this.loops.push(this.slot());
+    // A gateway that cannot be reached now starts the slots paused (svc-worker(1) DESCRIPTION).
+    const reached = this.gateway.reachAtStart(this.pollAbort.signal);
+    for (let i = 0; i < this.concurrency; i++) this.loops.push(reached.then(() => this.slot()));
   }
 
   /**

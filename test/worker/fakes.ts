@@ -239,6 +239,31 @@ function isReply(v: unknown): v is Reply {
 }
 
 /** The gateway's /tools and /tools/call (interface 4.2, 7.2; decisions §9 idempotency). */
+/**
+ * The URL of a gateway that answers (a FakeGateway closed by `cleanups`), for tests whose
+ * gateway does not matter: a worker whose gateway cannot be reached at its start takes no
+ * step until it can (svc-worker(1) DESCRIPTION).
+ */
+export async function answeringGatewayUrl(cleanups: Array<() => Promise<void>>): Promise<string> {
+  const g = await new FakeGateway().start();
+  cleanups.push(() => g.close());
+  return g.url;
+}
+
+/**
+ * A fetch for `gateway` that refuses (ECONNREFUSED) the requests `refuse` picks, counting
+ * them, and passes the rest: a gateway that answers its health probe but whose calls are cut.
+ */
+export function refusingFetch(refuse: (url: string) => boolean): { fetch: typeof fetch; refused: () => number } {
+  let refused = 0;
+  const f: typeof fetch = (url, init) => {
+    if (!refuse(String(url))) return fetch(url, init);
+    refused += 1;
+    return Promise.reject(new TypeError('fetch failed', { cause: { code: 'ECONNREFUSED' } }));
+  };
+  return { fetch: f, refused: () => refused };
+}
+
 export class FakeGateway extends FakeServer {
   readonly tools = new Map<string, { descriptor: Record<string, unknown>; impl: ToolImpl }>();
   /** Real executions per tool (idempotent replays not counted). */
@@ -261,6 +286,7 @@ export class FakeGateway extends FakeServer {
   }
 
   private async route(req: Recorded): Promise<Reply> {
+    if (req.method === 'GET' && req.path === '/v1/health') return { status: 200, body: { ok: true } };
     if (req.method === 'GET' && req.path === '/v1/tools') return { status: 200, body: [...this.tools.values()].map((t) => t.descriptor) };
     if (req.method === 'POST' && req.path === '/v1/tools/call') {
       const { tool, args, idempotency_key } = req.body ?? {};

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { KERNEL_REQUEST_TIMEOUT_MS, KernelClient, LEASE_POLL_MARGIN_MS } from '../../src/worker/kernel-client.js';
 import { MockProvider } from '../../src/worker/providers/mock.js';
 import { Worker } from '../../src/worker/worker.js';
-import { until } from './fakes.js';
+import { answeringGatewayUrl, until } from './fakes.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -35,7 +35,7 @@ describe('a kernel that never answers is a kernel that cannot be reached, prompt
   it('the lease long poll gives up after wait_seconds plus its margin: logged as poll:error and asked again after the backoff', async () => {
     const k = await silentKernel();
     const kernel = new KernelClient({ baseUrl: k.url }, { leaseMarginMs: 400 });
-    const worker = new Worker({ kernel, gatewayUrl: 'http://127.0.0.1:2', provider: new MockProvider(), waitSeconds: 1, pollBackoffMs: { initial: 100, max: 200 } });
+    const worker = new Worker({ kernel, gatewayUrl: await answeringGatewayUrl(cleanups), provider: new MockProvider(), waitSeconds: 1, pollBackoffMs: { initial: 100, max: 200 } });
     const errors: Array<{ error: string; at: number }> = [];
     worker.on('poll:error', (e) => errors.push({ error: e.error, at: Date.now() }));
     cleanups.push(() => worker.stop({ graceMs: 0 }));

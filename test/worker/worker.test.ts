@@ -10,8 +10,8 @@ import type { Lease } from '../../src/worker/types.js';
 import { localExpiry, Worker, type WorkerOptions } from '../../src/worker/worker.js';
 import { getEventListeners } from 'node:events';
 import { GatewayClient, gatewayFailure } from '../../src/worker/gateway-client.js';
-import { FakeGateway, FakeKernel, makeLease, until } from './fakes.js';
-import { closedPortUrl, startTestDaemon } from '../helpers/daemon.js';
+import { answeringGatewayUrl, FakeGateway, FakeKernel, makeLease, refusingFetch, until } from './fakes.js';
+import { startTestDaemon } from '../helpers/daemon.js';
 
 type Ev = { name: keyof WorkerEventMap; payload: any; at: number };
 
@@ -116,13 +116,10 @@ describe('tool steps (I 4.2 call; D §9 idempotency)', () => {
   });
 
   it('a gateway that cannot be reached is asked again for a while, then the step fails with a non-deterministic network_error', async () => {
-    let tries = 0;
-    const counting: typeof fetch = (url, init) => {
-      if (String(url).endsWith('/tools/call')) tries += 1;
-      return fetch(url, init);
-    };
-    const gatewayUrl = await closedPortUrl();
-    const gateway = new GatewayClient({ baseUrl: gatewayUrl, fetch: counting }, 30_000, 60_000, 700);
+    // The gateway answers its health probe at the worker's start; its calls are refused.
+    const gatewayUrl = await answeringGatewayUrl(cleanups);
+    const cut = refusingFetch((url) => url.endsWith('/tools/call'));
+    const gateway = new GatewayClient({ baseUrl: gatewayUrl, fetch: cut.fetch }, 30_000, 60_000, 700);
     const { kernel, run, events } = await setup({ gateway });
     const lease = makeLease({ step: 'lookup', step_def: { id: 'lookup', kind: 'tool', tool: 'billing.lookup_invoice', args: {} } });
     await run(lease);
@@ -135,7 +132,7 @@ describe('tool steps (I 4.2 call; D §9 idempotency)', () => {
     expect(said[0]!.payload).toEqual({ error: expect.stringContaining(`cannot reach ${gatewayUrl}`), retry_for_ms: 700, run_id: lease.run_id, step: 'lookup', lease_id: lease.lease_id, tool: 'billing.lookup_invoice' });
     expect(events.find((e) => e.name === 'worker:start')!.payload).toMatchObject({ kernel_url: kernel.url, gateway_url: gatewayUrl });
     // The budget runs from the first refusal: a try, 0.25 s, a second one at least.
-    expect(tries).toBeGreaterThanOrEqual(2);
+    expect(cut.refused()).toBeGreaterThanOrEqual(2);
   });
 
   it('a run abandoned while the gateway is out of reach does not get its write when the gateway comes back: the lease is confirmed before each retry', async () => {
@@ -163,11 +160,13 @@ describe('tool steps (I 4.2 call; D §9 idempotency)', () => {
     const fake = await new FakeGateway().start();
     cleanups.push(() => fake.close());
     fake.define('billing.lookup_invoice', () => ({ rows: [] }));
-    let down = true;
-    const cut: typeof fetch = (url, init) => (down ? Promise.reject(new TypeError('fetch failed', { cause: { code: 'ECONNREFUSED' } })) : fetch(url, init));
-    const gateway = new GatewayClient({ baseUrl: fake.url, fetch: cut }, 30_000, 60_000, 300);
+    let down = false;
+    const cut = refusingFetch(() => down);
+    const gateway = new GatewayClient({ baseUrl: fake.url, fetch: cut.fetch }, 30_000, 60_000, 300);
     // Two slots: the idle one's long poll must not take a step into the outage either.
     const { kernel, worker, events } = await setup({ gateway, pollBackoffMs: { initial: 100, max: 200 }, concurrency: 2 });
+    await until(() => kernel.calls('POST', '/v1/leases').length >= 2); // past the start's probe
+    down = true;
     const paused: unknown[] = [];
     const resumed: Array<{ paused_ms: number }> = [];
     worker.on('gateway:paused', (e) => paused.push(e));
@@ -187,7 +186,36 @@ describe('tool steps (I 4.2 call; D §9 idempotency)', () => {
     down = false;
     await until(() => events.some((e) => e.name === 'step:done' && e.payload.lease_id === second.lease_id), 5000);
     expect(resumed).toHaveLength(1);
-    expect(fake.calls('GET', '/v1/health').length).toBeGreaterThanOrEqual(1);
+    expect(fake.calls('GET', '/v1/health').length).toBeGreaterThanOrEqual(2); // the start's and the pause's
+  });
+
+  it('a worker started while its gateway cannot be reached starts paused: no lease is asked for until the gateway answers (svc-worker(1) DESCRIPTION)', async () => {
+    const fake = await new FakeGateway().start();
+    cleanups.push(() => fake.close());
+    fake.define('billing.lookup_invoice', () => ({ rows: [] }));
+    let down = true;
+    const cut = refusingFetch(() => down);
+    const gateway = new GatewayClient({ baseUrl: fake.url, fetch: cut.fetch }, 30_000, 60_000, 300);
+    const paused: unknown[] = [];
+    const { kernel, worker, events } = await setup({ gateway, pollBackoffMs: { initial: 100, max: 200 }, concurrency: 2 });
+    worker.on('gateway:paused', (e) => paused.push(e));
+    const lease = makeLease({ step: 'a', step_def: { id: 'a', kind: 'tool', tool: 'billing.lookup_invoice', args: {} } });
+    kernel.offer(lease);
+    await until(() => paused.length === 1, 2000);
+    await new Promise((r) => setTimeout(r, 600)); // probes at 100, 200, 200 … ms all refused
+    expect(kernel.calls('POST', '/v1/leases')).toEqual([]); // the step waits in the kernel for a worker that can run it
+    expect(paused).toEqual([{ error: expect.stringContaining(`cannot reach ${fake.url}`) }]);
+    down = false;
+    await until(() => events.some((e) => e.name === 'step:done' && e.payload.lease_id === lease.lease_id), 5000);
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)).toEqual([]); // no attempt spent
+  });
+
+  it('a gateway that answers 503 at the worker\'s start does not pause it (a draining gateway answers its probe)', async () => {
+    const busy: typeof fetch = async () => new Response(JSON.stringify({ ok: false, error: { code: 'unavailable', message: 'draining', details: {} } }), { status: 503 });
+    const gateway = new GatewayClient({ baseUrl: 'http://127.0.0.1:9', fetch: busy });
+    const { kernel } = await setup({ gateway });
+    await until(() => kernel.calls('POST', '/v1/leases').length >= 1);
+    expect(gateway.outOfReach).toBeNull();
   });
 
   it('a gateway that answers 503 for the whole wait does not pause leasing: its /v1/health would answer the probe at once', async () => {
@@ -719,7 +747,8 @@ describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', 
     // The classes of an earlier step's output come from GET /v1/tools alone (this step offers no
     // tool, so the lease context has no descriptors): without them nothing may reach a model.
     const provider = new CountingMock();
-    const gateway = new GatewayClient({ baseUrl: await closedPortUrl() }, 30_000, 60_000, 700);
+    const cut = refusingFetch((url) => url.endsWith('/v1/tools')); // the health probe at the start is answered
+    const gateway = new GatewayClient({ baseUrl: await answeringGatewayUrl(cleanups), fetch: cut.fetch }, 30_000, 60_000, 700);
     const { kernel, run, events } = await setup({ provider, gateway });
     const lease = makeLease(
       { step: 'summarise', step_def: { id: 'summarise', kind: 'model', prompt: 'p' } },
@@ -995,7 +1024,7 @@ describe('polling (I 4.1 POST /leases)', () => {
     const { kernel, events } = await setup({ kinds: ['tool', 'compensation'] });
     await until(() => kernel.calls('POST', '/v1/leases').length > 0);
     expect(kernel.calls('POST', '/v1/leases')[0]!.body.kinds).toEqual(['tool', 'compensation']);
-    const w = new Worker({ kernelUrl: 'http://127.0.0.1:1', gatewayUrl: 'http://127.0.0.1:1', provider: new MockProvider(), pollBackoffMs: { initial: 20, max: 40 } });
+    const w = new Worker({ kernelUrl: 'http://127.0.0.1:1', gatewayUrl: await answeringGatewayUrl(cleanups), provider: new MockProvider(), pollBackoffMs: { initial: 20, max: 40 } });
     const errors: string[] = [];
     w.on('poll:error', (e) => errors.push(e.error));
     w.start();
@@ -1008,7 +1037,7 @@ describe('polling (I 4.1 POST /leases)', () => {
 
 describe('a kernel away is one outage for all the slots (svc-worker(1) DESCRIPTION)', () => {
   it('with --concurrency 8: one poll:error a backoff step, the step doubling, not one per slot', async () => {
-    const w = new Worker({ kernelUrl: 'http://127.0.0.1:1', gatewayUrl: 'http://127.0.0.1:1', provider: new MockProvider(), concurrency: 8, pollBackoffMs: { initial: 100, max: 400 } });
+    const w = new Worker({ kernelUrl: 'http://127.0.0.1:1', gatewayUrl: await answeringGatewayUrl(cleanups), provider: new MockProvider(), concurrency: 8, pollBackoffMs: { initial: 100, max: 400 } });
     const errors: Array<{ retry_in_ms: number }> = [];
     w.on('poll:error', (e) => errors.push(e));
     w.start();
@@ -1039,7 +1068,7 @@ describe('idle polling (svc-worker(1) --wait-seconds)', () => {
     {
       // Against a real svcd, which holds each poll for wait_seconds and answers 204.
       await using d = await startTestDaemon();
-      const w = new Worker({ kernelUrl: d.kernelUrl!, gatewayUrl: 'http://127.0.0.1:1', provider: new MockProvider(), waitSeconds: 1, concurrency: 16 });
+      const w = new Worker({ kernelUrl: d.kernelUrl!, gatewayUrl: await answeringGatewayUrl(cleanups), provider: new MockProvider(), waitSeconds: 1, concurrency: 16 });
       w.start();
       await new Promise((r) => setTimeout(r, 3200));
       // White-box: what fetch left on the worker's own signal (one per slot while it polls;
