@@ -8,7 +8,7 @@ import { CliError, EXIT, usageError } from './exit.js';
 import { SvcHttpClient } from './http-client.js';
 import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../src/util/fetch-blocked-ports.js';
 import { decimalOf } from '../src/util/number-text.js';
-import { clean, columns, pad } from './terminal-text.js';
+import { clean, columns, pad, terminalJson } from './terminal-text.js';
 
 export interface GlobalOptions {
   kernelUrl: string;
@@ -124,7 +124,8 @@ export function actorOf(cmd: Command, opts: { approver?: boolean } = {}): { id: 
 /** Prints data: JSON with --json, otherwise the human form. */
 export function output(cmd: Command, data: unknown, human?: (data: any) => string): void {
   if (globals(cmd).json || !human) {
-    process.stdout.write(JSON.stringify(data, null, globals(cmd).json ? 0 : 2) + '\n');
+    // --json prints the data as it is; without it, the JSON is for a terminal (terminalJson).
+    process.stdout.write((globals(cmd).json ? JSON.stringify(data) : terminalJson(data)) + '\n');
     return;
   }
   let text: string;

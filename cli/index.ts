@@ -9,6 +9,7 @@ import { usageLine } from '../src/util/usage-line.js';
 import { Command, CommanderError } from 'commander';
 import { VERSION } from '../src/version.js';
 import { CliError, EXIT } from './exit.js';
+import { cleanLines } from './terminal-text.js';
 import { registerKeys } from './commands/keys.js';
 import { registerRemit } from './commands/remit.js';
 import { registerApprovals } from './commands/approvals.js';
@@ -113,13 +114,13 @@ export async function runCli(argv: string[]): Promise<number> {
     }
     if (err instanceof CliError) {
       if (program.opts().json && err.body !== undefined) process.stdout.write(JSON.stringify(err.body) + '\n');
-      process.stderr.write(`svc: ${err.message}\n`);
+      process.stderr.write(`svc: ${cleanLines(err.message)}\n`);
       return err.exitCode;
     }
     // Anything else: one line, the stack only when asked for (SVC_LOG_LEVEL=debug).
     const e = err as Error & { code?: unknown };
-    if (process.env.SVC_LOG_LEVEL === 'debug') process.stderr.write(`svc: ${e?.stack ?? String(err)}\n`);
-    else process.stderr.write(`svc: ${typeof e?.code === 'string' ? `${e.code}: ` : ''}${e?.message ?? String(err)} (SVC_LOG_LEVEL=debug prints the stack)\n`);
+    if (process.env.SVC_LOG_LEVEL === 'debug') process.stderr.write(`svc: ${cleanLines(e?.stack ?? String(err))}\n`);
+    else process.stderr.write(`svc: ${cleanLines(`${typeof e?.code === 'string' ? `${e.code}: ` : ''}${e?.message ?? String(err)}`)} (SVC_LOG_LEVEL=debug prints the stack)\n`);
     return EXIT.failed;
   }
 }

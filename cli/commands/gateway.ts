@@ -16,7 +16,7 @@ import { gatewayClient, globals, output, table } from '../context.js';
 import { CliError, EXIT, usageError } from '../exit.js';
 import { jsonArgument, type ReadFile } from '../json-argument.js';
 import { errorFromBody, isObject, notSvcd, type SvcHttpClient } from '../http-client.js';
-import { fit } from '../terminal-text.js';
+import { fit, terminalJson } from '../terminal-text.js';
 
 export async function handleTools(client: SvcHttpClient): Promise<ToolDescriptor[]> {
   return (await client.request<ToolDescriptor[]>('GET', '/tools')).body;
@@ -166,7 +166,7 @@ export function registerGateway(program: Command): void {
       const answer = await handleCall(gatewayClient(this), tool, f);
       if (globals(this).json) output(this, answer);
       else {
-        process.stdout.write(JSON.stringify(answer.result, null, 2) + '\n');
+        process.stdout.write(terminalJson(answer.result) + '\n');
         process.stderr.write(`scope ${answer.scopes.join(', ') || '(none)'}; ${answer.replayed ? 'replayed' : 'executed'} in ${answer.latency_ms} ms\n`);
       }
     });

@@ -17,6 +17,7 @@ import { decodeToken, TOKEN_PREFIX } from '../../src/remit/token.js';
 import { verifyRemit } from '../../src/remit/verify.js';
 import { AUTONOMY_ORDER, type RemitPayload, type RemitRecord, type TrustedKeys } from '../../src/types.js';
 import { globals, kernelClient, output } from '../context.js';
+import { terminalJson } from '../terminal-text.js';
 import { CliError, EXIT, usageError } from '../exit.js';
 import type { SvcHttpClient } from '../http-client.js';
 import { MAX_SPEND_USD, wholeMicroUsd } from '../../src/spend.js';
@@ -335,7 +336,7 @@ export function registerRemit(program: Command): void {
       const report = await handleDecode(kernelClient(this), readToken(tokenArg));
       const payload = report.payload ? orderedForPrint(report.payload) : null;
       if (globals(this).json) output(this, { status: report.status, valid: report.valid, detail: report.detail, payload });
-      else process.stdout.write(report.line + '\n' + (payload ? JSON.stringify(payload, null, 2) + '\n' : ''));
+      else process.stdout.write(report.line + '\n' + (payload ? terminalJson(payload) + '\n' : ''));
       if (!report.valid) throw new CliError(`the token is not valid (${report.status.replace(/_/g, ' ')})`, EXIT.failed);
     });
 }

@@ -21,7 +21,7 @@ import { resolveBundle } from './bundle.js';
 import { parseRequestedBy, remitIdArgument } from './remit.js';
 import { anyToolMatches } from '../../src/remit/patterns.js';
 import { wholeOf } from '../../src/util/number-text.js';
-import { clean, columns, pad } from '../terminal-text.js';
+import { clean, columns, pad, terminalJson } from '../terminal-text.js';
 
 export const RUN_STATES = ['running', 'parked', 'completed', 'failed', 'abandoning', 'abandoned'] as const;
 
@@ -228,14 +228,14 @@ export function showHuman(r: Run): string {
   if (r.pending_approval_id) lines.push(['approval', `${r.pending_approval_id} pending`]);
   lines.push(['tokens', spendLine(r.usage.tokens, r.budget.tokens, 'tokens')]);
   lines.push(['usd', spendLine(r.usage.usd, r.budget.usd, 'USD', usdText)]);
-  if (r.error) lines.push(['error', `${r.error.code}: ${r.error.message}`]);
+  if (r.error) lines.push(['error', clean(`${r.error.code}: ${r.error.message}`)]);
   lines.push(['events', `${r.last_seq}, head ${r.head_hash.slice(0, 16)}…`]);
   const head = lines.map(([k, v]) => `${k.padEnd(14)}${v}`).join('\n');
   const steps = table(
     ['STEP', 'STATE', 'ATTEMPT', 'STARTED', 'ENDED', 'ERROR'],
     Object.entries(r.steps).map(([id, s]) => [id === r.current_step ? `${id} *` : id, s.state, s.attempt, s.started_at ?? '-', s.ended_at ?? '-', s.error ? `${s.error.code}: ${s.error.message}` : '']),
   );
-  const out = r.output !== null && r.output !== undefined ? `\noutput\n${JSON.stringify(r.output, null, 2)}` : '';
+  const out = r.output !== null && r.output !== undefined ? `\noutput\n${terminalJson(r.output)}` : '';
   return `${head}\n\n${steps}${out}`;
 }
 

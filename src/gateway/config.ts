@@ -217,9 +217,21 @@ export function registerSecret(redactor: Redactor, value: string): void {
     const twice = JSON.stringify(once).slice(1, -1);
     const form = new URLSearchParams([['', v]]).toString().slice(1);
     // pointerToken: a map key as a config problem's path spells it (a/b is a~1b).
-    const narrow = [v, once, twice, encodeURIComponent(v), form, pointerToken(v), ...urlSpellings(v)];
+    const narrow = [v, once, twice, encodeURIComponent(v), form, pointerToken(v), ...urlSpellings(v), ...latin1Spellings(v)];
     for (const spelling of new Set([...narrow, ...narrow.flatMap(wideSpellings), ...base64Spellings(v)])) redactor.add(spelling);
   }
+}
+
+/**
+ * How a value with characters U+0080 to U+00FF reads when its Latin-1 bytes are read as UTF-8:
+ * fetch sends a header value so, one byte a character (`sëcret` as s, 0xEB, c, …), and an
+ * upstream that echoes those bytes in a UTF-8 body shows `s\uFFFDcret`, every other character
+ * of the value in the clear. As is and JSON-escaped once (a string field).
+ */
+function latin1Spellings(v: string): string[] {
+  if (!/[\x80-\xff]/.test(v) || !/^[\x00-\xff]+$/.test(v)) return [];
+  const read = Buffer.from(v, 'latin1').toString('utf8');
+  return [read, JSON.stringify(read).slice(1, -1)];
 }
 
 /**

@@ -12,6 +12,7 @@ import { globalRedactor, type Logger } from '../log/logger.js';
 import { publicKeyProblem } from '../keys/ed25519.js';
 import type { TrustedKeys } from '../types.js';
 import { wellFormedJson } from '../encoding/well-formed-json.js';
+import { cutText } from '../encoding/cut-text.js';
 
 /** An event the gateway appends to a run (decisions §7 external kinds). */
 export interface GatewayEvent {
@@ -244,7 +245,7 @@ export class HttpKernelLink implements KernelLink {
     if (!res.ok) {
       const text = await res.text().catch(() => '');
       const code = errorCodeOf(text);
-      const message = `POST /v1/runs/${runId}/events answered ${res.status} ${globalRedactor.redact(text).slice(0, 200)}`;
+      const message = `POST /v1/runs/${runId}/events answered ${res.status} ${cutText(globalRedactor.redact(text), 200)}`;
       // A 5xx, a 429 or a refused gateway bearer may pass (a plain Error: the outbox asks
       // again); another 4xx is the kernel's last word on this event (an SvcError).
       if (res.status >= 500 || res.status === 429 || code === 'unauthorized' || code === null || res.status < 400) throw new Error(message);

@@ -191,10 +191,17 @@ export class ApprovalService {
 /**
  * Whether two actor ids name the same person for the no-self-approval rule (decisions 5.4).
  * Ids are compared as people write them, not byte for byte: `alice `, `Alice` and a
- * full-width `ａｌｉｃｅ` are alice, so none of them approves alice's own run. Erring this way
- * can only refuse a decision, never let one through.
+ * full-width `ａｌｉｃｅ` are alice, so none of them approves alice's own run; nor does
+ * `alice` followed by a character that shows nothing (a combining grapheme joiner U+034F, a
+ * variation selector, a Hangul filler: default-ignorable characters that are no format
+ * character, so an id may hold them), and `STRASSE` is `straße` (upper-cased before it is
+ * lower-cased, the way case folding compares). Erring this way can only refuse a decision,
+ * never let one through.
  */
-function sameIdentity(a: string, b: string): boolean {
-  const norm = (s: string) => s.normalize('NFKC').trim().toLowerCase();
+export function sameIdentity(a: string, b: string): boolean {
+  const norm = (s: string) => s.normalize('NFKC').replace(INVISIBLE, '').trim().toUpperCase().toLowerCase().normalize('NFKC');
   return norm(a) === norm(b);
 }
+
+/** Characters that show nothing on their own (Unicode's Default_Ignorable_Code_Point). */
+const INVISIBLE = /\p{Default_Ignorable_Code_Point}/gu;

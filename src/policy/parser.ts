@@ -11,6 +11,7 @@
  * collects every problem it can find (it resumes at the next rule after an error) so a lint
  * lists them all; positions are 1-based lines and code-point columns in the whole source.
  */
+import { cutText } from '../encoding/cut-text.js';
 import { LineMap, tokenize, type Diagnostic, type SourcePos, type Token } from './tokenizer.js';
 
 export type Effect = 'allow' | 'deny' | 'require_approval';
@@ -220,6 +221,6 @@ export function parsePolicySource(source: string, opts: ParseOptions = {}): Pars
 }
 
 function describe(t: Token): string {
-  const text = t.text.length > 24 ? t.text.slice(0, 24) + '…' : t.text;
+  const text = t.text.length > 24 ? cutText(t.text, 24) + '…' : t.text;
   return t.kind === 'string' ? `string ${text}` : `"${text}"`;
 }

@@ -96,13 +96,20 @@ type Known = LiteralSet<string>;
 
 /**
  * Whether a literal is specific enough to scrub wherever it appears: four characters with a
- * letter, or seven digits; so a classified `"age": 42` cannot blank every 42 in the text.
+ * letter, or seven digits; so a classified `"age": 42` cannot blank every 42 in the text. A
+ * letter of any script (`Иван Петров`, `محمد علي` are names as `Dana Smith` is), and a Han,
+ * kana or Hangul character counts as two: `王小明` is a whole name.
  */
-function scrubbable(text: string): boolean {
+export function scrubbable(text: string): boolean {
   const t = text.trim();
-  if (t.length < 4) return false;
-  return /[A-Za-z@]/.test(t) || (t.match(/\d/g)?.length ?? 0) >= 7;
+  let weight = 0;
+  for (const ch of t) weight += WIDE_SCRIPT.test(ch) ? 2 : 1;
+  if (weight < 4) return false;
+  return /[\p{L}@]/u.test(t) || (t.match(/\d/g)?.length ?? 0) >= 7;
 }
+
+/** Scripts that write a word in few characters (CJK ideographs, kana, Hangul syllables). */
+const WIDE_SCRIPT = /[\p{sc=Han}\p{sc=Hiragana}\p{sc=Katakana}\p{sc=Hangul}]/u;
 
 /**
  * Detector findings and known literals in `text` (offsets in `text`). A literal inside one of
@@ -461,7 +468,9 @@ function collectKnown(value: unknown, names: string[], c: Compiled, known: Known
   // name is what appears elsewhere.
   const note = (text: string, cls: string) => {
     for (const t of text === text.trim() ? [text] : [text, text.trim()]) {
-      if (scrubbable(t)) known.add(t, cls);
+      // Composed and decomposed alike (`é` as one character or as e and U+0301): the same text
+      // to a reader, and a name typed on one system and stored by another differs so.
+      if (scrubbable(t)) for (const form of new Set([t, t.normalize('NFC'), t.normalize('NFD')])) known.add(form, cls);
     }
   };
   if (typeof value === 'string' || typeof value === 'number' || typeof value === 'bigint') {

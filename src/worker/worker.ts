@@ -31,6 +31,7 @@ import { chargeableUsage } from './providers/usage.js';
 import { leaseKind, StepRuntime } from './step-runtime.js';
 import { completePriorEvents } from './prior-events.js';
 import type { Lease, StepOutcome } from './types.js';
+import { cutText } from '../encoding/cut-text.js';
 
 /** Every kind a worker can serve: every kind of lease. */
 export const ALL_KINDS = LEASE_KINDS;
@@ -408,7 +409,7 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
       }
       const e = err instanceof StepError ? err : new StepError('internal', `worker bug: ${(err as Error)?.stack ?? String(err)}`, false);
       // The message goes into the run's permanent events: no secret, and no URL's password.
-      const error = { code: e.code, message: withoutCredentials(globalRedactor.redact(e.message)).slice(0, 2000) };
+      const error = { code: e.code, message: cutText(withoutCredentials(globalRedactor.redact(e.message)), 2000) };
       const usage = chargeableUsage(rt.usage);
       try {
         const r = await this.kernel.fail(lease.lease_id, error, e.deterministic, usage, { until, signal: this.reportsCut.signal });

@@ -59,7 +59,10 @@ describe('deciding an approval (I 3, D 5.4)', () => {
     expect(wrongRole.status).toBe(403);
     expect(wrongRole.body.error.code).toBe('not_the_approver');
     // The requester's id as people may write it is still the requester (trailing space, case, full width).
-    for (const id of [REQUESTER.id, `${REQUESTER.id} `, REQUESTER.id.toUpperCase(), REQUESTER.id.normalize('NFKC').replace(/[a-z]/g, (c) => String.fromCodePoint(c.codePointAt(0)! + 0xfee0))]) {
+    // And with a character that shows nothing and that the id pattern lets through (not a
+    // format character): a combining grapheme joiner, a variation selector, a Hangul filler.
+    const invisible = [`${REQUESTER.id}\u034f`, `${REQUESTER.id}\ufe0f`, `\u3164${REQUESTER.id}`, `${REQUESTER.id.slice(0, 1)}\u115f${REQUESTER.id.slice(1)}`];
+    for (const id of [REQUESTER.id, `${REQUESTER.id} `, REQUESTER.id.toUpperCase(), REQUESTER.id.normalize('NFKC').replace(/[a-z]/g, (c) => String.fromCodePoint(c.codePointAt(0)! + 0xfee0)), ...invisible]) {
       const self = await d.kernel_(`/approvals/${p.approval_id}`, { body: { decision: 'approved', actor: { id, role: 'finance' } } });
       expect(self.status, JSON.stringify(id)).toBe(403);
       expect(self.body.error).toMatchObject({ code: 'not_the_approver', details: { reason: 'self_approval' } });

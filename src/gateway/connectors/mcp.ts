@@ -22,6 +22,7 @@ import { linearRegExp } from '../../util/linear-regexp.js';
 import { GroupStdioTransport, NotSentError } from './mcp-transport.js';
 import type { McpGroups } from './mcp-groups.js';
 import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, RefusedBeforeAsking, UpstreamError, type CallContext, type Connector, type ConnectorTool, type DriftFinding } from './types.js';
+import { cutText } from '../../encoding/cut-text.js';
 
 /** JSON-RPC errors that refuse the request itself (not the server failing): -32600, -32601, -32602. */
 const REFUSED_REQUEST: ReadonlySet<number> = new Set([ErrorCode.InvalidRequest, ErrorCode.MethodNotFound, ErrorCode.InvalidParams]);
@@ -180,7 +181,7 @@ export class McpConnector implements Connector {
       cwd: this.cfg.cwd,
       // Redacted whole before it is cut: a cut through a secret would leave a piece the
       // logger's redaction no longer recognises.
-      onStderr: (line) => this.opts.logger.info('mcp stderr', { connector: this.name, line: this.redactor.redact(line).slice(0, 4000) }),
+      onStderr: (line) => this.opts.logger.info('mcp stderr', { connector: this.name, line: cutText(this.redactor.redact(line), 4000) }),
       onGroupStarted: (pid, mark) => this.opts.groups?.add(pid, this.name, mark),
       onGroupEnded: (pid) => this.opts.groups?.remove(pid),
     });
@@ -380,7 +381,7 @@ export class McpConnector implements Connector {
         .map((c) => (c as { type?: string; text?: string }).type === 'text' ? (c as { text: string }).text : '')
         .join(' ');
       // Redacted before it is cut, for the same reason as stderr lines above.
-      const shown = this.redactor.redact(text).slice(0, 1000);
+      const shown = cutText(this.redactor.redact(text), 1000);
       throw new DeterministicFailure(`tool ${operation} reported an error${shown ? `: ${shown}` : ''}`, { result });
     }
     return result;

@@ -9,6 +9,7 @@ import { StepError } from '../errors.js';
 import type { StepRuntime } from '../step-runtime.js';
 import type { StepOutcome } from '../types.js';
 import { isArgs } from './tool.js';
+import { cutText } from '../../encoding/cut-text.js';
 
 /**
  * The summary approvers read: the step's own, else the tool and its arguments. The arguments
@@ -19,7 +20,7 @@ import { isArgs } from './tool.js';
 export function actionSummary(tool: string, args: Record<string, unknown>, given?: unknown): string {
   if (typeof given === 'string' && given.trim() !== '') return given;
   const text = `${tool} ${canonicalJson(args)}`;
-  return text.length <= 200 ? text : text.slice(0, 199) + '…';
+  return text.length <= 200 ? text : cutText(text, 199) + '…';
 }
 
 export type ActionResult =

@@ -22,6 +22,7 @@ import { chargeableTokens, chargeableUsd, MAX_USAGE_TOKENS } from './usage.js';
 import { fetchBlockedPortHint, isFetchBlockedPort } from '../../util/fetch-blocked-ports.js';
 import { decimalOf } from '../../util/number-text.js';
 import { readBodyUpTo } from '../../util/read-body.js';
+import { cutText } from '../../encoding/cut-text.js';
 
 export interface OpenAiOptions {
   /** (Default: https://api.openai.com/v1) */
@@ -234,7 +235,7 @@ export class OpenAiProvider implements Provider {
       throw new StepError('payload_too_large', `the model provider's answer is over the ${PROVIDER_ANSWER_LIMIT_BYTES}-byte limit; it was not read further`, true);
     }
     if (res.status < 200 || res.status >= 300) {
-      const detail = globalRedactor.redact(text).slice(0, 300); // redacted whole, then cut
+      const detail = cutText(globalRedactor.redact(text), 300); // redacted whole, then cut
       if (res.status === 400 || res.status === 404 || res.status === 422) {
         throw new StepError('provider_rejected', `model provider refused the request: HTTP ${res.status} ${detail}`, true);
       }
