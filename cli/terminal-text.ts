@@ -4,6 +4,7 @@
  * columns it takes on screen.
  */
 import stringWidth from 'string-width';
+import { visibleJson } from '../src/encoding/visible-json.js';
 
 /**
  * Replaces C0/C1 control characters (ESC included) with `?`, newlines/tabs with a space, and
@@ -123,27 +124,13 @@ export function wrap(s: string, width: number, maxLines = Infinity): { lines: st
 }
 
 /**
- * What JSON.stringify leaves as it is (it escapes only C0 controls, quotes and backslashes) that
- * a terminal acts on or that hides or reorders text: DEL and the C1 controls (U+009B is CSI, the
- * one-character form of ESC [), format characters (bidi overrides, zero-width characters) and
- * the line and paragraph separators.
- */
-// eslint-disable-next-line no-control-regex
-const UNSAFE_IN_JSON = /[\u007f-\u009f\p{Cf}\p{Zl}\p{Zp}]/gu;
-
-/**
  * JSON for a person's terminal (`svc run show`'s output, `svc gateway call`'s result): as
- * JSON.stringify writes it, with the characters above written as `\uXXXX` escapes too. Still
- * the same JSON (those characters only occur inside strings), but nothing in it moves the
+ * JSON.stringify writes it, with C1 controls, format characters and line separators written
+ * as `\uXXXX` escapes too (visibleJson). Still the same JSON, but nothing in it moves the
  * cursor, clears the screen or makes one value read as another.
  */
 export function terminalJson(value: unknown, indent = 2): string {
-  const text = JSON.stringify(value, null, indent) ?? String(value);
-  return text.replace(UNSAFE_IN_JSON, (c) => {
-    let out = '';
-    for (let i = 0; i < c.length; i++) out += `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`;
-    return out;
-  });
+  return visibleJson(JSON.stringify(value, null, indent) ?? String(value));
 }
 
 /** `clean` line by line: a message of several lines keeps its lines and nothing else. */

@@ -11,6 +11,7 @@ import { matchPatternProblem } from './match-pattern.js';
 import { parsePolicySource, type Effect } from './parser.js';
 import type { Diagnostic, SourcePos } from './tokenizer.js';
 import type { LineMap } from './tokenizer.js';
+import { quoted } from '../encoding/visible-json.js';
 
 export type { Diagnostic } from './tokenizer.js';
 
@@ -98,7 +99,7 @@ function celMessage(err: RangedError, expr: string): string {
   const expected = /^Expected ([A-Z_]+), got ([A-Z_]+)$/.exec(text);
   if (expected) return `expected ${tokenWords(expected[1]!)}, found ${tokenWords(expected[2]!)}`;
   const character = /^Unexpected character: '?(.+?)'?$/.exec(text);
-  if (character) return `unexpected character ${JSON.stringify(character[1])}${character[1] === '=' ? ' (compare with ==)' : ''}`;
+  if (character) return `unexpected character ${quoted(character[1]!)}${character[1] === '=' ? ' (compare with ==)' : ''}`;
   // `action.tol`: name the members that `action` has, read from the text before the key.
   const key = /^No such key: (.+)$/.exec(text);
   const start = err.range?.start;

@@ -12,6 +12,7 @@
  * lists them all; positions are 1-based lines and code-point columns in the whole source.
  */
 import { cutText } from '../encoding/cut-text.js';
+import { quoted, visibleJson } from '../encoding/visible-json.js';
 import { LineMap, tokenize, type Diagnostic, type SourcePos, type Token } from './tokenizer.js';
 
 export type Effect = 'allow' | 'deny' | 'require_approval';
@@ -222,5 +223,5 @@ export function parsePolicySource(source: string, opts: ParseOptions = {}): Pars
 
 function describe(t: Token): string {
   const text = t.text.length > 24 ? cutText(t.text, 24) + '…' : t.text;
-  return t.kind === 'string' ? `string ${text}` : `"${text}"`;
+  return t.kind === 'string' ? `string ${visibleJson(text)}` : quoted(text);
 }

@@ -264,3 +264,10 @@ describe('the parser only ever returns a policy or policy_invalid (property)', (
     fc.assert(fc.property(fc.array(piece, { maxLength: 40 }).map((a) => a.join('')), check), { numRuns: 1500 });
   });
 });
+
+describe('svc-policy(5) lint: a character that shows nothing is named, not printed', () => {
+  it('a bidi override outside a string and inside one is written as an escape in the message (svc policy lint prints it)', () => {
+    at('allow a when action.tool == "x" \u202e', 1, 33, /^unexpected character "\\u202e"$/);
+    at('allow a\u202e when action.tool == "x"', 1, 8, /found "\\u202e"$/);
+  });
+});
