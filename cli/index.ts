@@ -34,7 +34,7 @@ export function buildProgram(): Command {
     .configureOutput({ outputError: (text, write) => write(usageLine('svc', text)) })
     .addHelpText(
       'after',
-      '\nEvery command takes --help. Exit status: 0 ok, 1 refused or failed (by the service, or a\nfile that cannot be read or is not valid), 2 usage error, 3 svcd unreachable.\nManual: man -l man/svc.1 in the source tree.\n\nExample (svcd running on 127.0.0.1:7401):\n  svc keys show\n  svc run list --state parked',
+      '\nEvery command takes --help. Exit status: 0 ok, 1 refused or failed (by the service, or a\nfile that cannot be read or is not valid), 2 usage error, 3 svcd unreachable.\nManual: man svc once installed with npm install -g (man -l man/svc.1 in the source tree).\n\nExample (svcd running on 127.0.0.1:7401):\n  svc keys show\n  svc run list --state parked',
     )
     .exitOverride()
     // Every command's --help lists --actor, --json, --kernel-url and --token too.

@@ -226,7 +226,7 @@ export function buildProgram(): Command {
         'Exit status: 0 after a drain (requests still running at its deadline lose their connection),',
         '1 when startup fails (bad configuration) or the stores do not close within 10 s after the',
         'drain, 2 usage error. SIGTERM or SIGINT drains and stops.',
-        'Manual: man -l man/svcd.8 in the source tree.',
+        'Manual: man svcd once installed with npm install -g (man -l man/svcd.8 in the source tree).',
       ].join('\n'),
     )
     .action(async (flags: Flags) => {

@@ -55,7 +55,9 @@ runs a refund workflow end to end with a worker, and waits for a finance approve
   --json                       NDJSON events ({type, ...}) instead of lines for people
   -h, --help                   this text
 
-Ctrl+C stops the demo and svcd. See README.md, "Tour".
+Ctrl+C stops the demo and svcd. See README.md, "Tour". From an installed package (no npm start
+there): node "$(npm root -g)/svc/dist/quickstart/main.js" [options] (README.md, "Installed as
+a package").
 `;
 
 function parseFlags(argv: string[]): Flags {

@@ -16,7 +16,8 @@
  */
 import { closeSync, fdatasync, fdatasyncSync, openSync } from 'node:fs';
 import { ensureDir } from '../util/ensure-dir.js';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
+import { createRequire } from 'node:module';
 import Database from 'better-sqlite3';
 import { AsyncMutex } from './async-mutex.js';
 import { isDiskFaultCode, storeFault } from './store-fault.js';
@@ -149,8 +150,31 @@ function probeWrite(raw: Database.Database): void {
 /** An error opening a SQLite file, naming the file and, for a permission problem, the likely cause. */
 export function openError(what: string, path: string, err: unknown): Error {
   const code = (err as { code?: string }).code ?? '';
+  const message = String((err as Error)?.message ?? err);
+  if (NATIVE_MODULE_PROBLEM.test(message)) {
+    // Not the file's fault: better-sqlite3's compiled part is missing (its install script did not
+    // run: --ignore-scripts, or npm's allowScripts) or was built for another Node (an upgrade).
+    // Its own message is a dozen lines of paths it tried; the first says which case.
+    return new Error(
+      `cannot open ${what} ${path}: better-sqlite3's native module is missing or built for another Node.js than ${process.version} ` +
+        `(${message.split('\n')[0]!.trim()}); run "npm rebuild better-sqlite3" in ${installRoot()}, with install scripts allowed`,
+      { cause: err },
+    );
+  }
   const hint = /^SQLITE_(CANTOPEN|READONLY|PERM|AUTH)/.test(code) ? ' (can this user read and write the file and the directory it is in?)' : '';
-  return new Error(`cannot open ${what} ${path}: ${(err as Error).message}${hint}`, { cause: err });
+  return new Error(`cannot open ${what} ${path}: ${message}${hint}`, { cause: err });
+}
+
+/** What the bindings loader and Node's dlopen say when the compiled module is absent or for another ABI. */
+const NATIVE_MODULE_PROBLEM = /Could not locate the bindings file|NODE_MODULE_VERSION|compiled against a different Node\.js version|invalid ELF header|wrong ELF class|not a valid Win32 application/;
+
+/** The directory whose node_modules holds better-sqlite3 (where `npm rebuild` finds it). */
+function installRoot(): string {
+  try {
+    return resolve(dirname(createRequire(import.meta.url).resolve('better-sqlite3/package.json')), '..', '..');
+  } catch {
+    return 'the directory svc is installed in';
+  }
 }
 
 /** SQLite implementation of SqlDb. */
