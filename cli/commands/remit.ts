@@ -215,9 +215,10 @@ export function decodeReport(token: string, keys: PublishedKeys, nowSeconds: num
   }
   switch (r.reason) {
     case 'remit_expired':
-      return { status: 'expired', valid: false, line: `expired: remit ${payload!.rid} expired at ${iso(payload!.exp)}`, detail: r.detail, payload };
+      // The verdict is by this machine's clock, which may not be the gateway's: said so.
+      return { status: 'expired', valid: false, line: `expired: remit ${payload!.rid} expired at ${iso(payload!.exp)} (this machine's clock reads ${iso(nowSeconds)})`, detail: r.detail, payload };
     case 'remit_not_yet_valid':
-      return { status: 'not_yet_valid', valid: false, line: `not yet valid: remit ${payload!.rid} is valid from ${iso(payload!.nbf)}`, detail: r.detail, payload };
+      return { status: 'not_yet_valid', valid: false, line: `not yet valid: remit ${payload!.rid} is valid from ${iso(payload!.nbf)} (this machine's clock reads ${iso(nowSeconds)})`, detail: r.detail, payload };
     case 'signature_invalid':
       return { status: 'signature_invalid', valid: false, line: `signature invalid: ${r.detail}`, detail: r.detail, payload };
     case 'token_malformed':

@@ -448,7 +448,7 @@ function refusalLogger(logger: Logger, everyMs = 10_000): (req: FastifyRequest, 
   return (req, reason) => {
     const remote = req.socket.remoteAddress ?? 'unknown';
     const key = `${remote}\u0000${reason}`;
-    const now = Date.now();
+    const now = performance.now(); // monotonic: a wall clock stepped back would silence a key for the step
     if ((last.get(key) ?? -Infinity) + everyMs > now) return;
     if (last.size >= 1000) last.clear();
     last.set(key, now);

@@ -13,7 +13,7 @@ export async function systemRoutes(app: FastifyInstance, kernel: Kernel): Promis
     return {
       ok: store === null,
       version: VERSION,
-      uptime_s: Math.floor((kernel.clock.now() - kernel.startedAt) / 1000),
+      uptime_s: kernel.uptimeSeconds(),
       runs: await kernel.runCounts(),
       ...(store ? { store } : {}),
     };

@@ -42,6 +42,8 @@ export class CircuitBreaker {
   private failures = 0;
   private openings = 0;
   private openUntil = 0;
+  /** When the circuit last opened (clock ms): a clock found before it was stepped back. */
+  private openedAt = 0;
   private trialInFlight = false;
   private readonly random: () => number;
   private readonly threshold: number;
@@ -59,7 +61,17 @@ export class CircuitBreaker {
 
   /** The state as of now (an open circuit whose wait has passed reads as half-open). */
   get state(): CircuitState {
-    if (this.stateValue === 'open' && this.opts.clock.now() >= this.openUntil) this.set('half_open');
+    if (this.stateValue === 'open') {
+      const now = this.opts.clock.now();
+      // The wall clock stepped back (NTP, a VM resumed): the wait starts again from now, its
+      // length kept, rather than growing by the step (back an hour, the connector was refused
+      // for an hour and 10 s).
+      if (now < this.openedAt) {
+        this.openUntil -= this.openedAt - now;
+        this.openedAt = now;
+      }
+      if (now >= this.openUntil) this.set('half_open');
+    }
     return this.stateValue;
   }
 
@@ -116,7 +128,8 @@ export class CircuitBreaker {
     this.openings++;
     const base = this.baseDelay(this.openings);
     const jittered = base * (1 + this.jitter * (2 * this.random() - 1));
-    this.openUntil = this.opts.clock.now() + Math.round(Math.min(jittered, this.maxMs));
+    this.openedAt = this.opts.clock.now();
+    this.openUntil = this.openedAt + Math.round(Math.min(jittered, this.maxMs));
     this.failures = 0;
     this.set('open');
   }

@@ -116,6 +116,7 @@ export interface HttpKernelLinkOptions {
   minRefreshMs?: number;
   /** Request timeout, ms. (Default: 5000) */
   timeoutMs?: number;
+  /** Clock of the throttle, ms. (Default: performance.now(): a wall clock stepped back held refreshes back by the step) */
   now?: () => number;
   /**
    * Where a key fetch that fails is told, once per outage (a warning), and the fetch that
@@ -183,11 +184,11 @@ export class HttpKernelLink implements KernelLink {
       // when it does not know the id either, ask once more rather than wait out the throttle.
       const joined = this.fetching !== null;
       if (joined) await this.fetching; // refresh() settles it, never rejects
-      const now = this.opts.now?.() ?? Date.now();
+      const now = this.opts.now?.() ?? performance.now();
       if (unknown() && ((joined && !this.refreshFailed) || now - this.lastMiss >= (this.opts.minRefreshMs ?? 1000))) {
         await this.refresh();
         // Only a refresh that did not help holds the next one back (a throttled lookup does not).
-        if (unknown()) this.lastMiss = this.opts.now?.() ?? Date.now();
+        if (unknown()) this.lastMiss = this.opts.now?.() ?? performance.now();
       }
     }
     if (!this.keys) throw new SvcError('unavailable', `the kernel's keys are not known yet (${this.base})${this.failureNote()}`, {});

@@ -43,7 +43,7 @@ export class HttpToolCatalog implements ToolCatalog {
   constructor(private readonly opts: HttpToolCatalogOptions) {}
 
   private now(): number {
-    return this.opts.now?.() ?? Date.now();
+    return this.opts.now?.() ?? performance.now(); // monotonic: a clock stepped back must not keep a stale list
   }
 
   private async refresh(): Promise<void> {

@@ -62,6 +62,16 @@ export interface KernelDeps {
 
 export class Kernel implements KernelDeps {
   readonly startedAt: number;
+  /** performance.now() at start: uptime is a duration, on the monotonic clock. */
+  private readonly startedMono = performance.now();
+  /**
+   * Whole seconds since the kernel started (GET /v1/health `uptime_s`). Monotonic: from the
+   * wall clock, a clock stepped back an hour read -3537.
+   */
+  uptimeSeconds(): number {
+    return Math.floor((performance.now() - this.startedMono) / 1000);
+  }
+
   /** Releases the data directory's lock (set by `open`). */
   private unlock: () => void = () => {};
   /** Publisher keys trusted for bundle signatures (decisions §2). */

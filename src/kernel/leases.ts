@@ -115,6 +115,8 @@ export const COMPENSATION_QUARANTINE_WAIT_MS = 300_000;
 export class LeaseService {
   /** The kernel clock's time of the last sweep made by acquire (sweepIfDue). */
   private lastAcquireSweep = -Infinity;
+  /** The kernel clock's time at the last sweep (NaN before the first). */
+  private lastSweepAt = NaN;
   /** Leases a sweep failed to expire → when (kernel clock) one may try again. */
   private readonly unexpirable = new Map<string, number>();
 
@@ -130,13 +132,15 @@ export class LeaseService {
   async acquire(req: LeaseRequest, signal?: AbortSignal): Promise<LeaseObject | null> {
     const ttl = req.ttl_seconds ?? LEASE_TTL.default;
     const kinds = [...new Set(req.kinds ?? LEASE_KINDS)];
-    const deadline = Date.now() + Math.min(req.wait_seconds ?? 0, MAX_WAIT_SECONDS) * 1000;
+    // Monotonic: a wall clock stepped back must not stretch a long poll past wait_seconds
+    // (back an hour, an idle request was held an hour).
+    const deadline = performance.now() + Math.min(req.wait_seconds ?? 0, MAX_WAIT_SECONDS) * 1000;
     for (;;) {
       const stamp = this.e.notifier.stamp();
       await this.sweepIfDue();
       const got = await this.tryAcquire(req.worker_id, kinds, ttl);
       if (got) return got;
-      const remaining = deadline - Date.now();
+      const remaining = deadline - performance.now();
       if (remaining <= 0 || signal?.aborted || this.e.stopping) return null;
       const due = await this.nextDueInMs(kinds);
       await this.e.notifier.wait(kinds, Math.min(remaining, due === null ? Infinity : Math.max(due, 0) + 5), signal, stamp);
@@ -446,6 +450,16 @@ export class LeaseService {
   /** Expires every active lease whose time ran out; returns how many. */
   async sweep(): Promise<number> {
     const now = this.k.clock.now();
+    // No live lease ends later than now + its ttl (a heartbeat sets exactly that): one that does
+    // was set before the wall clock stepped back, and would outlive its holder by the step (an
+    // hour back, a crashed worker's step waited an hour). Brought back to now + ttl, looked for
+    // on the first sweep (the clock may have moved while the kernel was down) and whenever the
+    // clock reads earlier than at the last sweep.
+    if (!(now >= this.lastSweepAt)) {
+      await this.k.db.run("UPDATE leases SET expires_at = ? + ttl_seconds * 1000 WHERE status = 'active' AND expires_at > ? + ttl_seconds * 1000", [now, now]);
+      this.unexpirable.clear(); // their retry times are on the clock as it read before: tried again now
+    }
+    this.lastSweepAt = now;
     // Leases that failed to expire sort first: selected past them, and tried again later.
     const due = (await this.k.db.all<LeaseRow>("SELECT * FROM leases WHERE status = 'active' AND expires_at <= ? ORDER BY expires_at LIMIT ?", [now, SWEEP_BATCH + this.unexpirable.size])).map((r) => normalizeLease(r)!);
     // Held back leases sort first, so one not among these is no longer active: forgotten.

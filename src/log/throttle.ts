@@ -22,7 +22,8 @@ export class LogThrottle {
    */
   pass(key: string, now: number = performance.now()): number | null {
     const w = this.windows.get(key);
-    if (w && now - w.since < this.ms) {
+    // A `now` before the window's start (a wall clock passed in, stepped back) starts a new one.
+    if (w && now >= w.since && now - w.since < this.ms) {
       if (w.lines >= this.burst) {
         w.unlogged++;
         return null;

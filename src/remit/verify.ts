@@ -117,8 +117,10 @@ export function verifyRemit(token: string, keys: TrustedKeys, nowSeconds: number
   const skew = opts.skewSeconds ?? 0;
 
   // Step 3. exp is the first second at which the remit is no longer valid.
-  if (nowSeconds - skew >= p.exp) return refuse('remit_expired', `remit ${p.rid} expired at ${new Date(p.exp * 1000).toISOString()}`);
-  if (p.nbf > nowSeconds + skew) return refuse('remit_not_yet_valid', `remit ${p.rid} is not valid before ${new Date(p.nbf * 1000).toISOString()}`);
+  // The details name this verifier's clock too: a gateway whose clock is off from the kernel's
+  // that minted the remit otherwise refused with two times that both looked right.
+  if (nowSeconds - skew >= p.exp) return refuse('remit_expired', `remit ${p.rid} expired at ${new Date(p.exp * 1000).toISOString()} (the clock here reads ${clockReads(nowSeconds)})`);
+  if (p.nbf > nowSeconds + skew) return refuse('remit_not_yet_valid', `remit ${p.rid} is not valid before ${new Date(p.nbf * 1000).toISOString()} (the clock here reads ${clockReads(nowSeconds)}; behind the issuer's? see SVC_CLOCK_SKEW_SECONDS)`);
 
   // Step 4.
   if (call.run_id !== undefined && p.run !== undefined && p.run !== call.run_id) {
@@ -140,4 +142,10 @@ export function verifyRemit(token: string, keys: TrustedKeys, nowSeconds: number
     return refuse('autonomy_too_low', `${call.tool ? `tool ${call.tool}` : 'the call'} writes; remit ${p.rid} has autonomy ${p.autonomy}`);
   }
   return { ok: true, payload: p };
+}
+
+/** `nowSeconds` as ISO 8601 for a refusal's detail (whole seconds, as the checks compare). */
+function clockReads(nowSeconds: number): string {
+  const d = new Date(nowSeconds * 1000);
+  return Number.isFinite(d.getTime()) ? d.toISOString().replace('.000Z', 'Z') : String(nowSeconds);
 }

@@ -189,7 +189,8 @@ export class SqliteDb implements SqlDb {
   private closed = false;
   /** Set by close(): transactions not yet begun are refused (StoreClosedError). */
   private closing: Promise<void> | null = null;
-  private writeFaultValue: { code: string; message: string; at: number } | null = null;
+  /** `at`: wall clock, for the health answer; `mono`: performance.now(), for how long it is remembered. */
+  private writeFaultValue: { code: string; message: string; at: number; mono: number } | null = null;
   /**
    * A barrier's fdatasync failed: its commits are visible but maybe not on disk, and later
    * frames would follow them in the WAL, so a power loss could drop commits acknowledged after
@@ -311,7 +312,7 @@ export class SqliteDb implements SqlDb {
       return await this.commitAndSync(fn, opts);
     } catch (err) {
       const fault = storeFault(err);
-      if (fault && !fault.transient) this.writeFaultValue = { code: fault.code, message: fault.message, at: Date.now() };
+      if (fault && !fault.transient) this.writeFaultValue = { code: fault.code, message: fault.message, at: Date.now(), mono: performance.now() };
       throw err;
     } finally {
       this.openTransactions--;
@@ -334,7 +335,8 @@ export class SqliteDb implements SqlDb {
   writeFault(): { code: string; message: string; at: string } | null {
     if (this.syncFailure) return { code: this.syncFailure.code, message: syncFailedError(this.syncFailure).message, at: new Date(this.syncFailure.at).toISOString() };
     const f = this.writeFaultValue;
-    if (f === null || Date.now() - f.at > WRITE_FAULT_MEMORY_MS) return null;
+    // Monotonic: a wall clock stepped back an hour kept /v1/health at ok: false for the hour.
+    if (f === null || performance.now() - f.mono > WRITE_FAULT_MEMORY_MS) return null;
     return { code: f.code, message: f.message, at: new Date(f.at).toISOString() };
   }
 

@@ -12,7 +12,7 @@ export const WORKER_ERROR_CODES = {
   step_invalid: { deterministic: true, doc: 'the leased step definition lacks a field its kind needs' },
   output_invalid: { deterministic: true, doc: "the step output fails the step's output_schema" },
   action_denied: { deterministic: true, doc: 'policy (or a rejected approval) denied the proposed action' },
-  tool_refused: { deterministic: true, doc: 'the gateway refused the call (reason in the message)' },
+  tool_refused: { deterministic: true, doc: 'the gateway refused the call (reason in the message); remit_not_yet_valid alone is retried' },
   tool_not_found: { deterministic: true, doc: 'the gateway has no such tool' },
   args_invalid: { deterministic: true, doc: "the tool arguments fail the tool's input schema" },
   deterministic_failure: { deterministic: true, doc: 'the tool failed in a way a retry will not fix' },

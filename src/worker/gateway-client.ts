@@ -299,7 +299,11 @@ export function retryAfterMs(header: string | null): number {
 export function gatewayFailure(tool: string, status: number, body: Record<string, any> | null): StepError {
   const refusal = body?.refusal as { reason?: string; detail?: string } | undefined;
   if (status === 403 && refusal) {
-    return new StepError('tool_refused', `gateway refused ${tool}: ${refusal.reason ?? 'refused'}${refusal.detail ? ` (${refusal.detail})` : ''}`, true);
+    // remit_not_yet_valid is the one refusal time cures: a remit minted a moment ago, met by a
+    // gateway whose clock is behind the kernel's (nbf is whole seconds, so even a few ms behind
+    // at a second's turn will do; no leeway unless SVC_CLOCK_SKEW_SECONDS). Quarantining the run
+    // for it parked runs started right after their remit was minted: retried with backoff.
+    return new StepError('tool_refused', `gateway refused ${tool}: ${refusal.reason ?? 'refused'}${refusal.detail ? ` (${refusal.detail})` : ''}`, refusal.reason !== 'remit_not_yet_valid');
   }
   const e = errorOf(body);
   const code = e?.code ?? '';

@@ -25,7 +25,12 @@ function sane(p: KindPacing | undefined): KindPacing {
 export class PacingGate {
   private keys = new Map<string, KeyState>();
 
-  constructor(private readonly now: () => number = Date.now) {}
+  /**
+   * `now` is monotonic by default: the wall clock stepped back (NTP, a VM resumed, an operator
+   * setting the date) would otherwise make `lastStart` lie in the future and hold every key's
+   * next step for as long as the clock went back, even without any pacing configured.
+   */
+  constructor(private readonly now: () => number = () => performance.now()) {}
 
   /** Waits until a step under `key` may start; resolves to its release function. */
   acquire(key: string, pacing: KindPacing | undefined, signal?: AbortSignal): Promise<() => void> {

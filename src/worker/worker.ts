@@ -203,7 +203,7 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
    */
   private abortAll(): void {
     if (this.reportDeadline === Infinity) {
-      this.reportDeadline = Date.now() + SHUTDOWN_REPORT_MS;
+      this.reportDeadline = performance.now() + SHUTDOWN_REPORT_MS;
       // A kernel that takes the connection and never answers would hold a report (and the
       // exit) for the HTTP client's own limits, minutes: the reports' requests end here too.
       setTimeout(() => this.reportsCut.abort(new StepError('network_error', `the kernel did not take the report within ${SHUTDOWN_REPORT_MS} ms of the stop`)), SHUTDOWN_REPORT_MS).unref();
@@ -345,8 +345,12 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
     this.inflight.set(lease.lease_id, { info, abort });
     // The lease's expiry as heartbeats move it: calls under the lease retry an unreachable
     // kernel until then (a restart costs a pause, not the attempt and its model answers).
-    const held = { expiresAt: localExpiry(lease, Date.now(), lease.expires_at) };
-    const until = () => Math.min(held.expiresAt, this.reportDeadline);
+    // held.expiresAt and reportDeadline are on the monotonic clock (performance.now()): a wall
+    // clock stepped back an hour held a lease lost in a partition for an hour more, the step
+    // running on and its reports retried while another worker had the step. `until` gives the
+    // deadline in epoch ms as the wall clock reads now, which is what the clients compare.
+    const held = { expiresAt: localExpiry(lease, performance.now(), monotonicOf(lease.expires_at)) };
+    const until = () => wallOf(Math.min(held.expiresAt, this.reportDeadline));
     const stopHeartbeat = this.heartbeat(lease, abort, held);
     const timeoutS = Number(lease.step_def?.timeout_seconds);
     let timeout: NodeJS.Timeout | null = null;
@@ -433,10 +437,10 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
    */
   private async confirmLease(lease: Lease, abort: AbortController, held: { expiresAt: number }): Promise<void> {
     try {
-      const sent = Date.now();
+      const sent = performance.now();
       // Bounded: a kernel that never answers must not hold the step (or a stop) here.
       const r = await this.kernel.heartbeat(lease.lease_id, AbortSignal.any([abort.signal, AbortSignal.timeout(CONFIRM_LEASE_MS)]));
-      held.expiresAt = localExpiry(lease, sent, r?.expires_at, held.expiresAt);
+      held.expiresAt = localExpiry(lease, sent, monotonicOf(r?.expires_at), held.expiresAt);
     } catch (err) {
       if (!(err instanceof LeaseLostError)) return;
       abort.abort(err);
@@ -448,21 +452,21 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
   private heartbeat(lease: Lease, abort: AbortController, held: { expiresAt: number }): () => void {
     // heartbeat_seconds is ttl/3 rounded down but at least 1 (decisions §6), which at a ttl of
     // 1 or 2 s lands on or near the expiry itself: never wait more than a third of the ttl.
-    const ttlMs = (Number(lease.ttl_seconds) || (held.expiresAt - Date.now()) / 1000) * 1000;
+    const ttlMs = (Number(lease.ttl_seconds) || (held.expiresAt - performance.now()) / 1000) * 1000;
     const every = Math.max(250, Math.min(Math.max(1, Number(lease.heartbeat_seconds) || 1) * 1000, Number.isFinite(ttlMs) ? ttlMs / 3 : Infinity));
     let busy = false;
     const timer = setInterval(() => {
       if (busy || abort.signal.aborted) return;
       busy = true;
-      const sent = Date.now();
+      const sent = performance.now();
       this.kernel
         .heartbeat(lease.lease_id, AbortSignal.timeout(Math.max(every, 1000))) // a hung one must not stop the next
         .then((r) => {
-          held.expiresAt = localExpiry(lease, sent, r?.expires_at, held.expiresAt);
+          held.expiresAt = localExpiry(lease, sent, monotonicOf(r?.expires_at), held.expiresAt);
         })
         .catch((err: unknown) => {
           if (err instanceof LeaseLostError) abort.abort(err);
-          else if (Number.isFinite(held.expiresAt) && Date.now() > held.expiresAt) abort.abort(new LeaseLostError(lease.lease_id, `lease ${lease.lease_id} ran out while heartbeats failed`));
+          else if (Number.isFinite(held.expiresAt) && performance.now() > held.expiresAt) abort.abort(new LeaseLostError(lease.lease_id, `lease ${lease.lease_id} ran out while heartbeats failed`));
         })
         .finally(() => {
           busy = false;
@@ -480,10 +484,10 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
       expiry = setTimeout(
         () => {
           if (abort.signal.aborted) return;
-          if (Date.now() >= held.expiresAt) abort.abort(new LeaseLostError(lease.lease_id, `lease ${lease.lease_id} ran out while heartbeats failed`));
+          if (performance.now() >= held.expiresAt) abort.abort(new LeaseLostError(lease.lease_id, `lease ${lease.lease_id} ran out while heartbeats failed`));
           else watchExpiry();
         },
-        Math.min(Math.max(0, held.expiresAt - Date.now()) + 1, MAX_TIMER_MS),
+        Math.min(Math.max(0, held.expiresAt - performance.now()) + 1, MAX_TIMER_MS),
       );
     };
     watchExpiry();
@@ -501,13 +505,25 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
  * sets the expiry to its now plus the lease's ttl when it answers, so `since` (when the
  * request was sent, or the lease received) plus the ttl is the same instant, give or take the
  * request's flight (and, for a new lease, the kernel's commit before it answered). Without a
- * ttl (a kernel that does not send it), the kernel's time as given. Never earlier than
+ * ttl (a kernel that does not send it), the kernel's time as given (an ISO string, or a number
+ * already on the clock `since` is on: the worker passes the monotonic clock). Never earlier than
  * `previous`: of two heartbeats answered out of order, the later one sent counts.
  */
 export function localExpiry(lease: Pick<Lease, 'ttl_seconds'>, since: number, kernelExpiresAt: unknown, previous = NaN): number {
   const ttl = Number(lease.ttl_seconds);
-  const parsed = typeof kernelExpiresAt === 'string' ? Date.parse(kernelExpiresAt) : NaN;
+  const parsed = typeof kernelExpiresAt === 'string' ? Date.parse(kernelExpiresAt) : typeof kernelExpiresAt === 'number' ? kernelExpiresAt : NaN;
   const next = Number.isFinite(ttl) && ttl > 0 ? since + ttl * 1000 : parsed;
   if (!Number.isFinite(next)) return previous;
   return Number.isFinite(previous) && previous > next ? previous : next;
+}
+
+/** The kernel's `expires_at` (ISO 8601) on this process's monotonic clock; NaN when not a time. */
+function monotonicOf(iso: unknown): number {
+  const t = typeof iso === 'string' ? Date.parse(iso) : NaN;
+  return Number.isFinite(t) ? t - Date.now() + performance.now() : NaN;
+}
+
+/** A monotonic deadline as epoch ms on the wall clock as it reads now (Infinity stays). */
+function wallOf(monotonic: number): number {
+  return monotonic === Infinity ? Infinity : Date.now() + (monotonic - performance.now());
 }

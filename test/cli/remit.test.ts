@@ -102,6 +102,9 @@ describe('svc remit (issue 2, I 4.1)', () => {
     const future = await runSvc([...k, 'remit', 'decode', encodeToken({ ...base, nbf: now + 1000, exp: now + 2000 }, ring)]);
     expect(future.code).toBe(1);
     expect(future.stdout.split('\n')[0]).toMatch(/^not yet valid: /);
+    // A time verdict is this machine's: the line says which clock, since the gateway uses its own.
+    expect(future.stdout.split('\n')[0]).toMatch(/\(this machine's clock reads \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z\)$/);
+    expect(expired.stdout.split('\n')[0]).toMatch(/\(this machine's clock reads /);
 
     const stranger = new KeyRing(generateKeyPair().seed);
     const sig = await runSvc([...k, 'remit', 'decode', encodeToken({ ...base, iss: stranger.keyId, exp: now + 1000 }, stranger)]);

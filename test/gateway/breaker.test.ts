@@ -115,3 +115,19 @@ describe('circuit breaker (interface 3: closed → open → half-open)', () => {
     expect(b.status().open_until).toBe(until);
   });
 });
+
+describe('circuit breaker and a wall clock stepped back (interface 3: open → half-open "10 s after opening")', () => {
+  it('back an hour, the open wait lasts at most its length again (10 s), not an hour and 10 s', () => {
+    const clock = new ManualClock(3_600_000 + 5_000);
+    const b = new CircuitBreaker({ clock, random: () => 0.5 });
+    fail(b, 5);
+    expect(b.state).toBe('open');
+    clock.advance(4_000);
+    clock.set(clock.now() - 3_600_000); // the step back, 4 s into the wait
+    expect(b.admit()).toEqual({ ok: false, retryAfterMs: 10_000 });
+    clock.advance(9_999);
+    expect(b.state).toBe('open');
+    clock.advance(1);
+    expect(b.state).toBe('half_open');
+  });
+});

@@ -6,7 +6,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { mayPass } from '../../src/gateway/event-outbox.js';
 import { HttpKernelLink, isCredentialRefusal, KernelUnreachable } from '../../src/gateway/kernel-link.js';
 import { keyPairFromSeed } from '../../src/keys/ed25519.js';
@@ -124,6 +124,26 @@ describe('HttpKernelLink.trustedKeys (I 4.1 /keys, D §2 rotation)', () => {
     await expect(link.trustedKeys('k-b')).rejects.toMatchObject({ code: 'unavailable', message: expect.stringContaining('answered 503') });
     expect((await link.trustedKeys('k-a')).lookup('k-a')).not.toBeNull();
     expect(keys.hits).toBe(3);
+  });
+});
+
+describe('HttpKernelLink.trustedKeys and a wall clock stepped back (D §2 rotation)', () => {
+  it('a key rotated in after the step is fetched after minRefreshMs, not after the step', async () => {
+    const { url, keys } = await fakeKeys();
+    const real = Date.now.bind(Date);
+    let offset = 0;
+    const spy = vi.spyOn(Date, 'now').mockImplementation(() => real() + offset);
+    try {
+      const link = new HttpKernelLink({ kernelUrl: url, token: null, minRefreshMs: 50 });
+      await link.trustedKeys('k-a');
+      await link.trustedKeys('made-up'); // a refresh that did not help: the next one waits minRefreshMs
+      offset = -3_600_000;
+      keys.body = { ...KEY_B, previous: [{ ...KEY_A, retired_at: '2026-11-22T10:00:00.000Z' }] };
+      await new Promise((r) => setTimeout(r, 80));
+      expect((await link.trustedKeys('k-b')).lookup('k-b')).not.toBeNull();
+    } finally {
+      spy.mockRestore();
+    }
   });
 });
 

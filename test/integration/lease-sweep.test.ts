@@ -131,3 +131,22 @@ describe('acquire and expired leases (D §6)', () => {
     }
   });
 });
+
+describe('a wall clock stepped back and live leases (D §6 ttl_seconds)', () => {
+  it('a lease set before the step ends a ttl after the sweep that finds it, not a ttl plus the step', async () => {
+    const own = await openInProcessKernel(BUNDLE, 'svc-lease-step-back-');
+    try {
+      const k = own.kernel;
+      const remit = await k.remits.mint({ tools: ['test.*'], scopes: ['test:*'], grants: [], spend: { tokens: 1000, usd: 1 }, autonomy: 'autonomous', ttl_seconds: 86_400, policy_set: [], requested_by: REQUESTER });
+      const { run_id: runId } = await k.runs.create({ bundle_id: own.bundleId, workflow: 'one', input: {}, remit_id: remit.remit_id, requested_by: REQUESTER });
+      const take = () => k.runs.leases.acquire({ worker_id: 'w', kinds: ['tool'], ttl_seconds: 60, wait_seconds: 0 });
+      expect(await take()).toMatchObject({ run_id: runId, attempt: 1 });
+      own.clock.set(own.clock.now() - 3_600_000); // the step back, an hour
+      expect(await take()).toBeNull(); // still leased: its holder keeps its ttl
+      own.clock.advance(60_000);
+      expect(await take()).toMatchObject({ run_id: runId, attempt: 2 });
+    } finally {
+      await own.close();
+    }
+  });
+});

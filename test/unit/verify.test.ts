@@ -211,6 +211,12 @@ describe('step 3: remit_expired / remit_not_yet_valid (D §3: no leeway unless c
   it('is not yet valid before nbf', () => {
     expect(verifyRemit(t, ring, NOW - 1, {})).toMatchObject({ ok: false, reason: 'remit_not_yet_valid' });
   });
+  it('the detail names the verifier\'s own clock, so a skewed gateway is told apart from a bad remit', () => {
+    const early = verifyRemit(t, ring, NOW - 1, {});
+    expect(early.ok ? '' : early.detail).toContain(`the clock here reads ${new Date((NOW - 1) * 1000).toISOString().replace('.000Z', 'Z')}`);
+    const late = verifyRemit(t, ring, NOW + 60, {});
+    expect(late.ok ? '' : late.detail).toContain(`the clock here reads ${new Date((NOW + 60) * 1000).toISOString().replace('.000Z', 'Z')}`);
+  });
   it('applies a configured skew both ways', () => {
     expect(verifyRemit(t, ring, NOW - 5, {}, { skewSeconds: 5 }).ok).toBe(true);
     expect(verifyRemit(t, ring, NOW + 64, {}, { skewSeconds: 5 }).ok).toBe(true);

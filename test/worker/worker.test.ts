@@ -1,6 +1,6 @@
 // The worker runtime against a fake kernel and a fake gateway that implement the contract of
 // interface 2.6, 4.1 and 4.2 (decisions §4 pacing, §6 leases and failures, 5.4 approvals, §9).
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { sha256Hex } from '../../src/encoding/canonical-json.js';
 import type { WorkerEventMap } from '../../src/worker/events.js';
 import { actionSummary } from '../../src/worker/executors/action.js';
@@ -309,6 +309,27 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
     expect(took).toBeGreaterThanOrEqual(9900);
     expect(took).toBeLessThan(11_900); // without the timer: 12 s or later
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)).toEqual([]);
+  });
+
+  it('a wall clock stepped back an hour during a partition: the step still ends when the lease runs out, not an hour later (decisions §6)', { timeout: 20_000 }, async () => {
+    const { kernel, gateway, run } = await setup();
+    gateway.define('billing.slow', () => new Promise((resolve) => setTimeout(() => resolve({ done: true }), 30_000)));
+    const route = (kernel as unknown as { route: (req: { path: string }) => Promise<unknown> }).route.bind(kernel);
+    (kernel as unknown as { route: (req: { path: string }) => Promise<unknown> }).route = (req) => (req.path.endsWith('/heartbeat') ? new Promise<never>(() => {}) : route(req));
+    const lease = makeLease({ step: 'slow', ttl_seconds: 3, heartbeat_seconds: 1, expires_at: new Date(Date.now() + 3000).toISOString(), step_def: { id: 'slow', kind: 'tool', tool: 'billing.slow', args: {} } });
+    const real = Date.now.bind(Date);
+    let offset = 0;
+    const spy = vi.spyOn(Date, 'now').mockImplementation(() => real() + offset);
+    setTimeout(() => (offset = -3_600_000), 500);
+    try {
+      const t0 = performance.now();
+      const end = await run(lease, 10_000);
+      expect(end.name).toBe('step:lost');
+      expect(end.payload.reason).toContain('ran out while heartbeats failed');
+      expect(performance.now() - t0).toBeLessThan(6000);
+    } finally {
+      spy.mockRestore();
+    }
   });
 
   it('a step that ran but whose completion found no kernel until its lease ran out is said as such, and not failed (svc-worker(1) DESCRIPTION)', async () => {
@@ -1091,5 +1112,12 @@ describe('gateway answers as step failures (svc-worker(1) FAILURES)', () => {
     const e = gatewayFailure('app.log', 413, { ok: false, error: { code: 'payload_too_large', message: 'request body is too large', details: {} } });
     expect(e).toMatchObject({ code: 'payload_too_large', deterministic: true });
     expect(gatewayFailure('app.log', 500, { ok: false, error: { code: 'internal', message: 'x', details: {} } })).toMatchObject({ code: 'gateway_error', deterministic: false });
+  });
+
+  it('a refusal is deterministic, but remit_not_yet_valid (a gateway clock behind the kernel\'s, interface 5.3 step 3) is retried: time cures it', () => {
+    const refused = (reason: string) => gatewayFailure('billing.lookup', 403, { ok: false, refusal: { reason, detail: 'x' } });
+    expect(refused('remit_expired')).toMatchObject({ code: 'tool_refused', deterministic: true });
+    expect(refused('scope_not_granted')).toMatchObject({ code: 'tool_refused', deterministic: true });
+    expect(refused('remit_not_yet_valid')).toMatchObject({ code: 'tool_refused', deterministic: false });
   });
 });

@@ -207,7 +207,7 @@ export class SqliteConnector implements Connector {
   private host: StatementHost | null = null;
   /** The file's `PRAGMA schema_version` the tools' tables were found for. */
   private schemaVersion = 0;
-  /** When a broken tool's call last had the tables looked for again (Date.now()). */
+  /** When a broken tool's call last had the tables looked for again (performance.now(): a clock stepped back must not stop the looks). */
   private lastBrokenLook = -Infinity;
   private readonly list = new Map<string, SqliteTool>();
 
@@ -341,7 +341,7 @@ export class SqliteConnector implements Connector {
       // Looked for again while it stays broken, so a fixed schema serves without a restart:
       // at most once a second (a look runs on svcd's thread, up to REFIND_BUSY_MS under a
       // migration's lock), refused from what was found in between.
-      const now = Date.now();
+      const now = performance.now();
       if (now - this.lastBrokenLook >= BROKEN_LOOK_EVERY_MS) {
         this.lastBrokenLook = now;
         try {
