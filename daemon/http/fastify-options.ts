@@ -5,10 +5,19 @@ import { renderClientError, renderFrameworkError } from './common.js';
 
 export const ONE_MIB = 1024 * 1024;
 
+/**
+ * How long a client has to send a whole request, headers and body (svcd(8), LIMITS). fastify
+ * turns Node's own bound (300 s) off, so a client sending its body a byte at a time held its
+ * connection, and a descriptor, for good: enough of them and svcd could accept no one. The
+ * time a route takes to answer (a long poll, a tool call) is not counted.
+ */
+export const REQUEST_TIMEOUT_MS = 120_000;
+
 export function fastifyOptions(bodyLimit = ONE_MIB): FastifyHttpOptions<Server> {
   return {
     logger: false, // svc's own structured logger writes to stderr (daemon/http/common.ts)
     bodyLimit,
+    requestTimeout: REQUEST_TIMEOUT_MS,
     // Node's default 16 KiB for all headers together would answer an over-long X-Svc-Remit
     // with 431 before the route sees it; decisions §3 makes a token over 16 KiB
     // token_malformed, so an oversize credential is a 401 credential_invalid (D §10). Larger

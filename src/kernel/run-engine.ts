@@ -35,6 +35,13 @@ export const RUN_STATES: readonly RunState[] = ['running', 'parked', 'completed'
 /** Most events a lease context's `prior_events` carries: the last of the step's (docs/design.md "Lease context"). */
 export const PRIOR_EVENTS_MAX = 1000;
 
+/**
+ * GET /v1/runs stops a page before the run states in it pass this many bytes (stored), so a
+ * page holds fewer than `limit` runs, with `next` set, when their inputs and outputs are large
+ * (svcd(8)). One run larger than this still comes, alone on its page.
+ */
+export const RUN_PAGE_BYTES = 8 * 1024 * 1024;
+
 /** POST /v1/runs body (interface 2.4). */
 export interface CreateRunBody {
   bundle_id: string;
@@ -312,6 +319,7 @@ export class RunEngine {
       filters: { state: q.state, department: q.department },
       after: q.after,
       limit: q.limit ?? 50,
+      bytes: { column: 'model', max: RUN_PAGE_BYTES },
     });
     return { runs: page.map(runStateOf), next };
   }

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { pageNewestFirst } from '../../src/kernel/cursor.js';
 import { SqliteDb, STATEMENT_CACHE_LIMIT } from '../../src/store/sqlite-db.js';
+import type { SqlValue } from '../../src/store/sql-db.js';
 import { tempDir } from '../helpers/daemon.js';
 
 const dir = tempDir('svc-page-');
@@ -28,6 +29,35 @@ describe('pageNewestFirst', () => {
       expect(next === null).toBe(limit >= 15);
     }
     expect(prepare).toHaveBeenCalledTimes(1);
+    await db.close();
+  });
+});
+
+describe('pageNewestFirst with a byte bound (GET /v1/runs, svcd(8))', () => {
+  it('a row written between its two reads pushes the oldest row to a next page, never out of the listing', async () => {
+    const db = new SqliteDb({ path: join(dir, 'race.sqlite') });
+    await db.tx((t) => t.run('CREATE TABLE items (id TEXT PRIMARY KEY, body TEXT)'));
+    await db.tx(async (t) => {
+      for (const id of ['a1', 'a2', 'a3']) await t.run('INSERT INTO items (id, body) VALUES (?, ?)', [id, 'x']);
+    });
+    // The sizes are read first; a newer row lands before the page itself is read.
+    const all = db.all.bind(db);
+    let inserted = false;
+    vi.spyOn(db, 'all').mockImplementation(async (sql: string, params?: readonly SqlValue[]) => {
+      const rows = await all(sql, params);
+      if (!inserted && sql.includes('octet_length')) {
+        inserted = true;
+        await db.tx((t) => t.run('INSERT INTO items (id, body) VALUES (?, ?)', ['a4', 'x']));
+      }
+      return rows;
+    }) as never;
+    const q = { table: 'items', idColumn: 'id', filters: {}, limit: 10, bytes: { column: 'body', max: 1024 } };
+    const first = await pageNewestFirst<{ id: string }>(db, q);
+    expect(first.page.map((r) => r.id)).toEqual(['a4', 'a3', 'a2']);
+    expect(first.next).toEqual(expect.any(String));
+    const second = await pageNewestFirst<{ id: string }>(db, { ...q, after: first.next! });
+    expect(second.page.map((r) => r.id)).toEqual(['a1']);
+    expect(second.next).toBeNull();
     await db.close();
   });
 });

@@ -200,7 +200,11 @@ export class GroupStdioTransport implements Transport {
           for (const s of [child.stdin, child.stdout, child.stderr]) if (s && !s.destroyed) s.destroy();
         }, PIPE_DRAIN_MS).unref();
       });
-      child.stdin!.on('error', (err) => this.onerror?.(err));
+      // With no descriptor left for its pipes (EMFILE, ENFILE) Node hands back a child without
+      // them and emits 'error' next: that error ("spawn node EMFILE") is the start's failure,
+      // not a TypeError from reaching for a pipe that is not there.
+      if (!child.stdin || !child.stdout || !child.stderr) return;
+      child.stdin.on('error', (err) => this.onerror?.(err));
       const maxMessage = this.opts.maxMessageBytes ?? STDIO_DEFAULT_MAX_BUFFER_SIZE;
       const stdout = new LineSplitter(
         maxMessage,
