@@ -11,7 +11,8 @@ import { Option } from 'commander';
 import { ApiError, ApprovalsApi, approverOf, LIST_ALL_CAP, REASON_MAX_LENGTH, type Actor, type Approval, type ApprovalDecision, type ApprovalState } from '../tui/approvals-api.js';
 import { CliError, EXIT, usageError } from '../exit.js';
 import { errorFromBody, TransportError, unreachable } from '../http-client.js';
-import { actorOf, globals, kernelUrlOf, output, table, timeoutMsOf } from '../context.js';
+import { actorOf, globals, kernelClient, kernelUrlOf, output, table, timeoutMsOf } from '../context.js';
+import { expiredRemitNote } from './run.js';
 import { clean } from '../terminal-text.js';
 import { inboxEnv } from '../tui/inbox-env.js';
 import { closestName } from '../../src/util/did-you-mean.js';
@@ -177,6 +178,8 @@ export function registerApprovals(program: Command): void {
       run(async (id: string, opts: { reason?: string }, cmd: Command) => {
         const res = await handleDecide(apiOf(cmd), id, 'approved', actorOf(cmd, { approver: true }), opts.reason ?? '');
         output(cmd, res, (r: typeof res) => `approved ${r.approval_id}; run ${r.run_id} is ${r.run_state}`);
+        const note = await expiredRemitNote(kernelClient(cmd), res.run_id);
+        if (note) process.stderr.write(`svc: warning: ${note}\n`);
       }),
     );
 

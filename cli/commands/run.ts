@@ -192,6 +192,28 @@ export async function handleResume(client: SvcHttpClient, id: string, actor: { i
   return (await client.request<{ run_id: string; state: string }>('POST', `/runs/${encodeURIComponent(id)}/resume`, { actor }, {}, ['run_id', 'state'])).body;
 }
 
+/**
+ * A note for `svc run resume` and `svc approvals approve` when the run's remit has expired (by
+ * this machine's clock): the gateway then refuses every tool call of the run (remit_expired),
+ * so the step is quarantined again, and a remit is never extended (time sweep: a run approved
+ * after its remit's end went straight back to quarantine, and resuming it could never help).
+ * Null when the remit is still valid or cannot be read: the command itself has succeeded.
+ */
+export async function expiredRemitNote(client: SvcHttpClient, runId: string, nowMs = Date.now()): Promise<string | null> {
+  try {
+    const run = (await client.request<{ remit_id?: unknown }>('GET', `/runs/${encodeURIComponent(runId)}`)).body;
+    if (typeof run?.remit_id !== 'string') return null;
+    const remit = (await client.request<{ exp?: unknown }>('GET', `/remits/${encodeURIComponent(run.remit_id)}`)).body;
+    if (typeof remit?.exp !== 'number' || remit.exp * 1000 > nowMs) return null;
+    return (
+      `run ${runId}'s remit ${run.remit_id} expired at ${new Date(remit.exp * 1000).toISOString()}: the gateway refuses the run's tool calls (remit_expired), ` +
+      `so its next tool call quarantines the step again, and a remit is never extended; abandon the run (svc run abandon ${runId}) and start it again with a new remit`
+    );
+  } catch {
+    return null;
+  }
+}
+
 // ------------------------------------------------------------------ human output
 
 /**
@@ -469,7 +491,10 @@ export function registerRun(program: Command): void {
     .description('resume a run parked for a human, a quarantined step or a quarantined connector (who: --actor or SVC_ACTOR, required)')
     .argument('<id>', 'run id')
     .action(async function (this: Command, id: string) {
-      const r = await handleResume(kernelClient(this), id, actorOf(this));
+      const client = kernelClient(this);
+      const r = await handleResume(client, id, actorOf(this));
       output(this, r, (x: typeof r) => `run ${x.run_id} ${x.state}`);
+      const note = await expiredRemitNote(client, r.run_id);
+      if (note) process.stderr.write(`svc: warning: ${note}\n`);
     });
 }
