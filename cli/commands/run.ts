@@ -88,10 +88,13 @@ export function remitGaps(bundle: unknown, workflow: string, remitId: string, re
     const comp = obj(s.compensate);
     if (comp && typeof comp.tool === 'string') calls.push([comp.tool, 'compensates with']);
     for (const [tool, how] of calls) {
+      // A refused step call quarantines the step; a refused compensation is not retried: it
+      // fails for good when the run is abandoned, and the write it was to undo stays.
+      const then = how === 'calls' ? 'and quarantine the step' : `when the run is abandoned after step ${s.id} completed, so that compensation fails for good (compensation_failed) and the step's write stays`;
       if (!anyToolMatches(tools, tool)) {
-        out.push(`step ${s.id} ${how} ${tool}, which remit ${remitId} does not grant (its tools: ${tools.join(', ') || 'none'}): the gateway will refuse it (tool_not_in_remit) and quarantine the step; a remit cannot be widened once a run binds it, so abandon this run and start it with a remit that grants the tool`);
+        out.push(`step ${s.id} ${how} ${tool}, which remit ${remitId} does not grant (its tools: ${tools.join(', ') || 'none'}): the gateway will refuse it (tool_not_in_remit) ${then}; a remit cannot be widened once a run binds it, so abandon this run and start it with a remit that grants the tool`);
       } else if (readOnly && obj(declared[tool])?.writes === true) {
-        out.push(`step ${s.id} ${how} ${tool}, which the bundle declares as writing, and remit ${remitId} has autonomy ${String(remit.autonomy)}: the gateway will refuse it (autonomy_too_low) and quarantine the step`);
+        out.push(`step ${s.id} ${how} ${tool}, which the bundle declares as writing, and remit ${remitId} has autonomy ${String(remit.autonomy)}: the gateway will refuse it (autonomy_too_low) ${then}`);
       }
     }
   }
@@ -165,8 +168,25 @@ export interface AbandonAnswer {
   uncompensated_writes_total?: number;
 }
 
-export async function handleAbandon(client: SvcHttpClient, id: string, reason: string, actor: { id: string; role: string }): Promise<AbandonAnswer> {
-  return (await client.request<AbandonAnswer>('POST', `/runs/${encodeURIComponent(id)}/abandon`, { reason, actor }, {}, ['compensations_scheduled'])).body;
+export async function handleAbandon(
+  client: SvcHttpClient,
+  id: string,
+  reason: string,
+  actor: { id: string; role: string },
+  warn: (line: string) => void = () => {},
+): Promise<AbandonAnswer> {
+  const answer = (await client.request<AbandonAnswer>('POST', `/runs/${encodeURIComponent(id)}/abandon`, { reason, actor }, {}, ['compensations_scheduled'])).body;
+  if (answer.compensations_scheduled > 0) {
+    // Compensations call the gateway with the run's remit: once it expired, every one is
+    // refused (remit_expired) and fails for good, and nothing says so until the run ends.
+    const ended = await expiredRemitOf(client, id);
+    if (ended) {
+      warn(
+        `run ${id}: its remit ${ended.remitId} expired at ${ended.at}, and the gateway refuses every call of the run (remit_expired), its compensations too: each fails for good (compensation_failed) and the write it was to undo stays; undo those writes by hand`,
+      );
+    }
+  }
+  return answer;
 }
 
 /** What abandon did, and the writes of unfinished steps it cannot undo, for a person. */
@@ -193,25 +213,33 @@ export async function handleResume(client: SvcHttpClient, id: string, actor: { i
 }
 
 /**
- * A note for `svc run resume` and `svc approvals approve` when the run's remit has expired (by
- * this machine's clock): the gateway then refuses every tool call of the run (remit_expired),
- * so the step is quarantined again, and a remit is never extended (time sweep: a run approved
- * after its remit's end went straight back to quarantine, and resuming it could never help).
- * Null when the remit is still valid or cannot be read: the command itself has succeeded.
+ * The run's remit when it has expired by this machine's clock, else null (also when the run or
+ * the remit cannot be read: the command asking has succeeded). The gateway then refuses every
+ * tool call of the run (remit_expired), compensations included, and a remit is never
+ * extended: `svc run resume`, `svc approvals approve` and `svc run abandon` say so (time and
+ * saga sweeps: an approved run went straight back to quarantine, compensations failed for
+ * good, and nothing said why).
  */
-export async function expiredRemitNote(client: SvcHttpClient, runId: string, nowMs = Date.now()): Promise<string | null> {
+export async function expiredRemitOf(client: SvcHttpClient, runId: string, nowMs = Date.now()): Promise<{ remitId: string; at: string } | null> {
   try {
     const run = (await client.request<{ remit_id?: unknown }>('GET', `/runs/${encodeURIComponent(runId)}`)).body;
     if (typeof run?.remit_id !== 'string') return null;
     const remit = (await client.request<{ exp?: unknown }>('GET', `/remits/${encodeURIComponent(run.remit_id)}`)).body;
     if (typeof remit?.exp !== 'number' || remit.exp * 1000 > nowMs) return null;
-    return (
-      `run ${runId}'s remit ${run.remit_id} expired at ${new Date(remit.exp * 1000).toISOString()}: the gateway refuses the run's tool calls (remit_expired), ` +
-      `so its next tool call quarantines the step again, and a remit is never extended; abandon the run (svc run abandon ${runId}) and start it again with a new remit`
-    );
+    return { remitId: run.remit_id, at: new Date(remit.exp * 1000).toISOString() };
   } catch {
     return null;
   }
+}
+
+/** The warning of `svc run resume` and `svc approvals approve` for a run whose remit has expired. */
+export async function expiredRemitNote(client: SvcHttpClient, runId: string): Promise<string | null> {
+  const ended = await expiredRemitOf(client, runId);
+  return (
+    ended &&
+    `run ${runId}'s remit ${ended.remitId} expired at ${ended.at}: the gateway refuses the run's tool calls (remit_expired), ` +
+      `so its next tool call quarantines the step again, and a remit is never extended; abandon the run (svc run abandon ${runId}) and start it again with a new remit`
+  );
 }
 
 // ------------------------------------------------------------------ human output
@@ -482,7 +510,7 @@ export function registerRun(program: Command): void {
     .requiredOption('--reason <text>', 'why, recorded in the log (required)')
     .action(async function (this: Command, id: string, f: { reason: string }) {
       // An operator's action: the log names who took it, as it names an approver.
-      const r = await handleAbandon(kernelClient(this), id, f.reason, actorOf(this));
+      const r = await handleAbandon(kernelClient(this), id, f.reason, actorOf(this), (line) => process.stderr.write(`svc: warning: ${line}\n`));
       output(this, r, (x: typeof r) => abandonHuman(id, x));
     });
 

@@ -39,7 +39,7 @@ export function calledWrite(payload: unknown): boolean {
 /** An allowed write action, or a gateway call that ran (or may have run) a write. */
 type Write =
   | { kind: 'action.decided'; step: string; tool: string; actionId: string; argsHash: string }
-  | { kind: 'tool.called'; step: string; tool: string; argsHash: string | null; outcome: string | null };
+  | { kind: 'tool.called'; step: string; tool: string; argsHash: string | null; outcome: string | null; key: string | null };
 
 function writeOf(e: LoggedEvent): Write | null {
   const p = e.payload;
@@ -55,7 +55,8 @@ function writeOf(e: LoggedEvent): Write | null {
   if (e.kind === 'tool.called') {
     // A replay answered from the idempotency store: the write it stands for is its first call.
     if (!calledWrite(p) || typeof p.tool !== 'string') return null;
-    return { kind: 'tool.called', step: p.step, tool: p.tool, argsHash: typeof p.args_hash === 'string' ? p.args_hash : null, outcome: typeof p.outcome === 'string' ? p.outcome : null };
+    const key = typeof p.idempotency_key === 'string' && p.idempotency_key !== '' ? p.idempotency_key : null;
+    return { kind: 'tool.called', step: p.step, tool: p.tool, argsHash: typeof p.args_hash === 'string' ? p.args_hash : null, outcome: typeof p.outcome === 'string' ? p.outcome : null, key };
   }
   return null;
 }
@@ -69,6 +70,10 @@ function writeOf(e: LoggedEvent): Write | null {
  * `args_hash`; a call recorded without one, by the tool alone). A gateway write no allowed
  * action accounts for is a write of its own. (A step that completed on a later attempt is
  * compensated like any completed step; its earlier attempts' writes are not named.)
+ * A call refused `idempotency_outcome_unknown` ran nothing: it names a write only when no
+ * earlier named call of the same step and tool holds its idempotency key (a gateway that
+ * stopped mid-write recorded no call of its own); otherwise it is that write again, and
+ * every resume of a quarantined step would name it once more.
  */
 export function uncompensatedWrites(events: readonly LoggedEvent[]): { named: UncompensatedWrite[]; total: number } {
   const completed = new Set<string>();
@@ -84,6 +89,8 @@ export function uncompensatedWrites(events: readonly LoggedEvent[]): { named: Un
   /** The allowed actions seen (their entries named or not): the ids per step, the actions per step and tool. */
   const seen = new Set<string>();
   const byStepTool = new Map<string, Array<{ argsHash: string; entry: UncompensatedWrite }>>();
+  /** Idempotency keys of the gateway writes named on their own, per step and tool. */
+  const namedKeys = new Set<string>();
   for (const e of events) {
     const w = writeOf(e);
     if (!w || completed.has(w.step)) continue;
@@ -102,6 +109,9 @@ export function uncompensatedWrites(events: readonly LoggedEvent[]): { named: Un
     const mine = (byStepTool.get(stepTool) ?? []).filter((a) => w.argsHash === null || a.argsHash === w.argsHash);
     const outcome = w.outcome === null ? {} : { outcome: w.outcome };
     if (mine.length === 0) {
+      const keyed = w.key === null ? null : JSON.stringify([w.step, w.tool, w.key]);
+      if (keyed !== null && w.outcome === 'idempotency_outcome_unknown' && namedKeys.has(keyed)) continue; // that write, refused again
+      if (keyed !== null) namedKeys.add(keyed);
       count({ seq: e.seq, kind: 'tool.called', step: w.step, tool: w.tool, ...outcome });
       continue;
     }

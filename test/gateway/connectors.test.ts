@@ -455,6 +455,37 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
     }
   });
 
+  it('a JSON integer argument binds as an SQLite INTEGER, not a REAL: 2 into a TEXT column is "2", and matches it (svc-gateway(5) sqlite)', async () => {
+    // A compensation refers to a write's output ({{steps.create.output.id}} renders the number 2):
+    // bound as a REAL it was stored as '2.0' in a TEXT column, and a WHERE against '2' matched nothing.
+    const base = tempDir('svc-sqlite-ints-');
+    const file = join(base, 'i.db');
+    const db = new Database(file);
+    db.exec("CREATE TABLE refs (ref TEXT, anyv, r REAL); INSERT INTO refs VALUES ('2', NULL, NULL)");
+    db.close();
+    const c = new SqliteConnector({
+      type: 'sqlite',
+      name: 'ints',
+      path: file,
+      probe: null,
+      timeout_ms: 5000,
+      tools: {
+        add: { statement: 'INSERT INTO refs (ref, anyv, r) VALUES (:ref, :anyv, :r) RETURNING ref, typeof(anyv) AS anyt, r, typeof(r) AS rt', writes: true },
+        find: { statement: 'SELECT count(*) AS n FROM refs WHERE ref = :ref' },
+      },
+    });
+    await c.start();
+    const ctx = { signal: new AbortController().signal, now: () => Date.now(), enterScope: () => true, outcomeUnknown: () => undefined };
+    try {
+      expect(await c.call('add', { ref: 3, anyv: 4, r: 5 }, ctx)).toEqual({ ref: '3', anyt: 'integer', r: 5, rt: 'real' });
+      expect(await c.call('add', { ref: 1.5, anyv: true, r: 0.25 }, ctx)).toEqual({ ref: '1.5', anyt: 'integer', r: 0.25, rt: 'real' });
+      expect(await c.call('find', { ref: 2 }, ctx)).toEqual({ rows: [{ n: 1 }] });
+    } finally {
+      await c.close();
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+
   it('a read whose result is larger than 5 MiB is a deterministic failure, stopped at the row that crosses it', async () => {
     const c = new SqliteConnector({
       type: 'sqlite',

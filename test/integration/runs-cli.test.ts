@@ -10,7 +10,7 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { NO_DAEMON, runSvc } from '../helpers/cli.js';
 import { ROOT, tempDir } from '../helpers/daemon.js';
-import { getRun, lease, leaseAndComplete, mintRemit, propose, pushBundle, runToAction, startRun, startRunDaemon } from './run-fixtures.js';
+import { getRun, lease, leaseAndComplete, mintRemit, propose, pushBundle, refundsBundle, runToAction, sleep, startRun, startRunDaemon } from './run-fixtures.js';
 
 describe('svc run (D §11)', () => {
   it('start, show, list, events, replay, abandon, resume', async () => {
@@ -93,7 +93,7 @@ describe('svc run (D §11)', () => {
     expect(start.code, start.stderr).toBe(0);
     const runId = start.stdout.trim();
     expect(start.stderr.trim().split('\n')).toEqual([
-      `svc: warning: run ${runId}: step refund compensates with billing.void_refund, which remit ${narrow} does not grant (its tools: billing.lookup, billing.refund): the gateway will refuse it (tool_not_in_remit) and quarantine the step; a remit cannot be widened once a run binds it, so abandon this run and start it with a remit that grants the tool`,
+      `svc: warning: run ${runId}: step refund compensates with billing.void_refund, which remit ${narrow} does not grant (its tools: billing.lookup, billing.refund): the gateway will refuse it (tool_not_in_remit) when the run is abandoned after step refund completed, so that compensation fails for good (compensation_failed) and the step's write stays; a remit cannot be widened once a run binds it, so abandon this run and start it with a remit that grants the tool`,
       `run ${runId} running`,
     ]);
     const propose = await mint(['billing.*'], 'propose');
@@ -119,6 +119,39 @@ describe('svc run (D §11)', () => {
       '1 write(s) of steps that never completed are not compensated; check them by hand:',
       expect.stringMatching(/^  step refund: billing\.refund \(event \d+, action\.decided\)$/), // the gateway never ran it
     ]);
+  });
+
+  // Compensations call the gateway with the run's remit (docs/design.md "A run outlives its
+  // remit's exp only on paper"): abandoned after it expired, each is refused remit_expired and
+  // fails for good, and the abandon itself said nothing of it.
+  it('run abandon warns when the run\'s remit has expired: its compensations will be refused (D §6; docs/design.md Runs)', async () => {
+    await using d = await startRunDaemon();
+    const env = { SVC_KERNEL_URL: d.kernelUrl!, SVC_ACTOR: 'ops-1:ops' };
+    const b = refundsBundle();
+    b.tools!['billing.unlookup'] = { writes: true };
+    b.workflows.refund!.steps[1]!.compensate = { tool: 'billing.unlookup', args: { invoice_id: '{{input.invoice_id}}' } };
+    const bundleId = await pushBundle(d, b);
+    const toLookup = async (ttl_seconds: number) => {
+      const { run_id, remit_id } = await startRun(d, bundleId, { autonomy: 'autonomous', ttl_seconds });
+      await leaseAndComplete(d, { amount: 20 });
+      await leaseAndComplete(d, { rows: 1 });
+      return { run_id, remit_id };
+    };
+    const live = await toLookup(3600);
+    const quiet = await runSvc(['run', 'abandon', live.run_id, '--reason', 'r'], env);
+    expect(quiet.code, quiet.stderr).toBe(0);
+    expect(quiet.stdout).toContain('1 compensation(s) scheduled');
+    expect(quiet.stderr).toBe('');
+
+    const expired = await toLookup(1);
+    await sleep(2100);
+    const ab = await runSvc(['run', 'abandon', expired.run_id, '--reason', 'r'], env);
+    expect(ab.code, ab.stderr).toBe(0);
+    expect(ab.stdout).toContain('1 compensation(s) scheduled');
+    expect(ab.stderr).toMatch(new RegExp(`^svc: warning: run ${expired.run_id}: its remit ${expired.remit_id} expired at \\S+, and the gateway refuses every call of the run \\(remit_expired\\), its compensations too: each fails for good \\(compensation_failed\\)`));
+    // --json keeps standard output the kernel's answer; the note stays on standard error
+    const json = await runSvc(['--json', 'run', 'abandon', expired.run_id, '--reason', 'again'], env);
+    expect(JSON.parse(json.stdout)).toMatchObject({ compensations_scheduled: 1, state: 'abandoning' });
   });
 
   it('run replay exits 1 when the log was tampered with; usage errors exit 2; no daemon exits 3', async () => {

@@ -78,6 +78,27 @@ describe('uncompensatedWrites', () => {
     });
   });
 
+  it('a repeat refused idempotency_outcome_unknown under the key of a write already named is that write again, not another (decisions §9: never a second execution)', () => {
+    const call = (seq: number, step: string, outcome: string, key: string | null) => ({ seq, kind: 'tool.called', payload: { step, tool: 'ledger.create', writes: true, outcome, idempotency_key: key } });
+    const events = [
+      call(3, 'create', 'upstream_error', 'k1'), // timed out mid-write: its key is kept unknown
+      call(6, 'create', 'idempotency_outcome_unknown', 'k1'), // the retry
+      call(11, 'create', 'idempotency_outcome_unknown', 'k1'), // a resume
+      call(16, 'create', 'idempotency_outcome_unknown', 'k1'), // another resume
+      call(20, 'other', 'idempotency_outcome_unknown', 'k2'), // its gateway stopped mid-write and recorded no call: the only trace
+      call(21, 'other', 'idempotency_outcome_unknown', 'k2'),
+      call(22, 'third', 'idempotency_outcome_unknown', null), // no key to tell: named
+    ];
+    expect(uncompensatedWrites(events)).toEqual({
+      named: [
+        { seq: 3, kind: 'tool.called', step: 'create', tool: 'ledger.create', outcome: 'upstream_error' },
+        { seq: 20, kind: 'tool.called', step: 'other', tool: 'ledger.create', outcome: 'idempotency_outcome_unknown' },
+        { seq: 22, kind: 'tool.called', step: 'third', tool: 'ledger.create', outcome: 'idempotency_outcome_unknown' },
+      ],
+      total: 3,
+    });
+  });
+
   it("pairs by the args_hash the kernel recorded before the log redacted the arguments' secrets", () => {
     const raw = { url: 'https://billing.internal/s3cr3t-path/inv/1' };
     const events = [

@@ -164,6 +164,17 @@ function jsonRow(row) {
   }
   return row;
 }
+// A JSON integer binds as an SQLite INTEGER, as it would from SQL text: better-sqlite3 binds
+// every JS number as a REAL, so 2 stored into a TEXT column read back '2.0', and a
+// compensation matching an id from a step's output against text found nothing.
+function sqlBinds(binds) {
+  const out = {};
+  for (const k in binds) {
+    const v = binds[k];
+    out[k] = typeof v === 'number' && Number.isSafeInteger(v) ? BigInt(v) : v;
+  }
+  return out;
+}
 class TooLarge extends Error {}
 function selectRows(stmt, binds) {
   const rows = [];
@@ -224,6 +235,7 @@ function execute(m) {
   // Before a write runs, so svcd can tell a write that never started from one that may have
   // committed when this process dies.
   if (s.writes) process.send({ type: 'started', id: m.id });
+  m = { ...m, binds: sqlBinds(m.binds) };
   try {
     let r;
     if (s.transaction === false) r = checkedRun({ ...m, version: null }, s, stmt);
