@@ -81,7 +81,7 @@ describe('tool steps (I 4.2 call; D §9 idempotency)', () => {
 
   it.each([
     [503, { ok: false, error: { code: 'connector_quarantined', message: 'q', details: {} } }, 'connector_quarantined', false],
-    [502, { ok: false, error: { code: 'upstream_error', message: 'boom', details: {}, circuit: 'open' } }, 'upstream_error', false],
+    [502, { ok: false, error: { code: 'upstream_error', message: 'boom', details: {} } }, 'upstream_error', false],
     [502, { ok: false, error: { code: 'upstream_error', message: 'timed out; its outcome is unknown', details: { outcome: 'unknown' } } }, 'idempotency_outcome_unknown', true],
     [422, { ok: false, error: { code: 'args_invalid', message: 'bad', details: {} } }, 'args_invalid', true],
     [422, { ok: false, error: { code: 'deterministic_failure', message: 'no', details: {} } }, 'deterministic_failure', true],
@@ -113,6 +113,39 @@ describe('tool steps (I 4.2 call; D §9 idempotency)', () => {
     expect(calls[1]!.at - calls[0]!.at).toBeGreaterThanOrEqual(900);
     expect(calls[1]!.body.idempotency_key).toBe(calls[0]!.body.idempotency_key);
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)).toEqual([]);
+  });
+
+  it('an open circuit (502 upstream_error, circuit open: nothing ran) is waited out as Retry-After says, then the call is asked again', async () => {
+    const { kernel, gateway, run } = await setup();
+    let n = 0;
+    const open = { status: 502, body: { ok: false, error: { code: 'upstream_error', message: 'the circuit of connector billing is open', details: { connector: 'billing', retry_after_ms: 1000 }, circuit: 'open' } }, headers: { 'retry-after': '1' } };
+    gateway.define('billing.refund', () => (n++ === 0 ? open : { refunded: true }), { writes: true });
+    const lease = makeLease({ step: 'refund', step_def: { id: 'refund', kind: 'tool', tool: 'billing.refund', args: {} } });
+    expect((await run(lease)).name).toBe('step:done');
+    const calls = gateway.toolCalls('billing.refund');
+    expect(calls).toHaveLength(2);
+    expect(calls[1]!.at - calls[0]!.at).toBeGreaterThanOrEqual(900);
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)).toEqual([]);
+  });
+
+  it('a circuit still open when the wait is spent fails the attempt, retryably, naming the circuit', async () => {
+    const fake = await new FakeGateway().start();
+    cleanups.push(() => fake.close());
+    fake.define('billing.refund', () => ({ status: 502, body: { ok: false, error: { code: 'upstream_error', message: 'the circuit of connector billing is open', details: {}, circuit: 'open' } }, headers: { 'retry-after': '1' } }), { writes: true });
+    const { kernel, run } = await setup({ gateway: new GatewayClient({ baseUrl: fake.url }, 30_000, 1500) });
+    const lease = makeLease({ step: 'refund', step_def: { id: 'refund', kind: 'tool', tool: 'billing.refund', args: {} } });
+    expect((await run(lease)).name).toBe('step:error');
+    expect(fake.toolCalls('billing.refund')).toHaveLength(2); // at 0 and 1 s; the next wait (2 s) passes the 1.5 s
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'upstream_error', message: expect.stringContaining('(circuit open)') }, deterministic: false });
+  });
+
+  it('a 502 upstream_error that is no open circuit fails the attempt at once (retryable): the upstream answered', async () => {
+    const { kernel, gateway, run } = await setup();
+    gateway.define('billing.refund', () => ({ status: 502, body: { ok: false, error: { code: 'upstream_error', message: 'HTTP 500 from upstream', details: {} } }, headers: { 'retry-after': '1' } }), { writes: true });
+    const lease = makeLease({ step: 'refund', step_def: { id: 'refund', kind: 'tool', tool: 'billing.refund', args: {} } });
+    expect((await run(lease)).name).toBe('step:error');
+    expect(gateway.toolCalls('billing.refund')).toHaveLength(1);
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'upstream_error' }, deterministic: false });
   });
 
   it('a gateway that cannot be reached is asked again for a while, then the step fails with a non-deterministic network_error', async () => {
