@@ -6,6 +6,7 @@
  *   and canonical JSON (RFC 8785) refuses: the arguments hash would throw.
  * Both are refused up front as 400 `request_invalid` with `details.path`.
  */
+import { cutText } from './cut-text.js';
 import { pointerToken } from './json-pointer.js';
 import { hasLoneSurrogate } from './well-formed-json.js';
 
@@ -88,7 +89,7 @@ function pointerOf(segments: string[]): string {
 
 function duplicate(where: string, name: string): BodyProblem {
   // A name can be a megabyte long: the answer names it in short, like an unknown route.
-  const cut = (t: string, n: number) => (t.length > n ? `${t.slice(0, n)}…` : t);
+  const cut = (t: string, n: number) => (t.length > n ? `${cutText(t, n)}…` : t);
   return { path: cut(where, 1024), message: `${cut(where, 200)}: member "${cut(name, 64)}" appears twice in one object` };
 }
 

@@ -61,7 +61,6 @@ export interface KernelDeps {
 }
 
 export class Kernel implements KernelDeps {
-  readonly startedAt: number;
   /** performance.now() at start: uptime is a duration, on the monotonic clock. */
   private readonly startedMono = performance.now();
   /**
@@ -99,7 +98,6 @@ export class Kernel implements KernelDeps {
     readonly metrics: KernelMetrics,
     readonly options: KernelOptions,
   ) {
-    this.startedAt = clock.now();
     this.publishers = loadPublishers(options.publishers ?? []);
     this.remits = new RemitService(this);
     this.bundles = new BundleService({ db, clock, publishers: () => this.publishers });

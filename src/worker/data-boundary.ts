@@ -103,7 +103,10 @@ type Known = LiteralSet<string>;
 export function scrubbable(text: string): boolean {
   const t = text.trim();
   let weight = 0;
-  for (const ch of t) weight += WIDE_SCRIPT.test(ch) ? 2 : 1;
+  // Counted composed (NFC), as a reader counts: a value stored decomposed would otherwise weigh
+  // more than the same text composed (`김` as three jamo weighed 6, so a one-syllable surname
+  // blanked every 김 in 김치 and 김밥; `Zoë` with a combining mark counted four).
+  for (const ch of t.normalize('NFC')) weight += WIDE_SCRIPT.test(ch) ? 2 : 1;
   if (weight < 4) return false;
   return /[\p{L}@]/u.test(t) || (t.match(/\d/g)?.length ?? 0) >= 7;
 }

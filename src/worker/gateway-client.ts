@@ -44,7 +44,8 @@ export const UNREACHABLE_RETRY_MS = { first: 250, max: 5000 } as const;
 /** One spell of a gateway out of reach: its budget runs from its first failure; an answer ends it. */
 class Outage {
   private since: number | null = null;
-  private readonly backoff = new Backoff(UNREACHABLE_RETRY_MS);
+  // Monotonic: a budget counted in this process, which a wall clock stepped back would stretch by the step.
+  private readonly backoff = new Backoff(UNREACHABLE_RETRY_MS, () => performance.now());
 
   constructor(
     private readonly budgetMs: number,
@@ -55,7 +56,7 @@ class Outage {
   /** Waits before the next try, or throws `failure` once the wait would pass the budget. */
   async waitOrThrow(failure: StepError, signal?: AbortSignal): Promise<void> {
     if (this.since === null) {
-      this.since = Date.now();
+      this.since = performance.now();
       this.onStart?.({ error: failure.message, retry_for_ms: this.budgetMs });
     }
     await this.backoff.next(failure, this.since + this.budgetMs, signal);
@@ -171,12 +172,12 @@ export class GatewayClient {
       const circuitOpen = failure.code === 'upstream_error' && (body?.error as { circuit?: unknown } | undefined)?.circuit === 'open';
       const asked = failure.code === 'idempotency_in_flight' || circuitOpen ? retryAfterMs(res.headers.get('retry-after')) : null;
       if (asked === null) throw failure;
-      giveUpAt ??= Date.now() + this.inFlightWaitMs;
+      giveUpAt ??= performance.now() + this.inFlightWaitMs; // monotonic, as the outage's budget
       // Retry-After is the least to wait: each ask is a tool.called event on the run, so the
       // wait doubles (to IN_FLIGHT_MAX_WAIT_MS) rather than asking every second for a minute
       // (up to 60 events a write; network sweep). No ask when less than Retry-After is left.
       inFlightWait = Math.max(asked, Math.min(inFlightWait * 2, IN_FLIGHT_MAX_WAIT_MS));
-      const left = giveUpAt - Date.now();
+      const left = giveUpAt - performance.now();
       if (left < asked) throw failure;
       await delayUnlessAborted(Math.min(inFlightWait, left), signal);
     }
@@ -193,7 +194,7 @@ export class GatewayClient {
    * tool for a write) one try is made and [] stands for no list.
    */
   async tools(signal?: AbortSignal, opts: { required?: boolean; about?: Pick<GatewayOutage, 'run_id' | 'step' | 'lease_id'> } = {}): Promise<ToolDescriptor[]> {
-    if (this.cache && Date.now() - this.cache.at < this.cacheMs) return this.cache.tools;
+    if (this.cache && performance.now() - this.cache.at < this.cacheMs) return this.cache.tools;
     // Which step is waiting, as for a call (the outage line names the run, step and lease).
     const about = opts.about;
     const outage = new Outage(this.unreachableWaitMs, this.onOutage && ((e) => this.onOutage!({ ...e, ...about })));
@@ -269,7 +270,7 @@ export class GatewayClient {
       if (res.status !== 503) this.outOfReach = null;
       const list = Array.isArray(res.body) ? res.body : Array.isArray(res.body?.tools) ? res.body.tools : null;
       if (res.status === 200 && list) {
-        this.cache = { at: Date.now(), tools: list as ToolDescriptor[] };
+        this.cache = { at: performance.now(), tools: list as ToolDescriptor[] }; // monotonic: a clock stepped back must not keep a stale list
         return { failure: null, mayWait: false };
       }
       const e = errorOf(res.body);

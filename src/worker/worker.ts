@@ -266,14 +266,14 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
 
   private untilGatewayAnswers(): Promise<void> {
     this.gatewayWait ??= (async () => {
-      const since = Date.now();
+      const since = performance.now(); // paused_ms is a duration: monotonic, as step durations
       this.emit('gateway:paused', { error: withoutCredentials(this.gateway.outOfReach ?? 'out of reach') });
       let delay = this.backoff.initial;
       while (!this.pollAbort.signal.aborted) {
         await this.waitForChange(delay);
         if (this.pollAbort.signal.aborted) return;
         if (await this.gateway.probe(this.pollAbort.signal).catch(() => false)) {
-          this.emit('gateway:resumed', { paused_ms: Date.now() - since });
+          this.emit('gateway:resumed', { paused_ms: Math.round(performance.now() - since) });
           return;
         }
         delay = Math.min(this.backoff.max, delay * 2);
@@ -338,7 +338,7 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
    * Public so a caller holding a lease (tests, a one-shot runner) can drive it directly.
    */
   async runLease(lease: Lease): Promise<void> {
-    const started = Date.now();
+    const started = performance.now(); // duration_ms: a wall clock stepped back read minus an hour
     const kind = leaseKind(lease);
     const info: StepInfo = { lease_id: lease.lease_id, run_id: lease.run_id, step: lease.step, kind, attempt: lease.attempt };
     const abort = new AbortController();
@@ -401,10 +401,10 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
         // The step ran and its completion found no kernel to the lease's end: said as such (it
         // read as a failed step), and not reported as a failure, which would run it again.
         if (!(reportErr instanceof StepError) || reportErr.code !== 'network_error') throw reportErr;
-        this.emit('step:unreported', { ...info, error: { code: reportErr.code, message: withoutCredentials(reportErr.message) }, usage, duration_ms: Date.now() - started });
+        this.emit('step:unreported', { ...info, error: { code: reportErr.code, message: withoutCredentials(reportErr.message) }, usage, duration_ms: Math.round(performance.now() - started) });
         return;
       }
-      this.emit('step:done', { ...info, run_state: r.run_state, next_step: r.next_step ?? null, usage, duration_ms: Date.now() - started });
+      this.emit('step:done', { ...info, run_state: r.run_state, next_step: r.next_step ?? null, usage, duration_ms: Math.round(performance.now() - started) });
     } catch (caught) {
       const err = abort.signal.aborted && !(caught instanceof StepError && caught.code === 'output_invalid') ? abortReason(abort.signal) : caught;
       if (err instanceof LeaseLostError) {
@@ -417,10 +417,10 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
       const usage = chargeableUsage(rt.usage);
       try {
         const r = await this.kernel.fail(lease.lease_id, error, e.deterministic, usage, { until, signal: this.reportsCut.signal });
-        this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: r.outcome ?? null, run_state: r.run_state ?? null, usage, duration_ms: Date.now() - started });
+        this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: r.outcome ?? null, run_state: r.run_state ?? null, usage, duration_ms: Math.round(performance.now() - started) });
       } catch (reportErr) {
         if (reportErr instanceof LeaseLostError) this.emit('step:lost', { ...info, reason: reportErr.message });
-        else this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: null, run_state: null, usage, duration_ms: Date.now() - started });
+        else this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: null, run_state: null, usage, duration_ms: Math.round(performance.now() - started) });
       }
     } finally {
       if (timeout) clearTimeout(timeout);

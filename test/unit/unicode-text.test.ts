@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { showHuman } from '../../cli/commands/run.js';
 import { cleanLines, terminalJson } from '../../cli/terminal-text.js';
 import { cutText } from '../../src/encoding/cut-text.js';
+import { textProblem } from '../../src/encoding/json-limits.js';
 import { notFound } from '../../src/errors.js';
 import { registerSecret } from '../../src/gateway/config.js';
 import { decodeBody } from '../../src/gateway/connectors/http.js';
@@ -37,6 +38,14 @@ describe('cutText: a cut never leaves half a surrogate pair', () => {
       expect(s.endsWith('…')).toBe(true);
       expect(s.length).toBeLessThanOrEqual(200);
     }
+  });
+
+  it('D §10 request_invalid: a member named twice, its long name cut in the message and path, holds no lone surrogate', () => {
+    const name = 'a'.repeat(63) + '😀';
+    const p = textProblem(`{${JSON.stringify(name)}:1,${JSON.stringify(name)}:2}`);
+    expect(p?.message).toContain('appears twice in one object');
+    expect(p!.message).not.toMatch(LONE_SURROGATE);
+    expect(p!.path).not.toMatch(LONE_SURROGATE);
   });
 
   it('a not_found message quoting a long id of emoji holds no lone surrogate', () => {
@@ -74,6 +83,12 @@ describe('I 5.5 data boundary (svc-worker(1)): a classified value in any script 
   it('still too short to scrub everywhere: a two-letter value, one ideograph, a short number', () => {
     for (const t of ['Al', '王', '42', '😀😀']) expect(scrubbable(t), t).toBe(false);
     for (const t of ['Анна', '王伟', 'Zoë!']) expect(scrubbable(t), t).toBe(true);
+  });
+
+  it('a value weighs the same composed and decomposed: a one-syllable Hangul surname stored as jamo (NFD) does not blank that syllable in other words', () => {
+    for (const t of ['김', 'Zoë', 'Zoë!', '王伟', 'Анна']) expect(scrubbable(t.normalize('NFD')), t).toBe(scrubbable(t.normalize('NFC')));
+    const out = JSON.stringify(redactValue({ rows: [{ customer_name: '김'.normalize('NFD') }], message: '김치 주문, 김밥 두 줄' }, policy).value);
+    expect(out).toContain('김치 주문, 김밥 두 줄');
   });
 });
 

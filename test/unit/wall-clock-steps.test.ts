@@ -90,3 +90,53 @@ describe('GET /v1/health uptime_s (interface 4.1) and a wall clock stepped back'
     }
   });
 });
+
+describe('the worker\'s gateway client (interface 4.2, svc-worker(1) DESCRIPTION) and a wall clock stepped back', () => {
+  it('the tool list (GET /v1/tools, cached cacheMs) is asked again after cacheMs, not after the step', async () => {
+    const { GatewayClient } = await import('../../src/worker/gateway-client.js');
+    const { FakeGateway } = await import('../worker/fakes.js');
+    const fake = await new FakeGateway().start();
+    try {
+      const client = new GatewayClient({ baseUrl: fake.url }, 50);
+      await client.tools();
+      const step = steppableWallClock();
+      step(-3_600_000);
+      await new Promise((r) => setTimeout(r, 100));
+      await client.tools();
+      expect(fake.calls('GET', '/v1/tools')).toHaveLength(2);
+    } finally {
+      vi.restoreAllMocks();
+      await fake.close();
+    }
+  });
+
+  it('a call to a gateway out of reach gives up after unreachableWaitMs, not an hour later', async () => {
+    const { GatewayClient } = await import('../../src/worker/gateway-client.js');
+    const refused: typeof fetch = () => Promise.reject(new TypeError('fetch failed', { cause: { code: 'ECONNREFUSED' } }));
+    const client = new GatewayClient({ baseUrl: 'http://127.0.0.1:59999', fetch: refused }, 30_000, 60_000, 1200);
+    const step = steppableWallClock();
+    setTimeout(() => step(-3_600_000), 100); // during the first wait (250 ms; tries at 0, 250, 750 ms)
+    const t0 = performance.now();
+    const req = { remit_token: 't', run_id: 'r', step: 's', lease_id: 'l', tool: 'x.y', args: {}, idempotency_key: 'k', scope: null };
+    const cut = new AbortController();
+    const outcome = await Promise.race([client.call(req, cut.signal).then(() => 'answered', (e: Error) => e.message), new Promise<'held'>((r) => setTimeout(() => r('held'), 4000))]);
+    cut.abort();
+    expect(outcome, 'the call kept trying for the step').toContain('cannot reach');
+    expect(performance.now() - t0).toBeLessThan(3000);
+  });
+
+  it('a call answered 409 in flight gives up after inFlightWaitMs, not an hour later (decisions §9)', async () => {
+    const { GatewayClient } = await import('../../src/worker/gateway-client.js');
+    const inFlight: typeof fetch = async () => new Response(JSON.stringify({ ok: false, error: { code: 'idempotency_in_flight', message: 'in flight', details: {} } }), { status: 409, headers: { 'retry-after': '1' } });
+    const client = new GatewayClient({ baseUrl: 'http://127.0.0.1:59999', fetch: inFlight }, 30_000, 1500);
+    const step = steppableWallClock();
+    setTimeout(() => step(-3_600_000), 300);
+    const t0 = performance.now();
+    const req = { remit_token: 't', run_id: 'r', step: 's', lease_id: 'l', tool: 'x.y', args: {}, idempotency_key: 'k', scope: null };
+    const cut = new AbortController();
+    const outcome = await Promise.race([client.call(req, cut.signal).then(() => 'answered', (e: { code?: string }) => e.code), new Promise<'held'>((r) => setTimeout(() => r('held'), 5000))]);
+    cut.abort();
+    expect(outcome, 'the call kept waiting for the step').toBe('idempotency_in_flight');
+    expect(performance.now() - t0).toBeLessThan(4000);
+  });
+});

@@ -238,7 +238,6 @@ function isReply(v: unknown): v is Reply {
   return v !== null && typeof v === 'object' && typeof (v as Reply).status === 'number' && Object.keys(v as object).every((k) => ['status', 'body', 'headers'].includes(k));
 }
 
-/** The gateway's /tools and /tools/call (interface 4.2, 7.2; decisions §9 idempotency). */
 /**
  * The URL of a gateway that answers (a FakeGateway closed by `cleanups`), for tests whose
  * gateway does not matter: a worker whose gateway cannot be reached at its start takes no
@@ -264,6 +263,7 @@ export function refusingFetch(refuse: (url: string) => boolean): { fetch: typeof
   return { fetch: f, refused: () => refused };
 }
 
+/** The gateway's /tools and /tools/call (interface 4.2, 7.2; decisions §9 idempotency). */
 export class FakeGateway extends FakeServer {
   readonly tools = new Map<string, { descriptor: Record<string, unknown>; impl: ToolImpl }>();
   /** Real executions per tool (idempotent replays not counted). */

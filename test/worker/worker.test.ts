@@ -365,6 +365,26 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
     }
   });
 
+  it('a wall clock stepped back while a step runs: its step:done duration_ms is still the time it took, not minus the step', async () => {
+    const { gateway, run } = await setup();
+    const real = Date.now.bind(Date);
+    let offset = 0;
+    const spy = vi.spyOn(Date, 'now').mockImplementation(() => real() + offset);
+    gateway.define('billing.slow', () => {
+      offset = -3_600_000; // the step back, while the step runs
+      return new Promise((resolve) => setTimeout(() => resolve({ done: true }), 300));
+    });
+    const lease = makeLease({ step: 'slow', step_def: { id: 'slow', kind: 'tool', tool: 'billing.slow', args: {} } });
+    try {
+      const end = await run(lease);
+      expect(end.name).toBe('step:done');
+      expect(end.payload.duration_ms).toBeGreaterThanOrEqual(250);
+      expect(end.payload.duration_ms).toBeLessThan(5000);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
   it('a step that ran but whose completion found no kernel until its lease ran out is said as such, and not failed (svc-worker(1) DESCRIPTION)', async () => {
     const { kernel, gateway, worker, events } = await setup();
     gateway.define('billing.lookup_invoice', () => ({ rows: [] }));
