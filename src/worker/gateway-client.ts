@@ -170,7 +170,10 @@ export class GatewayClient {
       // in 0.6 s against a circuit opened by other calls, and the charge stayed): both are
       // waited out as Retry-After says, within the same wait.
       const circuitOpen = failure.code === 'upstream_error' && (body?.error as { circuit?: unknown } | undefined)?.circuit === 'open';
-      const asked = failure.code === 'idempotency_in_flight' || circuitOpen ? retryAfterMs(res.headers.get('retry-after')) : null;
+      // So did a remit not valid yet by a gateway's clock a moment behind the kernel's (nbf is
+      // whole seconds): asked again a second later within the call, not an attempt spent.
+      const notYet = failure.code === 'tool_refused' && (body?.refusal as { reason?: unknown } | undefined)?.reason === 'remit_not_yet_valid';
+      const asked = failure.code === 'idempotency_in_flight' || circuitOpen || notYet ? retryAfterMs(res.headers.get('retry-after')) : null;
       if (asked === null) throw failure;
       giveUpAt ??= performance.now() + this.inFlightWaitMs; // monotonic, as the outage's budget
       // Retry-After is the least to wait: each ask is a tool.called event on the run, so the
@@ -259,7 +262,9 @@ export class GatewayClient {
     try {
       await requestJson(this.peer, 'GET', '/health', undefined, { signal, timeoutMs: PROBE_TIMEOUT_MS });
     } catch (err) {
-      if (!signal?.aborted && err instanceof StepError && err.code === 'network_error') this.markOutOfReach(err.message);
+      // Not a port fetch refuses outright (a configuration mistake no probe cures: the calls
+      // fail on it and say so, rather than the worker waiting for good).
+      if (!signal?.aborted && mayAskAgain(err)) this.markOutOfReach(err.message);
     }
   }
 

@@ -1173,4 +1173,22 @@ describe('gateway answers as step failures (svc-worker(1) FAILURES)', () => {
     expect(refused('scope_not_granted')).toMatchObject({ code: 'tool_refused', deterministic: true });
     expect(refused('remit_not_yet_valid')).toMatchObject({ code: 'tool_refused', deterministic: false });
   });
+
+  it('remit_not_yet_valid is asked again a second later within the call: the attempt is not spent (nothing ran)', async () => {
+    const { kernel, gateway, run } = await setup();
+    let n = 0;
+    gateway.define('billing.lookup_invoice', () => (n++ === 0 ? { status: 403, body: { ok: false, refusal: { reason: 'remit_not_yet_valid', detail: 'not valid before …' } } } : { rows: [] }));
+    const lease = makeLease({ step: 'lookup', step_def: { id: 'lookup', kind: 'tool', tool: 'billing.lookup_invoice', args: {} } });
+    expect((await run(lease)).name).toBe('step:done');
+    const calls = gateway.toolCalls('billing.lookup_invoice');
+    expect(calls).toHaveLength(2);
+    expect(calls[1]!.at - calls[0]!.at).toBeGreaterThanOrEqual(900);
+    expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)).toEqual([]);
+  });
+
+  it('a worker whose gateway URL has a port fetch refuses is not paused at its start: its calls fail and say why', async () => {
+    const gateway = new GatewayClient({ baseUrl: 'http://127.0.0.1:6000' }); // X11: one of fetch's blocked ports
+    await gateway.reachAtStart();
+    expect(gateway.outOfReach).toBeNull();
+  });
 });
