@@ -3,7 +3,7 @@
  * SvcError carrying a stable snake_case code (interface §7, decisions §10); the
  * HTTP layer renders it as `{error: {code, message, details}}` with `status`.
  */
-import { cutText } from './encoding/cut-text.js';
+import { shortened } from './encoding/cut-text.js';
 
 /** Every stable code, its HTTP status and a one-line meaning (documented in man/svcd.8). */
 export const ERROR_CODES = {
@@ -73,7 +73,7 @@ export class SvcError extends Error {
 
 /** The 404 not_found of decisions §10; the message quotes at most 256 characters of the id (details.id holds it whole). */
 export function notFound(resource: string, id: string): SvcError {
-  const shown = id.length <= 256 ? id : `${cutText(id, 256)}…`;
+  const shown = shortened(id, 256);
   return new SvcError('not_found', `${resource} ${shown} not found`, { resource, id });
 }
 

@@ -18,6 +18,7 @@ import { globalRedactor, type Logger, type Redactor } from '../../src/log/logger
 import { LogThrottle, throttleFor } from '../../src/log/throttle.js';
 import { ajvErrorPath } from '../../src/encoding/json-pointer.js';
 import { PRINTABLE_NAME_MESSAGE, PRINTABLE_NAME_PATTERN } from '../../src/util/printable-name.js';
+import { shortened } from '../../src/encoding/cut-text.js';
 
 /** How a listener renders an SvcError (the kernel and the gateway differ, I 7.1 vs 7.2). */
 export type ErrorRenderer = (err: SvcError) => unknown;
@@ -211,7 +212,7 @@ function responseClosed(this: TrackedResponse): void {
 const SHOWN_PATH_CHARS = 256;
 
 function shortPath(path: string): string {
-  return path.length <= SHOWN_PATH_CHARS ? path : `${path.slice(0, SHOWN_PATH_CHARS)}…`;
+  return shortened(path, SHOWN_PATH_CHARS);
 }
 
 /** Installs body parsing, error answers, drain tracking, access checks and request logs on a fastify instance. */

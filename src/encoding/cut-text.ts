@@ -14,3 +14,8 @@ export function cutText(s: string, max: number): string {
   const last = s.charCodeAt(max - 1);
   return s.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max);
 }
+
+/** `s` as it is when at most `max` code units, else cut there (cutText) and marked with `…`. */
+export function shortened(s: string, max: number): string {
+  return s.length <= max ? s : `${cutText(s, max)}…`;
+}

@@ -6,7 +6,7 @@
  *   and canonical JSON (RFC 8785) refuses: the arguments hash would throw.
  * Both are refused up front as 400 `request_invalid` with `details.path`.
  */
-import { cutText } from './cut-text.js';
+import { shortened } from './cut-text.js';
 import { pointerToken } from './json-pointer.js';
 import { hasLoneSurrogate } from './well-formed-json.js';
 
@@ -89,8 +89,7 @@ function pointerOf(segments: string[]): string {
 
 function duplicate(where: string, name: string): BodyProblem {
   // A name can be a megabyte long: the answer names it in short, like an unknown route.
-  const cut = (t: string, n: number) => (t.length > n ? `${cutText(t, n)}…` : t);
-  return { path: cut(where, 1024), message: `${cut(where, 200)}: member "${cut(name, 64)}" appears twice in one object` };
+  return { path: shortened(where, 1024), message: `${shortened(where, 200)}: member "${shortened(name, 64)}" appears twice in one object` };
 }
 
 /**
@@ -108,7 +107,7 @@ export function integerReadAs(literal: string): number | null {
 }
 
 function inexactInteger(where: string, literal: string, read: number): BodyProblem {
-  const shown = literal.length > 40 ? `${literal.slice(0, 40)}…` : literal;
+  const shown = shortened(literal, 40);
   // No "send it as a string": the body reader does not know whether the field takes text
   // (a tool's id argument may; a remit's spend.tokens does not, and would refuse it next).
   return { path: where, message: `the integer ${shown} at ${where || '/'} is past what a JSON number holds exactly (it would be read as ${read}); integers up to 9007199254740991 are exact, and where a field takes text it can carry the digits as a string` };

@@ -11,7 +11,7 @@
  * collects every problem it can find (it resumes at the next rule after an error) so a lint
  * lists them all; positions are 1-based lines and code-point columns in the whole source.
  */
-import { cutText } from '../encoding/cut-text.js';
+import { shortened } from '../encoding/cut-text.js';
 import { quoted, visibleJson } from '../encoding/visible-json.js';
 import { LineMap, tokenize, type Diagnostic, type SourcePos, type Token } from './tokenizer.js';
 
@@ -222,6 +222,6 @@ export function parsePolicySource(source: string, opts: ParseOptions = {}): Pars
 }
 
 function describe(t: Token): string {
-  const text = t.text.length > 24 ? cutText(t.text, 24) + '…' : t.text;
+  const text = shortened(t.text, 24);
   return t.kind === 'string' ? `string ${visibleJson(text)}` : quoted(text);
 }

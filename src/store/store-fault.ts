@@ -3,6 +3,8 @@
  * codes, and what a failed fsync or write of the WAL reports. Used for the 503 such a failure
  * answers (daemon/http/common.ts) and for /v1/health while writes fail (SqliteDb.writeFault).
  */
+import { shortened } from '../encoding/cut-text.js';
+
 /** SQLite result codes of a store that is failing (disk, permissions, a damaged file), not of a bug. */
 const STORE_FAULT = /^SQLITE_(FULL|IOERR|READONLY|CORRUPT|NOTADB|CANTOPEN|PERM|NOMEM|PROTOCOL|BUSY|LOCKED)/;
 /** What a failed fsync or write of the WAL reports (the store's group commit). */
@@ -26,5 +28,5 @@ export function storeFault(err: unknown): { code: string; message: string; trans
   if (code === 'SVC_STORE_CLOSED') return { code, message: (err as Error).message, transient: true };
   if (!STORE_FAULT.test(code) && !isDiskFaultCode(code)) return null;
   const raw = (err as Error).message ?? code;
-  return { code, message: raw.length > 200 ? `${raw.slice(0, 200)}…` : raw, transient: /^SQLITE_(BUSY|LOCKED)/.test(code) };
+  return { code, message: shortened(raw, 200), transient: /^SQLITE_(BUSY|LOCKED)/.test(code) };
 }

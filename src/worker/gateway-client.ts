@@ -166,14 +166,7 @@ export class GatewayClient {
         continue;
       }
       outage.end();
-      // An open circuit ran nothing either (saga sweep: a compensation spent its three attempts
-      // in 0.6 s against a circuit opened by other calls, and the charge stayed): both are
-      // waited out as Retry-After says, within the same wait.
-      const circuitOpen = failure.code === 'upstream_error' && (body?.error as { circuit?: unknown } | undefined)?.circuit === 'open';
-      // So did a remit not valid yet by a gateway's clock a moment behind the kernel's (nbf is
-      // whole seconds): asked again a second later within the call, not an attempt spent.
-      const notYet = failure.code === 'tool_refused' && (body?.refusal as { reason?: unknown } | undefined)?.reason === 'remit_not_yet_valid';
-      const asked = failure.code === 'idempotency_in_flight' || circuitOpen || notYet ? retryAfterMs(res.headers.get('retry-after')) : null;
+      const asked = ranNothingYet(failure, body) ? retryAfterMs(res.headers.get('retry-after')) : null;
       if (asked === null) throw failure;
       giveUpAt ??= performance.now() + this.inFlightWaitMs; // monotonic, as the outage's budget
       // Retry-After is the least to wait: each ask is a tool.called event on the run, so the
@@ -294,6 +287,21 @@ export class GatewayClient {
  */
 function mayAskAgain(err: unknown): err is StepError {
   return err instanceof StepError && err.code === 'network_error' && !(err instanceof UnreachableError && !err.mayRecover);
+}
+
+/**
+ * Whether a failed call ran nothing and may succeed if asked again shortly, so the call waits
+ * it out (Retry-After, doubling) instead of failing its attempt: the same call in flight
+ * elsewhere (409 idempotency_in_flight); an open circuit (502 with `circuit: open`: a
+ * compensation spent its three attempts in 0.6 s against a circuit other calls had opened,
+ * and the charge stayed; saga sweep); a remit not valid yet by a gateway's clock a moment
+ * behind the kernel's (nbf is whole seconds; clock sweep).
+ */
+function ranNothingYet(failure: StepError, body: Record<string, any> | null): boolean {
+  if (failure.code === 'idempotency_in_flight') return true;
+  if (failure.code === 'upstream_error') return (body?.error as { circuit?: unknown } | undefined)?.circuit === 'open';
+  if (failure.code === 'tool_refused') return (body?.refusal as { reason?: unknown } | undefined)?.reason === 'remit_not_yet_valid';
+  return false;
 }
 
 /** The longest wait between two asks of a call in flight elsewhere, ms. */

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { showHuman } from '../../cli/commands/run.js';
 import { cleanLines, terminalJson } from '../../cli/terminal-text.js';
-import { cutText } from '../../src/encoding/cut-text.js';
+import { cutText, shortened } from '../../src/encoding/cut-text.js';
 import { textProblem } from '../../src/encoding/json-limits.js';
 import { notFound } from '../../src/errors.js';
 import { registerSecret } from '../../src/gateway/config.js';
@@ -147,5 +147,13 @@ describe('svc(1) DESCRIPTION: no value sends an escape sequence to the terminal'
     } finally {
       server.close();
     }
+  });
+});
+
+describe('shortened: a cut with its mark, one helper for every message that quotes long text', () => {
+  it('leaves text up to the limit alone, cuts longer text at a whole character and marks it', () => {
+    expect(shortened('abc', 3)).toBe('abc');
+    expect(shortened('abcd', 3)).toBe('abc…');
+    expect(shortened('ab😀', 3)).toBe('ab…');
   });
 });
