@@ -7,6 +7,7 @@
 import { SvcError } from '../errors.js';
 import type { Decision, PolicyRef } from '../types.js';
 import { membersOf, policyEnvironment, type CelProgram } from './cel-env.js';
+import { conditionCost, type ConditionCost } from './condition-cost.js';
 import { matchPatternProblem } from './match-pattern.js';
 import { parsePolicySource, type Effect } from './parser.js';
 import type { Diagnostic, SourcePos } from './tokenizer.js';
@@ -27,6 +28,8 @@ export interface CompiledRule {
   condition: string;
   line: number;
   program: CelProgram;
+  /** A bound on what the condition costs to evaluate (src/policy/condition-cost.ts). */
+  cost: ConditionCost;
 }
 
 /** A policy version, compiled once and evaluated on every proposal. */
@@ -258,6 +261,7 @@ function compileSource(source: string, opts: CompileOptions = {}): Compiled {
       condition: rule.expr.trim(),
       line: rule.at.line,
       program,
+      cost: conditionCost(program.ast),
     });
   }
   for (const cond of parsed.orphanConditions) checkCondition(cond, parsed.lines, diagnostics, opts);

@@ -10,6 +10,7 @@
 import type { Decision, DecisionResult, PolicyAction, PolicyRunContext } from '../types.js';
 import { celContext } from './cel-env.js';
 import type { CompiledPolicy, CompiledRule } from './compile.js';
+import { costOver, dataMeter, EVALUATION_BUDGET, growsWithData, type DataMeter } from './condition-cost.js';
 
 const RESTRICTIVENESS: Record<Decision, number> = { allow: 0, approval_required: 1, deny: 2 };
 
@@ -45,6 +46,8 @@ export class DecisionInProgress {
   private readonly matched: DecisionResult['matched'] = [];
   private readonly errors: DecisionResult['errors'] = [];
   private winner: { rule: string; decision: Decision; approver: string | null } | null = null;
+  /** Measured when the first rule whose cost grows with the data is evaluated. */
+  private data: DataMeter | null = null;
 
   constructor(
     private readonly action: PolicyAction,
@@ -64,6 +67,7 @@ export class DecisionInProgress {
     let hit: boolean;
     try {
       if (!this.ctx) throw new Error(this.contextError!);
+      this.checkBudget(rule);
       const value: unknown = rule.program(this.ctx);
       if (typeof value === 'boolean') hit = value;
       else {
@@ -81,6 +85,18 @@ export class DecisionInProgress {
     }
   }
 
+  /** Throws, before it runs, for a condition that could take longer than the budget here. */
+  private checkBudget(rule: CompiledRule): void {
+    if (!growsWithData(rule.cost)) return;
+    this.data ??= dataMeter({ action: this.action, run: this.run });
+    const bound = costOver(rule.cost, this.data);
+    if (bound <= EVALUATION_BUDGET) return;
+    throw new Error(
+      `not evaluated: up to ${formatBound(bound)} steps over this action and run, over the budget of ${EVALUATION_BUDGET.toLocaleString('en-US')} ` +
+        '(a loop inside a loop grows with the product of their lists)',
+    );
+  }
+
   /** The decision over the rules evaluated so far (the default rule when none matched). */
   result(): DecisionResult {
     const { matched, errors, winner } = this;
@@ -94,6 +110,10 @@ export function decide(policies: readonly CompiledPolicy[], action: PolicyAction
   const decision = new DecisionInProgress(action, run);
   for (const policy of policies) for (const rule of policy.rules) decision.evaluate(policy, rule);
   return decision.result();
+}
+
+function formatBound(n: number): string {
+  return Number.isFinite(n) && n < 1e15 ? Math.round(n).toLocaleString('en-US') : n.toExponential(1);
 }
 
 function describeValue(value: unknown): string {

@@ -1,0 +1,213 @@
+/**
+ * What one condition can cost, known before it runs. cel-js bounds a condition's size (2,000
+ * nodes) but not the time it takes: comprehensions nest, over lists a worker sends, so a
+ * condition quadratic in `action.args.items` held the kernel's event loop, and every other
+ * request, for as long as it ran (3,000 items: 5 s; 200,000 in a 1 MiB proposal: hours).
+ *
+ * Each rule therefore carries, from its AST, a bound on the nodes it evaluates: a sum of node
+ * counts, each times the sizes of the loops it sits in. A loop over a path the condition names
+ * (`action.args.items`) is sized by what is there (its list items and map entries, nested
+ * ones included); a loop over a list the condition makes, by all the data (L), or by all the
+ * data and its characters (T) when `split` made it. A decision works the bound out for the
+ * action at hand and does not run a condition over `EVALUATION_BUDGET`: it fails closed like
+ * any condition that fails at decision time (decisions 5.1), with the reason in the decision's
+ * `errors`. Deterministic, so a replay decides as the decision did.
+ *
+ * A loop over a part of the element an outer loop is at (`items.all(i, i.tags.exists(...))`)
+ * is not a new level: the parts of distinct elements are distinct, so all of them together are
+ * at most L. Literal lists are bounded by the policy itself. Counted as one step each, beyond
+ * the bound: `==` and `+` on lists, and string functions (linear in one string, at most 1 MiB).
+ */
+
+/** Node evaluations one condition may take on one action (about 0.3 s here). */
+export const EVALUATION_BUDGET = 10_000_000;
+
+/** What one loop level is sized by: a path into the data (`action.args.items`), L or T. */
+export type Factor = { path: readonly string[] } | 'items' | 'items+chars';
+
+/** A condition's bound: each term's nodes run once per combination of its factors' elements. */
+export interface ConditionCost {
+  readonly terms: ReadonlyArray<{ readonly factors: readonly Factor[]; readonly nodes: number }>;
+}
+
+/** What a condition reads, measured for one decision (`dataMeter`). */
+export interface DataMeter {
+  /** Every list item and map entry, nested ones included (L). */
+  readonly items: number;
+  /** Every character of every string and map key (T is L plus these). */
+  readonly chars: number;
+  /** The list items and map entries at and under a path, 0 where nothing is. */
+  at(path: readonly string[]): number;
+}
+
+const LOOP_MACROS = new Set(['all', 'exists', 'exists_one', 'map', 'filter']);
+const PATH_OPS = new Set(['.', '.?', '[]', '[?]']);
+/** The variables a condition is given: paths from them are the data the decision reads. */
+const DATA_ROOTS = new Set(['action', 'run']);
+
+interface Node {
+  op: string;
+  args: unknown;
+}
+
+const isNode = (v: unknown): v is Node => typeof v === 'object' && v !== null && typeof (v as Node).op === 'string';
+
+/** An iteration variable in scope: `rooted` when it walks elements of the data itself. */
+type Scope = ReadonlyMap<string, { rooted: boolean }>;
+
+/** What a loop (or an `in`) walks. */
+type Range =
+  | { kind: 'part' } // a part of the element an outer loop over the data is at
+  | { kind: 'literal' } // a list written in the condition
+  | { kind: 'data'; path: readonly string[] | null } // the data; its path when every step is a name
+  | { kind: 'made'; factor: Factor }; // a list the condition makes
+
+/** The cost bound of a parsed condition (`program.ast`). */
+export function conditionCost(ast: unknown): ConditionCost {
+  const counts = new Map<string, { factors: Factor[]; nodes: number }>();
+  const count = (level: readonly Factor[]): void => {
+    const key = JSON.stringify(level);
+    const term = counts.get(key) ?? { factors: [...level], nodes: 0 };
+    term.nodes++;
+    counts.set(key, term);
+  };
+
+  const rangeOf = (node: unknown, scope: Scope): Range => {
+    if (isNode(node) && (node.op === 'list' || node.op === 'map')) return { kind: 'literal' };
+    const path: string[] = [];
+    let named = true;
+    let n = node;
+    while (isNode(n) && PATH_OPS.has(n.op)) {
+      const [from, step] = n.args as [unknown, unknown];
+      if (typeof step === 'string') path.unshift(step);
+      else if (isNode(step) && step.op === 'value' && typeof step.args === 'string') path.unshift(step.args);
+      else named = false;
+      n = from;
+    }
+    const root = isNode(n) && n.op === 'id' && typeof n.args === 'string' ? n.args : null;
+    if (root !== null) {
+      const bound = scope.get(root);
+      if (bound?.rooted) return { kind: 'part' };
+      if (!bound && DATA_ROOTS.has(root)) return { kind: 'data', path: named ? [root, ...path] : null };
+    }
+    return { kind: 'made', factor: mentionsSplit(node) ? 'items+chars' : 'items' };
+  };
+
+  /** The level a loop's body (or an `in`'s walk) runs at, and whether its elements are data. */
+  const inner = (range: Range, level: readonly Factor[]): { level: readonly Factor[]; rooted: boolean } => {
+    switch (range.kind) {
+      case 'part':
+        return { level, rooted: true };
+      case 'literal':
+        return { level, rooted: false };
+      case 'data':
+        return { level: [...level, range.path ? { path: range.path } : 'items'], rooted: true };
+      case 'made':
+        return { level: [...level, range.factor], rooted: false };
+    }
+  };
+
+  const walk = (node: unknown, level: readonly Factor[], scope: Scope): void => {
+    if (Array.isArray(node)) {
+      for (const n of node) walk(n, level, scope);
+      return;
+    }
+    if (!isNode(node)) return;
+    count(level);
+    const args = node.args;
+    if (node.op === 'rcall' && Array.isArray(args) && LOOP_MACROS.has(args[0] as string)) {
+      const [, range, macroArgs] = args as [string, unknown, unknown[]];
+      const [variable, ...bodies] = Array.isArray(macroArgs) ? macroArgs : [];
+      walk(range, level, scope);
+      if (!isNode(variable) || variable.op !== 'id' || typeof variable.args !== 'string') {
+        walk(macroArgs, [...level, 'items'], scope);
+        return;
+      }
+      const body = inner(rangeOf(range, scope), level);
+      const bodyScope = new Map(scope).set(variable.args, { rooted: body.rooted });
+      for (const b of bodies) walk(b, body.level, bodyScope);
+      return;
+    }
+    if (node.op === 'in' && Array.isArray(args)) {
+      // `x in list` reads the list through: one step per element, as a loop would.
+      walk(args, level, scope);
+      const scan = inner(rangeOf(args[1], scope), level).level;
+      if (scan.length > level.length) count(scan);
+      return;
+    }
+    // Unary operators hold their operand as `args` itself, the others a list.
+    walk(args, level, scope);
+  };
+
+  walk(ast, [], new Map());
+  return { terms: [...counts.values()] };
+}
+
+function mentionsSplit(node: unknown): boolean {
+  if (Array.isArray(node)) return node.some(mentionsSplit);
+  if (!isNode(node)) return false;
+  if (node.op === 'rcall' && Array.isArray(node.args) && node.args[0] === 'split') return true;
+  return mentionsSplit(node.args);
+}
+
+/** True when the bound depends on the data at all (a loop or an `in` over data). */
+export function growsWithData(cost: ConditionCost): boolean {
+  return cost.terms.some((t) => t.factors.length > 0);
+}
+
+/** The bound for this data (Infinity past what a double holds). */
+export function costOver(cost: ConditionCost, data: DataMeter): number {
+  let total = 0;
+  for (const t of cost.terms) {
+    let product = t.nodes;
+    for (const f of t.factors) {
+      const size = f === 'items' ? data.items : f === 'items+chars' ? data.items + data.chars : data.at(f.path);
+      product *= size + 1;
+    }
+    total += product;
+  }
+  return total;
+}
+
+/** The sizes of one decision's data: `roots` by name (`action`, `run`), each walked at most once. */
+export function dataMeter(roots: Readonly<Record<string, unknown>>): DataMeter {
+  const whole = sizeOf(Object.values(roots));
+  const cache = new Map<string, number>();
+  return {
+    items: whole.items,
+    chars: whole.chars,
+    at(path) {
+      const key = JSON.stringify(path);
+      let items = cache.get(key);
+      if (items === undefined) {
+        let v: unknown = roots;
+        for (const step of path) v = v !== null && typeof v === 'object' && Object.hasOwn(v, step) ? (v as Record<string, unknown>)[step] : undefined;
+        items = sizeOf([v]).items;
+        cache.set(key, items);
+      }
+      return items;
+    },
+  };
+}
+
+/** The list items, map entries and string characters of JSON-like values. */
+export function sizeOf(values: readonly unknown[]): { items: number; chars: number } {
+  let items = 0;
+  let chars = 0;
+  const stack: unknown[] = [...values];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'string') chars += v.length;
+    else if (Array.isArray(v)) {
+      items += v.length;
+      for (const e of v) stack.push(e);
+    } else if (v !== null && typeof v === 'object') {
+      for (const [k, e] of Object.entries(v)) {
+        items++;
+        chars += k.length;
+        stack.push(e);
+      }
+    }
+  }
+  return { items, chars };
+}
