@@ -477,17 +477,24 @@ export function registerRun(program: Command): void {
         answered = true;
         return answer;
       };
+      const print = (events: readonly RunEvent[]) => {
+        for (const e of events) process.stdout.write((json ? JSON.stringify({ type: 'event', run_id: id, ...e }) : eventLine(e)) + '\n');
+      };
       for (;;) {
         const page = await ask(() => handleEventsPage(client, id, seq));
-        for (const e of page.events) process.stdout.write((json ? JSON.stringify({ type: 'event', run_id: id, ...e }) : eventLine(e)) + '\n');
+        print(page.events);
         seq = page.next_seq;
-        if (page.events.length === 1000) continue;
+        // A page can stop short of its limit (svcd bounds pages in bytes): read until one is empty.
+        if (page.events.length > 0) continue;
         if (!f.follow) return;
         const state = (await ask(() => handleShow(client, id))).state;
         if (RESTING.has(state)) {
-          const rest = await ask(() => handleEventsPage(client, id, seq));
-          for (const e of rest.events) process.stdout.write((json ? JSON.stringify({ type: 'event', run_id: id, ...e }) : eventLine(e)) + '\n');
-          return;
+          for (;;) {
+            const rest = await ask(() => handleEventsPage(client, id, seq));
+            print(rest.events);
+            if (rest.events.length === 0) return;
+            seq = rest.next_seq;
+          }
         }
         await sleep(interval);
       }

@@ -169,21 +169,20 @@ export class ApprovalsApi {
     return this.call<RunView>('GET', `/runs/${encodeURIComponent(id)}`);
   }
 
-  /** The last `n` events of a run, oldest first; `lastSeq` (from the run state) saves a page walk. */
+  /**
+   * The last `n` events of a run, oldest first; `lastSeq` (from the run state) saves a walk of
+   * the log. A page can stop short of its limit (svcd bounds pages in bytes): read on.
+   */
   async recentEvents(runId: string, n: number, lastSeq?: number): Promise<EventView[]> {
-    if (lastSeq !== undefined && Number.isInteger(lastSeq)) {
-      if (lastSeq < 1) return [];
-      const from = Math.max(1, lastSeq - n + 1);
-      const page = await this.events(runId, from, n);
-      return page.events.slice(-n);
-    }
-    // No last_seq: walk the log in large pages, keeping the tail.
-    let from = 1;
+    const known = lastSeq !== undefined && Number.isInteger(lastSeq);
+    if (known && lastSeq < 1) return [];
+    let from = known ? Math.max(1, lastSeq - n + 1) : 1;
     let tail: EventView[] = [];
     for (let i = 0; i < 100; i++) {
-      const page = await this.events(runId, from, 1000);
+      const page = await this.events(runId, from, known ? n : 1000);
       tail = [...tail, ...page.events].slice(-n);
       if (page.events.length === 0 || !page.next_seq || page.next_seq <= from) break;
+      if (known && page.next_seq > lastSeq) break;
       from = page.next_seq;
     }
     return tail;

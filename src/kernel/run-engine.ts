@@ -17,6 +17,7 @@ import { sameRequester, type Bundle, type RemitPayload, type Requester, type Run
 import { ApprovalService, cancelPendingApprovals } from './approvals.js';
 import { ActionService } from './actions.js';
 import { pageNewestFirst } from './cursor.js';
+import { eventRows } from './event-pages.js';
 import type { Kernel } from './kernel.js';
 import { LeaseService } from './leases.js';
 import { WorkNotifier } from './notifier.js';
@@ -332,20 +333,23 @@ export class RunEngine {
 
   // ------------------------------------------------------------------ events
 
-  /** GET /v1/runs/{id}/events (decisions §7): `limit` default 100, max 1000. */
+  /**
+   * GET /v1/runs/{id}/events (decisions §7): `limit` default 100, max 1000; a page also stops at
+   * EVENT_PAGE_BYTES (src/kernel/event-pages.ts), and `next_seq` then says where it stopped.
+   */
   async events(runId: string, fromSeq = 1, limit = 100): Promise<{ events: RunEvent[]; next_seq: number }> {
     const row = await this.k.db.get<{ run_id: string }>('SELECT run_id FROM runs WHERE run_id = ?', [runId]);
     if (!row) throw notFound('run', runId);
-    const rows = await this.k.db.all<EventRow>('SELECT * FROM run_events WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?', [runId, fromSeq, limit]);
+    const rows = await eventRows(this.k.db, runId, { from: fromSeq, limit, keep: 'oldest' });
     const events = rows.map(safeParseEventRow);
     return { events, next_seq: events.length ? events[events.length - 1]!.seq + 1 : fromSeq };
   }
 
-  /** Events with fromSeq <= seq < toSeq, the most recent `max` of them. */
+  /** Events with fromSeq <= seq < toSeq, the most recent `max` of them that fit EVENT_PAGE_BYTES. */
   async eventRange(runId: string, fromSeq: number, toSeq: number, max = PRIOR_EVENTS_MAX): Promise<RunEvent[]> {
     if (fromSeq >= toSeq) return []; // a step's first lease: nothing before it (no query)
-    const rows = await this.k.db.all<EventRow>('SELECT * FROM run_events WHERE run_id = ? AND seq >= ? AND seq < ? ORDER BY seq DESC LIMIT ?', [runId, fromSeq, toSeq, max]);
-    return rows.reverse().map(safeParseEventRow);
+    const rows = await eventRows(this.k.db, runId, { from: fromSeq, to: toSeq, limit: max, keep: 'newest' });
+    return rows.map(safeParseEventRow);
   }
 
   /**

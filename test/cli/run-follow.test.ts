@@ -60,4 +60,27 @@ describe('svc run events --follow (svc(1))', () => {
       expect(r.stderr).not.toContain('still following');
     }
   });
+
+  it('reads on past a page svcd stopped short of its limit (D §7 next_seq; pages are bounded in bytes too)', async () => {
+    const events = Array.from({ length: 5 }, (_, i) => event(i + 1, i === 4 ? 'run.completed' : 'note'));
+    const server = createServer((req, res) => {
+      const url = new URL(req.url!, 'http://x');
+      const from = Number(url.searchParams.get('from_seq') ?? 1);
+      const page = events.filter((e) => e.seq >= from).slice(0, 2); // whatever the limit
+      const body = url.pathname === '/v1/runs/run_F/events' ? { events: page, next_seq: page.length ? page.at(-1)!.seq + 1 : from } : { run_id: 'run_F', state: 'completed' };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      for (const extra of [[], ['--follow', '--interval', '50']]) {
+        const r = await runSvc(['run', 'events', 'run_F', '--json', '--kernel-url', url, ...extra]);
+        expect(r.code, r.stderr).toBe(0);
+        expect(r.stdout.trim().split('\n').map((l) => JSON.parse(l).seq), extra.join(' ')).toEqual([1, 2, 3, 4, 5]);
+      }
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
 });

@@ -43,6 +43,37 @@ describe('GET /runs/{id}/events (D §7)', () => {
   });
 });
 
+describe('GET /runs/{id}/events bounded in bytes (D §7 next_seq; svcd(8) LIMITS)', () => {
+  it('stops a page at 8 MiB of event text, next_seq where it stopped, and the rest follows; a lease context keeps the newest that fit', async () => {
+    await using d = await startRunDaemon();
+    const { run_id } = await startRun(d, await pushBundle(d));
+    const remit = await d.kernel!.remits.tokenFor((await getRun(d, run_id)).remit_id);
+    const big = 'x'.repeat(900 * 1024);
+    for (let i = 0; i < 12; i++) {
+      const r = await d.kernel_(`/runs/${run_id}/events`, { body: { kind: 'note', payload: { i, big }, actor: { id: 'w' } }, headers: { 'x-svc-remit': remit } });
+      expect(r.status).toBe(201);
+    }
+    // 13 events (run.created, then the notes at seq 2..13): 12 × 900 KiB is past 8 MiB.
+    const p1 = await d.kernel_(`/runs/${run_id}/events?limit=1000`);
+    const seqs1 = p1.body.events.map((e: any) => e.seq);
+    expect(seqs1[0]).toBe(1);
+    expect(seqs1.length).toBeLessThan(13);
+    expect(seqs1.length).toBeGreaterThanOrEqual(9); // 1 + 9 notes fit in 8 MiB
+    expect(p1.body.next_seq).toBe(seqs1[seqs1.length - 1] + 1);
+    const p2 = await d.kernel_(`/runs/${run_id}/events?from_seq=${p1.body.next_seq}&limit=1000`);
+    expect([...seqs1, ...p2.body.events.map((e: any) => e.seq)]).toEqual(Array.from({ length: 13 }, (_, i) => i + 1));
+    expect(p2.body.events.at(-1).payload).toEqual({ i: 11, big });
+    // One event larger than the bound still comes, alone on its page.
+    const one = await d.kernel_(`/runs/${run_id}/events?from_seq=13&limit=1`);
+    expect(one.body.events.map((e: any) => e.seq)).toEqual([13]);
+
+    const newest = await d.kernel!.runs.eventRange(run_id, 1, 14);
+    expect(newest.at(-1)!.seq).toBe(13);
+    expect(newest.length).toBe(seqs1.length - 1); // the same bytes, counted from the end (no small run.created among them)
+    expect(newest.map((e) => e.seq)).toEqual(Array.from({ length: newest.length }, (_, i) => 14 - newest.length + i));
+  });
+});
+
 describe('POST /runs/{id}/events (I 5.2, D §7, §10)', () => {
   it('accepts external kinds with an active lease of the run (X-Svc-Lease)', async () => {
     await using d = await startRunDaemon();

@@ -70,6 +70,8 @@ export class FakeKernel {
   down = false;
   /** When true, a POST is recorded (it reaches svcd) but its answer never comes: the caller times out. */
   silentAfterPost = false;
+  /** Events a page holds at most whatever the `limit`, as svcd's byte bound on event pages does. */
+  eventPageCap = Infinity;
   /** Page size the fake enforces regardless of `limit`, to exercise pagination. */
   pageSize = 100;
   onDecide: DecideHook | null = null;
@@ -134,7 +136,7 @@ export class FakeKernel {
       const evs = this.events.get(decodeURIComponent(m[1]!));
       if (!evs) return err(404, 'not_found', 'run not found', { resource: 'run', id: m[1] });
       const from = Number(query.from_seq ?? 1);
-      const limit = Number(query.limit ?? 100);
+      const limit = Math.min(Number(query.limit ?? 100), this.eventPageCap);
       const page = evs.filter((e) => e.seq >= from).slice(0, limit);
       return { status: 200, body: { events: page, next_seq: page.length ? page[page.length - 1]!.seq + 1 : from } };
     }

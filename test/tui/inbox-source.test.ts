@@ -86,6 +86,15 @@ describe('ApprovalsApi (I 4.1, D 5.4)', () => {
     expect(await api.recentEvents(a.run_id, 8, 0)).toEqual([]);
   });
 
+  it('reads on when svcd stops a page short of its limit (pages are bounded in bytes too)', async () => {
+    const k = new FakeKernel();
+    k.eventPageCap = 3;
+    const a = k.add(approval(1), undefined, Array.from({ length: 30 }, (_, i) => ({ seq: i + 1, kind: `k${i + 1}` })));
+    const api = apiOver(k);
+    expect((await api.recentEvents(a.run_id, 8, 30)).map((e) => e.seq)).toEqual([23, 24, 25, 26, 27, 28, 29, 30]);
+    expect((await api.recentEvents(a.run_id, 5)).map((e) => e.seq)).toEqual([26, 27, 28, 29, 30]);
+  });
+
   it('sorts newest first by created_at, then id', () => {
     const a = approval(1, { created_at: '2026-01-01T10:00:00.000Z' });
     const b = approval(2, { created_at: '2026-01-01T10:00:00.000Z' });
