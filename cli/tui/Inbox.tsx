@@ -15,6 +15,7 @@ import { PROMPT_ROWS, ReasonPrompt } from './ReasonPrompt.js';
 import { AlertScreen, Connecting, EmptyInbox, KernelError, Unreachable, type Alert } from './StatusScreens.js';
 import { clean, clock, columns, fit } from './format.js';
 import { editLine } from './line-edit.js';
+import { tint } from './tint.js';
 
 export interface Notice {
   tone: 'info' | 'success' | 'warn' | 'error';
@@ -252,7 +253,7 @@ export function Inbox(props: InboxProps): React.JSX.Element {
     bottom = (
       <Box flexDirection="column" width={width}>
         {props.busy ? (
-          <Text wrap="truncate-end" color="cyan">
+          <Text wrap="truncate-end" color={tint('cyan')}>
             {fit(clean(props.busy), width)}
           </Text>
         ) : props.notice ? (
@@ -291,7 +292,7 @@ export function Inbox(props: InboxProps): React.JSX.Element {
       )}
       {rule}
       {warn ? (
-        <Text wrap="truncate-end" color="yellow">
+        <Text wrap="truncate-end" color={tint('yellow')}>
           {fit(`svcd at ${clean(props.url)} is not answering; retrying`, width)}
         </Text>
       ) : null}
@@ -320,7 +321,7 @@ function Header(props: InboxProps & { width: number; filter: string; shown: numb
 
 function NoticeLine({ notice, width }: { notice: Notice; width: number }): React.JSX.Element {
   return (
-    <Text wrap="truncate-end" color={TONE[notice.tone]}>
+    <Text wrap="truncate-end" color={tint(TONE[notice.tone])}>
       {fit(clean(notice.text), width)}
     </Text>
   );

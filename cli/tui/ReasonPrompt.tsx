@@ -6,6 +6,7 @@ import React from 'react';
 import { Box, Text } from 'ink';
 import type { ApprovalDecision } from './approvals-api.js';
 import { clean, fit, fitEnd } from './format.js';
+import { tint } from './tint.js';
 
 export interface ReasonPromptProps {
   decision: ApprovalDecision;
@@ -38,7 +39,7 @@ export function ReasonPrompt({ decision, subject, value, error, gone, maxLength,
   const hint = (error ?? (gone ? 'No longer pending · Enter shows what became of it · Esc cancel' : `Enter ${required ? 'reject' : 'approve'} · Esc cancel`)) + counter;
   return (
     <Box flexDirection="column" width={width}>
-      <Text wrap="truncate-end" bold color={required ? 'red' : 'green'}>
+      <Text wrap="truncate-end" bold color={tint(required ? 'red' : 'green')}>
         {fit(title, width)}
       </Text>
       <Text wrap="truncate-end">
@@ -46,7 +47,7 @@ export function ReasonPrompt({ decision, subject, value, error, gone, maxLength,
         {shown}
         <Text inverse> </Text>
       </Text>
-      <Text wrap="truncate-end" color={error ? 'red' : gone || full ? 'yellow' : undefined} dimColor={!error && !gone && !full}>
+      <Text wrap="truncate-end" color={tint(error ? 'red' : gone || full ? 'yellow' : undefined)} dimColor={!error && !gone && !full}>
         {fit(hint, width)}
       </Text>
     </Box>

@@ -6,6 +6,7 @@ import React from 'react';
 import { Box, Text } from 'ink';
 import type { Approval, ApprovalDecision } from './approvals-api.js';
 import { clean, clock, columns, fit, wrap } from './format.js';
+import { tint } from './tint.js';
 
 interface FrameProps {
   width: number;
@@ -44,7 +45,7 @@ export function EmptyInbox({ approver, intervalSeconds, width }: { approver: str
 export function Unreachable(props: { url: string; error: string; attempts: number; since: string; intervalSeconds: number; width: number }): React.JSX.Element {
   return (
     <Frame width={props.width}>
-      <Text bold color="red">
+      <Text bold color={tint('red')}>
         Cannot reach svcd at {clean(props.url)}
       </Text>
       <Text>
@@ -61,7 +62,7 @@ export function KernelError(props: { url: string; code: string; message: string;
   const hint = props.code === 'unauthorized' ? 'Pass the kernel token with --token or SVC_TOKEN.' : `Retrying every ${props.intervalSeconds} s.`;
   return (
     <Frame width={props.width}>
-      <Text bold color="red">
+      <Text bold color={tint('red')}>
         svcd at {clean(props.url)} refused the inbox: {clean(props.code)}
       </Text>
       <Text>{clean(props.message)}</Text>
@@ -136,7 +137,7 @@ export function AlertScreen({ alert, width, height = 24 }: { alert: Alert; width
     return (
       <>
         {lines.map((l, i) => (
-          <Text key={i} bold={style.bold} color={style.color} wrap="truncate-end">
+          <Text key={i} bold={style.bold} color={tint(style.color)} wrap="truncate-end">
             {l}
           </Text>
         ))}
@@ -197,7 +198,7 @@ export function AlertScreen({ alert, width, height = 24 }: { alert: Alert; width
   }
   return (
     <Frame width={width}>
-      <Text bold color="red">
+      <Text bold color={tint('red')}>
         Not allowed to decide {clean(a.approval_id)}
       </Text>
       <Text>{clean(alert.why)}.</Text>
