@@ -12,7 +12,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import type { Command } from 'commander';
 import { pointerToken } from '../../src/encoding/json-pointer.js';
 import { POLICY_TYPES } from '../../src/policy/cel-env.js';
-import { lintPolicy } from '../../src/policy/compile.js';
+import { lintPolicy, policyNotes } from '../../src/policy/compile.js';
 import { testInSlices } from '../../src/policy/corpus-slices.js';
 import type { PolicySummary, PolicyTestResult } from '../../src/policy/policy-service.js';
 import type { StoredPolicy } from '../../src/types.js';
@@ -42,9 +42,11 @@ export function formatLint(file: string, problems: LintProblem[]): string {
 }
 
 /** `svc policy lint`: every problem of a policy file, offline. */
-export function handleLint(file: string): { ok: boolean; file: string; problems: LintProblem[] } {
-  const problems = lintPolicy(readSource(file)).map((d) => ({ line: d.line, column: d.column, message: d.message }));
-  return { ok: problems.length === 0, file, problems };
+export function handleLint(file: string): { ok: boolean; file: string; problems: LintProblem[]; notes: LintProblem[] } {
+  const source = readSource(file);
+  const problems = lintPolicy(source).map((d) => ({ line: d.line, column: d.column, message: d.message }));
+  const notes = policyNotes(source).map((d) => ({ line: d.line, column: d.column, message: d.message }));
+  return { ok: problems.length === 0, file, problems, notes };
 }
 
 /** `name` or `name@version`. */
@@ -223,13 +225,17 @@ export function registerPolicy(program: Command): void {
 
   policy
     .command('lint')
-    .description('check a policy file offline; prints FILE:LINE:COL: message per problem, exit 1 when there are any')
+    .description('check a policy file offline; prints FILE:LINE:COL: message per problem, exit 1 when there are any; notes rules whose loops nest on stderr')
     .argument('<file>', 'policy source file (man svc-policy(5))')
     .action(function (this: Command, file: string) {
       const r = handleLint(file);
       if (globals(this).json) process.stdout.write(JSON.stringify(r) + '\n');
-      else if (r.ok) process.stderr.write(`${file}: no problems\n`);
-      else process.stdout.write(formatLint(file, r.problems) + '\n');
+      else {
+        // Notes are not problems: on stderr, and the exit status is the problems' alone.
+        if (r.notes.length > 0) process.stderr.write(formatLint(file, r.notes) + '\n');
+        if (r.ok) process.stderr.write(`${file}: no problems\n`);
+        else process.stdout.write(formatLint(file, r.problems) + '\n');
+      }
       if (!r.ok) throw new CliError(`${r.problems.length} problem${r.problems.length === 1 ? '' : 's'} in ${file}`, EXIT.failed);
     });
 

@@ -7,7 +7,7 @@
 import { SvcError } from '../errors.js';
 import type { Decision, PolicyRef } from '../types.js';
 import { membersOf, policyEnvironment, type CelProgram } from './cel-env.js';
-import { conditionCost, type ConditionCost } from './condition-cost.js';
+import { conditionCost, itemsWithinBudget, type ConditionCost, type Factor } from './condition-cost.js';
 import { matchPatternProblem } from './match-pattern.js';
 import { parsePolicySource, type Effect } from './parser.js';
 import type { Diagnostic, SourcePos } from './tokenizer.js';
@@ -269,6 +269,37 @@ function compileSource(source: string, opts: CompileOptions = {}): Compiled {
   // The tokenizer and CEL both see an unterminated string: report it once.
   const unique = diagnostics.filter((d, i) => i === 0 || d.offset !== diagnostics[i - 1]!.offset);
   return { rules, diagnostics: unique };
+}
+
+/**
+ * Notes on conditions that compile but whose loops nest (src/policy/condition-cost.ts): on a
+ * large enough action such a condition is not evaluated and fails closed, and its author
+ * should know how large before a worker finds out. Never throws.
+ */
+export function policyNotes(source: string): Diagnostic[] {
+  const parsed = parsePolicySource(source);
+  const compiled = new Map(compileSource(source).rules.map((r) => [r.name, r]));
+  const notes: Diagnostic[] = [];
+  for (const rule of parsed.rules) {
+    const cost = compiled.get(rule.name)?.cost;
+    if (!cost) continue;
+    const deepest = cost.terms.reduce((a, t) => (t.factors.length > a.factors.length ? t : a), cost.terms[0]!);
+    if (deepest.factors.length < 2) continue;
+    const lists = deepest.factors.map(factorName);
+    notes.push({
+      ...rule.exprAt,
+      message:
+        `note: rule ${rule.name} nests loops (${lists.join(' × ')}); past about ${itemsWithinBudget(cost).toLocaleString('en-US')} items ` +
+        'in each it is not evaluated and fails closed (svc-policy(5), DECISIONS item 5)',
+    });
+  }
+  return notes;
+}
+
+function factorName(f: Factor): string {
+  if (f === 'items') return 'a list it makes';
+  if (f === 'items+chars') return 'a list split from text';
+  return f.path.join('.');
 }
 
 /** Every problem in a policy source, in source order (empty when it compiles). Never throws. */

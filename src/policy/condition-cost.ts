@@ -169,6 +169,24 @@ export function costOver(cost: ConditionCost, data: DataMeter): number {
   return total;
 }
 
+/**
+ * The most items each list a condition walks may hold, all alike, for it to stay within the
+ * budget: what `svc policy lint` tells an author of a condition whose loops nest.
+ */
+export function itemsWithinBudget(cost: ConditionCost, budget = EVALUATION_BUDGET): number {
+  const fits = (n: number) => costOver(cost, { items: n, chars: 0, at: () => n }) <= budget;
+  if (!fits(0)) return 0;
+  let high = 1;
+  while (fits(high) && high < budget) high *= 2;
+  let low = high / 2;
+  while (high - low > 1) {
+    const mid = Math.floor((low + high) / 2);
+    if (fits(mid)) low = mid;
+    else high = mid;
+  }
+  return fits(high) ? high : Math.floor(low);
+}
+
 /** The sizes of one decision's data: `roots` by name (`action`, `run`), each walked at most once. */
 export function dataMeter(roots: Readonly<Record<string, unknown>>): DataMeter {
   const whole = sizeOf(Object.values(roots));

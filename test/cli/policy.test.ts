@@ -43,6 +43,33 @@ describe('svc policy lint (offline, D 5.1)', () => {
   });
 });
 
+describe('svc policy lint notes on nested loops (D 5.1: such a condition can fail closed; svc-policy(5) item 5)', () => {
+  it('notes each rule whose loops nest, with where it stops being evaluated, on stderr; exit 0 and the same in --json', async () => {
+    const file = join(tempDir(), 'nested.policy');
+    writeFileSync(
+      file,
+      [
+        'deny dup',
+        '  when !action.args.items.all(x, action.args.items.exists_one(y, y == x))',
+        'allow linear when action.args.orders.all(o, o.lines.all(l, l.qty > 0))',
+        'deny cross when action.args.ids.exists(i, !(i in run.input.allowed))',
+      ].join('\n'),
+    );
+    const r = await runSvc(['policy', 'lint', file]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe('');
+    const lines = r.stderr.trim().split('\n');
+    expect(lines).toHaveLength(3);
+    expect(lines[0]!.startsWith(`${file}:2:8: note: rule dup nests loops (action.args.items × action.args.items); past about `)).toBe(true);
+    expect(lines[0]).toMatch(/past about [\d,]+ items in each it is not evaluated and fails closed/);
+    expect(lines[1]).toContain(':4:17: note: rule cross nests loops (action.args.ids × run.input.allowed)');
+    expect(lines[2]).toBe(`${file}: no problems`);
+    const j = await runSvc(['--json', 'policy', 'lint', file]);
+    expect(j.code).toBe(0);
+    expect(JSON.parse(j.stdout)).toMatchObject({ ok: true, problems: [], notes: [{ line: 2, column: 8 }, { line: 4, column: 17 }] });
+  });
+});
+
 describe('svc policy push, list, show against svcd (I 4.1)', () => {
   it('policy test --b NAME that is also a file in the working directory is refused as ambiguous (svc(1))', async () => {
     // README.md is a valid policy name and a file where the CLI runs (the repository root).

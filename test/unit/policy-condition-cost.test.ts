@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { policyEnvironment } from '../../src/policy/cel-env.js';
 import { compilePolicy } from '../../src/policy/compile.js';
-import { conditionCost, costOver, dataMeter, EVALUATION_BUDGET, growsWithData, sizeOf, type Factor } from '../../src/policy/condition-cost.js';
+import { conditionCost, costOver, dataMeter, EVALUATION_BUDGET, growsWithData, itemsWithinBudget, sizeOf, type Factor } from '../../src/policy/condition-cost.js';
 import { toPolicyAction, toPolicyRun } from '../../src/policy/corpus.js';
 import { decide } from '../../src/policy/decide.js';
 import type { PolicyAction, PolicyRunContext } from '../../src/types.js';
@@ -92,6 +92,18 @@ describe('the bound of a condition, from its AST', () => {
     expect(data.at(['action', 'args', 'items'])).toBe(2 + 2 + 1);
     expect(data.at(['action', 'args', 'missing', 'x'])).toBe(0);
     expect(data.at(['action', 'args', 'constructor'])).toBe(0);
+  });
+});
+
+describe('how many items a condition can take (what svc policy lint notes)', () => {
+  const uniform = (n: number) => ({ items: n, chars: 0, at: () => n });
+  it('is the largest count within the budget, for every shape', () => {
+    for (const expr of ['action.args.items.all(x, action.args.items.exists_one(y, y == x))', 'action.args.a.all(x, action.args.b.exists(y, action.args.c.exists(z, z == x)))', 'action.args.items.all(x, x > 0)']) {
+      const cost = conditionCost(policyEnvironment.parse(expr).ast);
+      const n = itemsWithinBudget(cost);
+      expect(costOver(cost, uniform(n)), expr).toBeLessThanOrEqual(EVALUATION_BUDGET);
+      expect(costOver(cost, uniform(n + 1)), expr).toBeGreaterThan(EVALUATION_BUDGET);
+    }
   });
 });
 
