@@ -8,6 +8,20 @@ import type { Kernel } from '../../src/kernel/kernel.js';
 import { enumQuery, intQuery, stringQuery } from '../http/common.js';
 import { ACTOR_SCHEMA } from './run-routes.js';
 import { knownApproval } from './known-ids.js';
+import { SvcError } from '../../src/errors.js';
+import { shortened } from '../../src/encoding/cut-text.js';
+
+/**
+ * The `approver` filter (interface 4.1: `role:<role>`). Every approver is `role:` and a role, so
+ * another value could only ever list nothing: a client that sent `approver=finance` read an
+ * empty inbox as "nothing to decide". The role itself is not checked further: a requester's
+ * manager may be any text (decisions 5.2), and refusing a spelling could hide its approvals.
+ */
+function approverQuery(value: unknown): string | undefined {
+  const v = stringQuery(value, 'approver');
+  if (v === undefined || (v.startsWith('role:') && v.length > 'role:'.length)) return v;
+  throw new SvcError('request_invalid', `approver must be role:<role>, as every approval names its approver; got "${shortened(v, 64)}"`, { path: '/querystring/approver' });
+}
 
 const decideBody = {
   type: 'object',
@@ -26,7 +40,7 @@ export async function approvalRoutes(app: FastifyInstance, kernel: Kernel): Prom
     const q = req.query;
     return approvals.list({
       state: enumQuery<ApprovalState>(q.state, 'state', APPROVAL_STATES),
-      approver: stringQuery(q.approver, 'approver'),
+      approver: approverQuery(q.approver),
       run_id: stringQuery(q.run_id, 'run_id'),
       limit: intQuery(q.limit, 'limit', 50, 1, 500),
       after: stringQuery(q.after, 'after'),
