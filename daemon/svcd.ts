@@ -9,6 +9,7 @@ import { dirname, join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { keyFilePath, KeyRing } from '../src/keys/keyring.js';
 import { DataDirInUseError, lockDataDir } from '../src/store/dir-lock.js';
+import { DescriptorWatch } from '../src/metrics/descriptors.js';
 import { createLogger, globalRedactor, logLevelOf, LOG_LEVELS, surviveBrokenPipes, type Logger, type LogLevel } from '../src/log/logger.js';
 import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../src/util/fetch-blocked-ports.js';
 import { usageLine } from '../src/util/usage-line.js';
@@ -194,6 +195,8 @@ async function serve(flags: Flags): Promise<void> {
   // Handlers first, then the startup line: a supervisor may signal as soon as it reads it.
   process.stdout.write(JSON.stringify({ kernel: running.kernelUrl, gateway: running.gatewayUrl }) + '\n');
   logger.info('svcd started', { version: VERSION, kernel: running.kernelUrl, gateway: running.gatewayUrl });
+  // Ends with the process (its timer does not hold it open).
+  new DescriptorWatch(logger).start();
   if (stopRequested) stop(stopRequested);
 }
 

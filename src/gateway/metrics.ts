@@ -1,5 +1,6 @@
 /** The gateway metrics of interface 4.2, one prom-client registry per gateway instance. */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { registerDescriptorGauges } from '../metrics/descriptors.js';
 
 /** Interface 5.3 refusal reasons, in verification order. */
 export const REFUSAL_REASONS = [
@@ -50,6 +51,7 @@ export class GatewayMetrics {
     for (const reason of REFUSAL_REASONS) this.refusals.inc({ reason }, 0);
     this.outboxDepth.set(0);
     for (const reason of DROP_REASONS) this.eventsDropped.inc({ reason }, 0);
+    registerDescriptorGauges(this.registry);
   }
 
   text(): Promise<string> {

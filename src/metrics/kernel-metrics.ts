@@ -1,6 +1,7 @@
 /** The kernel metrics of interface 4.1 (and the store's, docs/design.md), one prom-client registry per kernel instance. */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { GroupCommitObserver } from '../store/sqlite-db.js';
+import { registerDescriptorGauges } from './descriptors.js';
 
 export class KernelMetrics {
   readonly registry = new Registry();
@@ -25,6 +26,10 @@ export class KernelMetrics {
   });
   readonly storeFsyncs = new Counter({ name: 'svc_store_fsyncs_total', help: 'Group-commit fsyncs of the store', registers: [this.registry] });
   readonly storeFsyncTransactions = new Counter({ name: 'svc_store_fsync_transactions_total', help: 'Transactions made durable by group-commit fsyncs', registers: [this.registry] });
+
+  constructor() {
+    registerDescriptorGauges(this.registry);
+  }
 
   /** Hooks for the store's group commit (SqliteDbOptions.observer). */
   readonly groupCommit: GroupCommitObserver = {

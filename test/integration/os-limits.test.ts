@@ -5,7 +5,9 @@
  * walks a large body in linear time and little memory (an 8 MiB body of small objects took
  * seconds of the event loop, during which no other request, health or heartbeat, was served).
  */
-import { rmSync } from 'node:fs';
+import { readdirSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import type { Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { connect } from 'node:net';
 import { join } from 'node:path';
@@ -16,7 +18,7 @@ import { fastifyOptions, REQUEST_TIMEOUT_MS } from '../../daemon/http/fastify-op
 import { bodyProblem } from '../../src/encoding/json-limits.js';
 import { loadGatewayConfig } from '../../src/gateway/config.js';
 import { Redactor, silentLogger } from '../../src/log/logger.js';
-import { startTestDaemon, tempDir } from '../helpers/daemon.js';
+import { spawnSvcd, startTestDaemon, tempDir } from '../helpers/daemon.js';
 import { RUN_PAGE_BYTES } from '../../src/kernel/run-engine.js';
 import { pushBundle, startRun, startRunDaemon } from './run-fixtures.js';
 
@@ -118,4 +120,54 @@ describe('svcd(8) GET /runs: a page is bounded in bytes as well as in runs (D §
     expect(two.body.runs.map((r: any) => r.run_id)).toEqual([started[11], started[10]]);
     expect(two.body.next).toEqual(expect.any(String));
   });
+});
+
+describe('svcd(8) LIMITS: open descriptors are watched (process_open_fds, process_max_fds)', () => {
+  it('logs a warning near the limit and again once back under it, and shows both counts in /metrics', async () => {
+    const dir = tempDir('svc-fds-');
+    await using svcd = await spawnSvcd(['--data-dir', join(dir, 'k'), '--kernel-listen', '127.0.0.1:0', '--no-gateway'], { SVC_TOKEN: '' });
+    const pid = svcd.child.pid!;
+    const openNow = () => readdirSync(`/proc/${pid}/fd`).length;
+    // A limit 40 above what svcd holds now: 90 % of it is reached with about 35 more.
+    const max = openNow() + 40;
+    execFileSync('prlimit', ['--pid', String(pid), `--nofile=${max}:${max}`]);
+    const { port } = new URL(svcd.kernelUrl!);
+    const sockets: Socket[] = [];
+    const until = async (what: string, test: () => boolean) => {
+      for (const end = Date.now() + 15_000; !test(); await new Promise((r) => setTimeout(r, 100))) {
+        if (Date.now() > end) throw new Error(`never ${what}; svcd logged:\n${svcd.stderr()}`);
+      }
+    };
+    try {
+      while (openNow() < Math.ceil(max * 0.9) + 1) {
+        const s = connect(Number(port), '127.0.0.1');
+        sockets.push(s);
+        await new Promise((r) => s.once('connect', r));
+        await new Promise((r) => setTimeout(r, 20)); // svcd accepts it
+      }
+      expect(openNow()).toBeLessThan(max);
+      await until('warned', () => svcd.stderr().includes('open file descriptors near the limit'));
+      const warning = JSON.parse(svcd.stderr().split('\n').find((l) => l.includes('near the limit'))!);
+      expect(warning).toMatchObject({ level: 'warn', max, open: expect.any(Number) });
+      expect(warning.open).toBeGreaterThanOrEqual(max * 0.9);
+      // Read over a connection already open: a new one is what the limit refuses first.
+      const metrics = await new Promise<string>((resolve, reject) => {
+        const s = sockets[0]!;
+        let got = '';
+        s.on('data', (c) => {
+          got += c;
+          if (/process_open_fds \d+\n/.test(got) && /process_max_fds \d+\n/.test(got)) resolve(got);
+        });
+        s.on('error', reject);
+        s.write('GET /v1/metrics HTTP/1.1\r\nHost: x\r\n\r\n');
+      });
+      expect(metrics).toMatch(new RegExp(`\\nprocess_max_fds ${max}\\n`));
+      expect(Number(/\nprocess_open_fds (\d+)\n/.exec(metrics)![1])).toBeGreaterThanOrEqual(max * 0.9);
+    } finally {
+      for (const s of sockets) s.destroy();
+    }
+    await until('cleared', () => svcd.stderr().includes('open file descriptors back under 80 % of the limit'));
+    expect(svcd.stderr().split('\n').filter((l) => l.includes('near the limit'))).toHaveLength(1);
+    rmSync(dir, { recursive: true, force: true });
+  }, 60_000);
 });
