@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_TOOLS, McpConnector } from '../../src/gateway/connectors/mcp.js';
 import { GroupStdioTransport, LineSplitter, PIPE_DRAIN_MS } from '../../src/gateway/connectors/mcp-transport.js';
 import { UpstreamError } from '../../src/gateway/connectors/types.js';
-import { ROOT, tempDir } from '../helpers/daemon.js';
+import { isAlive, ROOT, tempDir } from '../helpers/daemon.js';
 import { Redactor } from '../../src/log/logger.js';
 import { mintToken, remitPayload, testSigner } from '../helpers/remit-token.js';
 import { capturedLogger, startGateway, type TestGateway } from './helpers.js';
@@ -111,12 +111,48 @@ describe('a server that breaks the framing', () => {
     expect(await mcp.call('ok', {}, ctx())).toEqual({ content: [{ type: 'text', text: 'ok' }] });
   }, 20_000);
 
+  it('requests from the server (sampling, elicitation, roots) are refused at once, -32601: a call waiting on them does not hang (svc-gateway(5) mcp)', async () => {
+    const t0 = Date.now();
+    expect(await mcp.call('ask_client', {}, ctx())).toEqual({ content: [{ type: 'text', text: '-32601 -32601 -32601' }] });
+    expect(Date.now() - t0).toBeLessThan(2000);
+  });
+
   it('a last stderr line without its newline (a crash message) is logged when the server exits', async () => {
     await mcp.call('crash', {}, ctx()).catch(() => undefined);
     const deadline = Date.now() + 5000;
     while (!log.text().includes('fatal: boom') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     expect(log.text()).toContain('fatal: boom');
   }, 20_000);
+});
+
+describe('a server that closes its stdout or stdin and runs on (D §9: a dead server is restarted)', () => {
+  for (const stream of ['stdout', 'stdin']) {
+    it(`closed ${stream}: it is ended and restarted, not left "ready" with every call waiting out its timeout`, async () => {
+      const log = capturedLogger(new Redactor());
+      const c = new McpConnector(
+        { name: 'deaf', type: 'mcp', command: [process.execPath, join(ROOT, 'fixtures/gateway/hostile-mcp.mjs')], env: {}, tools: {}, timeout_ms: 15_000 } as never,
+        { logger: log.logger, initialBackoffMs: 100, maxBackoffMs: 400 },
+      );
+      const ctx = () => ({ signal: AbortSignal.timeout(15_000), outcomeUnknown: () => {} }) as never;
+      try {
+        await c.start();
+        const [pid, generation] = [c.pid!, c.generation];
+        expect(await c.call(`close_${stream}`, {}, ctx())).toEqual({ content: [{ type: 'text', text: 'closing' }] });
+        // A call meanwhile fails when the server is ended, far before its 15 s timeout.
+        const t0 = Date.now();
+        await expect(c.call('ok', {}, ctx())).rejects.toBeInstanceOf(UpstreamError);
+        expect(Date.now() - t0).toBeLessThan(10_000);
+        const deadline = Date.now() + 10_000;
+        while (!(c.state === 'ready' && c.generation > generation) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+        expect(c.generation).toBeGreaterThan(generation);
+        expect(isAlive(pid)).toBe(false);
+        expect(log.text()).toContain(`MCP server closed its ${stream} and did not exit; ending it`);
+        expect(await c.call('ok', {}, ctx())).toEqual({ content: [{ type: 'text', text: 'ok' }] });
+      } finally {
+        await c.close();
+      }
+    }, 45_000);
+  }
 });
 
 describe('through the gateway: an error result too deep to keep (decisions §10: never a 500)', () => {
@@ -209,6 +245,29 @@ describe('a write the server never answered (decisions §9: never a second execu
     expect(res.body.error).toMatchObject({ code: 'deterministic_failure', message: expect.stringContaining('does not fit its output schema') });
   });
 
+  it('a result MCP does not allow (a content block of type "video") is 422 deterministic_failure naming where; a write\'s is stored, never run again (D §9)', async () => {
+    const read = await gw.call({ remit_token: token(), tool: 'hostile.unknown_content', args: {} });
+    expect(read.status).toBe(422);
+    expect(read.body.error).toMatchObject({ code: 'deterministic_failure', message: 'tool unknown_content answered with a result that is not an MCP tool result: /content/1: Invalid input (a content block of type "video")' });
+    const call = () => gw.call({ remit_token: token(), tool: 'hostile.unknown_content_write', args: {}, idempotency_key: 'video-1' });
+    expect((await call()).status).toBe(422);
+    expect((await call()).body).toMatchObject({ replayed: true, error: { code: 'deterministic_failure' } });
+    expect(writes('unknown_content_write')).toBe(1);
+    // The server answered every time: the circuit counts none of it.
+    for (let i = 0; i < 5; i++) await gw.call({ remit_token: token(), tool: 'hostile.unknown_content', args: {} });
+    expect((await gw.call({ remit_token: token(), tool: 'hostile.priced', args: {} })).status).toBe(200);
+  });
+
+  it('a JSON-RPC error message is cut to 1000 characters, in a 502 and in a stored 422 (svc-gateway(5) mcp)', async () => {
+    const failed = await gw.call({ remit_token: token(), tool: 'hostile.long_error', args: {} });
+    expect(failed.status).toBe(502);
+    expect(failed.body.error).toMatchObject({ code: 'upstream_error', message: `MCP server hostile: MCP error -32603: ${'e'.repeat(1000 - 18)}`, details: { mcp_code: -32603 } });
+    const refused = await gw.call({ remit_token: token(), tool: 'hostile.long_invalid', args: {}, idempotency_key: 'long-1' });
+    expect(refused.status).toBe(422);
+    expect(refused.body.error).toMatchObject({ code: 'deterministic_failure', message: `MCP error -32602: ${'e'.repeat(1000 - 18)}` });
+    expect(refused.text.length).toBeLessThan(2000);
+  });
+
   it('a server that dies mid-call leaves the write unknown too (last: the server is restarted after it)', async () => {
     const call = () => gw.call({ remit_token: token(), tool: 'hostile.crash_write', args: {}, idempotency_key: 'crash-1' });
     const first = await call();
@@ -237,6 +296,25 @@ describe('a server that dies right after it starts (svc-gateway(5): restarted wi
     expect(lives(log.text())).toBeGreaterThanOrEqual(2);
     expect(lives(log.text())).toBeLessThanOrEqual(6);
   }, 15_000);
+
+  it('a server slower to start than the startup bound still comes up: each restart may take twice as long, up to 8 times (svc-gateway(5): its tools appear once it answers)', async () => {
+    const log = capturedLogger(new Redactor());
+    const c = new McpConnector(
+      { name: 'slow', type: 'mcp', command: [process.execPath, HOSTILE], env: { HOSTILE_INIT_DELAY_MS: '1500' }, tools: {}, timeout_ms: 4000 } as never,
+      { logger: log.logger, initialBackoffMs: 50, maxBackoffMs: 50, startupTimeoutMs: 1000 },
+    );
+    try {
+      await c.start(); // gives up waiting at 1 s; the server is started again in the background
+      expect(c.state).not.toBe('ready');
+      // Ended at every 1 s attempt, it never answered; the second attempt may take 2 s.
+      const deadline = Date.now() + 15_000;
+      while (c.state !== 'ready' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(c.state).toBe('ready');
+      expect(await c.call('ok', {}, { signal: AbortSignal.timeout(4000), outcomeUnknown: () => {} } as never)).toEqual({ content: [{ type: 'text', text: 'ok' }] });
+    } finally {
+      await c.close();
+    }
+  }, 30_000);
 
   it(`a server listing new tool names at every start grows the list to ${MAX_TOOLS} tools and no further`, async () => {
     const log = capturedLogger(new Redactor());

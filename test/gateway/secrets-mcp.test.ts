@@ -45,6 +45,17 @@ describe('an MCP server that repeats its secret (I 2.10)', () => {
     expect(res.text).not.toContain(PIECE);
   });
 
+  it('a long JSON-RPC error message is redacted before it is cut to 1000 characters (I 2.10; svc-gateway(5) mcp)', async () => {
+    const token = mintToken(signer, remitPayload(signer, { tools: ['leaky.*'], scopes: ['leaky:*'], autonomy: 'autonomous' }));
+    const res = await gw.call({ remit_token: token, tool: 'leaky.long_rpc_error', args: {} });
+    expect(res.status).toBe(502);
+    expect(res.body.error).toMatchObject({ code: 'upstream_error', details: { mcp_code: -32603 } });
+    // The secret starts 10 characters before the cut: redacted whole first, then cut after
+    // its mark (cut first, its first 10 characters would be left for no redaction to know).
+    expect(res.body.error.message).toMatch(/^MCP server leaky: MCP error -32603: x{972}\[REDACTED\]$/);
+    expect(res.text).not.toContain(PIECE);
+  });
+
   it('tool descriptions and a stderr line longer than the log keeps show no piece of it', async () => {
     const tools = await gw.req('GET', '/tools');
     expect(tools.text).toContain('uses token [REDACTED]');

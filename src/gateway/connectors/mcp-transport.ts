@@ -132,6 +132,12 @@ export function killGroup(pid: number, signal: NodeJS.Signals): boolean {
   }
 }
 
+/**
+ * How long a server that closed its stdout (or its stdin) may take to exit before svcd ends
+ * it: one that runs on without them can never answer again.
+ */
+export const DEAF_GRACE_MS = 1000;
+
 /** A message refused before any of it was written: the server never saw it. */
 export class NotSentError extends Error {}
 
@@ -145,6 +151,8 @@ export class GroupStdioTransport implements Transport {
 
   private child: ChildProcess | null = null;
   private closedFired = false;
+  /** close() has begun: our own end of stdin closing is no sign of a deaf server. */
+  private closing = false;
   private exited: Promise<void> = Promise.resolve();
 
   constructor(private readonly opts: GroupStdioOptions) {}
@@ -204,7 +212,21 @@ export class GroupStdioTransport implements Transport {
       // them and emits 'error' next: that error ("spawn node EMFILE") is the start's failure,
       // not a TypeError from reaching for a pipe that is not there.
       if (!child.stdin || !child.stdout || !child.stderr) return;
-      child.stdin.on('error', (err) => this.onerror?.(err));
+      // A server that closed its stdout, or its stdin (our write fails EPIPE), but runs on
+      // would stay "ready" for good, every call waiting out its timeout: ended as if it had
+      // exited, so the connector restarts it. Not at once: a server exiting closes them first.
+      const deafened = (what: string) => {
+        setTimeout(() => {
+          if (child.exitCode !== null || child.signalCode !== null || this.closing) return;
+          this.onerror?.(new Error(`MCP server closed its ${what} and did not exit; ending it`));
+          void this.close();
+        }, DEAF_GRACE_MS).unref();
+      };
+      child.stdin.on('error', (err) => {
+        this.onerror?.(err);
+        if ((err as NodeJS.ErrnoException).code === 'EPIPE') deafened('stdin');
+      });
+      child.stdout.on('end', () => deafened('stdout'));
       const maxMessage = this.opts.maxMessageBytes ?? STDIO_DEFAULT_MAX_BUFFER_SIZE;
       const stdout = new LineSplitter(
         maxMessage,
@@ -262,6 +284,7 @@ export class GroupStdioTransport implements Transport {
   async close(): Promise<void> {
     const child = this.child;
     if (!child) return;
+    this.closing = true;
     const grace = this.opts.graceMs ?? 2000;
     const wait = (ms: number) => Promise.race([this.exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms).unref())]);
     if (child.exitCode === null && child.signalCode === null) {

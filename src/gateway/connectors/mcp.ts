@@ -10,7 +10,7 @@
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
-import { ErrorCode, ListToolsResultSchema, McpError, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolResultSchema, ErrorCode, ListToolsResultSchema, McpError, ResultSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { Ajv } from 'ajv';
 import { pointerToken } from '../../encoding/json-pointer.js';
 import { globalRedactor, type Logger, type Redactor } from '../../log/logger.js';
@@ -22,7 +22,7 @@ import { linearRegExp } from '../../util/linear-regexp.js';
 import { GroupStdioTransport, NotSentError } from './mcp-transport.js';
 import type { McpGroups } from './mcp-groups.js';
 import { ArgsInvalid, ConnectorSetupError, descriptor, DeterministicFailure, RefusedBeforeAsking, UpstreamError, type CallContext, type Connector, type ConnectorTool, type DriftFinding } from './types.js';
-import { cutText } from '../../encoding/cut-text.js';
+import { cutText, shortened } from '../../encoding/cut-text.js';
 
 /** JSON-RPC errors that refuse the request itself (not the server failing): -32600, -32601, -32602. */
 const REFUSED_REQUEST: ReadonlySet<number> = new Set([ErrorCode.InvalidRequest, ErrorCode.MethodNotFound, ErrorCode.InvalidParams]);
@@ -54,6 +54,26 @@ function resultValidator(): AjvJsonSchemaValidator {
   return new AjvJsonSchemaValidator(ajv);
 }
 
+/** Longest text of a server's own error (an `isError` text, a JSON-RPC error message) that svc passes on. */
+const MAX_ERROR_TEXT = 1000;
+
+/**
+ * `raw` read as a tools/call result as MCP defines it, or why it is not one (a content block
+ * of a type the protocol does not have, `content` that is not a list): short, and naming
+ * where, where the SDK's own refusal is its validator's whole report, kilobytes of JSON.
+ */
+function toolResultOf(raw: unknown): { ok: true; result: CallToolResult } | { ok: false; problem: string } {
+  const parsed = CallToolResultSchema.safeParse(raw);
+  if (parsed.success) return { ok: true, result: parsed.data };
+  const issue = parsed.error.issues[0];
+  const path = issue?.path ?? [];
+  const where = path.length > 0 ? `/${path.map((p) => pointerToken(String(p))).join('/')}` : 'the result';
+  // A content block the protocol does not know is the usual case: its type says most.
+  const block = path[0] === 'content' && path.length === 2 ? (raw as { content?: unknown[] }).content?.[path[1] as number] : undefined;
+  const type = (block as { type?: unknown } | undefined)?.type;
+  return { ok: false, problem: `${where}: ${issue?.message ?? 'invalid'}${typeof type === 'string' ? ` (a content block of type "${shortened(type, 64)}")` : ''}` };
+}
+
 /** Errors the SDK makes up itself for a request the server never answered. */
 const LOCAL_ERRORS: ReadonlySet<number> = new Set([ErrorCode.RequestTimeout, ErrorCode.ConnectionClosed]);
 
@@ -68,7 +88,7 @@ export interface McpConnectorOptions {
   initialBackoffMs?: number;
   /** (Default: 30000) */
   maxBackoffMs?: number;
-  /** How long start() waits for the first connection and listing. (Default: 15000) */
+  /** How long start() waits for the first connection and listing; a restart, up to 8 times that (restartBound). (Default: 15000) */
   startupTimeoutMs?: number;
   /** Where running servers are written down, so the next gateway can end what a crash left. */
   groups?: McpGroups;
@@ -82,6 +102,9 @@ const SPAWN_CONFIG_ERRORS = new Set(['ENOENT', 'EACCES', 'ENOTDIR']);
 
 /** Most tools one connector keeps, over every listing of every server life. */
 export const MAX_TOOLS = 10_000;
+
+/** A restart may take up to 2^this times the startup bound (restartBound). */
+const MAX_STARTUP_DOUBLINGS = 3;
 
 /** How long a restarted server must stay up before its restart backoff starts over. */
 const STABLE_AFTER_MS = 10_000;
@@ -315,12 +338,22 @@ export class McpConnector implements Connector {
       this.timer = null;
       if (this.stateValue === 'closed') return;
       this.stateValue = 'starting';
-      this.connect(this.opts.startupTimeoutMs ?? 15_000).catch((err: unknown) => {
+      this.connect(this.restartBound()).catch((err: unknown) => {
         this.opts.logger.warn('mcp server restart failed', { connector: this.name, err: (err as Error).message, attempt: this.attempt });
         this.markDown();
       });
     }, delay);
     this.timer.unref();
+  }
+
+  /**
+   * How long a restart may take to answer initialize and list its tools: the startup bound
+   * doubled per failed start so far, up to 8 times it. With the same bound every time, a
+   * server slower than it (a cold `npx` download) was ended at every attempt and never came
+   * up; the bound of the first start only keeps svcd's own start short.
+   */
+  private restartBound(): number {
+    return (this.opts.startupTimeoutMs ?? 15_000) * 2 ** Math.min(this.attempt, MAX_STARTUP_DOUBLINGS);
   }
 
   tools(): ConnectorTool[] {
@@ -351,28 +384,36 @@ export class McpConnector implements Connector {
     if (this.stateValue !== 'ready' || !client) throw new UpstreamError(`MCP server ${this.name} is not running (${this.stateValue})`);
     // Refused before it is sent, as the SDK refuses it when it has listed the tools itself.
     if (this.taskOnly.has(operation)) throw new RefusedBeforeAsking(`tool ${operation} requires task-based execution, which svc does not drive`, { mcp_code: ErrorCode.InvalidRequest });
-    let res;
+    let raw;
     try {
-      res = await client.callTool({ name: operation, arguments: args }, undefined, { signal: ctx.signal, timeout: this.timeoutMs });
+      // Asked raw, as tools/list is, taking any result object: its shape is checked below, so
+      // that an answer the protocol does not allow is told apart from no answer at all.
+      raw = await client.request({ method: 'tools/call', params: { name: operation, arguments: args } }, ResultSchema, { signal: ctx.signal, timeout: this.timeoutMs });
     } catch (err) {
       // The server (or the SDK for it) refusing this request answers the same every time:
       // deterministic, never retried, and not a failure the breaker counts.
       if (err instanceof McpError && REFUSED_REQUEST.has(err.code)) {
-        throw new DeterministicFailure(err.message, { mcp_code: err.code });
+        throw new DeterministicFailure(this.errorText(err.message), { mcp_code: err.code });
       }
       // The request went to the server, and no answer came: given up at the timeout, the
       // gateway stopping, or the server gone mid-call. A write may have run, so its key must
       // not let a retry run it again (decisions §9, as a killed sqlite write). An error the
       // server answered is an answer: that one releases the claim.
       if (!neverSent(err) && (!(err instanceof McpError) || LOCAL_ERRORS.has(err.code))) ctx.outcomeUnknown();
-      throw new UpstreamError(`MCP server ${this.name}: ${(err as Error).message}`, err instanceof McpError ? { mcp_code: err.code } : {});
+      throw new UpstreamError(`MCP server ${this.name}: ${this.errorText((err as Error).message)}`, err instanceof McpError ? { mcp_code: err.code } : {});
     }
+    // The server answered, and a result it cannot send otherwise would come back the same:
+    // a deterministic failure, stored under the key (a write did run) and not counted by the
+    // breaker, as a structured result that does not fit its output schema below.
+    const read = toolResultOf(raw);
+    if (!read.ok) throw new DeterministicFailure(`tool ${operation} answered with a result that is not an MCP tool result: ${this.errorText(read.problem)}`, {});
+    const res = read.result;
     // As the SDK would (MCP: a tool with an output schema returns structured content that fits it).
     const check = res.isError === true ? undefined : this.outputChecks.get(operation);
     if (check) {
       if (res.structuredContent === undefined) throw new DeterministicFailure(`tool ${operation} has an output schema but returned no structured content`, {});
       const verdict = check(res.structuredContent);
-      if (!verdict.valid) throw new DeterministicFailure(`tool ${operation} returned structured content that does not fit its output schema: ${this.redactor.redact(verdict.errorMessage ?? 'invalid')}`, {});
+      if (!verdict.valid) throw new DeterministicFailure(`tool ${operation} returned structured content that does not fit its output schema: ${this.errorText(verdict.errorMessage ?? 'invalid')}`, {});
     }
     const result: Record<string, unknown> = { content: res.content ?? [] };
     if (res.structuredContent !== undefined) result.structuredContent = res.structuredContent;
@@ -380,11 +421,19 @@ export class McpConnector implements Connector {
       const text = (Array.isArray(res.content) ? res.content : [])
         .map((c) => (c as { type?: string; text?: string }).type === 'text' ? (c as { text: string }).text : '')
         .join(' ');
-      // Redacted before it is cut, for the same reason as stderr lines above.
-      const shown = cutText(this.redactor.redact(text), 1000);
+      const shown = this.errorText(text);
       throw new DeterministicFailure(`tool ${operation} reported an error${shown ? `: ${shown}` : ''}`, { result });
     }
     return result;
+  }
+
+  /**
+   * A text the server wrote about a failure (an `isError` text, a JSON-RPC error message), as
+   * svc passes it on: at most MAX_ERROR_TEXT long, since it goes into responses, stored
+   * outcomes and canary status, and redacted before it is cut, as stderr lines are above.
+   */
+  private errorText(text: string): string {
+    return cutText(this.redactor.redact(text), MAX_ERROR_TEXT);
   }
 
   /** Lists the server's tools now and reports required inputs our descriptors do not require. */
@@ -395,7 +444,7 @@ export class McpConnector implements Connector {
     try {
       upstream = await this.listAll(client, signal);
     } catch (err) {
-      throw new UpstreamError(`MCP server ${this.name}: tools/list failed: ${(err as Error).message}`);
+      throw new UpstreamError(`MCP server ${this.name}: tools/list failed: ${this.errorText((err as Error).message)}`);
     }
     const out: DriftFinding[] = [];
     for (const t of upstream) {
