@@ -28,6 +28,8 @@ export type Factor = { path: readonly string[] } | 'items' | 'items+chars';
 /** A condition's bound: each term's nodes run once per combination of its factors' elements. */
 export interface ConditionCost {
   readonly terms: ReadonlyArray<{ readonly factors: readonly Factor[]; readonly nodes: number }>;
+  /** True when the bound depends on the data at all (a loop or an `in` over data): read per decision. */
+  readonly growsWithData: boolean;
 }
 
 /** What a condition reads, measured for one decision (`dataMeter`). */
@@ -140,7 +142,8 @@ export function conditionCost(ast: unknown): ConditionCost {
   };
 
   walk(ast, [], new Map());
-  return { terms: [...counts.values()] };
+  const terms = [...counts.values()];
+  return { terms, growsWithData: terms.some((t) => t.factors.length > 0) };
 }
 
 function mentionsSplit(node: unknown): boolean {
@@ -148,11 +151,6 @@ function mentionsSplit(node: unknown): boolean {
   if (!isNode(node)) return false;
   if (node.op === 'rcall' && Array.isArray(node.args) && node.args[0] === 'split') return true;
   return mentionsSplit(node.args);
-}
-
-/** True when the bound depends on the data at all (a loop or an `in` over data). */
-export function growsWithData(cost: ConditionCost): boolean {
-  return cost.terms.some((t) => t.factors.length > 0);
 }
 
 /** The bound for this data (Infinity past what a double holds). */

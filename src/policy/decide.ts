@@ -10,7 +10,7 @@
 import type { Decision, DecisionResult, PolicyAction, PolicyRunContext } from '../types.js';
 import { celContext } from './cel-env.js';
 import type { CompiledPolicy, CompiledRule } from './compile.js';
-import { costOver, dataMeter, EVALUATION_BUDGET, growsWithData, type DataMeter } from './condition-cost.js';
+import { costOver, dataMeter, EVALUATION_BUDGET, type DataMeter } from './condition-cost.js';
 
 const RESTRICTIVENESS: Record<Decision, number> = { allow: 0, approval_required: 1, deny: 2 };
 
@@ -87,7 +87,7 @@ export class DecisionInProgress {
 
   /** Throws, before it runs, for a condition that could take longer than the budget here. */
   private checkBudget(rule: CompiledRule): void {
-    if (!growsWithData(rule.cost)) return;
+    if (!rule.cost.growsWithData) return;
     this.data ??= dataMeter({ action: this.action, run: this.run });
     const bound = costOver(rule.cost, this.data);
     if (bound <= EVALUATION_BUDGET) return;

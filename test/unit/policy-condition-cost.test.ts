@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { policyEnvironment } from '../../src/policy/cel-env.js';
 import { compilePolicy } from '../../src/policy/compile.js';
-import { conditionCost, costOver, dataMeter, EVALUATION_BUDGET, growsWithData, itemsWithinBudget, sizeOf, type Factor } from '../../src/policy/condition-cost.js';
+import { conditionCost, costOver, dataMeter, EVALUATION_BUDGET, itemsWithinBudget, sizeOf, type Factor } from '../../src/policy/condition-cost.js';
 import { toPolicyAction, toPolicyRun } from '../../src/policy/corpus.js';
 import { decide } from '../../src/policy/decide.js';
 import type { PolicyAction, PolicyRunContext } from '../../src/types.js';
@@ -42,7 +42,7 @@ const numbers = (n: number) => Array.from({ length: n }, (_, i) => i);
 describe('the bound of a condition, from its AST', () => {
   it('does not grow with the data without a loop or an `in` over it', () => {
     const cost = conditionCost(policyEnvironment.parse('action.tool == "billing.refund" && action.args.amount > 100').ast);
-    expect(growsWithData(cost)).toBe(false);
+    expect(cost.growsWithData).toBe(false);
     expect(costOver(cost, dataMeter({ action: { args: { amount: numbers(1000) } } }))).toBeLessThan(20);
   });
 
@@ -68,7 +68,7 @@ describe('the bound of a condition, from its AST', () => {
   });
 
   it('leaves a loop over a literal list at the level it is written at', () => {
-    expect(growsWithData(conditionCost(policyEnvironment.parse('[1, 2, 3].exists(n, n == action.args.amount)').ast))).toBe(false);
+    expect(conditionCost(policyEnvironment.parse('[1, 2, 3].exists(n, n == action.args.amount)').ast).growsWithData).toBe(false);
     expect(deepest('action.args.items.all(i, ["a", "b"].exists(s, s == i))')).toEqual(['action.args.items']);
   });
 
