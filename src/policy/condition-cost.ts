@@ -82,7 +82,7 @@ export function conditionCost(ast: unknown): ConditionCost {
     while (isNode(n) && PATH_OPS.has(n.op)) {
       const [from, step] = n.args as [unknown, unknown];
       if (typeof step === 'string') path.unshift(step);
-      else if (isNode(step) && step.op === 'value' && typeof step.args === 'string') path.unshift(step.args);
+      else if (isNode(step) && step.op === 'value' && (typeof step.args === 'string' || typeof step.args === 'bigint')) path.unshift(String(step.args));
       else named = false;
       n = from;
     }

@@ -55,6 +55,8 @@ describe('the bound of a condition, from its AST', () => {
   it('counts a loop over a part of the element an outer loop is at as no new level', () => {
     expect(deepest('action.args.orders.all(o, o.lines.all(l, l.taxes.exists(t, t > 0)))')).toEqual(['action.args.orders']);
     expect(deepest('action.args.rows.all(r, r[0].exists(c, c == 1))')).toEqual(['action.args.rows']);
+    // A literal index is a step of the path like a name; a computed one is not.
+    expect(deepest('action.args.rows[0].exists(c, c == 1)')).toEqual(['action.args.rows.0']);
     // A variable named like a root is the loop's, not the data's.
     expect(deepest('action.args.xs.all(action, action.exists(y, y == 1))')).toEqual(['action.args.xs']);
   });
@@ -90,6 +92,7 @@ describe('the bound of a condition, from its AST', () => {
     const data = dataMeter({ action: { args: { items: [[1, 2], [3]], k: 'v' } }, run: {} });
     expect(data.items).toBe(1 + 2 + 2 + 2 + 1);
     expect(data.at(['action', 'args', 'items'])).toBe(2 + 2 + 1);
+    expect(data.at(['action', 'args', 'items', '0'])).toBe(2);
     expect(data.at(['action', 'args', 'missing', 'x'])).toBe(0);
     expect(data.at(['action', 'args', 'constructor'])).toBe(0);
   });
