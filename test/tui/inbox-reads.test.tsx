@@ -3,7 +3,6 @@
  * reach the screen in batches, never over a later read of the same run; `more` follows the
  * list; the focused run is read again every poll; the arguments column follows the list.
  */
-import React from 'react';
 import { describe, expect, it } from 'vitest';
 import { ApprovalsApi, LIST_ALL_CAP, type FetchLike } from '../../cli/tui/approvals-api.js';
 import { ApprovalList } from '../../cli/tui/ApprovalList.js';

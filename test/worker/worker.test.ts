@@ -425,7 +425,7 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
   }, 20_000);
 
   it('stop({graceMs: 0}) aborts a running step and fails it as worker_shutdown (retryable)', async () => {
-    const { kernel, worker, events, lease } = await slowToolStep(10_000, { late: true });
+    const { kernel, worker, lease } = await slowToolStep(10_000, { late: true });
     await worker.stop({ graceMs: 0 });
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)[0]!.body).toMatchObject({ error: { code: 'worker_shutdown' }, deterministic: false });
   });
@@ -452,7 +452,7 @@ describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
   }, 20_000);
 
   it('stop() with a grace lets a running step finish and complete', async () => {
-    const { kernel, worker, events, lease } = await slowToolStep(300, { finished: true });
+    const { kernel, worker, lease } = await slowToolStep(300, { finished: true });
     await worker.stop({ graceMs: 5000 });
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)[0]!.body.output).toEqual({ finished: true });
   });
