@@ -33,6 +33,18 @@ export interface SignedHead extends RunHead {
   key_id: string;
 }
 
+/**
+ * Whether a row's hash matches its fields. A row edited by hand may hold a value svc never
+ * writes and JCS cannot serialize (a number too large for a double, 1e400): it matches nothing.
+ */
+function hashMatches(runId: string, ev: StoredEventRow): boolean {
+  try {
+    return storedEventHashMatches(runId, ev, ev.stored);
+  } catch {
+    return false;
+  }
+}
+
 /** Checks a whole log; an empty result means the chain is valid. */
 export function verifyChain(runId: string, events: readonly (StoredEventRow & { unparseable?: boolean })[], head: SignedHead | null, keys: TrustedKeys): ChainError[] {
   const v = new ChainVerifier(runId);
@@ -55,7 +67,7 @@ export class ChainVerifier {
       if (ev.seq !== this.expectSeq) this.errors.push({ seq: ev.seq, reason: 'seq_gap', detail: `expected seq ${this.expectSeq}` });
       if (ev.prev_hash !== this.prevHash) this.errors.push({ seq: ev.seq, reason: 'prev_hash_mismatch' });
       if (ev.unparseable) this.errors.push({ seq: ev.seq, reason: 'unparseable' });
-      else if (!storedEventHashMatches(this.runId, ev, ev.stored)) this.errors.push({ seq: ev.seq, reason: 'hash_mismatch' });
+      else if (!hashMatches(this.runId, ev)) this.errors.push({ seq: ev.seq, reason: 'hash_mismatch' });
       this.prevHash = ev.hash;
       this.expectSeq = ev.seq + 1;
       this.lastSeq = ev.seq;

@@ -2,19 +2,23 @@
  * Replay (decisions §7): checks every hash, every link and the signed head (`chain_errors`),
  * folds the log with the same reducer as the live path and compares the result with the stored
  * state (`state_matches`), and re-evaluates every `action.decided` with the pinned policy
- * versions as stored now (`decision_mismatches`), so an edited policy source is caught.
+ * versions as stored now (`decision_mismatches`), so an edited policy source is caught. The
+ * records the kernel acts on beside the log (the run's signed remit, the approvals table, the
+ * pinned bundle) are checked against it too (src/kernel/replay-records.ts).
  */
-import { canonicalJson, sha256Hex } from '../encoding/canonical-json.js';
+import { sha256Hex } from '../encoding/canonical-json.js';
 import { jsonDepth } from '../encoding/json-limits.js';
 import { notFound } from '../errors.js';
 import { globalRedactor, REDACTED } from '../log/logger.js';
 import { ChainVerifier, type ChainError, type StoredEventRow } from '../events/chain.js';
-import type { ActionDecidedPayload, ApprovalDecidedPayload, ApprovalRequestedPayload } from '../events/payloads.js';
+import type { ActionDecidedPayload, ApprovalDecidedPayload, ApprovalRequestedPayload, RunCreatedPayload } from '../events/payloads.js';
 import { compilePolicy, type CompiledPolicy } from '../policy/compile.js';
 import { decide } from '../policy/decide.js';
 import type { Decision, PolicyRef, RunEvent } from '../types.js';
 import { Fold, publicState, type RunModel } from './reducer.js';
 import type { RunEngine } from './run-engine.js';
+import type { ApprovalRow } from './approvals.js';
+import { approvalDecisionProblem, ApprovalMirror, boundRemit, bundleDifferences, sameAsLogged, sameJson } from './replay-records.js';
 import { loadRunRow, modelColumns, type EventRow, type RunRow } from './run-store.js';
 
 export interface DecisionView {
@@ -46,7 +50,9 @@ export interface ReplayReport {
   /**
    * Top-level members of the state that differ from the stored state, then the run row's
    * columns (`runs.state`, …) that disagree with the folded state, and `runs.model` when the
-   * stored state is not readable at all.
+   * stored state is not readable at all; `runs.remit_token` / `runs.remit_payload` when the
+   * run's remit is not its signed token's, `approvals.<id>[.<column>]` for an approval row the
+   * log does not restate, and `bundles.<id>` when the run's bundle no longer hashes to its id.
    */
   state_differences: string[];
   /** Why the log does not fold into a state, when it does not. */
@@ -66,10 +72,17 @@ function tooDeep(text: string): boolean {
   return text.length > 2 * DEEPEST_STORED && jsonDepth(text) > DEEPEST_STORED;
 }
 
+/** svc writes every payload as a JSON object; anything else in the column was put there by hand. */
+function isObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
 function parseRow(r: Omit<EventRow, 'run_id'>): ParsedRow {
   try {
     if (tooDeep(r.payload) || tooDeep(r.actor)) throw new Error('nested too deep');
-    return { seq: r.seq, hash: r.hash, prev_hash: r.prev_hash, kind: r.kind, payload: JSON.parse(r.payload), actor: JSON.parse(r.actor), at: r.at, stored: { payload: r.payload, actor: r.actor } };
+    const payload = JSON.parse(r.payload) as unknown;
+    if (!isObject(payload)) throw new Error('payload is not an object');
+    return { seq: r.seq, hash: r.hash, prev_hash: r.prev_hash, kind: r.kind, payload, actor: JSON.parse(r.actor), at: r.at, stored: { payload: r.payload, actor: r.actor } };
   } catch {
     return { seq: r.seq, hash: r.hash, prev_hash: r.prev_hash, kind: r.kind, payload: {}, actor: null, at: r.at, unparseable: true };
   }
@@ -90,18 +103,25 @@ function sameView(a: DecisionView, b: DecisionView): boolean {
  * one has there (a value registered then and no longer, or since).
  */
 export function sameApprover(recorded: string | null, replayed: string | null): boolean {
-  if (recorded === null || replayed === null) return recorded === replayed;
+  // A log edited by hand may hold any JSON value here.
+  if (typeof recorded !== 'string' || typeof replayed !== 'string') return recorded === replayed;
   if (recorded === replayed || globalRedactor.redact(recorded) === globalRedactor.redact(replayed)) return true;
   if (!recorded.includes(REDACTED)) return false;
   const shape = new RegExp(`^${recorded.split(REDACTED).map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('.+')}$`, 's');
   return shape.test(replayed) || shape.test(globalRedactor.redact(replayed));
 }
 
+/** The run's requester as its first event names it (decisions 5.4: who may not approve). */
+function requesterOf(created: RunCreatedPayload): string | null {
+  const id = (created.requested_by as unknown as Record<string, unknown> | null)?.id;
+  return typeof id === 'string' ? id : null;
+}
+
 /** The stored state, or null when the row's model is not a JSON object (a damaged store). */
 function storedModel(row: RunRow): RunModel | null {
   try {
     const m = JSON.parse(row.model) as unknown;
-    return m !== null && typeof m === 'object' && !Array.isArray(m) ? (m as RunModel) : null;
+    return isObject(m) ? (m as unknown as RunModel) : null;
   } catch {
     return null;
   }
@@ -137,6 +157,7 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
   const k = e.k;
   const row = await loadRunRow(k.db, runId);
   if (!row) throw notFound('run', runId);
+  const bound = boundRemit(row, k.keys);
 
   // Decisions: re-evaluated against the policy sources as stored now, compiled afresh.
   const compiled = new Map<string, CompiledPolicy | Error>();
@@ -156,42 +177,59 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
     return c;
   };
   const requested = new Map<string, ApprovalRequestedPayload>();
-  const decidedApprovals = new Map<string, ApprovalDecidedPayload>();
+  const decidedApprovals = new Map<string, { payload: ApprovalDecidedPayload; actor: RunEvent['actor'] }>();
   const mismatches: DecisionMismatch[] = [];
   let decisions = 0;
+  let requester: string | null = null;
+  /** The decision an `action.decided` should have recorded, from the log before it and the stored policies. */
+  const redecide = async (p: ActionDecidedPayload): Promise<DecisionView> => {
+    if (p.source === 'approval') {
+      const id = p.approval_id ?? '';
+      const req = requested.get(id);
+      const dec = decidedApprovals.get(id);
+      if (!req || req.action_id !== p.action_id) return { decision: null, rule: null, approver: null, error: `no approval ${id} for action ${p.action_id} earlier in the log` };
+      if (!dec) return { decision: 'approval_required', rule: req.rule, approver: req.approver };
+      const wrongDecider = approvalDecisionProblem(req, dec.actor, requester);
+      if (wrongDecider) return { decision: 'approval_required', rule: req.rule, approver: req.approver, error: wrongDecider };
+      if (dec.payload.decision === 'approved') return { decision: 'allow', rule: `approved:${id}`, approver: req.approver };
+      return { decision: 'deny', rule: `rejected:${id}`, approver: req.approver };
+    }
+    // Decided again under the run's remit as signed: the recorded context's remit was read
+    // from runs.remit_payload, which an edit there would have widened.
+    const remitEdited = bound.remit !== null && !sameAsLogged(p.run?.remit, bound.remit);
+    try {
+      const policies: CompiledPolicy[] = [];
+      for (const ref of p.policies) policies.push(await loadPolicy(ref));
+      const replayed = view(decide(policies, p.action, remitEdited ? { ...p.run, remit: bound.remit! } : p.run)); // its approver compared as sameApprover says
+      if (remitEdited) replayed.error = `decided under a remit other than the run's signed remit ${row.remit_id}`;
+      return replayed;
+    } catch (err) {
+      return { decision: null, rule: null, approver: null, error: (err as Error).message };
+    }
+  };
   const checkDecisions = async (events: readonly ParsedRow[]): Promise<void> => {
     for (const ev of events) {
       if (ev.unparseable) continue;
+      if (ev.kind === 'run.created') requester = requesterOf(ev.payload as unknown as RunCreatedPayload);
       if (ev.kind === 'approval.requested') requested.set(String(ev.payload.approval_id), ev.payload as unknown as ApprovalRequestedPayload);
-      if (ev.kind === 'approval.decided') decidedApprovals.set(String(ev.payload.approval_id), ev.payload as unknown as ApprovalDecidedPayload);
+      if (ev.kind === 'approval.decided') decidedApprovals.set(String(ev.payload.approval_id), { payload: ev.payload as unknown as ApprovalDecidedPayload, actor: ev.actor });
       if (ev.kind !== 'action.decided') continue;
       decisions++;
       const p = ev.payload as unknown as ActionDecidedPayload;
       const recorded: DecisionView = { decision: p.decision, rule: p.rule, approver: p.approver ?? null };
-      let replayed: DecisionView;
-      if (p.source === 'approval') {
-        const id = p.approval_id ?? '';
-        const req = requested.get(id);
-        const dec = decidedApprovals.get(id);
-        if (!req || req.action_id !== p.action_id) replayed = { decision: null, rule: null, approver: null, error: `no approval ${id} for action ${p.action_id} earlier in the log` };
-        else if (!dec) replayed = { decision: 'approval_required', rule: req.rule, approver: req.approver };
-        else if (dec.decision === 'approved') replayed = { decision: 'allow', rule: `approved:${id}`, approver: req.approver };
-        else replayed = { decision: 'deny', rule: `rejected:${id}`, approver: req.approver };
-      } else {
-        try {
-          const policies: CompiledPolicy[] = [];
-          for (const ref of p.policies) policies.push(await loadPolicy(ref));
-          replayed = view(decide(policies, p.action, p.run)); // its approver compared as sameApprover says
-        } catch (err) {
-          replayed = { decision: null, rule: null, approver: null, error: (err as Error).message };
-        }
+      try {
+        const replayed = await redecide(p);
+        if (!sameView(recorded, replayed)) mismatches.push({ seq: ev.seq, action_id: p.action_id, recorded, replayed });
+      } catch (err) {
+        // A row edited by hand can hold anything where a decision was: say so at its seq.
+        mismatches.push({ seq: ev.seq, action_id: String(p.action_id), recorded, replayed: { decision: null, rule: null, approver: null, error: `the recorded decision cannot be checked: ${(err as Error).message}` } });
       }
-      if (!sameView(recorded, replayed)) mismatches.push({ seq: ev.seq, action_id: p.action_id, recorded, replayed });
     }
   };
 
   const chain = new ChainVerifier(runId);
   const fold = new Fold();
+  const approvals = new ApprovalMirror();
   let replayError: string | null = null;
   let count = 0;
   let last: ParsedRow | undefined;
@@ -227,6 +265,7 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
         }
       }
       await checkDecisions(events);
+      approvals.push(events);
       count += events.length;
       last = events[events.length - 1];
       after = rows[rows.length - 1]!.seq;
@@ -258,11 +297,15 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
       for (const key of keys) {
         const a = (stored as unknown as Record<string, unknown>)[key];
         const b = (derived as unknown as Record<string, unknown>)[key];
-        if (canonicalJson(a ?? null) !== canonicalJson(b ?? null)) differences.push(key);
+        if (!sameJson(a, b)) differences.push(key);
       }
     }
     differences.push(...rowDifferences(row, derived));
   }
+  differences.push(...bound.differences);
+  const approvalRows = await k.db.all<ApprovalRow>('SELECT * FROM approvals WHERE run_id = ? ORDER BY approval_id', [runId]);
+  differences.push(...approvals.differences(approvalRows));
+  differences.push(...bundleDifferences(row.bundle_id, await k.db.get<{ body: string }>('SELECT body FROM bundles WHERE bundle_id = ?', [row.bundle_id])));
   const stateMatches = derived !== null && differences.length === 0;
 
   return {

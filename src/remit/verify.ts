@@ -107,6 +107,16 @@ function verifySignature(token: string, keys: TrustedKeys): { ok: true; payload:
 }
 
 /**
+ * Steps 1–2 alone: whether `token` is well formed and signed by a trusted key, whatever its
+ * times. Replay checks a run's stored token with it (a remit long expired still says what the
+ * run was given). The returned payload is frozen.
+ */
+export function verifyRemitSignature(token: string, keys: TrustedKeys): { ok: true; payload: RemitPayload } | { ok: false; detail: string } {
+  const sig = verifySignature(token, keys);
+  return sig.ok ? sig : { ok: false, detail: sig.detail };
+}
+
+/**
  * Interface 5.3 steps 1–7 for `token` at `nowSeconds`. The returned payload is frozen (it is
  * shared with the cache); copy it before changing it.
  */

@@ -6,7 +6,7 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { allEvents, APPROVER, getRun, lease, leaseAndComplete, propose, pushBundle, pushPolicy, refundsBundle, REFUNDS_POLICY, startRun, startRunDaemon, type RunDaemon } from './run-fixtures.js';
+import { allEvents, APPROVER, getRun, lease, leaseAndComplete, propose, pushBundle, pushPolicy, refundsBundle, REFUNDS_POLICY, runToAction, startRun, startRunDaemon, type RunDaemon } from './run-fixtures.js';
 
 /** A run through approval, rejection, allow-after-approval, deny-after-rejection, then abandon with a compensation. */
 async function eventfulRun(d: RunDaemon): Promise<{ run_id: string; approved: string; rejected: string }> {
@@ -156,5 +156,104 @@ describe('POST /runs/{id}/replay (D §7)', () => {
     const r2 = await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' });
     expect(r2.status).toBe(200);
     expect(r2.body.chain_errors).toEqual([{ seq: 2, reason: 'unparseable' }]);
+  });
+
+  // What the kernel acts on beside the log: the run's remit (decisions §3: a signed token; the
+  // kernel decides under its copy in runs.remit_payload) and the approvals table (D 5.4).
+  it('a remit copy widened in the run row is reported, and so is the decision the kernel made under it (D §3, D §7)', async () => {
+    await using d = await startRunDaemon();
+    const { run_id, lease: l } = await runToAction(d, { policy_set: [] });
+    const db = openStore(d);
+    const remit = JSON.parse((db.prepare('SELECT remit_payload FROM runs WHERE run_id = ?').get(run_id) as { remit_payload: string }).remit_payload);
+    db.prepare('UPDATE runs SET remit_payload = ? WHERE run_id = ?').run(JSON.stringify({ ...remit, autonomy: 'autonomous' }), run_id);
+    db.close();
+    // No policy pinned: the default rule asks for approval of a write to a system of record unless autonomous.
+    const small = await propose(d, l.lease_id, { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 10 } });
+    expect(small.body).toMatchObject({ decision: 'allow' });
+    const r = (await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' })).body;
+    expect(r).toMatchObject({ chain_valid: true, state_matches: false });
+    expect(r.state_differences).toEqual(['runs.remit_payload']);
+    expect(r.decision_mismatches).toHaveLength(1);
+    expect(r.decision_mismatches[0].recorded).toMatchObject({ decision: 'allow', rule: 'default/allow' });
+    expect(r.decision_mismatches[0].replayed).toMatchObject({ decision: 'approval_required', rule: 'default/sor_write' });
+    expect(r.decision_mismatches[0].replayed.error).toMatch(/other than the run's signed remit/);
+  });
+
+  it("a run row's remit token that does not verify is runs.remit_token (D §3)", async () => {
+    await using d = await startRunDaemon();
+    const { run_id } = await startRun(d, await pushBundle(d));
+    const db = openStore(d);
+    const token = (db.prepare('SELECT remit_token FROM runs WHERE run_id = ?').get(run_id) as { remit_token: string }).remit_token;
+    const [prefix, keyId, payload, sig] = token.split('.');
+    const widened = { ...JSON.parse(Buffer.from(payload!, 'base64url').toString()), autonomy: 'autonomous' };
+    db.prepare('UPDATE runs SET remit_token = ? WHERE run_id = ?').run([prefix, keyId, Buffer.from(JSON.stringify(widened)).toString('base64url'), sig].join('.'), run_id);
+    db.close();
+    const r = (await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' })).body;
+    expect(r).toMatchObject({ chain_valid: true, state_matches: false, state_differences: ['runs.remit_token'] });
+  });
+
+  it('an approval row edited beside the log (action shown, approver, state, decider) is reported by column (D 5.4, D §7)', async () => {
+    await using d = await startRunDaemon();
+    const { run_id, approved, rejected } = await eventfulRun(d);
+    const db = openStore(d);
+    db.prepare('UPDATE approvals SET action = ? WHERE approval_id = ?').run('{"tool":"billing.refund","args":{"amount":1}}', approved);
+    db.prepare("UPDATE approvals SET state = 'approved', decision = 'approved', actor = ? WHERE approval_id = ?").run('{"id":"mallory","role":"finance"}', rejected);
+    db.close();
+    const r = (await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' })).body;
+    expect(r).toMatchObject({ chain_valid: true, state_matches: false, decision_mismatches: [] });
+    expect(r.state_differences).toEqual([`approvals.${approved}.action`, `approvals.${rejected}.state`, `approvals.${rejected}.decision`, `approvals.${rejected}.actor`]);
+  });
+
+  it("an approval decided by a role the log's request did not name (approver edited in the table) is a decision mismatch (D 5.4)", async () => {
+    await using d = await startRunDaemon();
+    const { run_id, lease: l } = await runToAction(d);
+    const action = { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 150 } };
+    const approvalId = (await propose(d, l.lease_id, action)).body.approval_id;
+    const db = openStore(d);
+    db.prepare("UPDATE approvals SET approver = 'role:ops' WHERE approval_id = ?").run(approvalId);
+    db.close();
+    expect((await d.kernel_(`/approvals/${approvalId}`, { body: { decision: 'approved', actor: { id: 'ops-1', role: 'ops' } } })).status).toBe(200);
+    const again = (await lease(d, ['action'])).body;
+    expect((await propose(d, again.lease_id, action)).body).toMatchObject({ decision: 'allow', rule: `approved:${approvalId}` });
+    const r = (await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' })).body;
+    expect(r.chain_valid).toBe(true);
+    expect(r.state_differences).toEqual([`approvals.${approvalId}.approver`]);
+    expect(r.decision_mismatches).toHaveLength(1);
+    expect(r.decision_mismatches[0]).toMatchObject({ recorded: { decision: 'allow' }, replayed: { decision: 'approval_required', error: `approval ${approvalId} was decided by role:ops, not by its approver role:finance` } });
+  });
+
+  it('values svc never writes, edited into a row, are reported at their seq or column, never a 500 (I §7, D §7)', async () => {
+    await using d = await startRunDaemon();
+    const { run_id } = await eventfulRun(d);
+    const events = await allEvents(d, run_id);
+    const [first, second, third] = events.filter((e) => e.kind === 'action.decided').map((e) => e.seq);
+    const db = openStore(d);
+    const payloadOf = (seq: number) => JSON.parse((db.prepare('SELECT payload FROM run_events WHERE run_id = ? AND seq = ?').get(run_id, seq) as { payload: string }).payload);
+    db.prepare('UPDATE run_events SET payload = ? WHERE run_id = ? AND seq = ?').run('null', run_id, first);
+    db.prepare('UPDATE run_events SET payload = ? WHERE run_id = ? AND seq = ?').run(JSON.stringify({ ...payloadOf(second!), approver: 5 }), run_id, second);
+    db.prepare('UPDATE run_events SET payload = ? WHERE run_id = ? AND seq = ?').run(JSON.stringify({ ...payloadOf(third!), lease_id: 7 }).replace(':7', ':1e400'), run_id, third);
+    db.prepare('UPDATE runs SET remit_payload = ? WHERE run_id = ?').run('{"spend":1e400}', run_id);
+    db.close();
+    const r = await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' });
+    expect(r.status).toBe(200);
+    expect(r.body.chain_errors).toEqual([
+      { seq: first, reason: 'unparseable' },
+      { seq: second, reason: 'hash_mismatch' },
+      { seq: third, reason: 'hash_mismatch' },
+    ]);
+    expect(r.body.decision_mismatches.map((m: any) => m.seq)).toContain(second);
+    expect(r.body.state_differences).toContain('runs.remit_payload');
+  });
+
+  it("a run's bundle edited in the store after the run pinned it no longer has the run's content address: bundles.<id> (D §4)", async () => {
+    await using d = await startRunDaemon();
+    const bundleId = await pushBundle(d);
+    const { run_id } = await startRun(d, bundleId);
+    const db = openStore(d);
+    const body = (db.prepare('SELECT body FROM bundles WHERE bundle_id = ?').get(bundleId) as { body: string }).body;
+    db.prepare('UPDATE bundles SET body = ? WHERE bundle_id = ?').run(body.replace('billing.void_refund', 'billing.refund'), bundleId);
+    db.close();
+    const r = (await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' })).body;
+    expect(r).toMatchObject({ chain_valid: true, state_matches: false, state_differences: [`bundles.${bundleId}`] });
   });
 });
