@@ -101,7 +101,14 @@ export function initialModel(ev: ReducibleEvent): RunModel {
   if (ev.seq !== 1) throw new TransitionError(ev.seq, ev.kind, 'run.created must be seq 1');
   const p = ev.payload as unknown as RunCreatedPayload;
   const steps: Record<string, StepModel> = {};
-  for (const s of p.steps) steps[s.id] = newStep(s);
+  for (const s of p.steps) {
+    // A bundle's step ids are checked when it is posted; replay also folds rows edited by hand,
+    // where `__proto__` would set the map's prototype rather than add a step.
+    if (typeof s?.id !== 'string' || s.id === '__proto__' || Object.hasOwn(steps, s.id)) {
+      throw new TransitionError(ev.seq, ev.kind, `step id ${JSON.stringify(s?.id)} is not a step id of its own`);
+    }
+    steps[s.id] = newStep(s);
+  }
   const first = p.steps[0]?.id ?? null;
   if (first) {
     steps[first]!.attempt = 1;
@@ -195,7 +202,9 @@ function fail(ev: ReducibleEvent, msg: string): never {
 }
 
 function stepOf(m: RunModel, ev: ReducibleEvent, id: unknown): StepModel {
-  const s = typeof id === 'string' ? m.steps[id] : undefined;
+  // Own members only: replay folds rows edited in the database too, and a step named
+  // `__proto__` would otherwise be Object.prototype, which the transition then writes to.
+  const s = typeof id === 'string' && Object.hasOwn(m.steps, id) ? m.steps[id] : undefined;
   return s ?? fail(ev, `unknown step ${String(id)}`);
 }
 

@@ -106,6 +106,27 @@ describe('verifyChain (D §7 replay chain_errors)', () => {
       [4, 'seq_gap'],
       [4, 'prev_hash_mismatch'],
     ]);
+    expect(errors[0]!.detail).toBe('expected seq 3');
+  });
+
+  it('reports a signed head that names the last seq but another hash, or the last hash at another seq (head_mismatch)', () => {
+    const evs = chain(runId, 5);
+    const signed = (seq: number, hash: string) => {
+      const head = { run_id: runId, seq, hash };
+      return { ...head, signature: signHead(sign, head), key_id: keyId };
+    };
+    const otherHash = chain('run_OTHER', 5)[4]!.hash;
+    expect(verifyChain(runId, evs, signed(5, otherHash), keys)).toEqual([{ seq: 5, reason: 'head_mismatch', detail: 'signed head is seq 5, log ends at seq 5' }]);
+    expect(verifyChain(runId, evs, signed(6, evs[4]!.hash), keys)).toEqual([{ seq: 6, reason: 'head_mismatch', detail: 'signed head is seq 6, log ends at seq 5' }]);
+  });
+
+  it('checks every link of a log without a signed head, and an empty log against the head of none (seq 0, "")', () => {
+    const evs = chain(runId, 3);
+    expect(verifyChain(runId, evs, null, keys)).toEqual([]);
+    evs[1] = { ...evs[1]!, kind: 'step.completed' };
+    expect(verifyChain(runId, evs, null, keys)).toEqual([{ seq: 2, reason: 'hash_mismatch' }]);
+    const none = { run_id: runId, seq: 0, hash: '' };
+    expect(verifyChain(runId, [], { ...none, signature: signHead(sign, none), key_id: keyId }, keys)).toEqual([]);
   });
 
   it('reports a head rewritten without the key (head_signature_invalid)', () => {
@@ -156,6 +177,28 @@ describe('event hash input (D §7)', () => {
         },
       ),
       { numRuns: 500 },
+    );
+  });
+
+  it('is JCS of the same object when a member is missing or seq is no safe integer (a row as a caller may hand it)', async () => {
+    const fc = await import('fast-check');
+    const { eventHashInput } = await import('../../src/events/event-hash.js');
+    const { canonicalJson } = await import('../../src/encoding/canonical-json.js');
+    const maybe = <T>(arb: import('fast-check').Arbitrary<T>) => fc.option(arb, { nil: undefined });
+    fc.assert(
+      fc.property(
+        fc.oneof(fc.integer({ min: 1, max: 1000 }), fc.constantFrom(2 ** 53, 2 ** 60, 1e21, 1.5)),
+        maybe(fc.string()),
+        maybe(fc.string()),
+        maybe(fc.dictionary(fc.string(), fc.string())),
+        maybe(fc.oneof(fc.constant(null), fc.string())),
+        maybe(fc.string()),
+        (seq, prev, kind, payload, actor, at) => {
+          const ev = { seq, prev_hash: prev, kind, payload, actor, at } as never;
+          expect(eventHashInput('run_1', ev)).toBe(canonicalJson({ run_id: 'run_1', seq, prev_hash: prev, kind, payload, actor, at }));
+        },
+      ),
+      { numRuns: 300 },
     );
   });
 });

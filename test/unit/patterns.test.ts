@@ -67,6 +67,9 @@ describe('coverage for derive (D §3 "Pattern coverage")', () => {
     expect(scopeCovers('sql:*', 'sql:*')).toBe(true);
     expect(scopeCovers('sql:*', 'sql:table:*')).toBe(true); // three parts: a prefix pattern only
     expect(scopeCovers('ev*', 'everything:x:*')).toBe(true);
+    // ...and a parent that does grant that connector covers it: `mcp*` grants mcp:mcp:*, the server named mcp.
+    expect(scopeCovers('mcp*', 'mcp:*')).toBe(true);
+    expect(scopeCovers('m*', 'mcp:*')).toBe(true);
   });
   it('an exact scope covers itself only', () => {
     expect(scopeCovers('sql:table:invoices', 'sql:table:invoices')).toBe(true);
@@ -92,7 +95,15 @@ describe('pattern syntax (request validation)', () => {
     for (const ok of ['sql:table:x', 'sql:table:*', '*', 'sql:*', 'sql:table:inv*', 'http:host:api.example.com', 'http:host:[::1]:8080', 'fs:path:/srv/data', 'test:*']) expect(scopePatternProblem(ok), ok).toBeNull();
     for (const bad of ['', 'sql:*:x', 'sql:table:**', 'a b', 'x\n']) expect(scopePatternProblem(bad), JSON.stringify(bad)).not.toBeNull();
     // I 2.1: an exact scope is <system>:<kind>:<key>, none of them empty.
-    for (const bad of ['nocolons', 'sql:table', 'sql:table:', ':table:x', 'sql::x']) expect(scopePatternProblem(bad), bad).toMatch(/<system>:<kind>:<key>/);
+    for (const bad of ['nocolons', 'sql:table', 'sql:table:', ':table:x', 'sql::x', ':sql:table:x']) expect(scopePatternProblem(bad), bad).toMatch(/<system>:<kind>:<key>/);
+  });
+  it('lengths: a tool pattern of up to 256 characters, a scope pattern of up to 512 (docs/design.md, remit requests)', () => {
+    expect(toolPatternProblem('a.' + 'b'.repeat(254))).toBeNull();
+    expect(toolPatternProblem('a.' + 'b'.repeat(255))).toMatch(/longer than 256/);
+    expect(scopePatternProblem('a:b:' + 'c'.repeat(508))).toBeNull();
+    expect(scopePatternProblem('a:b:' + 'c'.repeat(509))).toMatch(/longer than 512/);
+    expect(toolPatternProblem('')).toBe('is empty');
+    expect(scopePatternProblem('')).toBe('is empty');
   });
 });
 

@@ -146,6 +146,15 @@ describe('fail-closed evaluation (D 5.1)', () => {
     expect(d.errors[0]!.message).toMatch(/not a bool/);
   });
 
+  it('the error of a non-bool condition says what it evaluated to (D 5.1: the error is listed)', () => {
+    const p = policy('p', 'deny odd when action.args.v');
+    const cases: Array<[unknown, string]> = [['yes', 'a string'], [3, 'the int 3'], [null, 'null'], [[1], 'a list'], [{ a: 1 }, 'a map'], [1.5, 'a number']];
+    for (const [v, what] of cases) {
+      const d = decide([p], action({ args: { v } }), run('autonomous'));
+      expect(d, JSON.stringify(v)).toMatchObject({ decision: 'deny', errors: [{ rule: 'p/odd', message: `condition evaluated to ${what}, not a bool` }] });
+    }
+  });
+
   it('has() avoids the error', () => {
     const p = policy('p', 'deny big when has(action.args.limit) && action.args.limit > 10');
     expect(decide([p], action(), run('autonomous'))).toMatchObject({ decision: 'allow', rule: 'default/allow', errors: [] });
@@ -158,6 +167,7 @@ describe('fail-closed evaluation (D 5.1)', () => {
     const d = decide([p], action({ args: { deep } as Record<string, unknown> }), run('autonomous'));
     expect(d).toMatchObject({ decision: 'deny', rule: 'p/no' });
     expect(d.errors).toHaveLength(2);
+    for (const e of d.errors) expect(e.message).toMatch(/^the action cannot be evaluated: ./);
   });
 
   it('a stored policy with a pattern that is not a regexp (accepted before posts checked it) fails closed', () => {

@@ -51,6 +51,43 @@ describe('redactEventPayload', () => {
     expect(redactEventPayload(redactor, 'run.completed', { output: {}, x5432: 1 })).toEqual({ output: {}, 'x[REDACTED]': 1 });
   });
 
+  // docs/design.md Events: the members a kernel event's kernel made or checked and reads back are
+  // stored as is, or a `${DB_PORT}` of 5432 turns a spend, an attempt or an id the reducer and
+  // replay read into "[REDACTED]" (D §7 hashes what is stored; D §8 sums what is stored).
+  const kernelOwned = [
+    'run_id', 'bundle_id', 'remit_id', 'parent_run_id', 'lease_id', 'released_lease_id', 'action_id', 'approval_id',
+    'cancelled_approval_ids', 'args_hash', 'step', 'steps', 'compensations', 'compensated', 'failed', 'kind', 'attempt',
+    'next_attempt', 'expires_at', 'ready_at', 'delay_ms', 'from_state', 'via', 'deterministic', 'budget', 'usage',
+    'unreported_usage', 'reserved', 'policies', 'source', 'decision', 'rule', 'matched', 'uncompensated_writes',
+    'uncompensated_writes_total',
+  ];
+  for (const member of kernelOwned) {
+    it(`keeps a kernel event's ${member} as is, even where it shows a secret (design: Events)`, () => {
+      const payload = { [member]: { tokens: 15432, text: 'x5432', list: ['5432'] }, output: 'x5432' };
+      expect(redactEventPayload(redactor, 'step.completed', payload)).toEqual({ [member]: payload[member], output: 'x[REDACTED]' });
+    });
+  }
+
+  it("keeps only the id and usage of an action's run, and redacts a run that is not an object", () => {
+    const run = { id: 'run_05432', usage: { tokens: 15432, usd: 0 }, input: { port: 5432 } };
+    expect(redactEventPayload(redactor, 'action.decided', { run })).toEqual({ run: { id: 'run_05432', usage: { tokens: 15432, usd: 0 }, input: { port: '[REDACTED]' } } });
+    expect(redactEventPayload(redactor, 'action.decided', { run: 'run_5432' })).toEqual({ run: 'run_[REDACTED]' });
+    expect(redactEventPayload(redactor, 'action.decided', { run: null })).toEqual({ run: null });
+    expect(redactEventPayload(redactor, 'action.decided', { run: ['5432'] })).toEqual({ run: ['[REDACTED]'] });
+  });
+
+  it("redacts a posted model.called usage that is not an object of numbers (the poster's word)", () => {
+    expect(redactEventPayload(redactor, 'model.called', { usage: 15432 })).toEqual({ usage: '[REDACTED]' });
+    expect(redactEventPayload(redactor, 'model.called', { usage: null, note: '5432' })).toEqual({ usage: null, note: '[REDACTED]' });
+    expect(redactEventPayload(redactor, 'model.called', { usage: [15432] })).toEqual({ usage: ['[REDACTED]'] });
+  });
+
+  it("keeps the name of a member the kernel owns: the name is the kernel's, not a value (a secret spelled 'attempt')", () => {
+    const r = new Redactor();
+    r.add('attempt');
+    expect(redactEventPayload(r, 'step.leased', { attempt: 2, next_attempt: 3, attempts_left: 1 })).toEqual({ attempt: 2, next_attempt: 3, '[REDACTED]s_left': 1 });
+  });
+
   it('hands the payload back untouched when nothing is registered', () => {
     const p = { output: { a: 1 } };
     expect(redactEventPayload(new Redactor(), 'step.completed', p)).toBe(p);

@@ -103,7 +103,15 @@ const rows: Row[] = [
       expect(m.steps.a).toMatchObject({ state: 'pending', attempt: 1, ready_at: AT(0) });
       expect(m.steps.b).toMatchObject({ state: 'pending', attempt: 0, ready_at: null });
       expect(workItem(m)).toEqual({ step: 'a', kind: 'model', ready_at: AT(0) });
+      // D §6: the run state carries the bundle, parent, budget and pinned policies run.created named.
+      expect(m).toMatchObject({ bundle: { name: 'refunds', version: '1.0.0' }, budget: { tokens: 1000, usd: 1 }, parent_run_id: null, policies: [{ name: 'refunds', version: '1' }] });
     },
+  },
+  {
+    name: 'run.created of a derived run keeps its parent run',
+    before: [],
+    event: E.note(),
+    expect: (m) => expect(initialModel({ seq: 1, kind: 'run.created', payload: { ...created.payload, parent_run_id: 'run_0' }, at: AT(0) }).parent_run_id).toBe('run_0'),
   },
   { name: 'run.created is refused after the first event', before: [], event: created, refuses: /first event/ },
   // step.leased
@@ -118,6 +126,8 @@ const rows: Row[] = [
   },
   { name: 'step.leased of a step that is not current is refused', before: [], event: E.leased('b', 1), refuses: /not the current step/ },
   { name: 'step.leased twice is refused', before: [E.leased('a', 1)], event: E.leased('a', 1, 'other'), refuses: /already leased/ },
+  { name: 'step.leased of a current step that failed (no retry scheduled) is refused', before: [E.leased('a', 1), E.failed('a', 1)], event: E.leased('a', 2), refuses: /is failed, not ready/ },
+  { name: 'step.leased for a compensation of a running run is refused', before: A_DONE, event: E.compLeased('a', 1), refuses: /no compensation waiting/ },
   { name: 'step.leased of a parked run is refused', before: [E.leased('a', 1), E.failed('a', 1, true), E.quarantined('a', 1), E.parked('quarantine', 'a')], event: E.leased('a', 1), refuses: /running/ },
   // step.completed
   {
@@ -141,6 +151,7 @@ const rows: Row[] = [
       expect(workItem(m)).toBeNull();
     },
   },
+  { name: 'step.completed of a compensation (its own event is compensation.completed) is refused', before: [...ALL_DONE, E.abandon(['c']), E.compLeased('c', 1)], event: E.completed('c', 1, {}, undefined, 'c-c-1'), refuses: /not leased by/ },
   { name: 'step.completed with another lease is refused', before: [E.leased('a', 1)], event: E.completed('a', 1, {}, undefined, 'l-other'), refuses: /not leased by/ },
   // run.completed
   { name: 'run.completed after the last step', before: ALL_DONE, event: E.runCompleted({ ok: 'c' }), expect: (m) => expect(m).toMatchObject({ state: 'completed', output: { ok: 'c' } }) },
@@ -155,6 +166,10 @@ const rows: Row[] = [
       expect(m.usage).toEqual({ tokens: 1, usd: 0.01 });
     },
   },
+  { name: 'step.failed with another lease is refused', before: [E.leased('a', 1)], event: E.failed('a', 1, false, 'l-other'), refuses: /not leased by l-other/ },
+  { name: 'step.failed without a lease of a leased step is refused', before: [E.leased('a', 1)], event: E.failed('a', 1, true, null), refuses: /is leased/ },
+  { name: 'step.failed of a step that is not current is refused', before: A_DONE, event: E.failed('a', 1, true, null), refuses: /not the current step/ },
+  { name: 'step.failed of a compensation of a step that is not compensating is refused', before: [E.leased('a', 1)], event: E.failed('a', 1, false, 'l-a-1', 'compensation'), refuses: /not compensating/ },
   {
     name: 'step.retry_scheduled: failed → retry_wait with the next attempt, ready at ready_at',
     before: [E.leased('a', 1), E.failed('a', 1)],
@@ -166,6 +181,7 @@ const rows: Row[] = [
   },
   { name: 'a retry_wait step is leased with its new attempt', before: [E.leased('a', 1), E.failed('a', 1), E.retry('a', 2)], event: E.leased('a', 2), expect: (m) => expect(m.steps.a).toMatchObject({ state: 'leased', attempt: 2, started_at: AT(1), first_lease_seq: 2 }) },
   { name: 'step.retry_scheduled of a step that did not fail is refused', before: [E.leased('a', 1)], event: E.retry('a', 2), refuses: /not failed/ },
+  { name: 'step.quarantined of a step that has not failed is refused', before: [], event: E.quarantined('a', 1), refuses: /is pending/ },
   { name: 'step.quarantined after a deterministic failure', before: [E.leased('a', 1), E.failed('a', 1, true)], event: E.quarantined('a', 1), expect: (m) => expect(m.steps.a.state).toBe('quarantined') },
   {
     name: 'run.parked quarantine: the run waits, no work item',
@@ -184,14 +200,48 @@ const rows: Row[] = [
     expect: (m) => {
       expect(m).toMatchObject({ state: 'parked', parked_reason: 'connector_quarantined' });
       expect(m.steps.a).toMatchObject({ state: 'pending', attempt: 1, ended_at: null });
+      expect(workItem(m)).toBeNull(); // a parked run hands out no work, ready step or not
     },
   },
+  { name: 'run.parked of a parked run is refused', before: [E.leased('a', 1), E.failed('a', 1, true), E.quarantined('a', 1), E.parked('quarantine', 'a')], event: E.parked('quarantine', 'a'), refuses: /parked run cannot be parked/ },
+  // Replay folds rows edited in the database (D §7): a step the run does not have is refused, never
+  // looked up on Object.prototype (a `__proto__` step once wrote `state` and `lease_id` onto every object).
+  ...['__proto__', 'constructor', 'toString'].map((step) => ({ name: `run.parked naming the step "${step}", which the run does not have, is refused`, before: [], event: E.parked('human', step), refuses: /unknown step/ })),
   {
     name: 'step.failed without a lease (a template that does not render) on a pending step',
     before: A_DONE,
     event: E.failed('b', 1, true, null, 'action'),
-    expect: (m) => expect(m.steps.b).toMatchObject({ state: 'failed', error: { code: 'boom' } }),
+    expect: (m) => {
+      expect(m.steps.b).toMatchObject({ state: 'failed', error: { code: 'boom' } });
+      expect(workItem(m)).toBeNull(); // failed is not ready, whatever ready_at it had
+    },
   },
+  {
+    name: 'step.failed without a lease on a step waiting for its retry (the template fails again)',
+    before: [E.leased('a', 1), E.failed('a', 1), E.retry('a', 2)],
+    event: E.failed('a', 2, true, null),
+    expect: (m) => expect(m.steps.a).toMatchObject({ state: 'failed', attempt: 2 }),
+  },
+  { name: 'step.quarantined of a step still leased is refused', before: [E.leased('a', 1)], event: E.quarantined('a', 1), refuses: /is leased/ },
+  { name: 'a compensation lease for a step that is not compensating is refused', before: [...ALL_DONE, E.abandon(['c', 'b'])], event: E.compLeased('a', 1), refuses: /no compensation waiting/ },
+  { name: 'a compensation retry for a step that is not compensating is refused', before: [...ALL_DONE, E.abandon(['c'])], event: E.retry('b', 2, 'compensation'), refuses: /not failed/ },
+  {
+    name: 'lease.expired of a compensation on its last attempt: nothing to lease until the kernel decides',
+    before: [...ALL_DONE, E.abandon(['c']), E.compLeased('c', 1)],
+    event: E.expired('c', 1, null, 'compensation', 'c-c-1'),
+    expect: (m) => {
+      expect(m.steps.c).toMatchObject({ state: 'compensating', compensation_attempt: 1, lease_id: null, ready_at: null });
+      expect(workItem(m)).toBeNull();
+    },
+  },
+  {
+    name: 'run.resumed after a human decision keeps the attempt the step was in (only quarantine starts afresh, D §6)',
+    before: [E.leased('a', 1), E.failed('a', 1), E.retry('a', 2), E.leased('a', 2), E.parked('human', 'a', 'apr_1')],
+    event: E.resumed('human', 'a', 'approval'),
+    expect: (m) => expect(m.steps.a).toMatchObject({ state: 'pending', attempt: 2 }),
+  },
+  { name: 'run.failed after the last step completed (no current step)', before: ALL_DONE, event: E.runFailed('budget_exhausted', null), expect: (m) => expect(m).toMatchObject({ state: 'failed', current_step: null }) },
+  { name: 'compensation.completed without a lease for a step not at the head of the queue is refused', before: [...ALL_DONE, E.abandon(['c', 'b']), E.compLeased('c', 1)], event: { kind: 'compensation.completed', payload: { ...E.compCompleted('b', 1).payload, lease_id: null } }, refuses: /not leased by/ },
   // lease.expired
   {
     name: 'lease.expired: the step is ready again with attempt + 1',
@@ -204,6 +254,15 @@ const rows: Row[] = [
   },
   { name: 'lease.expired on the last attempt leaves the step for quarantine', before: [E.leased('a', 1)], event: E.expired('a', 1, null), expect: (m) => expect(m.steps.a).toMatchObject({ lease_id: null, error: { code: 'lease_expired' } }) },
   { name: 'step.quarantined after the last attempt expired', before: [E.leased('a', 1), E.expired('a', 1, null)], event: E.quarantined('a', 1), expect: (m) => expect(m.steps.a.state).toBe('quarantined') },
+  {
+    name: 'lease.expired of a compensation: the compensation is ready again with its next attempt',
+    before: [...ALL_DONE, E.abandon(['c']), E.compLeased('c', 1)],
+    event: E.expired('c', 1, 2, 'compensation', 'c-c-1'),
+    expect: (m) => {
+      expect(m.steps.c).toMatchObject({ state: 'compensating', compensation_attempt: 2, lease_id: null, ready_at: AT(9) });
+      expect(workItem(m)).toEqual({ step: 'c', kind: 'compensation', ready_at: AT(9) });
+    },
+  },
   { name: 'lease.expired of another lease is refused', before: [E.leased('a', 1)], event: E.expired('a', 1, 2, 'model', 'l-zzz'), refuses: /not the step's lease/ },
   // resume
   {
@@ -245,6 +304,12 @@ const rows: Row[] = [
     },
   },
   {
+    name: 'approval.decided of another approval leaves the pending one pending',
+    before: [...A_DONE, E.leased('b', 1), E.decided('b'), E.approvalRequested(), E.parked('human', 'b', 'apr_2')],
+    event: E.approvalDecided('approved'),
+    expect: (m) => expect(m.pending_approval_id).toBe('apr_2'),
+  },
+  {
     name: 'approval.decided rejected: no approved action',
     before: [...A_DONE, E.leased('b', 1), E.decided('b'), E.approvalRequested(), E.parked('human', 'b', 'apr_1')],
     event: E.approvalDecided('rejected'),
@@ -271,6 +336,21 @@ const rows: Row[] = [
       expect(workItem(m)).toBeNull();
     },
   },
+  {
+    name: 'run.failed of a parked run: failed, the pending approval cancelled with it, the unleased step left as it was',
+    before: [...A_DONE, E.leased('b', 1), E.decided('b'), E.approvalRequested(), E.parked('human', 'b', 'apr_1')],
+    event: { kind: 'run.failed', payload: { error: { code: 'budget_exhausted', message: 'over' }, step: 'b', cancelled_approval_ids: ['apr_1'] } },
+    expect: (m) => {
+      expect(m).toMatchObject({ state: 'failed', parked_reason: null, pending_approval_id: null });
+      expect(m.steps.b).toMatchObject({ state: 'pending', ended_at: null, lease_id: null });
+    },
+  },
+  {
+    name: 'run.failed without cancelled approvals (a log written before runs cancelled them) keeps the pending id it stored',
+    before: [...A_DONE, E.leased('b', 1), E.decided('b'), E.approvalRequested(), E.parked('human', 'b', 'apr_1')],
+    event: E.runFailed('budget_exhausted', 'b'),
+    expect: (m) => expect(m.pending_approval_id).toBe('apr_1'),
+  },
   { name: 'run.failed of a completed run is refused', before: [...ALL_DONE, E.runCompleted(null)], event: E.runFailed(), refuses: /cannot fail/ },
   // abandon
   {
@@ -285,7 +365,10 @@ const rows: Row[] = [
     },
   },
   { name: 'compensationsFor lists completed steps with compensate, last first', before: ALL_DONE, event: E.note(), expect: (m) => expect(compensationsFor(m)).toEqual(['c', 'b']) },
+  { name: 'compensationsFor leaves out a step that has not completed, compensate or not (D §6)', before: [...A_DONE, E.leased('b', 1)], event: E.note(), expect: (m) => expect(compensationsFor(m)).toEqual([]) },
   { name: 'run.abandon_requested naming a step with nothing to compensate is refused', before: A_DONE, event: E.abandon(['a']), refuses: /nothing to compensate/ },
+  { name: 'run.abandon_requested naming a step that has not completed is refused', before: A_DONE, event: E.abandon(['c']), refuses: /nothing to compensate/ },
+  { name: 'run.abandon_requested of an abandoning run is refused', before: [...A_DONE, E.abandon([])], event: E.abandon([], 'abandoning'), refuses: /abandoning run cannot be abandoned/ },
   { name: 'run.abandon_requested of a completed run is refused', before: [...ALL_DONE, E.runCompleted(null)], event: E.abandon([]), refuses: /cannot be abandoned/ },
   { name: 'run.abandon_requested from failed is allowed', before: [E.leased('a', 1), E.runFailed()], event: E.abandon([], 'failed'), expect: (m) => expect(m.state).toBe('abandoning') },
   { name: 'run.abandon_requested from parked clears the park', before: [E.leased('a', 1), E.failed('a', 1, true), E.quarantined('a', 1), E.parked('quarantine', 'a')], event: E.abandon([], 'parked'), expect: (m) => expect(m).toMatchObject({ state: 'abandoning', parked_reason: null }) },
@@ -296,6 +379,7 @@ const rows: Row[] = [
     event: E.compCompleted('c', 1),
     expect: (m) => {
       expect(m.steps.c.state).toBe('compensated');
+      expect(m.compensated).toEqual(['c']);
       expect(m.compensations).toEqual(['b']);
       expect(workItem(m)).toMatchObject({ step: 'b', kind: 'compensation' });
     },
@@ -306,6 +390,10 @@ const rows: Row[] = [
     event: E.retry('c', 2, 'compensation'),
     expect: (m) => expect(m.steps.c).toMatchObject({ state: 'compensating', compensation_attempt: 2, ready_at: AT(50) }),
   },
+  { name: 'compensation.completed of a step that is not the head of the queue is refused', before: [...ALL_DONE, E.abandon(['c', 'b']), E.compLeased('c', 1)], event: E.compCompleted('b', 1), refuses: /not leased by/ },
+  { name: 'compensation.completed with another lease is refused', before: [...ALL_DONE, E.abandon(['c', 'b']), E.compLeased('c', 1)], event: { kind: 'compensation.completed', payload: { ...E.compCompleted('c', 1).payload, lease_id: 'c-other' } }, refuses: /not leased by c-other/ },
+  { name: 'compensation.failed of a step that is not the head of the queue is refused', before: [...ALL_DONE, E.abandon(['c', 'b']), E.compLeased('c', 1)], event: E.compFailed('b', 1), refuses: /not being compensated/ },
+  { name: 'a compensation retry while the compensation is still leased is refused', before: [...ALL_DONE, E.abandon(['c']), E.compLeased('c', 1)], event: E.retry('c', 2, 'compensation'), refuses: /not failed/ },
   {
     name: 'compensation.failed: the step failed, the queue moves on',
     before: [...ALL_DONE, E.abandon(['c', 'b']), E.compLeased('c', 1)],
@@ -317,7 +405,8 @@ const rows: Row[] = [
     },
   },
   { name: 'run.abandoned after the last compensation', before: [...B_DONE, E.abandon(['b']), E.compLeased('b', 1), E.compCompleted('b', 1)], event: E.abandoned(['b']), expect: (m) => expect(m).toMatchObject({ state: 'abandoned', current_step: null, error: null }) },
-  { name: 'run.abandoned with failed compensations carries compensation_failed', before: [...B_DONE, E.abandon(['b']), E.compLeased('b', 1), E.compFailed('b', 1)], event: E.abandoned([], ['b']), expect: (m) => expect(m.error?.code).toBe('compensation_failed') },
+  { name: 'run.abandoned with failed compensations carries compensation_failed', before: [...B_DONE, E.abandon(['b']), E.compLeased('b', 1), E.compFailed('b', 1)], event: E.abandoned([], ['b']), expect: (m) => expect(m.error).toEqual({ code: 'compensation_failed', message: 'compensation failed for step(s) b' }) },
+  { name: 'run.abandoned of a run that was never abandoning is refused', before: ALL_DONE, event: E.abandoned([]), refuses: /still running/ },
   { name: 'run.abandoned while compensations run is refused', before: [...B_DONE, E.abandon(['b'])], event: E.abandoned([]), refuses: /still running/ },
   { name: 'run.abandoned at once when nothing needs compensating', before: [...A_DONE, E.abandon([])], event: E.abandoned([]), expect: (m) => expect(m.state).toBe('abandoned') },
   // external kinds and unknowns
@@ -351,6 +440,14 @@ describe('reducer transitions (D §6, §7; I 3)', () => {
     expect(() => initialModel({ seq: 1, kind: 'note', payload: {}, at: AT(0) })).toThrow(/starts with run.created/);
     expect(() => initialModel({ seq: 2, kind: 'run.created', payload: created.payload, at: AT(0) })).toThrow(/seq 1/);
     expect(() => foldEvents([])).toThrow(/empty/);
+  });
+
+  it('refuses a run.created whose step ids are not each a step of its own (a row edited by hand)', () => {
+    const steps = created.payload.steps as Array<Record<string, unknown>>;
+    for (const bad of [[{ ...steps[0], id: '__proto__' }, ...steps.slice(1)], [steps[0], steps[0]], [{ ...steps[0], id: 7 }]]) {
+      expect(() => initialModel({ seq: 1, kind: 'run.created', payload: { ...created.payload, steps: bad }, at: AT(0) })).toThrow(/not a step id of its own/);
+    }
+    expect(Object.getPrototypeOf(initialModel({ seq: 1, kind: 'run.created', payload: created.payload, at: AT(0) }).steps)).toBe(Object.prototype);
   });
 
   it('publicState is exactly the D §6 members (head fields are added from the store)', () => {

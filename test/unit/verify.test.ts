@@ -7,7 +7,7 @@ import { encodeBase64url } from '../../src/encoding/base64url.js';
 import { generateKeyPair, signBytes } from '../../src/keys/ed25519.js';
 import { KeyRing, controlPlaneKeyId } from '../../src/keys/keyring.js';
 import { encodeToken } from '../../src/remit/token.js';
-import { clearVerifiedTokenCache, verifiedTokenCacheSize, verifyRemit } from '../../src/remit/verify.js';
+import { LruCache, clearVerifiedTokenCache, verifiedTokenCacheSize, verifyRemit } from '../../src/remit/verify.js';
 import type { RemitPayload, TrustedKeys } from '../../src/types.js';
 
 const NOW = 1_800_000_000;
@@ -71,6 +71,7 @@ describe('step 1: token_malformed (D §3)', () => {
     ['empty signature', good.split('.').slice(0, 3).join('.') + '.'],
     ['empty payload', (() => { const p = good.split('.'); p[2] = ''; return p.join('.'); })()],
     ['key id with a dot-free but non-alphabet character', (() => { const p = good.split('.'); p[1] = 'cp-!!'; return p.join('.'); })()],
+    ['key id with a non-alphabet character before base64url text', (() => { const p = good.split('.'); p[1] = '!' + p[1]; return p.join('.'); })()],
     ['payload not JSON', rawToken(Buffer.from('not json'))],
     ['payload not UTF-8', rawToken(Buffer.from([0x7b, 0xff, 0xfe, 0x7d]))],
     ['payload an array', jsonToken([payload()])],
@@ -105,8 +106,20 @@ describe('step 1: token_malformed (D §3)', () => {
     ['requested_by a string', { requested_by: 'ana' }],
     ['run a number', { run: 7 }],
     ['parent null', { parent: null }],
+    // I 2.1: run and parent are strings naming a run and a remit; an empty name names nothing.
+    ['run empty', { run: '' }],
+    ['parent empty', { parent: '' }],
+    // null is typeof "object": refused as malformed, never read as one (the decoder never throws).
+    ['spend null', { spend: null }],
+    ['spend.usd negative', { spend: { tokens: 1, usd: -0.5 } }],
+    // Past ±8.64e15 ms a Date has no ISO form, which the time refusals' details print.
+    ['nbf past the last time a Date holds', { nbf: 8.64e12 + 1 }],
+    ['exp before the first time a Date holds', { exp: -8.64e12 - 1 }],
+    ['requested_by null', { requested_by: null }],
   ];
   for (const [name, over] of wrongTypes) cases.push([name, jsonToken({ ...payload(), ...over })]);
+  // JSON.parse reads 1e999 as Infinity: no budget (I 2.1 spend.usd is a number; JCS has no Infinity).
+  cases.push(['spend.usd beyond a double (1e999)', rawToken(Buffer.from(JSON.stringify(payload()).replace('"usd":5', '"usd":1e999')))]);
 
   for (const [name, token] of cases) {
     it(`refuses a token with ${name}`, () => {
@@ -134,6 +147,20 @@ describe('step 1: token_malformed (D §3)', () => {
     const big = encodeToken(payload({ grants: ['x'.repeat(11_000)] }), ring);
     expect(big.length).toBeLessThanOrEqual(16 * 1024);
     expect(verifyRemit(big, ring, NOW, {}).ok).toBe(true);
+  });
+
+  it('accepts a token of exactly 16 KiB (D §3: only a longer one is malformed)', () => {
+    // Unpadded base64url never has a length of 4n+1, so the filler steps one byte at a time until the token lands on the limit.
+    const tokenWith = (fill: number) => encodeToken(payload({ grants: ['x'.repeat(fill)] }), ring);
+    let fill = Math.floor(((16 * 1024 - tokenWith(0).length) * 3) / 4) - 2;
+    while (tokenWith(fill).length < 16 * 1024) fill++;
+    const t = tokenWith(fill);
+    expect(t.length).toBe(16 * 1024);
+    expect(verifyRemit(t, ring, NOW, {}).ok).toBe(true);
+  });
+
+  it('accepts a remit with no budget at all (I 2.1: spend is non-negative, zero included)', () => {
+    expect(verifyRemit(encodeToken(payload({ spend: { tokens: 0, usd: 0 } }), ring), ring, NOW, {}).ok).toBe(true);
   });
 
   it('checks malformation before the signature (step 1 before step 2)', () => {
@@ -216,6 +243,9 @@ describe('step 3: remit_expired / remit_not_yet_valid (D §3: no leeway unless c
     expect(early.ok ? '' : early.detail).toContain(`the clock here reads ${new Date((NOW - 1) * 1000).toISOString().replace('.000Z', 'Z')}`);
     const late = verifyRemit(t, ring, NOW + 60, {});
     expect(late.ok ? '' : late.detail).toContain(`the clock here reads ${new Date((NOW + 60) * 1000).toISOString().replace('.000Z', 'Z')}`);
+    // ...and the remit's own times, as the times they are.
+    expect(early.ok ? '' : early.detail).toContain(`not valid before ${new Date(NOW * 1000).toISOString()}`);
+    expect(late.ok ? '' : late.detail).toContain(`expired at ${new Date((NOW + 60) * 1000).toISOString()}`);
   });
   it('applies a configured skew both ways', () => {
     expect(verifyRemit(t, ring, NOW - 5, {}, { skewSeconds: 5 }).ok).toBe(true);
@@ -253,6 +283,15 @@ describe('steps 4–7 (I 5.3)', () => {
     const exactOnly = encodeToken(payload({ scopes: ['mcp:files:readme'] }), ring);
     expect(verifyRemit(exactOnly, ring, NOW, { scopes: ['mcp:files:*'] })).toMatchObject({ reason: 'scope_not_granted' });
   });
+  it("step 6: a scope the connector spells another way is granted by that spelling, given exactly (an MCP server's literal files:*)", () => {
+    const literal = encodeToken(payload({ scopes: ['files:*'] }), ring);
+    const alternatives = (scope: string) => (scope === 'mcp:files:*' ? ['files:*'] : []);
+    expect(verifyRemit(literal, ring, NOW, { scopes: ['mcp:files:*'], scopeAlternatives: alternatives }).ok).toBe(true);
+    expect(verifyRemit(literal, ring, NOW, { scopes: ['mcp:files:*'] })).toMatchObject({ reason: 'scope_not_granted' });
+    // The alternative is compared as a literal, not matched as a pattern: `fi*` does not grant the server `files`.
+    const prefix = encodeToken(payload({ scopes: ['fi*'] }), ring);
+    expect(verifyRemit(prefix, ring, NOW, { scopes: ['mcp:files:*'], scopeAlternatives: alternatives })).toMatchObject({ reason: 'scope_not_granted' });
+  });
   it('step 7: autonomy_too_low for writes under observe and propose only', () => {
     expect(verifyRemit(bound, ring, NOW, { writes: true })).toMatchObject({ reason: 'autonomy_too_low' });
     expect(verifyRemit(bound, ring, NOW, { writes: false }).ok).toBe(true);
@@ -288,15 +327,7 @@ describe('verified-token cache (issue 2)', () => {
     expect(verifyRemit(good, impostor, NOW, {})).toMatchObject({ reason: 'signature_invalid' });
   });
 
-  it('makes a repeat cost microseconds', () => {
-    verifyRemit(good, ring, NOW, {});
-    const n = 20_000;
-    const start = process.hrtime.bigint();
-    for (let i = 0; i < n; i++) verifyRemit(good, ring, NOW, { tool: 'billing.refund', scopes: ['sql:table:invoices'], writes: true });
-    const perCallUs = Number(process.hrtime.bigint() - start) / 1000 / n;
-    expect(perCallUs).toBeLessThan(20);
-  });
-
+  // How fast a repeat is belongs to `npm run bench -- remit` (a timed assertion failed under load).
   it('returns a frozen payload so a caller cannot poison the cache', () => {
     const r = verifyRemit(good, ring, NOW, {});
     expect(r.ok && Object.isFrozen(r.payload) && Object.isFrozen(r.payload.tools)).toBe(true);

@@ -2,7 +2,7 @@
 // redaction paths and counts, and the property that nothing of an ungranted class gets through.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { DataBoundary, fieldClassesOf, marker, redactText, redactValue, redactionNote } from '../../src/worker/data-boundary.js';
+import { DataBoundary, fieldClassesOf, marker, redactText, redactValue, redactionNote, scrubbable } from '../../src/worker/data-boundary.js';
 import { BUILTIN_DETECTORS, detect, findAll, isCardNumber, luhnValid } from '../../src/worker/detectors.js';
 import { LiteralSet } from '../../src/worker/literal-set.js';
 
@@ -290,6 +290,26 @@ describe('redaction (I 5.5: ungranted content replaced by [REDACTED:<class>])', 
     // Text that is not JSON, or JSON with nothing classified, is left as it was written.
     const plain = redactValue({ body: '{ "name": "Dana" }', note: 'salary 95000' }, { grants: [], fieldClasses: classes });
     expect(plain.value).toEqual({ body: '{ "name": "Dana" }', note: 'salary 95000' });
+  });
+
+  it('a literal is removed elsewhere from four characters with a letter, or seven digits, counted trimmed (svc-worker(1), I 5.5)', () => {
+    expect(scrubbable('Dana')).toBe(true);
+    expect(scrubbable('Dan')).toBe(false);
+    expect(scrubbable('  Al  ')).toBe(false); // the padding of a CHAR(n) column is no part of the name
+    expect(scrubbable('1234567')).toBe(true);
+    expect(scrubbable('123456')).toBe(false);
+    expect(scrubbable('12-34-56')).toBe(false); // eight characters, six digits, no letter
+    expect(scrubbable('a@b.c')).toBe(true);
+    const b = new DataBoundary({ grants: [], fieldClasses: { account_no: 'pii' } });
+    const r = b.redact({ account_no: 1234567, note: 'paid from 1234567 and 123456' });
+    expect(r.value).toEqual({ account_no: '[REDACTED:pii]', note: 'paid from [REDACTED:pii] and 123456' });
+  });
+
+  it('a detector that keeps matching its own marker gets the whole string withheld, never a loop or a leak', () => {
+    const greedy = { name: 'greedy', class: 'secret', pattern: /REDACTED|sk_\w+/g };
+    const r = redactText('key sk_live_1 here', { grants: [], detectors: [greedy] }, '/t');
+    expect(r.value).toBe('[REDACTED:secret]');
+    expect(r.redactions).toEqual([{ class: 'secret', path: '/t', count: expect.any(Number) }]);
   });
 
   it('short or purely small-number classified values are not scrubbed elsewhere', () => {
