@@ -6,6 +6,7 @@
  * the TUI's ApprovalsApi to ApiError (TransportError passes through).
  */
 import { CliError, EXIT } from './exit.js';
+import { clean } from './terminal-text.js';
 import { fetchBlockedPortHint } from '../src/util/fetch-blocked-ports.js';
 
 /** The subset of `fetch` the clients use: the global fetch, or a fake in tests. */
@@ -144,7 +145,7 @@ export function errorFromBody(status: number, body: unknown, where?: string): Cl
   const error = isObject(b.error) && typeof b.error.code === 'string' && typeof b.error.message === 'string' ? b.error : null;
   if (error) {
     const detailsOf = isObject(error.details) ? error.details : {};
-    const details = Object.keys(detailsOf).length ? ` ${JSON.stringify(detailsOf)}` : '';
+    const details = detailsText(String(error.message), detailsOf);
     // svcd's other listener (the gateway's URL as --kernel-url, or the other way round).
     const hint =
       error.code === 'not_found' && detailsOf.resource === 'route' && where
@@ -152,9 +153,56 @@ export function errorFromBody(status: number, body: unknown, where?: string): Cl
         : error.code === 'unauthorized'
           ? '; pass the token svcd was started with as --token or SVC_TOKEN'
           : '';
-    return new CliError(`${String(error.code)}: ${String(error.message)}${details}${hint}`, EXIT.failed, body);
+    // Each line is made one line here: the lines after it are svc's own, and a newline in a
+    // message or a member name (a path) must not forge another.
+    return new CliError(`${clean(error.code)}: ${clean(error.message)}${details.inline}${hint}${details.lines}`, EXIT.failed, body);
   }
   return notSvcd(status, where);
+}
+
+/** Most problems a service error's details are printed as, one line each. */
+const MAX_PROBLEM_LINES = 20;
+
+/**
+ * What of an error's `details` the one-line message does not already say. A member whose
+ * value the message quotes (`not_found`'s resource and id, a path) is left out, and a list
+ * of problems (`errors` of input_invalid and args_invalid, `problems` of bundle_invalid and
+ * policy_invalid) becomes a line per problem after the message rather than a JSON blob;
+ * what is left follows as JSON. `--json` prints the whole body on stdout.
+ */
+export function detailsText(message: string, details: Record<string, unknown>): { inline: string; lines: string } {
+  const rest: Record<string, unknown> = {};
+  let lines: string[] = [];
+  for (const [key, value] of Object.entries(details)) {
+    const problems = (key === 'errors' || key === 'problems') && Array.isArray(value) && value.every((p) => isObject(p) && typeof p.message === 'string') ? (value as Array<Record<string, unknown>>) : null;
+    if (problems !== null) {
+      // One problem is the one the message already states.
+      if (problems.length > 1) lines = problems.slice(0, MAX_PROBLEM_LINES).map((p) => `  ${clean(problemPlace(p))}${clean(p.message)}`);
+      if (problems.length > MAX_PROBLEM_LINES) lines.push(`  … and ${problems.length - MAX_PROBLEM_LINES} more (--json prints them all)`);
+      continue;
+    }
+    if (saidIn(message, value)) continue;
+    rest[key] = value;
+  }
+  return { inline: Object.keys(rest).length > 0 ? ` ${JSON.stringify(rest)}` : '', lines: lines.length > 0 ? `\n${lines.join('\n')}` : '' };
+}
+
+/** `/path: ` or `line 2, column 5: ` for one problem of a details list. */
+function problemPlace(p: Record<string, unknown>): string {
+  if (typeof p.path === 'string') return `${p.path || '/'}: `;
+  if (typeof p.line === 'number') return `line ${p.line}${typeof p.column === 'number' ? `, column ${p.column}` : ''}: `;
+  return '';
+}
+
+/**
+ * The message already quotes this value: an empty string, or a string or number standing on
+ * its own in it (`run_x` in "run run_x not found"; not the `1` of `lse_1` or of `10`).
+ */
+function saidIn(message: string, value: unknown): boolean {
+  if (value === '') return true;
+  if (typeof value !== 'string' && typeof value !== 'number') return false;
+  const text = String(value).replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return new RegExp(`(^|[^\\w.])${text}($|[^\\w])`).test(message);
 }
 
 /** What an answer from something that is not svcd is called (the CLI and the inbox). */

@@ -7,6 +7,7 @@
  * once, and paths relative to the config file's directory.
  */
 import { readFileSync } from 'node:fs';
+import { fsReason } from '../src/util/fs-reason.js';
 import { resolve } from 'node:path';
 import { Ajv } from 'ajv';
 import { parse as parseYaml } from 'yaml';
@@ -68,7 +69,7 @@ export function readConfigDoc(path: string): unknown {
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
-    throw new Error(`cannot read config ${path}: ${(err as Error).message}`);
+    throw new Error(`cannot read config ${path}: ${fsReason(err)}`);
   }
   try {
     return parseYaml(text);

@@ -17,6 +17,7 @@ import { SvcError, isSvcError } from '../../src/errors.js';
 import { globalRedactor, type Logger, type Redactor } from '../../src/log/logger.js';
 import { LogThrottle, throttleFor } from '../../src/log/throttle.js';
 import { ajvErrorPath } from '../../src/encoding/json-pointer.js';
+import { schemaMessage } from '../../src/encoding/schema-message.js';
 import { PRINTABLE_NAME_MESSAGE, PRINTABLE_NAME_PATTERN } from '../../src/util/printable-name.js';
 import { shortened } from '../../src/encoding/cut-text.js';
 
@@ -102,13 +103,10 @@ export function toSvcError(err: unknown, logger?: Logger, bodyLimit?: number): S
     const place = first ? ajvErrorPath(first) : { path: '' };
     const path = where + place.path;
     if (path === '' && first?.keyword === 'type') return new SvcError('request_invalid', 'request body must be a JSON object', { path });
-    const allowed = (first?.params as { allowedValues?: unknown[] } | undefined)?.allowedValues;
     const message =
-      place.member === 'missing' ? 'is required'
-      : place.member === 'extra' ? 'is not allowed'
-      : first?.keyword === 'enum' && allowed ? `must be one of ${allowed.map((v) => JSON.stringify(v)).join(', ')}`
-      : first?.keyword === 'pattern' && (first.params as { pattern?: string }).pattern === PRINTABLE_NAME_PATTERN ? PRINTABLE_NAME_MESSAGE
-      : first?.message ?? 'is invalid';
+      first === undefined ? 'is invalid'
+      : first.keyword === 'pattern' && (first.params as { pattern?: string }).pattern === PRINTABLE_NAME_PATTERN ? PRINTABLE_NAME_MESSAGE
+      : schemaMessage(first);
     return new SvcError('request_invalid', `${path || '/'} ${message}`, { path });
   }
   switch (e?.code) {

@@ -25,6 +25,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { firstNonLinearPattern, linearRegExp } from '../util/linear-regexp.js';
 import { addFormats, withDecimalMultipleOf } from '../util/schema-options.js';
 import { ajvErrorPath, pointerToken } from '../encoding/json-pointer.js';
+import { schemaMessage } from '../encoding/schema-message.js';
 import type { Bundle } from '../types.js';
 import { BUNDLE_SCHEMA } from './bundle-schema.js';
 import { inPlaceRefCycle } from './schema-cycles.js';
@@ -78,18 +79,29 @@ function schemaProblems(errors: ErrorObject[]): BundleProblem[] {
   for (const e of errors) {
     if (e.keyword === 'if' || e.keyword === 'propertyNames') continue;
     const { path, member } = ajvErrorPath(e);
-    let message = e.message ?? 'is invalid';
-    if (member === 'missing') message = 'is required';
-    else if (member === 'extra') message = `is not a member of this object${didYouMeanMember(e, String((e.params as { additionalProperty?: unknown }).additionalProperty))}`;
+    let message = schemaMessage(e, member === 'extra' ? `is not a member of this object${didYouMeanMember(e, String((e.params as { additionalProperty?: unknown }).additionalProperty))}` : undefined);
     const custom = (e.parentSchema as { 'x-message'?: string } | undefined)?.['x-message'];
     if (custom && MESSAGE_KEYWORDS.has(e.keyword)) message = custom;
     if (member === 'name' && !custom) message = `name ${message}`;
+    if (e.keyword === 'type') message = typeMessage(message, custom, path, e.data, String((e.params as { type?: unknown }).type));
     const key = `${path}\n${message}`;
     if (seen.has(key)) continue;
     seen.add(key);
     out.push({ path, message });
   }
   return out;
+}
+
+/**
+ * What a newcomer needs besides "must be a string": at the root, what a bundle is and what the
+ * file holds instead (an empty file, a list); for a number where a string belongs, what the
+ * string must be and that YAML read it as a number (`version: 1.2` is a number,
+ * `version: "1.2"` a string).
+ */
+function typeMessage(message: string, custom: string | undefined, path: string, data: unknown, expected: string): string {
+  if (path === '') return `${message} with name, version and workflows, not ${data === null ? 'null (an empty file?)' : Array.isArray(data) ? 'a list' : typeof data === 'string' ? 'a single string' : `a ${typeof data}`}`;
+  if (typeof data === 'number' && expected.split(',').includes('string')) return `${custom ?? message}, in quotes (YAML reads an unquoted ${String(data)} as a number)`;
+  return message;
 }
 
 type Obj = Record<string, unknown>;

@@ -210,7 +210,10 @@ class ToolCall {
 
     const args = req.args ?? {};
     if (!tool.validate(args)) {
-      return this.finish(gatewayError('args_invalid', `arguments of ${req.tool} do not match its input schema`, { errors: argsErrors(tool.validate.errors) }), 'args_invalid');
+      // The first problem in the message, as input_invalid and output_invalid say theirs.
+      const errors = argsErrors(tool.validate.errors);
+      const first = errors[0] ? `: ${errors[0].path} ${errors[0].message}` : '';
+      return this.finish(gatewayError('args_invalid', `arguments of ${req.tool} do not match its input schema${first}`, { errors }), 'args_invalid');
     }
 
     // Step 6: every scope the call touches, narrowed by the request's scope when given.

@@ -7,6 +7,7 @@
  * registered with the redactor before anything else sees it, so it can never be printed.
  */
 import { readFileSync } from 'node:fs';
+import { fsReason } from '../util/fs-reason.js';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import type { ContractType } from '../types.js';
@@ -157,7 +158,7 @@ export function loadGatewayConfigFile(path: string, opts: Omit<LoadOptions, 'sou
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
-    throw new GatewayConfigError([`cannot read the file: ${(err as Error).message}`], path);
+    throw new GatewayConfigError([`cannot read the file: ${fsReason(err)}`], path);
   }
   let doc: unknown;
   try {

@@ -8,6 +8,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { linearRegExp } from '../util/linear-regexp.js';
 import { withDecimalMultipleOf } from '../util/schema-options.js';
 import { ajvErrorPath } from '../encoding/json-pointer.js';
+import { schemaMessage } from '../encoding/schema-message.js';
 import { didYouMeanMember } from '../util/did-you-mean.js';
 
 const CONTRACT_TYPES = ['string', 'number', 'bool', 'object', 'list'];
@@ -145,14 +146,11 @@ export function formatAjvErrors(errors: readonly ErrorObject[], _doc?: unknown):
   for (const e of errors) {
     const { path, member } = ajvErrorPath(e);
     let where = path || '/';
-    let msg = e.message ?? 'is invalid';
     const p = e.params as Record<string, unknown>;
-    if (member === 'extra') {
-      msg = `is not a known key${didYouMeanMember(e, String(p.additionalProperty))}`;
-    } else if (member === 'missing') {
-      msg = 'is required';
-    } else if (e.keyword === 'enum') {
-      msg = `must be one of ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
+    let msg = schemaMessage(e, member === 'extra' ? `is not a known key${didYouMeanMember(e, String(p.additionalProperty))}` : undefined);
+    if (e.keyword === 'type' && e.instancePath === '') {
+      // The whole file (or section) is a list or a scalar: say what a config is.
+      msg = `must be a mapping of keys (key: value lines), not ${Array.isArray(e.data) ? 'a list' : e.data === null ? 'null' : `a ${typeof e.data}`}`;
     } else if (e.keyword === 'discriminator') {
       msg = 'type must be one of "sqlite", "http", "fs", "mcp"';
       where = `${e.instancePath}/type`;
@@ -194,7 +192,6 @@ export function compileInputSchema(schema: Record<string, unknown>): ValidateFun
 /** The args_invalid details: every failing field. */
 export function argsErrors(errors: readonly ErrorObject[] | null | undefined): Array<{ path: string; message: string }> {
   return (errors ?? []).map((e) => {
-    const { path, member } = ajvErrorPath(e);
-    return { path: path || '/', message: member === 'extra' ? 'is not allowed' : e.message ?? 'is invalid' };
+    return { path: ajvErrorPath(e).path || '/', message: schemaMessage(e) };
   });
 }

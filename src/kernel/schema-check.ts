@@ -8,6 +8,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { linearRegExp } from '../util/linear-regexp.js';
 import { addFormats, withDecimalMultipleOf } from '../util/schema-options.js';
 import { ajvErrorPath } from '../encoding/json-pointer.js';
+import { schemaMessage } from '../encoding/schema-message.js';
 
 // Patterns run on run input and step output: linear time (src/util/linear-regexp.ts).
 const draft07 = withDecimalMultipleOf(new Ajv({ strict: false, allErrors: true, validateSchema: true, code: { regExp: linearRegExp } }));
@@ -29,9 +30,7 @@ const CACHE_LIMIT = 2000;
 function problems(errors: ErrorObject[] | null | undefined): SchemaProblem[] {
   return (errors ?? []).slice(0, 20).map((e) => {
     // The path names the member, so the message need not name it again (as request_invalid).
-    const { path, member } = ajvErrorPath(e);
-    const message = member === 'missing' ? 'is required' : member === 'extra' ? 'is not allowed here' : e.message ?? 'is invalid';
-    return { path, message };
+    return { path: ajvErrorPath(e).path, message: schemaMessage(e) };
   });
 }
 

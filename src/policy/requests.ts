@@ -9,6 +9,7 @@ import { MAX_CORPUS_CASES } from './corpus.js';
 import { MAX_POLICY_SOURCE } from './parser.js';
 import type { PolicyPostBody, PolicyTestBody } from './policy-service.js';
 import { ajvErrorPath } from '../encoding/json-pointer.js';
+import { schemaMessage } from '../encoding/schema-message.js';
 
 /** Policy names: letters, digits, `.`, `_`, `-`; 1–64 characters, starting with a letter or digit. */
 export const POLICY_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -51,12 +52,8 @@ const MESSAGES: Record<string, string> = {
 function fail(errors: ErrorObject[] | null | undefined): never {
   const e = errors?.[0];
   const { path, member } = e ? ajvErrorPath(e) : { path: '' };
-  let message = e?.message ?? 'is invalid';
-  if (member === 'missing') {
-    message = 'is required';
-  } else if (member === 'extra') {
-    message = 'is not a member of this request';
-  } else if (e?.keyword === 'pattern') {
+  let message = e ? schemaMessage(e) : 'is invalid';
+  if (e?.keyword === 'pattern' && member !== 'missing' && member !== 'extra') {
     message = MESSAGES[path.replace(/^\/policy_[ab]/, '')] ?? message;
   }
   throw new SvcError('request_invalid', `${path || 'body'} ${message}`, { path });

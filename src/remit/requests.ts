@@ -12,6 +12,7 @@ import { AUTONOMY_ORDER, type Autonomy, type Requester, type Spend } from '../ty
 import { scopePatternProblem, toolPatternProblem } from './patterns.js';
 import { MAX_SPEND_USD, wholeMicroUsd } from '../spend.js';
 import { ajvErrorPath } from '../encoding/json-pointer.js';
+import { schemaMessage } from '../encoding/schema-message.js';
 import { PRINTABLE_NAME_MESSAGE, PRINTABLE_NAME_PATTERN } from '../util/printable-name.js';
 import { POLICY_NAME, POLICY_VERSION } from '../policy/requests.js';
 
@@ -126,15 +127,9 @@ function fromAjv(errors: ErrorObject[] | null | undefined): SvcError {
   const e = errors?.[0];
   if (!e) return new SvcError('request_invalid', 'request body is invalid', { path: '' });
   const { path, member } = ajvErrorPath(e);
-  const p = e.params as { allowedValues?: unknown[]; pattern?: string };
-  let message = e.message ?? 'is invalid';
-  if (member === 'missing') {
-    message = 'is required';
-  } else if (member === 'extra') {
-    message = 'is not a known field';
-  } else if (p.allowedValues) {
-    message = `must be one of ${p.allowedValues.join(', ')}`;
-  } else if (p.pattern !== undefined) {
+  const p = e.params as { pattern?: string };
+  let message = schemaMessage(e);
+  if (member !== 'missing' && member !== 'extra' && p.pattern !== undefined) {
     message = PATTERN_MESSAGES[p.pattern] ?? message;
   }
   return new SvcError('request_invalid', `${path || 'body'} ${message}`, { path });

@@ -48,6 +48,8 @@ export interface WorkerEventMap {
     run_state: string | null;
     usage: Usage;
     duration_ms: number;
+    /** Only for a bug in the worker (code `internal`): its stack, for the log, never sent to the kernel. */
+    stack?: string;
   };
   /**
    * The step ran, but its completion could not be reported before the lease ran out (the kernel

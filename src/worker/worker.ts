@@ -89,6 +89,16 @@ interface InFlight {
 /** The longest delay setTimeout takes (2^31-1 ms). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/**
+ * A throw that is not a StepError is a bug in the worker: the run's error says so in one line
+ * (the error's name and message), and the stack goes to the worker's log with `step:error`.
+ */
+function unexpected(err: unknown): StepError {
+  const e = err as Error | undefined;
+  const what = e instanceof Error ? `${e.name}: ${e.message}` : String(err);
+  return new StepError('internal', `worker bug: ${what} (the stack is in svc worker's log)`, false);
+}
+
 export class Worker extends TypedEmitter<WorkerEventMap> {
   readonly workerId: string;
   readonly kinds: readonly LeaseKind[];
@@ -411,16 +421,19 @@ export class Worker extends TypedEmitter<WorkerEventMap> {
         this.emit('step:lost', { ...info, reason: err.message });
         return;
       }
-      const e = err instanceof StepError ? err : new StepError('internal', `worker bug: ${(err as Error)?.stack ?? String(err)}`, false);
+      const e = err instanceof StepError ? err : unexpected(err);
       // The message goes into the run's permanent events: no secret, and no URL's password.
       const error = { code: e.code, message: cutText(withoutCredentials(globalRedactor.redact(e.message)), 2000) };
+      // A bug's stack is for the worker's own log, never the run's events (read by every
+      // operator of the run, kept for ever, and holding this machine's install paths).
+      const stack = err instanceof StepError ? undefined : withoutCredentials(globalRedactor.redact(String((err as Error)?.stack ?? err)));
       const usage = chargeableUsage(rt.usage);
       try {
         const r = await this.kernel.fail(lease.lease_id, error, e.deterministic, usage, { until, signal: this.reportsCut.signal });
-        this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: r.outcome ?? null, run_state: r.run_state ?? null, usage, duration_ms: Math.round(performance.now() - started) });
+        this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: r.outcome ?? null, run_state: r.run_state ?? null, usage, duration_ms: Math.round(performance.now() - started), ...(stack ? { stack } : {}) });
       } catch (reportErr) {
         if (reportErr instanceof LeaseLostError) this.emit('step:lost', { ...info, reason: reportErr.message });
-        else this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: null, run_state: null, usage, duration_ms: Math.round(performance.now() - started) });
+        else this.emit('step:error', { ...info, error, deterministic: e.deterministic, outcome: null, run_state: null, usage, duration_ms: Math.round(performance.now() - started), ...(stack ? { stack } : {}) });
       }
     } finally {
       if (timeout) clearTimeout(timeout);

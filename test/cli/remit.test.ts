@@ -76,7 +76,8 @@ describe('svc remit (issue 2, I 4.1)', () => {
     const m = JSON.parse((await runSvc([...k, '--json', ...MINT])).stdout);
     const r = await runSvc([...k, 'remit', 'derive', m.remit_id, '--autonomy', 'autonomous']);
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/remit_widens.*"field":"autonomy"/);
+    // One line; details.field and value are in the message, so no JSON repeats them (I 5.4, svc(1)).
+    expect(r.stderr).toMatch(/^svc: remit_widens: autonomy autonomous is above the parent's \w+\n$/);
     const j = await runSvc([...k, '--json', 'remit', 'derive', m.remit_id, '--tools', 'crm.*']);
     expect(j.code).toBe(1);
     expect(JSON.parse(j.stdout).error).toMatchObject({ code: 'remit_widens', details: { field: 'tools' } });

@@ -153,6 +153,11 @@ describe('decisions §9 order of checks', () => {
     expect(res.body.error.code).toBe('args_invalid');
     expect(res.body.error.details.errors[0].path).toBe('/ms');
   });
+  it('args_invalid (I 7.2, D §9) says its first problem in the message, in the words request_invalid uses', async () => {
+    const res = await gw.call({ remit_token: token(), tool: 'test.sleep', args: { ms: 'soon' } });
+    expect(res.body.error.message).toBe('arguments of test.sleep do not match its input schema: /ms must be an integer');
+    expect(res.body.error.details.errors).toEqual([{ path: '/ms', message: 'must be an integer' }]);
+  });
   it('scope before autonomy: scope_not_granted wins over autonomy_too_low', async () => {
     const res = await gw.call({ remit_token: token({ scopes: ['none:*'], autonomy: 'observe' }), tool: 'test.write', args: {} });
     expect(res.body.refusal.reason).toBe('scope_not_granted');

@@ -115,6 +115,13 @@ describe('environment overrides win over the file (documented in man/svc-gateway
 });
 
 describe('one schema reports every problem at once', () => {
+  it('a file that is a list or a scalar is told what a config is (svc-gateway(5))', () => {
+    const file = join(dir, 'list.yaml');
+    writeFileSync(file, '- name: db\n  type: sqlite\n');
+    expect(problemsOf(() => loadGatewayConfigFile(file, { env: {}, redactor: new Redactor() }))).toEqual(['/: must be a mapping of keys (key: value lines), not a list']);
+    expect(problemsOf(() => loadGatewayConfig('listen', { env: {}, redactor: new Redactor() }))).toEqual(['/: must be a mapping of keys (key: value lines), not a string']);
+  });
+
   it('lists each problem with its JSON pointer', () => {
     const p = problemsOf(() =>
       loadGatewayConfig(
@@ -135,14 +142,14 @@ describe('one schema reports every problem at once', () => {
     expect(p).toEqual(
       expect.arrayContaining([
         '/colour: is not a known key',
-        '/listen: must be string',
+        '/listen: must be a string',
         '/canary/interval_seconds: must be > 0',
-        '/canary/quarantine_after: must be integer',
+        '/canary/quarantine_after: must be an integer',
         '/connectors/0/path: is required',
-        '/connectors/1/allowed_hosts: must NOT have fewer than 1 items',
+        '/connectors/1/allowed_hosts: must not be empty',
         expect.stringMatching(/^\/connectors\/1\/tools\/get\/contract\/required\/status: must be one of/),
         '/connectors/2/type: type must be one of "sqlite", "http", "fs", "mcp"',
-        '/connectors/3/command: must be array',
+        '/connectors/3/command: must be an array',
       ]),
     );
     expect(p.length).toBeGreaterThanOrEqual(9);
@@ -262,7 +269,7 @@ describe("fs connector directory (interface 2.10: `path` is the connector defini
   it('neither, or two different directories, is a problem naming the key', () => {
     expect(problemsOf(() => fs({}))).toEqual(['/connectors/0/root: is required (the directory every path stays under; path is another name for it)']);
     expect(problemsOf(() => fs({ root: './a', path: './b' }))).toEqual(['/connectors/0/path: names another directory than root; give one of them']);
-    expect(problemsOf(() => fs({ path: '' }))).toEqual(['/connectors/0/path: must NOT have fewer than 1 characters']);
+    expect(problemsOf(() => fs({ path: '' }))).toEqual(['/connectors/0/path: must not be empty']);
   });
 });
 

@@ -519,6 +519,6 @@ describe('the svcd binary (decisions §11) and `svc gateway` (CLI)', () => {
     expect(err).toBeInstanceOf(Error);
     const msg = (err as Error).message;
     expect(msg).toMatch(/svcd exited 1/);
-    for (const p of ['/listen: must be string', '/connectors/0/path: is required', '/connectors/1/allowed_hosts', 'MISSING_VAR_XYZ is not set']) expect(msg).toContain(p);
+    for (const p of ['/listen: must be a string', '/connectors/0/path: is required', '/connectors/1/allowed_hosts', 'MISSING_VAR_XYZ is not set']) expect(msg).toContain(p);
   }, 30_000);
 });

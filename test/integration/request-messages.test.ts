@@ -69,6 +69,21 @@ describe('request_invalid messages (D §10)', () => {
       expect(r.body.error, body).toMatchObject({ code: 'request_invalid', message: 'request body must be a JSON object', details: { path: '' } });
     }
   });
+
+  it('one situation, one wording, whichever route refuses it (src/encoding/schema-message.ts)', async () => {
+    await using d = await startRunDaemon();
+    const remit = { tools: ['a.b'], scopes: ['a:b:c'], grants: [], spend: { tokens: 1, usd: 1 }, autonomy: 'observe', policy_set: [], requested_by: { id: 'a', role: 'b', manager: 'c' } };
+    const said = async (path: string, body: unknown) => (await d.kernel_(path, { body })).body.error;
+    // An unknown member where one is refused (remits): the words run input uses for one.
+    expect(await said('/remits', { ...remit, scope: ['x'] })).toMatchObject({ message: '/scope is not allowed', details: { path: '/scope' } });
+    // An enum lists its values quoted, as on leases; an empty string is "empty", not ajv's "fewer than 1 characters".
+    expect((await said('/remits', { ...remit, autonomy: 'max' })).message).toBe('/autonomy must be one of "observe", "propose", "supervised", "autonomous"');
+    expect((await said('/remits', { ...remit, requested_by: { id: 'a', role: '', manager: 'c' } })).message).toBe('/requested_by/role must not be empty');
+    // A type is said with its article, wherever it is checked.
+    expect((await said('/remits', { ...remit, spend: { tokens: 1.5, usd: 1 } })).message).toBe('/spend/tokens must be an integer');
+    expect((await said('/leases', { worker_id: 'w', kinds: 'model' })).message).toBe('/kinds must be an array');
+    expect((await said('/policies/test', { policy_a: 'refunds', policy_b: { source: 'allow a when true' }, corpus: [] })).message).toBe('/policy_a must be an object');
+  });
 });
 
 describe('keep-alive connections (daemon/http/common.ts)', () => {

@@ -26,13 +26,17 @@ describe('the kernel: section of --config (svcd(8))', () => {
     const r = svcdExit(['--config', cfg, '--no-gateway']);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(`config ${cfg} (kernel:) has 5 problems`);
-    for (const p of ['/lisen: is not a known key', '/token: must be string,null', '/synchronous: must be one of "OFF", "NORMAL", "FULL", "EXTRA"', '/clock_skew_seconds: must be integer', '/publishers: must be array']) {
+    for (const p of ['/lisen: is not a known key', '/token: must be a string or null', '/synchronous: must be one of "OFF", "NORMAL", "FULL", "EXTRA"', '/clock_skew_seconds: must be an integer', '/publishers: must be an array']) {
       expect(r.stderr).toContain(p);
     }
     expect(r.stderr).not.toContain('12345');
     expect(r.stderr).not.toMatch(/\n\s+at /);
     writeFileSync(cfg, 'kernel:\n  listen: 7401\n');
-    expect(svcdExit(['--config', cfg, '--no-gateway']).stderr).toContain('/listen: must be string');
+    expect(svcdExit(['--config', cfg, '--no-gateway']).stderr).toContain('/listen: must be a string');
+    // A file that cannot be read says why in words, not as Node's ENOENT/EISDIR text.
+    const missing = join(dir, 'nope.yaml');
+    expect(svcdExit(['--config', missing, '--no-gateway']).stderr).toBe(`svcd: cannot read config ${missing}: no such file\n`);
+    expect(svcdExit(['--gateway-config', dir, '--no-kernel']).stderr).toBe(`svcd: gateway config ${dir} has 1 problem:\n  - cannot read the file: is a directory\n`);
     // A YAML syntax error is one line, where it is (not the parser's code frame and caret).
     writeFileSync(cfg, 'kernel:\n  listen: [\n');
     const yaml = svcdExit(['--config', cfg, '--no-gateway']);
@@ -196,7 +200,7 @@ describe('flags and environment svcd cannot use (svcd(8) EXIT STATUS)', () => {
     writeFileSync(cfg, JSON.stringify({ connectors: [{ name: 'web', type: 'http', allowed_hosts: ['h'], headers: { '${KEY_SECRET}': 5 } }] }));
     const leaky = svcdExit(['--no-kernel', '--gateway-config', cfg, '--gateway-listen', '127.0.0.1:0'], { KEY_SECRET: 's3cr3t-KEY-909' });
     expect(leaky.code).toBe(1);
-    expect(leaky.stderr).toContain('/connectors/0/headers/[REDACTED]: must be string');
+    expect(leaky.stderr).toContain('/connectors/0/headers/[REDACTED]: must be a string');
     expect(leaky.stderr).not.toContain('s3cr3t-KEY-909');
     // A connector that cannot be set up stops svcd before either listener accepts a connection
     // (svc-gateway(5)): the kernel opens first but listens only once the gateway has opened.

@@ -104,11 +104,11 @@ describe('schema problems, every one with its path (D 4)', () => {
       { path: '/colour', message: 'is not a member of this object' },
       { path: '/name', message: expect.stringMatching(/a-z/) },
       { path: '/version', message: 'must be a semantic version such as 1.2.0' },
-      { path: '/systems_of_record', message: 'must be array' },
+      { path: '/systems_of_record', message: 'must be an array' },
       { path: '/tools/NotATool', message: 'must be a tool id <connector>.<operation>' },
       { path: '/pacing/turbo', message: 'is not a member of this object' },
       { path: '/pacing/model/max_concurrent', message: 'must be >= 1' },
-      { path: '/workflows/main/steps/1/retry/max_attempts', message: 'must be integer' },
+      { path: '/workflows/main/steps/1/retry/max_attempts', message: 'must be an integer' },
       { path: '/workflows/main/steps/2/id', message: expect.stringMatching(/letters, digits/) },
       { path: '/workflows/main/steps/2/kind', message: 'must be model, tool or action' },
       { path: '/workflows/other/input_schema', message: 'is required' },
@@ -126,8 +126,26 @@ describe('schema problems, every one with its path (D 4)', () => {
     ]);
   });
 
-  it('a non-object is one problem at the root', () => {
-    expect(problemsOf([1])).toEqual([{ path: '', message: 'must be object' }]);
+  it('a non-object is one problem at the root, saying what a bundle is and what the file holds (I 7.1 bundle_invalid)', () => {
+    expect(problemsOf([1])).toEqual([{ path: '', message: 'must be an object with name, version and workflows, not a list' }]);
+    // An empty YAML file parses to null; /etc/passwd to one string.
+    expect(problemsOf(null)).toEqual([{ path: '', message: 'must be an object with name, version and workflows, not null (an empty file?)' }]);
+    expect(problemsOf('root:x:0:0')).toEqual([{ path: '', message: 'must be an object with name, version and workflows, not a single string' }]);
+  });
+
+  it('a number where a string belongs says YAML read it as one, and what the string must be (D 4)', () => {
+    const b = minimal();
+    b.version = 1.2; // `version: 1.2` in YAML
+    b.department = 7;
+    expect(problemsOf(b)).toEqual([
+      { path: '/version', message: 'must be a semantic version such as 1.2.0, in quotes (YAML reads an unquoted 1.2 as a number)' },
+      { path: '/department', message: 'must be 1-64 letters, digits, ".", "_" or "-", in quotes (YAML reads an unquoted 7 as a number)' },
+    ]);
+    // A number where an integer belongs is not a YAML quoting matter.
+    b.version = '0.1.0';
+    delete b.department;
+    b.workflows.main.steps[0].timeout_seconds = 'soon';
+    expect(problemsOf(b)).toEqual([{ path: '/workflows/main/steps/0/timeout_seconds', message: 'must be an integer' }]);
   });
 
   it('checks the members each step kind may have', () => {

@@ -9,8 +9,8 @@ describe('schemaCheck', () => {
     const b = schemaCheck('b2/w', { $id: 'https://example.com/s.json', type: 'object', properties: { n: { type: 'string' } } });
     expect(a({ n: 1 })).toEqual([]);
     expect(b({ n: 'x' })).toEqual([]);
-    expect(a({ n: 'x' })).toEqual([{ path: '/n', message: 'must be number' }]);
-    expect(b({ n: 1 })).toEqual([{ path: '/n', message: 'must be string' }]);
+    expect(a({ n: 'x' })).toEqual([{ path: '/n', message: 'must be a number' }]);
+    expect(b({ n: 1 })).toEqual([{ path: '/n', message: 'must be a string' }]);
   });
 
   it('a $ref cycle no value ends (stored before bundles were refused for it) is a problem with the value, not a thrown error', () => {
@@ -19,6 +19,6 @@ describe('schemaCheck', () => {
     // A cycle through data ends with the data.
     const tree = schemaCheck('b4/w', { type: 'object', properties: { child: { $ref: '#' }, n: { type: 'number' } } });
     expect(tree({ child: { child: { n: 1 } } })).toEqual([]);
-    expect(tree({ child: { child: { n: 'x' } } })).toEqual([{ path: '/child/child/n', message: 'must be number' }]);
+    expect(tree({ child: { child: { n: 'x' } } })).toEqual([{ path: '/child/child/n', message: 'must be a number' }]);
   });
 });

@@ -277,6 +277,22 @@ describe('tool steps (I 4.2 call; D §9 idempotency)', () => {
   });
 });
 
+describe('a bug in the worker (I 4.1 fail; svc-worker(1))', () => {
+  it('fails the step as internal in one line; the stack goes to the worker log, never to the run', async () => {
+    // A real TypeError from a real mistake (reading a member of undefined), not a made-up one.
+    const broken: Provider = { name: 'broken', complete: async () => (undefined as unknown as { answer: Awaited<ReturnType<Provider['complete']>> }).answer };
+    const { kernel, run } = await setup({ provider: broken });
+    const lease = makeLease({ step: 'triage', step_def: { id: 'triage', kind: 'model', prompt: 'triage' } }, { prompts: { triage: 'go' } });
+    const end = await run(lease);
+    expect(end.name).toBe('step:error');
+    const sent = kernel.calls('POST', `/v1/leases/${lease.lease_id}/fail`)[0]!.body as { error: { code: string; message: string } };
+    expect(sent.error.code).toBe('internal');
+    expect(sent.error.message).toMatch(/^worker bug: TypeError: .+ \(the stack is in svc worker's log\)$/);
+    expect(sent.error.message).not.toMatch(/\n|\bat |\.js:\d+/);
+    expect(end.payload.stack).toMatch(/TypeError[\s\S]*\n\s+at /);
+  });
+});
+
 describe('heartbeats and parking (I 3 lease rows; D §6)', () => {
   it('heartbeats every heartbeat_seconds and a 410 aborts the step at once, reporting nothing', async () => {
     const { kernel, gateway, run } = await setup();
