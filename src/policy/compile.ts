@@ -286,11 +286,12 @@ export function policyNotes(source: string): Diagnostic[] {
     const deepest = cost.terms.reduce((a, t) => (t.factors.length > a.factors.length ? t : a), cost.terms[0]!);
     if (deepest.factors.length < 2) continue;
     const lists = deepest.factors.map(factorName);
+    const where = deepest.factors.every((f) => typeof f !== 'string') ? 'in each' : "in each (a made list counts all the action's and run's data)";
     notes.push({
       ...rule.exprAt,
       message:
         `note: rule ${rule.name} nests loops (${lists.join(' × ')}); past about ${itemsWithinBudget(cost).toLocaleString('en-US')} items ` +
-        'in each it is not evaluated and fails closed (svc-policy(5), DECISIONS item 5)',
+        `${where} it is not evaluated and fails closed (svc-policy(5), DECISIONS item 5)`,
     });
   }
   return notes;
@@ -299,7 +300,7 @@ export function policyNotes(source: string): Diagnostic[] {
 function factorName(f: Factor): string {
   if (f === 'items') return 'a list it makes';
   if (f === 'items+chars') return 'a list split from text';
-  return f.path.join('.');
+  return f.size === 'nested' ? `everything under ${f.path.join('.')}` : f.path.join('.');
 }
 
 /** Every problem in a policy source, in source order (empty when it compiles). Never throws. */

@@ -13,17 +13,25 @@
  * any condition that fails at decision time (decisions 5.1), with the reason in the decision's
  * `errors`. Deterministic, so a replay decides as the decision did.
  *
- * A loop over a part of the element an outer loop is at (`items.all(i, i.tags.exists(...))`)
+ * A loop over a part of the element the innermost loop is at (`items.all(i, i.tags.exists(...))`)
  * is not a new level: the parts of distinct elements are distinct, so all of them together are
- * at most L. Literal lists are bounded by the policy itself. Counted as one step each, beyond
- * the bound: `==` and `+` on lists, and string functions (linear in one string, at most 1 MiB).
+ * at most everything nested under the outer list. A part of an outer loop's element, walked
+ * inside an inner loop, is (`o.lines.all(l, o.lines.exists_one(m, m == l))` is quadratic in
+ * lines). `x in map` is a lookup, `x in list` a walk. Literal lists are bounded by the policy
+ * itself. Counted as one step each, beyond the bound: `==` and `+` on lists, and string
+ * functions (linear in one string, at most 1 MiB).
  */
 
 /** Node evaluations one condition may take on one action (about 0.3 s here). */
 export const EVALUATION_BUDGET = 10_000_000;
 
-/** What one loop level is sized by: a path into the data (`action.args.items`), L or T. */
-export type Factor = { path: readonly string[] } | 'items' | 'items+chars';
+/**
+ * What one loop level is sized by: a path into the data (`action.args.items`) or all of it (L,
+ * or T with the characters). At a path: `length`, the list's items or the map's entries there;
+ * `nested`, every item and entry under it, nested ones too (a loop over parts of its elements
+ * walks those); `member`, what `in` walks there (a list's items; a map is looked up, one step).
+ */
+export type Factor = { path: readonly string[]; size: 'length' | 'nested' | 'member' } | 'items' | 'items+chars';
 
 /** A condition's bound: each term's nodes run once per combination of its factors' elements. */
 export interface ConditionCost {
@@ -38,8 +46,8 @@ export interface DataMeter {
   readonly items: number;
   /** Every character of every string and map key (T is L plus these). */
   readonly chars: number;
-  /** The list items and map entries at and under a path, 0 where nothing is. */
-  at(path: readonly string[]): number;
+  /** The size of what is at a path (Factor), 0 where nothing is. */
+  at(path: readonly string[], size: 'length' | 'nested' | 'member'): number;
 }
 
 const LOOP_MACROS = new Set(['all', 'exists', 'exists_one', 'map', 'filter']);
@@ -54,12 +62,16 @@ interface Node {
 
 const isNode = (v: unknown): v is Node => typeof v === 'object' && v !== null && typeof (v as Node).op === 'string';
 
-/** An iteration variable in scope: `rooted` when it walks elements of the data itself. */
-type Scope = ReadonlyMap<string, { rooted: boolean }>;
+/**
+ * A variable in scope (a loop's, or `cel.bind`'s). `rooted`: it walks elements of the data
+ * itself, each a part of `whole` (what bounds all its elements' parts together); `depth`: the
+ * number of loops around the body it is bound in.
+ */
+type Scope = ReadonlyMap<string, { rooted: boolean; depth: number; whole: Factor | null }>;
 
 /** What a loop (or an `in`) walks. */
 type Range =
-  | { kind: 'part' } // a part of the element an outer loop over the data is at
+  | { kind: 'part'; innermost: boolean; whole: Factor | null } // a part of an element of a loop over the data
   | { kind: 'literal' } // a list written in the condition
   | { kind: 'data'; path: readonly string[] | null } // the data; its path when every step is a name
   | { kind: 'made'; factor: Factor }; // a list the condition makes
@@ -74,7 +86,7 @@ export function conditionCost(ast: unknown): ConditionCost {
     counts.set(key, term);
   };
 
-  const rangeOf = (node: unknown, scope: Scope): Range => {
+  const rangeOf = (node: unknown, scope: Scope, depth: number): Range => {
     if (isNode(node) && (node.op === 'list' || node.op === 'map')) return { kind: 'literal' };
     const path: string[] = [];
     let named = true;
@@ -89,29 +101,43 @@ export function conditionCost(ast: unknown): ConditionCost {
     const root = isNode(n) && n.op === 'id' && typeof n.args === 'string' ? n.args : null;
     if (root !== null) {
       const bound = scope.get(root);
-      if (bound?.rooted) return { kind: 'part' };
+      if (bound?.rooted) return { kind: 'part', innermost: bound.depth === depth, whole: bound.whole };
       if (!bound && DATA_ROOTS.has(root)) return { kind: 'data', path: named ? [root, ...path] : null };
     }
     return { kind: 'made', factor: mentionsSplit(node) ? 'items+chars' : 'items' };
   };
 
-  /** The level a loop's body (or an `in`'s walk) runs at, and whether its elements are data. */
-  const inner = (range: Range, level: readonly Factor[]): { level: readonly Factor[]; rooted: boolean } => {
+  /**
+   * The level a loop's body runs at (`member`: an `in`'s walk), whether its elements are data,
+   * and what bounds all their parts together. A loop over a part of the element the innermost
+   * loop is at adds no factor: over all that loop's elements, their parts are distinct, so
+   * together they are at most everything nested under what it walks (its factor becomes
+   * `nested`). A part of an outer loop's element is walked again for every element of the loops
+   * inside it: a factor of its own.
+   */
+  const inner = (range: Range, level: readonly Factor[], member = false): { level: readonly Factor[]; rooted: boolean; whole: Factor | null } => {
     switch (range.kind) {
-      case 'part':
-        return { level, rooted: true };
+      case 'part': {
+        if (!range.innermost) return { level: [...level, range.whole ?? 'items'], rooted: true, whole: range.whole };
+        const last = level.at(-1);
+        const nested = last !== undefined && typeof last !== 'string' ? { path: last.path, size: 'nested' as const } : last;
+        return { level: nested === undefined ? level : [...level.slice(0, -1), nested], rooted: true, whole: range.whole };
+      }
       case 'literal':
-        return { level, rooted: false };
-      case 'data':
-        return { level: [...level, range.path ? { path: range.path } : 'items'], rooted: true };
+        return { level, rooted: false, whole: null };
+      case 'data': {
+        const whole: Factor = range.path ? { path: range.path, size: 'nested' } : 'items';
+        const factor: Factor = range.path ? { path: range.path, size: member ? 'member' : 'length' } : 'items';
+        return { level: [...level, factor], rooted: true, whole };
+      }
       case 'made':
-        return { level: [...level, range.factor], rooted: false };
+        return { level: [...level, range.factor], rooted: false, whole: null };
     }
   };
 
-  const walk = (node: unknown, level: readonly Factor[], scope: Scope): void => {
+  const walk = (node: unknown, level: readonly Factor[], scope: Scope, depth: number): void => {
     if (Array.isArray(node)) {
-      for (const n of node) walk(n, level, scope);
+      for (const n of node) walk(n, level, scope, depth);
       return;
     }
     if (!isNode(node)) return;
@@ -120,28 +146,39 @@ export function conditionCost(ast: unknown): ConditionCost {
     if (node.op === 'rcall' && Array.isArray(args) && LOOP_MACROS.has(args[0] as string)) {
       const [, range, macroArgs] = args as [string, unknown, unknown[]];
       const [variable, ...bodies] = Array.isArray(macroArgs) ? macroArgs : [];
-      walk(range, level, scope);
+      walk(range, level, scope, depth);
       if (!isNode(variable) || variable.op !== 'id' || typeof variable.args !== 'string') {
-        walk(macroArgs, [...level, 'items'], scope);
+        walk(macroArgs, [...level, 'items'], scope, depth + 1);
         return;
       }
-      const body = inner(rangeOf(range, scope), level);
-      const bodyScope = new Map(scope).set(variable.args, { rooted: body.rooted });
-      for (const b of bodies) walk(b, body.level, bodyScope);
+      const body = inner(rangeOf(range, scope, depth), level);
+      const bodyScope = new Map(scope).set(variable.args, { rooted: body.rooted, depth: depth + 1, whole: body.whole });
+      for (const b of bodies) walk(b, body.level, bodyScope, depth + 1);
+      return;
+    }
+    if (node.op === 'rcall' && Array.isArray(args) && args[0] === 'bind') {
+      // cel.bind(v, value, expr): `v` is a name of its own in expr (never `action` or `run`).
+      const [, receiver, bindArgs] = args as [string, unknown, unknown[]];
+      const [variable, value, expr] = Array.isArray(bindArgs) ? bindArgs : [];
+      walk(receiver, level, scope, depth);
+      walk(value, level, scope, depth);
+      const named = isNode(variable) && variable.op === 'id' && typeof variable.args === 'string' ? variable.args : null;
+      walk(expr, level, named === null ? scope : new Map(scope).set(named, { rooted: false, depth, whole: null }), depth);
       return;
     }
     if (node.op === 'in' && Array.isArray(args)) {
       // `x in list` reads the list through: one step per element, as a loop would.
-      walk(args, level, scope);
-      const scan = inner(rangeOf(args[1], scope), level).level;
-      if (scan.length > level.length) count(scan);
+      walk(args, level, scope, depth);
+      const range = rangeOf(args[1], scope, depth);
+      const scan = inner(range, level, true).level;
+      if (range.kind !== 'literal') count(scan);
       return;
     }
     // Unary operators hold their operand as `args` itself, the others a list.
-    walk(args, level, scope);
+    walk(args, level, scope, depth);
   };
 
-  walk(ast, [], new Map());
+  walk(ast, [], new Map(), 0);
   const terms = [...counts.values()];
   return { terms, growsWithData: terms.some((t) => t.factors.length > 0) };
 }
@@ -159,7 +196,7 @@ export function costOver(cost: ConditionCost, data: DataMeter): number {
   for (const t of cost.terms) {
     let product = t.nodes;
     for (const f of t.factors) {
-      const size = f === 'items' ? data.items : f === 'items+chars' ? data.items + data.chars : data.at(f.path);
+      const size = f === 'items' ? data.items : f === 'items+chars' ? data.items + data.chars : data.at(f.path, f.size);
       product *= size + 1;
     }
     total += product;
@@ -192,18 +229,25 @@ export function dataMeter(roots: Readonly<Record<string, unknown>>): DataMeter {
   return {
     items: whole.items,
     chars: whole.chars,
-    at(path) {
-      const key = JSON.stringify(path);
-      let items = cache.get(key);
-      if (items === undefined) {
+    at(path, size) {
+      const key = JSON.stringify([size, path]);
+      let n = cache.get(key);
+      if (n === undefined) {
         let v: unknown = roots;
         for (const step of path) v = v !== null && typeof v === 'object' && Object.hasOwn(v, step) ? (v as Record<string, unknown>)[step] : undefined;
-        items = sizeOf([v]).items;
-        cache.set(key, items);
+        n = sizeAt(v, size);
+        cache.set(key, n);
       }
-      return items;
+      return n;
     },
   };
+}
+
+function sizeAt(v: unknown, size: 'length' | 'nested' | 'member'): number {
+  if (size === 'nested') return sizeOf([v]).items;
+  if (Array.isArray(v)) return v.length;
+  // `key in map` is a lookup: one step, however large the map.
+  return size === 'length' && v !== null && typeof v === 'object' ? Object.keys(v).length : 0;
 }
 
 /** The list items, map entries and string characters of JSON-like values. */

@@ -11,7 +11,12 @@ import { toPolicyAction, toPolicyRun } from '../../src/policy/corpus.js';
 import { decide } from '../../src/policy/decide.js';
 import type { PolicyAction, PolicyRunContext } from '../../src/types.js';
 
-const named = (f: Factor) => (typeof f === 'string' ? f : f.path.join('.'));
+const named = (f: Factor) => (typeof f === 'string' ? f : f.path.join('.') + (f.size === 'length' ? '' : ` (${f.size})`));
+
+/** Every term's factors, named, one string per term, sorted. */
+function shapes(expr: string): string[] {
+  return conditionCost(policyEnvironment.parse(expr).ast).terms.map((t) => t.factors.map(named).join(' × ')).sort();
+}
 
 /** The sizes the deepest nodes of a condition are multiplied by, outermost loop first. */
 function deepest(expr: string): string[] {
@@ -53,12 +58,25 @@ describe('the bound of a condition, from its AST', () => {
   });
 
   it('counts a loop over a part of the element an outer loop is at as no new level', () => {
-    expect(deepest('action.args.orders.all(o, o.lines.all(l, l.taxes.exists(t, t > 0)))')).toEqual(['action.args.orders']);
-    expect(deepest('action.args.rows.all(r, r[0].exists(c, c == 1))')).toEqual(['action.args.rows']);
+    expect(shapes('action.args.orders.all(o, o.lines.all(l, l.taxes.exists(t, t > 0)))')).toEqual(['', 'action.args.orders', 'action.args.orders (nested)']);
+    expect(shapes('action.args.rows.all(r, r[0].exists(c, c == 1))')).toEqual(['', 'action.args.rows', 'action.args.rows (nested)']);
     // A literal index is a step of the path like a name; a computed one is not.
     expect(deepest('action.args.rows[0].exists(c, c == 1)')).toEqual(['action.args.rows.0']);
     // A variable named like a root is the loop's, not the data's.
-    expect(deepest('action.args.xs.all(action, action.exists(y, y == 1))')).toEqual(['action.args.xs']);
+    expect(shapes('action.args.xs.all(action, action.exists(y, y == 1))')).toEqual(['', 'action.args.xs', 'action.args.xs (nested)']);
+  });
+
+  it('counts a part of an outer loop\'s element, walked inside an inner loop, as a level of its own (review 26)', () => {
+    // No duplicate line in an order: quadratic in the lines.
+    expect(deepest('action.args.orders.all(o, o.lines.all(l, o.lines.exists_one(m, m == l)))')).toEqual(['action.args.orders (nested)', 'action.args.orders (nested)']);
+    expect(deepest('action.args.orders.all(o, o.lines.all(l, l in o.lines))')).toEqual(['action.args.orders (nested)', 'action.args.orders (nested)']);
+    const orders = [{ lines: numbers(3000) }];
+    const cost = conditionCost(policyEnvironment.parse('action.args.orders.all(o, o.lines.all(l, o.lines.exists_one(m, m == l)))').ast);
+    expect(costOver(cost, dataMeter({ action: { args: { orders } } }))).toBeGreaterThanOrEqual(3000 ** 2);
+  });
+
+  it('gives cel.bind\'s variable a name of its own, even when it is called run or action (review 26)', () => {
+    expect(deepest('cel.bind(run, action.args.xs, run.all(a, run.exists(b, b == a + 1)))')).toEqual(['items', 'items']);
   });
 
   it('counts a loop over a list made from the data as a level of its own', () => {
@@ -75,10 +93,10 @@ describe('the bound of a condition, from its AST', () => {
   });
 
   it('counts `in` as a walk through its list, unless the list is literal or a part of the element', () => {
-    expect(deepest('"x" in action.args.tags')).toEqual(['action.args.tags']);
-    expect(deepest('action.args.ids.all(i, i in run.input.allowed)')).toEqual(['action.args.ids', 'run.input.allowed']);
+    expect(deepest('"x" in action.args.tags')).toEqual(['action.args.tags (member)']);
+    expect(deepest('action.args.ids.all(i, i in run.input.allowed)')).toEqual(['action.args.ids', 'run.input.allowed (member)']);
     expect(deepest('action.args.ids.all(i, i in ["a", "b"])')).toEqual(['action.args.ids']);
-    expect(deepest('action.args.users.all(u, "admin" in u.roles)')).toEqual(['action.args.users']);
+    expect(shapes('action.args.users.all(u, "admin" in u.roles)')).toEqual(['', 'action.args.users', 'action.args.users (nested)']);
   });
 
   it('sizes a loop over `split` by the characters, not the items', () => {
@@ -91,10 +109,15 @@ describe('the bound of a condition, from its AST', () => {
     expect(sizeOf(['hello', [], {}])).toEqual({ items: 0, chars: 5 });
     const data = dataMeter({ action: { args: { items: [[1, 2], [3]], k: 'v' } }, run: {} });
     expect(data.items).toBe(1 + 2 + 2 + 2 + 1);
-    expect(data.at(['action', 'args', 'items'])).toBe(2 + 2 + 1);
-    expect(data.at(['action', 'args', 'items', '0'])).toBe(2);
-    expect(data.at(['action', 'args', 'missing', 'x'])).toBe(0);
-    expect(data.at(['action', 'args', 'constructor'])).toBe(0);
+    expect(data.at(['action', 'args', 'items'], 'nested')).toBe(2 + 2 + 1);
+    expect(data.at(['action', 'args', 'items'], 'length')).toBe(2);
+    expect(data.at(['action', 'args', 'items', '0'], 'length')).toBe(2);
+    expect(data.at(['action', 'args', 'missing', 'x'], 'nested')).toBe(0);
+    expect(data.at(['action', 'args', 'constructor'], 'length')).toBe(0);
+    // `in` walks a list and looks a map up.
+    expect(data.at(['action', 'args', 'items'], 'member')).toBe(2);
+    expect(data.at(['action', 'args'], 'member')).toBe(0);
+    expect(data.at(['action', 'args'], 'length')).toBe(2);
   });
 });
 
@@ -142,6 +165,20 @@ describe('a decision over the budget (D 5.1 fails closed, D 5.2 errors)', () => 
     const long = { action: { args: { items: numbers(200_000) } } };
     expect(costOver(p.rules[1]!.cost, dataMeter(long))).toBeLessThan(EVALUATION_BUDGET);
     expect(decide([p], action({ items: [-1], who: 'ana' }), run({ blocked: numbers(50_000).map(String) }))).toMatchObject({ decision: 'deny', rule: 'p/negative', errors: [] });
+  });
+
+  it('looks a map up in one step: an id checked against a run\'s allow-map is linear (review 26)', () => {
+    const p = compilePolicy({ name: 'p', version: '1' }, 'deny unknown when action.args.ids.exists(i, !(i in run.input.allowed))');
+    const ids = numbers(5000).map((i) => `id${i}`);
+    const d = decide([p], action({ ids }), run({ allowed: Object.fromEntries(ids.map((i) => [i, true])) }));
+    expect(d).toMatchObject({ decision: 'approval_required', matched: [], errors: [] });
+  });
+
+  it('sizes an outer loop by its list\'s length, not by every field of its elements (review 26)', () => {
+    const p = compilePolicy({ name: 'p', version: '1' }, 'deny blocked when action.args.orders.exists(o, run.input.blocked.exists(b, b == o.f0))');
+    const orders = numbers(2000).map((i) => Object.fromEntries(numbers(10).map((f) => [`f${f}`, `${i}-${f}`])));
+    const d = decide([p], action({ orders }), run({ blocked: numbers(500).map((b) => `x${b}`) }));
+    expect(d).toMatchObject({ decision: 'approval_required', matched: [], errors: [] });
   });
 
   it('counts the run input as data a condition reads', () => {
