@@ -10,8 +10,9 @@
  */
 import { bundleId } from '../bundle/sign.js';
 import { canonicalJson } from '../encoding/canonical-json.js';
-import { globalRedactor } from '../log/logger.js';
+import { globalRedactor, REDACTED } from '../log/logger.js';
 import { verifyRemitSignature } from '../remit/verify.js';
+import { isExternalKind } from '../events/kinds.js';
 import type { ApprovalDecidedPayload, ApprovalRequestedPayload } from '../events/payloads.js';
 import type { PolicyRunContext, RemitPayload, RunEvent, TrustedKeys } from '../types.js';
 import { sameIdentity, type ApprovalRow } from './approvals.js';
@@ -47,12 +48,32 @@ export function sameJson(a: unknown, b: unknown): boolean {
 }
 
 /**
- * Whether a value recorded in the log stands for `value`: equal, or equal once `value` went
- * through the redactor as the log's copy did when it was written (src/events/redact-payload.ts).
+ * Whether a text recorded in the log stands for `value`. The log's copy went through the
+ * redactor with the values registered when it was written (src/events/redact-payload.ts):
+ * equal when both read alike through today's redactor, or when the recorded text's
+ * `[REDACTED]` parts stand for text `value` has there (a value registered then and no
+ * longer: a rotated secret, a removed connector).
  */
-export function sameAsLogged(logged: unknown, value: unknown): boolean {
-  return sameJson(logged, value) || sameJson(logged, globalRedactor.redactValue(value ?? null));
+export function sameLoggedText(logged: string, value: string): boolean {
+  if (logged === value || globalRedactor.redact(logged) === globalRedactor.redact(value)) return true;
+  if (!logged.includes(REDACTED)) return false;
+  const shape = new RegExp(`^${logged.split(REDACTED).map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('.+')}$`, 's');
+  return shape.test(value) || shape.test(globalRedactor.redact(value));
 }
+
+/** Whether a value recorded in the log stands for `value`: as sameLoggedText says for each string in it. */
+export function sameAsLogged(logged: unknown, value: unknown): boolean {
+  if (sameJson(logged, value) || sameJson(logged, globalRedactor.redactValue(value ?? null))) return true;
+  if (typeof logged === 'string' && typeof value === 'string') return sameLoggedText(logged, value);
+  if (Array.isArray(logged) && Array.isArray(value)) return logged.length === value.length && logged.every((v, i) => sameAsLogged(v, value[i]));
+  if (isRecord(logged) && isRecord(value)) {
+    const keys = Object.keys(logged);
+    return keys.length === Object.keys(value).length && keys.every((k) => Object.hasOwn(value, k) && sameAsLogged(logged[k], value[k]));
+  }
+  return false;
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /**
  * The run's remit as its signed token says, and the row's remit columns that disagree with it
@@ -113,7 +134,9 @@ export class ApprovalMirror {
       if (ev.kind === 'approval.requested') this.logged.set(String(p.approval_id), { requested: p as unknown as ApprovalRequestedPayload, decided: null, cancelled: false });
       const entry = this.logged.get(String(p.approval_id));
       if (ev.kind === 'approval.decided' && entry) entry.decided = { payload: p as unknown as ApprovalDecidedPayload, actor: ev.actor };
-      if (Array.isArray(p.cancelled_approval_ids)) {
+      // Only the kernel's ending events cancel approvals: a posted event's payload is the
+      // poster's word (as afterCommit reads it in src/kernel/run-engine.ts).
+      if (!isExternalKind(ev.kind) && Array.isArray(p.cancelled_approval_ids)) {
         for (const id of p.cancelled_approval_ids) {
           const cancelled = this.logged.get(String(id));
           if (cancelled) cancelled.cancelled = true;

@@ -18,7 +18,7 @@ import type { Decision, PolicyRef, RunEvent } from '../types.js';
 import { Fold, publicState, type RunModel } from './reducer.js';
 import type { RunEngine } from './run-engine.js';
 import type { ApprovalRow } from './approvals.js';
-import { approvalDecisionProblem, ApprovalMirror, boundRemit, bundleDifferences, sameAsLogged, sameJson } from './replay-records.js';
+import { approvalDecisionProblem, ApprovalMirror, boundRemit, bundleDifferences, sameAsLogged, sameJson, sameLoggedText } from './replay-records.js';
 import { loadRunRow, modelColumns, type EventRow, type RunRow } from './run-store.js';
 
 export interface DecisionView {
@@ -105,10 +105,7 @@ function sameView(a: DecisionView, b: DecisionView): boolean {
 export function sameApprover(recorded: string | null, replayed: string | null): boolean {
   // A log edited by hand may hold any JSON value here.
   if (typeof recorded !== 'string' || typeof replayed !== 'string') return recorded === replayed;
-  if (recorded === replayed || globalRedactor.redact(recorded) === globalRedactor.redact(replayed)) return true;
-  if (!recorded.includes(REDACTED)) return false;
-  const shape = new RegExp(`^${recorded.split(REDACTED).map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('.+')}$`, 's');
-  return shape.test(replayed) || shape.test(globalRedactor.redact(replayed));
+  return sameLoggedText(recorded, replayed);
 }
 
 /** The run's requester as its first event names it (decisions 5.4: who may not approve). */

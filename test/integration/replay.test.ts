@@ -257,3 +257,18 @@ describe('POST /runs/{id}/replay (D §7)', () => {
     expect(r).toMatchObject({ chain_valid: true, state_matches: false, state_differences: [`bundles.${bundleId}`] });
   });
 });
+
+describe('replay and cancelled_approval_ids in a posted event (D §7; review 26)', () => {
+  it('an untouched run with a pending approval replays clean when a worker posts a note naming it cancelled', async () => {
+    await using d = await startRunDaemon();
+    const { run_id, lease: l } = await runToAction(d);
+    const approvalId = (await propose(d, l.lease_id, { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 150 } })).body.approval_id;
+    const posted = await d.kernel_(`/runs/${run_id}/events`, {
+      body: { kind: 'note', payload: { text: 'hello', cancelled_approval_ids: [approvalId] } },
+      headers: { 'x-svc-remit': l.context.remit_token },
+    });
+    expect(posted.status, JSON.stringify(posted.body)).toBe(201);
+    const r = (await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' })).body;
+    expect(r).toMatchObject({ chain_valid: true, state_matches: true, state_differences: [] });
+  });
+});

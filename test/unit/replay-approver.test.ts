@@ -2,6 +2,7 @@
 // log's, which went through the redactor with the values registered then (svc-events(7)).
 import { describe, expect, it } from 'vitest';
 import { sameApprover } from '../../src/kernel/replay.js';
+import { sameAsLogged } from '../../src/kernel/replay-records.js';
 import { globalRedactor } from '../../src/log/logger.js';
 
 describe('sameApprover', () => {
@@ -20,5 +21,17 @@ describe('sameApprover', () => {
     expect(sameApprover('role:teamx', 'role:teamx')).toBe(true);
     expect(sameApprover('role:[REDACTED]', 'role:teamx')).toBe(true);
     expect(sameApprover('role:a.b', 'role:aXb')).toBe(false); // the recorded text is literal, not a pattern
+  });
+});
+
+describe('sameAsLogged (replay compares approval rows and remits with the log, D §7)', () => {
+  it('takes a [REDACTED] part of the log for the text a value had there when it was written (a secret since unregistered)', () => {
+    const logged = { tool: 'billing.refund', args: { invoice_id: '[REDACTED]', amount: 150, note: 'for [REDACTED]-eu' } };
+    expect(sameAsLogged(logged, { tool: 'billing.refund', args: { invoice_id: 'inv-secret-4242', amount: 150, note: 'for acme-eu' } })).toBe(true);
+    expect(sameAsLogged(logged, { tool: 'billing.refund', args: { invoice_id: 'inv-secret-4242', amount: 151, note: 'for acme-eu' } })).toBe(false);
+    expect(sameAsLogged(logged, { tool: 'billing.refund', args: { invoice_id: 'inv-secret-4242', amount: 150, note: 'for acme-us' } })).toBe(false);
+    expect(sameAsLogged(logged, { tool: 'billing.refund', args: { invoice_id: 'x', amount: 150, note: 'for acme-eu', extra: 1 } })).toBe(false);
+    expect(sameAsLogged(['[REDACTED]'], ['a', 'b'])).toBe(false);
+    expect(sameAsLogged('plain', 'other')).toBe(false);
   });
 });
