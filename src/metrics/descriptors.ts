@@ -21,27 +21,62 @@ export function parseMaxOpenFiles(limits: string): number | null {
 export interface DescriptorReading {
   open: number;
   max: number;
+  /** /proc could not be read for want of a descriptor: the count is taken to be the limit. */
+  atLimit?: boolean;
 }
 
-export function readDescriptors(): DescriptorReading | null {
-  try {
-    const max = parseMaxOpenFiles(readFileSync('/proc/self/limits', 'utf8'));
-    // The listing opens one descriptor of its own to read the directory: not counted.
-    const open = readdirSync('/proc/self/fd').length - 1;
-    return max === null ? null : { open, max };
-  } catch {
-    return null; // no /proc, or no descriptor left to read it with
-  }
+/** Where a reading comes from (tests give their own). */
+export interface DescriptorSource {
+  limits(): string;
+  fds(): string[];
 }
+
+const PROC: DescriptorSource = {
+  limits: () => readFileSync('/proc/self/limits', 'utf8'),
+  fds: () => readdirSync('/proc/self/fd'),
+};
+
+/**
+ * Reads the count and the limit. Reading takes descriptors of its own, so at the limit the
+ * read itself fails with EMFILE: that is the reading "at the limit" (with the limit last
+ * read), not silence, which would hide exactly what the watch is for.
+ */
+export function descriptorReader(source: DescriptorSource = PROC): () => DescriptorReading | null {
+  let lastMax: number | null = null;
+  return () => {
+    try {
+      const max = parseMaxOpenFiles(source.limits());
+      // The listing opens one descriptor of its own to read the directory: not counted.
+      const open = source.fds().length - 1;
+      lastMax = max;
+      return max === null ? null : { open, max };
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if ((code === 'EMFILE' || code === 'ENFILE') && lastMax !== null) return { open: lastMax, max: lastMax, atLimit: true };
+      return null; // no /proc
+    }
+  };
+}
+
+export const readDescriptors = descriptorReader();
 
 /** `process_open_fds` and `process_max_fds` in `registry`, read when scraped. */
 export function registerDescriptorGauges(registry: Registry, read: () => DescriptorReading | null = readDescriptors): void {
+  // One read serves both gauges of a scrape: prom-client collects them in one pass.
+  let last: { reading: DescriptorReading | null } | null = null;
+  const readOnce = () => {
+    if (!last) {
+      last = { reading: read() };
+      setImmediate(() => (last = null));
+    }
+    return last.reading;
+  };
   new Gauge({
     name: 'process_open_fds',
     help: 'Open file descriptors of the process',
     registers: [registry],
     collect() {
-      const r = read();
+      const r = readOnce();
       if (r) this.set(r.open);
     },
   });
@@ -50,7 +85,7 @@ export function registerDescriptorGauges(registry: Registry, read: () => Descrip
     help: 'The limit on open file descriptors of the process (the soft one)',
     registers: [registry],
     collect() {
-      const r = read();
+      const r = readOnce();
       if (r) this.set(r.max);
     },
   });
@@ -91,7 +126,8 @@ export class DescriptorWatch {
     if (!r) return;
     if (!this.near && r.open >= r.max * WARN_AT) {
       this.near = true;
-      this.logger.warn('open file descriptors near the limit: at the limit new connections are closed unanswered; raise it (LimitNOFILE=, ulimit -Hn) or find what holds them', { open: r.open, max: r.max });
+      const fields = r.atLimit ? { open: r.open, max: r.max, at_limit: true } : { open: r.open, max: r.max };
+      this.logger.warn('open file descriptors near the limit: at the limit new connections are closed unanswered; raise it (LimitNOFILE=, ulimit -Hn) or find what holds them', fields);
     } else if (this.near && r.open < r.max * CLEAR_AT) {
       this.near = false;
       this.logger.info('open file descriptors back under 80 % of the limit', { open: r.open, max: r.max });

@@ -86,7 +86,7 @@ describe('a server that breaks the framing', () => {
   it('a non-JSON stdout line is skipped and logged; the answer after it in the same write arrives', async () => {
     const t0 = Date.now();
     expect(await mcp.call('noise', {}, ctx())).toEqual({ content: [{ type: 'text', text: 'after noise' }] });
-    expect(Date.now() - t0).toBeLessThan(2000);
+    expect(Date.now() - t0).toBeLessThan(3500); // under the call's timeout (4 s): not waited out
     expect(log.text()).toContain('not a JSON-RPC message on stdout; skipped');
     expect(log.text()).not.toContain('starting work');
     expect(await mcp.call('ok', {}, ctx())).toEqual({ content: [{ type: 'text', text: 'ok' }] });
@@ -114,7 +114,7 @@ describe('a server that breaks the framing', () => {
   it('requests from the server (sampling, elicitation, roots) are refused at once, -32601: a call waiting on them does not hang (svc-gateway(5) mcp)', async () => {
     const t0 = Date.now();
     expect(await mcp.call('ask_client', {}, ctx())).toEqual({ content: [{ type: 'text', text: '-32601 -32601 -32601' }] });
-    expect(Date.now() - t0).toBeLessThan(2000);
+    expect(Date.now() - t0).toBeLessThan(3500); // under the call's timeout (4 s): not waited out
   });
 
   it('a last stderr line without its newline (a crash message) is logged when the server exits', async () => {

@@ -5,7 +5,7 @@
  */
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { DescriptorWatch, parseMaxOpenFiles, readDescriptors, registerDescriptorGauges, type DescriptorReading } from '../../src/metrics/descriptors.js';
+import { descriptorReader, DescriptorWatch, parseMaxOpenFiles, readDescriptors, registerDescriptorGauges, type DescriptorReading } from '../../src/metrics/descriptors.js';
 import type { Logger } from '../../src/log/logger.js';
 
 const LIMITS = `Limit                     Soft Limit           Hard Limit           Units
@@ -57,13 +57,36 @@ describe('descriptors (svcd(8) LIMITS)', () => {
     expect(lines).toHaveLength(3);
   });
 
-  it('shows process_open_fds and process_max_fds as read when scraped, and nothing without a reading', async () => {
+  it('reads the limit it knows as the count when /proc cannot be read for want of a descriptor (review 26)', () => {
+    let fail: string | null = null;
+    const read = descriptorReader({
+      limits: () => {
+        if (fail) throw Object.assign(new Error(fail), { code: fail });
+        return LIMITS;
+      },
+      fds: () => ['0', '1', '2', '3'],
+    });
+    expect(read()).toEqual({ open: 3, max: 1024 });
+    fail = 'EMFILE';
+    expect(read()).toEqual({ open: 1024, max: 1024, atLimit: true });
+    fail = 'ENOENT'; // no /proc: nothing to say
+    expect(read()).toBeNull();
+    const lines: Array<[string, string]> = [];
+    fail = 'EMFILE';
+    new DescriptorWatch(recordingLogger(lines), read).look();
+    expect(lines).toEqual([['warn', expect.stringMatching(/^open file descriptors near the limit/)]]);
+  });
+
+  it('shows process_open_fds and process_max_fds as read when scraped (once for both), and nothing without a reading', async () => {
     const registry = new Registry();
     let reading: DescriptorReading | null = { open: 12, max: 1024 };
-    registerDescriptorGauges(registry, () => reading);
+    let reads = 0;
+    registerDescriptorGauges(registry, () => (reads++, reading));
     const text = await registry.metrics();
     expect(text).toContain('\nprocess_open_fds 12\n');
     expect(text).toContain('\nprocess_max_fds 1024\n');
+    expect(reads).toBe(1);
+    await new Promise((r) => setImmediate(r));
     reading = { open: 13, max: 1024 };
     expect(await registry.metrics()).toContain('\nprocess_open_fds 13\n');
   });
