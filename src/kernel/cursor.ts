@@ -70,13 +70,7 @@ export async function pageNewestFirst<Row extends object>(
     `SELECT ${q.idColumn} AS id, octet_length(${q.bytes.column}) AS n FROM ${q.table} ${whereText} ORDER BY ${q.idColumn} DESC LIMIT ?`,
     [...params, q.limit + 1],
   );
-  let total = 0;
-  let fit = 0;
-  for (const { n } of sizes.slice(0, q.limit)) {
-    total += Number(n);
-    if (fit > 0 && total > q.bytes.max) break;
-    fit++;
-  }
+  const fit = rowsWithin(sizes.slice(0, q.limit).map(({ n }) => Number(n)), q.bytes.max);
   if (fit === 0) return { page: [], next: null };
   const page = await select(fit);
   // A row written between the two reads (newest first: a run created meanwhile) moves the page:
@@ -85,4 +79,19 @@ export async function pageNewestFirst<Row extends object>(
   const last = page.length > 0 ? (page[page.length - 1] as Record<string, unknown>)[q.idColumn] : undefined;
   const moved = page.length !== fit || last !== sizes[fit - 1]!.id;
   return { page, next: page.length > 0 && (sizes.length > fit || moved) ? nextAfter(page) : null };
+}
+
+/**
+ * How many of the leading rows, of these sizes, a page holds before their sizes together pass
+ * `max`: at least one when there is any, however large (a page always moves a reader on).
+ */
+export function rowsWithin(sizes: readonly number[], max: number): number {
+  let total = 0;
+  let fit = 0;
+  for (const n of sizes) {
+    total += n;
+    if (fit > 0 && total > max) break;
+    fit++;
+  }
+  return fit;
 }

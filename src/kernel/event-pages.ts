@@ -5,6 +5,7 @@
  * text instead (always holding one event, however large), and say where the next starts.
  */
 import type { SqlDb } from '../store/sql-db.js';
+import { rowsWithin } from './cursor.js';
 import type { EventRow } from './run-store.js';
 
 /** Stored payload and actor text one read of the log returns at most, past its first event. */
@@ -17,7 +18,8 @@ export const EVENT_PAGE_BYTES = 8 * 1024 * 1024;
 export async function eventRows(
   db: SqlDb,
   runId: string,
-  q: { from: number; to?: number; limit: number; keep: 'oldest' | 'newest'; maxBytes?: number },
+  // The newest of an open range would read rows appended between the two reads, unbounded.
+  q: { from: number; limit: number; maxBytes?: number } & ({ keep: 'oldest'; to?: number } | { keep: 'newest'; to: number }),
 ): Promise<EventRow[]> {
   const to = q.to ?? Number.MAX_SAFE_INTEGER;
   const order = q.keep === 'oldest' ? 'ASC' : 'DESC';
@@ -26,21 +28,10 @@ export async function eventRows(
     `SELECT seq, octet_length(payload) + octet_length(actor) AS n FROM run_events WHERE run_id = ? AND seq >= ? AND seq < ? ORDER BY seq ${order} LIMIT ?`,
     [runId, q.from, to, q.limit],
   );
-  const last = lastThatFits(sizes, q.maxBytes ?? EVENT_PAGE_BYTES);
-  if (last === null) return [];
+  const fit = rowsWithin(sizes.map(({ n }) => Number(n)), q.maxBytes ?? EVENT_PAGE_BYTES);
+  if (fit === 0) return [];
+  const last = Number(sizes[fit - 1]!.seq);
   // The log only grows at its end, past `to` or past the last seq sized: the same rows.
   const [low, high] = q.keep === 'oldest' ? [q.from, last + 1] : [last, to];
   return db.all<EventRow>('SELECT * FROM run_events WHERE run_id = ? AND seq >= ? AND seq < ? ORDER BY seq', [runId, low, high]);
-}
-
-/** The seq of the last row, in the order given, before the sizes together pass `max` (the first always fits). */
-function lastThatFits(sizes: ReadonlyArray<{ seq: number; n: number }>, max: number): number | null {
-  let total = 0;
-  let last: number | null = null;
-  for (const { seq, n } of sizes) {
-    total += Number(n);
-    if (last !== null && total > max) break;
-    last = Number(seq);
-  }
-  return last;
 }

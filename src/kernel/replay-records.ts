@@ -110,7 +110,9 @@ export function approvalDecisionProblem(requested: ApprovalRequestedPayload, dec
   const role = typeof actor.role === 'string' ? actor.role : null;
   const id = typeof actor.id === 'string' ? actor.id : null;
   const approver = String(requested.approver);
-  const wanted = approver.startsWith('role:') ? approver.slice(5) : approver;
+  // Every approver svc writes is role:<role> (decisions 5.2): another was put there by hand.
+  if (!approver.startsWith('role:')) return `approval ${requested.approval_id} names ${approver} as its approver, which is not role:<role>`;
+  const wanted = approver.slice('role:'.length);
   if (role === null || !sameAsLogged(wanted, role)) return `approval ${requested.approval_id} was decided by role:${role ?? '(none)'}, not by its approver ${approver}`;
   if (id !== null && requester !== null && sameIdentity(id, requester)) return `approval ${requested.approval_id} was decided by the run's requester ${id}`;
   return null;
@@ -123,26 +125,31 @@ interface LoggedApproval {
   cancelled: boolean;
 }
 
-/** Collects the log's approval events, a page at a time, to compare the `approvals` rows with. */
+/**
+ * The log's approvals, built an event at a time in log order: what a decision that relied on
+ * an approval is checked against (as far as the log has got), and at the end what the
+ * `approvals` rows are compared with.
+ */
 export class ApprovalMirror {
   private readonly logged = new Map<string, LoggedApproval>();
 
-  push(events: readonly (RunEvent & { unparseable?: boolean })[]): void {
-    for (const ev of events) {
-      if (ev.unparseable) continue;
-      const p = ev.payload;
-      if (ev.kind === 'approval.requested') this.logged.set(String(p.approval_id), { requested: p as unknown as ApprovalRequestedPayload, decided: null, cancelled: false });
-      const entry = this.logged.get(String(p.approval_id));
-      if (ev.kind === 'approval.decided' && entry) entry.decided = { payload: p as unknown as ApprovalDecidedPayload, actor: ev.actor };
-      // Only the kernel's ending events cancel approvals: a posted event's payload is the
-      // poster's word (as afterCommit reads it in src/kernel/run-engine.ts).
-      if (!isExternalKind(ev.kind) && Array.isArray(p.cancelled_approval_ids)) {
-        for (const id of p.cancelled_approval_ids) {
-          const cancelled = this.logged.get(String(id));
-          if (cancelled) cancelled.cancelled = true;
-        }
+  add(ev: Pick<RunEvent, 'kind' | 'payload' | 'actor'>): void {
+    const p = ev.payload;
+    if (ev.kind === 'approval.requested') this.logged.set(String(p.approval_id), { requested: p as unknown as ApprovalRequestedPayload, decided: null, cancelled: false });
+    const entry = this.logged.get(String(p.approval_id));
+    if (ev.kind === 'approval.decided' && entry) entry.decided = { payload: p as unknown as ApprovalDecidedPayload, actor: ev.actor };
+    // Only the kernel's ending events cancel approvals: a posted event's payload is the
+    // poster's word (as afterCommit reads it in src/kernel/run-engine.ts).
+    if (!isExternalKind(ev.kind) && Array.isArray(p.cancelled_approval_ids)) {
+      for (const id of p.cancelled_approval_ids) {
+        const cancelled = this.logged.get(String(id));
+        if (cancelled) cancelled.cancelled = true;
       }
     }
+  }
+
+  get(approvalId: string): Readonly<LoggedApproval> | undefined {
+    return this.logged.get(approvalId);
   }
 
   /**

@@ -9,9 +9,8 @@
 import { sha256Hex } from '../encoding/canonical-json.js';
 import { jsonDepth } from '../encoding/json-limits.js';
 import { notFound } from '../errors.js';
-import { globalRedactor, REDACTED } from '../log/logger.js';
 import { ChainVerifier, type ChainError, type StoredEventRow } from '../events/chain.js';
-import type { ActionDecidedPayload, ApprovalDecidedPayload, ApprovalRequestedPayload, RunCreatedPayload } from '../events/payloads.js';
+import type { ActionDecidedPayload, RunCreatedPayload } from '../events/payloads.js';
 import { compilePolicy, type CompiledPolicy } from '../policy/compile.js';
 import { decide } from '../policy/decide.js';
 import type { Decision, PolicyRef, RunEvent } from '../types.js';
@@ -173,8 +172,7 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
     if (c instanceof Error) throw c;
     return c;
   };
-  const requested = new Map<string, ApprovalRequestedPayload>();
-  const decidedApprovals = new Map<string, { payload: ApprovalDecidedPayload; actor: RunEvent['actor'] }>();
+  const approvals = new ApprovalMirror();
   const mismatches: DecisionMismatch[] = [];
   let decisions = 0;
   let requester: string | null = null;
@@ -182,8 +180,8 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
   const redecide = async (p: ActionDecidedPayload): Promise<DecisionView> => {
     if (p.source === 'approval') {
       const id = p.approval_id ?? '';
-      const req = requested.get(id);
-      const dec = decidedApprovals.get(id);
+      const req = approvals.get(id)?.requested;
+      const dec = approvals.get(id)?.decided;
       if (!req || req.action_id !== p.action_id) return { decision: null, rule: null, approver: null, error: `no approval ${id} for action ${p.action_id} earlier in the log` };
       if (!dec) return { decision: 'approval_required', rule: req.rule, approver: req.approver };
       const wrongDecider = approvalDecisionProblem(req, dec.actor, requester);
@@ -208,8 +206,7 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
     for (const ev of events) {
       if (ev.unparseable) continue;
       if (ev.kind === 'run.created') requester = requesterOf(ev.payload as unknown as RunCreatedPayload);
-      if (ev.kind === 'approval.requested') requested.set(String(ev.payload.approval_id), ev.payload as unknown as ApprovalRequestedPayload);
-      if (ev.kind === 'approval.decided') decidedApprovals.set(String(ev.payload.approval_id), { payload: ev.payload as unknown as ApprovalDecidedPayload, actor: ev.actor });
+      approvals.add(ev);
       if (ev.kind !== 'action.decided') continue;
       decisions++;
       const p = ev.payload as unknown as ActionDecidedPayload;
@@ -226,7 +223,6 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
 
   const chain = new ChainVerifier(runId);
   const fold = new Fold();
-  const approvals = new ApprovalMirror();
   let replayError: string | null = null;
   let count = 0;
   let last: ParsedRow | undefined;
@@ -262,7 +258,6 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
         }
       }
       await checkDecisions(events);
-      approvals.push(events);
       count += events.length;
       last = events[events.length - 1];
       after = rows[rows.length - 1]!.seq;
