@@ -13,6 +13,7 @@ import { signBundle } from '../../src/bundle/sign.js';
 import { encodeBase64url } from '../../src/encoding/base64url.js';
 import { generatePublisherKey } from '../../src/keys/publishers.js';
 import { spawnSvcd, tempDir, type SpawnedSvcd } from '../helpers/daemon.js';
+import { request, type Answer } from '../helpers/http-answer.js';
 import { mintToken, rawToken, remitPayload, testSigner } from '../helpers/remit-token.js';
 import { REQUESTER, refundsBundle } from '../integration/run-fixtures.js';
 
@@ -84,28 +85,7 @@ afterAll(async () => {
   await svcd?.stop();
 });
 
-interface Answer {
-  status: number;
-  headers: Headers;
-  text: string;
-  body: any;
-}
-
-async function http(base: string, path: string, body?: unknown): Promise<Answer> {
-  const res = await fetch(`${base}/v1${path}`, {
-    method: body === undefined ? 'GET' : 'POST',
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  let parsed: unknown = text;
-  try {
-    parsed = text ? JSON.parse(text) : null;
-  } catch {
-    /* metrics */
-  }
-  return { status: res.status, headers: res.headers, text, body: parsed };
-}
+const http = (base: string, path: string, body?: unknown): Promise<Answer> => request(base, path, { body });
 const gw = (path: string, body?: unknown) => http(svcd.gatewayUrl!, path, body);
 const kernel = (path: string, body?: unknown) => http(svcd.kernelUrl!, path, body);
 

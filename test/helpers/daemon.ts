@@ -11,6 +11,7 @@ import { silentLogger } from '../../src/log/logger.js';
 import { startSvcd, type RunningSvcd, type SvcdOptions } from '../../daemon/server.js';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
+import { request } from './http-answer.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 
@@ -61,21 +62,9 @@ export async function startTestDaemon(opts: TestDaemonOptions = {}): Promise<Tes
   });
   const kernel_ = async (path: string, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}) => {
     const headers: Record<string, string> = { ...(init.headers ?? {}) };
-    if (init.body !== undefined) headers['content-type'] ??= 'application/json';
     if (opts.token && !headers.authorization) headers.authorization = `Bearer ${opts.token}`;
-    const res = await fetch(`${running.kernelUrl}/v1${path}`, {
-      method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
-      headers,
-      body: init.body === undefined ? undefined : typeof init.body === 'string' ? init.body : JSON.stringify(init.body),
-    });
-    const text = await res.text();
-    let body: unknown = text;
-    try {
-      body = text ? JSON.parse(text) : null;
-    } catch {
-      /* metrics are text */
-    }
-    return { status: res.status, body };
+    const { status, body } = await request(running.kernelUrl!, path, { ...init, headers });
+    return { status, body: body as unknown };
   };
   return Object.assign(running, {
     dataDir,

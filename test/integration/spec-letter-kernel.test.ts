@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signBundle } from '../../src/bundle/sign.js';
 import { generatePublisherKey } from '../../src/keys/publishers.js';
 import { spawnSvcd, tempDir, type SpawnedSvcd } from '../helpers/daemon.js';
+import { expectError, request, type Answer } from '../helpers/http-answer.js';
 import { APPROVER, REFUNDS_POLICY, REQUESTER, refundsBundle } from './run-fixtures.js';
 
 /** JCS (RFC 8785) straight from the package, not through the code under test. */
@@ -34,38 +35,8 @@ afterAll(async () => {
   await svcd?.stop();
 });
 
-interface Answer {
-  status: number;
-  headers: Headers;
-  text: string;
-  body: any;
-}
-
 /** A request to the kernel below /v1: a body is sent as JSON unless it is already a string. */
-async function k(path: string, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<Answer> {
-  const headers: Record<string, string> = { ...(init.headers ?? {}) };
-  if (init.body !== undefined) headers['content-type'] ??= 'application/json';
-  const res = await fetch(`${svcd.kernelUrl}/v1${path}`, {
-    method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
-    headers,
-    body: init.body === undefined ? undefined : typeof init.body === 'string' ? init.body : JSON.stringify(init.body),
-  });
-  const text = await res.text();
-  let body: unknown = null;
-  try {
-    body = text ? JSON.parse(text) : null;
-  } catch {
-    body = text;
-  }
-  return { status: res.status, headers: res.headers, text, body };
-}
-
-/** I 7.1: `{error: {code, message, details}}` with the given status and code. */
-function expectError(a: Answer, status: number, code: string): any {
-  expect({ status: a.status, code: a.body?.error?.code }).toEqual({ status, code });
-  expect(a.body).toEqual({ error: { code, message: expect.any(String), details: expect.any(Object) } });
-  return a.body.error.details;
-}
+const k = (path: string, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<Answer> => request(svcd.kernelUrl!, path, init);
 
 function b64urlJson(part: string): any {
   return JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));

@@ -10,6 +10,7 @@ import { signBundle } from '../../src/bundle/sign.js';
 import { generatePublisherKey } from '../../src/keys/publishers.js';
 import type { Bundle } from '../../src/types.js';
 import { spawnSvcd, tempDir, type SpawnedSvcd } from '../helpers/daemon.js';
+import { expectError, request, type Answer } from '../helpers/http-answer.js';
 import { APPROVER, REFUNDS_POLICY, REQUESTER, refundsBundle } from './run-fixtures.js';
 
 let svcd: SpawnedSvcd;
@@ -24,33 +25,7 @@ afterAll(async () => {
   await svcd?.stop();
 });
 
-interface Answer {
-  status: number;
-  text: string;
-  body: any;
-}
-
-async function k(path: string, body?: unknown, headers: Record<string, string> = {}, base = svcd.kernelUrl): Promise<Answer> {
-  const res = await fetch(`${base}/v1${path}`, {
-    method: body === undefined ? 'GET' : 'POST',
-    headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  let parsed: unknown = text;
-  try {
-    parsed = text ? JSON.parse(text) : null;
-  } catch {
-    /* metrics */
-  }
-  return { status: res.status, text, body: parsed };
-}
-
-function expectError(a: Answer, status: number, code: string): any {
-  expect({ status: a.status, code: a.body?.error?.code }).toEqual({ status, code });
-  expect(a.body).toEqual({ error: { code, message: expect.any(String), details: expect.any(Object) } });
-  return a.body.error.details;
-}
+const k = (path: string, body?: unknown, headers: Record<string, string> = {}, base: string | null = svcd.kernelUrl): Promise<Answer> => request(base!, path, { body, headers });
 
 /** Three tool steps; a and b declare compensations that read their own output. */
 function sagaBundle(): Bundle {
