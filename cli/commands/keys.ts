@@ -8,7 +8,7 @@
  * base64url(sha256(public key)), the same shape as the control-plane's `cp-` ids, so a key id
  * names exactly one key. svcd trusts the key with `--publisher KEY_ID:PUBLIC_KEY`.
  */
-import { chmodSync, statSync, writeFileSync } from 'node:fs';
+import { statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import type { PublishedKeys } from '../../src/keys/keyring.js';
@@ -16,6 +16,7 @@ import { keyFileSeed } from '../../src/bundle/sign.js';
 import { encodeBase64url } from '../../src/encoding/base64url.js';
 import { keyPairFromSeed } from '../../src/keys/ed25519.js';
 import { generatePublisherKey, parsePublisher } from '../../src/keys/publishers.js';
+import { writeFileDurably } from '../../src/util/durable-file.js';
 import { kernelClient, output, table } from '../context.js';
 import { CliError, EXIT, fsReason } from '../exit.js';
 import type { SvcHttpClient } from '../http-client.js';
@@ -38,13 +39,17 @@ export function handleGen(file?: string, force = false): GenResult {
   const publisher = `${pair.key_id}:${pair.public_key}`;
   if (!file) return { ...pair, publisher };
   const path = resolve(file);
+  const text = JSON.stringify(pair, null, 2) + '\n';
+  // A directory cannot be overwritten with --force: say so rather than suggest it.
+  if (isDirectory(path)) throw new CliError(`${path} is a directory; name the key file to write, e.g. ${join(path, 'publisher.json')}`, EXIT.failed);
   try {
-    writeFileSync(path, JSON.stringify(pair, null, 2) + '\n', { mode: 0o600, flag: force ? 'w' : 'wx' });
-    chmodSync(path, 0o600); // an overwritten file keeps its old mode otherwise
+    // --force replaces the file (a new 0600 one renamed over it) rather than writing into it:
+    // the old file keeps its mode and its other names while it is written, and a symbolic link
+    // there would take the private key to the file it points at.
+    if (force) writeFileDurably(path, text, 0o600);
+    else writeFileSync(path, text, { mode: 0o600, flag: 'wx' }); // a new file, 0600 from its creation
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    // A directory cannot be overwritten with --force: say so rather than suggest it.
-    if (code === 'EISDIR' || (code === 'EEXIST' && isDirectory(path))) throw new CliError(`${path} is a directory; name the key file to write, e.g. ${join(path, 'publisher.json')}`, EXIT.failed);
     if (code === 'EEXIST') throw new CliError(`${path} already exists; pass --force to overwrite it`, EXIT.failed);
     throw new CliError(`cannot write ${path}: ${fsReason(err)}`, EXIT.failed);
   }

@@ -6,7 +6,8 @@
  * write a repair request file; an operator releases it, or, with `auto_release`, two
  * consecutive passing probes do. Quarantines are recorded in the store and survive restarts.
  */
-import { readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, rmSync } from 'node:fs';
+import { writeFileDurably } from '../util/durable-file.js';
 import { ensureDir } from '../util/ensure-dir.js';
 import { basename, join } from 'node:path';
 import type { Clock } from '../clock.js';
@@ -239,11 +240,12 @@ export class Canaries {
     });
     let file: string | null = null;
     try {
+      // The owner's alone (0700, 0600), whatever the umask: the probe's arguments, the shape it
+      // saw and the error quote the connector's data (redacted, but PII stays PII).
       const dir = join(dataDir, 'repairs');
-      ensureDir(dir);
+      ensureDir(dir, 0o700);
       file = join(dir, `${c.name}-${isoTime(now).replace(/:/g, '-')}.json`);
-      writeFileSync(file + '.tmp', JSON.stringify(request, null, 2) + '\n', { mode: 0o640 });
-      renameSync(file + '.tmp', file);
+      writeFileDurably(file, JSON.stringify(request, null, 2) + '\n', 0o600);
     } catch (err) {
       this.deps.logger.error('cannot write repair request', { connector: c.name, err: (err as Error).message });
       file = null;

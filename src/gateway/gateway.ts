@@ -105,7 +105,7 @@ export class Gateway {
     const gw = new Gateway(opts.config, opts);
     const { config } = opts;
     // Creates the directory (0700) and, before any connector starts, stops a second gateway on it.
-    gw.unlock = lockServingDir(config.data_dir, 'gateway data directory');
+    gw.unlock = lockServingDir(config.data_dir, 'gateway data directory', gw.logger);
     const list = await gw.startConnectors(opts);
     for (const c of list) gw.register(c, opts.random);
     try {

@@ -109,7 +109,7 @@ export class Kernel implements KernelDeps {
     const clock = options.clock ?? systemClock;
     const logger = options.logger ?? createLogger();
     loadPublishers(options.publishers ?? []); // a bad publisher key refuses before the store opens
-    const unlock = lockServingDir(options.dataDir, 'kernel data directory');
+    const unlock = lockServingDir(options.dataDir, 'kernel data directory', logger);
     const metrics = new KernelMetrics();
     let kernel: Kernel;
     try {

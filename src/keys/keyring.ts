@@ -7,11 +7,12 @@
  * later switch (to another value, or back to the file) still verifies what it signed.
  */
 import { createHash, type KeyObject } from 'node:crypto';
-import { chmodSync, readFileSync, statSync } from 'node:fs';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { ensureDir } from '../util/ensure-dir.js';
 import { join } from 'node:path';
 import { decodeBase64url, encodeBase64url } from '../encoding/base64url.js';
 import { DataDirInUseError, lockDataDir } from '../store/dir-lock.js';
+import { clearModeBits } from '../store/private-files.js';
 import type { TrustedKeys } from '../types.js';
 import { writeFileDurably } from '../util/durable-file.js';
 import { generateKeyPair, keyPairFromSeed, privateKeyObject, publicKeyProblem, signBytes } from './ed25519.js';
@@ -214,11 +215,22 @@ function lockKeyDir(dataDir: string): () => void {
  * user. Best effort: a file svcd does not own, or on a read-only disk, stays as it is.
  */
 function keepPrivate(file: string): void {
+  clearModeBits(file, 0o077);
+}
+
+/**
+ * No key file: null, and svcd makes a new key. But a symbolic link whose target is missing (a
+ * secrets volume not mounted yet) names a key that exists somewhere: a new one in its place
+ * would sign remits and run heads nothing else trusts, and replace the link for good.
+ */
+function refuseDanglingLink(file: string): null {
+  let target: string;
   try {
-    if ((statSync(file).mode & 0o077) !== 0) chmodSync(file, 0o600);
+    target = readlinkSync(file);
   } catch {
-    /* not ours to change */
+    return null; // no file, and no link either
   }
+  throw new Error(`${file} is a symbolic link to ${target}, which does not exist; svcd makes a new control-plane key only where there is no file at all: mount or restore the key, or remove the link`);
 }
 
 /**
@@ -230,7 +242,7 @@ function readKeyFile(file: string): KeyFile | null {
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return refuseDanglingLink(file);
     throw new Error(`${file}: cannot read the control-plane key file: ${(err as Error).message}`, { cause: err });
   }
   keepPrivate(file);

@@ -14,6 +14,8 @@ import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, rea
 import { basename, dirname, join, relative } from 'node:path';
 import Database from 'better-sqlite3';
 import { lockDataDir } from './dir-lock.js';
+import { keepDataDirPrivate } from './private-files.js';
+import type { Logger } from '../log/logger.js';
 import { copyFileDurably, fsync, renameDurably, writeFileDurably } from '../util/durable-file.js';
 
 /** A store file of a data directory and, for the kernel, its key file. */
@@ -158,12 +160,14 @@ export const RESTORE_MARKER = 'restore-incomplete';
 
 /**
  * Takes `dir`'s lock for a kernel or a gateway about to serve from it, and refuses it (letting
- * the lock go) when a restore into it stopped half-way (refuseInterruptedRestore).
+ * the lock go) when a restore into it stopped half-way (refuseInterruptedRestore). What other
+ * users could read or write in it is narrowed first, with a warning (keepDataDirPrivate).
  */
-export function lockServingDir(dir: string, what: string): () => void {
+export function lockServingDir(dir: string, what: string, logger: Pick<Logger, 'warn'>): () => void {
   const unlock = lockDataDir(dir, what);
   try {
     refuseInterruptedRestore(dir, what);
+    keepDataDirPrivate(dir, what, logger);
   } catch (err) {
     unlock();
     throw err;

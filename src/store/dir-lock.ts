@@ -18,7 +18,8 @@
  * POSIX file locks belong to the process and drop when it closes ANY descriptor of the file:
  * nothing in svcd may open `owner.lock` itself (not even to read it) while it holds the lock.
  */
-import { readdirSync, readFileSync, readlinkSync, realpathSync, unlinkSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync, realpathSync, unlinkSync } from 'node:fs';
+import { writeFileDurably } from '../util/durable-file.js';
 import { ensureDir } from '../util/ensure-dir.js';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -74,7 +75,9 @@ export function lockDataDir(dir: string, what: string): () => void {
     }
     held.set(key, { db, dir, refs: 1 });
     try {
-      writeFileSync(join(dir, PID_FILE), `${process.pid}\n`, { mode: 0o644 });
+      // Replaced, not written into: svcd.pid made a link to another file (in a directory others
+      // could write) would have a root svcd overwrite that file with its pid.
+      writeFileDurably(join(dir, PID_FILE), `${process.pid}\n`, 0o644);
     } catch {
       /* informational only */
     }

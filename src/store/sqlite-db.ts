@@ -14,7 +14,7 @@
  * would only add latency. Either way N concurrent transactions cost one fsync, and nothing is
  * acknowledged before it is as durable as FULL would have made it.
  */
-import { closeSync, fdatasync, fdatasyncSync, openSync } from 'node:fs';
+import { accessSync, closeSync, constants, fchmodSync, fdatasync, fdatasyncSync, openSync } from 'node:fs';
 import { ensureDir } from '../util/ensure-dir.js';
 import { dirname, resolve } from 'node:path';
 import { createRequire } from 'node:module';
@@ -128,6 +128,27 @@ function openStore(path: string, pageSize: number | undefined): Database.Databas
   }
 }
 
+/**
+ * Creates a new store file empty and 0600 (whatever the umask) before SQLite opens it: SQLite
+ * would make it 0644 less the umask, readable by every local user in a directory they can
+ * enter, and its -wal and -shm take the main file's mode. The stores hold run inputs, tool
+ * results and approvals. Best effort: a file that exists stays as it is (svcd narrows it at
+ * start, private-files.ts), and one that cannot be made is openStore's to explain.
+ */
+function createPrivately(path: string): void {
+  let fd: number;
+  try {
+    fd = openSync(path, 'wx', 0o600);
+  } catch {
+    return;
+  }
+  try {
+    fchmodSync(fd, 0o600); // a umask such as 0277 would leave it 0400, which SQLite cannot write
+  } finally {
+    closeSync(fd);
+  }
+}
+
 function validPageSize(n: number): boolean {
   return Number.isInteger(n) && n >= 512 && n <= 65536 && (n & (n - 1)) === 0;
 }
@@ -161,8 +182,18 @@ export function openError(what: string, path: string, err: unknown): Error {
       { cause: err },
     );
   }
-  const hint = /^SQLITE_(CANTOPEN|READONLY|PERM|AUTH)/.test(code) ? ' (can this user read and write the file and the directory it is in?)' : '';
+  const hint = /^SQLITE_(CANTOPEN|READONLY|PERM|AUTH)/.test(code) ? ` (${onReadOnlyDisk(path) ? 'the file system it is on is mounted read-only' : 'can this user read and write the file and the directory it is in?'})` : '';
   return new Error(`cannot open ${what} ${path}: ${message}${hint}`, { cause: err });
+}
+
+/** SQLite says "readonly database" for a read-only mount too, where no chmod or chown helps. */
+function onReadOnlyDisk(path: string): boolean {
+  try {
+    accessSync(dirname(path), constants.W_OK);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EROFS';
+  }
 }
 
 /** What the bindings loader and Node's dlopen say when the compiled module is absent or for another ABI. */
@@ -219,7 +250,10 @@ export class SqliteDb implements SqlDb {
   readonly checkpointer: WalCheckpointer | null = null;
 
   constructor(opts: SqliteDbOptions) {
-    if (opts.path !== ':memory:') ensureDir(dirname(opts.path));
+    if (opts.path !== ':memory:') {
+      ensureDir(dirname(opts.path));
+      createPrivately(opts.path);
+    }
     if (opts.pageSize !== undefined && !validPageSize(opts.pageSize)) throw new Error(`page size ${opts.pageSize} is not a power of two from 512 to 65536`);
     this.raw = openStore(opts.path, opts.pageSize);
     const level = opts.synchronous ?? 'FULL';
