@@ -8,6 +8,7 @@
 import { CliError, EXIT } from './exit.js';
 import { clean } from './terminal-text.js';
 import { fetchBlockedPortHint } from '../src/util/fetch-blocked-ports.js';
+import { isRecord } from '../src/util/is-record.js';
 
 /** The subset of `fetch` the clients use: the global fetch, or a fake in tests. */
 export type FetchLike = (url: string, init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal }) => Promise<{
@@ -219,6 +220,5 @@ export function isListOfObjects(v: unknown): v is Array<Record<string, unknown>>
   return Array.isArray(v) && v.every(isObject);
 }
 
-export function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
+/** As src/util/is-record.ts, under the name the CLI's modules import. */
+export const isObject = isRecord;

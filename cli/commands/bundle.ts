@@ -23,6 +23,7 @@ import { globals, kernelClient, output, table } from '../context.js';
 import { CliError, EXIT, fsReason } from '../exit.js';
 import { isListOfObjects, notSvcd, type SvcHttpClient } from '../http-client.js';
 import { yamlProblem } from '../../src/util/yaml-problem.js';
+import { isRecord } from '../../src/util/is-record.js';
 
 /** What a bundle file holds: a bundle, and its signature when the file is a signed document. */
 export interface BundleFile {
@@ -119,17 +120,13 @@ export class UnparsableFileError extends CliError {
   }
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
-
 /** A bundle file, or a signed document {bundle, signature} (a bundle never has a `bundle` member). */
 export function readBundleFile(file: string): BundleFile {
   return bundleFileOf(readDataFile(file));
 }
 
 function bundleFileOf(value: unknown): BundleFile {
-  if (isObject(value) && isObject(value.bundle) && !('workflows' in value)) {
+  if (isRecord(value) && isRecord(value.bundle) && !('workflows' in value)) {
     return { bundle: value.bundle, signature: value.signature as BundleSignature | undefined };
   }
   return { bundle: value };
@@ -138,7 +135,7 @@ function bundleFileOf(value: unknown): BundleFile {
 /** Reads a publisher key file {key_id, public_key, private_key}. */
 export function readKeyFile(file: string): PublisherKeyFile {
   const value = readDataFile(file);
-  if (!isObject(value) || typeof value.key_id !== 'string' || typeof value.private_key !== 'string') {
+  if (!isRecord(value) || typeof value.key_id !== 'string' || typeof value.private_key !== 'string') {
     throw new CliError(`${file} is not a publisher key file {key_id, public_key, private_key} (make one with: svc keys gen -o FILE)`, EXIT.failed);
   }
   return value as unknown as PublisherKeyFile;

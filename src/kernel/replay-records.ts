@@ -17,6 +17,7 @@ import type { ApprovalDecidedPayload, ApprovalRequestedPayload } from '../events
 import type { PolicyRunContext, RemitPayload, RunEvent, TrustedKeys } from '../types.js';
 import { sameIdentity, type ApprovalRow } from './approvals.js';
 import type { RunRow } from './run-store.js';
+import { isRecord } from '../util/is-record.js';
 
 /**
  * `bundles.<bundle_id>` when the run's bundle as stored no longer has the content address the
@@ -72,8 +73,6 @@ export function sameAsLogged(logged: unknown, value: unknown): boolean {
   }
   return false;
 }
-
-const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /**
  * The run's remit as its signed token says, and the row's remit columns that disagree with it

@@ -19,6 +19,7 @@ import type { RunEngine } from './run-engine.js';
 import type { ApprovalRow } from './approvals.js';
 import { approvalDecisionProblem, ApprovalMirror, boundRemit, bundleDifferences, sameAsLogged, sameJson, sameLoggedText } from './replay-records.js';
 import { loadRunRow, modelColumns, type EventRow, type RunRow } from './run-store.js';
+import { isRecord } from '../util/is-record.js';
 
 export interface DecisionView {
   decision: Decision | null;
@@ -71,16 +72,12 @@ function tooDeep(text: string): boolean {
   return text.length > 2 * DEEPEST_STORED && jsonDepth(text) > DEEPEST_STORED;
 }
 
-/** svc writes every payload as a JSON object; anything else in the column was put there by hand. */
-function isObject(value: unknown): value is Record<string, unknown> {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
-}
-
 function parseRow(r: Omit<EventRow, 'run_id'>): ParsedRow {
   try {
     if (tooDeep(r.payload) || tooDeep(r.actor)) throw new Error('nested too deep');
     const payload = JSON.parse(r.payload) as unknown;
-    if (!isObject(payload)) throw new Error('payload is not an object');
+    // svc writes every payload as a JSON object; anything else in the column was put there by hand.
+    if (!isRecord(payload)) throw new Error('payload is not an object');
     return { seq: r.seq, hash: r.hash, prev_hash: r.prev_hash, kind: r.kind, payload, actor: JSON.parse(r.actor), at: r.at, stored: { payload: r.payload, actor: r.actor } };
   } catch {
     return { seq: r.seq, hash: r.hash, prev_hash: r.prev_hash, kind: r.kind, payload: {}, actor: null, at: r.at, unparseable: true };
@@ -117,7 +114,7 @@ function requesterOf(created: RunCreatedPayload): string | null {
 function storedModel(row: RunRow): RunModel | null {
   try {
     const m = JSON.parse(row.model) as unknown;
-    return isObject(m) ? (m as unknown as RunModel) : null;
+    return isRecord(m) ? (m as unknown as RunModel) : null;
   } catch {
     return null;
   }

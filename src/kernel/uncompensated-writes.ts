@@ -10,6 +10,7 @@
 
 import { canonicalHash } from '../encoding/canonical-json.js';
 import type { UncompensatedWrite } from '../events/payloads.js';
+import { isRecord } from '../util/is-record.js';
 
 export type { UncompensatedWrite };
 
@@ -28,8 +29,6 @@ export const MAX_NAMED_WRITES = 100;
  * or an answer too deep to store after the upstream acted).
  */
 const NOTHING_RAN = new Set(['args_invalid', 'idempotency_conflict', 'idempotency_in_flight', 'connector_quarantined', 'circuit_open']);
-
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Whether a `tool.called` payload is of a write that ran, or may have (a replay stands for its first call). */
 export function calledWrite(payload: unknown): boolean {

@@ -12,13 +12,12 @@
  */
 import { MAX_USAGE_TOKENS, MAX_USAGE_USD, usdNanos } from '../spend.js';
 import type { Spend } from '../types.js';
+import { isRecord } from '../util/is-record.js';
 
 interface UsageEvent {
   kind: string;
   payload: unknown;
 }
-
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
  * A usage object a worker posted, when it is one: non-negative numbers, each capped at what a

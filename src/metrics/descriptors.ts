@@ -71,24 +71,21 @@ export function registerDescriptorGauges(registry: Registry, read: () => Descrip
     }
     return last.reading;
   };
-  new Gauge({
-    name: 'process_open_fds',
-    help: 'Open file descriptors of the process',
-    registers: [registry],
-    collect() {
-      const r = readOnce();
-      if (r) this.set(r.open);
-    },
-  });
-  new Gauge({
-    name: 'process_max_fds',
-    help: 'The limit on open file descriptors of the process (the soft one)',
-    registers: [registry],
-    collect() {
-      const r = readOnce();
-      if (r) this.set(r.max);
-    },
-  });
+  const gauges = [
+    { name: 'process_open_fds', help: 'Open file descriptors of the process', value: (r: DescriptorReading) => r.open },
+    { name: 'process_max_fds', help: 'The limit on open file descriptors of the process (the soft one)', value: (r: DescriptorReading) => r.max },
+  ];
+  for (const { name, help, value } of gauges) {
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        const r = readOnce();
+        if (r) this.set(value(r));
+      },
+    });
+  }
 }
 
 /** Warn at this share of the limit in use; say so again once under `CLEAR_AT`. */

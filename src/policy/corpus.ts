@@ -12,6 +12,7 @@ import { SvcError } from '../errors.js';
 import { AUTONOMY_ORDER, type Autonomy, type Decision, type PolicyAction, type PolicyRunContext } from '../types.js';
 import type { CompiledPolicy } from './compile.js';
 import { decide, DecisionInProgress } from './decide.js';
+import { isRecord } from '../util/is-record.js';
 
 /** One corpus case, filled in. */
 export interface CorpusCase {
@@ -54,10 +55,6 @@ function invalid(path: string, message: string): SvcError {
   return new SvcError('request_invalid', `${path} ${message}`, { path });
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
-
 function str(obj: Record<string, unknown>, key: string, path: string, def: string): string {
   const v = obj[key];
   if (v === undefined) return def;
@@ -88,12 +85,12 @@ function num(obj: Record<string, unknown>, key: string, path: string): number {
 
 /** Fills in an action; `path` is the JSON pointer of the action for messages. */
 export function toPolicyAction(value: unknown, path = '/action'): PolicyAction {
-  if (!isObject(value)) throw invalid(path, 'must be an object');
+  if (!isRecord(value)) throw invalid(path, 'must be an object');
   const tool = value.tool;
   if (typeof tool !== 'string' || tool === '') throw invalid(`${path}/tool`, 'must be a non-empty string');
   const dot = tool.indexOf('.');
   const args = value.args ?? {};
-  if (!isObject(args)) throw invalid(`${path}/args`, 'must be an object');
+  if (!isRecord(args)) throw invalid(`${path}/args`, 'must be an object');
   return {
     tool,
     connector: str(value, 'connector', path, dot > 0 ? tool.slice(0, dot) : tool),
@@ -108,13 +105,13 @@ export function toPolicyAction(value: unknown, path = '/action'): PolicyAction {
 /** Fills in a run context; `path` is the JSON pointer of the run for messages. */
 export function toPolicyRun(value: unknown, path = '/run'): PolicyRunContext {
   const run = value === undefined ? {} : value;
-  if (!isObject(run)) throw invalid(path, 'must be an object');
+  if (!isRecord(run)) throw invalid(path, 'must be an object');
   const rb = run.requested_by ?? {};
-  if (!isObject(rb)) throw invalid(`${path}/requested_by`, 'must be an object');
+  if (!isRecord(rb)) throw invalid(`${path}/requested_by`, 'must be an object');
   const usage = run.usage ?? {};
-  if (!isObject(usage)) throw invalid(`${path}/usage`, 'must be an object');
+  if (!isRecord(usage)) throw invalid(`${path}/usage`, 'must be an object');
   const remit = run.remit ?? {};
-  if (!isObject(remit)) throw invalid(`${path}/remit`, 'must be an object');
+  if (!isRecord(remit)) throw invalid(`${path}/remit`, 'must be an object');
   const autonomy = remit.autonomy ?? 'supervised';
   if (typeof autonomy !== 'string' || !AUTONOMY_ORDER.includes(autonomy as Autonomy)) {
     throw invalid(`${path}/remit/autonomy`, `must be one of ${AUTONOMY_ORDER.join(', ')}`);
@@ -145,7 +142,7 @@ export function normalizeCorpus(corpus: unknown, path = '/corpus'): CorpusCase[]
   if (!Array.isArray(corpus)) throw invalid(path, 'must be an array of {action, run}');
   if (corpus.length > MAX_CORPUS_CASES) throw invalid(path, `has more than ${MAX_CORPUS_CASES} cases`);
   return corpus.map((c, i) => {
-    if (!isObject(c)) throw invalid(`${path}/${i}`, 'must be an object {action, run}');
+    if (!isRecord(c)) throw invalid(`${path}/${i}`, 'must be an object {action, run}');
     const deep = tooDeep(c, MAX_CASE_DEPTH);
     if (deep !== null) throw invalid(`${path}/${i}${deep}`, `is nested deeper than ${MAX_CASE_DEPTH} levels`);
     return { action: toPolicyAction(c.action, `${path}/${i}/action`), run: toPolicyRun(c.run, `${path}/${i}/run`) };

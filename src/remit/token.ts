@@ -13,6 +13,7 @@ import { canonicalJson } from '../encoding/canonical-json.js';
 import { jsonDepth, textProblem } from '../encoding/json-limits.js';
 import { decodeUtf8Strict } from '../encoding/utf8.js';
 import { AUTONOMY_ORDER, type Autonomy, type RemitPayload } from '../types.js';
+import { isRecord } from '../util/is-record.js';
 
 /** The token format prefix; any other prefix is refused (interface 9). */
 export const TOKEN_PREFIX = 'krt1';
@@ -102,10 +103,6 @@ function isEpoch(v: unknown): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v) && Math.abs(v) <= MAX_EPOCH_SECONDS;
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
-
 /** The first required field (interface 2.1) that is missing or of the wrong type, or null. */
 export function payloadProblem(p: Record<string, unknown>): string | null {
   for (const f of ['rid', 'iss'] as const) {
@@ -121,12 +118,12 @@ export function payloadProblem(p: Record<string, unknown>): string | null {
     if (!isStringArray(p[f])) return `payload field ${f} must be an array of strings`;
   }
   const spend = p.spend;
-  if (!isObject(spend)) return 'payload field spend must be an object';
+  if (!isRecord(spend)) return 'payload field spend must be an object';
   if (typeof spend.tokens !== 'number' || !Number.isSafeInteger(spend.tokens) || spend.tokens < 0) return 'payload field spend.tokens must be a non-negative integer';
   if (typeof spend.usd !== 'number' || !Number.isFinite(spend.usd) || spend.usd < 0) return 'payload field spend.usd must be a non-negative number';
   if (typeof p.autonomy !== 'string' || !AUTONOMY_ORDER.includes(p.autonomy as Autonomy)) return `payload field autonomy must be one of ${AUTONOMY_ORDER.join(', ')}`;
   const rb = p.requested_by;
-  if (!isObject(rb)) return 'payload field requested_by must be an object';
+  if (!isRecord(rb)) return 'payload field requested_by must be an object';
   for (const f of ['id', 'role', 'manager'] as const) {
     if (typeof rb[f] !== 'string') return `payload field requested_by.${f} must be a string`;
   }

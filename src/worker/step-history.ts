@@ -24,6 +24,7 @@ import type { Usage } from './types.js';
 import { addSpend } from '../spend.js';
 import type { PriorEvent } from './types.js';
 import type { ProviderResponse } from './providers/provider.js';
+import { isRecord } from '../util/is-record.js';
 
 /** Marks events the worker posts, so they are told apart from the gateway's. */
 export const WORKER_EVENT_SOURCE = 'worker';
@@ -34,10 +35,6 @@ export interface RecordedModelCall {
   usage: Usage;
   /** True when a complete or fail after it already reported its usage. */
   reported: boolean;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
 function asResponse(v: unknown): ProviderResponse | null {

@@ -14,10 +14,7 @@ import type { MockStepScript } from '../../types.js';
 import { abortReason, delayUnlessAborted, StepError } from '../errors.js';
 import { ZERO_USAGE } from '../types.js';
 import type { Provider, ProviderCall, ProviderRequest, ProviderResponse } from './provider.js';
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
+import { isRecord } from '../../util/is-record.js';
 
 /** The answers a script plays, in order. */
 export function mockPhases(script: MockStepScript): Array<Pick<ProviderResponse, 'calls' | 'output'>> {
