@@ -9,6 +9,7 @@ import { CliError, EXIT } from './exit.js';
 import { clean } from './terminal-text.js';
 import { fetchBlockedPortHint } from '../src/util/fetch-blocked-ports.js';
 import { isRecord } from '../src/util/is-record.js';
+import { escapeRegExp } from '../src/util/escape-regexp.js';
 
 /** The subset of `fetch` the clients use: the global fetch, or a fake in tests. */
 export type FetchLike = (url: string, init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal }) => Promise<{
@@ -202,7 +203,7 @@ function problemPlace(p: Record<string, unknown>): string {
 function saidIn(message: string, value: unknown): boolean {
   if (value === '') return true;
   if (typeof value !== 'string' && typeof value !== 'number') return false;
-  const text = String(value).replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const text = escapeRegExp(String(value));
   return new RegExp(`(^|[^\\w.])${text}($|[^\\w])`).test(message);
 }
 

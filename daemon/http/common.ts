@@ -20,6 +20,7 @@ import { ajvErrorPath } from '../../src/encoding/json-pointer.js';
 import { schemaMessage } from '../../src/encoding/schema-message.js';
 import { PRINTABLE_NAME_MESSAGE, PRINTABLE_NAME_PATTERN } from '../../src/util/printable-name.js';
 import { shortened } from '../../src/encoding/cut-text.js';
+import { escapeRegExp } from '../../src/util/escape-regexp.js';
 
 /** How a listener renders an SvcError (the kernel and the gateway differ, I 7.1 vs 7.2). */
 export type ErrorRenderer = (err: SvcError) => unknown;
@@ -189,7 +190,7 @@ export function renderClientError(this: FastifyInstance, err: NodeJS.ErrnoExcept
 
 /** A route's path (`/v1/runs/:id/events`) as a pattern for a request's path. */
 export function routePathPattern(url: string): RegExp {
-  const segments = url.split('/').map((seg) => (seg.startsWith(':') ? '[^/]+' : seg === '*' ? '.*' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+  const segments = url.split('/').map((seg) => (seg.startsWith(':') ? '[^/]+' : seg === '*' ? '.*' : escapeRegExp(seg)));
   return new RegExp(`^${segments.join('/')}$`);
 }
 

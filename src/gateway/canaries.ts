@@ -20,6 +20,7 @@ import { checkContract, diffIsEmpty, emptyDiff, shapeOf, type ContractDiff } fro
 import { abortable, abortMessage, type Connector, type DriftFinding } from './connectors/types.js';
 import type { IdempotencyStore } from './idempotency.js';
 import { CANARY_STATUS_VALUE, type GatewayMetrics } from './metrics.js';
+import { escapeRegExp } from '../util/escape-regexp.js';
 
 export type CanaryHealth = 'healthy' | 'failed' | 'quarantined';
 
@@ -36,7 +37,7 @@ export const REPAIR_FILES_KEPT = 50;
  * that was stepped back (files named ahead of it) must not have it deleted as it is made.
  */
 export function pruneRepairFiles(dir: string, connector: string, keep = REPAIR_FILES_KEPT, written: string | null = null): void {
-  const esc = connector.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const esc = escapeRegExp(connector);
   const own = new RegExp(`^${esc}-\\d{4}-\\d{2}-\\d{2}T\\d{2}-\\d{2}-\\d{2}(\\.\\d+)?Z\\.json$`);
   const files = readdirSync(dir).filter((f) => own.test(f) && f !== written).sort();
   const others = Math.max(0, written === null ? keep : keep - 1);

@@ -18,6 +18,7 @@ import type { PolicyRunContext, RemitPayload, RunEvent, TrustedKeys } from '../t
 import { sameIdentity, type ApprovalRow } from './approvals.js';
 import type { RunRow } from './run-store.js';
 import { isRecord } from '../util/is-record.js';
+import { escapeRegExp } from '../util/escape-regexp.js';
 
 /**
  * `bundles.<bundle_id>` when the run's bundle as stored no longer has the content address the
@@ -58,7 +59,7 @@ export function sameJson(a: unknown, b: unknown): boolean {
 export function sameLoggedText(logged: string, value: string): boolean {
   if (logged === value || globalRedactor.redact(logged) === globalRedactor.redact(value)) return true;
   if (!logged.includes(REDACTED)) return false;
-  const shape = new RegExp(`^${logged.split(REDACTED).map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('.+')}$`, 's');
+  const shape = new RegExp(`^${logged.split(REDACTED).map((part) => escapeRegExp(part)).join('.+')}$`, 's');
   return shape.test(value) || shape.test(globalRedactor.redact(value));
 }
 
