@@ -222,13 +222,19 @@ export function itemsWithinBudget(cost: ConditionCost, budget = EVALUATION_BUDGE
   return fits(high) ? high : Math.floor(low);
 }
 
-/** The sizes of one decision's data: `roots` by name (`action`, `run`), each walked at most once. */
+/** The sizes of one decision's data: `roots` by name (`action`, `run`), each part walked at most once. */
 export function dataMeter(roots: Readonly<Record<string, unknown>>): DataMeter {
-  const whole = sizeOf(Object.values(roots));
+  // All of it is walked only for a condition that loops over a list it makes.
+  let whole: { items: number; chars: number } | null = null;
+  const all = () => (whole ??= sizeOf(Object.values(roots)));
   const cache = new Map<string, number>();
   return {
-    items: whole.items,
-    chars: whole.chars,
+    get items() {
+      return all().items;
+    },
+    get chars() {
+      return all().chars;
+    },
     at(path, size) {
       const key = JSON.stringify([size, path]);
       let n = cache.get(key);
