@@ -7,7 +7,8 @@ import { isoTime } from '../clock.js';
 import { SvcError, notFound } from '../errors.js';
 import type { ApprovalDecidedPayload, RunResumedPayload } from '../events/payloads.js';
 import type { SqlDb } from '../store/sql-db.js';
-import type { PolicyAction, RunState } from '../types.js';
+import { isExternalKind } from '../events/kinds.js';
+import type { PolicyAction, RunEvent, RunState } from '../types.js';
 import { pageNewestFirst } from './cursor.js';
 import type { RunEngine } from './run-engine.js';
 
@@ -94,6 +95,16 @@ export async function cancelPendingApprovals(tx: SqlDb, runId: string, at: strin
   const pending = await tx.all<{ approval_id: string }>("SELECT approval_id FROM approvals WHERE run_id = ? AND state = 'pending' ORDER BY approval_id", [runId]);
   if (pending.length > 0) await tx.run("UPDATE approvals SET state = 'cancelled', decided_at = ? WHERE run_id = ? AND state = 'pending'", [at, runId]);
   return pending.map((p) => p.approval_id);
+}
+
+/**
+ * The approvals an event says it cancelled: the kernel's ending events name them
+ * (cancelPendingApprovals); a posted event's payload is the poster's word and cancels nothing.
+ */
+export function cancelledApprovalIds(ev: Pick<RunEvent, 'kind' | 'payload'>): string[] {
+  if (isExternalKind(ev.kind)) return [];
+  const ids = (ev.payload as { cancelled_approval_ids?: unknown } | null)?.cancelled_approval_ids;
+  return Array.isArray(ids) ? ids.map(String) : [];
 }
 
 export class ApprovalService {

@@ -12,10 +12,9 @@ import { bundleId } from '../bundle/sign.js';
 import { canonicalJson } from '../encoding/canonical-json.js';
 import { globalRedactor, REDACTED } from '../log/logger.js';
 import { verifyRemitSignature } from '../remit/verify.js';
-import { isExternalKind } from '../events/kinds.js';
 import type { ApprovalDecidedPayload, ApprovalRequestedPayload } from '../events/payloads.js';
 import type { PolicyRunContext, RemitPayload, RunEvent, TrustedKeys } from '../types.js';
-import { sameIdentity, type ApprovalRow } from './approvals.js';
+import { cancelledApprovalIds, sameIdentity, type ApprovalRow } from './approvals.js';
 import type { RunRow } from './run-store.js';
 import { isRecord } from '../util/is-record.js';
 import { escapeRegExp } from '../util/escape-regexp.js';
@@ -138,13 +137,9 @@ export class ApprovalMirror {
     if (ev.kind === 'approval.requested') this.logged.set(String(p.approval_id), { requested: p as unknown as ApprovalRequestedPayload, decided: null, cancelled: false });
     const entry = this.logged.get(String(p.approval_id));
     if (ev.kind === 'approval.decided' && entry) entry.decided = { payload: p as unknown as ApprovalDecidedPayload, actor: ev.actor };
-    // Only the kernel's ending events cancel approvals: a posted event's payload is the
-    // poster's word (as afterCommit reads it in src/kernel/run-engine.ts).
-    if (!isExternalKind(ev.kind) && Array.isArray(p.cancelled_approval_ids)) {
-      for (const id of p.cancelled_approval_ids) {
-        const cancelled = this.logged.get(String(id));
-        if (cancelled) cancelled.cancelled = true;
-      }
+    for (const id of cancelledApprovalIds(ev)) {
+      const cancelled = this.logged.get(id);
+      if (cancelled) cancelled.cancelled = true;
     }
   }
 

@@ -14,7 +14,7 @@ import type { RunAbandonRequestedPayload, RunCreatedPayload, RunResumedPayload }
 import { newId } from '../ids.js';
 import { globalRedactor } from '../log/logger.js';
 import { sameRequester, type Bundle, type RemitPayload, type Requester, type RunEvent, type RunState, type RunStateObject, type Spend, type StepDef, type StoredBundle, type WorkflowDef } from '../types.js';
-import { ApprovalService, cancelPendingApprovals } from './approvals.js';
+import { ApprovalService, cancelledApprovalIds, cancelPendingApprovals } from './approvals.js';
 import { ActionService } from './actions.js';
 import { pageNewestFirst } from './cursor.js';
 import { eventRows } from './event-pages.js';
@@ -171,11 +171,8 @@ export class RunEngine {
   afterCommit(before: RunModel | null, after: RunModel, events: readonly RunEvent[], wake = true): void {
     for (const e of events) {
       this.k.metrics.events.inc({ kind: e.kind });
-      // The kernel's ending events name the approvals they cancelled (cancelPendingApprovals);
-      // a posted event's payload is the poster's word and moves no gauge.
-      if (isExternalKind(e.kind)) continue;
-      const cancelled = (e.payload as { cancelled_approval_ids?: unknown } | null)?.cancelled_approval_ids;
-      if (Array.isArray(cancelled) && cancelled.length > 0) this.k.metrics.approvalsPending.dec(cancelled.length);
+      const cancelled = cancelledApprovalIds(e);
+      if (cancelled.length > 0) this.k.metrics.approvalsPending.dec(cancelled.length);
     }
     if (!before || before.state !== after.state) {
       if (before) this.k.metrics.runs.dec({ state: before.state });
