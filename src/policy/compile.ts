@@ -286,11 +286,12 @@ export function policyNotes(source: string): Diagnostic[] {
     const deepest = cost.terms.reduce((a, t) => (t.factors.length > a.factors.length ? t : a), cost.terms[0]!);
     if (deepest.factors.length < 2) continue;
     const lists = deepest.factors.map(factorName);
+    const walksValue = deepest.factors.some((f) => f === 'data' || (typeof f !== 'string' && ['deep', 'element', 'chars'].includes(f.size)));
     const where = deepest.factors.every((f) => typeof f !== 'string') ? 'in each' : "in each (a made list counts all the action's and run's data)";
     notes.push({
       ...rule.exprAt,
       message:
-        `note: rule ${rule.name} nests loops (${lists.join(' × ')}); past about ${itemsWithinBudget(cost).toLocaleString('en-US')} items ` +
+        `note: rule ${rule.name} ${walksValue ? 'walks a value inside a loop' : 'nests loops'} (${lists.join(' × ')}); past about ${itemsWithinBudget(cost).toLocaleString('en-US')} items ` +
         `${where} it is not evaluated and fails closed (svc-policy(5), DECISIONS item 5)`,
     });
   }
@@ -300,7 +301,13 @@ export function policyNotes(source: string): Diagnostic[] {
 function factorName(f: Factor): string {
   if (f === 'items') return 'a list it makes';
   if (f === 'items+chars') return 'a list split from text';
-  return f.size === 'nested' ? `everything under ${f.path.join('.')}` : f.path.join('.');
+  if (f === 'data') return "a value it makes, sized by all the action's and run's data";
+  const path = f.path.join('.');
+  if (f.size === 'nested') return `everything under ${path}`;
+  if (f.size === 'deep') return `the text and lists under ${path}`;
+  if (f.size === 'chars') return `the characters of ${path}`;
+  if (f.size === 'element') return `the largest element of ${path}`;
+  return path;
 }
 
 /** Every problem in a policy source, in source order (empty when it compiles). Never throws. */

@@ -18,20 +18,38 @@
  * at most everything nested under the outer list. A part of an outer loop's element, walked
  * inside an inner loop, is (`o.lines.all(l, o.lines.exists_one(m, m == l))` is quadratic in
  * lines). `x in map` is a lookup, `x in list` a walk. Literal lists are bounded by the policy
- * itself. Counted as one step each, beyond the bound: `==` and `+` on lists, and string
- * functions (linear in one string, at most 1 MiB).
+ * itself.
+ *
+ * An operation linear in its operands (`+`, a comparison of two values from the data, a string
+ * function, a conversion) counts, besides its node, the size of each operand that is not a
+ * literal: everything nested under it, its characters at `CHARS_PER_STEP` a step. Without that,
+ * `items.all(x, items + [x] != [])` was bounded as linear and ran quadratic (20,000 numbers:
+ * 4.6 s). An operand that is a part of the innermost loop's element is amortized like a loop
+ * over one. A comparison with a literal stops at the literal's length, `startsWith` and
+ * `endsWith` of a literal too; `has`, `grants` and a timestamp's fields take one step.
  */
 
 /** Node evaluations one condition may take on one action (about 0.3 s here). */
 export const EVALUATION_BUDGET = 10_000_000;
 
 /**
+ * Characters a string function walks in the time of one node evaluation: V8's string search,
+ * case mapping and code-point counting take 1–4 ns a character, a node about 30 ns.
+ */
+export const CHARS_PER_STEP = 8;
+
+/**
  * What one loop level is sized by: a path into the data (`action.args.items`) or all of it (L,
  * or T with the characters). At a path: `length`, the list's items or the map's entries there;
  * `nested`, every item and entry under it, nested ones too (a loop over parts of its elements
- * walks those); `member`, what `in` walks there (a list's items; a map is looked up, one step).
+ * walks those); `member`, what `in` walks there (a list's items; a map is looked up, one step);
+ * `deep`, what an operation on the value there walks (`nested` and its characters at
+ * `CHARS_PER_STEP` a step); `element`, the largest `deep` of one of its elements (or entries);
+ * `chars`, what `size()` walks (a string's characters, at the same rate; a list or map knows
+ * its size). `data` is all of it sized as `deep` is.
  */
-export type Factor = { path: readonly string[]; size: 'length' | 'nested' | 'member' } | 'items' | 'items+chars';
+export type PathSize = 'length' | 'nested' | 'member' | 'deep' | 'element' | 'chars';
+export type Factor = { path: readonly string[]; size: PathSize } | 'items' | 'items+chars' | 'data';
 
 /** A condition's bound: each term's nodes run once per combination of its factors' elements. */
 export interface ConditionCost {
@@ -47,10 +65,33 @@ export interface DataMeter {
   /** Every character of every string and map key (T is L plus these). */
   readonly chars: number;
   /** The size of what is at a path (Factor), 0 where nothing is. */
-  at(path: readonly string[], size: 'length' | 'nested' | 'member'): number;
+  at(path: readonly string[], size: PathSize): number;
 }
 
 const LOOP_MACROS = new Set(['all', 'exists', 'exists_one', 'map', 'filter']);
+/** Operators as long as their smaller operand (not at all, with a literal). */
+const COMPARISONS = new Set(['==', '!=', '<', '<=', '>', '>=']);
+/** Functions that take one step whatever their operands (a lookup, a field of a timestamp). */
+const ONE_STEP_CALLS = new Set([
+  'has',
+  'grants',
+  'dyn',
+  'type',
+  'getFullYear',
+  'getMonth',
+  'getDate',
+  'getDayOfMonth',
+  'getDayOfWeek',
+  'getDayOfYear',
+  'getHours',
+  'getMinutes',
+  'getSeconds',
+  'getMilliseconds',
+]);
+/** Functions that stop at the length of their argument: a literal one bounds them. */
+const PREFIX_CALLS = new Set(['startsWith', 'endsWith']);
+/** Functions whose result is no larger than their operand (a constant factor for case mapping). */
+const SIZE_KEEPING_CALLS = new Set(['lowerAscii', 'upperAscii', 'trim', 'substring', 'charAt', 'string', 'dyn']);
 const PATH_OPS = new Set(['.', '.?', '[]', '[?]']);
 /** The variables a condition is given: paths from them are the data the decision reads. */
 const DATA_ROOTS = new Set(['action', 'run']);
@@ -62,12 +103,45 @@ interface Node {
 
 const isNode = (v: unknown): v is Node => typeof v === 'object' && v !== null && typeof (v as Node).op === 'string';
 
+/** A value written in the condition: its size is the policy's, not the data's. */
+function isLiteral(node: unknown): boolean {
+  if (!isNode(node)) return false;
+  if (node.op === 'value') return true;
+  if (node.op === 'list') return Array.isArray(node.args) && node.args.every(isLiteral);
+  if (node.op === 'map') return Array.isArray(node.args) && node.args.every((entry) => Array.isArray(entry) && entry.every(isLiteral));
+  return false;
+}
+
+/** What operations on all the elements of a loop with this factor walk together. */
+function deepOf(f: Factor): Factor {
+  if (typeof f !== 'string') return { path: f.path, size: 'deep' };
+  return f === 'items' ? 'data' : f;
+}
+
+/** What an operation on any one element of a loop with this factor walks. */
+function elementOf(f: Factor): Factor {
+  if (typeof f !== 'string') return { path: f.path, size: 'element' };
+  return f === 'items' ? 'data' : f;
+}
+
 /**
  * A variable in scope (a loop's, or `cel.bind`'s). `rooted`: it walks elements of the data
  * itself, each a part of `whole` (what bounds all its elements' parts together); `depth`: the
- * number of loops around the body it is bound in.
+ * number of loops around the body it is bound in; `level`, the body's level, and `slot`, the
+ * factor there its loop added or grew (null for a loop over a literal list, and a bind);
+ * `constant`: its value is written in the condition; `alias`: the path into the data a bind
+ * names (`cel.bind(xs, action.args.xs, …)`), walked as that path is.
  */
-type Scope = ReadonlyMap<string, { rooted: boolean; depth: number; whole: Factor | null }>;
+interface Bound {
+  rooted: boolean;
+  depth: number;
+  whole: Factor | null;
+  level: readonly Factor[];
+  slot: number | null;
+  constant: boolean;
+  alias: readonly string[] | null;
+}
+type Scope = ReadonlyMap<string, Bound>;
 
 /** What a loop (or an `in`) walks. */
 type Range =
@@ -102,6 +176,8 @@ export function conditionCost(ast: unknown): ConditionCost {
     if (root !== null) {
       const bound = scope.get(root);
       if (bound?.rooted) return { kind: 'part', innermost: bound.depth === depth, whole: bound.whole };
+      if (bound?.alias) return { kind: 'data', path: named ? [...bound.alias, ...path] : null };
+      if (bound?.constant) return { kind: 'literal' };
       if (!bound && DATA_ROOTS.has(root)) return { kind: 'data', path: named ? [root, ...path] : null };
     }
     return { kind: 'made', factor: mentionsSplit(node) ? 'items+chars' : 'items' };
@@ -121,7 +197,7 @@ export function conditionCost(ast: unknown): ConditionCost {
         if (!range.innermost) return { level: [...level, range.whole ?? 'items'], rooted: true, whole: range.whole };
         const last = level.at(-1);
         const nested = last !== undefined && typeof last !== 'string' ? { path: last.path, size: 'nested' as const } : last;
-        return { level: nested === undefined ? level : [...level.slice(0, -1), nested], rooted: true, whole: range.whole };
+        return { level: nested === undefined ? [...level] : [...level.slice(0, -1), nested], rooted: true, whole: range.whole };
       }
       case 'literal':
         return { level, rooted: false, whole: null };
@@ -133,6 +209,86 @@ export function conditionCost(ast: unknown): ConditionCost {
       case 'made':
         return { level: [...level, range.factor], rooted: false, whole: null };
     }
+  };
+
+  /** The name a path starts from (`x` in `x.lines[0]`), null when it starts from a value. */
+  const rootName = (node: unknown): string | null => {
+    let n = node;
+    while (isNode(n) && PATH_OPS.has(n.op)) n = (n.args as [unknown, unknown])[0];
+    return isNode(n) && n.op === 'id' && typeof n.args === 'string' ? n.args : null;
+  };
+
+  /** A value written in the condition, or a part of a variable bound to one. */
+  const isConstant = (node: unknown, scope: Scope): boolean => {
+    if (isLiteral(node)) return true;
+    const root = rootName(node);
+    return root !== null && scope.get(root)?.constant === true;
+  };
+
+  /**
+   * The level at which an operation walks one operand: one more factor, its size. For (a part
+   * of) the element of the loop whose body this is, that loop's factor grown to everything
+   * under its list instead: the elements are distinct, so all the walks together are at most
+   * that. An element of an outer loop is walked again for each element of the loops inside:
+   * a factor of its own. Null for a literal, bounded by the policy.
+   */
+  const operandLevel = (node: unknown, level: readonly Factor[], scope: Scope, depth: number, walks: 'deep' | 'chars' = 'deep'): readonly Factor[] | null => {
+    if (isConstant(node, scope)) return null;
+    if (isNode(node) && node.op === 'rcall' && Array.isArray(node.args) && SIZE_KEEPING_CALLS.has(node.args[0] as string)) {
+      return operandLevel(node.args[1], level, scope, depth);
+    }
+    if (isNode(node) && node.op === 'call' && Array.isArray(node.args) && SIZE_KEEPING_CALLS.has(node.args[0] as string)) {
+      const [, callArgs] = node.args as [string, unknown[]];
+      if (Array.isArray(callArgs) && callArgs.length === 1) return operandLevel(callArgs[0], level, scope, depth);
+    }
+    const root = rootName(node);
+    const bound = root === null ? undefined : scope.get(root);
+    if (bound && bound.slot !== null) {
+      const slot = bound.slot;
+      if (bound.level === level) return level.map((f, i) => (i === slot ? deepOf(f) : f));
+      return [...level, elementOf(bound.level[slot]!)];
+    }
+    const range = rangeOf(node, scope, depth);
+    if (range.kind === 'data') return [...level, range.path ? { path: range.path, size: walks } : 'data'];
+    // A value the condition makes (a list around values from the data, a bind's value).
+    return [...level, mentionsSplit(node) ? 'items+chars' : 'data'];
+  };
+
+  /** Counts what a linear operation walks of its operands, besides its own node. */
+  const countOperands = (operands: readonly unknown[], level: readonly Factor[], scope: Scope, depth: number, walks: 'deep' | 'chars' = 'deep'): void => {
+    for (const operand of operands) {
+      const at = operandLevel(operand, level, scope, depth, walks);
+      if (at) count(at);
+    }
+  };
+
+  /**
+   * A comparison stops at the end of the smaller operand (lengths first, then element by
+   * element), so it counts the operand with the smaller bound: the one with fewer factors.
+   */
+  const countComparison = (operands: readonly unknown[], level: readonly Factor[], scope: Scope, depth: number): void => {
+    const levels = operands.map((o) => operandLevel(o, level, scope, depth));
+    if (levels.some((l) => l === null)) return;
+    const smallest = (levels as Array<readonly Factor[]>).reduce((a, b) => (b.length < a.length ? b : a));
+    count(smallest);
+  };
+
+  /** Operands an operation walks all of (empty for one that takes a step, or stops at a literal). */
+  const linearOperands = (node: Node, scope: Scope): unknown[] => {
+    const args = node.args;
+    if (!Array.isArray(args)) return [];
+    if (node.op === '+') return args;
+    if (node.op === 'call') {
+      const [name, callArgs] = args as [string, unknown];
+      return ONE_STEP_CALLS.has(name) || !Array.isArray(callArgs) ? [] : callArgs;
+    }
+    if (node.op === 'rcall') {
+      const [name, receiver, callArgs] = args as [string, unknown, unknown];
+      const rest = Array.isArray(callArgs) ? callArgs : [];
+      if (ONE_STEP_CALLS.has(name) || (PREFIX_CALLS.has(name) && rest.some((a) => isConstant(a, scope)))) return [];
+      return [receiver, ...rest];
+    }
+    return [];
   };
 
   const walk = (node: unknown, level: readonly Factor[], scope: Scope, depth: number): void => {
@@ -151,8 +307,11 @@ export function conditionCost(ast: unknown): ConditionCost {
         walk(macroArgs, [...level, 'items'], scope, depth + 1);
         return;
       }
-      const body = inner(rangeOf(range, scope, depth), level);
-      const bodyScope = new Map(scope).set(variable.args, { rooted: body.rooted, depth: depth + 1, whole: body.whole });
+      const walked = rangeOf(range, scope, depth);
+      const body = inner(walked, level);
+      const slot = walked.kind === 'literal' || body.level.length === 0 ? null : body.level.length - 1;
+      const constant = walked.kind === 'literal' && isConstant(range, scope);
+      const bodyScope = new Map(scope).set(variable.args, { rooted: body.rooted, depth: depth + 1, whole: body.whole, level: body.level, slot, constant, alias: null });
       for (const b of bodies) walk(b, body.level, bodyScope, depth + 1);
       return;
     }
@@ -163,7 +322,13 @@ export function conditionCost(ast: unknown): ConditionCost {
       walk(receiver, level, scope, depth);
       walk(value, level, scope, depth);
       const named = isNode(variable) && variable.op === 'id' && typeof variable.args === 'string' ? variable.args : null;
-      walk(expr, level, named === null ? scope : new Map(scope).set(named, { rooted: false, depth, whole: null }), depth);
+      // Bound to a path into the data, it is walked as the path; to a part of a variable, as that variable.
+      const valueRange = rangeOf(value, scope, depth);
+      const root = rootName(value);
+      const alias = valueRange.kind === 'data' ? valueRange.path : null;
+      const made: Bound = { rooted: false, depth, whole: null, level, slot: null, constant: isLiteral(value), alias };
+      const bound = alias === null && root !== null ? (scope.get(root) ?? made) : made;
+      walk(expr, level, named === null ? scope : new Map(scope).set(named, bound), depth);
       return;
     }
     if (node.op === 'in' && Array.isArray(args)) {
@@ -173,6 +338,15 @@ export function conditionCost(ast: unknown): ConditionCost {
       const scan = inner(range, level, true).level;
       if (range.kind !== 'literal') count(scan);
       return;
+    }
+    if (node.op === 'rcall' && Array.isArray(args) && args[0] === 'size') {
+      countOperands([args[1]], level, scope, depth, 'chars'); // a string's code points are counted; a list knows its size
+    } else if (node.op === 'call' && Array.isArray(args) && args[0] === 'size' && Array.isArray(args[1])) {
+      countOperands(args[1] as unknown[], level, scope, depth, 'chars');
+    } else if (COMPARISONS.has(node.op) && Array.isArray(args)) {
+      countComparison(args, level, scope, depth);
+    } else {
+      countOperands(linearOperands(node, scope), level, scope, depth);
     }
     // Unary operators hold their operand as `args` itself, the others a list.
     walk(args, level, scope, depth);
@@ -196,7 +370,8 @@ export function costOver(cost: ConditionCost, data: DataMeter): number {
   for (const t of cost.terms) {
     let product = t.nodes;
     for (const f of t.factors) {
-      const size = f === 'items' ? data.items : f === 'items+chars' ? data.items + data.chars : data.at(f.path, f.size);
+      const size =
+        f === 'items' ? data.items : f === 'items+chars' ? data.items + data.chars : f === 'data' ? data.items + data.chars / CHARS_PER_STEP : data.at(f.path, f.size);
       product *= size + 1;
     }
     total += product;
@@ -249,8 +424,17 @@ export function dataMeter(roots: Readonly<Record<string, unknown>>): DataMeter {
   };
 }
 
-function sizeAt(v: unknown, size: 'length' | 'nested' | 'member'): number {
+function sizeAt(v: unknown, size: PathSize): number {
   if (size === 'nested') return sizeOf([v]).items;
+  if (size === 'deep') {
+    const { items, chars } = sizeOf([v]);
+    return items + chars / CHARS_PER_STEP;
+  }
+  if (size === 'chars') return typeof v === 'string' ? v.length / CHARS_PER_STEP : 0;
+  if (size === 'element') {
+    const elements = Array.isArray(v) ? v : v !== null && typeof v === 'object' ? Object.values(v) : [];
+    return elements.reduce<number>((most, e) => Math.max(most, sizeAt(e, 'deep')), 0);
+  }
   if (Array.isArray(v)) return v.length;
   // `key in map` is a lookup: one step, however large the map.
   return size === 'length' && v !== null && typeof v === 'object' ? Object.keys(v).length : 0;

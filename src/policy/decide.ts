@@ -93,7 +93,7 @@ export class DecisionInProgress {
     if (bound <= EVALUATION_BUDGET) return;
     throw new Error(
       `not evaluated: up to ${formatBound(bound)} steps over this action and run, over the budget of ${EVALUATION_BUDGET.toLocaleString('en-US')} ` +
-        '(a loop inside a loop grows with the product of their lists)',
+        '(a loop inside a loop grows with the product of their lists; an operation on a list or text, with its size)',
     );
   }
 

@@ -53,20 +53,24 @@ describe('svc policy lint notes on nested loops (D 5.1: such a condition can fai
         '  when !action.args.items.all(x, action.args.items.exists_one(y, y == x))',
         'allow linear when action.args.orders.all(o, o.lines.all(l, l.qty > 0))',
         'deny cross when action.args.ids.exists(i, !(i in run.input.allowed))',
+        'deny words when action.args.words.exists(w, action.summary.contains(w))',
+        'allow notes when action.args.lines.exists(l, l.note.lowerAscii().contains("ok"))',
       ].join('\n'),
     );
     const r = await runSvc(['policy', 'lint', file]);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe('');
     const lines = r.stderr.trim().split('\n');
-    expect(lines).toHaveLength(3);
+    expect(lines).toHaveLength(4);
     expect(lines[0]!.startsWith(`${file}:2:8: note: rule dup nests loops (action.args.items × action.args.items); past about `)).toBe(true);
     expect(lines[0]).toMatch(/past about [\d,]+ items in each it is not evaluated and fails closed/);
     expect(lines[1]).toContain(':4:17: note: rule cross nests loops (action.args.ids × run.input.allowed)');
-    expect(lines[2]).toBe(`${file}: no problems`);
+    // An operation on a value from the data, once per element of another list (session 27).
+    expect(lines[2]).toContain(':5:17: note: rule words walks a value inside a loop (action.args.words × the text and lists under action.summary); past about ');
+    expect(lines[3]).toBe(`${file}: no problems`);
     const j = await runSvc(['--json', 'policy', 'lint', file]);
     expect(j.code).toBe(0);
-    expect(JSON.parse(j.stdout)).toMatchObject({ ok: true, problems: [], notes: [{ line: 2, column: 8 }, { line: 4, column: 17 }] });
+    expect(JSON.parse(j.stdout)).toMatchObject({ ok: true, problems: [], notes: [{ line: 2, column: 8 }, { line: 4, column: 17 }, { line: 5, column: 17 }] });
   });
 });
 

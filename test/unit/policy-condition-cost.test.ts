@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { policyEnvironment } from '../../src/policy/cel-env.js';
 import { compilePolicy } from '../../src/policy/compile.js';
-import { conditionCost, costOver, dataMeter, EVALUATION_BUDGET, itemsWithinBudget, sizeOf, type Factor } from '../../src/policy/condition-cost.js';
+import { CHARS_PER_STEP, conditionCost, costOver, dataMeter, EVALUATION_BUDGET, itemsWithinBudget, sizeOf, type Factor } from '../../src/policy/condition-cost.js';
 import { toPolicyAction, toPolicyRun } from '../../src/policy/corpus.js';
 import { decide } from '../../src/policy/decide.js';
 import type { PolicyAction, PolicyRunContext } from '../../src/types.js';
@@ -54,7 +54,8 @@ describe('the bound of a condition, from its AST', () => {
   it('is linear for one loop, quadratic for a loop over the data inside another', () => {
     expect(deepest('action.args.items.all(x, x > 0)')).toEqual(['action.args.items']);
     expect(deepest('action.args.items.all(x, action.args.items.exists_one(y, y == x))')).toEqual(['action.args.items', 'action.args.items']);
-    expect(deepest('action.args.a.all(x, run.input.b.exists(y, action.args["c"].exists(z, z == x + y)))')).toEqual(['action.args.a', 'run.input.b', 'action.args.c']);
+    // `x + y` walks an element of the outer list once per pair of inner elements (numbers here: one step).
+    expect(deepest('action.args.a.all(x, run.input.b.exists(y, action.args["c"].exists(z, z == x + y)))')).toEqual(['action.args.a', 'run.input.b', 'action.args.c', 'action.args.a (element)']);
   });
 
   it('counts a loop over a part of the element an outer loop is at as no new level', () => {
@@ -76,13 +77,17 @@ describe('the bound of a condition, from its AST', () => {
   });
 
   it('gives cel.bind\'s variable a name of its own, even when it is called run or action (review 26)', () => {
-    expect(deepest('cel.bind(run, action.args.xs, run.all(a, run.exists(b, b == a + 1)))')).toEqual(['items', 'items']);
+    // Bound to a path into the data, it is walked as that path.
+    expect(deepest('cel.bind(run, action.args.xs, run.all(a, run.exists(b, b == a + 1)))')).toEqual(['action.args.xs', 'action.args.xs', 'action.args.xs (element)']);
+    expect(deepest('cel.bind(v, action.args.xs.map(x, x), v.all(a, v.exists(b, b == a)))')).toEqual(['items', 'items']);
+    // A bind of a path under another bind's path is that longer path, not the shorter one.
+    expect(deepest('cel.bind(v, action.args, cel.bind(w, v.xs, w.all(a, w.exists(b, b == a))))')).toEqual(['action.args.xs', 'action.args.xs']);
   });
 
   it('counts a loop over a list made from the data as a level of its own', () => {
     // Each of the L lists `map` makes is the whole list: walking them all is L².
     expect(deepest('action.args.xs.map(x, action.args.xs).exists(l, l.exists(y, y == 1))')).toEqual(['items', 'items']);
-    expect(deepest('cel.bind(v, action.args.xs, action.args.xs.all(x, v.exists(y, y == x)))')).toEqual(['action.args.xs', 'items']);
+    expect(deepest('cel.bind(v, action.args.xs.filter(x, x > 0), action.args.xs.all(x, v.exists(y, y == x)))')).toEqual(['action.args.xs', 'items']);
     // An index the condition computes: sized by all the data.
     expect(deepest('action.args.m[action.args.k].exists(y, y == 1)')).toEqual(['items']);
   });
@@ -100,8 +105,15 @@ describe('the bound of a condition, from its AST', () => {
   });
 
   it('sizes a loop over `split` by the characters, not the items', () => {
-    expect(deepest('action.summary.split(" ").exists(w, w == "refund")')).toEqual(['items+chars']);
-    expect(deepest('action.summary.split("").all(c, action.summary.split("").exists(d, d == c))')).toEqual(['items+chars', 'items+chars']);
+    // The split itself walks the summary once; the loop, as many times as it has characters.
+    expect(shapes('action.summary.split(" ").exists(w, w == "refund")')).toEqual(['', 'action.summary (deep)', 'items+chars']);
+    expect(shapes('action.summary.split("").all(c, action.summary.split("").exists(d, d == c))')).toEqual([
+      '',
+      'action.summary (deep)',
+      'items+chars',
+      'items+chars × action.summary (deep)', // the inner split, once per character
+      'items+chars × items+chars',
+    ]);
   });
 
   it('measures list items, map entries (with their keys) and characters, in all and under a path', () => {
@@ -118,6 +130,68 @@ describe('the bound of a condition, from its AST', () => {
     expect(data.at(['action', 'args', 'items'], 'member')).toBe(2);
     expect(data.at(['action', 'args'], 'member')).toBe(0);
     expect(data.at(['action', 'args'], 'length')).toBe(2);
+  });
+});
+
+describe('what an operation walks of its operands (session 27)', () => {
+  it('counts a list `+` inside a loop over the same list as quadratic', () => {
+    // Bounded as linear before: 20,000 numbers took 4.6 s of the event loop.
+    expect(shapes('action.args.items.all(x, action.args.items + [x] != [])')).toEqual(['', 'action.args.items', 'action.args.items × action.args.items (deep)', 'action.args.items × data']);
+    const cost = conditionCost(policyEnvironment.parse('action.args.items.all(x, action.args.items + [x] != [])').ast);
+    expect(costOver(cost, dataMeter({ action: { args: { items: numbers(20_000) } } }))).toBeGreaterThan(20_000 ** 2);
+  });
+
+  it('counts a string function by the characters it walks, once per element of the loops around it', () => {
+    expect(deepest('action.args.words.exists(w, action.summary.contains(w))')).toEqual(['action.args.words', 'action.summary (deep)']);
+    const cost = conditionCost(policyEnvironment.parse('action.args.words.exists(w, action.summary.contains(w))').ast);
+    const words = numbers(1000).map(String);
+    const bound = costOver(cost, dataMeter({ action: { args: { words }, summary: 'x'.repeat(80_000) } }));
+    expect(bound).toBeGreaterThanOrEqual(1000 * (80_000 / CHARS_PER_STEP));
+  });
+
+  it('amortizes an operation on the element of the loop it is in: all of them together walk the list once', () => {
+    expect(shapes('action.args.lines.exists(l, l.note.lowerAscii().contains("refund"))')).toEqual(['', 'action.args.lines', 'action.args.lines (deep)']);
+    expect(shapes('action.args.orders.all(o, o.lines.all(l, l.note.contains("x")))')).toEqual(['', 'action.args.orders', 'action.args.orders (deep)', 'action.args.orders (nested)']);
+    // A bind to a part of the element is that part.
+    expect(shapes('action.args.lines.all(l, cel.bind(n, l.note, n.contains("x")))')).toEqual(['', 'action.args.lines', 'action.args.lines (deep)']);
+  });
+
+  it('counts an outer element walked inside an inner loop by the largest element, once per inner pair', () => {
+    expect(deepest('action.args.orders.all(o, run.input.words.exists(w, o.note.contains(w)))')).toEqual(['action.args.orders', 'run.input.words', 'action.args.orders (element)']);
+    const data = dataMeter({ action: { args: { orders: [{ note: 'x'.repeat(800) }, { note: 'y' }] } } });
+    expect(data.at(['action', 'args', 'orders'], 'element')).toBe(1 + 800 / CHARS_PER_STEP + 4 / CHARS_PER_STEP);
+  });
+
+  it('counts a comparison by its smaller operand, and not at all against a literal', () => {
+    // y is the inner loop's own element: amortized; x would be a factor of its own.
+    expect(shapes('action.args.items.all(x, action.args.items.exists_one(y, y == x))')).toEqual(['', 'action.args.items', 'action.args.items × action.args.items', 'action.args.items × action.args.items (deep)']);
+    for (const expr of [
+      'action.tool == "billing.refund" && run.department != "finance"',
+      'action.summary.startsWith("refund") || action.summary.endsWith("!")',
+      'run.remit.grants("pii") && has(action.args.amount)',
+      '["a", "b"].exists(s, s == action.tool)',
+      'cel.bind(limits, [1, 2], limits.exists(l, l == action.args.amount))',
+    ]) {
+      expect(conditionCost(policyEnvironment.parse(expr).ast).growsWithData, expr).toBe(false);
+    }
+    expect(conditionCost(policyEnvironment.parse('action.summary.contains("x")').ast).growsWithData).toBe(true);
+  });
+
+  it('counts size() by a string\'s characters: a list or a map knows its size', () => {
+    expect(deepest('action.args.items.all(x, x < action.args.items.size())')).toEqual(['action.args.items', 'action.args.items (chars)']);
+    const data = dataMeter({ action: { args: { items: numbers(100), s: 'abcdefgh'.repeat(10) } } });
+    expect(data.at(['action', 'args', 'items'], 'chars')).toBe(0);
+    expect(data.at(['action', 'args', 's'], 'chars')).toBe(10);
+  });
+
+  it('fails a quadratic list `+` closed at 20,000 items, and decides a linear string check over 100,000', () => {
+    const p = compilePolicy({ name: 'p', version: '1' }, 'deny odd when action.args.items.all(x, action.args.items + [x] != [])');
+    const d = decide([p], action({ items: numbers(20_000) }), run());
+    expect(d).toMatchObject({ decision: 'deny', rule: 'p/odd', errors: [{ rule: 'p/odd' }] });
+    expect(d.errors[0]!.message).toMatch(/^not evaluated: up to/);
+    const lines = numbers(100_000).map((i) => ({ note: `line ${i}` }));
+    const q = compilePolicy({ name: 'q', version: '1' }, 'deny refund when action.args.lines.exists(l, l.note.lowerAscii().contains("refund"))');
+    expect(decide([q], action({ lines: [...lines, { note: 'A REFUND' }] }), run())).toMatchObject({ decision: 'deny', rule: 'q/refund', errors: [] });
   });
 });
 
