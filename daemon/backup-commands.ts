@@ -21,6 +21,12 @@ interface BackupFlags {
   gateway?: boolean;
 }
 
+/** The data directories a command works on (null: that store is left out). */
+interface StoreDirs {
+  kernel: string | null;
+  gateway: string | null;
+}
+
 /** The two parts of a backup directory. */
 const KERNEL_PART = 'kernel';
 const GATEWAY_PART = 'gateway';
@@ -38,7 +44,7 @@ export function registerBackupCommands(
 ): void {
   // The directories svcd itself would use: flag, then environment, then svcd's --config (and
   // --gateway-config), then the default; the gateway's only when one of them names it.
-  const dirs = (o: BackupFlags): { kernel: string | null; gateway: string | null } => {
+  const dirs = (o: BackupFlags): StoreDirs => {
     const programDataDir = program.opts<{ dataDir?: string }>().dataDir;
     // `svcd backup DEST --data-dir ""` hands the empty value to svcd's own --data-dir.
     refuseEmpty({ ...o, programDataDir }, { dataDir: '--data-dir', gatewayData: '--gateway-data', programDataDir: '--data-dir' });
@@ -64,44 +70,7 @@ export function registerBackupCommands(
       // Asked to stop before anything was done: no backup was made, which a cron job must not read as one.
       const held = claimSignals();
       if (held !== null) throw new Error(`stopped by ${held} before anything was backed up`);
-      const { kernel, gateway } = dirs(o);
-      if (!kernel && !gateway) throw new Error('--no-kernel without --gateway-data (or SVC_GATEWAY_DATA) leaves nothing to back up');
-      const to = resolve(dest);
-      if (!isFreshTarget(to)) {
-        const unfinished = existsSync(join(to, KERNEL_PART)) || existsSync(join(to, GATEWAY_PART)) ? existsSync(join(to, 'manifest.json')) ? '' : ' (a backup that did not finish: remove it and run svcd backup again)' : '';
-        throw new Error(`${to} exists and is not an empty directory${unfinished}; a backup never writes over another`);
-      }
-      // A signal leaves no half-made backup behind: what this backup wrote goes, then the exit.
-      const made = !existsSync(to);
-      const discard = () => {
-        try {
-          if (made) rmSync(to, { recursive: true, force: true });
-          else for (const f of readdirSync(to)) rmSync(join(to, f), { recursive: true, force: true });
-        } catch {
-          /* as much as could go */
-        }
-      };
-      for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-        process.on(sig, () => {
-          discard();
-          process.stderr.write(`svcd: stopped by ${sig}; nothing was kept in ${to}\n`);
-          process.exit(1);
-        });
-      }
-      const copied: CopiedStore[] = [];
-      try {
-        mkdirSync(to, { recursive: true, mode: 0o700 });
-        chmodSync(to, 0o700); // an empty directory given as DEST keeps its mode otherwise
-        // The kernel's first: the gateway's copy is then the later one, so every call a restored
-        // kernel may hand out again finds its idempotency entry and is answered, not run twice.
-        if (kernel) copied.push(...(await backupStore(kernel, join(to, KERNEL_PART), KERNEL_FILES)));
-        if (gateway) copied.push(...(await backupStore(gateway, join(to, GATEWAY_PART), GATEWAY_FILES)));
-        writeManifest(to, copied);
-      } catch (err) {
-        discard();
-        throw err;
-      }
-      process.stdout.write(JSON.stringify({ backup: to, files: copied }) + '\n');
+      await backupInto(resolve(dest), dirs(o));
     });
 
   program
@@ -114,66 +83,148 @@ export function registerBackupCommands(
     .action(async (from: string, o: Omit<BackupFlags, 'kernel'> & { gateway: boolean }) => {
       // A signal before the first file moves stops the restore with nothing changed; one after
       // waits for the swap to end (a directory left half-restored would start as a fresh store).
-      let signalled: string | null = null;
-      for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => (signalled ??= sig));
-      signalled = claimSignals() ?? signalled;
+      const signals: Signalled = { last: null };
+      for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => (signals.last ??= sig));
+      signals.last = claimSignals() ?? signals.last;
       const { kernel, gateway } = dirs({ dataDir: o.dataDir, gatewayData: o.gatewayData, kernel: true, gateway: o.gateway && program.opts<{ gateway?: boolean }>().gateway !== false });
       const source = resolve(from);
-      const kernelPart = existsSync(join(source, KERNEL_PART));
-      const gatewayPart = existsSync(join(source, GATEWAY_PART));
-      if (!kernelPart && !gatewayPart) throw new Error(`${source} holds no kernel/ or gateway/ directory: not a backup made by svcd backup`);
-      // svcd's own --no-kernel leaves the kernel's part out, as backup's does.
-      const hasKernel = kernel !== null && kernelPart;
       // svcd's own --no-gateway takes the flag wherever it stands (as --data-dir): either says it.
       const keepGateway = !o.gateway || program.opts<{ gateway?: boolean }>().gateway === false;
-      if (keepGateway && o.gatewayData !== undefined) throw new Error('--gateway-data and --no-gateway ask for opposite things: give one');
-      const hasGateway = !keepGateway && gatewayPart;
-      if (!hasKernel && !hasGateway) throw new Error(`nothing to restore: --no-kernel and --no-gateway leave out what ${source} holds`);
-      if (hasGateway && !gateway) {
-        throw new Error(`${source} holds a gateway store: give --gateway-data DIR (or SVC_GATEWAY_DATA) to restore it there, or --no-gateway to keep the gateway's store as it is`);
-      }
-      const parts: Array<{ part: string; dir: string; files: StoreFiles }> = [];
-      if (hasKernel) parts.push({ part: KERNEL_PART, dir: kernel!, files: KERNEL_FILES });
-      if (hasGateway) parts.push({ part: GATEWAY_PART, dir: gateway!, files: GATEWAY_FILES });
-      checkManifest(source, parts);
-      // Every part checked and its directory held before any is touched: a restore that stops
-      // half-way (the gateway's svcd still running) would pair a new kernel with an old gateway.
-      const pending: PendingRestore[] = [];
-      const out: Array<{ data_dir: string; files: CopiedStore[]; replaced: string | null }> = [];
-      try {
-        for (const p of parts) {
-          try {
-            pending.push(openRestore(join(source, p.part), p.dir, p.files));
-          } catch (err) {
-            if (err instanceof DataDirInUseError) throw new Error(`${err.pid === null ? 'an svcd' : `svcd (pid ${err.pid})`} is running on ${err.dir}: stop it before restoring`);
-            throw err;
-          }
-        }
-        // The checks and the copies are synchronous: a signal that came meanwhile is seen only
-        // once the event loop turns, so it turns before anything svcd reads is changed.
-        const stopped = async (): Promise<boolean> => {
-          await new Promise((r) => setImmediate(r));
-          return signalled !== null;
-        };
-        if (await stopped()) throw new Error(`stopped by ${signalled} before anything was restored`);
-        try {
-          for (const p of pending) p.stage();
-          if (await stopped()) throw new Error(`stopped by ${signalled} before anything was restored`);
-        } catch (err) {
-          for (const p of pending) p.discard();
-          throw err;
-        }
-        signalled = null; // from here on a signal waits for the swap, and is reported after it
-        const now = new Date();
-        parts.forEach((p, i) => {
-          const r = pending[i]!.swap(now);
-          out.push({ data_dir: p.dir, files: r.copied, replaced: r.replaced });
-        });
-        await new Promise((r) => setImmediate(r));
-      } finally {
-        for (const r of pending) r.release();
-      }
+      const parts = partsToRestore(source, { kernel, gateway }, keepGateway, o.gatewayData !== undefined);
+      const out = await swapIn(source, parts, signals);
       process.stdout.write(JSON.stringify({ restored: source, stores: out }) + '\n');
-      if (signalled !== null) process.stderr.write(`svcd: ${signalled} came while the files were swapped; the restore finished first\n`);
+      if (signals.last !== null) process.stderr.write(`svcd: ${signals.last} came while the files were swapped; the restore finished first\n`);
     });
+}
+
+/**
+ * `svcd backup`'s work once the flags are read: the kernel's store, then the gateway's, copied
+ * into `to` (absolute), and the one JSON line printed. A signal meanwhile leaves nothing there.
+ */
+async function backupInto(to: string, { kernel, gateway }: StoreDirs): Promise<void> {
+  if (!kernel && !gateway) throw new Error('--no-kernel without --gateway-data (or SVC_GATEWAY_DATA) leaves nothing to back up');
+  if (!isFreshTarget(to)) {
+    const unfinished = existsSync(join(to, KERNEL_PART)) || existsSync(join(to, GATEWAY_PART)) ? existsSync(join(to, 'manifest.json')) ? '' : ' (a backup that did not finish: remove it and run svcd backup again)' : '';
+    throw new Error(`${to} exists and is not an empty directory${unfinished}; a backup never writes over another`);
+  }
+  // A signal leaves no half-made backup behind: what this backup wrote goes, then the exit.
+  const made = !existsSync(to);
+  const discard = () => {
+    try {
+      if (made) rmSync(to, { recursive: true, force: true });
+      else for (const f of readdirSync(to)) rmSync(join(to, f), { recursive: true, force: true });
+    } catch {
+      /* as much as could go */
+    }
+  };
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.on(sig, () => {
+      discard();
+      process.stderr.write(`svcd: stopped by ${sig}; nothing was kept in ${to}\n`);
+      process.exit(1);
+    });
+  }
+  const copied: CopiedStore[] = [];
+  try {
+    mkdirSync(to, { recursive: true, mode: 0o700 });
+    chmodSync(to, 0o700); // an empty directory given as DEST keeps its mode otherwise
+    // The kernel's first: the gateway's copy is then the later one, so every call a restored
+    // kernel may hand out again finds its idempotency entry and is answered, not run twice.
+    if (kernel) copied.push(...(await backupStore(kernel, join(to, KERNEL_PART), KERNEL_FILES)));
+    if (gateway) copied.push(...(await backupStore(gateway, join(to, GATEWAY_PART), GATEWAY_FILES)));
+    writeManifest(to, copied);
+  } catch (err) {
+    discard();
+    throw err;
+  }
+  process.stdout.write(JSON.stringify({ backup: to, files: copied }) + '\n');
+}
+
+/** A store a restore puts back: the backup's directory for it, and where it goes. */
+interface RestorePart {
+  part: string;
+  dir: string;
+  files: StoreFiles;
+}
+
+/**
+ * The parts of the backup in `source` that restore puts back, each with its manifest checked:
+ * the kernel's unless svcd's --no-kernel, the gateway's unless `keepGateway` (--no-gateway).
+ * `gatewayDataGiven`: --gateway-data was given, which --no-gateway contradicts.
+ */
+function partsToRestore(source: string, { kernel, gateway }: StoreDirs, keepGateway: boolean, gatewayDataGiven: boolean): RestorePart[] {
+  const kernelPart = existsSync(join(source, KERNEL_PART));
+  const gatewayPart = existsSync(join(source, GATEWAY_PART));
+  if (!kernelPart && !gatewayPart) throw new Error(`${source} holds no kernel/ or gateway/ directory: not a backup made by svcd backup`);
+  // svcd's own --no-kernel leaves the kernel's part out, as backup's does.
+  const hasKernel = kernel !== null && kernelPart;
+  if (keepGateway && gatewayDataGiven) throw new Error('--gateway-data and --no-gateway ask for opposite things: give one');
+  const hasGateway = !keepGateway && gatewayPart;
+  if (!hasKernel && !hasGateway) throw new Error(`nothing to restore: --no-kernel and --no-gateway leave out what ${source} holds`);
+  if (hasGateway && !gateway) {
+    throw new Error(`${source} holds a gateway store: give --gateway-data DIR (or SVC_GATEWAY_DATA) to restore it there, or --no-gateway to keep the gateway's store as it is`);
+  }
+  const parts: RestorePart[] = [];
+  if (hasKernel) parts.push({ part: KERNEL_PART, dir: kernel!, files: KERNEL_FILES });
+  if (hasGateway) parts.push({ part: GATEWAY_PART, dir: gateway!, files: GATEWAY_FILES });
+  checkManifest(source, parts);
+  return parts;
+}
+
+/** One store put back, as `svcd restore` prints it. */
+interface RestoredStore {
+  data_dir: string;
+  files: CopiedStore[];
+  replaced: string | null;
+}
+
+/** The last stopping signal that came and is not yet accounted for (null: none). */
+interface Signalled {
+  last: string | null;
+}
+
+/**
+ * Puts every part in place: each opened (its data directory held) and staged before any is
+ * swapped. A signal in `signals` before the swap stops the restore with nothing changed; one
+ * during it is left in `signals` for the caller to report once the swap is done.
+ */
+async function swapIn(source: string, parts: readonly RestorePart[], signals: Signalled): Promise<RestoredStore[]> {
+  // Every part checked and its directory held before any is touched: a restore that stops
+  // half-way (the gateway's svcd still running) would pair a new kernel with an old gateway.
+  const pending: PendingRestore[] = [];
+  const out: RestoredStore[] = [];
+  try {
+    for (const p of parts) {
+      try {
+        pending.push(openRestore(join(source, p.part), p.dir, p.files));
+      } catch (err) {
+        if (err instanceof DataDirInUseError) throw new Error(`${err.pid === null ? 'an svcd' : `svcd (pid ${err.pid})`} is running on ${err.dir}: stop it before restoring`);
+        throw err;
+      }
+    }
+    // The checks and the copies are synchronous: a signal that came meanwhile is seen only
+    // once the event loop turns, so it turns before anything svcd reads is changed.
+    const stopped = async (): Promise<boolean> => {
+      await new Promise((r) => setImmediate(r));
+      return signals.last !== null;
+    };
+    if (await stopped()) throw new Error(`stopped by ${signals.last} before anything was restored`);
+    try {
+      for (const p of pending) p.stage();
+      if (await stopped()) throw new Error(`stopped by ${signals.last} before anything was restored`);
+    } catch (err) {
+      for (const p of pending) p.discard();
+      throw err;
+    }
+    signals.last = null; // from here on a signal waits for the swap, and is reported after it
+    const now = new Date();
+    parts.forEach((p, i) => {
+      const r = pending[i]!.swap(now);
+      out.push({ data_dir: p.dir, files: r.copied, replaced: r.replaced });
+    });
+    await new Promise((r) => setImmediate(r));
+  } finally {
+    for (const r of pending) r.release();
+  }
+  return out;
 }

@@ -405,6 +405,41 @@ async function riding<T>(call: () => Promise<T>, interval: number, url: string):
   }
 }
 
+/**
+ * `svc run events`: hands `print` the run's events from seq `first`, page by page. With
+ * `follow`, asks again every `interval` ms (riding out an svcd restart) until the run rests,
+ * then prints what came last and returns.
+ */
+async function printEvents(client: SvcHttpClient, id: string, o: { first: number; follow: boolean; interval: number }, print: (events: readonly RunEvent[]) => void): Promise<void> {
+  let seq = o.first;
+  // Only a follow rides out a restart, and only once svcd has answered it: a wrong address,
+  // or an svcd not running, fails at once (exit 3), as every command does.
+  let answered = false;
+  const ask = async <T,>(call: () => Promise<T>): Promise<T> => {
+    const answer = await (o.follow && answered ? riding(call, o.interval, client.opts.baseUrl) : call());
+    answered = true;
+    return answer;
+  };
+  for (;;) {
+    const page = await ask(() => handleEventsPage(client, id, seq));
+    print(page.events);
+    seq = page.next_seq;
+    // A page can stop short of its limit (svcd bounds pages in bytes): read until one is empty.
+    if (page.events.length > 0) continue;
+    if (!o.follow) return;
+    const state = (await ask(() => handleShow(client, id))).state;
+    if (RESTING.has(state)) {
+      for (;;) {
+        const rest = await ask(() => handleEventsPage(client, id, seq));
+        print(rest.events);
+        if (rest.events.length === 0) return;
+        seq = rest.next_seq;
+      }
+    }
+    await sleep(o.interval);
+  }
+}
+
 export function registerRun(program: Command): void {
   const run = program.command('run').description('start, list and show runs, read or follow their events, replay, abandon and resume them');
 
@@ -466,38 +501,11 @@ export function registerRun(program: Command): void {
       const json = globals(this).json;
       const first = f.fromSeq === undefined ? 1 : wholeOf(f.fromSeq);
       if (first === null || first < 1) throw usageError(`--from-seq must be a positive integer, got "${f.fromSeq}"`);
-      let seq = first;
       const interval = f.interval === undefined ? 1000 : wholeOf(f.interval);
       if (interval === null || interval < 50) throw usageError(`--interval must be an integer of at least 50 ms, got "${f.interval}"`);
-      // Only a follow rides out a restart, and only once svcd has answered it: a wrong address,
-      // or an svcd not running, fails at once (exit 3), as every command does.
-      let answered = false;
-      const ask = async <T,>(call: () => Promise<T>): Promise<T> => {
-        const answer = await (f.follow && answered ? riding(call, interval, client.opts.baseUrl) : call());
-        answered = true;
-        return answer;
-      };
-      const print = (events: readonly RunEvent[]) => {
+      await printEvents(client, id, { first, follow: Boolean(f.follow), interval }, (events) => {
         for (const e of events) process.stdout.write((json ? JSON.stringify({ type: 'event', run_id: id, ...e }) : eventLine(e)) + '\n');
-      };
-      for (;;) {
-        const page = await ask(() => handleEventsPage(client, id, seq));
-        print(page.events);
-        seq = page.next_seq;
-        // A page can stop short of its limit (svcd bounds pages in bytes): read until one is empty.
-        if (page.events.length > 0) continue;
-        if (!f.follow) return;
-        const state = (await ask(() => handleShow(client, id))).state;
-        if (RESTING.has(state)) {
-          for (;;) {
-            const rest = await ask(() => handleEventsPage(client, id, seq));
-            print(rest.events);
-            if (rest.events.length === 0) return;
-            seq = rest.next_seq;
-          }
-        }
-        await sleep(interval);
-      }
+      });
     });
 
   run

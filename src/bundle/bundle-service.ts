@@ -8,6 +8,7 @@
 import type { Clock } from '../clock.js';
 import { isoTime } from '../clock.js';
 import { SvcError, notFound } from '../errors.js';
+import { deepFreeze } from '../util/deep-freeze.js';
 import type { SqlDb } from '../store/sql-db.js';
 import type { Bundle, StoredBundle, TrustedKeys } from '../types.js';
 import { bundleId, verifyBundleSignature } from './sign.js';
@@ -192,12 +193,4 @@ export class BundleService {
     this.cache.set(id, stored);
     return stored;
   }
-}
-
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const v of Object.values(value)) deepFreeze(v);
-  }
-  return value;
 }

@@ -148,6 +148,29 @@ export function jsonNumberEnd(text: string, i: number): { end: number; integer: 
 }
 
 /**
+ * The member names met so far in one open object of a JSON text, to find one repeated. Most
+ * objects (request bodies, upstream answers) have a handful of members, where a list beats a
+ * Set; a large one moves to a Set so a scan stays linear.
+ */
+export class MemberNames {
+  private few: string[] = [];
+  private many: Set<string> | null = null;
+
+  /** Notes `name`; false when this object already had it. */
+  add(name: string): boolean {
+    if (this.many !== null) {
+      if (this.many.has(name)) return false;
+      this.many.add(name);
+      return true;
+    }
+    if (this.few.includes(name)) return false;
+    this.few.push(name);
+    if (this.few.length === 16) this.many = new Set(this.few);
+    return true;
+  }
+}
+
+/**
  * The first place a JSON text is not I-JSON (RFC 7493), which RFC 8785 canonical JSON (the
  * signed bytes of bundles and remits, the event hashes; decisions §1) assumes: a member name
  * repeated in one object, a string holding a lone surrogate (`"\ud800"`), or an integer a
@@ -161,7 +184,7 @@ export function jsonNumberEnd(text: string, i: number): { end: number; integer: 
  */
 export function textProblem(text: string): BodyProblem | null {
   // One frame per open object or array: the names seen, or null for an array.
-  const names: Array<string[] | Set<string> | null> = [];
+  const names: Array<MemberNames | null> = [];
   const path: string[] = [];
   const index: number[] = [];
   let expectName = false;
@@ -175,18 +198,7 @@ export function textProblem(text: string): BodyProblem | null {
         const name = value ?? text.slice(i + 1, j);
         const where = () => pointerOf([...path.slice(0, -1), name]);
         if (value !== null && hasLoneSurrogate(value)) return loneSurrogate(where(), 'the member name at');
-        // Most objects in request bodies have a handful of members, where a list beats a Set;
-        // a large one moves to a Set so the check stays linear.
-        const top = names.length - 1;
-        const seen = names[top]!;
-        if (Array.isArray(seen)) {
-          if (seen.includes(name)) return duplicate(where(), name);
-          seen.push(name);
-          if (seen.length === 16) names[top] = new Set(seen);
-        } else {
-          if (seen.has(name)) return duplicate(where(), name);
-          seen.add(name);
-        }
+        if (!names[names.length - 1]!.add(name)) return duplicate(where(), name);
         path[path.length - 1] = name;
         expectName = false;
       } else if (value !== null && hasLoneSurrogate(value)) {
@@ -203,7 +215,7 @@ export function textProblem(text: string): BodyProblem | null {
       }
       i = j - 1;
     } else if (c === 0x7b /* { */) {
-      names.push([]);
+      names.push(new MemberNames());
       path.push('');
       index.push(-1);
       expectName = true;

@@ -13,6 +13,8 @@ import { ChainVerifier, type ChainError, type StoredEventRow } from '../events/c
 import type { ActionDecidedPayload, RunCreatedPayload } from '../events/payloads.js';
 import { compilePolicy, type CompiledPolicy } from '../policy/compile.js';
 import { decide } from '../policy/decide.js';
+import type { PolicyService } from '../policy/policy-service.js';
+import type { SqlDb } from '../store/sql-db.js';
 import type { Decision, PolicyRef, RunEvent } from '../types.js';
 import { Fold, publicState, type RunModel } from './reducer.js';
 import type { RunEngine } from './run-engine.js';
@@ -146,104 +148,142 @@ function rowDifferences(row: RunRow, derived: RunModel): string[] {
  */
 export const REPLAY_PAGE = 2000;
 
-export async function replayRun(e: RunEngine, runId: string): Promise<ReplayReport> {
-  const k = e.k;
-  const row = await loadRunRow(k.db, runId);
-  if (!row) throw notFound('run', runId);
-  const bound = boundRemit(row, k.keys);
+/** Stored policies as replay reads them: by name and version, their source as it is now. */
+type PolicySources = Pick<PolicyService, 'get'>;
 
-  // Decisions: re-evaluated against the policy sources as stored now, compiled afresh.
-  const compiled = new Map<string, CompiledPolicy | Error>();
-  const loadPolicy = async (ref: PolicyRef): Promise<CompiledPolicy> => {
-    const stored = await k.policies.get(ref.name, ref.version);
+/**
+ * The `decision_mismatches` check: each `action.decided` of the log, read in seq order, is
+ * decided again from the log before it (approvals) and the policy sources as stored now,
+ * compiled afresh (once per source), and compared with what was recorded.
+ */
+class DecisionCheck {
+  readonly mismatches: DecisionMismatch[] = [];
+  /** Number of `action.decided` events re-evaluated. */
+  decisions = 0;
+  /** The approvals the log requested and decided so far (compared with the table at the end). */
+  readonly approvals = new ApprovalMirror();
+  private requester: string | null = null;
+  private readonly compiled = new Map<string, CompiledPolicy | Error>();
+
+  constructor(
+    private readonly policies: PolicySources,
+    private readonly row: RunRow,
+    private readonly bound: ReturnType<typeof boundRemit>,
+  ) {}
+
+  /** The next events of the log, in seq order. */
+  async push(events: readonly ParsedRow[]): Promise<void> {
+    for (const ev of events) {
+      if (ev.unparseable) continue;
+      if (ev.kind === 'run.created') this.requester = requesterOf(ev.payload as unknown as RunCreatedPayload);
+      this.approvals.add(ev);
+      if (ev.kind !== 'action.decided') continue;
+      this.decisions++;
+      const p = ev.payload as unknown as ActionDecidedPayload;
+      const recorded: DecisionView = { decision: p.decision, rule: p.rule, approver: p.approver ?? null };
+      try {
+        const replayed = await this.redecide(p);
+        if (!sameView(recorded, replayed)) this.mismatches.push({ seq: ev.seq, action_id: p.action_id, recorded, replayed });
+      } catch (err) {
+        // A row edited by hand can hold anything where a decision was: say so at its seq.
+        this.mismatches.push({ seq: ev.seq, action_id: String(p.action_id), recorded, replayed: { decision: null, rule: null, approver: null, error: `the recorded decision cannot be checked: ${(err as Error).message}` } });
+      }
+    }
+  }
+
+  private async loadPolicy(ref: PolicyRef): Promise<CompiledPolicy> {
+    const stored = await this.policies.get(ref.name, ref.version);
     const key = `${ref.name}@${ref.version}#${sha256Hex(stored.source)}`;
-    let c = compiled.get(key);
+    let c = this.compiled.get(key);
     if (!c) {
       try {
         c = compilePolicy({ name: ref.name, version: ref.version }, stored.source, { stored: true });
       } catch (err) {
         c = err instanceof Error ? err : new Error(String(err));
       }
-      compiled.set(key, c);
+      this.compiled.set(key, c);
     }
     if (c instanceof Error) throw c;
     return c;
-  };
-  const approvals = new ApprovalMirror();
-  const mismatches: DecisionMismatch[] = [];
-  let decisions = 0;
-  let requester: string | null = null;
+  }
+
   /** The decision an `action.decided` should have recorded, from the log before it and the stored policies. */
-  const redecide = async (p: ActionDecidedPayload): Promise<DecisionView> => {
+  private async redecide(p: ActionDecidedPayload): Promise<DecisionView> {
     if (p.source === 'approval') {
       const id = p.approval_id ?? '';
-      const req = approvals.get(id)?.requested;
-      const dec = approvals.get(id)?.decided;
+      const req = this.approvals.get(id)?.requested;
+      const dec = this.approvals.get(id)?.decided;
       if (!req || req.action_id !== p.action_id) return { decision: null, rule: null, approver: null, error: `no approval ${id} for action ${p.action_id} earlier in the log` };
       if (!dec) return { decision: 'approval_required', rule: req.rule, approver: req.approver };
-      const wrongDecider = approvalDecisionProblem(req, dec.actor, requester);
+      const wrongDecider = approvalDecisionProblem(req, dec.actor, this.requester);
       if (wrongDecider) return { decision: 'approval_required', rule: req.rule, approver: req.approver, error: wrongDecider };
       if (dec.payload.decision === 'approved') return { decision: 'allow', rule: `approved:${id}`, approver: req.approver };
       return { decision: 'deny', rule: `rejected:${id}`, approver: req.approver };
     }
     // Decided again under the run's remit as signed: the recorded context's remit was read
     // from runs.remit_payload, which an edit there would have widened.
+    const bound = this.bound;
     const remitEdited = bound.remit !== null && !sameAsLogged(p.run?.remit, bound.remit);
     try {
       const policies: CompiledPolicy[] = [];
-      for (const ref of p.policies) policies.push(await loadPolicy(ref));
+      for (const ref of p.policies) policies.push(await this.loadPolicy(ref));
       const replayed = view(decide(policies, p.action, remitEdited ? { ...p.run, remit: bound.remit! } : p.run)); // its approver compared as sameApprover says
-      if (remitEdited) replayed.error = `decided under a remit other than the run's signed remit ${row.remit_id}`;
+      if (remitEdited) replayed.error = `decided under a remit other than the run's signed remit ${this.row.remit_id}`;
       return replayed;
     } catch (err) {
       return { decision: null, rule: null, approver: null, error: (err as Error).message };
     }
-  };
-  const checkDecisions = async (events: readonly ParsedRow[]): Promise<void> => {
-    for (const ev of events) {
-      if (ev.unparseable) continue;
-      if (ev.kind === 'run.created') requester = requesterOf(ev.payload as unknown as RunCreatedPayload);
-      approvals.add(ev);
-      if (ev.kind !== 'action.decided') continue;
-      decisions++;
-      const p = ev.payload as unknown as ActionDecidedPayload;
-      const recorded: DecisionView = { decision: p.decision, rule: p.rule, approver: p.approver ?? null };
-      try {
-        const replayed = await redecide(p);
-        if (!sameView(recorded, replayed)) mismatches.push({ seq: ev.seq, action_id: p.action_id, recorded, replayed });
-      } catch (err) {
-        // A row edited by hand can hold anything where a decision was: say so at its seq.
-        mismatches.push({ seq: ev.seq, action_id: String(p.action_id), recorded, replayed: { decision: null, rule: null, approver: null, error: `the recorded decision cannot be checked: ${(err as Error).message}` } });
-      }
-    }
-  };
+  }
+}
+
+/**
+ * One page of run `runId`'s events after seq `after`. `after` null: from the first row, however
+ * low its seq (a hand-put row may sit below any bound). `pastHead`: only rows past the head,
+ * and only while the head is still the one in `row`, checked in the same statement (one
+ * snapshot) as the rows are read.
+ */
+function readEventPage(db: SqlDb, runId: string, row: RunRow, after: number | null, pastHead: boolean): Promise<Array<Omit<EventRow, 'run_id'>>> {
+  const where = ['run_id = ?'];
+  const params: (string | number | null)[] = [runId];
+  if (after !== null) {
+    where.push('seq > ?');
+    params.push(after);
+  }
+  if (pastHead) {
+    where.push('(SELECT last_seq FROM runs WHERE run_id = ?) = ?');
+    params.push(runId, row.last_seq);
+  } else {
+    where.push('seq <= ?');
+    params.push(row.last_seq);
+  }
+  // Not `*`: run_id is known, and every column read is a string made per row (about half a
+  // microsecond each here, a measurable part of replaying 100,000 events).
+  return db.all<Omit<EventRow, 'run_id'>>(`SELECT seq, hash, prev_hash, kind, payload, actor, at FROM run_events WHERE ${where.join(' AND ')} ORDER BY seq LIMIT ?`, [...params, REPLAY_PAGE]);
+}
+
+/** Top-level members of the stored state that differ from the derived one. */
+function modelDifferences(stored: RunModel, derived: RunModel): string[] {
+  const a = stored as unknown as Record<string, unknown>;
+  const b = derived as unknown as Record<string, unknown>;
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+  return [...keys].filter((key) => !sameJson(a[key], b[key]));
+}
+
+export async function replayRun(e: RunEngine, runId: string): Promise<ReplayReport> {
+  const k = e.k;
+  const row = await loadRunRow(k.db, runId);
+  if (!row) throw notFound('run', runId);
+  const bound = boundRemit(row, k.keys);
+  const check = new DecisionCheck(k.policies, row, bound);
 
   const chain = new ChainVerifier(runId);
   const fold = new Fold();
   let replayError: string | null = null;
   let count = 0;
   let last: ParsedRow | undefined;
-  // Not `*`: run_id is known, and every column read is a string made per row (about half a
-  // microsecond each here, a measurable part of replaying 100,000 events).
-  // `after` null: from the first row, however low its seq (a hand-put row may sit below any
-  // bound). `pastHead`: only rows past the head, and only while the head is still the one read
-  // above, checked in the same statement (one snapshot) as the rows are read.
   const readPages = async (after: number | null, pastHead: boolean): Promise<void> => {
     for (;;) {
-      const where = ['run_id = ?'];
-      const params: (string | number | null)[] = [runId];
-      if (after !== null) {
-        where.push('seq > ?');
-        params.push(after);
-      }
-      if (pastHead) {
-        where.push('(SELECT last_seq FROM runs WHERE run_id = ?) = ?');
-        params.push(runId, row.last_seq);
-      } else {
-        where.push('seq <= ?');
-        params.push(row.last_seq);
-      }
-      const rows = await k.db.all<Omit<EventRow, 'run_id'>>(`SELECT seq, hash, prev_hash, kind, payload, actor, at FROM run_events WHERE ${where.join(' AND ')} ORDER BY seq LIMIT ?`, [...params, REPLAY_PAGE]);
+      const rows = await readEventPage(k.db, runId, row, after, pastHead);
       if (rows.length === 0) return;
       const events = rows.map(parseRow);
       chain.push(events);
@@ -254,7 +294,7 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
           replayError = (err as Error).message;
         }
       }
-      await checkDecisions(events);
+      await check.push(events);
       count += events.length;
       last = events[events.length - 1];
       after = rows[rows.length - 1]!.seq;
@@ -281,19 +321,12 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
   const differences: string[] = [];
   if (stored === null) differences.push('runs.model');
   if (derived) {
-    if (stored) {
-      const keys = new Set([...Object.keys(stored), ...Object.keys(derived)]);
-      for (const key of keys) {
-        const a = (stored as unknown as Record<string, unknown>)[key];
-        const b = (derived as unknown as Record<string, unknown>)[key];
-        if (!sameJson(a, b)) differences.push(key);
-      }
-    }
+    if (stored) differences.push(...modelDifferences(stored, derived));
     differences.push(...rowDifferences(row, derived));
   }
   differences.push(...bound.differences);
   const approvalRows = await k.db.all<ApprovalRow>('SELECT * FROM approvals WHERE run_id = ? ORDER BY approval_id', [runId]);
-  differences.push(...approvals.differences(approvalRows));
+  differences.push(...check.approvals.differences(approvalRows));
   differences.push(...bundleDifferences(row.bundle_id, await k.db.get<{ body: string }>('SELECT body FROM bundles WHERE bundle_id = ?', [row.bundle_id])));
   const stateMatches = derived !== null && differences.length === 0;
 
@@ -302,8 +335,8 @@ export async function replayRun(e: RunEngine, runId: string): Promise<ReplayRepo
     chain_valid: chainErrors.length === 0,
     events: count,
     state_matches: stateMatches,
-    decisions,
-    decision_mismatches: mismatches,
+    decisions: check.decisions,
+    decision_mismatches: check.mismatches,
     chain_errors: chainErrors,
     state: derived ? { ...publicState(derived), last_seq: last?.seq ?? 0, head_hash: last?.hash ?? '', head_signature: row.head_signature } : null,
     state_differences: differences,

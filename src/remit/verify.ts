@@ -11,6 +11,7 @@
  */
 import { verifyBytes } from '../keys/ed25519.js';
 import type { RefusalReason, RemitCallCheck, RemitPayload, TrustedKeys, VerifyResult } from '../types.js';
+import { deepFreeze } from '../util/deep-freeze.js';
 import { anyScopeMatches, anyToolMatches } from './patterns.js';
 import { decodeToken } from './token.js';
 
@@ -71,14 +72,6 @@ export function verifiedTokenCacheSize(): number {
 
 function refuse(reason: RefusalReason, detail: string): VerifyResult {
   return { ok: false, reason, detail };
-}
-
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const v of Object.values(value as Record<string, unknown>)) deepFreeze(v);
-  }
-  return value;
 }
 
 function sameKey(a: Uint8Array, b: Uint8Array): boolean {

@@ -3,7 +3,7 @@
  * stand in for the text it was read from only when it holds what the text holds. Pure; every
  * scan is one pass and iterative (hostile text cannot exhaust the stack).
  */
-import { integerReadAs, jsonNumberEnd, jsonStringEnd } from '../encoding/json-limits.js';
+import { integerReadAs, jsonNumberEnd, jsonStringEnd, MemberNames } from '../encoding/json-limits.js';
 
 const WS = /\s/;
 /** A JSON number token as RFC 8259 spells it (any length: 1e400 and 70 digits are JSON too). */
@@ -74,8 +74,8 @@ function inexactNumber(literal: string, integer: boolean): boolean {
 /** `text` must be valid JSON (run after JSON.parse). Stops at the first repeated name. */
 function scan(text: string): Scan {
   const inexact: Array<[number, number]> = [];
-  // One frame per open object (the names seen; a list, a Set once large) or array (null).
-  const frames: Array<string[] | Set<string> | null> = [];
+  // One frame per open object (the names seen) or array (null).
+  const frames: Array<MemberNames | null> = [];
   let expectName = false;
   const n = text.length;
   for (let i = 0; i < n; i++) {
@@ -84,16 +84,7 @@ function scan(text: string): Scan {
       const { end: j, escaped } = jsonStringEnd(text, i);
       if (expectName) {
         const name = escaped ? (JSON.parse(text.slice(i, j + 1)) as string) : text.slice(i + 1, j);
-        const top = frames.length - 1;
-        const seen = frames[top]!;
-        if (Array.isArray(seen)) {
-          if (seen.includes(name)) return { inexact, duplicate: true };
-          seen.push(name);
-          if (seen.length === 16) frames[top] = new Set(seen);
-        } else {
-          if (seen.has(name)) return { inexact, duplicate: true };
-          seen.add(name);
-        }
+        if (!frames[frames.length - 1]!.add(name)) return { inexact, duplicate: true };
         expectName = false;
       }
       i = j;
@@ -102,7 +93,7 @@ function scan(text: string): Scan {
       if ((j - i > 15 || !integer) && inexactNumber(text.slice(i, j), integer)) inexact.push([i, j]);
       i = j - 1;
     } else if (c === 0x7b /* { */) {
-      frames.push([]);
+      frames.push(new MemberNames());
       expectName = true;
     } else if (c === 0x5b /* [ */) {
       frames.push(null);

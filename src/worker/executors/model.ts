@@ -18,7 +18,7 @@
  */
 import { renderTemplates, TemplateError, templateRefs, type TemplateContext } from '../../bundle/templates.js';
 import { pointerToken } from '../../encoding/json-pointer.js';
-import type { ToolDescriptor } from '../../types.js';
+import type { MockStepScript, ToolDescriptor } from '../../types.js';
 import { DataBoundary, fieldClassesOf, redactionNote, type Redacted, type Redaction } from '../data-boundary.js';
 import { StepError, throwIfAborted } from '../errors.js';
 import type { ChatMessage, ProviderCall, ProviderResponse, ProviderTool } from '../providers/provider.js';
@@ -141,6 +141,46 @@ function providerTools(offered: string[], descriptors: Map<string, Partial<ToolD
   });
 }
 
+/**
+ * The step's prompt, with every value it reads passed through the boundary and its own text
+ * redacted too; the redactions go to `pending`. Empty when the step names none (the mock
+ * provider needs none).
+ */
+function promptThroughBoundary(rt: StepRuntime, boundary: DataBoundary, raw: TemplateContext, context: ReturnType<typeof redactContext>, pending: Redaction[]): string {
+  const { lease } = rt;
+  const def = lease.step_def ?? {};
+  if (typeof def.prompt === 'string' && def.prompt !== '') {
+    const template = lease.context.prompts?.[def.prompt];
+    if (typeof template !== 'string') throw new StepError('prompt_not_found', `prompt "${def.prompt}" is not in the bundle`, true);
+    const rendered = renderThroughBoundary(template, raw, context.ctx, `prompt ${def.prompt}`);
+    const promptText = typeof rendered === 'string' ? rendered : JSON.stringify(rendered); // a prompt that is one template of an object
+    pending.push(...relevant(context.redactions, templatePointers(template)));
+    const literal = boundary.redact(promptText, '/prompt');
+    pending.push(...literal.redactions);
+    return String(literal.value);
+  }
+  if (rt.deps.provider.name !== 'mock') throw new StepError('step_invalid', `model step ${lease.step} names no prompt`, true);
+  return '';
+}
+
+/**
+ * The bundle's mock script for this step, rendered. The mock provider stands in for a model:
+ * what its script reads crosses the boundary like a prompt, and each redaction in it is noted
+ * too (interface 5.5), once per path: those not already in `pending` are added.
+ */
+function mockThroughBoundary(rt: StepRuntime, raw: TemplateContext, context: ReturnType<typeof redactContext>, pending: Redaction[]): MockStepScript | undefined {
+  const step = rt.lease.step;
+  const mockScript = rt.lease.context.mock?.[step];
+  const mock = mockScript && typeof mockScript === 'object' ? (renderThroughBoundary(mockScript, raw, context.ctx, `mock ${step}`) as typeof mockScript) : undefined;
+  if (mock) {
+    const noted = new Set(pending.map((r) => `${r.class}\u0000${r.path}`));
+    for (const r of relevant(context.redactions, templatePointers(mockScript))) {
+      if (!noted.has(`${r.class}\u0000${r.path}`)) pending.push(r);
+    }
+  }
+  return mock;
+}
+
 export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
   const { lease } = rt;
   const def = lease.step_def ?? {};
@@ -160,30 +200,8 @@ export async function executeModel(rt: StepRuntime): Promise<StepOutcome> {
   let tools = toolsThrough(providerTools(offered, descriptors), asText, pending);
   let outputSchema = isArgs(def.output_schema) ? through(def.output_schema, '/output_schema', asText, pending) : undefined;
 
-  // The prompt, with every value it reads passed through the boundary.
-  let promptText = '';
-  if (typeof def.prompt === 'string' && def.prompt !== '') {
-    const template = ctx.prompts?.[def.prompt];
-    if (typeof template !== 'string') throw new StepError('prompt_not_found', `prompt "${def.prompt}" is not in the bundle`, true);
-    const rendered = renderThroughBoundary(template, raw, context.ctx, `prompt ${def.prompt}`);
-    promptText = typeof rendered === 'string' ? rendered : JSON.stringify(rendered); // a prompt that is one template of an object
-    pending.push(...relevant(context.redactions, templatePointers(template)));
-    const literal = boundary.redact(promptText, '/prompt');
-    promptText = String(literal.value);
-    pending.push(...literal.redactions);
-  } else if (provider.name !== 'mock') {
-    throw new StepError('step_invalid', `model step ${lease.step} names no prompt`, true);
-  }
-  const mockScript = ctx.mock?.[lease.step];
-  const mock = mockScript && typeof mockScript === 'object' ? (renderThroughBoundary(mockScript, raw, context.ctx, `mock ${lease.step}`) as typeof mockScript) : undefined;
-  // The mock provider stands in for a model: what its script reads crosses the boundary like
-  // a prompt, and each redaction in it is noted too (interface 5.5), once per path.
-  if (mock) {
-    const noted = new Set(pending.map((r) => `${r.class}\u0000${r.path}`));
-    for (const r of relevant(context.redactions, templatePointers(mockScript))) {
-      if (!noted.has(`${r.class}\u0000${r.path}`)) pending.push(r);
-    }
-  }
+  const promptText = promptThroughBoundary(rt, boundary, raw, context, pending);
+  const mock = mockThroughBoundary(rt, raw, context, pending);
 
   const messages: ChatMessage[] = [
     { role: 'system', content: systemPrompt(rt, outputSchema, tools) },
