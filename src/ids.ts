@@ -61,8 +61,11 @@ function increment(digits: number[]): number[] {
   return freshRandom(); // overflow after 32^16 ids in one ms: practically never
 }
 
-/** A new ULID for time `ms` (default: now). */
+/** A new ULID for time `ms` (default: now; a fraction of a millisecond is dropped). */
 export function ulid(ms: number = Date.now()): string {
+  // A clock may read fractions (performance.timeOrigin + performance.now()): the time
+  // characters are whole milliseconds, or `t % 32` indexes no character.
+  ms = Math.floor(ms);
   if (ms <= lastTime) {
     lastRandom = increment(lastRandom);
     ms = lastTime;

@@ -349,6 +349,9 @@ const TRANSITIONS: { [K in FoldedKind]: Transition<KernelEventPayloads[K]> } = {
   'run.parked'(m, p, ev) {
     if (m.state !== 'running') fail(ev, `a ${m.state} run cannot be parked`);
     const s = stepOf(m, ev, p.step);
+    // The kernel parks for the step in hand: the one a lease acted on, failed or quarantined.
+    // Another step would leave the current one's lease live in a parked run.
+    if (m.current_step !== s.id) fail(ev, `step ${s.id} is not the current step`);
     m.state = 'parked';
     m.parked_reason = p.reason;
     if (p.reason === 'human') {

@@ -28,7 +28,9 @@ function nonNegative(v: unknown, def: number): number {
  * [0, 1); 0.5 means no jitter.
  */
 export function retryDelayMs(policy: Required<RetryPolicy>, attempt: number, random: () => number = Math.random): number {
-  const base = Math.min(policy.max_delay_ms, policy.initial_delay_ms * 2 ** Math.max(0, attempt - 1));
+  // The exponent is capped where the double still holds it: 2^1024 is Infinity, and a zero
+  // initial delay times Infinity is NaN, which no event can carry.
+  const base = Math.min(policy.max_delay_ms, policy.initial_delay_ms * 2 ** Math.min(1000, Math.max(0, attempt - 1)));
   const jitter = 1 + (random() * 2 - 1) * 0.2;
   return Math.max(0, Math.round(base * jitter));
 }

@@ -6,9 +6,11 @@
 const DECIMAL = /^\s*(\d+(\.\d*)?|\.\d+)\s*$/;
 const WHOLE = /^\s*\d+\s*$/;
 
-/** A non-negative decimal number, or null when `raw` is not one. */
+/** A non-negative decimal number, or null when `raw` is not one (or is past what a double holds). */
 export function decimalOf(raw: string): number | null {
-  return DECIMAL.test(raw) ? Number(raw) : null;
+  if (!DECIMAL.test(raw)) return null;
+  const n = Number(raw);
+  return Number.isFinite(n) ? n : null; // 310 digits and more read as Infinity
 }
 
 /** A non-negative whole number, or null when `raw` is not one (or is past 2^53). */

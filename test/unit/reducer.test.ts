@@ -203,6 +203,8 @@ const rows: Row[] = [
       expect(workItem(m)).toBeNull(); // a parked run hands out no work, ready step or not
     },
   },
+  // Found by test/unit/reducer-properties.test.ts: parking another step left step a's lease live in a parked run.
+  { name: 'run.parked naming a step that is not the current one is refused (the current step\'s lease would stay live)', before: [E.leased('a', 1)], event: E.parked('human', 'c'), refuses: /not the current step/ },
   { name: 'run.parked of a parked run is refused', before: [E.leased('a', 1), E.failed('a', 1, true), E.quarantined('a', 1), E.parked('quarantine', 'a')], event: E.parked('quarantine', 'a'), refuses: /parked run cannot be parked/ },
   // Replay folds rows edited in the database (D §7): a step the run does not have is refused, never
   // looked up on Object.prototype (a `__proto__` step once wrote `state` and `lease_id` onto every object).
