@@ -285,9 +285,12 @@ export function policyNotes(source: string): Diagnostic[] {
     if (!cost) continue;
     const deepest = cost.terms.reduce((a, t) => (t.factors.length > a.factors.length ? t : a), cost.terms[0]!);
     if (deepest.factors.length < 2) continue;
-    const lists = deepest.factors.map(factorName);
-    const walksValue = deepest.factors.some((f) => f === 'data' || (typeof f !== 'string' && ['deep', 'element', 'chars'].includes(f.size)));
-    const where = deepest.factors.every((f) => typeof f !== 'string') ? 'in each' : "in each (a made list counts all the action's and run's data)";
+    // Loops nested in loops are named as such; a value walked inside a loop only when no two loops nest.
+    const loops = deepest.factors.filter(isLoopFactor);
+    const walksValue = loops.length < 2;
+    const shown = walksValue ? deepest.factors : loops;
+    const lists = shown.map(factorName);
+    const where = shown.every((f) => typeof f !== 'string') ? 'in each' : "in each (a made list counts all the action's and run's data)";
     notes.push({
       ...rule.exprAt,
       message:
@@ -296,6 +299,11 @@ export function policyNotes(source: string): Diagnostic[] {
     });
   }
   return notes;
+}
+
+/** A factor a loop (or an `in`) adds, not the size of a value an operation walks. */
+function isLoopFactor(f: Factor): boolean {
+  return typeof f === 'string' ? f !== 'data' : f.size === 'length' || f.size === 'nested' || f.size === 'member';
 }
 
 function factorName(f: Factor): string {

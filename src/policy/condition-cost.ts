@@ -27,6 +27,14 @@
  * 4.6 s). An operand that is a part of the innermost loop's element is amortized like a loop
  * over one. A comparison with a literal stops at the literal's length, `startsWith` and
  * `endsWith` of a literal too; `has`, `grants` and a timestamp's fields take one step.
+ *
+ * `==` and `!=` also walk the items and entries of both operands, and `x in list` those of x
+ * once per item and of the list once: cel-js lists the keys of two maps (Object.keys) before
+ * it compares their sizes, so a 20,000-key map compared with 20,000 empty ones took 84 s
+ * while bounded at 120,000 steps (session 27). An operand written in the condition with no
+ * map in it needs none of that. The part of an outer loop's element an operation names
+ * (`o.note`) is sized by the largest such part, not the largest element. `a + b` is walked as
+ * `a` and `b` are. Not bounded: `matches` (see docs/design.md).
  */
 
 /** Node evaluations one condition may take on one action (about 0.3 s here). */
@@ -43,13 +51,15 @@ export const CHARS_PER_STEP = 8;
  * or T with the characters). At a path: `length`, the list's items or the map's entries there;
  * `nested`, every item and entry under it, nested ones too (a loop over parts of its elements
  * walks those); `member`, what `in` walks there (a list's items; a map is looked up, one step);
+ * `compared`, what `in` compares there (everything nested under a list's items; 0 for a map);
  * `deep`, what an operation on the value there walks (`nested` and its characters at
  * `CHARS_PER_STEP` a step); `element`, the largest `deep` of one of its elements (or entries);
  * `chars`, what `size()` walks (a string's characters, at the same rate; a list or map knows
- * its size). `data` is all of it sized as `deep` is.
+ * its size). `data` is all of it sized as `deep` is. `within`, for `element`: the part of each
+ * element an operation walks (`o.note` of `orders.all(o, …)`), its path from the element.
  */
-export type PathSize = 'length' | 'nested' | 'member' | 'deep' | 'element' | 'chars';
-export type Factor = { path: readonly string[]; size: PathSize } | 'items' | 'items+chars' | 'data';
+export type PathSize = 'length' | 'nested' | 'member' | 'compared' | 'deep' | 'element' | 'chars';
+export type Factor = { path: readonly string[]; size: PathSize; within?: readonly string[] } | 'items' | 'items+chars' | 'data';
 
 /** A condition's bound: each term's nodes run once per combination of its factors' elements. */
 export interface ConditionCost {
@@ -65,7 +75,7 @@ export interface DataMeter {
   /** Every character of every string and map key (T is L plus these). */
   readonly chars: number;
   /** The size of what is at a path (Factor), 0 where nothing is. */
-  at(path: readonly string[], size: PathSize): number;
+  at(path: readonly string[], size: PathSize, within?: readonly string[]): number;
 }
 
 const LOOP_MACROS = new Set(['all', 'exists', 'exists_one', 'map', 'filter']);
@@ -112,15 +122,27 @@ function isLiteral(node: unknown): boolean {
   return false;
 }
 
+/** How an operation walks an operand: all of it (`deep`), a string's characters, or its items and entries. */
+type Walk = 'deep' | 'chars' | 'nested';
+
+/** What `==` walks of all the elements of a loop with this factor together: their items and entries. */
+function nestedOf(f: Factor): Factor {
+  if (typeof f !== 'string') return { path: f.path, size: 'nested' };
+  return f === 'items' ? 'data' : f;
+}
+
 /** What operations on all the elements of a loop with this factor walk together. */
 function deepOf(f: Factor): Factor {
   if (typeof f !== 'string') return { path: f.path, size: 'deep' };
   return f === 'items' ? 'data' : f;
 }
 
-/** What an operation on any one element of a loop with this factor walks. */
-function elementOf(f: Factor): Factor {
-  if (typeof f !== 'string') return { path: f.path, size: 'element' };
+/**
+ * What an operation on any one element of a loop with this factor walks: the largest one, or
+ * the largest of its parts at `within` when the loop walks the list at the path itself.
+ */
+function elementOf(f: Factor, within: readonly string[] | null = null): Factor {
+  if (typeof f !== 'string') return within !== null && within.length > 0 && f.size === 'length' ? { path: f.path, size: 'element', within } : { path: f.path, size: 'element' };
   return f === 'items' ? 'data' : f;
 }
 
@@ -139,6 +161,8 @@ interface Bound {
   level: readonly Factor[];
   slot: number | null;
   constant: boolean;
+  /** Its value is written in the condition with no map in it: `==` never compares two maps there. */
+  scalar: boolean;
   alias: readonly string[] | null;
 }
 type Scope = ReadonlyMap<string, Bound>;
@@ -218,6 +242,20 @@ export function conditionCost(ast: unknown): ConditionCost {
     return isNode(n) && n.op === 'id' && typeof n.args === 'string' ? n.args : null;
   };
 
+  /** The names of a path's steps after its root (`note` of `o.note`), null when one is computed. */
+  const namedSteps = (node: unknown): string[] | null => {
+    const steps: string[] = [];
+    let n = node;
+    while (isNode(n) && PATH_OPS.has(n.op)) {
+      const [from, step] = n.args as [unknown, unknown];
+      if (typeof step === 'string') steps.unshift(step);
+      else if (isNode(step) && step.op === 'value' && (typeof step.args === 'string' || typeof step.args === 'bigint')) steps.unshift(String(step.args));
+      else return null;
+      n = from;
+    }
+    return steps;
+  };
+
   /** A value written in the condition, or a part of a variable bound to one. */
   const isConstant = (node: unknown, scope: Scope): boolean => {
     if (isLiteral(node)) return true;
@@ -232,21 +270,22 @@ export function conditionCost(ast: unknown): ConditionCost {
    * that. An element of an outer loop is walked again for each element of the loops inside:
    * a factor of its own. Null for a literal, bounded by the policy.
    */
-  const operandLevel = (node: unknown, level: readonly Factor[], scope: Scope, depth: number, walks: 'deep' | 'chars' = 'deep'): readonly Factor[] | null => {
+  const operandLevel = (node: unknown, level: readonly Factor[], scope: Scope, depth: number, walks: Walk = 'deep'): readonly Factor[] | null => {
     if (isConstant(node, scope)) return null;
+    const kept = walks === 'nested' ? walks : 'deep';
     if (isNode(node) && node.op === 'rcall' && Array.isArray(node.args) && SIZE_KEEPING_CALLS.has(node.args[0] as string)) {
-      return operandLevel(node.args[1], level, scope, depth);
+      return operandLevel(node.args[1], level, scope, depth, kept);
     }
     if (isNode(node) && node.op === 'call' && Array.isArray(node.args) && SIZE_KEEPING_CALLS.has(node.args[0] as string)) {
       const [, callArgs] = node.args as [string, unknown[]];
-      if (Array.isArray(callArgs) && callArgs.length === 1) return operandLevel(callArgs[0], level, scope, depth);
+      if (Array.isArray(callArgs) && callArgs.length === 1) return operandLevel(callArgs[0], level, scope, depth, kept);
     }
     const root = rootName(node);
     const bound = root === null ? undefined : scope.get(root);
     if (bound && bound.slot !== null) {
       const slot = bound.slot;
-      if (bound.level === level) return level.map((f, i) => (i === slot ? deepOf(f) : f));
-      return [...level, elementOf(bound.level[slot]!)];
+      if (bound.level === level) return level.map((f, i) => (i === slot ? (walks === 'nested' ? nestedOf(f) : deepOf(f)) : f));
+      return [...level, elementOf(bound.level[slot]!, namedSteps(node))];
     }
     const range = rangeOf(node, scope, depth);
     if (range.kind === 'data') return [...level, range.path ? { path: range.path, size: walks } : 'data'];
@@ -254,23 +293,55 @@ export function conditionCost(ast: unknown): ConditionCost {
     return [...level, mentionsSplit(node) ? 'items+chars' : 'data'];
   };
 
+  /**
+   * The levels at which an operation walks one operand: `a + b` is no larger than its
+   * operands together, so it is walked as they are (`l.sku + ":" + l.currency` is parts of
+   * the element, not a value sized by all the data).
+   */
+  const operandLevels = (node: unknown, level: readonly Factor[], scope: Scope, depth: number, walks: Walk = 'deep'): Array<readonly Factor[]> => {
+    if (isNode(node) && node.op === '+' && Array.isArray(node.args)) return node.args.flatMap((a) => operandLevels(a, level, scope, depth, walks));
+    const at = operandLevel(node, level, scope, depth, walks);
+    return at ? [at] : [];
+  };
+
   /** Counts what a linear operation walks of its operands, besides its own node. */
-  const countOperands = (operands: readonly unknown[], level: readonly Factor[], scope: Scope, depth: number, walks: 'deep' | 'chars' = 'deep'): void => {
-    for (const operand of operands) {
-      const at = operandLevel(operand, level, scope, depth, walks);
-      if (at) count(at);
-    }
+  const countOperands = (operands: readonly unknown[], level: readonly Factor[], scope: Scope, depth: number, walks: Walk = 'deep'): void => {
+    for (const operand of operands) for (const at of operandLevels(operand, level, scope, depth, walks)) count(at);
   };
 
   /**
    * A comparison stops at the end of the smaller operand (lengths first, then element by
    * element), so it counts the operand with the smaller bound: the one with fewer factors.
    */
-  const countComparison = (operands: readonly unknown[], level: readonly Factor[], scope: Scope, depth: number): void => {
-    const levels = operands.map((o) => operandLevel(o, level, scope, depth));
-    if (levels.some((l) => l === null)) return;
-    const smallest = (levels as Array<readonly Factor[]>).reduce((a, b) => (b.length < a.length ? b : a));
-    count(smallest);
+  const countComparison = (op: string, operands: readonly unknown[], level: readonly Factor[], scope: Scope, depth: number): void => {
+    const levels = operands.map((o) => (isConstant(o, scope) ? null : operandLevels(o, level, scope, depth)));
+    const deepest = (ls: Array<readonly Factor[]>) => Math.max(0, ...ls.map((l) => l.length));
+    if (levels.every((l) => l !== null)) for (const at of levels.reduce((a, b) => (deepest(b!) < deepest(a!) ? b : a))!) count(at);
+    // Two maps are equal only after cel-js has listed the keys of both (Object.keys), whatever
+    // their sizes: `==` and `!=` walk the entries of each operand, unless the other is
+    // written in the condition with no map in it (a map is unequal to anything else at once).
+    if (op !== '==' && op !== '!=') return;
+    const scalar = (n: unknown) => (isLiteral(n) && !mentionsOp(n, 'map')) || (isNode(n) && n.op === 'id' && typeof n.args === 'string' && scope.get(n.args)?.scalar === true);
+    operands.forEach((o, i) => {
+      if (scalar(operands[1 - i])) return;
+      for (const at of operandLevels(o, level, scope, depth, 'nested')) count(at);
+    });
+  };
+
+  /**
+   * `x in list` compares x with each element as `==` does (the entries of both, when both are
+   * maps): it walks what is nested under the list's items once, and x once per item. A map is
+   * looked up (`compared` and `member` are 0 there).
+   */
+  const countMembership = (x: unknown, list: unknown, range: Range, level: readonly Factor[], scan: readonly Factor[], scope: Scope, depth: number): void => {
+    const items = range.kind === 'data' && range.path ? [...level, { path: range.path, size: 'compared' as const }] : operandLevel(list, level, scope, depth, 'nested');
+    if (items) count(items);
+    if (range.kind === 'part') {
+      // Each element's own list: x, walked per item, is an element of an outer loop there.
+      for (const at of operandLevels(x, [...scan], scope, depth, 'nested')) count(at);
+      return;
+    }
+    for (const at of operandLevels(x, level, scope, depth, 'nested')) count([...at, scan.at(-1)!]);
   };
 
   /** Operands an operation walks all of (empty for one that takes a step, or stops at a literal). */
@@ -311,7 +382,9 @@ export function conditionCost(ast: unknown): ConditionCost {
       const body = inner(walked, level);
       const slot = walked.kind === 'literal' || body.level.length === 0 ? null : body.level.length - 1;
       const constant = walked.kind === 'literal' && isConstant(range, scope);
-      const bodyScope = new Map(scope).set(variable.args, { rooted: body.rooted, depth: depth + 1, whole: body.whole, level: body.level, slot, constant, alias: null });
+      const rangeRoot = rootName(range);
+      const scalar = constant && (isLiteral(range) ? !mentionsOp(range, 'map') : rangeRoot !== null && scope.get(rangeRoot)?.scalar === true);
+      const bodyScope = new Map(scope).set(variable.args, { rooted: body.rooted, depth: depth + 1, whole: body.whole, level: body.level, slot, constant, scalar, alias: null });
       for (const b of bodies) walk(b, body.level, bodyScope, depth + 1);
       return;
     }
@@ -326,7 +399,7 @@ export function conditionCost(ast: unknown): ConditionCost {
       const valueRange = rangeOf(value, scope, depth);
       const root = rootName(value);
       const alias = valueRange.kind === 'data' ? valueRange.path : null;
-      const made: Bound = { rooted: false, depth, whole: null, level, slot: null, constant: isLiteral(value), alias };
+      const made: Bound = { rooted: false, depth, whole: null, level, slot: null, constant: isLiteral(value), scalar: isLiteral(value) && !mentionsOp(value, 'map'), alias };
       const bound = alias === null && root !== null ? (scope.get(root) ?? made) : made;
       walk(expr, level, named === null ? scope : new Map(scope).set(named, bound), depth);
       return;
@@ -336,7 +409,9 @@ export function conditionCost(ast: unknown): ConditionCost {
       walk(args, level, scope, depth);
       const range = rangeOf(args[1], scope, depth);
       const scan = inner(range, level, true).level;
-      if (range.kind !== 'literal') count(scan);
+      if (range.kind === 'literal') return;
+      count(scan);
+      countMembership(args[0], args[1], range, level, scan, scope, depth);
       return;
     }
     if (node.op === 'rcall' && Array.isArray(args) && args[0] === 'size') {
@@ -344,7 +419,7 @@ export function conditionCost(ast: unknown): ConditionCost {
     } else if (node.op === 'call' && Array.isArray(args) && args[0] === 'size' && Array.isArray(args[1])) {
       countOperands(args[1] as unknown[], level, scope, depth, 'chars');
     } else if (COMPARISONS.has(node.op) && Array.isArray(args)) {
-      countComparison(args, level, scope, depth);
+      countComparison(node.op, args, level, scope, depth);
     } else {
       countOperands(linearOperands(node, scope), level, scope, depth);
     }
@@ -355,6 +430,11 @@ export function conditionCost(ast: unknown): ConditionCost {
   walk(ast, [], new Map(), 0);
   const terms = [...counts.values()];
   return { terms, growsWithData: terms.some((t) => t.factors.length > 0) };
+}
+
+function mentionsOp(node: unknown, op: string): boolean {
+  if (Array.isArray(node)) return node.some((n) => mentionsOp(n, op));
+  return isNode(node) && (node.op === op || mentionsOp(node.args, op));
 }
 
 function mentionsSplit(node: unknown): boolean {
@@ -371,7 +451,7 @@ export function costOver(cost: ConditionCost, data: DataMeter): number {
     let product = t.nodes;
     for (const f of t.factors) {
       const size =
-        f === 'items' ? data.items : f === 'items+chars' ? data.items + data.chars : f === 'data' ? data.items + data.chars / CHARS_PER_STEP : data.at(f.path, f.size);
+        f === 'items' ? data.items : f === 'items+chars' ? data.items + data.chars : f === 'data' ? data.items + data.chars / CHARS_PER_STEP : data.at(f.path, f.size, f.within);
       product *= size + 1;
     }
     total += product;
@@ -381,10 +461,11 @@ export function costOver(cost: ConditionCost, data: DataMeter): number {
 
 /**
  * The most items each list a condition walks may hold, all alike, for it to stay within the
- * budget: what `svc policy lint` tells an author of a condition whose loops nest.
+ * budget: what `svc policy lint` tells an author of a condition whose loops nest. An element
+ * of a list is taken to be one step (a number, a short string), whatever the list's length.
  */
 export function itemsWithinBudget(cost: ConditionCost, budget = EVALUATION_BUDGET): number {
-  const fits = (n: number) => costOver(cost, { items: n, chars: 0, at: () => n }) <= budget;
+  const fits = (n: number) => costOver(cost, { items: n, chars: 0, at: (_path, size) => (size === 'element' ? 1 : n) }) <= budget;
   if (!fits(0)) return 0;
   let high = 1;
   while (fits(high) && high < budget) high *= 2;
@@ -410,13 +491,11 @@ export function dataMeter(roots: Readonly<Record<string, unknown>>): DataMeter {
     get chars() {
       return all().chars;
     },
-    at(path, size) {
-      const key = JSON.stringify([size, path]);
+    at(path, size, within) {
+      const key = JSON.stringify([size, path, within ?? null]);
       let n = cache.get(key);
       if (n === undefined) {
-        let v: unknown = roots;
-        for (const step of path) v = v !== null && typeof v === 'object' && Object.hasOwn(v, step) ? (v as Record<string, unknown>)[step] : undefined;
-        n = sizeAt(v, size);
+        n = sizeAt(stepInto(roots, path), size, within);
         cache.set(key, n);
       }
       return n;
@@ -424,20 +503,28 @@ export function dataMeter(roots: Readonly<Record<string, unknown>>): DataMeter {
   };
 }
 
-function sizeAt(v: unknown, size: PathSize): number {
+function sizeAt(v: unknown, size: PathSize, within: readonly string[] = []): number {
   if (size === 'nested') return sizeOf([v]).items;
+  if (size === 'compared') return Array.isArray(v) ? sizeOf([v]).items : 0;
   if (size === 'deep') {
     const { items, chars } = sizeOf([v]);
     return items + chars / CHARS_PER_STEP;
   }
   if (size === 'chars') return typeof v === 'string' ? v.length / CHARS_PER_STEP : 0;
   if (size === 'element') {
-    const elements = Array.isArray(v) ? v : v !== null && typeof v === 'object' ? Object.values(v) : [];
-    return elements.reduce<number>((most, e) => Math.max(most, sizeAt(e, 'deep')), 0);
+    // A loop over a map is at its keys.
+    const elements: unknown[] = Array.isArray(v) ? v : v !== null && typeof v === 'object' ? Object.keys(v) : [];
+    return elements.reduce<number>((most, e) => Math.max(most, sizeAt(stepInto(e, within), 'deep')), 0);
   }
   if (Array.isArray(v)) return v.length;
   // `key in map` is a lookup: one step, however large the map.
   return size === 'length' && v !== null && typeof v === 'object' ? Object.keys(v).length : 0;
+}
+
+/** What is at `path` under `v`, undefined where nothing is. */
+function stepInto(v: unknown, path: readonly string[]): unknown {
+  for (const step of path) v = v !== null && typeof v === 'object' && Object.hasOwn(v, step) ? (v as Record<string, unknown>)[step] : undefined;
+  return v;
 }
 
 /** The list items, map entries and string characters of JSON-like values. */

@@ -4,8 +4,10 @@
  * whole kernel, for minutes. CEL defines `matches` as RE2, which is linear; cel-js uses the
  * JS RegExp. V8 can move a regexp that backtracks too much onto its linear-time engine, and
  * this module turns that on for the process (measured: `^([a-z]+)+$` on 28 letters and a
- * `!`, 16 s → 1 ms). Patterns that engine cannot run (backreferences, lookaround, which RE2
- * does not have either) keep backtracking: policies come from operators, not workers.
+ * `!`, 16 s → 1 ms). Patterns that engine cannot run keep backtracking: backreferences and
+ * lookaround (RE2 has neither), but also RE2-valid counted repetition such as `(.*a){17}$` or
+ * `^([a-z]+ ?){1,30}$` (28 letters and a `!`: 6 s). A policy's `matches` is not bounded for
+ * that reason (docs/design.md, "A policy condition's evaluation budget").
  *
  * Imported for its effect, before the first regexp it protects is compiled.
  */

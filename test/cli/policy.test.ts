@@ -62,6 +62,7 @@ describe('svc policy lint notes on nested loops (D 5.1: such a condition can fai
     expect(r.stdout).toBe('');
     const lines = r.stderr.trim().split('\n');
     expect(lines).toHaveLength(4);
+    // y == x also walks x, an element of the outer list, once per pair (two maps: the keys of both); the note names the loops.
     expect(lines[0]!.startsWith(`${file}:2:8: note: rule dup nests loops (action.args.items × action.args.items); past about `)).toBe(true);
     expect(lines[0]).toMatch(/past about [\d,]+ items in each it is not evaluated and fails closed/);
     expect(lines[1]).toContain(':4:17: note: rule cross nests loops (action.args.ids × run.input.allowed)');

@@ -53,7 +53,8 @@ describe('the bound of a condition, from its AST', () => {
 
   it('is linear for one loop, quadratic for a loop over the data inside another', () => {
     expect(deepest('action.args.items.all(x, x > 0)')).toEqual(['action.args.items']);
-    expect(deepest('action.args.items.all(x, action.args.items.exists_one(y, y == x))')).toEqual(['action.args.items', 'action.args.items']);
+    // `y == x` walks x, an element of the outer list, once per pair (two maps: the keys of both).
+    expect(deepest('action.args.items.all(x, action.args.items.exists_one(y, y == x))')).toEqual(['action.args.items', 'action.args.items', 'action.args.items (element)']);
     // `x + y` walks an element of the outer list once per pair of inner elements (numbers here: one step).
     expect(deepest('action.args.a.all(x, run.input.b.exists(y, action.args["c"].exists(z, z == x + y)))')).toEqual(['action.args.a', 'run.input.b', 'action.args.c', 'action.args.a (element)']);
   });
@@ -69,8 +70,8 @@ describe('the bound of a condition, from its AST', () => {
 
   it('counts a part of an outer loop\'s element, walked inside an inner loop, as a level of its own (review 26)', () => {
     // No duplicate line in an order: quadratic in the lines.
-    expect(deepest('action.args.orders.all(o, o.lines.all(l, o.lines.exists_one(m, m == l)))')).toEqual(['action.args.orders (nested)', 'action.args.orders (nested)']);
-    expect(deepest('action.args.orders.all(o, o.lines.all(l, l in o.lines))')).toEqual(['action.args.orders (nested)', 'action.args.orders (nested)']);
+    expect(deepest('action.args.orders.all(o, o.lines.all(l, o.lines.exists_one(m, m == l)))')).toEqual(['action.args.orders (nested)', 'action.args.orders (nested)', 'action.args.orders (element)']);
+    expect(deepest('action.args.orders.all(o, o.lines.all(l, l in o.lines))')).toEqual(['action.args.orders (nested)', 'action.args.orders (nested)', 'action.args.orders (element)']);
     const orders = [{ lines: numbers(3000) }];
     const cost = conditionCost(policyEnvironment.parse('action.args.orders.all(o, o.lines.all(l, o.lines.exists_one(m, m == l)))').ast);
     expect(costOver(cost, dataMeter({ action: { args: { orders } } }))).toBeGreaterThanOrEqual(3000 ** 2);
@@ -79,15 +80,15 @@ describe('the bound of a condition, from its AST', () => {
   it('gives cel.bind\'s variable a name of its own, even when it is called run or action (review 26)', () => {
     // Bound to a path into the data, it is walked as that path.
     expect(deepest('cel.bind(run, action.args.xs, run.all(a, run.exists(b, b == a + 1)))')).toEqual(['action.args.xs', 'action.args.xs', 'action.args.xs (element)']);
-    expect(deepest('cel.bind(v, action.args.xs.map(x, x), v.all(a, v.exists(b, b == a)))')).toEqual(['items', 'items']);
+    expect(deepest('cel.bind(v, action.args.xs.map(x, x), v.all(a, v.exists(b, b == a)))')).toEqual(['items', 'items', 'data']);
     // A bind of a path under another bind's path is that longer path, not the shorter one.
-    expect(deepest('cel.bind(v, action.args, cel.bind(w, v.xs, w.all(a, w.exists(b, b == a))))')).toEqual(['action.args.xs', 'action.args.xs']);
+    expect(deepest('cel.bind(v, action.args, cel.bind(w, v.xs, w.all(a, w.exists(b, b == a))))')).toEqual(['action.args.xs', 'action.args.xs', 'action.args.xs (element)']);
   });
 
   it('counts a loop over a list made from the data as a level of its own', () => {
     // Each of the L lists `map` makes is the whole list: walking them all is L².
     expect(deepest('action.args.xs.map(x, action.args.xs).exists(l, l.exists(y, y == 1))')).toEqual(['items', 'items']);
-    expect(deepest('cel.bind(v, action.args.xs.filter(x, x > 0), action.args.xs.all(x, v.exists(y, y == x)))')).toEqual(['action.args.xs', 'items']);
+    expect(deepest('cel.bind(v, action.args.xs.filter(x, x > 0), action.args.xs.all(x, v.exists(y, y == x)))')).toEqual(['action.args.xs', 'items', 'action.args.xs (element)']);
     // An index the condition computes: sized by all the data.
     expect(deepest('action.args.m[action.args.k].exists(y, y == 1)')).toEqual(['items']);
   });
@@ -113,6 +114,7 @@ describe('the bound of a condition, from its AST', () => {
       'items+chars',
       'items+chars × action.summary (deep)', // the inner split, once per character
       'items+chars × items+chars',
+      'items+chars × items+chars × items+chars', // d == c walks c, an element of a made list, per pair
     ]);
   });
 
@@ -164,7 +166,14 @@ describe('what an operation walks of its operands (session 27)', () => {
 
   it('counts a comparison by its smaller operand, and not at all against a literal', () => {
     // y is the inner loop's own element: amortized; x would be a factor of its own.
-    expect(shapes('action.args.items.all(x, action.args.items.exists_one(y, y == x))')).toEqual(['', 'action.args.items', 'action.args.items × action.args.items', 'action.args.items × action.args.items (deep)']);
+    expect(shapes('action.args.items.all(x, action.args.items.exists_one(y, y == x))')).toEqual([
+      '',
+      'action.args.items',
+      'action.args.items × action.args.items',
+      'action.args.items × action.args.items (deep)',
+      'action.args.items × action.args.items (nested)', // y's entries, all of them once per x
+      'action.args.items × action.args.items × action.args.items (element)', // x's entries, once per pair
+    ]);
     for (const expr of [
       'action.tool == "billing.refund" && run.department != "finance"',
       'action.summary.startsWith("refund") || action.summary.endsWith("!")',
@@ -195,8 +204,37 @@ describe('what an operation walks of its operands (session 27)', () => {
   });
 });
 
+describe('what `==` and `in` walk: the keys of both maps (session 27)', () => {
+  // cel-js lists the keys of both maps (Object.keys) before it compares their sizes.
+  const wide = Object.fromEntries(numbers(20_000).map((i) => [`k${i}`, 1]));
+  const empties = numbers(20_000).map(() => ({}));
+
+  it('fails closed on a wide map compared with each of many small ones (84 s of the event loop, bounded at 120,000 steps)', () => {
+    const p = compilePolicy({ name: 'p', version: '1' }, 'deny same when action.args.ids.exists(i, i == action.args.primary)\ndeny listed when action.args.primary in action.args.ids');
+    const t0 = performance.now();
+    const d = decide([p], action({ ids: empties, primary: wide }), run());
+    expect(performance.now() - t0).toBeLessThan(2000);
+    expect(d.errors.map((e) => e.rule)).toEqual(['p/same', 'p/listed']);
+    for (const e of d.errors) expect(e.message).toMatch(/^not evaluated: up to/);
+  });
+
+  it('still decides comparisons with a short value, and `+` of parts of the element, over 10,000 lines', () => {
+    const lines = numbers(10_000).map((i) => ({ sku: `SKU-${i}`, currency: 'EUR', tags: ['hw'] }));
+    const p = compilePolicy(
+      { name: 'p', version: '1' },
+      [
+        'deny currency when action.args.lines.exists(l, l.currency != action.args.currency)',
+        'deny key when action.args.lines.exists(l, l.sku + ":" + l.currency == "SKU-7:USD")',
+        'deny tag when action.args.lines.exists(l, !("hw" in l.tags))',
+      ].join('\n'),
+    );
+    expect(decide([p], action({ lines, currency: 'EUR' }), run())).toMatchObject({ decision: 'approval_required', matched: [], errors: [] });
+  });
+});
+
 describe('how many items a condition can take (what svc policy lint notes)', () => {
-  const uniform = (n: number) => ({ items: n, chars: 0, at: () => n });
+  // Every list n items long, each element one step (as lint assumes).
+  const uniform = (n: number) => ({ items: n, chars: 0, at: (_path: readonly string[], size: string) => (size === 'element' ? 1 : n) });
   it('is the largest count within the budget, for every shape', () => {
     for (const expr of ['action.args.items.all(x, action.args.items.exists_one(y, y == x))', 'action.args.a.all(x, action.args.b.exists(y, action.args.c.exists(z, z == x)))', 'action.args.items.all(x, x > 0)']) {
       const cost = conditionCost(policyEnvironment.parse(expr).ast);
