@@ -2,7 +2,7 @@
  * Starting and stopping svcd: the kernel listener, the gateway listener, or both in one
  * process (decisions §11). Used by daemon/svcd.ts and by integration tests on port 0.
  */
-import '../src/util/regexp-guard.js'; // schema patterns and policy `matches` run on callers' input
+import '../src/util/regexp-guard.js'; // regexps that run on callers' input (schema patterns and `matches` are RE2)
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { Kernel, type KernelOptions } from '../src/kernel/kernel.js';

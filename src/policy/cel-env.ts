@@ -7,8 +7,9 @@
  * from a string are CEL's, not cel-js's looser ones (src/policy/cel-conversions.ts).
  */
 import { Environment, type ParseResult } from '@marcbachmann/cel-js';
-import '../util/regexp-guard.js'; // `matches` runs on worker input: never exponential
+import '../util/regexp-guard.js'; // any JS RegExp cel-js runs on worker input (`matches` itself is RE2: re2-matches.ts)
 import type { PolicyAction, PolicyRunContext } from '../types.js';
+import { re2Matches } from './re2-matches.js';
 import { celDoubleFromString, celDurationFromString, celIntFromDouble, celIntFromString, celTimestampFromString, celUintFromString } from './cel-conversions.js';
 
 /** Structural limits for one condition, checked at parse time. */
@@ -96,15 +97,20 @@ type Handler = (...args: unknown[]) => unknown;
  * The strict conversions, each given cel-js's own overload: from a string, `int` and `double`
  * return the value, the others hand cel-js a canonical text so it builds its own value type
  * (UnsignedInt, Date, Duration) from a string it reads right; `int(double)` checks the range
- * and hands the double on. `refused` is a call the strict one must refuse (checked at startup).
+ * and hands the double on. `refused` is a call the strict one must refuse, by throwing or
+ * answering false (checked at startup).
  */
-const STRICT_CONVERSIONS: ReadonlyArray<{ name: string; from: 'string' | 'double'; refused: string; strict: (original: Handler) => Handler }> = [
+const STRICT_CONVERSIONS: ReadonlyArray<{ name: string; from: 'string' | 'double'; refused: string; strict: (original: Handler) => Handler; signature?: string }> = [
   { name: 'int', from: 'string', refused: 'int("")', strict: () => (s) => celIntFromString(s as string) },
   { name: 'int', from: 'double', refused: 'int(1e30)', strict: (original) => (d) => original(celIntFromDouble(d as number)) },
   { name: 'uint', from: 'string', refused: 'uint("")', strict: (original) => (s) => original(celUintFromString(s as string).toString()) },
   { name: 'double', from: 'string', refused: 'double("")', strict: () => (s) => celDoubleFromString(s as string) },
   { name: 'timestamp', from: 'string', refused: 'timestamp("")', strict: (original) => (s) => original(new Date(celTimestampFromString(s as string)).toISOString()) },
   { name: 'duration', from: 'string', refused: 'duration("")', strict: (original) => (s) => original(`${celDurationFromString(s as string)}ns`) },
+  // Not a conversion, swapped the same way: `matches` on RE2 (src/policy/re2-matches.ts). The
+  // JS RegExp reads `\Q…\E` as the letters Q and E; RE2 quotes with it, so the call below
+  // is true there and false on RE2 (a refusal, for the check that the swap took).
+  { name: 'matches', from: 'string', signature: 'string.matches(string):', refused: '"Qa.cE".matches("^\\\\Qa.c\\\\E$")', strict: () => (text, pattern) => re2Matches(text as string, pattern as string) },
 ];
 
 interface OverloadDeclaration {
@@ -121,18 +127,18 @@ interface OverloadDeclaration {
  * back conversions that read "" as 0.
  */
 function installStrictConversions(env: Environment): void {
-  for (const { name, from, refused: refusedCall, strict } of STRICT_CONVERSIONS) {
+  for (const { name, from, refused: refusedCall, strict, signature = `${name}(${from}):` } of STRICT_CONVERSIONS) {
     const program = env.parse(refusedCall);
     program.check();
     const list = (program.ast as unknown as { candidates?: { declarations?: OverloadDeclaration[] } }).candidates?.declarations;
-    const i = list?.findIndex((d) => d.signature.startsWith(`${name}(${from}):`)) ?? -1;
+    const i = list?.findIndex((d) => d.signature.startsWith(signature)) ?? -1;
     if (!list || i < 0) throw new Error(`cel-js internals changed: cannot install the strict ${name}(${from})`);
     const original = list[i]!;
     const handler = strict(original.handler);
     list[i] = Object.freeze(Object.assign(Object.create(Object.getPrototypeOf(original) as object) as OverloadDeclaration, original, { handler }));
     let refused = false;
     try {
-      env.evaluate(refusedCall);
+      refused = env.evaluate(refusedCall) === false;
     } catch {
       refused = true;
     }

@@ -204,11 +204,11 @@ interface AstNode {
 const isAstNode = (v: unknown): v is AstNode => typeof v === 'object' && v !== null && typeof (v as AstNode).op === 'string';
 
 /**
- * The first `matches` whose literal pattern cannot be one (src/policy/match-pattern.ts): one
- * JS cannot compile would fail every evaluation, and a failing condition counts fail-closed
- * (D 5.1), a deny rule that always matches, an allow that never does; one RE2 and JS read
- * differently would decide otherwise than the policy's author meant. Said when the policy is
- * posted instead.
+ * The first `matches` whose pattern cannot be one (src/policy/match-pattern.ts): one that does
+ * not compile would fail every evaluation, and a failing condition counts fail-closed (D 5.1),
+ * a deny rule that always matches, an allow that never does; one RE2 and JS read differently
+ * would replay otherwise than decided; one not written in the condition has no cost bound.
+ * Said when the policy is posted instead.
  */
 function invalidLiteralPattern(node: unknown): RangedError | null {
   if (Array.isArray(node)) {
@@ -226,6 +226,11 @@ function invalidLiteralPattern(node: unknown): RangedError | null {
     if (isAstNode(pattern) && pattern.op === 'value' && typeof pattern.args === 'string') {
       const why = matchPatternProblem(pattern.args);
       if (why !== null) return { summary: `matches: ${why}`, range: { start: pattern.start ?? 0, end: pattern.start ?? 0 } };
+    } else if (isAstNode(pattern)) {
+      // A pattern a worker or a run's starter sends could be any program: what it costs is
+      // known only from one written here (src/policy/condition-cost.ts).
+      const at = pattern.start ?? 0;
+      return { summary: 'matches: write the pattern in the condition as a string; one taken from the action or the run is not accepted', range: { start: at, end: at } };
     }
   }
   // Unary operators hold their operand as `args` itself, the others a list.

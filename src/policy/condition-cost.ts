@@ -34,8 +34,14 @@
  * while bounded at 120,000 steps (session 27). An operand written in the condition with no
  * map in it needs none of that. The part of an outer loop's element an operation names
  * (`o.note`) is sized by the largest such part, not the largest element. `a + b` is walked as
- * `a` and `b` are. Not bounded: `matches` (see docs/design.md).
+ * `a` and `b` are. `matches` runs on RE2 (re2-matches.ts): each character of its text once
+ * per instruction of the pattern's program. A loop over a literal list adds no factor (the
+ * policy bounds it) but runs its body once per element (a property test found it counted
+ * once).
  */
+
+import { CEL_LIMITS } from './cel-env.js';
+import { re2Instructions } from './re2-matches.js';
 
 /** Node evaluations one condition may take on one action (about 0.3 s here). */
 export const EVALUATION_BUDGET = 10_000_000;
@@ -46,6 +52,19 @@ export const EVALUATION_BUDGET = 10_000_000;
  */
 export const CHARS_PER_STEP = 8;
 
+/** Steps per character and program instruction of an RE2 match (re2js: up to about 14 ns). */
+const STEPS_PER_CHARACTER_INSTRUCTION = 0.5;
+/** What a `matches` call costs besides its text: the cached program's lookup and a matcher. */
+const MATCHES_CALL_STEPS = 20;
+/** The largest count RE2 takes in a repetition: a pattern's character is at most that many instructions. */
+const RE2_MAX_REPEAT = 1000;
+
+/** The most elements a list or map written in a condition has. */
+const MAX_LITERAL_ELEMENTS = Math.max(CEL_LIMITS.maxListElements, CEL_LIMITS.maxMapEntries);
+
+/** Code points `size()` counts in a step: cel-js walks a string's code points (about 8 ns each). */
+const CODE_POINTS_PER_STEP = 2;
+
 /**
  * What one loop level is sized by: a path into the data (`action.args.items`) or all of it (L,
  * or T with the characters). At a path: `length`, the list's items or the map's entries there;
@@ -54,8 +73,8 @@ export const CHARS_PER_STEP = 8;
  * `compared`, what `in` compares there (everything nested under a list's items; 0 for a map);
  * `deep`, what an operation on the value there walks (`nested` and its characters at
  * `CHARS_PER_STEP` a step); `element`, the largest `deep` of one of its elements (or entries);
- * `chars`, what `size()` walks (a string's characters, at the same rate; a list or map knows
- * its size). `data` is all of it sized as `deep` is. `within`, for `element`: the part of each
+ * `chars`, what `size()` walks (a string's code points, `CODE_POINTS_PER_STEP` a step; a list
+ * or map knows its size). `data` is all of it sized as `deep` is. `within`, for `element`: the part of each
  * element an operation walks (`o.note` of `orders.all(o, …)`), its path from the element.
  */
 export type PathSize = 'length' | 'nested' | 'member' | 'compared' | 'deep' | 'element' | 'chars';
@@ -177,12 +196,19 @@ type Range =
 /** The cost bound of a parsed condition (`program.ast`). */
 export function conditionCost(ast: unknown): ConditionCost {
   const counts = new Map<string, { factors: Factor[]; nodes: number }>();
-  const count = (level: readonly Factor[]): void => {
+  // How many times the node being walked runs per combination of its level's factors: a loop
+  // over a literal list adds no factor (the policy bounds it) but runs its body per element.
+  let times = 1;
+  const count = (level: readonly Factor[], steps = 1): void => {
     const key = JSON.stringify(level);
     const term = counts.get(key) ?? { factors: [...level], nodes: 0 };
-    term.nodes++;
+    term.nodes += steps * times;
     counts.set(key, term);
   };
+
+  /** The elements of a literal list (or map) a loop or `in` walks: a bound name's, at most CEL's 256. */
+  const literalLength = (node: unknown): number =>
+    isNode(node) && (node.op === 'list' || node.op === 'map') && Array.isArray(node.args) ? Math.max(1, node.args.length) : MAX_LITERAL_ELEMENTS;
 
   const rangeOf = (node: unknown, scope: Scope, depth: number): Range => {
     if (isNode(node) && (node.op === 'list' || node.op === 'map')) return { kind: 'literal' };
@@ -344,6 +370,27 @@ export function conditionCost(ast: unknown): ConditionCost {
     for (const at of operandLevels(x, level, scope, depth, 'nested')) count([...at, scan.at(-1)!]);
   };
 
+  /**
+   * `text.matches(pattern)` runs RE2 (src/policy/re2-matches.ts): each character of the text
+   * once per instruction of the pattern's program at most, about half a step each, and a
+   * call's own setup. A pattern from the data (only a stored policy has one: a new policy's
+   * pattern is written in it) is sized by its characters, each up to 1,000 instructions (RE2's
+   * largest count).
+   */
+  const countMatches = (text: unknown, pattern: unknown, level: readonly Factor[], scope: Scope, depth: number): void => {
+    count(level, MATCHES_CALL_STEPS);
+    const written = isNode(pattern) && pattern.op === 'value' && typeof pattern.args === 'string' ? re2Instructions(pattern.args) : null;
+    for (const at of operandLevels(text, level, scope, depth)) {
+      if (written !== null) {
+        count(at, written * STEPS_PER_CHARACTER_INSTRUCTION * CHARS_PER_STEP);
+        continue;
+      }
+      const patterns = operandLevels(pattern, at, scope, depth);
+      if (patterns.length === 0) count(at, RE2_MAX_REPEAT * STEPS_PER_CHARACTER_INSTRUCTION * CHARS_PER_STEP * 64); // a bound name: its literal is up to 64 characters here
+      for (const both of patterns) count(both, RE2_MAX_REPEAT * STEPS_PER_CHARACTER_INSTRUCTION * CHARS_PER_STEP * CHARS_PER_STEP);
+    }
+  };
+
   /** Operands an operation walks all of (empty for one that takes a step, or stops at a literal). */
   const linearOperands = (node: Node, scope: Scope): unknown[] => {
     const args = node.args;
@@ -385,7 +432,10 @@ export function conditionCost(ast: unknown): ConditionCost {
       const rangeRoot = rootName(range);
       const scalar = constant && (isLiteral(range) ? !mentionsOp(range, 'map') : rangeRoot !== null && scope.get(rangeRoot)?.scalar === true);
       const bodyScope = new Map(scope).set(variable.args, { rooted: body.rooted, depth: depth + 1, whole: body.whole, level: body.level, slot, constant, scalar, alias: null });
+      const outer = times;
+      if (walked.kind === 'literal') times *= literalLength(range);
       for (const b of bodies) walk(b, body.level, bodyScope, depth + 1);
+      times = outer;
       return;
     }
     if (node.op === 'rcall' && Array.isArray(args) && args[0] === 'bind') {
@@ -409,13 +459,18 @@ export function conditionCost(ast: unknown): ConditionCost {
       walk(args, level, scope, depth);
       const range = rangeOf(args[1], scope, depth);
       const scan = inner(range, level, true).level;
-      if (range.kind === 'literal') return;
+      if (range.kind === 'literal') {
+        count(level, literalLength(args[1])); // a walk of the list the policy wrote
+        return;
+      }
       count(scan);
       countMembership(args[0], args[1], range, level, scan, scope, depth);
       return;
     }
     if (node.op === 'rcall' && Array.isArray(args) && args[0] === 'size') {
       countOperands([args[1]], level, scope, depth, 'chars'); // a string's code points are counted; a list knows its size
+    } else if (node.op === 'rcall' && Array.isArray(args) && args[0] === 'matches' && Array.isArray(args[2])) {
+      countMatches(args[1], (args[2] as unknown[])[0], level, scope, depth);
     } else if (node.op === 'call' && Array.isArray(args) && args[0] === 'size' && Array.isArray(args[1])) {
       countOperands(args[1] as unknown[], level, scope, depth, 'chars');
     } else if (COMPARISONS.has(node.op) && Array.isArray(args)) {
@@ -510,7 +565,7 @@ function sizeAt(v: unknown, size: PathSize, within: readonly string[] = []): num
     const { items, chars } = sizeOf([v]);
     return items + chars / CHARS_PER_STEP;
   }
-  if (size === 'chars') return typeof v === 'string' ? v.length / CHARS_PER_STEP : 0;
+  if (size === 'chars') return typeof v === 'string' ? v.length / CODE_POINTS_PER_STEP : 0;
   if (size === 'element') {
     // A loop over a map is at its keys.
     const elements: unknown[] = Array.isArray(v) ? v : v !== null && typeof v === 'object' ? Object.keys(v) : [];

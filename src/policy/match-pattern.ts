@@ -1,12 +1,13 @@
 /**
  * What a policy's literal `matches` pattern must be for it to mean the same thing wherever it
- * is read. CEL defines `matches` as RE2 (svc-policy(5) says to write RE2), but cel-js
- * evaluates it with the JS RegExp and offers no seam to replace that. Most patterns read the
- * same in both; the rest would silently change a decision: `\z` is "end of text" in RE2 and
- * the letter z in a JS RegExp, `[[:alpha:]]` a class of letters in RE2 and an odd set of
- * punctuation in JS. A `deny` written with one would stop denying without a word. So a
- * pattern is accepted only when RE2 compiles it, JS compiles it, and it uses none of the
- * constructs the two read differently; the message says what to write instead.
+ * is read. CEL defines `matches` as RE2 (svc-policy(5) says to write RE2), and svc runs it on
+ * RE2 (src/policy/re2-matches.ts); until 2026-11-29 it ran on cel-js's JS RegExp, and the
+ * decisions made then are replayed now. Most patterns read the same in both; the rest would
+ * decide differently on replay than when recorded: `\z` is "end of text" in RE2 and the
+ * letter z in a JS RegExp, `[[:alpha:]]` a class of letters in RE2 and an odd set of
+ * punctuation in JS. So a pattern is accepted only when RE2 compiles it, JS compiles it, and it
+ * uses none of the constructs the two read differently; the message says what to write
+ * instead. (Every pattern accepted so far reads alike: opening the rest of RE2 is possible.)
  */
 import { re2Problem } from '../util/linear-regexp.js';
 
@@ -37,23 +38,23 @@ export function matchPatternProblem(pattern: string): string | null {
     if (c === '\\') {
       const next = pattern[i + 1] ?? '';
       const fix = MISREAD_ESCAPES[next];
-      if (fix !== undefined) return `\\${next} means something else to the evaluator than to RE2; ${fix}`;
-      if (next === 'x' && pattern[i + 2] === '{') return '\\x{…} means something else to the evaluator than to RE2; write \\xHH';
+      if (fix !== undefined) return `\\${next} means something else to the JavaScript engine than to RE2; ${fix}`;
+      if (next === 'x' && pattern[i + 2] === '{') return '\\x{…} means something else to the JavaScript engine than to RE2; write \\xHH';
       i++; // skip the escaped character, whatever it is
       continue;
     }
     // RE2 reads a ] right after [ or [^ as a member; JS reads [] as the empty class and [^] as any character.
     if (c === '[' && (pattern[i + 1] === ']' || (pattern[i + 1] === '^' && pattern[i + 2] === ']'))) {
-      return 'a ] first in a class means something else to the evaluator than to RE2; escape it as \\]';
+      return 'a ] first in a class means something else to the JavaScript engine than to RE2; escape it as \\]';
     }
     if (c === '[' && POSIX_CLASS.test(pattern.slice(i + 1))) {
-      return 'POSIX classes such as [[:alpha:]] mean something else to the evaluator than to RE2; write the class out, such as [A-Za-z]';
+      return 'POSIX classes such as [[:alpha:]] mean something else to the JavaScript engine than to RE2; write the class out, such as [A-Za-z]';
     }
     if (c === '(' && pattern[i + 1] === '?' && /^[imsU-]+[):]/.test(pattern.slice(i + 2))) {
-      return 'flag groups such as (?i) are RE2 syntax the evaluator does not support; write the cases out, such as [Cc][Rr][Mm]';
+      return 'flag groups such as (?i) are RE2 syntax the JavaScript engine does not support; write the cases out, such as [Cc][Rr][Mm]';
     }
   }
-  return jsProblem === null ? null : `the pattern is RE2 the evaluator cannot compile (${jsProblem})`;
+  return jsProblem === null ? null : `the pattern is RE2 the JavaScript engine cannot compile (${jsProblem})`;
 }
 
 function jsCompileProblem(pattern: string): string | null {

@@ -6,8 +6,8 @@
  * this module turns that on for the process (measured: `^([a-z]+)+$` on 28 letters and a
  * `!`, 16 s → 1 ms). Patterns that engine cannot run keep backtracking: backreferences and
  * lookaround (RE2 has neither), but also RE2-valid counted repetition such as `(.*a){17}$` or
- * `^([a-z]+ ?){1,30}$` (28 letters and a `!`: 6 s). A policy's `matches` is not bounded for
- * that reason (docs/design.md, "A policy condition's evaluation budget").
+ * `^([a-z]+ ?){1,30}$` (28 letters and a `!`: 6 s). A policy's `matches` therefore runs on
+ * re2js instead (src/policy/re2-matches.ts); this guard stays for the process's other regexps.
  *
  * Imported for its effect, before the first regexp it protects is compiled.
  */

@@ -190,7 +190,7 @@ describe('what an operation walks of its operands (session 27)', () => {
     expect(deepest('action.args.items.all(x, x < action.args.items.size())')).toEqual(['action.args.items', 'action.args.items (chars)']);
     const data = dataMeter({ action: { args: { items: numbers(100), s: 'abcdefgh'.repeat(10) } } });
     expect(data.at(['action', 'args', 'items'], 'chars')).toBe(0);
-    expect(data.at(['action', 'args', 's'], 'chars')).toBe(10);
+    expect(data.at(['action', 'args', 's'], 'chars')).toBe(80 / 2); // CODE_POINTS_PER_STEP
   });
 
   it('fails a quadratic list `+` closed at 20,000 items, and decides a linear string check over 100,000', () => {
@@ -229,6 +229,59 @@ describe('what `==` and `in` walk: the keys of both maps (session 27)', () => {
       ].join('\n'),
     );
     expect(decide([p], action({ lines, currency: 'EUR' }), run())).toMatchObject({ decision: 'approval_required', matched: [], errors: [] });
+  });
+});
+
+describe('matches: run on RE2, counted by the text times the pattern\'s program (session 27)', () => {
+  it('decides a pattern that backtracked exponentially on the JS RegExp at once', () => {
+    // On the JS RegExp, 28 letters and a `!` took 6 s (V8's linear fallback takes no counted group).
+    const p = compilePolicy({ name: 'p', version: '1' }, 'deny words when action.summary.matches("^([a-z]+ ?){1,30}$")');
+    const t = performance.now();
+    const d = decide([p], action({}, 'a'.repeat(28) + '!'), run());
+    expect(performance.now() - t).toBeLessThan(1000);
+    expect(d).toMatchObject({ decision: 'approval_required', matched: [], errors: [] });
+    expect(decide([p], action({}, 'two words'), run())).toMatchObject({ decision: 'deny', rule: 'p/words', errors: [] });
+  });
+
+  it('reads \\Q…\\E as RE2 does (the JS RegExp reads the letters Q and E)', () => {
+    expect(policyEnvironment.evaluate('"a.c".matches("^\\\\Qa.c\\\\E$")')).toBe(true);
+    expect(policyEnvironment.evaluate('"Qa.cE".matches("^\\\\Qa.c\\\\E$")')).toBe(false);
+  });
+
+  it('counts each character of the text once per instruction of the program', () => {
+    const cost = (pattern: string, summary: string) => costOver(conditionCost(policyEnvironment.parse(`action.summary.matches("${pattern}")`).ast), dataMeter({ action: { summary } }));
+    const text = 'ab'.repeat(200_000);
+    // 50 copies of (ab) are 250 instructions: past the budget on 400,000 characters; a plain word is not.
+    expect(cost('(ab){1,50}c', text)).toBeGreaterThan(EVALUATION_BUDGET);
+    expect(cost('refund', text)).toBeLessThan(EVALUATION_BUDGET);
+    expect(cost('(ab){1,50}c', text)).toBeGreaterThan(20 * cost('refund', text));
+    const p = compilePolicy({ name: 'p', version: '1' }, 'deny c when action.summary.matches("(ab){1,50}c")');
+    expect(decide([p], action({}, text), run()).errors[0]?.message).toMatch(/^not evaluated: up to/);
+  });
+
+  it('sizes a stored policy\'s pattern from the data by its characters, each up to 1,000 instructions', () => {
+    const cost = conditionCost(policyEnvironment.parse('action.summary.matches(action.args.p)').ast);
+    expect(shapes('action.summary.matches(action.args.p)')).toContain('action.summary (deep) × action.args.p (deep)');
+    expect(costOver(cost, dataMeter({ action: { summary: 'x'.repeat(10_000), args: { p: '(.*a){20}$' } } }))).toBeGreaterThan(EVALUATION_BUDGET);
+  });
+
+  // Found by test/unit/policy-properties.test.ts (twice): the body of a loop over a literal
+  // list was counted once, however many elements the list has (up to 256).
+  it('runs the body of a loop over a literal list once per element, and counts `in` a literal list as its walk', () => {
+    const data = dataMeter({ action: { args: {} }, run: { input: { xs: [{ n: 0 }, { n: 0 }] } } });
+    const bound = (expr: string) => costOver(conditionCost(policyEnvironment.parse(expr).ast), data);
+    expect(bound('[0, 1, 2, 3, 4, 5, 6, 7].all(a, run.input.xs.all(x, true))')).toBeGreaterThanOrEqual(8 * 2);
+    expect(bound('run.input.xs.all(x, x.n in [0, 1, 2, 3, 4, 5, 6, 7])')).toBeGreaterThanOrEqual(2 * 8);
+    expect(bound('[1, 2].all(a, [1, 2, 3, 4].all(b, run.input.xs.all(x, true)))')).toBeGreaterThanOrEqual(2 * 4 * 2);
+    const codes = numbers(200).join(', ');
+    const p = compilePolicy({ name: 'p', version: '1' }, `deny counted when [${codes}].all(c, action.args.items.filter(x, x == c).size() >= 0)`);
+    expect(decide([p], action({ items: numbers(200_000) }), run()).errors[0]?.message).toMatch(/^not evaluated/); // 5 s before
+    expect(decide([p], action({ items: numbers(1000) }), run())).toMatchObject({ decision: 'deny', errors: [] });
+  });
+
+  it('counts size() of a string by its code points, 2 a step (cel-js walks them: about 8 ns each)', () => {
+    const data = dataMeter({ action: { args: { s: 'x'.repeat(1000) } } });
+    expect(data.at(['action', 'args', 's'], 'chars')).toBe(500);
   });
 });
 

@@ -147,26 +147,31 @@ describe('CEL syntax errors map into the whole source (D 5.1)', () => {
     const stored = compilePolicy(ref, 'deny b when action.tool.matches("(")', { stored: true });
     expect(stored.rules.map((r) => r.name)).toEqual(['b']);
   });
-  it('also deep inside a condition (under ! and ||); a valid or a computed pattern is fine', () => {
+  it('also deep inside a condition (under ! and ||); a valid pattern is fine', () => {
     at('allow a when action.writes && (action.summary.matches("ok") || !action.tool.matches("a["))', 1, 85, /not a valid regular expression/);
-    expect(compilePolicy(ref, 'allow a when action.tool.matches("^billing[.]") && action.tool.matches(run.workflow)').rules).toHaveLength(1);
+    expect(compilePolicy(ref, 'allow a when action.tool.matches("^billing[.]") && action.summary.matches("ok")').rules).toHaveLength(1);
   });
-  // svc-policy(5): matches is RE2; the evaluator is a JS RegExp. A pattern the two read
+  it('a pattern taken from the action or the run is refused when posted: what it costs cannot be bounded (session 27)', () => {
+    at('allow a when action.tool.matches("^billing[.]") && action.tool.matches(run.workflow)', 1, 72, /matches: write the pattern in the condition as a string; one taken from the action or the run is not accepted/);
+    // Accepted before, a stored one still loads (and is bounded by its pattern's characters: policy-condition-cost.test.ts).
+    expect(compilePolicy(ref, 'allow a when action.tool.matches(run.workflow)', { stored: true }).rules).toHaveLength(1);
+  });
+  // svc-policy(5): matches is RE2; svc took the JS RegExp before 2026-11-29. A pattern the two read
   // differently would change a decision silently (a deny on "abc\\z" that never denies).
   it.each([
-    ['(?i)^crm\\\\.', /flag groups such as \(\?i\) are RE2 syntax the evaluator does not support/],
-    ['^abc\\\\z', /\\z means something else to the evaluator than to RE2; write \$ for the end of the text/],
+    ['(?i)^crm\\\\.', /flag groups such as \(\?i\) are RE2 syntax the JavaScript engine does not support/],
+    ['^abc\\\\z', /\\z means something else to the JavaScript engine than to RE2; write \$ for the end of the text/],
     ['\\\\Aabc', /\\A means something else .* write \^/],
     ['^[[:alpha:]]+$', /POSIX classes such as \[\[:alpha:\]\]/],
     ['[0[:digit:]]', /POSIX classes/],
     ['\\\\p{L}+', /\\p means something else/],
-    ['\\\\x{41}', /\\x\{…\} means something else to the evaluator than to RE2; write \\xHH$/],
+    ['\\\\x{41}', /\\x\{…\} means something else to the JavaScript engine than to RE2; write \\xHH$/],
     ['(a)\\\\1', /not valid RE2 \(invalid escape sequence: `\\1`\): backreferences and lookaround have no RE2 form/],
     ['^(?!admin)', /not valid RE2 .*lookaround/],
-    ['(?P<n>a)', /RE2 the evaluator cannot compile \(Invalid group\)/],
+    ['(?P<n>a)', /RE2 the JavaScript engine cannot compile \(Invalid group\)/],
     ['[]a]', /a \] first in a class means something else .* escape it as \\\]/],
     ['[^]a]', /a \] first in a class/],
-  ])('a matches pattern RE2 and the evaluator read differently is refused when posted: %s', (pattern, message) =>
+  ])('a matches pattern RE2 and the JavaScript engine read differently is refused when posted: %s', (pattern, message) =>
     at(`deny b when action.tool.matches("${pattern}")`, 1, 33, message),
   );
   it('patterns both read alike are accepted, an escaped backslash before z among them', () => {
