@@ -445,9 +445,11 @@ export function conditionCost(ast: unknown): ConditionCost {
       walk(receiver, level, scope, depth);
       walk(value, level, scope, depth);
       const named = isNode(variable) && variable.op === 'id' && typeof variable.args === 'string' ? variable.args : null;
-      // Bound to a path into the data, it is walked as the path; to a part of a variable, as that variable.
-      const valueRange = rangeOf(value, scope, depth);
-      const root = rootName(value);
+      // Bound to a path into the data, it is walked as the path; to a part of a variable, as that
+      // variable; through a call no larger than its operand (`currency.upperAscii()`), as that.
+      const kept = sizeKeptFrom(value);
+      const valueRange = rangeOf(kept, scope, depth);
+      const root = rootName(kept);
       const alias = valueRange.kind === 'data' ? valueRange.path : null;
       const made: Bound = { rooted: false, depth, whole: null, level, slot: null, constant: isLiteral(value), scalar: isLiteral(value) && !mentionsOp(value, 'map'), alias };
       const bound = alias === null && root !== null ? (scope.get(root) ?? made) : made;
@@ -485,6 +487,16 @@ export function conditionCost(ast: unknown): ConditionCost {
   walk(ast, [], new Map(), 0);
   const terms = [...counts.values()];
   return { terms, growsWithData: terms.some((t) => t.factors.length > 0) };
+}
+
+/** What a value is no larger than: the operand of a size-keeping call (`x.lowerAscii()`: x), else itself. */
+function sizeKeptFrom(node: unknown): unknown {
+  if (isNode(node) && node.op === 'rcall' && Array.isArray(node.args) && SIZE_KEEPING_CALLS.has(node.args[0] as string)) return sizeKeptFrom(node.args[1]);
+  if (isNode(node) && node.op === 'call' && Array.isArray(node.args) && SIZE_KEEPING_CALLS.has(node.args[0] as string)) {
+    const callArgs = node.args[1];
+    if (Array.isArray(callArgs) && callArgs.length === 1) return sizeKeptFrom(callArgs[0]);
+  }
+  return node;
 }
 
 function mentionsOp(node: unknown, op: string): boolean {

@@ -279,6 +279,13 @@ describe('matches: run on RE2, counted by the text times the pattern\'s program 
     expect(decide([p], action({ items: numbers(1000) }), run())).toMatchObject({ decision: 'deny', errors: [] });
   });
 
+  it('walks a bind to a case-mapped path as the path: a check of each line against it stays linear (review 27)', () => {
+    const p = compilePolicy({ name: 'p', version: '1' }, 'deny mixed when !cel.bind(cur, action.args.currency.upperAscii(), action.args.lines.all(l, l.currency.upperAscii() == cur))');
+    const lines = numbers(10_000).map((i) => ({ sku: `sku-${i}`, currency: 'eur', amount: i }));
+    expect(decide([p], action({ currency: 'EUR', lines }), run())).toMatchObject({ decision: 'approval_required', errors: [] });
+    expect(decide([p], action({ currency: 'EUR', lines: [...lines, { currency: 'usd' }] }), run())).toMatchObject({ decision: 'deny', rule: 'p/mixed', errors: [] });
+  });
+
   it('counts size() of a string by its code points, 2 a step (cel-js walks them: about 8 ns each)', () => {
     const data = dataMeter({ action: { args: { s: 'x'.repeat(1000) } } });
     expect(data.at(['action', 'args', 's'], 'chars')).toBe(500);
