@@ -7,7 +7,7 @@
 import React from 'react';
 import { Box, Text } from 'ink';
 import type { Approval, EventView, RunView } from './approvals-api.js';
-import { age, clean, fit, packTail, prettyLines, tokens, usd } from './format.js';
+import { age, clean, fit, packTail, prettyLines, tokens, usd, wrap } from './format.js';
 
 export interface ApprovalDetailProps {
   approval: Approval;
@@ -101,4 +101,52 @@ export function ApprovalDetail({ approval: a, run, events, width, rows, now, lef
       ))}
     </Box>
   );
+}
+
+/**
+ * JSON lines wrapped to `width` columns, each piece keeping its line's indentation (cut down
+ * where the nesting is deeper than the width leaves room for, so that `min` columns of text
+ * remain): nothing of what the gateway would run is cut off.
+ */
+function wrapIndented(lines: string[], width: number, min = 20): string[] {
+  const out: string[] = [];
+  for (const line of lines) {
+    const text = line.trimStart();
+    const depth = line.length - text.length;
+    const indent = ' '.repeat(Math.max(0, Math.min(depth, width - min)));
+    const inner = Math.max(1, width - indent.length);
+    for (const piece of text ? wrap(text, inner).lines : ['']) out.push(indent + piece);
+  }
+  return out;
+}
+
+/**
+ * The whole of one approval, for the full-screen detail view: what the pane shows, with the
+ * summary, every line of the arguments and every kept event wrapped to `width` rather than
+ * cut, so a long summary or deep arguments can be read before deciding.
+ */
+export function fullDetailLines({ approval: a, run, events, width, now, left, actorId }: Omit<ApprovalDetailProps, 'rows'>): string[] {
+  const act = a.action ?? { tool: '?' };
+  const bodyW = Math.max(1, width - LABEL);
+  const out: string[] = [];
+  const labelled = (label: string, pieces: string[]) =>
+    (pieces.length ? pieces : ['']).forEach((p, i) => out.push((i === 0 ? label : '').padEnd(LABEL) + p));
+  const para = (label: string, text: string) => labelled(label, wrap(text, bodyW).lines);
+  out.push(...wrap(`${clean(a.approval_id)} · step ${clean(a.step)} · asked ${age(a.created_at, now)} ago`, width).lines);
+  const flags = [act.writes ? 'write' : null, act.system_of_record ? 'system of record' : null].filter(Boolean).join(', ');
+  para('Action', `${clean(act.tool)}${flags ? `  (${flags})` : ''}`);
+  para('Summary', act.summary ? clean(act.summary) : '(none given)');
+  labelled('Args', wrapIndented(prettyLines(act.args ?? {}).map(clean), bodyW));
+  para('Rule', `${clean(a.rule)} → ${clean(a.approver)}`);
+  const missing = left ? '—' : '…';
+  para('Run', run ? `${clean(a.run_id)} · ${clean(run.state)}${run.parked_reason ? ` (${clean(run.parked_reason)})` : ''}` : `${clean(a.run_id)} ${left ? '· no longer pending' : '(loading…)'}`);
+  para('Workflow', run ? `${clean(run.bundle?.name)}@${clean(run.bundle?.version)} / ${clean(run.workflow)} · dept ${clean(run.department)}` : missing);
+  const req = run?.requested_by;
+  const yours = actorId !== undefined && req?.id === actorId ? 'you: another approver must decide it · ' : '';
+  para('Request', run ? `${yours}${clean(req?.id)} (role:${clean(req?.role)}, manager role:${clean(req?.manager)})` : missing);
+  para('Usage', run ? `${tokens(run.usage?.tokens)} / ${tokens(run.budget?.tokens)} tokens · ${usd(run.usage?.usd)} / ${usd(run.budget?.usd)}` : missing);
+  const items = (events ?? []).map((e) => `#${e.seq} ${clean(e.kind)}`);
+  labelled('Events', events ? (items.length ? packTail(items, bodyW, Infinity) : ['(none)']) : [missing]);
+  // A label column wider than the terminal (under 11 columns) is cut like any other line.
+  return out.map((l) => fit(l, width));
 }

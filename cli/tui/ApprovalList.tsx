@@ -75,7 +75,7 @@ export function ApprovalList({ items, selected, rows, width, now, actorId, marke
       })}
       {overflow ? (
         <Text dimColor wrap="truncate-end">
-          {fit(`  ${start > 0 ? `↑ ${start} more  ` : ''}${items.length - start - size > 0 ? `↓ ${items.length - start - size} more` : ''}  (${selected + 1}/${items.length})`, width)}
+          {fit(`  ${[start > 0 ? `↑ ${start} more` : '', items.length - start - size > 0 ? `↓ ${items.length - start - size} more` : '', `(${selected + 1}/${items.length})`].filter(Boolean).join('  ')}`, width)}
         </Text>
       ) : null}
     </Box>

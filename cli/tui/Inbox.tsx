@@ -1,6 +1,7 @@
 /**
  * The approvals inbox screen: a list of pending approvals over a detail pane, a status line
- * and the keys (↑/↓ or j/k move, a approve, r reject, / filter, q quit). It owns only UI
+ * and the keys (↑/↓ or j/k move, Enter details, a approve, r reject, / filter, q quit); Enter
+ * opens the selected approval whole on a screen of its own that scrolls. It owns only UI
  * state (selection, filter, prompt); data and decisions come in and go out through props,
  * so the data layer (inbox-source.ts) and the wiring (InboxApp.tsx) stay outside it.
  */
@@ -9,11 +10,11 @@ import { Box, Text, useInput, type Key } from 'ink';
 import { REASON_MAX_LENGTH, type Actor, type Approval, type ApprovalDecision } from './approvals-api.js';
 import type { InboxSnapshot } from './inbox-source.js';
 import { matchesFilter } from './inbox-source.js';
-import { ApprovalDetail, DETAIL_FIXED_ROWS } from './ApprovalDetail.js';
+import { ApprovalDetail, DETAIL_FIXED_ROWS, fullDetailLines } from './ApprovalDetail.js';
 import { ApprovalList } from './ApprovalList.js';
 import { PROMPT_ROWS, ReasonPrompt } from './ReasonPrompt.js';
 import { AlertScreen, Connecting, EmptyInbox, KernelError, Unreachable, type Alert } from './StatusScreens.js';
-import { clean, clock, columns, fit } from './format.js';
+import { age, clean, clock, columns, fit } from './format.js';
 import { editLine } from './line-edit.js';
 import { tint } from './tint.js';
 
@@ -47,10 +48,23 @@ export interface InboxProps extends InboxSnapshot {
   onQuit: () => void;
 }
 
+/**
+ * `detail`: one approval whole, scrolled to line `top`. A prompt opened there has `back`: Esc
+ * returns to the detail at that line.
+ */
 type Mode =
   | { kind: 'browse' }
   | { kind: 'filter' }
-  | { kind: 'prompt'; decision: ApprovalDecision; target: Approval; reason: string; error: string | null };
+  | { kind: 'detail'; target: Approval; top: number }
+  | { kind: 'prompt'; decision: ApprovalDecision; target: Approval; reason: string; error: string | null; back?: { top: number } };
+
+/**
+ * The smallest terminal the inbox draws in (all but its last row is used: 40×12). A
+ * smaller one gets a line that says so: drawn anyway, the screen wrapped and scrolled into
+ * garbage, and a prompt could take keys no one could see.
+ */
+export const MIN_WIDTH = 40;
+export const MIN_HEIGHT = 11;
 
 const TONE: Record<Notice['tone'], string> = { info: 'cyan', success: 'green', warn: 'yellow', error: 'red' };
 
@@ -124,7 +138,8 @@ export function Inbox(props: InboxProps): React.JSX.Element {
   // A paste never decides; the prompt waits for keys of their own.
   const promptOpen = () => modeRef.current.kind === 'prompt';
   useInput((input, key) => {
-    if (input.length > 1 && !key.ctrl && !key.meta && modeRef.current.kind === 'browse' && !propsRef.current.alert) {
+    const k = modeRef.current.kind;
+    if (input.length > 1 && !key.ctrl && !key.meta && (k === 'browse' || k === 'detail') && !propsRef.current.alert) {
       for (const ch of input) {
         onKey(ch, key);
         if (promptOpen()) break;
@@ -136,11 +151,16 @@ export function Inbox(props: InboxProps): React.JSX.Element {
 
   function onKey(input: string, key: Key): void {
     const p = propsRef.current;
-    if (p.alert) return p.onDismissAlert?.();
     const m = modeRef.current;
+    if ((p.width ?? 80) < MIN_WIDTH || (p.height ?? 24) < MIN_HEIGHT) {
+      // Nothing shows but the line that says so: no key may edit or decide unseen.
+      if ((key.ctrl && input === 'c') || (input === 'q' && m.kind !== 'prompt' && m.kind !== 'filter')) p.onQuit();
+      return;
+    }
+    if (p.alert) return p.onDismissAlert?.();
     if (m.kind === 'prompt') {
       const e = editLine(m.reason, input, key, REASON_MAX_LENGTH);
-      if (e.kind === 'cancel') return setMode({ kind: 'browse' });
+      if (e.kind === 'cancel') return setMode(m.back ? { kind: 'detail', target: m.target, top: m.back.top } : { kind: 'browse' });
       if (e.kind === 'edit') return setMode({ ...m, reason: e.value, error: null });
       if (e.kind === 'submit') {
         const reason = e.value.trim();
@@ -170,6 +190,27 @@ export function Inbox(props: InboxProps): React.JSX.Element {
     if (input === 'q') return p.onQuit();
     // A status screen is showing: nothing to act on until the kernel answers again.
     if (p.connection.state === 'unreachable' || p.connection.state === 'error' || !p.loaded) return;
+    // Enter as a key of its own, or inside keys that arrived together.
+    const enter = key.return || input === '\r';
+    if (m.kind === 'detail') {
+      const g = detailGeom.current;
+      const at = Math.min(m.top, g.maxTop);
+      // The end is kept as such (Infinity), cut to the lines at render: G typed with the Enter
+      // that opened the view arrives before the view has been drawn and its length is known.
+      const scroll = (delta: number) => setMode({ ...m, top: delta === Infinity ? Infinity : Math.max(0, Math.min(g.maxTop, at + delta)) });
+      if (key.escape || enter || key.leftArrow) return setMode({ kind: 'browse' });
+      if (key.upArrow || input === 'k') return scroll(-1);
+      if (key.downArrow || input === 'j') return scroll(1);
+      if (key.pageUp || input === 'b') return scroll(-g.page);
+      if (key.pageDown || input === ' ') return scroll(g.page);
+      if (key.home || input === 'g') return scroll(-Infinity);
+      if (key.end || input === 'G') return scroll(Infinity);
+      // Only while it is pending: a decision on one that has left is refused, and says so on the screen.
+      if ((input === 'a' || input === 'r') && !p.busy && p.approvals.some((a) => a.approval_id === m.target.approval_id)) {
+        return setMode({ kind: 'prompt', decision: input === 'a' ? 'approved' : 'rejected', target: m.target, reason: '', error: null, back: { top: at } });
+      }
+      return;
+    }
     if (key.upArrow || input === 'k') return move(-1);
     if (key.downArrow || input === 'j') return move(1);
     if (key.pageUp) return move(-5);
@@ -178,6 +219,13 @@ export function Inbox(props: InboxProps): React.JSX.Element {
     if (key.end || input === 'G') return move(Infinity);
     if (input === '/') return setMode({ kind: 'filter' });
     if (key.escape) return setFilter('');
+    if (enter) {
+      const list = liveItems();
+      const at = indexIn(list, selRef.current);
+      if (at < 0) return;
+      setSelectedId(list[at]!.approval.approval_id);
+      return setMode({ kind: 'detail', target: list[at]!.approval, top: 0 });
+    }
     if ((input === 'a' || input === 'r') && !p.busy) {
       const list = liveItems();
       const at = indexIn(list, selRef.current);
@@ -189,15 +237,20 @@ export function Inbox(props: InboxProps): React.JSX.Element {
   }
 
   const header = <Header {...props} width={width} filter={filter} shown={items.length} />;
+  // The detail view's sizes as of the last render, for the keys that scroll it.
+  const detailGeom = useRef({ maxTop: 0, page: 1 });
+  // Its lines, made again only when what they show changes: not on every poll's new time.
+  const detailCache = useRef<{ key: unknown[]; lines: string[] } | null>(null);
 
+  if (width < MIN_WIDTH || height < MIN_HEIGHT) return <TooSmall width={width} height={height} />;
   if (props.alert) return <AlertScreen alert={props.alert} width={width} height={height} />;
   const inPrompt = mode.kind === 'prompt';
   if (!inPrompt) {
     const c = props.connection;
     if (c.state === 'unreachable') {
-      return <Unreachable url={c.url} error={c.error} attempts={c.attempts} since={c.since} intervalSeconds={intervalSeconds} width={width} />;
+      return <Unreachable url={c.url} error={c.error} attempts={c.attempts} since={c.since} intervalSeconds={intervalSeconds} width={width} height={height} />;
     }
-    if (c.state === 'error') return <KernelError url={c.url} code={c.code} message={c.message} intervalSeconds={intervalSeconds} width={width} />;
+    if (c.state === 'error') return <KernelError url={c.url} code={c.code} message={c.message} intervalSeconds={intervalSeconds} width={width} height={height} />;
     if (!props.loaded) return <Connecting url={props.url} width={width} />;
     if (props.approvals.length === 0 && mode.kind === 'browse') {
       return (
@@ -212,21 +265,18 @@ export function Inbox(props: InboxProps): React.JSX.Element {
   const conn = props.connection;
   const warn = inPrompt && conn.state !== 'ok' && conn.state !== 'connecting';
   const bottomRows = (inPrompt ? PROMPT_ROWS : 2) + (warn ? 1 : 0);
-  // Header, list, rule, detail (its fixed rows and one of args), rule, bottom. A terminal too
-  // short for that drops the detail pane rather than scroll the header and list out of sight.
-  const fullRows = 3 + Math.min(3, Math.max(1, items.length)) + DETAIL_FIXED_ROWS + 1 + bottomRows;
-  const compact = height < fullRows;
-  const listMax = compact ? Math.max(1, height - 4 - bottomRows) : Math.max(3, Math.floor((height - 14) / 2));
-  const listRows = Math.max(1, Math.min(items.length, listMax));
-  const detailRows = Math.max(DETAIL_FIXED_ROWS + 1, height - 3 - listRows - bottomRows);
   const rule = <Text dimColor>{'─'.repeat(width)}</Text>;
+  const warnLine = warn ? (
+    <Text wrap="truncate-end" color={tint('yellow')}>
+      {fit(`svcd at ${clean(props.url)} is not answering; retrying`, width)}
+    </Text>
+  ) : null;
 
   // A refresh can drop the prompt's target (decided or cancelled elsewhere): the prompt stays
   // (Enter then shows what became of it) but says so.
-  const targetLeft = mode.kind === 'prompt' && !props.approvals.some((a) => a.approval_id === mode.target.approval_id);
-  let bottom: React.JSX.Element;
-  if (mode.kind === 'prompt') {
-    bottom = (
+  const targetLeft = (mode.kind === 'prompt' || mode.kind === 'detail') && !props.approvals.some((a) => a.approval_id === mode.target.approval_id);
+  const prompt =
+    mode.kind === 'prompt' ? (
       <ReasonPrompt
         decision={mode.decision}
         subject={`${mode.target.action?.tool ?? '?'} (${mode.target.approval_id})`}
@@ -236,7 +286,77 @@ export function Inbox(props: InboxProps): React.JSX.Element {
         maxLength={REASON_MAX_LENGTH}
         width={width}
       />
+    ) : null;
+  const statusLine = props.busy ? (
+    <Text wrap="truncate-end" color={tint('cyan')}>
+      {fit(clean(props.busy), width)}
+    </Text>
+  ) : props.notice ? (
+    <NoticeLine notice={props.notice} width={width} />
+  ) : (
+    <Text> </Text>
+  );
+
+  if (mode.kind === 'detail' || (mode.kind === 'prompt' && mode.back)) {
+    // One approval whole: the list's header, the lines that fit, where they are in the whole.
+    const target = mode.target;
+    const shownTarget = props.approvals.find((a) => a.approval_id === target.approval_id) ?? target;
+    const run = props.runs[target.run_id];
+    const events = props.events[target.run_id];
+    const key = [shownTarget, run, events, width, age(shownTarget.created_at, now), targetLeft, props.actor.id];
+    const cached = detailCache.current;
+    const lines =
+      cached && cached.key.every((v, i) => v === key[i])
+        ? cached.lines
+        : (detailCache.current = { key, lines: fullDetailLines({ approval: shownTarget, run, events, width, now, left: targetLeft, actorId: props.actor.id }) }).lines;
+    const rows = Math.max(1, height - 3 - bottomRows);
+    const maxTop = Math.max(0, lines.length - rows);
+    detailGeom.current = { maxTop, page: Math.max(1, rows - 1) };
+    const top = Math.min(mode.kind === 'detail' ? mode.top : mode.back!.top, maxTop);
+    const where = lines.length > rows ? ` ${top + 1}–${Math.min(lines.length, top + rows)} of ${lines.length} lines${top + rows < lines.length ? ' ↓' : ''} ` : '';
+    const lower = where && columns(where) + 4 <= width ? `──${where}${'─'.repeat(width - 2 - columns(where))}` : '─'.repeat(width);
+    return (
+      <Box flexDirection="column" width={width}>
+        {header}
+        {rule}
+        <Box flexDirection="column" height={rows}>
+          {lines.slice(top, top + rows).map((l, i) => (
+            <Text key={i} wrap="truncate-end">
+              {l || ' '}
+            </Text>
+          ))}
+        </Box>
+        <Text dimColor>{lower}</Text>
+        {warnLine}
+        {prompt ?? (
+          <Box flexDirection="column" width={width}>
+            {targetLeft ? (
+              <Text wrap="truncate-end" color={tint('yellow')}>
+                {fit('No longer pending (decided or cancelled elsewhere) · Esc back to the list', width)}
+              </Text>
+            ) : (
+              statusLine
+            )}
+            <Text wrap="truncate-end" dimColor>
+              {detailKeyLine(width, !targetLeft)}
+            </Text>
+          </Box>
+        )}
+      </Box>
     );
+  }
+
+  // Header, list, rule, detail (its fixed rows and one of args), rule, bottom. A terminal too
+  // short for that drops the detail pane rather than scroll the header and list out of sight.
+  const fullRows = 3 + Math.min(3, Math.max(1, items.length)) + DETAIL_FIXED_ROWS + 1 + bottomRows;
+  const compact = height < fullRows;
+  const listMax = compact ? Math.max(1, height - 4 - bottomRows) : Math.max(3, Math.floor((height - 14) / 2));
+  const listRows = Math.max(1, Math.min(items.length, listMax));
+  const detailRows = Math.max(DETAIL_FIXED_ROWS + 1, height - 3 - listRows - bottomRows);
+
+  let bottom: React.JSX.Element;
+  if (prompt) {
+    bottom = prompt;
   } else if (mode.kind === 'filter') {
     bottom = (
       <Box flexDirection="column" width={width}>
@@ -252,15 +372,7 @@ export function Inbox(props: InboxProps): React.JSX.Element {
   } else {
     bottom = (
       <Box flexDirection="column" width={width}>
-        {props.busy ? (
-          <Text wrap="truncate-end" color={tint('cyan')}>
-            {fit(clean(props.busy), width)}
-          </Text>
-        ) : props.notice ? (
-          <NoticeLine notice={props.notice} width={width} />
-        ) : (
-          <Text> </Text>
-        )}
+        {statusLine}
         <Text wrap="truncate-end" dimColor>
           {keyLine(width, Boolean(filter))}
         </Text>
@@ -283,7 +395,7 @@ export function Inbox(props: InboxProps): React.JSX.Element {
       {rule}
       {compact ? (
         <Text wrap="truncate-end" dimColor>
-          {fit(`details need ${fullRows - height} more row${fullRows - height === 1 ? '' : 's'}`, width)}
+          {fit(`details need ${fullRows - height} more row${fullRows - height === 1 ? '' : 's'}; Enter shows them`, width)}
         </Text>
       ) : shown ? (
         <ApprovalDetail approval={shown} run={props.runs[shown.run_id]} events={props.events[shown.run_id]} width={width} rows={detailRows} now={now} left={targetLeft} actorId={props.actor.id} />
@@ -291,11 +403,7 @@ export function Inbox(props: InboxProps): React.JSX.Element {
         <Box height={detailRows} />
       )}
       {rule}
-      {warn ? (
-        <Text wrap="truncate-end" color={tint('yellow')}>
-          {fit(`svcd at ${clean(props.url)} is not answering; retrying`, width)}
-        </Text>
-      ) : null}
+      {warnLine}
       {bottom}
     </Box>
   );
@@ -333,10 +441,46 @@ function NoticeLine({ notice, width }: { notice: Notice; width: number }): React
  */
 export function keyLine(width: number, filtering: boolean): string {
   const forms = [
-    `↑↓/jk move · a approve · r reject · / filter${filtering ? ' · Esc clear filter' : ''} · q quit`,
+    `↑↓/jk move · Enter details · a approve · r reject · / filter${filtering ? ' · Esc clear filter' : ''} · q quit`,
+    // A filter kept: how to clear it says more than how to start one.
+    `↑↓ move · Enter details · a approve · r reject · ${filtering ? 'Esc clear filter' : '/ filter'} · q quit`,
     `↑↓ move · a approve · r reject · / filter${filtering ? ' · Esc clear' : ''} · q quit`,
     `a approve · r reject · /${filtering ? ' Esc' : ''} · q quit`,
     'a ok · r no · q quit',
   ];
   return fit(forms.find((f) => columns(f) <= width) ?? forms.at(-1)!, width);
+}
+
+/** The detail view's keys line, in its longest form that fits; without a and r once the approval has left. */
+export function detailKeyLine(width: number, decidable = true): string {
+  const decide = decidable ? ' · a approve · r reject' : '';
+  const forms = [
+    `↑↓/jk scroll · PgUp/PgDn page${decide} · Esc back · q quit`,
+    `↑↓ scroll${decide} · Esc back · q quit`,
+    `${decidable ? 'a approve · r reject · ' : ''}Esc back · q quit`,
+    `${decidable ? 'a ok · r no · ' : ''}Esc back · q quit`,
+  ];
+  return fit(forms.find((f) => columns(f) <= width) ?? forms.at(-1)!, width);
+}
+
+/** Below MIN_WIDTH × MIN_HEIGHT: what is needed, on as few lines as the terminal has. */
+function TooSmall({ width, height }: { width: number; height: number }): React.JSX.Element {
+  const size = `${width}×${height + 1}`;
+  const need = `${MIN_WIDTH}×${MIN_HEIGHT + 1}`;
+  const forms = [
+    [`The terminal is too small (${size}): the inbox needs ${need}.`, 'Widen or heighten it; q quits.'],
+    [`Too small: ${size}`, `needs ${need}`, 'q quit'],
+    [`Too small: ${size}, needs ${need} · q quit`],
+    [`${size} < ${need}`],
+  ];
+  const lines = forms.find((f) => f.length <= Math.max(1, height) && f.every((l) => columns(l) <= width)) ?? forms.at(-1)!;
+  return (
+    <Box flexDirection="column" width={width}>
+      {lines.slice(0, Math.max(1, height)).map((l, i) => (
+        <Text key={i} wrap="truncate-end" bold={i === 0}>
+          {fit(l, width)}
+        </Text>
+      ))}
+    </Box>
+  );
 }

@@ -21,10 +21,13 @@ export interface InboxAppProps {
   onQuit?: () => void;
 }
 
-/** The terminal's size; one row is left free so Ink never fills the screen and scrolls. */
+/**
+ * The terminal's size; one row is left free so Ink never fills the screen and scrolls. Not
+ * raised to a minimum: below one the inbox says the terminal is too small (Inbox MIN_WIDTH).
+ */
 function useTerminalSize(fixed: { width?: number; height?: number }): { width: number; height: number } {
   const { stdout } = useStdout();
-  const read = () => ({ width: fixed.width ?? Math.max(40, stdout.columns || 80), height: fixed.height ?? Math.max(12, (stdout.rows || 24) - 1) });
+  const read = () => ({ width: fixed.width ?? (stdout.columns || 80), height: fixed.height ?? Math.max(1, (stdout.rows || 24) - 1) });
   const [size, setSize] = useState(read);
   useEffect(() => {
     if (fixed.width !== undefined && fixed.height !== undefined) return;

@@ -41,32 +41,57 @@ export function EmptyInbox({ approver, intervalSeconds, width }: { approver: str
   );
 }
 
+/**
+ * `text` wrapped to the frame on at most `rows` lines, the last ending in `…` when cut: a
+ * status screen taller than the terminal scrolled its title away and was redrawn from the
+ * middle at every retry.
+ */
+function Lines({ text, inner, rows, bold, color, dim }: { text: string; inner: number; rows: number; bold?: boolean; color?: string; dim?: boolean }): React.JSX.Element {
+  return (
+    <>
+      {wrap(text, inner, Math.max(1, rows)).lines.map((l, i) => (
+        <Text key={i} wrap="truncate-end" bold={bold} color={tint(color)} dimColor={dim}>
+          {l}
+        </Text>
+      ))}
+    </>
+  );
+}
+
 /** The daemon did not answer; names the address and keeps retrying. */
-export function Unreachable(props: { url: string; error: string; attempts: number; since: string; intervalSeconds: number; width: number }): React.JSX.Element {
+export function Unreachable(props: { url: string; error: string; attempts: number; since: string; intervalSeconds: number; width: number; height?: number }): React.JSX.Element {
+  const inner = props.width - 4;
+  const title = `Cannot reach svcd at ${clean(props.url)}`;
+  const what = `${clean(props.error)}; unreachable since ${clock(props.since)} (${props.attempts} ${props.attempts === 1 ? 'attempt' : 'attempts'}).`;
+  const retry = `Retrying every ${props.intervalSeconds} s. Check that svcd runs and --kernel-url / SVC_KERNEL_URL.`;
+  // The frame's two rows and `q quit`; the title and the error take what they need of the rest first.
+  const free = (props.height ?? 24) - 3;
+  const titleRows = Math.min(3, wrap(title, inner).lines.length);
+  const whatRows = Math.min(3, wrap(what, inner).lines.length, Math.max(1, free - titleRows - 1));
   return (
     <Frame width={props.width}>
-      <Text bold color={tint('red')}>
-        Cannot reach svcd at {clean(props.url)}
-      </Text>
-      <Text>
-        {fit(clean(props.error), props.width - 4)}; unreachable since {clock(props.since)} ({props.attempts} {props.attempts === 1 ? 'attempt' : 'attempts'}).
-      </Text>
-      <Text dimColor>Retrying every {props.intervalSeconds} s. Check that svcd runs and --kernel-url / SVC_KERNEL_URL.</Text>
+      <Lines text={title} inner={inner} rows={titleRows} bold color="red" />
+      <Lines text={what} inner={inner} rows={whatRows} />
+      <Lines text={retry} inner={inner} rows={Math.min(3, free - titleRows - whatRows)} dim />
       <Text dimColor>q quit</Text>
     </Frame>
   );
 }
 
 /** The daemon answered, but with an error (a wrong token, say); keeps retrying. */
-export function KernelError(props: { url: string; code: string; message: string; intervalSeconds: number; width: number }): React.JSX.Element {
+export function KernelError(props: { url: string; code: string; message: string; intervalSeconds: number; width: number; height?: number }): React.JSX.Element {
   const hint = props.code === 'unauthorized' ? 'Pass the kernel token with --token or SVC_TOKEN.' : `Retrying every ${props.intervalSeconds} s.`;
+  const inner = props.width - 4;
+  const title = `svcd at ${clean(props.url)} refused the inbox: ${clean(props.code)}`;
+  const free = (props.height ?? 24) - 3;
+  const titleRows = Math.min(3, wrap(title, inner).lines.length);
+  const hintRows = Math.min(2, wrap(hint, inner).lines.length);
+  // The message (a proxy's page, a long error) gets the rows left, cut to them.
   return (
     <Frame width={props.width}>
-      <Text bold color={tint('red')}>
-        svcd at {clean(props.url)} refused the inbox: {clean(props.code)}
-      </Text>
-      <Text>{clean(props.message)}</Text>
-      <Text dimColor>{hint}</Text>
+      <Lines text={title} inner={inner} rows={titleRows} bold color="red" />
+      <Lines text={clean(props.message)} inner={inner} rows={free - titleRows - hintRows} />
+      <Lines text={hint} inner={inner} rows={hintRows} dim />
       <Text dimColor>q quit</Text>
     </Frame>
   );

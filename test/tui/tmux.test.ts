@@ -112,6 +112,10 @@ describe('svc approvals under tmux against a live svcd (issue 5; I 3, I 4.1 rule
     expect(screen.split('\n')[0]).toMatch(/^svc approvals · role:finance · 1 pending/);
     expect(screen.match(/svc approvals ·/g)).toHaveLength(1);
     for (const line of screen.split('\n')) expect([...line].length).toBeLessThanOrEqual(50);
+    // 2c. Under 40×12 (svc-approvals(1)): a line that says so, not a screen the terminal wraps.
+    tmux('resize-window', '-t', SESSION, '-x', '20', '-y', '6');
+    screen = await waitForPane((s) => s.startsWith('Too small: 20×6\nneeds 40×12\nq quit'), 'the too-small lines at 20×6');
+    expect(screen).not.toContain('svc approvals');
     tmux('resize-window', '-t', SESSION, '-x', '80', '-y', '24');
     await waitForPane((s) => /as fin-1/.test(s.split('\n')[0] ?? ''), 'the inbox back at 80 columns');
 
