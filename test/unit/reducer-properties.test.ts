@@ -10,28 +10,16 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Fold, foldEvents, initialModel, reduce, TransitionError, workItem, type ReducibleEvent, type RunModel } from '../../src/kernel/reducer.js';
 import type { RunState } from '../../src/types.js';
+import { runCreatedPayload, TEST_STEPS } from '../helpers/run-fixtures.js';
 
 const AT = (n: number) => new Date(Date.UTC(2026, 10, 22, 10, 0, 0) + n * 1000).toISOString();
-const STEPS = ['a', 'b', 'c'];
+const STEPS: string[] = [...TEST_STEPS];
 
 const created = (compensate: boolean[]): ReducibleEvent => ({
   seq: 1,
   kind: 'run.created',
   at: AT(0),
-  payload: {
-    run_id: 'run_1',
-    bundle_id: 'bnd_1',
-    bundle: { name: 'refunds', version: '1.0.0' },
-    workflow: 'refund',
-    department: 'support',
-    input: { invoice_id: 'inv-1' },
-    requested_by: { id: 'ana', role: 'agent', manager: 'finance' },
-    remit_id: 'rmt_1',
-    parent_run_id: null,
-    policies: [{ name: 'refunds', version: '1' }],
-    budget: { tokens: 1000, usd: 1 },
-    steps: STEPS.map((id, i) => ({ id, kind: i === 0 ? 'model' : i === 1 ? 'action' : 'tool', compensate: compensate[i] ?? false })),
-  },
+  payload: runCreatedPayload(compensate),
 });
 
 const step = fc.constantFrom(...STEPS);

@@ -4,6 +4,7 @@
  * path and replay both fold with this function, so these rows pin both.
  */
 import { describe, expect, it } from 'vitest';
+import { runCreatedPayload } from '../helpers/run-fixtures.js';
 import { compensationsFor, foldEvents, initialModel, publicState, reduce, TransitionError, workItem, type RunModel } from '../../src/kernel/reducer.js';
 
 type Ev = { kind: string; payload: Record<string, unknown> };
@@ -12,24 +13,7 @@ const AT = (n: number) => new Date(Date.UTC(2026, 10, 22, 10, 0, n)).toISOString
 
 const created: Ev = {
   kind: 'run.created',
-  payload: {
-    run_id: 'run_1',
-    bundle_id: 'bnd_1',
-    bundle: { name: 'refunds', version: '1.0.0' },
-    workflow: 'refund',
-    department: 'support',
-    input: { invoice_id: 'inv-1' },
-    requested_by: { id: 'ana', role: 'agent', manager: 'finance' },
-    remit_id: 'rmt_1',
-    parent_run_id: null,
-    policies: [{ name: 'refunds', version: '1' }],
-    budget: { tokens: 1000, usd: 1 },
-    steps: [
-      { id: 'a', kind: 'model', compensate: false },
-      { id: 'b', kind: 'action', compensate: true },
-      { id: 'c', kind: 'tool', compensate: true },
-    ],
-  },
+  payload: runCreatedPayload(),
 };
 
 const E = {
