@@ -470,11 +470,12 @@ export function conditionCost(ast: unknown): ConditionCost {
       return;
     }
     if (node.op === 'rcall' && Array.isArray(args) && args[0] === 'size') {
-      countOperands([args[1]], level, scope, depth, 'chars'); // a string's code points are counted; a list knows its size
+      // A string's code points are counted; a list knows its size, a list the condition makes too.
+      countOperands([args[1]].filter((o) => !makesList(o)), level, scope, depth, 'chars');
     } else if (node.op === 'rcall' && Array.isArray(args) && args[0] === 'matches' && Array.isArray(args[2])) {
       countMatches(args[1], (args[2] as unknown[])[0], level, scope, depth);
     } else if (node.op === 'call' && Array.isArray(args) && args[0] === 'size' && Array.isArray(args[1])) {
-      countOperands(args[1] as unknown[], level, scope, depth, 'chars');
+      countOperands((args[1] as unknown[]).filter((o) => !makesList(o)), level, scope, depth, 'chars');
     } else if (COMPARISONS.has(node.op) && Array.isArray(args)) {
       countComparison(node.op, args, level, scope, depth);
     } else {
@@ -487,6 +488,13 @@ export function conditionCost(ast: unknown): ConditionCost {
   walk(ast, [], new Map(), 0);
   const terms = [...counts.values()];
   return { terms, growsWithData: terms.some((t) => t.factors.length > 0) };
+}
+
+/** A list the condition makes (`map`, `filter`, `split`, a list written in it): `size()` is a step. */
+function makesList(node: unknown): boolean {
+  if (!isNode(node)) return false;
+  if (node.op === 'list') return true;
+  return node.op === 'rcall' && Array.isArray(node.args) && ['map', 'filter', 'split'].includes(node.args[0] as string);
 }
 
 /** What a value is no larger than: the operand of a size-keeping call (`x.lowerAscii()`: x), else itself. */

@@ -286,6 +286,13 @@ describe('matches: run on RE2, counted by the text times the pattern\'s program 
     expect(decide([p], action({ currency: 'EUR', lines: [...lines, { currency: 'usd' }] }), run())).toMatchObject({ decision: 'deny', rule: 'p/mixed', errors: [] });
   });
 
+  it('takes size() of a list the condition makes as a step: filtering each order\'s lines stays linear', () => {
+    const p = compilePolicy({ name: 'p', version: '1' }, 'deny many when action.args.orders.exists(o, o.lines.filter(l, l.refund).size() > 3)');
+    const orders = numbers(10_000).map((i) => ({ id: `o${i}`, lines: [{ refund: false }, { refund: i === 9_999 }] }));
+    expect(decide([p], action({ orders }), run())).toMatchObject({ decision: 'approval_required', errors: [] });
+    expect(shapes('action.args.orders.exists(o, o.lines.filter(l, l.refund).size() > 3)')).toEqual(['', 'action.args.orders', 'action.args.orders (nested)']);
+  });
+
   it('counts size() of a string by its code points, 2 a step (cel-js walks them: about 8 ns each)', () => {
     const data = dataMeter({ action: { args: { s: 'x'.repeat(1000) } } });
     expect(data.at(['action', 'args', 's'], 'chars')).toBe(500);
