@@ -7,9 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { policyEnvironment } from '../../src/policy/cel-env.js';
 import { compilePolicy } from '../../src/policy/compile.js';
 import { CHARS_PER_STEP, conditionCost, costOver, dataMeter, EVALUATION_BUDGET, itemsWithinBudget, sizeOf, type Factor } from '../../src/policy/condition-cost.js';
-import { toPolicyAction, toPolicyRun } from '../../src/policy/corpus.js';
 import { decide } from '../../src/policy/decide.js';
-import type { PolicyAction, PolicyRunContext } from '../../src/types.js';
+import { policyRun, refundAction } from '../helpers/policy-context.js';
 
 const named = (f: Factor) => (typeof f === 'string' ? f : f.path.join('.') + (f.size === 'length' ? '' : ` (${f.size})`));
 
@@ -25,22 +24,9 @@ function deepest(expr: string): string[] {
   return terms.find((t) => t.factors.length === depth)!.factors.map(named);
 }
 
-function action(args: Record<string, unknown>, summary = ''): PolicyAction {
-  return toPolicyAction({ tool: 'billing.refund', args, writes: true, system_of_record: true, summary });
-}
+const action = refundAction;
 
-function run(input: unknown = {}): PolicyRunContext {
-  return toPolicyRun({
-    id: 'run_1',
-    bundle: 'refunds',
-    workflow: 'refund',
-    department: 'support',
-    requested_by: { id: 'ana', role: 'agent', manager: 'support-lead' },
-    input,
-    usage: { tokens: 0, usd: 0 },
-    remit: { autonomy: 'supervised', grants: [], tools: ['billing.*'], scopes: [] },
-  });
-}
+const run = (input: unknown = {}) => policyRun({ input });
 
 const numbers = (n: number) => Array.from({ length: n }, (_, i) => i);
 

@@ -4,7 +4,8 @@
 import { describe, expect, it } from 'vitest';
 import { compilePolicy, type CompiledPolicy } from '../../src/policy/compile.js';
 import { decide } from '../../src/policy/decide.js';
-import { toPolicyAction, toPolicyRun } from '../../src/policy/corpus.js';
+import { toPolicyAction } from '../../src/policy/corpus.js';
+import { policyRun } from '../helpers/policy-context.js';
 import type { Autonomy, PolicyAction, PolicyRunContext } from '../../src/types.js';
 
 const policy = (name: string, source: string): CompiledPolicy => compilePolicy({ name, version: '1' }, source);
@@ -14,12 +15,7 @@ function action(over: Partial<PolicyAction> = {}): PolicyAction {
 }
 
 function run(autonomy: Autonomy = 'supervised', over: Record<string, unknown> = {}): PolicyRunContext {
-  return toPolicyRun({
-    id: 'run_1',
-    bundle: 'refunds',
-    workflow: 'refund',
-    department: 'support',
-    requested_by: { id: 'ana', role: 'agent', manager: 'support-lead' },
+  return policyRun({
     input: { invoice_id: 'inv_1', tier: 'gold', count: 3 },
     usage: { tokens: 1200, usd: 0.75 },
     remit: { autonomy, grants: ['pii'], tools: ['billing.*'], scopes: ['sql:table:*'] },

@@ -11,9 +11,8 @@ import { describe, expect, it } from 'vitest';
 import { celContext, policyEnvironment } from '../../src/policy/cel-env.js';
 import { compilePolicy } from '../../src/policy/compile.js';
 import { conditionCost, costOver, dataMeter } from '../../src/policy/condition-cost.js';
-import { toPolicyAction, toPolicyRun } from '../../src/policy/corpus.js';
+import { policyRun, refundAction } from '../helpers/policy-context.js';
 import { decide } from '../../src/policy/decide.js';
-import type { PolicyAction, PolicyRunContext } from '../../src/types.js';
 
 interface Element {
   n: number;
@@ -48,22 +47,9 @@ function condition(depth: number, vars: readonly string[]): fc.Arbitrary<string>
   );
 }
 
-function policyAction(args: Record<string, unknown>): PolicyAction {
-  return toPolicyAction({ tool: 'billing.refund', args, writes: true, system_of_record: true, summary: 'refund' });
-}
+const policyAction = (args: Record<string, unknown>) => refundAction(args, 'refund');
 
-function policyRun(input: unknown): PolicyRunContext {
-  return toPolicyRun({
-    id: 'run_1',
-    bundle: 'refunds',
-    workflow: 'refund',
-    department: 'support',
-    requested_by: { id: 'ana', role: 'agent', manager: 'support-lead' },
-    input,
-    usage: { tokens: 0, usd: 0 },
-    remit: { autonomy: 'supervised', grants: [], tools: ['billing.*'], scopes: [] },
-  });
-}
+const runWith = (input: unknown) => policyRun({ input });
 
 /** `v` with every list replaced by a Proxy that counts reads of its elements. */
 function counted(v: unknown, counter: { reads: number }): unknown {
@@ -87,7 +73,7 @@ describe('the cost bound of a condition is an upper bound of what evaluation doe
         const program = policyEnvironment.parse(expr);
         const cost = conditionCost(program.ast);
         const action = policyAction({ items });
-        const run = policyRun({ xs });
+        const run = runWith({ xs });
         const bound = costOver(cost, dataMeter({ action, run }));
         const ctx = celContext(action, run) as { action: { args: unknown }; run: { input: unknown } };
         const counter = { reads: 0 };
@@ -109,10 +95,10 @@ describe('the cost bound of a condition is an upper bound of what evaluation doe
       fc.property(condition(0, []), list, list, element, (expr, items, xs, extra) => {
         const cost = conditionCost(policyEnvironment.parse(expr).ast);
         expect(conditionCost(policyEnvironment.parse(expr).ast)).toEqual(cost);
-        const before = costOver(cost, dataMeter({ action: policyAction({ items }), run: policyRun({ xs }) }));
-        expect(costOver(cost, dataMeter({ action: policyAction({ items }), run: policyRun({ xs }) }))).toBe(before);
-        expect(costOver(cost, dataMeter({ action: policyAction({ items: [...items, extra] }), run: policyRun({ xs }) }))).toBeGreaterThanOrEqual(before);
-        expect(costOver(cost, dataMeter({ action: policyAction({ items }), run: policyRun({ xs: [...xs, extra] }) }))).toBeGreaterThanOrEqual(before);
+        const before = costOver(cost, dataMeter({ action: policyAction({ items }), run: runWith({ xs }) }));
+        expect(costOver(cost, dataMeter({ action: policyAction({ items }), run: runWith({ xs }) }))).toBe(before);
+        expect(costOver(cost, dataMeter({ action: policyAction({ items: [...items, extra] }), run: runWith({ xs }) }))).toBeGreaterThanOrEqual(before);
+        expect(costOver(cost, dataMeter({ action: policyAction({ items }), run: runWith({ xs: [...xs, extra] }) }))).toBeGreaterThanOrEqual(before);
       }),
       { numRuns: 300 },
     );
@@ -135,7 +121,7 @@ describe('decisions (D 5.2)', () => {
           return; // a condition that does not type-check (`1`) is refused when posted: nothing to decide
         }
         const action = policyAction({ items, amount });
-        const run = policyRun({ xs: items });
+        const run = runWith({ xs: items });
         const d = decide(compiled, action, run);
         expect(decide(compiled, action, run)).toEqual(d);
         const rank = { allow: 0, approval_required: 1, deny: 2 } as const;
