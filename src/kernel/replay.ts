@@ -182,7 +182,7 @@ class DecisionCheck {
       const p = ev.payload as unknown as ActionDecidedPayload;
       const recorded: DecisionView = { decision: p.decision, rule: p.rule, approver: p.approver ?? null };
       try {
-        const replayed = await this.redecide(p);
+        const replayed = await this.redecide(p, recorded);
         if (!sameView(recorded, replayed)) this.mismatches.push({ seq: ev.seq, action_id: p.action_id, recorded, replayed });
       } catch (err) {
         // A row edited by hand can hold anything where a decision was: say so at its seq.
@@ -191,13 +191,19 @@ class DecisionCheck {
     }
   }
 
-  private async loadPolicy(ref: PolicyRef): Promise<CompiledPolicy> {
+  /**
+   * `ref` as stored, compiled for replay. `matches`: the engine its `matches` runs on: RE2, or
+   * the JS RegExp a decision recorded before 2026-11-29 was made with. Null for `js-regexp`
+   * when the source has no `matches` (the decision cannot depend on the engine).
+   */
+  private async loadPolicy(ref: PolicyRef, matches: 're2' | 'js-regexp' = 're2'): Promise<CompiledPolicy | null> {
     const stored = await this.policies.get(ref.name, ref.version);
-    const key = `${ref.name}@${ref.version}#${sha256Hex(stored.source)}`;
+    if (matches === 'js-regexp' && !stored.source.includes('matches')) return null;
+    const key = `${matches}:${ref.name}@${ref.version}#${sha256Hex(stored.source)}`;
     let c = this.compiled.get(key);
     if (!c) {
       try {
-        c = compilePolicy({ name: ref.name, version: ref.version }, stored.source, { stored: true });
+        c = compilePolicy({ name: ref.name, version: ref.version }, stored.source, { stored: true, matches });
       } catch (err) {
         c = err instanceof Error ? err : new Error(String(err));
       }
@@ -208,7 +214,7 @@ class DecisionCheck {
   }
 
   /** The decision an `action.decided` should have recorded, from the log before it and the stored policies. */
-  private async redecide(p: ActionDecidedPayload): Promise<DecisionView> {
+  private async redecide(p: ActionDecidedPayload, recorded: DecisionView): Promise<DecisionView> {
     if (p.source === 'approval') {
       const id = p.approval_id ?? '';
       const req = this.approvals.get(id)?.requested;
@@ -224,14 +230,38 @@ class DecisionCheck {
     // from runs.remit_payload, which an edit there would have widened.
     const bound = this.bound;
     const remitEdited = bound.remit !== null && !sameAsLogged(p.run?.remit, bound.remit);
+    const run = remitEdited ? { ...p.run, remit: bound.remit! } : p.run;
+    let replayed: DecisionView;
     try {
       const policies: CompiledPolicy[] = [];
-      for (const ref of p.policies) policies.push(await this.loadPolicy(ref));
-      const replayed = view(decide(policies, p.action, remitEdited ? { ...p.run, remit: bound.remit! } : p.run)); // its approver compared as sameApprover says
-      if (remitEdited) replayed.error = `decided under a remit other than the run's signed remit ${this.row.remit_id}`;
-      return replayed;
+      for (const ref of p.policies) policies.push((await this.loadPolicy(ref))!);
+      replayed = view(decide(policies, p.action, run)); // its approver compared as sameApprover says
     } catch (err) {
       return { decision: null, rule: null, approver: null, error: (err as Error).message };
+    }
+    if (remitEdited) replayed.error = `decided under a remit other than the run's signed remit ${this.row.remit_id}`;
+    else if (!sameView(recorded, replayed) && (await this.decidedOnJsRegExp(p, recorded))) return recorded;
+    return replayed;
+  }
+
+  /**
+   * Whether the pinned policies decide `recorded` with `matches` on the JS RegExp, the engine
+   * svc decided with until 2026-11-29: a decision made then on text the two engines read
+   * differently (`.` and `\r`, `\s` and U+00A0, characters outside the BMP, a stored
+   * policy's pattern from the data such as `(?i)…`) is the policy's decision all the same.
+   */
+  private async decidedOnJsRegExp(p: ActionDecidedPayload, recorded: DecisionView): Promise<boolean> {
+    try {
+      const policies: CompiledPolicy[] = [];
+      let usesMatches = false;
+      for (const ref of p.policies) {
+        const c = await this.loadPolicy(ref, 'js-regexp');
+        usesMatches ||= c !== null;
+        policies.push(c ?? (await this.loadPolicy(ref))!);
+      }
+      return usesMatches && sameView(recorded, view(decide(policies, p.action, p.run)));
+    } catch {
+      return false;
     }
   }
 }

@@ -126,8 +126,9 @@ interface OverloadDeclaration {
  * When a cel-js upgrade moves that list, this throws at startup rather than silently bringing
  * back conversions that read "" as 0.
  */
-function installStrictConversions(env: Environment): void {
+function installStrictConversions(env: Environment, keepJsMatches = false): void {
   for (const { name, from, refused: refusedCall, strict, signature = `${name}(${from}):` } of STRICT_CONVERSIONS) {
+    if (keepJsMatches && name === 'matches') continue;
     const program = env.parse(refusedCall);
     program.check();
     const list = (program.ast as unknown as { candidates?: { declarations?: OverloadDeclaration[] } }).candidates?.declarations;
@@ -149,6 +150,26 @@ function installStrictConversions(env: Environment): void {
 /** Built once: creating an environment is the expensive part of CEL. */
 export const policyEnvironment: Environment = buildEnvironment();
 installStrictConversions(policyEnvironment);
+
+let jsMatches: Environment | null = null;
+
+/**
+ * The policy environment as svc ran it until 2026-11-29: `matches` on cel-js's JS RegExp
+ * (under the process's backtracking guard), everything else as `policyEnvironment`. Only
+ * replay uses it, to check a decision recorded then (src/kernel/replay.ts): RE2 and the JS
+ * RegExp read some text differently even where a pattern is the same in both (`.` and `\r`,
+ * `\s` and U+00A0, characters outside the BMP). Built on first use.
+ */
+export function jsMatchesPolicyEnvironment(): Environment {
+  if (jsMatches === null) {
+    const env = buildEnvironment();
+    installStrictConversions(env, true);
+    // Its own candidate lists: the RE2 swap in policyEnvironment must not have reached it.
+    if (env.evaluate('"Qa.cE".matches("^\\\\Qa.c\\\\E$")') !== true) throw new Error('cel-js internals changed: the environment of JS RegExp `matches` runs RE2');
+    jsMatches = env;
+  }
+  return jsMatches;
+}
 
 /** A parsed condition, callable with a context from `celContext`. */
 export type CelProgram = ParseResult;

@@ -6,7 +6,7 @@
  */
 import { SvcError } from '../errors.js';
 import type { Decision, PolicyRef } from '../types.js';
-import { membersOf, policyEnvironment, type CelProgram } from './cel-env.js';
+import { jsMatchesPolicyEnvironment, membersOf, policyEnvironment, type CelProgram } from './cel-env.js';
 import { conditionCost, itemsWithinBudget, type ConditionCost, type Factor } from './condition-cost.js';
 import { matchPatternProblem } from './match-pattern.js';
 import { parsePolicySource, type Effect } from './parser.js';
@@ -161,7 +161,7 @@ function checkCondition(
   };
   let program: CelProgram;
   try {
-    program = policyEnvironment.parse(cond.expr);
+    program = (opts.matches === 'js-regexp' ? jsMatchesPolicyEnvironment() : policyEnvironment).parse(cond.expr);
   } catch (err) {
     const w = err instanceof RangeError ? null : logicWord(cond.expr);
     if (w) {
@@ -249,6 +249,11 @@ interface Compiled {
  */
 export interface CompileOptions {
   stored?: boolean;
+  /**
+   * `js-regexp`: `matches` evaluates on the JS RegExp, as it did until 2026-11-29 (replay of
+   * a decision recorded then; src/kernel/replay.ts). Decisions are made on RE2 only.
+   */
+  matches?: 're2' | 'js-regexp';
 }
 
 function compileSource(source: string, opts: CompileOptions = {}): Compiled {

@@ -7,7 +7,8 @@
  * letter z in a JS RegExp, `[[:alpha:]]` a class of letters in RE2 and an odd set of
  * punctuation in JS. So a pattern is accepted only when RE2 compiles it, JS compiles it, and it
  * uses none of the constructs the two read differently; the message says what to write
- * instead. (Every pattern accepted so far reads alike: opening the rest of RE2 is possible.)
+ * instead. The text can still be read differently (the JS `.` stops at `\r`, its `\s` takes
+ * U+00A0): replay checks such a decision on both engines (src/kernel/replay.ts).
  */
 import { re2Problem } from '../util/linear-regexp.js';
 

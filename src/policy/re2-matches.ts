@@ -10,7 +10,9 @@
  * and U+2029 besides `\n`, its `\s` is Unicode white space (with `\v` and U+00A0), and its
  * `\a` is the letter a. So a pattern runs as the RE2 program that reads it as the JS RegExp
  * did (`jsReading`), over the text with each surrogate code unit a character of its own:
- * a decision recorded before this engine replays the same (review of session 27).
+ * a decision recorded before this engine replays the same (review of session 27). A stored
+ * policy's pattern from the data may still use what only one engine reads (`(?i)`); replay
+ * checks such a decision on the JS RegExp too (src/kernel/replay.ts).
  */
 import { RE2JS } from 're2js';
 
