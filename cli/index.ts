@@ -103,6 +103,10 @@ export async function runCli(argv: string[]): Promise<number> {
     const options = program.options as unknown as Array<{ long?: string }>;
     const at = options.findIndex((o) => o.long === '--version');
     if (at >= 0) options.splice(at, 1);
+  } else if (argv.includes('--json') && (argv.includes('--version') || argv.includes('-V'))) {
+    // Data as JSON, as --json promises everywhere else.
+    process.stdout.write(JSON.stringify({ version: VERSION }) + '\n');
+    return EXIT.ok;
   }
   try {
     argv = helpPath(program, argv);

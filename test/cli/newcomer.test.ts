@@ -419,5 +419,8 @@ describe('the installed commands (README: npx svc, npx svcd)', () => {
     }
     // Run directly, as npm's bin link does (no `node` in front).
     expect(execFileSync(join(ROOT, bin.svc!), ['--version'], { encoding: 'utf8' }).trim()).toMatch(/^\d+\.\d+\.\d+/);
+    // --json prints data as JSON, the version too (svc(1) GLOBAL OPTIONS).
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    for (const args of [['--version', '--json'], ['--json', '-V']]) expect(JSON.parse(execFileSync(join(ROOT, bin.svc!), args, { encoding: 'utf8' }))).toEqual({ version });
   });
 });
