@@ -207,6 +207,17 @@ function responseClosed(this: TrackedResponse): void {
   if (t.requests === 0) t.quietAt = socket.bytesRead;
 }
 
+/** The stable code of an error answer, kept on its reply for the request's log line. */
+const kErrorCode = Symbol('svc.errorCode');
+type CodedReply = FastifyReply & { [kErrorCode]?: string };
+/** The envelope's code, near the start of every error body either listener sends. */
+const ERROR_CODE = /"error":\{"code":"([a-z_]{1,64})"/;
+
+function noteErrorCode(reply: FastifyReply, body: string): void {
+  const code = ERROR_CODE.exec(body.slice(0, 256))?.[1];
+  if (code !== undefined) (reply as CodedReply)[kErrorCode] = code;
+}
+
 /** Longest path an error echoes: a 60 KB URL is not worth sending back twice. */
 const SHOWN_PATH_CHARS = 256;
 
@@ -222,7 +233,8 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   const drain = installDrainTracking(app, opts.redactor ?? globalRedactor);
   installAccessChecks(app, opts, drain);
   app.addHook('onResponse', (req, reply, done) => {
-    opts.logger.debug('request', { method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) });
+    const code = (reply as CodedReply)[kErrorCode];
+    opts.logger.debug('request', { method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime), ...(code ? { code } : {}) });
     done();
   });
 }
@@ -397,6 +409,7 @@ function installDrainTracking(app: FastifyInstance, redactor: Redactor): { isClo
   // promise, bench/README.md item 20); with no secret registered it is one branch. The body
   // stays the JSON it was (a secret's digits inside a number must not break it).
   app.addHook('onSend', (req, reply, payload, done) => {
+    if (reply.statusCode >= 400 && typeof payload === 'string') noteErrorCode(reply, payload);
     if (closing) reply.header('Connection', 'close');
     else if (!req.raw.complete) keepForUnreadBody(req, reply);
     done(null, typeof payload === 'string' && redactor.size > 0 ? redactor.redactJsonText(payload) : payload);
