@@ -192,23 +192,13 @@ export function conditionCost(ast: unknown): ConditionCost {
 
   const rangeOf = (node: unknown, scope: Scope, depth: number): Range => {
     if (isNode(node) && (node.op === 'list' || node.op === 'map')) return { kind: 'literal' };
-    const path: string[] = [];
-    let named = true;
-    let n = node;
-    while (isNode(n) && PATH_OPS.has(n.op)) {
-      const [from, step] = n.args as [unknown, unknown];
-      if (typeof step === 'string') path.unshift(step);
-      else if (isNode(step) && step.op === 'value' && (typeof step.args === 'string' || typeof step.args === 'bigint')) path.unshift(String(step.args));
-      else named = false;
-      n = from;
-    }
-    const root = isNode(n) && n.op === 'id' && typeof n.args === 'string' ? n.args : null;
+    const { root, steps } = pathOf(node);
     if (root !== null) {
       const bound = scope.get(root);
       if (bound?.rooted) return { kind: 'part', innermost: bound.depth === depth, whole: bound.whole };
-      if (bound?.alias) return { kind: 'data', path: named ? [...bound.alias, ...path] : null };
+      if (bound?.alias) return { kind: 'data', path: steps ? [...bound.alias, ...steps] : null };
       if (bound?.constant) return { kind: 'literal' };
-      if (!bound && DATA_ROOTS.has(root)) return { kind: 'data', path: named ? [root, ...path] : null };
+      if (!bound && DATA_ROOTS.has(root)) return { kind: 'data', path: steps ? [root, ...steps] : null };
     }
     return { kind: 'made', factor: mentionsSplit(node) ? 'items+chars' : 'items' };
   };
@@ -241,31 +231,10 @@ export function conditionCost(ast: unknown): ConditionCost {
     }
   };
 
-  /** The name a path starts from (`x` in `x.lines[0]`), null when it starts from a value. */
-  const rootName = (node: unknown): string | null => {
-    let n = node;
-    while (isNode(n) && PATH_OPS.has(n.op)) n = (n.args as [unknown, unknown])[0];
-    return isNode(n) && n.op === 'id' && typeof n.args === 'string' ? n.args : null;
-  };
-
-  /** The names of a path's steps after its root (`note` of `o.note`), null when one is computed. */
-  const namedSteps = (node: unknown): string[] | null => {
-    const steps: string[] = [];
-    let n = node;
-    while (isNode(n) && PATH_OPS.has(n.op)) {
-      const [from, step] = n.args as [unknown, unknown];
-      if (typeof step === 'string') steps.unshift(step);
-      else if (isNode(step) && step.op === 'value' && (typeof step.args === 'string' || typeof step.args === 'bigint')) steps.unshift(String(step.args));
-      else return null;
-      n = from;
-    }
-    return steps;
-  };
-
   /** A value written in the condition, or a part of a variable bound to one. */
   const isConstant = (node: unknown, scope: Scope): boolean => {
     if (isLiteral(node)) return true;
-    const root = rootName(node);
+    const root = pathOf(node).root;
     return root !== null && scope.get(root)?.constant === true;
   };
 
@@ -278,20 +247,14 @@ export function conditionCost(ast: unknown): ConditionCost {
    */
   const operandLevel = (node: unknown, level: readonly Factor[], scope: Scope, depth: number, walks: Walk = 'deep'): readonly Factor[] | null => {
     if (isConstant(node, scope)) return null;
-    const kept = walks === 'nested' ? walks : 'deep';
-    if (isNode(node) && node.op === 'rcall' && Array.isArray(node.args) && SIZE_KEEPING_CALLS.has(node.args[0] as string)) {
-      return operandLevel(node.args[1], level, scope, depth, kept);
-    }
-    if (isNode(node) && node.op === 'call' && Array.isArray(node.args) && SIZE_KEEPING_CALLS.has(node.args[0] as string)) {
-      const [, callArgs] = node.args as [string, unknown[]];
-      if (Array.isArray(callArgs) && callArgs.length === 1) return operandLevel(callArgs[0], level, scope, depth, kept);
-    }
-    const root = rootName(node);
+    const kept = sizeKeptFrom(node);
+    if (kept !== node) return operandLevel(kept, level, scope, depth, walks === 'nested' ? walks : 'deep');
+    const root = pathOf(node).root;
     const bound = root === null ? undefined : scope.get(root);
     if (bound && bound.slot !== null) {
       const slot = bound.slot;
       if (bound.level === level) return level.map((f, i) => (i === slot ? (walks === 'nested' ? nestedOf(f) : deepOf(f)) : f));
-      return [...level, elementOf(bound.level[slot]!, namedSteps(node))];
+      return [...level, elementOf(bound.level[slot]!, pathOf(node).steps)];
     }
     const range = rangeOf(node, scope, depth);
     if (range.kind === 'data') return [...level, range.path ? { path: range.path, size: walks } : 'data'];
@@ -409,7 +372,7 @@ export function conditionCost(ast: unknown): ConditionCost {
       const body = inner(walked, level);
       const slot = walked.kind === 'literal' || body.level.length === 0 ? null : body.level.length - 1;
       const constant = walked.kind === 'literal' && isConstant(range, scope);
-      const rangeRoot = rootName(range);
+      const rangeRoot = pathOf(range).root;
       const scalar = constant && (isLiteral(range) ? !mentionsOp(range, 'map') : rangeRoot !== null && scope.get(rangeRoot)?.scalar === true);
       const bodyScope = new Map(scope).set(variable.args, { rooted: body.rooted, depth: depth + 1, whole: body.whole, level: body.level, slot, constant, scalar, alias: null });
       const outer = times;
@@ -429,7 +392,7 @@ export function conditionCost(ast: unknown): ConditionCost {
       // variable; through a call no larger than its operand (`currency.upperAscii()`), as that.
       const kept = sizeKeptFrom(value);
       const valueRange = rangeOf(kept, scope, depth);
-      const root = rootName(kept);
+      const root = pathOf(kept).root;
       const alias = valueRange.kind === 'data' ? valueRange.path : null;
       const made: Bound = { rooted: false, depth, whole: null, level, slot: null, constant: isLiteral(value), scalar: isLiteral(value) && !mentionsOp(value, 'map'), alias };
       const bound = alias === null && root !== null ? (scope.get(root) ?? made) : made;
@@ -468,6 +431,25 @@ export function conditionCost(ast: unknown): ConditionCost {
   walk(ast, [], new Map(), 0);
   const terms = [...counts.values()];
   return { terms, growsWithData: terms.some((t) => t.factors.length > 0) };
+}
+
+/**
+ * The root name and named steps of a path (`x` and `["lines", "0"]` of `x.lines[0]`): root null
+ * when the path starts from a value, steps null when a step is computed (`m[k]`).
+ */
+function pathOf(node: unknown): { root: string | null; steps: string[] | null } {
+  const steps: string[] = [];
+  let named = true;
+  let n = node;
+  while (isNode(n) && PATH_OPS.has(n.op)) {
+    const [from, step] = n.args as [unknown, unknown];
+    if (typeof step === 'string') steps.unshift(step);
+    else if (isNode(step) && step.op === 'value' && (typeof step.args === 'string' || typeof step.args === 'bigint')) steps.unshift(String(step.args));
+    else named = false;
+    n = from;
+  }
+  const root = isNode(n) && n.op === 'id' && typeof n.args === 'string' ? n.args : null;
+  return { root, steps: named ? steps : null };
 }
 
 /** A list the condition makes (`map`, `filter`, `split`, a list written in it): `size()` is a step. */

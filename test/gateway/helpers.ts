@@ -140,8 +140,8 @@ export function metricValue(text: string, name: string, labels: Record<string, s
   return 0;
 }
 
-/** A debug-level logger through `redactor` whose output the test can read. */
-export function capturedLogger(redactor: Redactor): { logger: Logger; text: () => string } {
+/** A debug-level logger (through `redactor`, when given) whose output the test can read. */
+export function capturedLogger(redactor?: Redactor): { logger: Logger; text: () => string } {
   let text = '';
   const stream = new Writable({
     write(chunk, _e, cb) {

@@ -2,27 +2,20 @@
  * Each request's debug line names the stable error code of an error answer (I error envelope),
  * so a log shows why requests failed without the bodies: svcd(8) LOGS.
  */
-import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log/logger.js';
+import { capturedLogger } from '../gateway/helpers.js';
 import { startTestDaemon } from '../helpers/daemon.js';
 
 describe('request lines (svcd(8) LOGS)', () => {
   it('carry the error code of a 4xx answer, and none on a success', async () => {
-    let text = '';
-    const stream = new Writable({
-      write(chunk, _e, cb) {
-        text += chunk.toString();
-        cb();
-      },
-    });
-    await using d = await startTestDaemon({ logger: createLogger({ stream, level: 'debug' }) });
+    const { logger, text } = capturedLogger();
+    await using d = await startTestDaemon({ logger });
     expect((await d.kernel_('/health')).status).toBe(200);
     expect((await d.kernel_('/runs/run_nope')).status).toBe(404);
     expect((await d.kernel_('/remits', { body: { tools: 'x' } })).status).toBe(400);
     expect((await d.kernel_('/no-such-route')).status).toBe(404);
     await new Promise((r) => setTimeout(r, 50));
-    const lines = text
+    const lines = text()
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l) as Record<string, unknown>)

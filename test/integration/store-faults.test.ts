@@ -9,8 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Writable } from 'node:stream';
-import { createLogger } from '../../src/log/logger.js';
+import { capturedLogger } from '../gateway/helpers.js';
 import { SqliteDb } from '../../src/store/sqlite-db.js';
 import { ROOT, startTestDaemon, tempDir } from '../helpers/daemon.js';
 
@@ -54,20 +53,14 @@ describe('store faults (svcd(8) ERRORS, D §10)', () => {
   });
 
   it('a fault that fails every write is logged once (with its stack), not once per request', async () => {
-    let text = '';
-    const stream = new Writable({
-      write(chunk, _e, cb) {
-        text += chunk.toString();
-        cb();
-      },
-    });
-    await using d = await startTestDaemon({ logger: createLogger({ stream, level: 'debug' }) });
+    const { logger, text } = capturedLogger();
+    await using d = await startTestDaemon({ logger });
     const raw = (d.kernel!.db as SqliteDb).raw;
     raw.pragma(`max_page_count = ${raw.pragma('page_count', { simple: true }) as number}`);
     let failed = 0;
     for (let i = 0; i < 300 && failed < 50; i++) if ((await d.kernel_('/remits', { body: REMIT })).status === 503) failed++;
     expect(failed).toBe(50);
-    const lines = text.split('\n').filter((l) => l.includes('"the store failed"')).map((l) => JSON.parse(l));
+    const lines = text().split('\n').filter((l) => l.includes('"the store failed"')).map((l) => JSON.parse(l));
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ level: 'error', code: 'SQLITE_FULL', err: expect.stringContaining('database or disk is full') });
     raw.pragma('max_page_count = 4294967294');
