@@ -25,6 +25,17 @@ const CALL_BODY = {
   },
 } as const;
 
+/** The `error.code` of an error envelope, or `request_invalid` for an answer that is not one. */
+function errorCodeOf(payload: unknown): string {
+  if (typeof payload !== 'string') return 'request_invalid';
+  try {
+    const code = (JSON.parse(payload) as { error?: { code?: unknown } }).error?.code;
+    return typeof code === 'string' ? code : 'request_invalid';
+  } catch {
+    return 'request_invalid';
+  }
+}
+
 export async function gatewayRoutes(app: FastifyInstance, opts: { gateway: Gateway }): Promise<void> {
   const { gateway } = opts;
 
@@ -32,7 +43,17 @@ export async function gatewayRoutes(app: FastifyInstance, opts: { gateway: Gatew
 
   app.get('/tools', async () => gateway.tools());
 
-  app.post<{ Body: ToolCallRequest }>('/tools/call', { schema: { body: CALL_BODY } }, async (req, reply) => {
+  const started = new WeakSet<object>();
+  app.post<{ Body: ToolCallRequest }>('/tools/call', {
+    schema: { body: CALL_BODY },
+    // An error answered before the handler ran (body not JSON or not the schema, too large,
+    // wrong content type) is counted here; every call the handler starts counts itself.
+    onSend: async (req, reply, payload) => {
+      if (reply.statusCode >= 400 && !started.has(req)) gateway.countUnstartedCall(req.body, errorCodeOf(payload), reply.elapsedTime / 1000);
+      return payload;
+    },
+  }, async (req, reply) => {
+    started.add(req);
     const res = await gateway.call(req.body);
     if (res.headers) void reply.headers(res.headers);
     return reply.status(res.status).send(res.body);

@@ -275,6 +275,19 @@ export class Gateway {
     return call;
   }
 
+  /**
+   * Counts a POST /v1/tools/call answered before the call started: a body that is not JSON,
+   * fails the request schema, is too large or has the wrong content type. The client still made
+   * a call, so a broken client shows in `svc_gateway_calls_total` under the error code (the tool
+   * label follows the same rule as a started call's: `_unknown` unless it names a tool).
+   */
+  countUnstartedCall(body: unknown, code: string, seconds: number): void {
+    const tool = body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as { tool?: unknown }).tool : undefined;
+    const label = typeof tool === 'string' && this.findTool(tool) ? tool : '_unknown';
+    this.metrics.calls.inc({ tool: label, outcome: code });
+    this.metrics.latency.observe(seconds);
+  }
+
   canaryStatuses(): Record<string, CanaryStatus> {
     return this.canariesValue.all();
   }

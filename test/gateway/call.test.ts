@@ -636,6 +636,23 @@ describe('gateway HTTP surface (interface 4.2, 7.2; decisions §9, §10)', () =>
     expect((await gw.req('GET', '/nowhere')).body).toMatchObject({ ok: false, error: { code: 'not_found' } });
   });
 
+  it('a call refused for its body still counts in svc_gateway_calls_total, under request_invalid (svc-gateway(5) METRICS)', async () => {
+    const before = await gw.metrics();
+    const count = (m: string, tool: string) => metricValue(m, 'svc_gateway_calls_total', { tool, outcome: 'request_invalid' });
+    const latency = (m: string) => metricValue(m, 'svc_gateway_call_latency_seconds_count');
+    expect((await gw.req('POST', '/tools/call', '{not json')).status).toBe(400);
+    expect((await gw.req('POST', '/tools/call', { tool: 'test.echo' })).status).toBe(400); // no token: the tool is known
+    expect((await gw.req('POST', '/tools/call', { remit_token: 't', tool: 'no.such', args: [] })).status).toBe(400);
+    const after = await gw.metrics();
+    expect(count(after, 'test.echo') - count(before, 'test.echo')).toBe(1);
+    expect(count(after, '_unknown') - count(before, '_unknown')).toBe(2);
+    expect(latency(after) - latency(before)).toBe(3);
+    // A call the handler answered is counted once, by the call itself.
+    const ok = await gw.call({ remit_token: token(), tool: 'test.echo', args: {} });
+    expect(ok.status).toBe(200);
+    expect(latency(await gw.metrics()) - latency(after)).toBe(1);
+  });
+
   it('with a token every request needs the bearer (decisions §9)', async () => {
     const s = testSigner();
     await using g = await startGateway({ keys: s, token: 'gw-secret-token' });
@@ -643,6 +660,9 @@ describe('gateway HTTP surface (interface 4.2, 7.2; decisions §9, §10)', () =>
     const bad = await g.req('GET', '/tools', undefined, { authorization: 'Bearer wrong' });
     expect(bad.body).toMatchObject({ ok: false, error: { code: 'unauthorized' } });
     expect((await g.req('GET', '/health')).status).toBe(200);
+    // A call without the bearer is still a call, counted under its code (svc-gateway(5) METRICS).
+    expect((await g.req('POST', '/tools/call', { remit_token: 't', tool: 'x.y' }, { authorization: 'Bearer wrong' })).status).toBe(401);
+    expect(metricValue((await g.req('GET', '/metrics', undefined, { authorization: 'Bearer gw-secret-token' })).text, 'svc_gateway_calls_total', { tool: '_unknown', outcome: 'unauthorized' })).toBe(1);
   });
 
   it('the test tools and /v1/test/shape exist only with SVC_GATEWAY_TEST_TOOLS=1', async () => {
