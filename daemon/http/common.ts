@@ -171,21 +171,91 @@ export function renderFrameworkError(err: FastifyError, req: FastifyRequest, rep
 /**
  * fastify's `clientErrorHandler` (`this` is the instance): a request Node's parser refuses
  * (headers over the size limit, a malformed request line, a client timeout) is answered in the
- * listener's envelope too, then the connection is closed.
+ * listener's envelope too, then the connection is closed. A method Node's parser does not know
+ * (`FOO`, a lowercase `get`) is answered as the router answers a known one the path does not
+ * serve: 405 with `Allow` on a known path, 404 on an unknown one (docs/design.md "Listeners").
  */
 export function renderClientError(this: FastifyInstance, err: NodeJS.ErrnoException, socket: Duplex): void {
   if (err.code === 'ECONNRESET' || socket.destroyed || !socket.writable) return;
+  // The body of a request already answered (a 413, a 401 read to its end) broke or stalled: a
+  // second answer after the first would be garbage to the client. The connection just ends.
+  const t = (socket as TrackedSocket)[kTrack];
+  if (t !== undefined && t.requests === 0 && t.last?.complete === false) {
+    socket.destroy();
+    return;
+  }
   const render = renderers.get(this) ?? renderKernelError;
+  const headers: Record<string, string> = {};
+  // Node's parser errors carry `reason` and the bytes it refused, `rawPacket`.
+  const { reason: why, rawPacket, bytesParsed } = err as { reason?: unknown; rawPacket?: unknown; bytesParsed?: unknown };
+  const unknownMethod =
+    err.code === 'HPE_INVALID_METHOD' && Buffer.isBuffer(rawPacket) ? unknownMethodError(this, refusedLine(rawPacket, typeof bytesParsed === 'number' ? bytesParsed : 0), headers) : null;
   let svc: SvcError;
   // Decisions §10 gives request_invalid one status, 400: not HTTP's 431 or 408, so a client
   // that maps codes to statuses (interface 7.1) never meets a pair it does not know.
   if (err.code === 'HPE_HEADER_OVERFLOW') svc = new SvcError('request_invalid', 'request headers are too large (64 KiB together at most)', { path: '/headers' });
   else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') svc = new SvcError('request_invalid', 'the request was not received in time', { path: '' });
-  else svc = new SvcError('request_invalid', 'the request is not valid HTTP', { path: '' });
-  const body = JSON.stringify(render(svc));
-  socket.end(
-    `HTTP/1.1 ${svc.status} ${STATUS_CODES[svc.status] ?? 'Error'}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-  );
+  else if (unknownMethod !== null) svc = unknownMethod;
+  else if (err.code === 'HPE_PAUSED_H2_UPGRADE') svc = new SvcError('request_invalid', 'HTTP/2 is not served here: send HTTP/1.1', { path: '' });
+  else if (err.code === 'HPE_INVALID_VERSION') svc = new SvcError('request_invalid', 'the HTTP version is not served here: send HTTP/1.1 (or HTTP/1.0)', { path: '' });
+  else {
+    // llhttp's reason is one of its fixed English phrases ("Invalid character in Content-Length").
+    const reason = typeof why === 'string' && /^[\x20-\x7e]{1,100}$/.test(why) ? `: ${why}` : '';
+    svc = new SvcError('request_invalid', `the request is not valid HTTP${reason}`, { path: '' });
+  }
+  const answer = rawAnswer(svc.status, JSON.stringify(render(svc)), headers);
+  // Pipelined requests before the refused one are answered first, in order (HTTP/1.1 answers
+  // in the order asked): the refusal goes out once the connection has no answer pending.
+  whenAnswered(socket as TrackedSocket, () => {
+    if (!socket.destroyed && socket.writable) socket.end(answer);
+  });
+}
+
+/**
+ * The request line the parser refused: the packet may hold pipelined requests already parsed
+ * before it, and `bytesParsed` is where the parser stopped.
+ */
+function refusedLine(packet: Buffer, stoppedAt: number): string {
+  const at = Math.max(0, Math.min(stoppedAt, packet.length));
+  const from = at === 0 ? 0 : packet.lastIndexOf(0x0a, at - 1) + 1;
+  return packet.subarray(from, Math.min(packet.length, from + 8192)).toString('latin1').split('\r\n', 1)[0]!;
+}
+
+/** A whole HTTP/1.1 answer with a JSON body that closes its connection, for a socket no route owns. */
+function rawAnswer(status: number, body: string, extra: Record<string, string> = {}): string {
+  const more = Object.entries(extra).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  return `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${more}Connection: close\r\n\r\n${body}`;
+}
+
+/** A method token as RFC 9110 §5.6.2 has it (the request line's first word). */
+const METHOD_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,32}$/;
+
+/**
+ * The answer to a request line whose method llhttp does not know, read from the bytes it
+ * refused: 405 with Allow when the path is served, 404 when it is not; null when the line is
+ * not `METHOD target HTTP/x` (a garbage line stays "not valid HTTP").
+ */
+function unknownMethodError(app: FastifyInstance, line: string, headers: Record<string, string>): SvcError | null {
+  const [method, target, version, ...rest] = line.split(' ');
+  if (method === undefined || target === undefined || rest.length > 0 || !METHOD_TOKEN.test(method) || !/^HTTP\/1\.[01]$/.test(version ?? '')) return null;
+  if (!target.startsWith('/')) return null;
+  const path = target.split('?')[0]!;
+  const shown = shortPath(path);
+  const allowed = allowedMethods(app, path);
+  if (allowed.length === 0) return new SvcError('not_found', `no route ${method} ${shown}`, { resource: 'route', id: shown });
+  headers.Allow = allowed.join(', ');
+  return new SvcError('method_not_allowed', `${method} is not allowed on ${shown}; allowed: ${allowed.join(', ')}`, { method, allowed });
+}
+
+/** Each listener's routes (path pattern, method), filled by the onRoute hook of installErrorAnswers. */
+const routeTables = new WeakMap<object, Array<{ path: RegExp; method: string }>>();
+
+/** The methods the listener serves on a request path (a trailing or doubled slash ignored, as the router does); [] for an unknown path. */
+function allowedMethods(app: object, path: string): string[] {
+  const routes = routeTables.get(app) ?? [];
+  const single = path.replace(/\/{2,}/g, '/');
+  const routed = single.length > 1 && single.endsWith('/') ? single.slice(0, -1) : single;
+  return [...new Set(routes.filter((r) => r.path.test(routed)).map((r) => r.method))];
 }
 
 /** A route's path (`/v1/runs/:id/events`) as a pattern for a request's path. */
@@ -195,7 +265,18 @@ export function routePathPattern(url: string): RegExp {
 }
 
 const kTrack = Symbol('svc.drainTrack');
-type TrackedSocket = Socket & { [kTrack]?: { requests: number; quietAt: number } };
+type TrackedSocket = Socket & { [kTrack]?: { requests: number; quietAt: number; last?: IncomingMessage; onAnswered?: () => void } };
+
+/**
+ * Runs `fn` once the connection has no request waiting for its answer: at once when none, or
+ * when the last request has not been read whole (the refusal is about that one: a body that
+ * breaks the chunked coding, a body too slow for the request timeout; its route never answers).
+ */
+function whenAnswered(socket: TrackedSocket, fn: () => void): void {
+  const t = socket[kTrack];
+  if (t === undefined || t.requests === 0 || t.last?.complete === false) fn();
+  else t.onAnswered = fn;
+}
 type TrackedResponse = ServerResponse & { [kTrack]?: TrackedSocket };
 
 /** A response ended: one request fewer on its connection; quiet again records the bytes read. */
@@ -204,7 +285,12 @@ function responseClosed(this: TrackedResponse): void {
   const t = socket?.[kTrack];
   if (!socket || !t) return;
   t.requests = Math.max(0, t.requests - 1);
-  if (t.requests === 0) t.quietAt = socket.bytesRead;
+  if (t.requests === 0) {
+    t.quietAt = socket.bytesRead;
+    const then = t.onAnswered;
+    t.onAnswered = undefined;
+    then?.();
+  }
 }
 
 /** The stable code of an error answer, kept on its reply for the request's log line. */
@@ -232,6 +318,7 @@ export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   installErrorAnswers(app, opts);
   const drain = installDrainTracking(app, opts.redactor ?? globalRedactor);
   installAccessChecks(app, opts, drain);
+  installRawAnswers(app, opts);
   app.addHook('onResponse', (req, reply, done) => {
     const code = (reply as CodedReply)[kErrorCode];
     opts.logger.debug('request', { method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime), ...(code ? { code } : {}) });
@@ -254,7 +341,12 @@ function installJsonBodies(app: FastifyInstance): void {
       return done(new SvcError('request_invalid', `Content-Encoding ${JSON.stringify(coding.slice(0, 64))} is not supported: send the body uncompressed`, { path: '' }), undefined);
     }
     const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
-    if (!isUtf8(bytes)) return done(new SvcError('request_invalid', 'request body is not valid UTF-8 (a JSON text is UTF-8, RFC 8259)', { path: '' }), undefined);
+    if (!isUtf8(bytes)) {
+      // A label naming another charset (a Java client's ISO-8859-1 default) is the likely cause: name it.
+      const charset = /;\s*charset\s*=\s*"?([^";\s]{1,40})/i.exec(req.headers['content-type'] ?? '')?.[1];
+      const label = charset !== undefined && !/^utf-?8$/i.test(charset) ? ` (it is labelled charset=${charset}: svc reads bodies as UTF-8 only)` : '';
+      return done(new SvcError('request_invalid', `request body is not valid UTF-8${label || ' (a JSON text is UTF-8, RFC 8259)'}`, { path: '' }), undefined);
+    }
     if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) {
       return done(new SvcError('request_invalid', 'request body starts with a byte-order mark, which a JSON text must not (RFC 8259)', { path: '' }), undefined);
     }
@@ -264,7 +356,10 @@ function installJsonBodies(app: FastifyInstance): void {
     try {
       value = JSON.parse(text);
     } catch {
-      return done(new SvcError('request_invalid', 'request body is not valid JSON', { path: '' }), undefined);
+      // curl's `--data` and `-F` label a body as a form: say so, the usual cause of this answer.
+      const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+      const form = type === 'application/x-www-form-urlencoded' || type === 'multipart/form-data' ? ` (it is labelled ${type}: svc takes JSON bodies only)` : '';
+      return done(new SvcError('request_invalid', `request body is not valid JSON${form}`, { path: '' }), undefined);
     }
     // I-JSON (RFC 7493), which canonical JSON assumes: no repeated member names, no lone surrogates.
     const p = textProblem(text);
@@ -292,6 +387,7 @@ function installErrorAnswers(app: FastifyInstance, opts: CommonOptions): void {
   // A known path asked with another method is 405 with `Allow`, not a 404 that would say the
   // path does not exist. (Routes register after this, so the hook sees every one.)
   const routes: Array<{ path: RegExp; method: string }> = [];
+  routeTables.set(app, routes);
   app.addHook('onRoute', (r) => {
     for (const method of [r.method].flat()) routes.push({ path: routePathPattern(r.url), method });
   });
@@ -299,8 +395,7 @@ function installErrorAnswers(app: FastifyInstance, opts: CommonOptions): void {
     const path = req.url.split('?')[0]!;
     const shown = shortPath(path);
     // The router ignores a trailing slash (fastify-options.ts); so does this match.
-    const routed = path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
-    const allowed = [...new Set(routes.filter((r) => r.path.test(routed)).map((r) => r.method))];
+    const allowed = allowedMethods(app, path);
     if (allowed.length > 0 && !allowed.includes(req.method)) {
       const svc = new SvcError('method_not_allowed', `${req.method} is not allowed on ${shown}; allowed: ${allowed.join(', ')}`, { method: req.method, allowed });
       void reply.status(405).header('allow', allowed.join(', ')).send(opts.render(svc));
@@ -336,6 +431,7 @@ function installDrainTracking(app: FastifyInstance, redactor: Redactor): { isClo
     const t = (req.socket as TrackedSocket)[kTrack];
     if (!t) return;
     t.requests++;
+    t.last = req;
     (res as TrackedResponse)[kTrack] = req.socket as TrackedSocket;
     res.on('close', responseClosed);
   });
@@ -358,8 +454,16 @@ function installDrainTracking(app: FastifyInstance, redactor: Redactor): { isClo
       reply.header('Connection', 'close');
       return;
     }
-    reply.removeHeader('connection');
     const raw = req.raw;
+    // A client that asked to close (urllib always does, HTTP/1.0 without keep-alive) is told
+    // so, but Node closed as soon as the answer was out, the body still arriving: the kernel
+    // reset the connection and the client, still sending, read EPIPE instead of the answer
+    // (every time for urllib's 9 MiB bundle). The close now waits for the body's end.
+    if (reply.raw.shouldKeepAlive) reply.removeHeader('connection');
+    else {
+      reply.header('Connection', 'close');
+      closeAfterBody(raw);
+    }
     unreadBodies.add(raw);
     // A connection dropped mid-body fires neither on the request (Node 20): its socket's close
     // does. The socket's listener goes with the request: a keep-alive connection carries many
@@ -417,6 +521,48 @@ function installDrainTracking(app: FastifyInstance, redactor: Redactor): { isClo
   return { isClosing: () => closing };
 }
 
+/**
+ * Requests Node answers itself when nothing listens, with an empty body: `Expect` other than
+ * 100-continue (Node's bare 417) and CONNECT (Node drops the connection unanswered). Both get
+ * the listener's envelope and close the connection; the request's body, if any, is not read.
+ */
+function installRawAnswers(app: FastifyInstance, opts: CommonOptions): void {
+  const redactor = opts.redactor ?? globalRedactor;
+  const json = (svc: SvcError): string => {
+    const body = JSON.stringify(opts.render(svc));
+    return redactor.size > 0 ? redactor.redactJsonText(body) : body;
+  };
+  const logged = (req: IncomingMessage, status: number, code: string) =>
+    opts.logger.debug('request', { method: req.method, url: (req.url ?? '').split('?')[0], status, ms: 0, code });
+  // D §10 gives request_invalid one status (400), as for over-long headers: not HTTP's 417.
+  app.server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    const expect = String(req.headers.expect ?? '');
+    const svc = new SvcError('request_invalid', `Expect ${JSON.stringify(expect.slice(0, 64))} cannot be met: only 100-continue is supported`, { path: '/headers/expect' });
+    const body = json(svc);
+    res.writeHead(svc.status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body), Connection: 'close' });
+    res.end(body);
+    logged(req, svc.status, svc.code);
+  });
+  // svcd is no proxy: CONNECT (whose target is `host:port`, never a path) is served nowhere.
+  app.server.on('connect', (req: IncomingMessage, socket: Duplex) => {
+    const svc = new SvcError('method_not_allowed', 'CONNECT is not served here (svcd is not a proxy)', { method: 'CONNECT', allowed: [] });
+    if (!socket.destroyed && socket.writable) socket.end(rawAnswer(svc.status, json(svc)));
+    else socket.destroy();
+    logged(req, svc.status, svc.code);
+  });
+}
+
+/** Makes Node's close after the answer (`destroySoon`) wait until the request's body has been read to its end. */
+function closeAfterBody(raw: IncomingMessage): void {
+  const socket = raw.socket as Socket & { destroySoon?: () => void };
+  if (typeof socket.destroySoon !== 'function') return;
+  socket.destroySoon = function destroyAfterBody(this: Socket) {
+    delete (socket as { destroySoon?: unknown }).destroySoon; // the prototype's again
+    if (raw.complete) socket.destroySoon!();
+    else raw.once('end', () => socket.destroySoon!());
+  };
+}
+
 /** Turns requests away before their route: while draining (503), without the bearer (401), or, with no token, from anything but a loopback client outside a browser (403). */
 function installAccessChecks(app: FastifyInstance, opts: CommonOptions, drain: { isClosing: () => boolean }): void {
   const noteRefusal = refusalLogger(opts.logger);
@@ -425,6 +571,12 @@ function installAccessChecks(app: FastifyInstance, opts: CommonOptions, drain: {
     if (drain.isClosing()) {
       const svc = new SvcError('unavailable', 'the service is shutting down', {});
       reply.status(503).header('Connection', 'close').send(opts.render(svc));
+      return;
+    }
+    // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400 (Node's own is an empty body;
+    // fastify-options.ts turns it off so that this one is the envelope).
+    if (req.headers.host === undefined && req.raw.httpVersionMajor === 1 && req.raw.httpVersionMinor === 1) {
+      reply.status(400).header('Connection', 'close').send(opts.render(new SvcError('request_invalid', 'an HTTP/1.1 request needs a Host header (RFC 9112, section 3.2)', { path: '/headers/host' })));
       return;
     }
     if (opts.token !== null) {

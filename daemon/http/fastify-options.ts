@@ -22,7 +22,9 @@ export function fastifyOptions(bodyLimit = ONE_MIB): FastifyHttpOptions<Server> 
     // with 431 before the route sees it; decisions §3 makes a token over 16 KiB
     // token_malformed, so an oversize credential is a 401 credential_invalid (D §10). Larger
     // header blocks are a 400 request_invalid in the envelope (renderClientError).
-    http: { maxHeaderSize: 64 * 1024 },
+    // Node answers an HTTP/1.1 request without Host with an empty 400 of its own; installCommon
+    // answers it in the envelope instead (requireHostHeader off hands it to fastify).
+    http: { maxHeaderSize: 64 * 1024, requireHostHeader: false },
     // Requests that arrive during a drain get a 503 in the listener's envelope from
     // installCommon (fastify's own 503 body is not an envelope).
     return503OnClosing: false,
@@ -33,8 +35,9 @@ export function fastifyOptions(bodyLimit = ONE_MIB): FastifyHttpOptions<Server> 
     clientErrorHandler: renderClientError,
     // An unknown id is a 404 not_found from the route whatever its length (decisions §10),
     // not a router 400: the request line is already bounded by maxHeaderSize above.
-    // A trailing slash names the same resource (`/v1/runs/` is the list, not run "").
-    routerOptions: { maxParamLength: 64 * 1024, ignoreTrailingSlash: true },
+    // A trailing slash names the same resource (`/v1/runs/` is the list, not run ""); so does a
+    // path with a doubled slash (`//v1/health`: a base URL ending in `/` joined to `/v1/...`).
+    routerOptions: { maxParamLength: 64 * 1024, ignoreTrailingSlash: true, ignoreDuplicateSlashes: true },
     ajv: {
       // Bodies are validated, never rewritten: wrong types are a 400, not a silent coercion.
       customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false },
