@@ -21,7 +21,9 @@ const postBody = {
 
 function header(value: string | string[] | undefined, name: string): string | undefined {
   if (value === undefined) return undefined;
-  if (Array.isArray(value) || value.length === 0) throw new SvcError('credential_invalid', `${name} must be given once`, { header: name });
+  if (Array.isArray(value)) throw new SvcError('credential_invalid', `${name} must be given once`, { header: name });
+  // Present but empty (`X-Svc-Lease:`): a bad credential, said as what it is.
+  if (value.length === 0) throw new SvcError('credential_invalid', `${name} is empty`, { header: name });
   return value;
 }
 

@@ -314,10 +314,11 @@ const VAR = /\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\{([^}]*)\}?/g;
 export function substitute(value: unknown, path: string, env: NodeJS.ProcessEnv, redactor: Redactor, problems: string[]): unknown {
   if (typeof value === 'string') {
     if (!value.includes('${')) return value;
-    return value.replace(VAR, (whole, name: string | undefined, bad: string | undefined) => {
+    return value.replace(VAR, (whole, name: string | undefined) => {
       if (whole === '$${') return '${';
       if (name === undefined) {
-        problems.push(`${path || '/'}: "\${${bad ?? ''}" is not a valid \${VAR} reference`);
+        // Quoted as written, closing brace and all, so the operator can search the file for it.
+        problems.push(`${path || '/'}: "${whole}" is not a valid \${VAR} reference (a name of letters, digits and _, not starting with a digit; $\${ is a literal \${)`);
         return '';
       }
       const v = env[name];

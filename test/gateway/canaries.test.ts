@@ -5,6 +5,8 @@
  * svc_gateway_canary_status metric (1, 0, -1).
  */
 import { readdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { tempDir } from '../helpers/daemon.js';
@@ -113,6 +115,33 @@ describe('auto release (interface 3, 8: two consecutive passing probes, only whe
     expect((await g.req('POST', '/canaries/test/probe')).body.status).toBe('quarantined');
     expect((await g.req('POST', '/canaries/test/probe')).body).toMatchObject({ status: 'healthy', consecutive_failures: 0 });
     expect(status(await g.metrics())).toBe(1);
+  });
+});
+
+describe('a probe that does not answer (interface 3: a failing probe counts; svc-gateway(5) CANARIES)', () => {
+  it("fails at the connector's timeout_ms, counts toward quarantine, and quarantines like any failure", async () => {
+    const server = createServer((_req, res) => setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'), 5000).unref());
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as AddressInfo).port;
+    try {
+      await using g = await startGateway({
+        keys: signer,
+        env: { SVC_CANARY_QUARANTINE_AFTER: '2' },
+        doc: { connectors: [{ name: 'web', type: 'http', allowed_hosts: ['127.0.0.1'], timeout_ms: 300, probe: { tool: 'web.get', args: { url: `http://127.0.0.1:${port}/slow` } } }] },
+      });
+      const started = Date.now();
+      const first = await g.req('POST', '/canaries/web/probe');
+      expect(Date.now() - started).toBeLessThan(3000);
+      expect(first.body).toMatchObject({ status: 'failed', consecutive_failures: 1, last_error: 'probe timed out after 300 ms', last_ok_at: null });
+      const second = await g.req('POST', '/canaries/web/probe');
+      expect(second.body).toMatchObject({ status: 'quarantined', consecutive_failures: 2, last_error: 'probe timed out after 300 ms' });
+      const call = await g.call({ remit_token: mintToken(signer, remitPayload(signer, { tools: ['web.*'], scopes: ['http:host:127.0.0.1'] })), tool: 'web.get', args: { url: `http://127.0.0.1:${port}/x` } });
+      expect(call.status).toBe(503);
+      expect(call.body.error.code).toBe('connector_quarantined');
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   });
 });
 

@@ -65,6 +65,16 @@ describe('${VAR} substitution (interface 2.10)', () => {
     const p = problemsOf(() => loadGatewayConfig({ token: '${GW_TOKEN}' }, { env: {}, redactor: new Redactor() }));
     expect(p).toEqual(['/token: environment variable GW_TOKEN is not set']);
   });
+
+  it('a ${ that starts no reference is a problem quoting it as written, closing brace and all (svc-gateway(5) SECRETS)', () => {
+    const why = '(a name of letters, digits and _, not starting with a digit; $${ is a literal ${)';
+    const p = problemsOf(() => loadGatewayConfig({ kernel_url: 'http://h/${1KEY}/${}', data_dir: '/d/${OPEN' }, { env: { '1KEY': 'x' }, redactor: new Redactor() }));
+    expect(p).toEqual([
+      `/kernel_url: "\${1KEY}" is not a valid \${VAR} reference ${why}`,
+      `/kernel_url: "\${}" is not a valid \${VAR} reference ${why}`,
+      `/data_dir: "\${OPEN" is not a valid \${VAR} reference ${why}`,
+    ]);
+  });
 });
 
 describe('environment overrides win over the file (documented in man/svc-gateway.5)', () => {
@@ -179,6 +189,48 @@ describe('one schema reports every problem at once', () => {
     ]);
   });
 
+  it('rules the schema cannot state: fixed operations keep their writes flag, only sqlite tools have statements, probes name an operation the type has (svc-gateway(5))', () => {
+    const p = problemsOf(() =>
+      loadGatewayConfig(
+        {
+          connectors: [
+            { name: 'web', type: 'http', allowed_hosts: ['example.com'], tools: { get: { statement: 'SELECT 1', writes: true }, post: { writes: false } }, probe: { tool: 'web.delete' } },
+            { name: 'files', type: 'fs', root: '.', tools: { read: { writes: true }, list: { writes: false }, write: { writes: false } }, probe: { tool: 'list' } },
+          ],
+        },
+        { env: {}, redactor: new Redactor(), baseDir: dir },
+      ),
+    );
+    expect(p).toEqual([
+      '/connectors/0/tools/get/statement: only sqlite tools have statements',
+      '/connectors/0/tools/get/writes: http.get never writes',
+      '/connectors/0/tools/post/writes: http.post always writes',
+      '/connectors/0/probe/tool: a http connector has only the operations get, post',
+      '/connectors/1/tools/read/writes: fs.read never writes',
+      '/connectors/1/tools/write/writes: fs.write always writes',
+    ]);
+    // The flag as it is (list: false, above) is no problem: writes on an http or fs tool only restates it.
+    const ok = loadGatewayConfig({ connectors: [{ name: 'files', type: 'fs', root: '.', tools: { write: { writes: true }, read: { writes: false } }, probe: { tool: 'files.read' } }] }, { env: {}, redactor: new Redactor(), baseDir: dir });
+    expect(ok.connectors[0]!.name).toBe('files');
+  });
+
+  it('"test" names no connector while SVC_GATEWAY_TEST_TOOLS is on: its tools would shadow the test.* tools (decisions §9)', () => {
+    const doc = { connectors: [{ name: 'test', type: 'fs', root: '.' }] };
+    expect(problemsOf(() => loadGatewayConfig(doc, { env: { SVC_GATEWAY_TEST_TOOLS: '1' }, redactor: new Redactor(), baseDir: dir }))).toEqual([
+      '/connectors/0/name: "test" is reserved for the test tools while SVC_GATEWAY_TEST_TOOLS is on',
+    ]);
+    expect(loadGatewayConfig(doc, { env: {}, redactor: new Redactor(), baseDir: dir }).connectors[0]!.name).toBe('test');
+  });
+
+  it('a token no client can send as a bearer is a problem at load (decisions §9 auth), its value never shown', () => {
+    expect(problemsOf(() => loadGatewayConfig({ token: 'gw-secret-77\n' }, { env: {}, redactor: new Redactor() }))).toEqual([
+      '/token: begins or ends with whitespace (a newline read from a file?), which no client can send in a header',
+    ]);
+    expect(problemsOf(() => loadGatewayConfig({ token: '${T}' }, { env: { T: 'gw\u0007secret' }, redactor: new Redactor() }))).toEqual([
+      '/token: holds a character a header cannot carry (a control character, or one above U+00FF)',
+    ]);
+  });
+
   it('an http connector header fetch could never send is a problem at load, the value never shown (svc-gateway(5) CONFIGURATION)', () => {
     const env = { KEY: 'k-secret-4711', CTL: 'a\u0001b-secret' };
     const headers = { 'bad header ${KEY}': 'x', 'x-ctl': '${CTL}', 'x-crlf': 'a\r\nInjected: 1', 'x-wide': '\u{1F600}', 'x-fine': 'Bearer ${KEY}', 'x-latin1': 'caf\u00e9\tok', 'x-file': '${KEY}\r\n' };
@@ -274,6 +326,22 @@ describe("fs connector directory (interface 2.10: `path` is the connector defini
 });
 
 describe('files (interface 2.10: YAML or JSON)', () => {
+  it('a file that cannot be read is one problem in words, naming the file', () => {
+    const missing = join(dir, 'no-such-gateway.yaml');
+    const err = (() => {
+      try {
+        loadGatewayConfigFile(missing, { env: {}, redactor: new Redactor() });
+      } catch (e) {
+        return e as GatewayConfigError;
+      }
+      throw new Error('expected a GatewayConfigError');
+    })();
+    expect(err).toBeInstanceOf(GatewayConfigError);
+    expect(err.problems).toEqual(['cannot read the file: no such file']);
+    expect(err.message).toContain(missing);
+    expect(problemsOf(() => loadGatewayConfigFile(dir, { env: {}, redactor: new Redactor() }))).toEqual(['cannot read the file: is a directory']);
+  });
+
   it('loads YAML and JSON; relative paths resolve against the file', () => {
     const yamlFile = join(dir, 'gw.yaml');
     writeFileSync(yamlFile, 'connectors:\n  - name: files\n    type: fs\n    root: ./files\ndata_dir: ./state\n');

@@ -135,6 +135,8 @@ beforeAll(async () => {
               contract: { required: { id: 'number', at: 'string' } },
             },
             rename: { writes: true, statement: 'UPDATE customers SET name = :name WHERE id = :id' },
+            // An operator's input_schema that lets any JSON value through to a parameter.
+            by_name: { statement: 'SELECT id FROM customers WHERE name = :name', input_schema: { type: 'object', properties: { name: {} } } },
           },
         },
         { name: 'web', type: 'http', allowed_hosts: ['127.0.0.1'], headers: { 'x-api-key': '${CRM_API_KEY}' }, timeout_ms: 400 },
@@ -251,6 +253,18 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
     expect(refund).toMatchObject({ connector: 'billing', writes: true, scope_derivation: 'table', contract: { required: { id: 'number', at: 'string' } } });
     expect(refund.input_schema.required).toEqual(['invoice_id', 'amount']); // :now is bound by the gateway
     expect(tools.find((t) => t.id === 'billing.lookup')).toMatchObject({ writes: false, description: 'Invoice with its customer', contract: { required: { rows: 'list' } } });
+  });
+
+  it('a parameter an input_schema lets through as a list or an object is 422 args_invalid at its path; SQLite binds only scalars (I 7.2, svc-gateway(5) sqlite)', async () => {
+    const t = remit(['billing.*'], ['sql:table:customers']);
+    for (const name of [{ first: 'Ada' }, ['Ada']]) {
+      const res = await gw.call({ remit_token: t, tool: 'billing.by_name', args: { name } });
+      expect(res.status, res.text).toBe(422);
+      expect(res.body).toMatchObject({ ok: false, error: { code: 'args_invalid', message: 'parameter name must be a string, number, boolean or null', details: { errors: [{ path: '/name' }] } } });
+    }
+    // Scalars bind; a missing one binds null.
+    expect((await gw.call({ remit_token: t, tool: 'billing.by_name', args: { name: 'Ada' } })).body.result).toEqual({ rows: [{ id: 1 }] });
+    expect((await gw.call({ remit_token: t, tool: 'billing.by_name', args: {} })).body.result).toEqual({ rows: [] });
   });
 
   it('a join needs every table it touches in the remit (interface 4.2 rule 3)', async () => {
@@ -725,6 +739,21 @@ describe('http connector (decisions §9: allowed_hosts, redirects, timeouts)', (
     expect(good.status).toBe(200);
   });
 
+  it('a url that carries credentials is args_invalid before any request, the password never echoed (svc-gateway(5) http)', async () => {
+    const before = hits.length;
+    for (const tool of ['web.get', 'web.post']) {
+      const res = await gw.call({ remit_token: t(), tool, args: { url: `http://ana:pw-s3cret-99@127.0.0.1:${port}/echo` }, idempotency_key: `creds-${tool}` });
+      expect(res.status, res.text).toBe(422);
+      expect(res.body.error).toMatchObject({ code: 'args_invalid', message: 'url must not carry credentials', details: { errors: [{ path: '/url' }] } });
+      expect(res.text).not.toContain('pw-s3cret-99');
+    }
+    expect(hits.length).toBe(before);
+    // A user name alone is credentials too.
+    const user = await gw.call({ remit_token: t(), tool: 'web.get', args: { url: `http://ana@127.0.0.1:${port}/json` } });
+    expect(user.body.error?.code).toBe('args_invalid');
+    expect(hits.length).toBe(before);
+  });
+
   it('an answer nested too deep to pass on is a stored deterministic failure, never a 500 or a key stuck in flight (D §10)', async () => {
     const args = { url: `http://127.0.0.1:${port}/deep`, body: 'x' };
     const first = await gw.call({ remit_token: t(), tool: 'web.post', args, idempotency_key: 'deep-1' });
@@ -845,6 +874,20 @@ describe('fs connector (decisions §9: real paths, symlinks that escape the root
     const w = await gw.call({ remit_token: all(), tool: 'files.write', args: { path: 'new/deep/c.txt', content: 'gamma' } });
     expect(w.body).toMatchObject({ result: { path: 'new/deep/c.txt', bytes: 5 }, scope: `fs:path:${realRoot()}/new/deep` });
     expect(readFileSync(join(root, 'new/deep/c.txt'), 'utf8')).toBe('gamma');
+  });
+
+  it("a list of a file or of a missing directory, and a write onto a directory, are 422 deterministic_failure with the errno; the write leaves no temporary file (I 7.2, svc-gateway(5) fs)", async () => {
+    for (const [tool, args, message, errno] of [
+      ['files.list', { path: 'a.txt' }, 'cannot list a.txt: ENOTDIR', 'ENOTDIR'],
+      ['files.list', { path: 'no-such/dir' }, 'cannot list no-such/dir: ENOENT', 'ENOENT'],
+      ['files.write', { path: 'sub', content: 'x' }, 'cannot write sub: EISDIR', 'EISDIR'],
+    ] as const) {
+      const res = await gw.call({ remit_token: all(), tool, args });
+      expect(res.status, tool).toBe(422);
+      expect(res.body.error).toEqual({ code: 'deterministic_failure', message, details: { errno } });
+    }
+    expect(readdirSync(root).filter((n) => n.startsWith('.svc-write-'))).toEqual([]);
+    expect(readdirSync(join(root, 'sub'))).toEqual(['b.txt']);
   });
 
   it('a symlink inside the root is resolved: the scope is the real directory', async () => {

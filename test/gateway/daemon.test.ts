@@ -19,6 +19,7 @@ import { startSvcd } from '../../daemon/server.js';
 import { runSvc } from '../helpers/cli.js';
 import { isAlive, ROOT, spawnSvcd, startTestDaemon, tempDir, waitOutput, type TestDaemon } from '../helpers/daemon.js';
 import { refundsBundle, REQUESTER } from '../integration/run-fixtures.js';
+import { capturedLogger } from './helpers.js';
 
 const dir = tempDir('svc-gw-daemon-');
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -71,6 +72,30 @@ async function foreignRemitCalls(kernelUrl: string, gatewayUrl: string, runId: s
   const after = (await json(`${kernelUrl}/v1/runs/${runId}/events?limit=1000`, { headers })).body.events.slice(before);
   expect(after.map((e: any) => [e.kind, e.payload.reason ?? e.payload.outcome])).toEqual([['tool.refused', 'tool_not_in_remit']]);
 }
+
+describe('a token on one listener only (svcd(8) ENVIRONMENT: SVC_TOKEN)', () => {
+  it('svcd warns at start when the kernel takes a bearer token and the gateway does not, naming the open listener; not when both do', async () => {
+    const warned = async (gatewayToken: string | null): Promise<string[]> => {
+      const { logger, text } = capturedLogger();
+      const config = loadGatewayConfig({ data_dir: join(dir, `token-${gatewayToken ?? 'none'}`), token: gatewayToken }, { env: {}, redactor: new Redactor() });
+      const kdir = tempDir();
+      const d = await startSvcd({ logger, token: 'kernel-only-token', kernel: { dataDir: kdir, listen: '127.0.0.1:0', synchronous: 'NORMAL' }, gateway: { config, listen: '127.0.0.1:0', canaryLoop: false } });
+      try {
+        return text()
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => JSON.parse(l) as { level: string; msg: string; listen?: string })
+          .filter((l) => l.level === 'warn' && l.msg.includes('bearer token'))
+          .map((l) => `${l.msg} @ ${l.listen === d.gatewayUrl ? 'gateway' : l.listen}`);
+      } finally {
+        await d.close();
+        rmSync(kdir, { recursive: true, force: true });
+      }
+    };
+    expect(await warned(null)).toEqual(['the kernel takes a bearer token and the gateway does not: any local process may call tools; set gateway.token (or SVC_TOKEN for both) @ gateway']);
+    expect(await warned('gateway-token')).toEqual([]);
+  });
+});
 
 describe('one process: the in-process kernel link (decisions §9, §11)', () => {
   it('verifies kernel-minted remits, appends tool.called and tool.refused to the run, and feeds the kernel tool catalog', async () => {

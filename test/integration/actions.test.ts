@@ -209,4 +209,26 @@ describe('POST /leases/{id}/actions (I 2.7, D 5.2, 5.4)', () => {
     }
     expect((await propose(d, 'lse_nope', { tool: 'a.b' })).status).toBe(404);
   });
+
+  it('a compensation lease proposes no actions: 409 invalid_state, nothing decided, the lease still runs its compensate tool (docs/design.md "Runs, events and approvals")', async () => {
+    await using d = await startRunDaemon();
+    const b = refundsBundle();
+    b.workflows.refund!.steps.push({ id: 'notify', kind: 'tool', tool: 'billing.lookup', args: { invoice_id: '{{input.invoice_id}}' } });
+    await pushPolicy(d, 'refunds', '1', 'allow small_refund\n  when action.tool == "billing.refund" && action.args.amount <= 100\n');
+    const { run_id } = await startRun(d, await pushBundle(d, b), { policy_set: ['refunds'] });
+    await leaseAndComplete(d, { amount: 50 });
+    await leaseAndComplete(d, { rows: [] });
+    const act = (await lease(d, ['action'])).body;
+    expect((await propose(d, act.lease_id, { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 50 } })).body.decision).toBe('allow');
+    expect((await d.kernel_(`/leases/${act.lease_id}/complete`, { body: { output: { id: 'rf-1' } } })).status).toBe(200);
+    expect((await d.kernel_(`/runs/${run_id}/abandon`, { body: { reason: 'withdrawn', actor: { id: 'ops-1', role: 'ops' } } })).body.compensations_scheduled).toBe(1);
+    const comp = (await lease(d, ['compensation'])).body;
+    const decidedBefore = (await allEvents(d, run_id)).filter((e) => e.kind === 'action.decided').length;
+    const r = await propose(d, comp.lease_id, { tool: 'billing.void_refund', args: { refund_id: 'rf-1' } });
+    expect(r.status).toBe(409);
+    expect(r.body.error).toEqual({ code: 'invalid_state', message: 'a compensation lease runs its compensate tool directly; it proposes no actions', details: { lease_id: comp.lease_id } });
+    expect((await allEvents(d, run_id)).filter((e) => e.kind === 'action.decided').length).toBe(decidedBefore);
+    expect((await d.kernel_(`/leases/${comp.lease_id}/complete`, { body: { output: { voided: true } } })).status).toBe(200);
+    expect((await getRun(d, run_id)).state).toBe('abandoned');
+  });
 });

@@ -134,6 +134,19 @@ describe('POST /runs/{id}/events (I 5.2, D §7, §10)', () => {
       expect(r.status, JSON.stringify(headers)).toBe(401);
       expect(r.body.error.code).toBe('credential_invalid');
     }
+    // man/svc-events.7: an empty header is a bad one (said as empty), and so is one sent
+    // twice, even with the good lease both times (it arrives as "id, id").
+    const empty = await d.kernel_(`/runs/${run_id}/events`, { body: { kind: 'note', payload: {} }, headers: { 'x-svc-lease': mine!, 'x-svc-remit': '' } });
+    expect(empty.status).toBe(401);
+    expect(empty.body.error).toEqual({ code: 'credential_invalid', message: 'X-Svc-Remit is empty', details: { header: 'X-Svc-Remit' } });
+    const emptyLease = await d.kernel_(`/runs/${run_id}/events`, { body: { kind: 'note', payload: {} }, headers: { 'x-svc-lease': '' } });
+    expect(emptyLease.body.error).toEqual({ code: 'credential_invalid', message: 'X-Svc-Lease is empty', details: { header: 'X-Svc-Lease' } });
+    const twice = new Headers({ 'content-type': 'application/json' });
+    twice.append('x-svc-lease', mine!);
+    twice.append('x-svc-lease', mine!);
+    const doubled = await fetch(`${d.kernelUrl}/v1/runs/${run_id}/events`, { method: 'POST', headers: twice, body: JSON.stringify({ kind: 'note', payload: {} }) });
+    expect(doubled.status).toBe(401);
+    expect(((await doubled.json()) as any).error).toMatchObject({ code: 'credential_invalid', details: { header: 'X-Svc-Lease' } });
     const both = await d.kernel_(`/runs/${run_id}/events`, { body: { kind: 'note', payload: {} }, headers: { 'x-svc-lease': mine!, 'x-svc-remit': otherLease.body.context.remit_token } });
     expect(both.status).toBe(201); // two good ones
     // a lease that ended no longer counts
@@ -185,6 +198,8 @@ describe('POST /runs/{id}/events (I 5.2, D §7, §10)', () => {
     const said = async (actor: unknown) => (await d.kernel_(`/runs/${run_id}/events`, { body: { kind: 'note', payload: {}, actor }, headers: h })).body.error;
     expect(await said('kernel')).toMatchObject({ message: expect.stringContaining('reserved'), details: { path: '/actor' } });
     expect(await said('')).toMatchObject({ message: '/actor must not be empty', details: { path: '/actor' } });
+    expect(await said('x'.repeat(257))).toMatchObject({ message: '/actor must be at most 256 characters', details: { path: '/actor' } });
+    expect((await d.kernel_(`/runs/${run_id}/events`, { body: { kind: 'note', payload: {}, actor: 'x'.repeat(256) }, headers: h })).status).toBe(201);
     expect(await said({ id: 7, role: 'ops' })).toMatchObject({ message: '/actor/id must be a non-empty string', details: { path: '/actor/id' } });
     expect((await said(5)).message).toBe('/actor must be an object ({id, role} or {worker_id}), a name, or null');
     expect(await said({ id: 'ops\u202e1', role: 'ops' })).toMatchObject({ details: { path: '/actor/id' } });

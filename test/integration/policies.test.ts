@@ -10,6 +10,8 @@ import { SvcError } from '../../src/errors.js';
 import { toPolicyAction, toPolicyRun } from '../../src/policy/corpus.js';
 import { corpusSlices, POLICY_TEST_BODY_BYTES, testInSlices } from '../../src/policy/corpus-slices.js';
 import { ROOT, startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { errorFromBody } from '../../cli/http-client.js';
+import type { CliError } from '../../cli/exit.js';
 
 const read = (p: string) => readFileSync(join(ROOT, p), 'utf8');
 const v1 = read('fixtures/policies/refunds-v1.policy');
@@ -246,6 +248,71 @@ describe('POST /v1/policies/test body limit (D 5.3, D §10)', () => {
     // Amounts 5000–6999 flip from the default to allow, numbered across the slices.
     expect(result.flips.map((f) => f.index)).toEqual(Array.from({ length: 2000 }, (_, i) => 5000 + i));
     expect(result.flips[0]).toMatchObject({ b: 'allow' });
+  });
+});
+
+describe('a refused case of a corpus sent in slices (svc(1) "policy test": /corpus/N across the whole corpus)', () => {
+  it("is named by its place in the whole corpus, in the message and details.path, as the CLI's error and as a service error", async () => {
+    await using d = await startTestDaemon();
+    expect((await d.kernel_('/policies', { body: { name: 'p', version: '1', source: 'allow a when true' } })).status).toBe(201);
+    const good = (i: number) => ({ action: { tool: 'billing.refund', args: { amount: i } } });
+    const corpus: unknown[] = Array.from({ length: 40 }, (_, i) => good(i));
+    corpus[23] = { action: { tool: 'billing.refund', writes: 'yes' } };
+    const body = { policy_a: { name: 'p' }, policy_b: { source: 'deny d when true' }, corpus };
+    let slices = 0;
+    // As svc policy test sends it (cli/commands/policy.ts): the answer turned into a CliError.
+    const err = (await testInSlices(
+      async (b) => {
+        slices++;
+        const r = await d.kernel_('/policies/test', { body: b });
+        if (r.status !== 200) throw errorFromBody(r.status, r.body);
+        return r.body;
+      },
+      body,
+      600,
+    ).catch((e: unknown) => e)) as CliError;
+    expect(slices).toBeGreaterThan(2); // the bad case is in a later slice, not at its start
+    expect((err.body as any).error).toMatchObject({ code: 'request_invalid', message: '/corpus/23/action/writes must be a boolean', details: { path: '/corpus/23/action/writes' } });
+    expect(err.message).toBe('request_invalid: /corpus/23/action/writes must be a boolean');
+    // A service error (details on the error itself) the same; /corpus/2 is not /corpus/23's prefix.
+    const svcErr = (await testInSlices(
+      async (b) => {
+        const r = await d.kernel_('/policies/test', { body: b });
+        if (r.status !== 200) throw new SvcError(r.body.error.code, r.body.error.message, r.body.error.details);
+        return r.body;
+      },
+      body,
+      600,
+    ).catch((e: unknown) => e)) as SvcError;
+    expect(svcErr).toMatchObject({ message: '/corpus/23/action/writes must be a boolean', details: { path: '/corpus/23/action/writes' } });
+    // An error that names no case passes as it is.
+    const other = await testInSlices(async () => Promise.reject(new SvcError('unavailable', 'down /corpus/1', {})), body, 600).catch((e: unknown) => e);
+    expect(other).toMatchObject({ message: 'down /corpus/1' });
+  });
+
+  it('each member of a case has its type: a wrong one is 400 request_invalid at its path, never taken as a default (D 5.3, D §10)', async () => {
+    await using d = await startTestDaemon();
+    expect((await d.kernel_('/policies', { body: { name: 'p', version: '1', source: 'allow a when true' } })).status).toBe(201);
+    const action = { tool: 'billing.refund' };
+    for (const [c, path, message] of [
+      [{ action: { ...action, writes: 'false' } }, '/corpus/0/action/writes', 'must be a boolean'],
+      [{ action: { ...action, system_of_record: 0 } }, '/corpus/0/action/system_of_record', 'must be a boolean'],
+      [{ action: { ...action, connector: 7 } }, '/corpus/0/action/connector', 'must be a string'],
+      [{ action: { ...action, args: [1] } }, '/corpus/0/action/args', 'must be an object'],
+      [{ action: 'billing.refund' }, '/corpus/0/action', 'must be an object'],
+      [{ action, run: [] }, '/corpus/0/run', 'must be an object'],
+      [{ action, run: { requested_by: 'ana' } }, '/corpus/0/run/requested_by', 'must be an object'],
+      [{ action, run: { requested_by: { manager: 5 } } }, '/corpus/0/run/requested_by/manager', 'must be a string'],
+      [{ action, run: { usage: 3 } }, '/corpus/0/run/usage', 'must be an object'],
+      [{ action, run: { usage: { usd: '0.5' } } }, '/corpus/0/run/usage/usd', 'must be a number'],
+      [{ action, run: { remit: 'autonomous' } }, '/corpus/0/run/remit', 'must be an object'],
+      [{ action, run: { remit: { grants: 'pii' } } }, '/corpus/0/run/remit/grants', 'must be an array of strings'],
+      [{ action, run: { remit: { tools: ['a.*', 1] } } }, '/corpus/0/run/remit/tools', 'must be an array of strings'],
+    ] as const) {
+      const r = await d.kernel_('/policies/test', { body: { policy_a: { name: 'p' }, policy_b: { source: 'deny d when true' }, corpus: [c] } });
+      expect(r.status, JSON.stringify(c)).toBe(400);
+      expect(r.body.error, JSON.stringify(c)).toEqual({ code: 'request_invalid', message: `${path} ${message}`, details: { path } });
+    }
   });
 });
 

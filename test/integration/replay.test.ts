@@ -222,6 +222,71 @@ describe('POST /runs/{id}/replay (D §7)', () => {
     expect(r.decision_mismatches[0]).toMatchObject({ recorded: { decision: 'allow' }, replayed: { decision: 'approval_required', error: `approval ${approvalId} was decided by role:ops, not by its approver role:finance` } });
   });
 
+  it("an approval by the run's own requester, let through by a requester edited in the run row, is a decision mismatch (D 5.4 no self-approval, D §7)", async () => {
+    await using d = await startRunDaemon();
+    const { run_id, lease: l } = await runToAction(d);
+    const action = { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 150 } };
+    const approvalId = (await propose(d, l.lease_id, action)).body.approval_id;
+    // The requester ana may not approve; an insider renames the run's requester in its row.
+    expect((await d.kernel_(`/approvals/${approvalId}`, { body: { decision: 'approved', actor: { id: 'ana', role: 'finance' } } })).body.error.details.reason).toBe('self_approval');
+    const db = openStore(d);
+    const model = JSON.parse((db.prepare('SELECT model FROM runs WHERE run_id = ?').get(run_id) as { model: string }).model);
+    db.prepare('UPDATE runs SET model = ? WHERE run_id = ?').run(JSON.stringify({ ...model, requested_by: { ...model.requested_by, id: 'someone-else' } }), run_id);
+    db.close();
+    expect((await d.kernel_(`/approvals/${approvalId}`, { body: { decision: 'approved', actor: { id: 'ana', role: 'finance' } } })).status).toBe(200);
+    const again = (await lease(d, ['action'])).body;
+    expect((await propose(d, again.lease_id, action)).body).toMatchObject({ decision: 'allow', rule: `approved:${approvalId}` });
+    const r = (await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' })).body;
+    // The log itself is intact: only replay's re-decision, read from the log, finds it.
+    expect(r.chain_valid).toBe(true);
+    expect(r.decision_mismatches).toEqual([
+      expect.objectContaining({
+        recorded: { decision: 'allow', rule: `approved:${approvalId}`, approver: 'role:finance' },
+        replayed: { decision: 'approval_required', rule: 'refunds/large_refund', approver: 'role:finance', error: `approval ${approvalId} was decided by the run's requester ana` },
+      }),
+    ]);
+  });
+
+  it('an allow that claims an approval the log never decided is a decision mismatch, whatever the hashes say (D 5.4, D §7)', async () => {
+    await using d = await startRunDaemon();
+    const { run_id, lease: l } = await runToAction(d);
+    const action = { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 150 } };
+    const approvalId = (await propose(d, l.lease_id, action)).body.approval_id;
+    await d.kernel_(`/approvals/${approvalId}`, { body: { decision: 'approved', actor: APPROVER } });
+    const again = (await lease(d, ['action'])).body;
+    expect((await propose(d, again.lease_id, action)).body.rule).toBe(`approved:${approvalId}`);
+    const events = await allEvents(d, run_id);
+    const [proposed, allowed] = events.filter((e) => e.kind === 'action.decided');
+    const approvalDecided = events.find((e) => e.kind === 'approval.decided')!;
+    const edit = (seq: number, f: (row: { kind: string; payload: any }) => { kind: string; payload: unknown }) => {
+      const db = openStore(d);
+      const row = db.prepare('SELECT kind, payload FROM run_events WHERE run_id = ? AND seq = ?').get(run_id, seq) as { kind: string; payload: string };
+      const next = f({ kind: row.kind, payload: JSON.parse(row.payload) });
+      db.prepare('UPDATE run_events SET kind = ?, payload = ? WHERE run_id = ? AND seq = ?').run(next.kind, JSON.stringify(next.payload), run_id, seq);
+      db.close();
+    };
+    const replay = async () => (await d.kernel_(`/runs/${run_id}/replay`, { method: 'POST' })).body;
+
+    // The decision event wiped (rewritten as a note): the allow after it stands on a pending approval.
+    edit(approvalDecided.seq, () => ({ kind: 'note', payload: { text: 'nothing to see' } }));
+    const undecided = await replay();
+    expect(undecided.chain_errors).toEqual([{ seq: approvalDecided.seq, reason: 'hash_mismatch' }]);
+    expect(undecided.decision_mismatches).toEqual([
+      expect.objectContaining({ seq: allowed!.seq, recorded: expect.objectContaining({ decision: 'allow' }), replayed: { decision: 'approval_required', rule: 'refunds/large_refund', approver: 'role:finance' } }),
+    ]);
+    // The first proposal rewritten to an allow through the approval it only went on to request.
+    edit(proposed!.seq, ({ payload }) => ({ kind: 'action.decided', payload: { ...payload, source: 'approval', decision: 'allow', rule: `approved:${approvalId}` } }));
+    const early = await replay();
+    expect(early.decision_mismatches).toContainEqual(
+      expect.objectContaining({ seq: proposed!.seq, replayed: { decision: null, rule: null, approver: null, error: `no approval ${approvalId} for action ${proposed!.payload.action_id} earlier in the log` } }),
+    );
+    // An approval id the log never requested.
+    edit(allowed!.seq, ({ payload }) => ({ kind: 'action.decided', payload: { ...payload, approval_id: 'apr_forged', rule: 'approved:apr_forged' } }));
+    expect((await replay()).decision_mismatches).toContainEqual(
+      expect.objectContaining({ seq: allowed!.seq, replayed: expect.objectContaining({ decision: null, error: `no approval apr_forged for action ${allowed!.payload.action_id} earlier in the log` }) }),
+    );
+  });
+
   it('values svc never writes, edited into a row, are reported at their seq or column, never a 500 (I §7, D §7)', async () => {
     await using d = await startRunDaemon();
     const { run_id } = await eventfulRun(d);

@@ -3,6 +3,7 @@
  * complete), decisions §6 (state object, list pagination), §7 (events), §8 (spend).
  */
 import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
 import { allEvents, getRun, lease, leaseAndComplete, mintRemit, pushBundle, refundsBundle, REQUESTER, startRun, startRunDaemon } from './run-fixtures.js';
 
 describe('a whole run over HTTP (I 2.4, 2.6, 4.1; D §6)', () => {
@@ -169,6 +170,39 @@ describe('POST /runs refusals (I 4.1 rule 2, 7.1; D §3, §10)', () => {
       expect(r.body.error.code).toBe('request_invalid');
     }
     expect((await d.kernel_('/runs/run_nope')).status).toBe(404);
+  });
+
+  it('a remit not yet valid, or expired, starts no run: 422 remit_invalid with details.reason, and the remit stays free (docs/design.md "Remits and keys": binding; D §3 skew)', async () => {
+    const clock = new ManualClock();
+    await using d = await startRunDaemon({ clock, clockSkewSeconds: 30 });
+    const bundleId = await pushBundle(d);
+    const parent = await mintRemit(d, { ttl_seconds: 3600 });
+    const nowS = Math.floor(clock.now() / 1000);
+    const child = (await d.kernel_(`/remits/${parent.remit_id}/derive`, { body: { nbf: nowS + 600, spend: { tokens: 10, usd: 0.01 } } })).body;
+    const body = { bundle_id: bundleId, workflow: 'refund', input: { invoice_id: 'inv-1' }, remit_id: child.remit_id, requested_by: REQUESTER };
+
+    const early = await d.kernel_('/runs', { body });
+    expect(early.status, JSON.stringify(early.body)).toBe(422);
+    expect(early.body.error).toMatchObject({
+      code: 'remit_invalid',
+      message: `remit ${child.remit_id} is not valid before ${new Date((nowS + 600) * 1000).toISOString()}`,
+      details: { remit_id: child.remit_id, reason: 'remit_not_yet_valid' },
+    });
+    expect((await d.kernel_(`/remits/${child.remit_id}`)).body.run_id).toBeNull();
+    expect((await d.kernel_('/runs')).body.runs).toEqual([]);
+    // Within the configured skew of its nbf it is valid: the run starts and binds it.
+    clock.advance((600 - 30) * 1000);
+    const inSkew = await d.kernel_('/runs', { body });
+    expect(inSkew.status, JSON.stringify(inSkew.body)).toBe(201);
+    expect((await d.kernel_(`/remits/${child.remit_id}`)).body.run_id).toBe(inSkew.body.run_id);
+
+    // Past its exp (plus the skew) the parent starts nothing either.
+    clock.advance((3600 - 570 + 30) * 1000);
+    const late = await d.kernel_('/runs', { body: { ...body, remit_id: parent.remit_id } });
+    expect(late.status, JSON.stringify(late.body)).toBe(422);
+    expect(late.body.error).toMatchObject({ code: 'remit_invalid', details: { remit_id: parent.remit_id, reason: 'remit_expired' } });
+    expect((await d.kernel_(`/remits/${parent.remit_id}`)).body.run_id).toBeNull();
+    expect((await d.kernel_('/runs')).body.runs.map((r: { run_id: string }) => r.run_id)).toEqual([inSkew.body.run_id]);
   });
 
   it('pins the latest policy version at creation, or the named one (D 5.2)', async () => {

@@ -9,6 +9,8 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ROOT, spawnSvcd, tempDir } from '../helpers/daemon.js';
+import { readConfigFile } from '../../daemon/config.js';
+import { Redactor } from '../../src/log/logger.js';
 
 const SVCD = join(ROOT, 'dist/daemon/main.js');
 
@@ -17,6 +19,62 @@ function svcdExit(args: string[], env: Record<string, string> = {}): { code: num
   const r = spawnSync(process.execPath, [SVCD, ...args], { cwd: tempDir(), env: { ...process.env, SVC_TOKEN: '', ...env }, encoding: 'utf8', timeout: 15_000 });
   return { code: r.status, stderr: r.stderr, stdout: r.stdout };
 }
+
+describe('the --config document itself (svcd(8) CONFIGURATION FILE), read in-process', () => {
+  const write = (text: string) => {
+    const file = join(tempDir(), 'svcd.yaml');
+    writeFileSync(file, text);
+    return file;
+  };
+  const read = (file: string, env: Record<string, string> = {}) => readConfigFile(file, env, new Redactor());
+
+  it('is a mapping: a list or a scalar is refused naming the file; an empty file is no settings', () => {
+    for (const text of ['- kernel\n', 'kernel\n', '42\n']) {
+      const file = write(text);
+      expect(() => read(file), text).toThrow(new Error(`config ${file} must be a mapping with kernel: and gateway: sections`));
+    }
+    expect(read(write(''))).toEqual({});
+    expect(read(write('# nothing yet\n'))).toEqual({});
+  });
+
+  it('a file that cannot be read, or is not YAML, is named with what is wrong in words (not ENOENT)', () => {
+    const dir = tempDir();
+    expect(() => read(join(dir, 'missing.yaml'))).toThrow(new Error(`cannot read config ${join(dir, 'missing.yaml')}: no such file`));
+    expect(() => read(dir)).toThrow(new Error(`cannot read config ${dir}: is a directory`));
+    expect(() => read(join(dir, 'missing', 'x.yaml'))).toThrow(new Error(`cannot read config ${join(dir, 'missing', 'x.yaml')}: no such file`));
+    const bad = write('kernel: [unclosed\n');
+    expect(() => read(bad)).toThrow(new RegExp(`^config ${bad.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} is not valid YAML or JSON: `));
+  });
+
+  it('top-level keys other than kernel and gateway are refused, all named at once', () => {
+    const one = write('kernel: {}\ngatway: {}\n');
+    expect(() => read(one)).toThrow(new Error(`config ${one}: unknown top-level key "gatway" (expected kernel, gateway)`));
+    const two = write('kernal: {}\nlisten: 127.0.0.1:0\ngateway: {}\n');
+    expect(() => read(two)).toThrow(new Error(`config ${two}: unknown top-level keys "kernal", "listen" (expected kernel, gateway)`));
+  });
+
+  it('the kernel: section: ${VAR} substituted and registered for redaction, data_dir resolved against the file, a bad gateway_url port refused', () => {
+    const file = write('kernel:\n  token: ${K_TOKEN}\n  data_dir: ./k\n  gateway_url: http://127.0.0.1:7402\ngateway: {listen: 127.0.0.1:0}\n');
+    const redactor = new Redactor();
+    const cfg = readConfigFile(file, { K_TOKEN: 'kernel-secret-31' }, redactor);
+    expect(cfg).toEqual({ kernel: { token: 'kernel-secret-31', data_dir: join(file, '..', 'k'), gateway_url: 'http://127.0.0.1:7402' }, gateway: { listen: '127.0.0.1:0' } });
+    expect(redactor.redact('token kernel-secret-31')).toBe('token [REDACTED]');
+    const problemsOf = (file: string): string[] => {
+      try {
+        read(file);
+      } catch (err) {
+        return (err as { problems: string[] }).problems;
+      }
+      throw new Error('expected problems');
+    };
+    expect(problemsOf(write('kernel:\n  token: ${UNSET_TOKEN}\n  listen: 127.0.0.1:0\n'))).toEqual(['/token: environment variable UNSET_TOKEN is not set']);
+    // Addresses are checked once the section's shape holds (as the gateway's passes are).
+    expect(problemsOf(write('kernel:\n  gateway_url: http://127.0.0.1:6000\n  listen: 127.0.0.1:99999\n'))).toEqual([
+      '/listen: listen address "127.0.0.1:99999": port out of range',
+      expect.stringMatching(/^\/gateway_url: port 6000 is one that fetch refuses/),
+    ]);
+  });
+});
 
 describe('the kernel: section of --config (svcd(8))', () => {
   it('lists every problem at once and exits 1, without a stack or the token', () => {

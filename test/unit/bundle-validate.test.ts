@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { modelStepsWithoutMock, undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
+import { inputTemplatesOutsideSchema, modelStepsWithoutMock, undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
 import { ROOT } from '../helpers/daemon.js';
 
 const refunds = () => parse(readFileSync(join(ROOT, 'fixtures/bundles/refunds.yaml'), 'utf8'));
@@ -258,6 +258,34 @@ describe('semantic problems (D 4)', () => {
     const b = minimal();
     b.workflows.main.steps[0].prompt = 'nope';
     expect(problemsOf(b)).toEqual([{ path: '/workflows/main/steps/0/prompt', message: 'unknown prompt "nope" (prompts: ask)' }]);
+  });
+
+  it('an unknown prompt in a bundle with no prompts says so', () => {
+    const b = minimal();
+    delete b.prompts;
+    b.workflows.main.steps[0].prompt = 'ask';
+    expect(problemsOf(b)).toEqual([{ path: '/workflows/main/steps/0/prompt', message: 'unknown prompt "ask" (the bundle has no prompts)' }]);
+  });
+
+  it('an {{input.…}} template a nested input_schema object forbids is a note at any depth; patternProperties, arrays and step outputs are not judged (svc-bundle(5) VALIDATION)', () => {
+    const b = minimal();
+    b.prompts.ask = 'Hi {{input.customer.name}}, not {{input.customer.nmae}}';
+    b.workflows.main.input_schema = {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        customer: { type: 'object', additionalProperties: false, properties: { name: { type: 'string' }, tags: { type: 'object', additionalProperties: false, patternProperties: { '^t': {} } } } },
+        items: { type: 'array' },
+      },
+    };
+    b.workflows.main.steps[1].args = { e: '{{input.customer.emial}}', t: '{{input.customer.tags.zz}}', i: '{{input.items.0.sku}}', x: '{{steps.think.output.x}}' };
+    const why = 'which workflow "main"\'s input_schema does not allow (its members: name, tags); every run would fail with template_invalid';
+    expect(inputTemplatesOutsideSchema(b)).toEqual([
+      { path: '/prompts/ask', message: `{{input.customer.nmae}} names input.customer.nmae, ${why}` },
+      { path: '/workflows/main/steps/1/args/e', message: `{{input.customer.emial}} names input.customer.emial, ${why}` },
+    ]);
+    // Notes, never problems: the bundle is valid.
+    expect(validateBundle(b)).toMatchObject({ ok: true });
   });
 
   it('a tool named but not declared in tools is a note, not a problem', () => {

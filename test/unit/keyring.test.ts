@@ -198,6 +198,12 @@ describe('an unusable key file is named with what is wrong (svcd(8) KEYS)', () =
     ['no key at all', () => JSON.stringify({ previous: [] }), /control-plane\.json: key_id, public_key and private_key are missing/],
     ['a short seed', (good) => JSON.stringify({ ...JSON.parse(good), private_key: Buffer.alloc(31, 1).toString('base64url') }), /control-plane\.json: private_key is not a 32-byte base64url seed/],
     ['another public key', (good) => JSON.stringify({ ...JSON.parse(good), public_key: encodeBase64url(new KeyRing(seedB).publicKey) }), /control-plane\.json: public_key is not the public key of private_key/],
+    ['a key_id not of its key', (good) => JSON.stringify({ ...JSON.parse(good), key_id: 'cp-AAAAAAAAAAAAAAAA' }), /control-plane\.json: key_id cp-AAAAAAAAAAAAAAAA is not the id of its key \(cp-[A-Za-z0-9_-]{16}\)/],
+    ['a created_at not a string', (good) => JSON.stringify({ ...JSON.parse(good), created_at: 5 }), /control-plane\.json: created_at must be a string/],
+    ['previous not a list', (good) => JSON.stringify({ ...JSON.parse(good), previous: {} }), /control-plane\.json: previous must be a list of retired keys/],
+    ['a retired key not base64url', (good) => JSON.stringify({ ...JSON.parse(good), previous: [{ key_id: 'cp-x', public_key: 'a+b=', retired_at: T0.toISOString() }] }), /control-plane\.json: previous\[0\] \(cp-x\): public_key is not unpadded base64url/],
+    ['an env_key without since', (good) => JSON.stringify({ ...JSON.parse(good), env_key: { key_id: 'cp-x', public_key: smallOrder } }), /control-plane\.json: env_key must have a key_id, a public_key and a since/],
+    ['a small-order env_key', (good) => JSON.stringify({ ...JSON.parse(good), env_key: { key_id: 'cp-x', public_key: smallOrder, since: T0.toISOString() } }), /control-plane\.json: env_key \(cp-x\): public key .*; refusing to trust it/],
   ];
   for (const [name, corrupt, message] of cases) {
     it(`${name}: refused with the file's path, with or without SVC_SIGNING_KEY`, () => {
@@ -209,6 +215,14 @@ describe('an unusable key file is named with what is wrong (svcd(8) KEYS)', () =
       expect(() => KeyRing.load(dir, undefined, T1)).toThrow(keyFilePath(dir));
     });
   }
+
+  it('an SVC_SIGNING_KEY that is no 32-byte unpadded base64url seed stops the load, naming the variable, never its value (D §1, D §2)', () => {
+    for (const bad of ['not a seed!', encodeBase64url(Buffer.alloc(31, 1)), `${envA}=`, Buffer.alloc(32, 0xa1).toString('base64')]) {
+      expect(() => KeyRing.load(dataDir(), bad, T0), bad).toThrow(new Error('SVC_SIGNING_KEY must be base64url (no padding) of a 32-byte Ed25519 seed'));
+    }
+    // Whitespace around it (a newline from a file) is not part of it.
+    expect(KeyRing.load(dataDir(), `${envA}\n`, T0).keyId).toBe(KeyRing.load(dataDir(), envA, T0).keyId);
+  });
 
   it('a key file that cannot be read is named too', () => {
     const dir = dataDir();
