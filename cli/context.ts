@@ -8,7 +8,7 @@ import { CliError, EXIT, usageError } from './exit.js';
 import { SvcHttpClient } from './http-client.js';
 import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../src/util/fetch-blocked-ports.js';
 import { decimalOf } from '../src/util/number-text.js';
-import { clean, columns, pad, terminalJson } from './terminal-text.js';
+import { clean, cleanText, columns, pad, terminalJson } from './terminal-text.js';
 
 export interface GlobalOptions {
   kernelUrl: string;
@@ -140,7 +140,9 @@ export function output(cmd: Command, data: unknown, human?: (data: any) => strin
     }
     throw err;
   }
-  process.stdout.write(text.replace(/\n?$/, '\n'));
+  // Whatever the daemon stored (a policy's comments, a bundle's texts, a requester's name) is
+  // shown, never acted on by the terminal: no escape sequence, no bidi reordering.
+  process.stdout.write(cleanText(text).replace(/\n?$/, '\n'));
 }
 
 /** A plain table with left-aligned columns, as wide as the columns their text takes on a terminal (CJK and emoji two). */

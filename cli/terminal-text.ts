@@ -133,6 +133,21 @@ export function terminalJson(value: unknown, indent = 2): string {
   return visibleJson(JSON.stringify(value, null, indent) ?? String(value));
 }
 
+/**
+ * A text of many lines for a terminal (`svc policy show`'s source, `svc bundle show`'s YAML,
+ * every human output): lines, tabs and CRLF endings kept, every other control character `?`
+ * (a lone CR would let `allow all\r# note` show as the note), format characters and line
+ * separators `\u{…}` as in `clean`. A text without them is returned as it is.
+ */
+export function cleanText(s: string): string {
+  return (
+    s
+      // eslint-disable-next-line no-control-regex
+      .replace(/\r(?!\n)|[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/g, '?')
+      .replace(/[\p{Cf}\p{Zl}\p{Zp}]/gu, (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`)
+  );
+}
+
 /** `clean` line by line: a message of several lines keeps its lines and nothing else. */
 export function cleanLines(s: string): string {
   return s.split('\n').map(clean).join('\n');

@@ -11,7 +11,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { parse as parseYaml, stringify as toYaml } from 'yaml';
+import { Document, parse as parseYaml, visit } from 'yaml';
 import type { BundleSummary } from '../../src/bundle/bundle-service.js';
 import { integerReadAs } from '../../src/encoding/json-limits.js';
 import { pointerToken } from '../../src/encoding/json-pointer.js';
@@ -271,6 +271,29 @@ export async function resolveBundle(client: SvcHttpClient, ref: string): Promise
   return matches[matches.length - 1]!.bundle_id;
 }
 
+/** Characters a terminal acts on or hides: DEL and C1 controls, format characters (bidi, zero-width), line separators. */
+const INVISIBLE = /[\u007f-\u009f\p{Cf}\p{Zl}\p{Zp}]/u;
+
+/**
+ * A stored bundle as YAML for a terminal that is still the same bundle: a string holding an
+ * invisible character is double-quoted with that character as a `\uXXXX` escape (YAML's own),
+ * so a bidi override in a step's text shows as one, and the output parses back to the bundle
+ * (C0 controls the yaml library escapes itself).
+ */
+export function visibleYaml(value: unknown): string {
+  const doc = new Document(value);
+  visit(doc, {
+    Scalar(_key, node) {
+      if (typeof node.value === 'string' && INVISIBLE.test(node.value)) node.type = 'QUOTE_DOUBLE';
+    },
+  });
+  // Only double-quoted scalars hold such characters now, where the escape reads back as it.
+  return doc.toString({ lineWidth: 0 }).replace(new RegExp(INVISIBLE.source, 'gu'), (c) => {
+    const n = c.codePointAt(0)!;
+    return n > 0xffff ? `\\U${n.toString(16).padStart(8, '0')}` : `\\u${n.toString(16).padStart(4, '0')}`;
+  });
+}
+
 /** `svc bundle show REF`: a bundle id, or NAME[@VERSION] as run start takes it. */
 export async function handleShow(client: SvcHttpClient, ref: string): Promise<StoredBundle> {
   const id = await resolveBundle(client, ref);
@@ -344,6 +367,6 @@ export function registerBundle(program: Command): void {
     .description('print a stored bundle (YAML; JSON with --json)')
     .argument('<bundle>', 'bundle id (bnd_…), or NAME[@VERSION] (the newest such)')
     .action(async function (this: Command, id: string) {
-      output(this, await handleShow(kernelClient(this), id), (b: StoredBundle) => toYaml(b, { lineWidth: 0 }));
+      output(this, await handleShow(kernelClient(this), id), (b: StoredBundle) => visibleYaml(b));
     });
 }

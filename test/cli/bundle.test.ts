@@ -253,6 +253,18 @@ describe('svc bundle push, list, show against svcd (I 4.1)', () => {
       const byName = await runSvc([...url, '--json', 'bundle', 'show', ref]);
       expect(JSON.parse(byName.stdout).bundle_id, ref).toBe(id);
     }
+    // svc(1) DESCRIPTION: a bidi override or an escape sequence in a bundle's text is shown as
+    // a YAML escape, and the YAML still reads back as the bundle.
+    const tricky = { ...refunds, version: '1.0.1', description: `refunds \u202eevil\u202c \u001b[2J\u200b` };
+    const trickyFile = join(tempDir(), 'tricky.json');
+    writeFileSync(trickyFile, JSON.stringify(tricky));
+    expect((await runSvc([...url, 'bundle', 'push', trickyFile, '--key', KEY])).code).toBe(0);
+    const trickyShow = await runSvc([...url, 'bundle', 'show', 'refunds@1.0.1']);
+    expect(trickyShow.code).toBe(0);
+    expect(trickyShow.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\p{Cf}]/u);
+    expect(trickyShow.stdout).toContain('description: "refunds \\u202eevil\\u202c \\e[2J\\u200b"');
+    expect(parse(trickyShow.stdout).bundle).toEqual(tricky);
+
     const noSuch = await runSvc([...url, 'bundle', 'show', 'refunds@9.9.9']);
     expect(noSuch.code).toBe(1);
     expect(noSuch.stderr).toContain('no bundle refunds@9.9.9 on the kernel');

@@ -125,6 +125,18 @@ describe('svc policy push, list, show against svcd (I 4.1)', () => {
     expect(invalid.code).toBe(1);
     expect(invalid.stderr).toContain(`${file}:2:21: action has no member "nope" (its members: tool,`);
 
+    // svc(1) DESCRIPTION: a source's comments reach the terminal as text, not as escape
+    // sequences or bidi reordering; --json has the source exactly as stored.
+    const trojan = join(tempDir(), 'trojan.policy');
+    const source = '# \u001b[2J\u001b]52;c;ZXZpbA==\u0007 cleared \u202eevil\u202c\r\nallow all\r# looks like a comment\n  when true\n';
+    writeFileSync(trojan, source);
+    expect((await runSvc([...url, 'policy', 'push', trojan, '--name', 'trojan', '--version', '1'])).code).toBe(0);
+    const shown = await runSvc([...url, 'policy', 'show', 'trojan']);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).not.toMatch(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\p{Cf}]/u);
+    expect(shown.stdout).toContain('# ?[2J?]52;c;ZXZpbA==? cleared \\u{202e}evil\\u{202c}\r\nallow all?# looks like a comment\n');
+    expect(JSON.parse((await runSvc([...url, '--json', 'policy', 'show', 'trojan'])).stdout).source).toBe(source);
+
     const unknown = await runSvc([...url, 'policy', 'show', 'ghost']);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toMatch(/not_found/);

@@ -8,7 +8,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { showHuman } from '../../cli/commands/run.js';
-import { cleanLines, terminalJson } from '../../cli/terminal-text.js';
+import { cleanLines, cleanText, terminalJson } from '../../cli/terminal-text.js';
+import { visibleYaml } from '../../cli/commands/bundle.js';
+import { parse as parseYaml } from 'yaml';
 import { cutText, shortened } from '../../src/encoding/cut-text.js';
 import { textProblem } from '../../src/encoding/json-limits.js';
 import { notFound } from '../../src/errors.js';
@@ -130,6 +132,25 @@ describe('svc(1) DESCRIPTION: no value sends an escape sequence to the terminal'
 
   it('cleanLines keeps the lines of a message and nothing a terminal acts on', () => {
     expect(cleanLines('a\u001b[2J\nb\u009b31m\u202e')).toBe('a?[2J\nb?31m\\u{202e}');
+  });
+
+  it('cleanText keeps lines, tabs and CRLF endings of a source, and shows everything else a terminal acts on', () => {
+    expect(cleanText('allow a\r\n  when true\t# x\n')).toBe('allow a\r\n  when true\t# x\n');
+    // A lone CR would show `# note` over `allow all`; ESC and CSI would clear the screen.
+    expect(cleanText('allow all\r# note\u001b[2J\u009b31m\u202eZ\u2028')).toBe('allow all?# note?[2J?31m\\u{202e}Z\\u{2028}');
+  });
+
+  it('visibleYaml (svc bundle show) escapes invisible characters as YAML escapes and still parses to the same value', () => {
+    let controls = '';
+    for (let i = 0; i < 0xa0; i++) controls += String.fromCharCode(i);
+    const bundle = { description: nasty, controls, tab: 'a\tb', tag: 'x\u{e0041}y', [`k\u200b`]: 1, plain: 'refund' };
+    const text = visibleYaml(bundle);
+    expect(text).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\p{Cf}\p{Zl}\p{Zp}]/u);
+    expect(parseYaml(text)).toEqual(bundle);
+    expect(cleanText(text)).toBe(text); // nothing left for the output's own pass to change
+    expect(text).toContain('"k\\u200b": 1');
+    expect(text).toContain('tag: "x\\U000e0041y"');
+    expect(text).toContain('plain: refund'); // untouched strings keep their plain style
   });
 
   it('svc: an error message from svcd (a not_found quoting an id) is printed cleaned', async () => {
