@@ -116,6 +116,23 @@ function statusHuman(s: CanaryStatus): string {
   return lines.join('\n');
 }
 
+/**
+ * Why `svc gateway probe` exits 1. A quarantined connector whose probe passed stays
+ * quarantined until a release (svc-gateway(5) CANARIES): say so, rather than that the probe
+ * failed.
+ */
+export function probeNotHealthy(connector: string, s: Pick<CanaryStatus, 'status' | 'consecutive_passes'>): string {
+  if (s.status === 'quarantined' && s.consecutive_passes > 0) {
+    return `the probe of ${connector} passed, but ${connector} stays quarantined until it is released: svc gateway release ${connector}`;
+  }
+  return `the probe of ${connector} did not pass: ${s.status}`;
+}
+
+/** After a release: the runs the quarantine parked are not resumed by it (svc(1), svc run resume). */
+export function releasedNote(connector: string): string {
+  return `svc: ${connector} released; runs parked while it was quarantined stay parked: resume each with svc run resume RUN_ID --actor ID:ROLE (svc run list --state parked lists them)\n`;
+}
+
 export function registerGateway(program: Command): void {
   const gw = program.command('gateway').description('the tool gateway: tools, canaries, probes, releases and calls');
 
@@ -137,18 +154,24 @@ export function registerGateway(program: Command): void {
     .action(async function (this: Command, connector: string) {
       const status = await handleProbe(gatewayClient(this), connector);
       output(this, status, statusHuman);
-      // For scripts: a probe that did not pass is a failure of the command.
-      if (status.status !== 'healthy') throw new CliError(`the probe of ${connector} did not pass: ${status.status}`, EXIT.failed);
+      // For scripts: a connector not healthy after its probe is a failure of the command.
+      if (status.status !== 'healthy') throw new CliError(probeNotHealthy(connector, status), EXIT.failed);
     });
 
   gw.command('release')
     .description('release a quarantined connector')
     .argument('<connector>', 'connector name')
     .action(async function (this: Command, connector: string) {
-      const status = await handleRelease(gatewayClient(this), connector);
+      const client = gatewayClient(this);
+      const human = !globals(this).json;
+      // Asked first (for the note below only): the answer of a release is the same healthy
+      // status whether the connector was quarantined or not.
+      const before = human ? await handleCanaries(client).then((all) => all[connector]?.status, () => undefined) : undefined;
+      const status = await handleRelease(client, connector);
       output(this, status, statusHuman);
       // svcd answers a connector that was not quarantined with its status, unchanged.
-      if (status.status !== 'healthy' && !globals(this).json) process.stderr.write(`svc: ${connector} is ${status.status}, not quarantined: nothing was released\n`);
+      if (status.status !== 'healthy' && human) process.stderr.write(`svc: ${connector} is ${status.status}, not quarantined: nothing was released\n`);
+      else if (before === 'quarantined' && human) process.stderr.write(releasedNote(connector));
     });
 
   gw.command('call')

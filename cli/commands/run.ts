@@ -289,6 +289,26 @@ export function showHuman(r: Run): string {
   return `${head}\n\n${steps}${out}`;
 }
 
+/**
+ * What the on-call does next with a run that waits for someone (svc(1), svc run show): one
+ * line on standard error after the screen, none for a run that goes on by itself or has ended
+ * for good. Not with --json.
+ */
+export function nextForRun(r: Pick<Run, 'run_id' | 'state' | 'parked_reason' | 'pending_approval_id'>): string | null {
+  const id = r.run_id;
+  const abandon = `svc run abandon ${id} --reason TEXT --actor ID:ROLE`;
+  if (r.state === 'failed') return `svc: next: the run will not go on by itself; ${abandon} runs the compensations its completed steps declare`;
+  if (r.state !== 'parked') return null;
+  if (r.parked_reason === 'human') {
+    const which = r.pending_approval_id ?? 'its approval';
+    return `svc: next: an approver decides ${which} (svc approvals list --actor ID:ROLE), or ${abandon}`;
+  }
+  if (r.parked_reason === 'connector_quarantined') {
+    return `svc: next: once the connector is repaired and released (svc gateway canaries, svc gateway release), svc run resume ${id} --actor ID:ROLE; or ${abandon}`;
+  }
+  return `svc: next: fix what the step's error says, then svc run resume ${id} --actor ID:ROLE; or ${abandon}`;
+}
+
 function listHuman(page: { runs: Run[]; next: string | null }): string {
   if (page.runs.length === 0) return 'no runs';
   const rows = page.runs.map((r) => [
@@ -486,7 +506,10 @@ export function registerRun(program: Command): void {
     .description('a run at a glance: state, steps with attempts, usage against budget')
     .argument('<id>', 'run id')
     .action(async function (this: Command, id: string) {
-      output(this, await handleShow(kernelClient(this), id), showHuman);
+      const r = await handleShow(kernelClient(this), id);
+      output(this, r, showHuman);
+      const next = globals(this).json ? null : nextForRun(r);
+      if (next) process.stderr.write(clean(next) + '\n');
     });
 
   run

@@ -164,7 +164,7 @@ export class BundleService {
       verifyBundleSignature(stored.bundle, stored.signature, this.deps.publishers());
     } catch {
       const why = key === null ? `key ${stored.signature.key_id} is no longer a trusted publisher key` : `its signature no longer verifies under key ${stored.signature.key_id}`;
-      throw new SvcError('bundle_signature_invalid', `bundle ${stored.name}@${stored.version} cannot start runs: ${why}`, { bundle_id: id, key_id: stored.signature.key_id });
+      throw new SvcError('bundle_signature_invalid', `bundle ${stored.name}@${stored.version} cannot start runs: ${why}; push it again signed with a trusted key (svc bundle push FILE --key KEYFILE: the new signature replaces this one), or trust key ${stored.signature.key_id} again (svcd --publisher)`, { bundle_id: id, key_id: stored.signature.key_id });
     }
     if (this.verifiedUnder.size >= 1024) this.verifiedUnder.delete(this.verifiedUnder.keys().next().value!);
     this.verifiedUnder.set(id, key!);

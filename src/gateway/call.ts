@@ -295,7 +295,7 @@ class ToolCall {
     try {
       if (d.canaries.isQuarantined(connector.name)) {
         await this.release(a);
-        return this.failWith(a, gatewayError('connector_quarantined', `connector ${connector.name} is quarantined by its canary`, { connector: connector.name }), 'connector_quarantined');
+        return this.failWith(a, gatewayError('connector_quarantined', `connector ${connector.name} is quarantined by its canary (svc gateway canaries says why); once it is repaired, svc gateway release ${connector.name}, then svc run resume the runs it parked`, { connector: connector.name }), 'connector_quarantined');
       }
       const admission = d.breaker(connector.name).admit();
       if (!admission.ok) {

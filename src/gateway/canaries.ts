@@ -116,7 +116,10 @@ export class Canaries {
       s.status = 'quarantined';
       s.quarantined_at = q.quarantined_at;
       s.repair_file = q.repair_file;
-      s.last_error = 'quarantined before the last restart; release it or let probes pass';
+      // Without auto_release passing probes release nothing: say what does, and where the why is.
+      s.last_error = this.deps.config.auto_release
+        ? 'quarantined before the last restart (its repair request says why); release it, or 2 passing probes will'
+        : 'quarantined before the last restart (its repair request says why); release it once repaired: svc gateway release';
     }
     for (const s of this.states.values()) this.publish(s);
   }

@@ -173,12 +173,57 @@ export class RunEngine {
       this.k.metrics.events.inc({ kind: e.kind });
       const cancelled = cancelledApprovalIds(e);
       if (cancelled.length > 0) this.k.metrics.approvalsPending.dec(cancelled.length);
+      this.logRunEvent(after, e);
     }
     if (!before || before.state !== after.state) {
       if (before) this.k.metrics.runs.dec({ state: before.state });
       this.k.metrics.runs.inc({ state: after.state });
     }
     if (wake) this.wakeFor(after);
+  }
+
+  /**
+   * The lines an on-call reads in svcd's log (svcd(8) STARTUP AND SIGNALS, "what the log
+   * says of runs"): a run that needs someone (parked for a quarantine or a quarantined
+   * connector: warn; for a human: info), one that failed (warn), and what operators did
+   * (resume, abandon). Ids, step, codes and counts only: inputs, outputs, messages and
+   * reasons stay in the run's log (svc run show, svc run events).
+   */
+  private logRunEvent(run: RunModel, e: RunEvent): void {
+    const p = e.payload;
+    const who = (a: RunEvent['actor']) => (a !== null && typeof a === 'object' && typeof a.id === 'string' ? `${a.id}:${String(a.role)}` : a);
+    const log = this.k.logger;
+    switch (e.kind) {
+      case 'run.parked': {
+        const step = typeof p.step === 'string' ? p.step : null;
+        const fields = { run_id: run.run_id, step, reason: p.reason, approval_id: p.approval_id ?? null, error: step ? run.steps[step]?.error?.code ?? null : null };
+        if (p.reason === 'human') log.info('run parked', fields);
+        else log.warn('run parked', fields);
+        return;
+      }
+      case 'run.failed':
+        log.warn('run failed', { run_id: run.run_id, step: p.step ?? null, error: (p.error as { code?: unknown } | undefined)?.code ?? null });
+        return;
+      case 'run.resumed':
+        if (p.via === 'resume') log.info('run resumed', { run_id: run.run_id, step: p.step ?? null, reason: p.reason, by: who(e.actor) });
+        return;
+      case 'run.abandon_requested':
+        log.info('run abandon requested', {
+          run_id: run.run_id,
+          by: who(e.actor),
+          from_state: p.from_state,
+          compensations: Array.isArray(p.compensations) ? p.compensations.length : 0,
+          uncompensated_writes: p.uncompensated_writes_total ?? (Array.isArray(p.uncompensated_writes) ? p.uncompensated_writes.length : 0),
+        });
+        return;
+      case 'run.abandoned': {
+        const failed = Array.isArray(p.failed) ? p.failed.length : 0;
+        const fields = { run_id: run.run_id, compensated: Array.isArray(p.compensated) ? p.compensated.length : 0, compensations_failed: failed };
+        if (failed > 0) log.warn('run abandoned', fields);
+        else log.info('run abandoned', fields);
+        return;
+      }
+    }
   }
 
   /** Wakes long-polling lease requests for the work this run now offers, if any. */

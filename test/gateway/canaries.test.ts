@@ -63,6 +63,8 @@ describe('quarantine and the repair request (interface 3, 2.10)', () => {
     const blocked = await g.call({ remit_token: token(), tool: 'test.echo', args: {} });
     expect(blocked.status).toBe(503);
     expect(blocked.body.error.code).toBe('connector_quarantined');
+    // The message the step's error carries says what the on-call does next (svc-gateway(5) CANARIES).
+    expect(blocked.body.error.message).toBe('connector test is quarantined by its canary (svc gateway canaries says why); once it is repaired, svc gateway release test, then svc run resume the runs it parked');
 
     // Without auto release, passing probes do not release.
     await g.req('POST', '/test/shape', { shape: { ok: true } });
@@ -96,6 +98,8 @@ describe('quarantine and the repair request (interface 3, 2.10)', () => {
     await g1.close();
     await using g2 = await startGateway({ keys: signer, env, dataDir });
     expect((await g2.req('GET', '/canaries')).body.test).toMatchObject({ status: 'quarantined', repair_file: expect.stringContaining('repairs') });
+    // Without auto_release, passing probes release nothing: the note says what does (svc-gateway(5) CANARIES).
+    expect((await g2.req('GET', '/canaries')).body.test.last_error).toBe('quarantined before the last restart (its repair request says why); release it once repaired: svc gateway release');
     expect((await g2.call({ remit_token: token(), tool: 'test.echo', args: {} })).status).toBe(503);
     await g2.req('POST', '/canaries/test/release');
     expect((await g2.call({ remit_token: token(), tool: 'test.echo', args: {} })).status).toBe(200);

@@ -573,6 +573,45 @@ describe('sqlite connector (decisions §9: tables from EXPLAIN, views and trigge
     }
   });
 
+  it('a statement that stopped preparing: refusals name SQLite\'s reason, and a canary probe (no derived scopes) passes again once the schema is fixed (svc-gateway(5) CANARIES, D §9)', async () => {
+    const base = tempDir('svc-sqlite-broken-');
+    const file = join(base, 'b.db');
+    const db = new Database(file);
+    db.exec("CREATE TABLE customers (id TEXT, email TEXT); INSERT INTO customers VALUES ('c1', 'a@example.com')");
+    const c = new SqliteConnector({
+      type: 'sqlite',
+      name: 'crm',
+      path: file,
+      probe: { tool: 'lookup', args: {} },
+      timeout_ms: 5000,
+      tools: { lookup: { statement: 'SELECT c.id, c.email FROM customers c' } },
+    });
+    await c.start();
+    const probe = { signal: new AbortController().signal, now: () => Date.now(), enterScope: () => true, outcomeUnknown: () => undefined };
+    try {
+      const granted = { ...probe, derivedScopes: await c.deriveScopes('lookup') };
+      // A migration renames the column the statement reads.
+      db.exec('ALTER TABLE customers RENAME COLUMN email TO email_address');
+      const calls = [c.call('lookup', {}, granted), c.call('lookup', {}, probe)];
+      for (const err of await Promise.all(calls.map((p) => p.then((v) => v, (e: unknown) => e)))) {
+        expect(err).toBeInstanceOf(NotAttempted);
+        // Says what broke and what to do, not a scope-drift sentence about "[]".
+        expect(String(err)).toMatch(/statement lookup no longer prepares on .*\(its schema changed: no such column: c\.email\); fix the schema/);
+        expect(String(err)).not.toContain('its scopes were granted for');
+      }
+      await expect(c.deriveScopes('lookup')).rejects.toThrow(/no such column: c\.email/);
+      // The operator renames it back: the probe (which never derives scopes) looks again and passes.
+      db.exec('ALTER TABLE customers RENAME COLUMN email_address TO email');
+      await new Promise((r) => setTimeout(r, 1100));
+      expect(await c.call('lookup', {}, probe)).toEqual({ rows: [{ id: 'c1', email: 'a@example.com' }] });
+      expect(await c.deriveScopes('lookup')).toEqual(['sql:table:customers']);
+    } finally {
+      db.close();
+      await c.close();
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+
   it('a PRAGMA tool runs as it stands, outside the transaction other statements get (journal_mode cannot change inside one)', async () => {
     const base = tempDir('svc-sqlite-pragma-');
     const file = join(base, 'p.db');

@@ -38,6 +38,8 @@ describe('svc run (D §11)', () => {
     expect(show.stdout).toMatch(/usd\s+0\.5 of 5 USD \(10%\)/);
     expect(show.stdout).toMatch(/triage\s+completed\s+1/);
     expect(show.stdout).toMatch(/lookup \*\s+quarantined\s+1 .*bad_rows: no such invoice/);
+    // What the on-call does next (svc(1) svc run show), on standard error.
+    expect(show.stderr).toBe(`svc: next: fix what the step's error says, then svc run resume ${runId} --actor ID:ROLE; or svc run abandon ${runId} --reason TEXT --actor ID:ROLE\n`);
     const showJson = await runSvc(['--json', 'run', 'show', runId], env);
     expect(JSON.parse(showJson.stdout)).toEqual(await getRun(d, runId));
 

@@ -23,6 +23,8 @@ interface SqliteTool extends ConnectorTool {
   params: string[];
   /** Found at load, and again after a schema change; null when it no longer prepares. */
   tables: string[] | null;
+  /** Why the tables could not be found again (SQLite's message, such as `no such column: c.email`); null while they are. */
+  broken: string | null;
   /** The statement as prepared (trimmed, without a final `;`). */
   sql: string;
   writes: boolean;
@@ -312,6 +314,7 @@ export class SqliteConnector implements Connector {
         operation: op,
         params: names,
         tables,
+        broken: null,
         sql,
         writes,
         mode,
@@ -338,21 +341,34 @@ export class SqliteConnector implements Connector {
   async deriveScopes(operation: string): Promise<string[]> {
     const tool = this.list.get(operation);
     if (tool && tool.tables === null) {
-      // Looked for again while it stays broken, so a fixed schema serves without a restart:
-      // at most once a second (a look runs on svcd's thread, up to REFIND_BUSY_MS under a
-      // migration's lock), refused from what was found in between.
-      const now = performance.now();
-      if (now - this.lastBrokenLook >= BROKEN_LOOK_EVERY_MS) {
-        this.lastBrokenLook = now;
-        try {
-          this.refindTables();
-        } catch {
-          /* the file cannot be read now: refused as below */
-        }
-      }
-      if (tool.tables === null) throw new DeterministicFailure(`statement ${operation} no longer prepares on ${this.cfg.path} (its schema changed); fix the schema, or the statement and restart svcd`);
+      this.lookAgainWhileBroken();
+      if (tool.tables === null) throw new DeterministicFailure(this.noLongerPrepares(tool));
     }
     return (tool?.tables ?? []).map((t) => `sql:table:${t}`);
+  }
+
+  /**
+   * A tool whose statement no longer prepares is looked at again while it stays broken, so a
+   * fixed schema serves without a restart: at most once a second (a look runs on svcd's
+   * thread, up to REFIND_BUSY_MS under a migration's lock), refused from what was found in
+   * between. A call's scopes (deriveScopes) and a canary's probe (call without derived
+   * scopes) both look, so a probe after the repair passes and can lead to a release.
+   */
+  private lookAgainWhileBroken(): void {
+    const now = performance.now();
+    if (now - this.lastBrokenLook < BROKEN_LOOK_EVERY_MS) return;
+    this.lastBrokenLook = now;
+    try {
+      this.refindTables();
+    } catch {
+      /* the file cannot be read now: refused as it was */
+    }
+  }
+
+  /** What a call of a tool whose statement no longer prepares is refused with: SQLite's reason, and what to do. */
+  private noLongerPrepares(tool: SqliteTool): string {
+    const why = tool.broken === null ? '' : `: ${tool.broken}`;
+    return `statement ${tool.operation} no longer prepares on ${this.cfg.path} (its schema changed${why}); fix the schema (calls and probes look at it again, no restart needed), or change the statement in the gateway config and restart svcd`;
   }
 
   /**
@@ -372,8 +388,10 @@ export class SqliteConnector implements Connector {
       for (const tool of this.list.values()) {
         try {
           tool.tables = tablesTouched(db, tool.sql, tool.params, schema);
-        } catch {
+          tool.broken = null;
+        } catch (err) {
           tool.tables = null; // refused by deriveScopes, saying why
+          tool.broken = (err as Error).message;
         }
       }
       this.schemaVersion = version;
@@ -402,11 +420,16 @@ export class SqliteConnector implements Connector {
     // governs, takes the tool's as they are found.
     const granted = ctx.derivedScopes ? ctx.derivedScopes.map((sc) => sc.slice('sql:table:'.length)) : null;
     for (let attempt = 1; ; attempt++) {
+      // A probe takes the tool as it is now: one that stopped preparing is looked at again
+      // (once a second), so the probe after a repair passes rather than failing for good.
+      if (tool.tables === null && granted === null) this.lookAgainWhileBroken();
+      if (tool.tables === null) {
+        throw new NotAttempted(`connector ${this.name}: ${this.noLongerPrepares(tool)}; the call was not run`);
+      }
       const checkedFor = granted ?? tool.tables;
       if (!sameTables(checkedFor, tool.tables)) {
         // Found again since the call's scopes were checked.
-        const now = tool.tables === null ? 'a statement that no longer prepares' : `tables [${tool.tables.join(', ')}]`;
-        throw new NotAttempted(`connector ${this.name}: the schema of ${this.cfg.path} changed: ${operation} now touches ${now}, not the [${(checkedFor ?? []).join(', ')}] its scopes were granted for; the call was not run, and a retry is checked against the new tables`);
+        throw new NotAttempted(`connector ${this.name}: the schema of ${this.cfg.path} changed: ${operation} now touches tables [${tool.tables.join(', ')}], not the [${(checkedFor ?? []).join(', ')}] its scopes were granted for; the call was not run, and a retry is checked against the new tables`);
       }
       if (!this.host) throw new UpstreamError(`connector ${this.name} is not running`);
       try {

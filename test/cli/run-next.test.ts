@@ -1,0 +1,18 @@
+/**
+ * svc run show's "next" line (svc(1), svc run show): a run that waits for someone says who
+ * and with which command; one that goes on by itself or has ended says nothing.
+ */
+import { describe, expect, it } from 'vitest';
+import { nextForRun } from '../../cli/commands/run.js';
+
+const run = (state: string, parked_reason: string | null = null, pending_approval_id: string | null = null) => ({ run_id: 'run_1', state, parked_reason, pending_approval_id }) as Parameters<typeof nextForRun>[0];
+
+describe('svc run show: what next (svc(1))', () => {
+  it('names the command for each kind of wait, and nothing for a run that needs no one', () => {
+    expect(nextForRun(run('parked', 'human', 'apr_1'))).toBe('svc: next: an approver decides apr_1 (svc approvals list --actor ID:ROLE), or svc run abandon run_1 --reason TEXT --actor ID:ROLE');
+    expect(nextForRun(run('parked', 'quarantine'))).toContain('then svc run resume run_1 --actor ID:ROLE');
+    expect(nextForRun(run('parked', 'connector_quarantined'))).toContain('released (svc gateway canaries, svc gateway release), svc run resume run_1');
+    expect(nextForRun(run('failed'))).toBe('svc: next: the run will not go on by itself; svc run abandon run_1 --reason TEXT --actor ID:ROLE runs the compensations its completed steps declare');
+    for (const s of ['running', 'completed', 'abandoning', 'abandoned']) expect(nextForRun(run(s))).toBeNull();
+  });
+});
