@@ -155,6 +155,8 @@ export interface CommonOptions {
 
 /** The renderer installCommon registered for each listener (read by renderFrameworkError). */
 const renderers = new WeakMap<object, ErrorRenderer>();
+/** Each listener's redactor, for the answers renderClientError writes past onSend. */
+const redactors = new WeakMap<object, Redactor>();
 
 /**
  * fastify's `frameworkErrors`: errors the router raises before routing (a URL that does not
@@ -203,7 +205,10 @@ export function renderClientError(this: FastifyInstance, err: NodeJS.ErrnoExcept
     const reason = typeof why === 'string' && /^[\x20-\x7e]{1,100}$/.test(why) ? `: ${why}` : '';
     svc = new SvcError('request_invalid', `the request is not valid HTTP${reason}`, { path: '' });
   }
-  const answer = rawAnswer(svc.status, JSON.stringify(render(svc)), headers);
+  // Written past onSend, which redacts every other body: the refused line's path is echoed.
+  const redactor = redactors.get(this) ?? globalRedactor;
+  const json = JSON.stringify(render(svc));
+  const answer = rawAnswer(svc.status, redactor.size > 0 ? redactor.redactJsonText(json) : json, headers);
   // Pipelined requests before the refused one are answered first, in order (HTTP/1.1 answers
   // in the order asked): the refusal goes out once the connection has no answer pending.
   whenAnswered(socket as TrackedSocket, () => {
@@ -314,6 +319,7 @@ function shortPath(path: string): string {
 /** Installs body parsing, error answers, drain tracking, access checks and request logs on a fastify instance. */
 export function installCommon(app: FastifyInstance, opts: CommonOptions): void {
   renderers.set(app, opts.render);
+  redactors.set(app, opts.redactor ?? globalRedactor);
   installJsonBodies(app);
   installErrorAnswers(app, opts);
   const drain = installDrainTracking(app, opts.redactor ?? globalRedactor);

@@ -163,8 +163,12 @@ export class BundleService {
     try {
       verifyBundleSignature(stored.bundle, stored.signature, this.deps.publishers());
     } catch {
-      const why = key === null ? `key ${stored.signature.key_id} is no longer a trusted publisher key` : `its signature no longer verifies under key ${stored.signature.key_id}`;
-      throw new SvcError('bundle_signature_invalid', `bundle ${stored.name}@${stored.version} cannot start runs: ${why}; push it again signed with a trusted key (svc bundle push FILE --key KEYFILE: the new signature replaces this one), or trust key ${stored.signature.key_id} again (svcd --publisher)`, { bundle_id: id, key_id: stored.signature.key_id });
+      const k = stored.signature.key_id;
+      // Untrusted: trusting the key again is a way back. Trusted under another public key (the
+      // id reused for a new pair): only a new signature is.
+      const why = key === null ? `key ${k} is no longer a trusted publisher key` : `its signature no longer verifies under key ${k} (the key trusted under that id is another one)`;
+      const orTrust = key === null ? `, or trust key ${k} again (svcd --publisher)` : '';
+      throw new SvcError('bundle_signature_invalid', `bundle ${stored.name}@${stored.version} cannot start runs: ${why}; push it again signed with a trusted key (svc bundle push FILE --key KEYFILE: the new signature replaces this one)${orTrust}`, { bundle_id: id, key_id: k });
     }
     if (this.verifiedUnder.size >= 1024) this.verifiedUnder.delete(this.verifiedUnder.keys().next().value!);
     this.verifiedUnder.set(id, key!);

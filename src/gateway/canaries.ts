@@ -118,7 +118,7 @@ export class Canaries {
       s.repair_file = q.repair_file;
       // Without auto_release passing probes release nothing: say what does, and where the why is.
       s.last_error = this.deps.config.auto_release
-        ? 'quarantined before the last restart (its repair request says why); release it, or 2 passing probes will'
+        ? `quarantined before the last restart (its repair request says why); release it, or ${AUTO_RELEASE_PASSES} passing probes will`
         : 'quarantined before the last restart (its repair request says why); release it once repaired: svc gateway release';
     }
     for (const s of this.states.values()) this.publish(s);

@@ -191,7 +191,15 @@ export class RunEngine {
    */
   private logRunEvent(run: RunModel, e: RunEvent): void {
     const p = e.payload;
-    const who = (a: RunEvent['actor']) => (a !== null && typeof a === 'object' && typeof a.id === 'string' ? `${a.id}:${String(a.role)}` : a);
+    // The actor's names only: an actor object keeps whatever other members its caller sent
+    // (run-routes.ts recordedActor), which are the caller's text, not ids.
+    const who = (a: RunEvent['actor']): string | null => {
+      if (typeof a === 'string') return a;
+      if (a === null || typeof a !== 'object') return null;
+      const o = a as Record<string, unknown>;
+      if (typeof o.id === 'string') return typeof o.role === 'string' ? `${o.id}:${o.role}` : o.id;
+      return typeof o.worker_id === 'string' ? `worker:${o.worker_id}` : null;
+    };
     const log = this.k.logger;
     switch (e.kind) {
       case 'run.parked': {

@@ -251,7 +251,39 @@ describe('D §10: requests Node itself would answer without the envelope (raw by
     }
   });
 
-  it('a body that stalls after its request was answered ends the connection without a second answer', async () => {
+  it('an answer to a refused request line is redacted like every other body: a registered secret in the path is never echoed (docs/design.md "Listeners")', async () => {
+    const secret = 'sk-live-0123456789abcdef';
+    const redactor = new Redactor();
+    redactor.add(secret);
+    const app = Fastify(fastifyOptions());
+    installCommon(app, { token: null, render: renderKernelError, logger: silentLogger, redactor });
+    app.get('/v1/health', async () => ({ ok: true }));
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      const { port } = app.server.address() as AddressInfo;
+      const exchange = (line: string) =>
+        new Promise<string>((resolve) => {
+          const sock = connect(port, '127.0.0.1');
+          let out = '';
+          sock.on('data', (b) => (out += b.toString('utf8')));
+          sock.on('error', () => undefined);
+          sock.on('close', () => resolve(out));
+          sock.end(`${line}\r\nHost: x\r\nConnection: close\r\n\r\n`);
+        });
+      // A method the router knows: 404 through onSend, redacted.
+      const routed = answers(await exchange(`GET /v1/${secret} HTTP/1.1`));
+      expect(routed.map((a) => a.status)).toEqual([404]);
+      // One Node's parser refuses (renderClientError): the same 404, redacted too.
+      const refused = answers(await exchange(`FOO /v1/${secret} HTTP/1.1`));
+      expect(refused.map((a) => a.status)).toEqual([404]);
+      expect(JSON.stringify(refused[0]!.body)).not.toContain(secret);
+      expect(refused[0]!.body.error.message).toContain('/v1/');
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('a body that stalls after its request was answered ends the connection at the request timeout without a second answer, kept alive or asked to close', async () => {
     const app = Fastify(fastifyOptions());
     installCommon(app, { token: 'tok', render: renderKernelError, logger: silentLogger });
     app.post('/v1/echo', async (req) => req.body);
@@ -262,19 +294,30 @@ describe('D §10: requests Node itself would answer without the envelope (raw by
     await app.listen({ host: '127.0.0.1', port: 0 });
     try {
       const { port } = app.server.address() as AddressInfo;
-      const raw = await new Promise<string>((resolve) => {
-        const sock = connect(port, '127.0.0.1');
-        let out = '';
-        sock.on('data', (b) => (out += b.toString('utf8')));
-        sock.on('error', () => undefined);
-        sock.on('close', () => resolve(out));
-        // No bearer: 401 before the body; the body then never comes whole.
-        sock.write('POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{');
-        setTimeout(() => sock.destroy(), 5000);
-      });
-      const got = answers(raw);
-      expect(got.map((a) => a.status)).toEqual([401]);
-      expect(raw.match(/HTTP\/1\.1 /g)).toHaveLength(1);
+      // Kept alive; and asked to close, whose close waits for the body's end (closeAfterBody).
+      for (const version of ['HTTP/1.1', 'HTTP/1.1\r\nConnection: close', 'HTTP/1.0']) {
+        const { raw, closedBy } = await new Promise<{ raw: string; closedBy: 'server' | 'client' }>((resolve) => {
+          const sock = connect(port, '127.0.0.1');
+          let out = '';
+          sock.on('data', (b) => (out += b.toString('utf8')));
+          sock.on('error', () => undefined);
+          const giveUp = setTimeout(() => {
+            resolve({ raw: out, closedBy: 'client' });
+            sock.destroy();
+          }, 5000);
+          sock.on('close', () => {
+            clearTimeout(giveUp);
+            resolve({ raw: out, closedBy: 'server' });
+          });
+          // No bearer: 401 before the body; the body then never comes whole.
+          sock.write(`POST /v1/echo ${version}\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{`);
+        });
+        // svcd ends it (the timeout), not the client giving up: no descriptor held for good.
+        expect(closedBy, version).toBe('server');
+        const got = answers(raw);
+        expect(got.map((a) => a.status), version).toEqual([401]);
+        expect(raw.match(/HTTP\/1\.1 /g), version).toHaveLength(1);
+      }
     } finally {
       await app.close();
     }

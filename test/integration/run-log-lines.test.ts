@@ -50,4 +50,23 @@ describe('run lines in svcd\'s log (svcd(8))', () => {
     expect(text()).not.toContain('secret-ish detail');
     expect(text()).not.toContain('runaway');
   });
+
+  it('an actor\'s other members stay out of the line: by names it, never its caller\'s text (svcd(8) "Runs in the log")', async () => {
+    const { logger, text } = capturedLogger();
+    await using d = await startRunDaemon({}, null, { logger });
+    const bundle = await pushBundle(d);
+    const a = await startRun(d, bundle, { autonomy: 'autonomous' });
+    const l1 = await lease(d);
+    await d.kernel_(`/leases/${l1.body.lease_id}/fail`, { body: { error: { code: 'deterministic_failure', message: 'x' }, deterministic: true } });
+    // recordedActor keeps members beyond id/role/worker_id: free text of the caller's.
+    const note = 'free text from the caller '.repeat(200);
+    expect((await d.kernel_(`/runs/${a.run_id}/resume`, { body: { actor: { worker_id: 'w1', note } } })).status).toBe(200);
+    const resumed = text()
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.msg === 'run resumed');
+    expect(resumed).toEqual([expect.objectContaining({ run_id: a.run_id, by: 'worker:w1' })]);
+    expect(text()).not.toContain('free text from the caller');
+  });
 });
