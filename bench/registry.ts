@@ -1,5 +1,6 @@
 /** Every benchmark `npm run bench` knows, in the order they run. */
 import type { Benchmark } from './lib/harness.js';
+import { cliStartupBenchmark } from './cli-startup.js';
 import { gatewayBenchmark } from './gateway.js';
 import { kernelBenchmark } from './kernel.js';
 import { pagesBenchmark } from './pages.js';
@@ -7,4 +8,4 @@ import { policyBenchmark } from './policy.js';
 import { remitBenchmark } from './remit.js';
 import { replayBenchmark } from './replay.js';
 
-export const BENCHMARKS: Benchmark[] = [remitBenchmark, policyBenchmark, replayBenchmark, gatewayBenchmark, kernelBenchmark, pagesBenchmark];
+export const BENCHMARKS: Benchmark[] = [remitBenchmark, policyBenchmark, replayBenchmark, gatewayBenchmark, kernelBenchmark, pagesBenchmark, cliStartupBenchmark];

@@ -2,7 +2,9 @@
 /**
  * svc: the operator and approver CLI. Each command lives in cli/commands/<name>.ts and
  * registers itself; this file holds the global options and the single catch that maps
- * errors to exit codes (cli/exit.ts).
+ * errors to exit codes (cli/exit.ts). The commands whose work needs a heavy library (YAML,
+ * JSON Schema, CEL, the worker runtime) are defined in cli/register/<name>.ts and load
+ * cli/commands/<name>.ts when they run (docs/design.md, "CLI start-up").
  */
 import { isMainModule } from '../src/util/main-module.js';
 import { usageLine } from '../src/util/usage-line.js';
@@ -10,12 +12,12 @@ import { Command, CommanderError } from 'commander';
 import { VERSION } from '../src/version.js';
 import { CliError, EXIT } from './exit.js';
 import { cleanLines } from './terminal-text.js';
-import { registerKeys } from './commands/keys.js';
-import { registerRemit } from './commands/remit.js';
+import { registerKeys } from './register/keys.js';
+import { registerRemit } from './register/remit.js';
 import { registerApprovals } from './commands/approvals.js';
-import { registerWorker } from './commands/worker.js';
-import { registerBundle } from './commands/bundle.js';
-import { registerPolicy } from './commands/policy.js';
+import { registerWorker } from './register/worker.js';
+import { registerBundle } from './register/bundle.js';
+import { registerPolicy } from './register/policy.js';
 import { registerRun } from './commands/run.js';
 import { registerGateway } from './commands/gateway.js';
 
@@ -40,7 +42,7 @@ export function buildProgram(): Command {
     // Every command's --help lists --actor, --json, --kernel-url and --token too.
     .configureHelp({ showGlobalOptions: true })
     .hook('preAction', (_program, action) => refuseEmptyArguments(action));
-  // Commands register here (each file: cli/commands/<name>.ts). Subcommands inherit exitOverride.
+  // Commands register here (each file: cli/commands/<name>.ts, or cli/register/<name>.ts). Subcommands inherit exitOverride.
   registerApprovals(program);
   registerKeys(program);
   registerRemit(program);

@@ -3,7 +3,7 @@
  * inbox): one line, and no escape sequence can get through; cut, padded and wrapped by the
  * columns it takes on screen.
  */
-import stringWidth from 'string-width';
+import { createRequire } from 'node:module';
 import { visibleJson } from '../src/encoding/visible-json.js';
 
 /**
@@ -22,7 +22,23 @@ export function clean(value: unknown): string {
   );
 }
 
-const graphemes = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
+/**
+ * string-width and the grapheme segmenter are made at their first use, not when the CLI starts:
+ * string-width builds its own segmenter and Unicode tables as it loads (≈10 ms of `svc
+ * --version`), and `svc --help` or an unreachable svcd measures no text (docs/design.md, "CLI
+ * start-up"). Loaded with require(), which takes an ES module since Node 20.19 (package.json's
+ * engines), since every caller is synchronous.
+ */
+let widthOf: typeof import('string-width').default | undefined;
+function stringWidth(s: string): number {
+  widthOf ??= (createRequire(import.meta.url)('string-width') as typeof import('string-width')).default;
+  return widthOf(s);
+}
+
+let segmenter: Intl.Segmenter | undefined;
+const graphemes = {
+  segment: (s: string): Intl.Segments => (segmenter ??= new Intl.Segmenter(undefined, { granularity: 'grapheme' })).segment(s),
+};
 
 /**
  * Columns `s` takes on a terminal, as Ink counts them (string-width): CJK and emoji 2, combining

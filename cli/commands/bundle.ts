@@ -8,116 +8,28 @@
  * FILE is a bundle (YAML or JSON) or a signed document {bundle, signature}. KEYFILE is a
  * publisher key pair {key_id, public_key, private_key} as `svc keys gen` writes it.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { Document, parse as parseYaml, visit } from 'yaml';
+import { Document, visit } from 'yaml';
 import type { BundleSummary } from '../../src/bundle/bundle-service.js';
-import { integerReadAs } from '../../src/encoding/json-limits.js';
-import { pointerToken } from '../../src/encoding/json-pointer.js';
-import { hasLoneSurrogate } from '../../src/encoding/well-formed-json.js';
 import { bundleId, signBundle, type BundleSignature, type PublisherKeyFile } from '../../src/bundle/sign.js';
 import { inputTemplatesOutsideSchema, modelStepsWithoutMock, undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
 import type { StoredBundle } from '../../src/types.js';
 import { globals, kernelClient, output, table } from '../context.js';
 import { CliError, EXIT, fsReason } from '../exit.js';
-import { isListOfObjects, notSvcd, type SvcHttpClient } from '../http-client.js';
-import { yamlProblem } from '../../src/util/yaml-problem.js';
+import type { SvcHttpClient } from '../http-client.js';
 import { isRecord } from '../../src/util/is-record.js';
+import { resolveBundle } from './bundle-ref.js';
+import { readDataFile, readDataFileProblems, UnparsableFileError } from './data-file.js';
+
+export { readDataFile, resolveBundle, UnparsableFileError };
+export { registerBundle } from '../register/bundle.js';
 
 /** What a bundle file holds: a bundle, and its signature when the file is a signed document. */
 export interface BundleFile {
   bundle: unknown;
   signature?: BundleSignature;
-}
-
-/** Reads a YAML or JSON file; failures name the file (exit 1), the first value JSON cannot carry too. */
-export function readDataFile(file: string): unknown {
-  const { value, problems } = readDataFileProblems(file);
-  if (problems.length > 0) throw new UnparsableFileError(file, problems[0]!.message, problems[0]!.path);
-  return value;
-}
-
-/**
- * Reads a YAML or JSON file, with every value JSON cannot carry listed (each stands in the value
- * as a number JSON can, so a validator goes on to find the file's other problems). A file that
- * cannot be read or parsed throws, as readDataFile.
- */
-function readDataFileProblems(file: string): { value: unknown; problems: BundleProblem[] } {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new CliError(`cannot read ${file}: ${fsReason(err)}`, EXIT.failed);
-  }
-  let value: unknown;
-  try {
-    // Integers as BigInt, so one that a JSON number cannot hold exactly is found, not rounded.
-    value = parseYaml(text, { prettyErrors: true, intAsBigInt: true });
-  } catch (err) {
-    // yaml's first line ends in ':' before its excerpt of the source, which one line has no room for.
-    throw new UnparsableFileError(file, `not valid YAML or JSON: ${yamlProblem(err)}`);
-  }
-  const problems: BundleProblem[] = [];
-  return { value: jsonNumbers(value, '', problems), problems };
-}
-
-/**
- * `value` with YAML's numbers made JSON's: an integer becomes a number when that does not
- * change it (`integerReadAs`, the rule svcd applies to request bodies); one it would change,
- * and `.nan` / `.inf` (or a JSON `1e400`), is a problem at its pointer. What is signed must
- * be what was written, and JCS has no NaN or Infinity. A string or member name holding a lone
- * surrogate is a problem too: canonical JSON cannot carry it, and svcd refuses the body.
- */
-function jsonNumbers(value: unknown, path: string, problems: BundleProblem[]): unknown {
-  if (typeof value === 'bigint') {
-    const n = Number(value);
-    if (!Number.isFinite(n)) {
-      problems.push({ path, message: `the integer ${shortDigits(value)} is out of range for a JSON number` });
-      return 0;
-    }
-    const read = integerReadAs(value.toString());
-    if (read !== null) problems.push({ path, message: `the integer ${shortDigits(value)} is past what a JSON number holds exactly (it would be signed as ${read}); quote it to keep it as text` });
-    return n;
-  }
-  if (typeof value === 'number' && !Number.isFinite(value)) {
-    problems.push({ path, message: `${value} is not a number JSON can carry` });
-    return 0;
-  }
-  if (typeof value === 'string' && hasLoneSurrogate(value)) problems.push({ path, message: `the string ${LONE_SURROGATE}` });
-  if (Array.isArray(value)) return value.map((v, i) => jsonNumbers(v, `${path}/${i}`, problems));
-  if (value !== null && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
-    // defineProperty: an own `__proto__` member (YAML keeps it as one) stays a member, as signed.
-    for (const [k, v] of Object.entries(value)) {
-      if (hasLoneSurrogate(k)) problems.push({ path: `${path}/${pointerToken(k)}`, message: `the member name ${LONE_SURROGATE}` });
-      Object.defineProperty(out, k, { value: jsonNumbers(v, `${path}/${pointerToken(k)}`, problems), enumerable: true, writable: true, configurable: true });
-    }
-    return out;
-  }
-  return value;
-}
-
-const LONE_SURROGATE = 'holds a lone surrogate (\\ud800 to \\udfff without its pair), which canonical JSON cannot carry';
-
-/** An integer's digits, cut in the middle past 40 (a 400-digit number in a message helps nobody). */
-function shortDigits(v: bigint): string {
-  const t = v.toString();
-  return t.length <= 40 ? t : `${t.slice(0, 20)}…${t.slice(-10)} (${t.replace('-', '').length} digits)`;
-}
-
-/**
- * A file that was read but does not parse, or holds a value JSON cannot carry: a problem of
- * the file at `path` (svc bundle validate lists it as one).
- */
-export class UnparsableFileError extends CliError {
-  constructor(
-    file: string,
-    readonly reason: string,
-    readonly path = '',
-  ) {
-    super(path ? `${file}: ${path}: ${reason}` : `${file} is ${reason}`, EXIT.failed);
-  }
 }
 
 /** A bundle file, or a signed document {bundle, signature} (a bundle never has a `bundle` member). */
@@ -253,24 +165,6 @@ export async function handleList(client: SvcHttpClient): Promise<{ bundles: Bund
   return (await client.request<{ bundles: BundleSummary[] }>('GET', '/bundles', undefined, {}, ['bundles'])).body;
 }
 
-/** A bundle id from `bnd_…` or `NAME[@VERSION]` (the newest version of NAME when none is given). */
-export async function resolveBundle(client: SvcHttpClient, ref: string): Promise<string> {
-  if (ref.startsWith('bnd_')) return ref;
-  const at = ref.lastIndexOf('@');
-  const name = at > 0 ? ref.slice(0, at) : ref;
-  const version = at > 0 ? ref.slice(at + 1) : null;
-  const list = (await client.request<{ bundles: Array<{ bundle_id: string; name: string; version: string; created_at: string }> }>('GET', '/bundles', undefined, {}, ['bundles'])).body.bundles;
-  if (!isListOfObjects(list)) throw notSvcd(200, client.opts.baseUrl);
-  const matches = list.filter((b) => b.name === name && (version === null || b.version === version));
-  if (matches.length === 0) {
-    // With --json the body is the kernel's own envelope for an unknown bundle (decisions §10).
-    const message = `no bundle ${ref} on the kernel (svc bundle list shows what there is)`;
-    throw new CliError(message, EXIT.failed, { error: { code: 'not_found', message, details: { resource: 'bundle', id: ref } } });
-  }
-  matches.sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : 0));
-  return matches[matches.length - 1]!.bundle_id;
-}
-
 /** Characters a terminal acts on or hides: DEL and C1 controls, format characters (bidi, zero-width), line separators. */
 const INVISIBLE = /[\u007f-\u009f\p{Cf}\p{Zl}\p{Zp}]/u;
 
@@ -300,73 +194,53 @@ export async function handleShow(client: SvcHttpClient, ref: string): Promise<St
   return (await client.request<StoredBundle>('GET', `/bundles/${encodeURIComponent(id)}`)).body;
 }
 
-export function registerBundle(program: Command): void {
-  const bundle = program.command('bundle').description('validate, sign, push and read workflow bundles (man svc-bundle(5))');
+/**
+ * What each `svc bundle` command does when it runs. The commands themselves (names, options, help
+ * texts) are defined in cli/register/bundle.ts, which loads this module only when one of them
+ * runs (docs/design.md, "CLI start-up").
+ */
+export const bundleActions = {
+  validate(this: Command, file: string) {
+    const r = handleValidate(file);
+    for (const w of r.warnings) process.stderr.write(`${file}: ${w.path}: warning: ${w.message}\n`);
+    output(this, r, (x: ValidateResult) =>
+      x.ok ? `${file}: valid bundle ${x.name} ${x.version} (${x.bundle_id})${x.signed_by ? `, carries a signature by ${x.signed_by} (not checked here; svcd checks it on push)` : ''}` : formatProblems(file, x.problems),
+    );
+    if (!r.ok) throw new CliError(`${r.problems.length} problem${r.problems.length === 1 ? '' : 's'} in ${file}`, EXIT.failed);
+  },
 
-  bundle
-    .command('validate')
-    .description('check a bundle offline and list every problem with its JSON pointer (exit 1 when there are any)')
-    .argument('<file>', 'bundle (YAML or JSON) or signed document')
-    .action(function (this: Command, file: string) {
-      const r = handleValidate(file);
-      for (const w of r.warnings) process.stderr.write(`${file}: ${w.path}: warning: ${w.message}\n`);
-      output(this, r, (x: ValidateResult) =>
-        x.ok ? `${file}: valid bundle ${x.name} ${x.version} (${x.bundle_id})${x.signed_by ? `, carries a signature by ${x.signed_by} (not checked here; svcd checks it on push)` : ''}` : formatProblems(file, x.problems),
-      );
-      if (!r.ok) throw new CliError(`${r.problems.length} problem${r.problems.length === 1 ? '' : 's'} in ${file}`, EXIT.failed);
-    });
+  sign(this: Command, file: string, o: { key: string; output?: string }) {
+    const signed = handleSign(file, o.key, toStderr);
+    if (!o.output) {
+      process.stdout.write(JSON.stringify(signed, null, globals(this).json ? 0 : 2) + '\n');
+      return;
+    }
+    const out = resolve(o.output);
+    try {
+      writeFileSync(out, JSON.stringify(signed, null, 2) + '\n');
+    } catch (err) {
+      throw new CliError(`cannot write ${out}: ${fsReason(err)}`, EXIT.failed);
+    }
+    const b = signed.bundle as { name: string; version: string };
+    output(this, { file: out, bundle_id: bundleId(signed.bundle), name: b.name, version: b.version, key_id: signed.signature.key_id }, (r) =>
+      `signed ${r.name} ${r.version} (${r.bundle_id}) with ${r.key_id}: wrote ${r.file}`,
+    );
+  },
 
-  bundle
-    .command('sign')
-    .description('sign a bundle with a publisher key; writes {bundle, signature} as JSON')
-    .argument('<file>', 'bundle (YAML or JSON)')
-    .requiredOption('--key <keyfile>', 'publisher key pair file {key_id, public_key, private_key}, as svc keys gen writes it (required)')
-    .option('-o, --output <out>', 'write the signed bundle to OUT instead of stdout')
-    .action(function (this: Command, file: string, o: { key: string; output?: string }) {
-      const signed = handleSign(file, o.key, toStderr);
-      if (!o.output) {
-        process.stdout.write(JSON.stringify(signed, null, globals(this).json ? 0 : 2) + '\n');
-        return;
-      }
-      const out = resolve(o.output);
-      try {
-        writeFileSync(out, JSON.stringify(signed, null, 2) + '\n');
-      } catch (err) {
-        throw new CliError(`cannot write ${out}: ${fsReason(err)}`, EXIT.failed);
-      }
-      const b = signed.bundle as { name: string; version: string };
-      output(this, { file: out, bundle_id: bundleId(signed.bundle), name: b.name, version: b.version, key_id: signed.signature.key_id }, (r) =>
-        `signed ${r.name} ${r.version} (${r.bundle_id}) with ${r.key_id}: wrote ${r.file}`,
-      );
-    });
+  async push(this: Command, file: string, o: { key?: string }) {
+    const r = await handlePush(kernelClient(this), file, o.key, toStderr);
+    output(this, r, (x: PushResult) => `${x.status === 'created' ? 'created' : 'already stored'}: ${x.name} ${x.version} ${x.bundle_id}`);
+  },
 
-  bundle
-    .command('push')
-    .description('post a bundle to the kernel; an unsigned bundle is signed first when --key is given')
-    .argument('<file>', 'bundle (YAML or JSON) or signed document')
-    .option('--key <keyfile>', 'publisher key pair file used when FILE is unsigned')
-    .addHelpText('after', '\nExample:\n  svc bundle push fixtures/bundles/refunds.yaml --key fixtures/keys/demo-publisher.json')
-    .action(async function (this: Command, file: string, o: { key?: string }) {
-      const r = await handlePush(kernelClient(this), file, o.key, toStderr);
-      output(this, r, (x: PushResult) => `${x.status === 'created' ? 'created' : 'already stored'}: ${x.name} ${x.version} ${x.bundle_id}`);
-    });
+  async list(this: Command) {
+    output(this, await handleList(kernelClient(this)), (r: { bundles: BundleSummary[] }) =>
+      r.bundles.length === 0
+        ? 'no bundles'
+        : table(['BUNDLE_ID', 'NAME', 'VERSION', 'WORKFLOWS', 'SIGNED_BY', 'CREATED'], r.bundles.map((b) => [b.bundle_id, b.name, b.version, b.workflows.join(','), b.key_id, b.created_at])),
+    );
+  },
 
-  bundle
-    .command('list')
-    .description('list the bundles the kernel holds')
-    .action(async function (this: Command) {
-      output(this, await handleList(kernelClient(this)), (r: { bundles: BundleSummary[] }) =>
-        r.bundles.length === 0
-          ? 'no bundles'
-          : table(['BUNDLE_ID', 'NAME', 'VERSION', 'WORKFLOWS', 'SIGNED_BY', 'CREATED'], r.bundles.map((b) => [b.bundle_id, b.name, b.version, b.workflows.join(','), b.key_id, b.created_at])),
-      );
-    });
-
-  bundle
-    .command('show')
-    .description('print a stored bundle (YAML; JSON with --json)')
-    .argument('<bundle>', 'bundle id (bnd_…), or NAME[@VERSION] (the newest such)')
-    .action(async function (this: Command, id: string) {
-      output(this, await handleShow(kernelClient(this), id), (b: StoredBundle) => visibleYaml(b));
-    });
-}
+  async show(this: Command, id: string) {
+    output(this, await handleShow(kernelClient(this), id), (b: StoredBundle) => visibleYaml(b));
+  },
+};

@@ -20,7 +20,9 @@ import { writeFileDurably } from '../../src/util/durable-file.js';
 import { kernelClient, output, table } from '../context.js';
 import { CliError, EXIT, fsReason } from '../exit.js';
 import type { SvcHttpClient } from '../http-client.js';
-import { readDataFile } from './bundle.js';
+import { readDataFile } from './data-file.js';
+
+export { registerKeys } from '../register/keys.js';
 
 export interface GenResult {
   key_id: string;
@@ -116,28 +118,22 @@ function showHuman(k: PublishedKeys): string {
   return lines.join('\n');
 }
 
-export function registerKeys(program: Command): void {
-  const keys = program.command('keys').description('publisher key pairs and the kernel control-plane keys');
-  keys
-    .command('gen')
-    .description('make a publisher key pair {key_id, public_key, private_key} for signing bundles')
-    .option('-o, --output <file>', 'write the key pair to FILE (mode 0600) instead of printing it')
-    .option('--force', 'overwrite FILE if it exists')
-    .action(function (this: Command, o: { output?: string; force?: boolean }) {
-      const r = handleGen(o.output, Boolean(o.force));
-      output(this, r.file ? { key_id: r.key_id, public_key: r.public_key, file: r.file, publisher: r.publisher } : { key_id: r.key_id, public_key: r.public_key, private_key: r.private_key }, genHuman.bind(null, r));
-    });
-  keys
-    .command('publisher')
-    .argument('<keyfile>', 'a key file as svc keys gen writes it, or {key_id, public_key}')
-    .description("print the KEY_ID:PUBLIC_KEY that trusts a key file: svcd --publisher \"$(svc keys publisher FILE)\"")
-    .action(function (this: Command, file: string) {
-      output(this, handlePublisher(file), (r: PublisherSpec) => r.publisher);
-    });
-  keys
-    .command('show')
-    .description("print the kernel's control-plane key (GET /v1/keys), with previous keys")
-    .action(async function (this: Command) {
-      output(this, await handleShow(kernelClient(this)), showHuman);
-    });
-}
+/**
+ * What each `svc keys` command does when it runs. The commands themselves (names, options, help
+ * texts) are defined in cli/register/keys.ts, which loads this module only when one of them
+ * runs (docs/design.md, "CLI start-up").
+ */
+export const keysActions = {
+  gen(this: Command, o: { output?: string; force?: boolean }) {
+    const r = handleGen(o.output, Boolean(o.force));
+    output(this, r.file ? { key_id: r.key_id, public_key: r.public_key, file: r.file, publisher: r.publisher } : { key_id: r.key_id, public_key: r.public_key, private_key: r.private_key }, genHuman.bind(null, r));
+  },
+
+  publisher(this: Command, file: string) {
+    output(this, handlePublisher(file), (r: PublisherSpec) => r.publisher);
+  },
+
+  async show(this: Command) {
+    output(this, await handleShow(kernelClient(this)), showHuman);
+  },
+};

@@ -20,7 +20,12 @@ import { globals, kernelClient, output, table } from '../context.js';
 import { CliError, EXIT, fsReason, usageError } from '../exit.js';
 import { isObject, type SvcHttpClient } from '../http-client.js';
 import { fit } from '../terminal-text.js';
-import { readDataFile } from './bundle.js';
+import { readDataFile } from './data-file.js';
+import { parseRef, policyPath } from './policy-ref.js';
+
+export { registerPolicy } from '../register/policy.js';
+
+export { parseRef, policyPath };
 
 export interface LintProblem {
   line: number;
@@ -49,15 +54,6 @@ export function handleLint(file: string): { ok: boolean; file: string; problems:
   return { ok: problems.length === 0, file, problems, notes };
 }
 
-/** `name` or `name@version`. */
-export function parseRef(text: string, flag: string): { name: string; version?: string } {
-  const at = text.indexOf('@');
-  const name = at < 0 ? text : text.slice(0, at);
-  const version = at < 0 ? undefined : text.slice(at + 1);
-  if (!name || version === '') throw usageError(`${flag} must be NAME or NAME@VERSION, got "${text}"`);
-  return version === undefined ? { name } : { name, version };
-}
-
 export interface PushResult {
   status: 'created' | 'exists';
   policy_id: string;
@@ -84,12 +80,6 @@ export async function handlePush(client: SvcHttpClient, file: string, name: stri
 
 export async function handleList(client: SvcHttpClient): Promise<{ policies: PolicySummary[] }> {
   return (await client.request<{ policies: PolicySummary[] }>('GET', '/policies', undefined, {}, ['policies'])).body;
-}
-
-/** GET path of a policy: its latest version, or the one named. */
-export function policyPath(ref: string, flag = 'NAME[@VERSION]'): string {
-  const { name, version } = parseRef(ref, flag);
-  return version === undefined ? `/policies/${encodeURIComponent(name)}` : `/policies/${encodeURIComponent(name)}/${encodeURIComponent(version)}`;
 }
 
 export async function handleShow(client: SvcHttpClient, ref: string): Promise<StoredPolicy> {
@@ -220,67 +210,43 @@ function failedConditions(flips: PolicyTestResult['flips']): string {
   return `conditions that failed in these cases (failing closed, they count as matched for deny and require_approval, and not for allow):\n${lines.join('\n')}\n\n`;
 }
 
-export function registerPolicy(program: Command): void {
-  const policy = program.command('policy').description('lint, push, read and compare policies (man svc-policy(5))');
+/**
+ * What each `svc policy` command does when it runs. The commands themselves (names, options, help
+ * texts) are defined in cli/register/policy.ts, which loads this module only when one of them
+ * runs (docs/design.md, "CLI start-up").
+ */
+export const policyActions = {
+  lint(this: Command, file: string) {
+    const r = handleLint(file);
+    if (globals(this).json) process.stdout.write(JSON.stringify(r) + '\n');
+    else {
+      // Notes are not problems: on stderr, and the exit status is the problems' alone.
+      if (r.notes.length > 0) process.stderr.write(formatLint(file, r.notes) + '\n');
+      if (r.ok) process.stderr.write(`${file}: no problems\n`);
+      else process.stdout.write(formatLint(file, r.problems) + '\n');
+    }
+    if (!r.ok) throw new CliError(`${r.problems.length} problem${r.problems.length === 1 ? '' : 's'} in ${file}`, EXIT.failed);
+  },
 
-  policy
-    .command('lint')
-    .description('check a policy file offline; prints FILE:LINE:COL: message per problem, exit 1 when there are any; notes rules whose loops nest on stderr')
-    .argument('<file>', 'policy source file (man svc-policy(5))')
-    .action(function (this: Command, file: string) {
-      const r = handleLint(file);
-      if (globals(this).json) process.stdout.write(JSON.stringify(r) + '\n');
-      else {
-        // Notes are not problems: on stderr, and the exit status is the problems' alone.
-        if (r.notes.length > 0) process.stderr.write(formatLint(file, r.notes) + '\n');
-        if (r.ok) process.stderr.write(`${file}: no problems\n`);
-        else process.stdout.write(formatLint(file, r.problems) + '\n');
-      }
-      if (!r.ok) throw new CliError(`${r.problems.length} problem${r.problems.length === 1 ? '' : 's'} in ${file}`, EXIT.failed);
-    });
+  async push(this: Command, file: string, o: { name: string; version: string }) {
+    const r = await handlePush(kernelClient(this), file, o.name, o.version);
+    output(this, r, (x: PushResult) => `${x.status === 'created' ? 'created' : 'already stored'}: ${x.name}@${x.version} ${x.policy_id}`);
+  },
 
-  policy
-    .command('push')
-    .description('post a policy version (versions are immutable)')
-    .argument('<file>', 'policy source file')
-    .requiredOption('--name <name>', 'policy name (required)')
-    .requiredOption('--version <version>', 'policy version, e.g. 1.0.0 (required)')
-    .addHelpText('after', '\nExample:\n  svc policy push fixtures/policies/refunds-v1.policy --name refunds --version 1.0.0')
-    .action(async function (this: Command, file: string, o: { name: string; version: string }) {
-      const r = await handlePush(kernelClient(this), file, o.name, o.version);
-      output(this, r, (x: PushResult) => `${x.status === 'created' ? 'created' : 'already stored'}: ${x.name}@${x.version} ${x.policy_id}`);
-    });
+  async list(this: Command) {
+    output(this, await handleList(kernelClient(this)), (r: { policies: PolicySummary[] }) =>
+      r.policies.length === 0 ? 'no policies' : table(['NAME', 'VERSION', 'POLICY_ID', 'CREATED'], r.policies.map((p) => [p.name, p.version, p.policy_id, p.created_at])),
+    );
+  },
 
-  policy
-    .command('list')
-    .description('list every policy version the kernel holds')
-    .action(async function (this: Command) {
-      output(this, await handleList(kernelClient(this)), (r: { policies: PolicySummary[] }) =>
-        r.policies.length === 0 ? 'no policies' : table(['NAME', 'VERSION', 'POLICY_ID', 'CREATED'], r.policies.map((p) => [p.name, p.version, p.policy_id, p.created_at])),
-      );
-    });
+  async show(this: Command, ref: string) {
+    output(this, await handleShow(kernelClient(this), ref), (p: StoredPolicy) => `# ${p.name}@${p.version} (${p.policy_id}, ${p.created_at})\n${p.source}`);
+  },
 
-  policy
-    .command('show')
-    .description('print a policy source (NAME is the latest version)')
-    .argument('<ref>', 'NAME or NAME@VERSION')
-    .action(async function (this: Command, ref: string) {
-      output(this, await handleShow(kernelClient(this), ref), (p: StoredPolicy) => `# ${p.name}@${p.version} (${p.policy_id}, ${p.created_at})\n${p.source}`);
-    });
-
-  policy
-    .command('test')
-    .alias('diff')
-    .description('decide every corpus case under A alone and B alone; print the cases whose decision flips')
-    .argument('<corpus>', 'JSON or YAML list of {action, run}')
-    .requiredOption('--a <ref>', 'policy A, pushed already: NAME or NAME@VERSION (required)')
-    .requiredOption('--b <ref>', 'policy B: NAME, NAME@VERSION, or a policy source FILE (required)')
-    .option('--fail-on-flip', 'exit 1 when any case flips (for CI)')
-    .addHelpText('after', '\nExample:\n  svc policy test fixtures/corpora/refunds.json --a refunds@1.0.0 \\\n    --b fixtures/policies/refunds-v2.policy --fail-on-flip')
-    .action(async function (this: Command, corpusFile: string, o: { a: string; b: string; failOnFlip?: boolean }) {
-      const r = await handleTest(kernelClient(this), corpusFile, o.a, o.b);
-      const { corpus: _corpus, ...data } = r;
-      output(this, data, () => testHuman(r));
-      if (o.failOnFlip && r.flips.length > 0) throw new CliError(`${r.flips.length} flip${r.flips.length === 1 ? '' : 's'} (--fail-on-flip)`, EXIT.failed);
-    });
-}
+  async test(this: Command, corpusFile: string, o: { a: string; b: string; failOnFlip?: boolean }) {
+    const r = await handleTest(kernelClient(this), corpusFile, o.a, o.b);
+    const { corpus: _corpus, ...data } = r;
+    output(this, data, () => testHuman(r));
+    if (o.failOnFlip && r.flips.length > 0) throw new CliError(`${r.flips.length} flip${r.flips.length === 1 ? '' : 's'} (--fail-on-flip)`, EXIT.failed);
+  },
+};

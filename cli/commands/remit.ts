@@ -10,19 +10,23 @@
  * previous) and prints one status line, then the payload; it exits 1 unless the token is valid.
  */
 import { readFileSync } from 'node:fs';
-import { Option, type Command } from 'commander';
+import type { Command } from 'commander';
 import { decodeBase64url } from '../../src/encoding/base64url.js';
 import type { PublishedKeys } from '../../src/keys/keyring.js';
-import { decodeToken, TOKEN_PREFIX } from '../../src/remit/token.js';
+import { decodeToken } from '../../src/remit/token.js';
 import { verifyRemit } from '../../src/remit/verify.js';
-import { AUTONOMY_ORDER, type RemitPayload, type RemitRecord, type TrustedKeys } from '../../src/types.js';
+import type { RemitPayload, RemitRecord, TrustedKeys } from '../../src/types.js';
 import { globals, kernelClient, output } from '../context.js';
 import { terminalJson } from '../terminal-text.js';
 import { CliError, EXIT, usageError } from '../exit.js';
 import type { SvcHttpClient } from '../http-client.js';
 import { MAX_SPEND_USD, wholeMicroUsd } from '../../src/spend.js';
 import { decimalOf, wholeOf } from '../../src/util/number-text.js';
-import { parseRef, policyPath } from './policy.js';
+import { parseRef, policyPath } from './policy-ref.js';
+import { parseRequestedBy, remitIdArgument } from './remit-args.js';
+
+export { parseRequestedBy, remitIdArgument };
+export { registerRemit } from '../register/remit.js';
 
 /** Flags shared by mint and derive, as commander gives them. */
 export interface CreateFlags {
@@ -40,20 +44,6 @@ export interface CreateFlags {
   notBefore?: string;
 }
 
-/**
- * A comma-separated list flag, repeatable. An empty value is an explicit empty list (`--tools
- * ''`: a remit for model steps alone); an empty entry inside a list (`a,,b`, `a,`) is a typo
- * and a usage error rather than something to drop quietly.
- */
-function collectList(flag: string) {
-  return (value: string, prev: string[] | undefined): string[] => {
-    if (value.trim() === '') return prev ?? [];
-    const items = value.split(',').map((s) => s.trim());
-    if (items.includes('')) throw usageError(`${flag} has an empty entry in "${value}"; separate patterns with single commas`);
-    return [...(prev ?? []), ...items];
-  };
-}
-
 function intFlag(name: string, v: string, min: number, max: number): number {
   const n = wholeOf(v);
   if (n === null || n < min || n > max) throw usageError(`${name} must be an integer from ${min} to ${max}, got "${v}"`);
@@ -67,13 +57,6 @@ function usdFlag(v: string): number {
   if (n === null || n > MAX_SPEND_USD) throw usageError(`--spend-usd must be a number of dollars from 0 to ${MAX_SPEND_USD}, got "${v}"`);
   if (n > 0 && wholeMicroUsd(n) === 0) throw usageError(`--spend-usd ${v} is less than a micro-dollar (0.000001), the smallest amount a budget counts`);
   return n;
-}
-
-/** `ID:ROLE:MANAGER` → requested_by. */
-export function parseRequestedBy(v: string): { id: string; role: string; manager: string } {
-  const parts = v.split(':');
-  if (parts.length !== 3 || parts.some((p) => p.trim() === '')) throw usageError(`--requested-by must be ID:ROLE:MANAGER, got "${v}"`);
-  return { id: parts[0]!, role: parts[1]!, manager: parts[2]! };
 }
 
 /** An ISO 8601 time or epoch seconds → epoch seconds (the remit payload's unit). */
@@ -130,18 +113,6 @@ export async function handleMint(client: SvcHttpClient, flags: CreateFlags): Pro
   const missing = (['tools', 'scopes', 'autonomy', 'requested_by', 'spend'] as const).filter((k) => body[k] === undefined);
   if (missing.length) throw usageError(`remit mint needs ${missing.map((m) => `--${m === 'spend' ? 'spend-tokens and --spend-usd' : m.replace('_', '-')}`).join(', ')}`);
   return (await client.request<CreatedRemit>('POST', '/remits', body, {}, ['remit_id', 'token'])).body;
-}
-
-/**
- * A remit id given where one is asked for. `mint` prints the token alone, so the token is what
- * a newcomer passes next: said plainly, instead of the kernel's "must NOT have more than 128
- * characters" or a not_found that echoes the token.
- */
-export function remitIdArgument(value: string, what: string): string {
-  if (value.trim().startsWith(`${TOKEN_PREFIX}.`)) {
-    throw usageError(`${what} takes a remit id (rmt_…), not a token: \`svc --json remit mint\` prints both (remit_id), and \`svc remit decode TOKEN\` shows a token's rid`);
-  }
-  return value;
 }
 
 /** POST /v1/remits/{id}/derive. */
@@ -254,19 +225,6 @@ function recordHuman(r: RemitRecord): string {
   return rows.map(([k, v]) => `${k.padEnd(13)}${v}`).join('\n');
 }
 
-function addCreateFlags(cmd: Command): Command {
-  return cmd
-    .option('--tools <list>', "tool patterns, comma-separated: <connector>.<operation> or <connector>.*; '' for none", collectList('--tools'))
-    .option('--scopes <list>', "scope patterns, comma-separated; a trailing * matches a prefix; '' for none", collectList('--scopes'))
-    .option('--grants <list>', "data classes the run may see un-redacted, comma-separated; '' for none", collectList('--grants'))
-    .option('--policy-set <list>', "policies that apply, comma-separated: NAME or NAME@VERSION; '' for none", collectList('--policy-set'))
-    .option('--spend-tokens <n>', 'token budget (mint: with --spend-usd)')
-    .option('--spend-usd <x>', 'USD budget (mint: with --spend-tokens)')
-    .addOption(new Option('--autonomy <level>', 'autonomy level').choices([...AUTONOMY_ORDER]))
-    .option('--ttl <seconds>', 'lifetime in seconds, at most 2592000 (default: 3600 for mint; the parent expiry for derive)')
-    .option('--requested-by <id:role:manager>', 'the requester: id, role, and the role that approves for them');
-}
-
 function printCreated(cmd: Command, r: CreatedRemit): void {
   if (globals(cmd).json) {
     output(cmd, r);
@@ -291,56 +249,7 @@ function readToken(arg: string): string {
   return token.trim();
 }
 
-export function registerRemit(program: Command): void {
-  const remit = program.command('remit').description('mint, derive, show and decode remits (signed capability grants)');
 
-  addCreateFlags(remit.command('mint').description('mint a remit (POST /v1/remits); prints the token'))
-    .addHelpText(
-      'after',
-      "\nRequired: --tools, --scopes, --autonomy, --requested-by, --spend-tokens and --spend-usd.\n\nExample:\n  TOKEN=$(svc remit mint --tools 'billing.*' --scopes 'sql:table:*' --autonomy supervised \\\n    --requested-by ana:support:support-lead --spend-usd 5 --spend-tokens 100000)",
-    )
-    .action(async function (this: Command, f: CreateFlags) {
-      const client = kernelClient(this);
-      printCreated(this, await handleMint(client, f));
-      for (const line of await unpushedPolicies(client, f.policySet ?? [])) process.stderr.write(`svc: warning: ${line}\n`);
-    });
-
-  addCreateFlags(
-    remit
-      .command('derive')
-      .description('derive a narrower remit from ID (POST /v1/remits/ID/derive); flags not given are inherited')
-      .argument('<id>', 'parent remit id'),
-  )
-    .option('--expires-at <time>', "the child's exp: ISO 8601 or epoch seconds, by the parent's (with --ttl the earlier wins)")
-    .option('--not-before <time>', "the child's nbf: ISO 8601 or epoch seconds, not before the parent's")
-    .addHelpText(
-      'after',
-      '\nA spend flag given alone narrows that budget and inherits what is left of the other.\n\nExample:\n  svc remit derive rmt_01J… --tools billing.refund --spend-usd 1 --spend-tokens 10000 --ttl 600',
-    )
-    .action(async function (this: Command, id: string, f: CreateFlags) {
-      printCreated(this, await handleDerive(kernelClient(this), id, f));
-    });
-
-  remit
-    .command('show')
-    .description('print a remit record (GET /v1/remits/ID)')
-    .argument('<id>', 'remit id')
-    .action(async function (this: Command, id: string) {
-      output(this, await handleShow(kernelClient(this), id), recordHuman);
-    });
-
-  remit
-    .command('decode')
-    .description("check a token against the kernel's keys; print valid, expired, not yet valid, signature invalid or malformed, then the payload")
-    .argument('<token>', 'the token, or - to read it from stdin')
-    .action(async function (this: Command, tokenArg: string) {
-      const report = await handleDecode(kernelClient(this), readToken(tokenArg));
-      const payload = report.payload ? orderedForPrint(report.payload) : null;
-      if (globals(this).json) output(this, { status: report.status, valid: report.valid, detail: report.detail, payload });
-      else process.stdout.write(report.line + '\n' + (payload ? terminalJson(payload) + '\n' : ''));
-      if (!report.valid) throw new CliError(`the token is not valid (${report.status.replace(/_/g, ' ')})`, EXIT.failed);
-    });
-}
 
 function orderedForPrint(p: RemitPayload): RemitPayload {
   const order = ['rid', 'parent', 'run', 'iss', 'iat', 'nbf', 'exp', 'tools', 'scopes', 'grants', 'spend', 'autonomy', 'policy_set', 'requested_by'];
@@ -354,3 +263,32 @@ function orderedForPrint(p: RemitPayload): RemitPayload {
   }
   return out as unknown as RemitPayload;
 }
+
+/**
+ * What each `svc remit` command does when it runs. The commands themselves (names, options, help
+ * texts) are defined in cli/register/remit.ts, which loads this module only when one of them
+ * runs (docs/design.md, "CLI start-up").
+ */
+export const remitActions = {
+  async mint(this: Command, f: CreateFlags) {
+    const client = kernelClient(this);
+    printCreated(this, await handleMint(client, f));
+    for (const line of await unpushedPolicies(client, f.policySet ?? [])) process.stderr.write(`svc: warning: ${line}\n`);
+  },
+
+  async derive(this: Command, id: string, f: CreateFlags) {
+    printCreated(this, await handleDerive(kernelClient(this), id, f));
+  },
+
+  async show(this: Command, id: string) {
+    output(this, await handleShow(kernelClient(this), id), recordHuman);
+  },
+
+  async decode(this: Command, tokenArg: string) {
+    const report = await handleDecode(kernelClient(this), readToken(tokenArg));
+    const payload = report.payload ? orderedForPrint(report.payload) : null;
+    if (globals(this).json) output(this, { status: report.status, valid: report.valid, detail: report.detail, payload });
+    else process.stdout.write(report.line + '\n' + (payload ? terminalJson(payload) + '\n' : ''));
+    if (!report.valid) throw new CliError(`the token is not valid (${report.status.replace(/_/g, ' ')})`, EXIT.failed);
+  },
+};

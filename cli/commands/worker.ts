@@ -18,6 +18,8 @@ import { ALL_KINDS, Worker, type WorkerOptions } from '../../src/worker/worker.j
 import { gatewayUrlOf, globals, kernelUrlOf } from '../context.js';
 import { usageError } from '../exit.js';
 
+export { registerWorker } from '../register/worker.js';
+
 export interface WorkerFlags {
   kinds?: string;
   provider?: string;
@@ -121,39 +123,33 @@ export async function handleWorker(settings: WorkerSettings, conn: Pick<WorkerOp
   for (const sig of stopSignals) process.off(sig, onSignal);
 }
 
-export function registerWorker(program: Command): void {
-  program
-    .command('worker')
-    .description('run steps for the kernel: lease, execute through the gateway and a model provider, report')
-    .option('--kinds <list>', `step kinds to lease, comma-separated (default: ${ALL_KINDS.join(',')})`)
-    .option('--provider <name>', `model provider: ${PROVIDER_NAMES.join(' or ')} (default: mock)`)
-    .option('--concurrency <n>', 'steps run at once, 1 to 256 (default: 1)')
-    .option('--worker-id <id>', 'name shown in leases and events (default: <host>-<pid>-<random>)')
-    .option('--ttl-seconds <n>', 'lease ttl asked for, 1 to 3600 seconds (default: 60)')
-    .option('--wait-seconds <n>', 'long-poll wait per lease request, 0 to 30 seconds (default: 20)')
-    .option('--grace-seconds <n>', 'on SIGINT/SIGTERM/SIGHUP, how long running steps may finish, 0 to 3600 (default: 30)')
-    .option('--max-turns <n>', 'most model answers in one step, 1 to 256 (default: 16)')
-    .action(async function (this: Command, flags: WorkerFlags) {
-      const settings = parseWorkerFlags(flags);
-      const g = globals(this);
-      // The environment is checked before anything starts, like the flags: a bad value is a
-      // usage error naming the variable, not a default the operator did not ask for.
-      const addresses = { kernelUrl: kernelUrlOf(this), gatewayUrl: gatewayUrlOf(this) };
-      let level: LogLevel;
-      try {
-        level = logLevelOf(process.env.SVC_LOG_LEVEL, 'SVC_LOG_LEVEL');
-        if (settings.provider === 'openai') openAiOptionsFromEnv(process.env);
-      } catch (err) {
-        throw usageError((err as Error).message);
-      }
-      surviveBrokenPipes(process.stderr); // the lines are lost, the steps and their leases go on
-      // `ps` shows "svc worker …" (README's pkill -f 'svc worker'), whatever the global
-      // options before the word were and however node was started.
-      const args = process.argv.slice(2);
-      const word = args.indexOf('worker');
-      if (word >= 0) args.splice(word, 1); // the command word, moved to the front
-      process.title = ['svc', 'worker', ...args].join(' ');
-      const logger = createLogger({ level, base: { svc: 'worker' } });
-      await handleWorker(settings, { ...addresses, token: g.token }, logger);
-    });
-}
+/**
+ * What each `svc worker` command does when it runs. The commands themselves (names, options, help
+ * texts) are defined in cli/register/worker.ts, which loads this module only when one of them
+ * runs (docs/design.md, "CLI start-up").
+ */
+export const workerActions = {
+  async worker(this: Command, flags: WorkerFlags) {
+    const settings = parseWorkerFlags(flags);
+    const g = globals(this);
+    // The environment is checked before anything starts, like the flags: a bad value is a
+    // usage error naming the variable, not a default the operator did not ask for.
+    const addresses = { kernelUrl: kernelUrlOf(this), gatewayUrl: gatewayUrlOf(this) };
+    let level: LogLevel;
+    try {
+      level = logLevelOf(process.env.SVC_LOG_LEVEL, 'SVC_LOG_LEVEL');
+      if (settings.provider === 'openai') openAiOptionsFromEnv(process.env);
+    } catch (err) {
+      throw usageError((err as Error).message);
+    }
+    surviveBrokenPipes(process.stderr); // the lines are lost, the steps and their leases go on
+    // `ps` shows "svc worker …" (README's pkill -f 'svc worker'), whatever the global
+    // options before the word were and however node was started.
+    const args = process.argv.slice(2);
+    const word = args.indexOf('worker');
+    if (word >= 0) args.splice(word, 1); // the command word, moved to the front
+    process.title = ['svc', 'worker', ...args].join(' ');
+    const logger = createLogger({ level, base: { svc: 'worker' } });
+    await handleWorker(settings, { ...addresses, token: g.token }, logger);
+  },
+};

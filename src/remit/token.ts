@@ -14,9 +14,10 @@ import { jsonDepth, textProblem } from '../encoding/json-limits.js';
 import { decodeUtf8Strict } from '../encoding/utf8.js';
 import { AUTONOMY_ORDER, type Autonomy, type RemitPayload } from '../types.js';
 import { isRecord } from '../util/is-record.js';
+import { TOKEN_PREFIX } from './token-prefix.js';
 
 /** The token format prefix; any other prefix is refused (interface 9). */
-export const TOKEN_PREFIX = 'krt1';
+export { TOKEN_PREFIX };
 /** A longer token is token_malformed (decisions §3). */
 export const MAX_TOKEN_LENGTH = 16 * 1024;
 /** A payload nested deeper than this is token_malformed (decisions §3). */

@@ -2,9 +2,9 @@
 import { MockProvider } from './mock.js';
 import { OpenAiProvider, openAiOptionsFromEnv } from './openai.js';
 import type { Provider } from './provider.js';
+import { PROVIDER_NAMES, type ProviderName } from './names.js';
 
-export const PROVIDER_NAMES = ['mock', 'openai'] as const;
-export type ProviderName = (typeof PROVIDER_NAMES)[number];
+export { PROVIDER_NAMES, type ProviderName };
 
 /** What a provider may tell its caller besides its answers. */
 export interface ProviderHooks {
