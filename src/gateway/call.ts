@@ -318,7 +318,7 @@ class ToolCall {
     const { connector, tool, args, scopes, key } = a;
     const breaker = d.breaker(connector.name);
     const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(new Error(`${req.tool} timed out after ${connector.timeoutMs} ms`)), connector.timeoutMs);
+    const timer = setTimeout(() => controller.abort(new Error(`${req.tool} timed out after ${connector.timeoutMs} ms (timeout_ms of connector ${connector.name})`)), connector.timeoutMs);
     const requestScope = req.scope ?? null;
     const granted = a.payload.scopes;
     let outcomeUnknown = false;

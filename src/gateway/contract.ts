@@ -44,14 +44,26 @@ export function contractTypeOf(value: unknown): ContractType | 'null' | 'undefin
   }
 }
 
-/** Reads a dotted path (`a.b.c`) from an object; a literal key with dots wins over descent. */
+/** A path segment that indexes a list: a non-negative integer written without leading zeros. */
+const LIST_INDEX = /^(0|[1-9][0-9]{0,8})$/;
+
+/**
+ * Reads a dotted path (`a.b.c`) from an object; a literal key with dots wins over descent. A
+ * segment that is a number indexes a list (`rows.0.email`: the first row's email), so a
+ * probe can hold a list's items to a shape, not only the list.
+ */
 function lookup(value: unknown, path: string): { found: boolean; value: unknown } {
   if (value !== null && typeof value === 'object' && !Array.isArray(value) && Object.hasOwn(value, path)) {
     return { found: true, value: (value as Record<string, unknown>)[path] };
   }
   let cur: unknown = value;
   for (const part of path.split('.')) {
-    if (cur === null || typeof cur !== 'object' || Array.isArray(cur) || !Object.hasOwn(cur, part)) return { found: false, value: undefined };
+    if (Array.isArray(cur)) {
+      if (!LIST_INDEX.test(part) || Number(part) >= cur.length) return { found: false, value: undefined };
+      cur = cur[Number(part)];
+      continue;
+    }
+    if (cur === null || typeof cur !== 'object' || !Object.hasOwn(cur, part)) return { found: false, value: undefined };
     cur = (cur as Record<string, unknown>)[part];
   }
   return { found: true, value: cur };

@@ -13,7 +13,7 @@ import { VERSION } from '../version.js';
 import { CircuitBreaker } from './breaker.js';
 import { handleToolCall, type CallDeps, type CallResponse, type ToolCallRequest } from './call.js';
 import { Canaries, type CanaryHealth, type CanaryStatus } from './canaries.js';
-import { GatewayConfigError, type ConnectorConfig, type GatewayConfig } from './config.js';
+import { GatewayConfigError, probeOperation, type ConnectorConfig, type GatewayConfig } from './config.js';
 import { FsConnector } from './connectors/fs.js';
 import { HttpConnector } from './connectors/http.js';
 import { McpConnector, type McpConnectorOptions } from './connectors/mcp.js';
@@ -25,6 +25,7 @@ import { IdempotencyStore } from './idempotency.js';
 import { HttpKernelLink, type KernelLink } from './kernel-link.js';
 import { GatewayMetrics } from './metrics.js';
 import { InProcessToolCatalog } from './tool-catalog.js';
+import { argsErrors } from './schema-validator.js';
 
 export interface GatewayOptions {
   config: GatewayConfig;
@@ -182,6 +183,9 @@ export class Gateway {
         const e = r.reason as Error;
         const at = `/connectors/${i}`;
         problems.push(...(e instanceof ConnectorSetupError ? e.problems.map((p) => `${at}${p}`) : [`${at}: ${e.message}`]));
+      } else if (i < config.connectors.length) {
+        const problem = probeArgsProblem(list[i]!);
+        if (problem !== null) problems.push(`/connectors/${i}/probe/args: ${problem}`);
       }
     });
     if (problems.length > 0) {
@@ -335,4 +339,19 @@ export class Gateway {
     })();
     return this.closing;
   }
+}
+
+/**
+ * A probe whose arguments its tool would refuse as args_invalid checks nothing a call meets (a
+ * sqlite probe with a misspelled parameter binds NULL, selects no rows and passes `rows:
+ * list`): a problem at load. MCP servers are left out: their tools may not be listed yet, and
+ * their probes meet the server's own checks.
+ */
+function probeArgsProblem(c: Connector): string | null {
+  if (!c.probe || c.type === 'mcp') return null;
+  const op = probeOperation(c.name, c.probe.tool);
+  const tool = c.tools().find((t) => t.operation === op);
+  if (!tool || tool.validate(structuredClone(c.probe.args))) return null;
+  const errors = argsErrors(tool.validate.errors).map((e) => `${e.path} ${e.message}`);
+  return `do not match the input schema of ${c.name}.${op} (${errors.join('; ')}); the probe would never reach the upstream`;
 }

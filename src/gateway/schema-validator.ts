@@ -151,6 +151,8 @@ export function formatAjvErrors(errors: readonly ErrorObject[], _doc?: unknown):
     if (e.keyword === 'type' && e.instancePath === '') {
       // The whole file (or section) is a list or a scalar: say what a config is.
       msg = `must be a mapping of keys (key: value lines), not ${Array.isArray(e.data) ? 'a list' : e.data === null ? 'null' : `a ${typeof e.data}`}`;
+    } else if (e.keyword === 'pattern') {
+      msg = patternWords(e.instancePath, e.data) ?? msg;
     } else if (e.keyword === 'discriminator') {
       msg = 'type must be one of "sqlite", "http", "fs", "mcp"';
       where = `${e.instancePath}/type`;
@@ -159,6 +161,34 @@ export function formatAjvErrors(errors: readonly ErrorObject[], _doc?: unknown):
     if (!out.includes(line)) out.push(line);
   }
   return out;
+}
+
+/**
+ * A config pattern said as what it allows, with the fix for the usual mistake, instead of
+ * ajv's regular expression (a sweep wiring an http API wrote allowed_hosts: [127.0.0.1:20481]
+ * and got `must match pattern "^(\*\.)?[A-Za-z0-9.-]+$|..."`).
+ */
+function patternWords(instancePath: string, data: unknown): string | null {
+  const value = typeof data === 'string' ? data : '';
+  if (/\/allowed_hosts\/\d+$/.test(instancePath)) {
+    const base = 'must be a host name alone (api.example.com, *.example.com for its subdomains, 127.0.0.1 or [::1])';
+    if (/^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(value)) return `${base}, not a URL: write ${hostOf(value) ?? 'the host'} (a call's url carries the scheme)`;
+    if (/^[^[\]:]+:\d+$/.test(value) || /^\[[^\]]*\]:\d+$/.test(value)) return `${base}, without a port: write ${value.replace(/:\d+$/, '')} (allowed_hosts does not limit ports; an input_schema pattern on url can)`;
+    if (value.includes('/')) return `${base}, without a path: write ${value.split('/')[0]} (an input_schema pattern on url can hold calls to some paths)`;
+    return base;
+  }
+  if (/\/connectors\/\d+\/name$/.test(instancePath)) {
+    return 'must start with a lowercase letter, then lowercase letters, digits, _ or - (at most 63 characters): it is the first half of every tool id';
+  }
+  return null;
+}
+
+function hostOf(url: string): string | null {
+  try {
+    return new URL(url).hostname || null;
+  } catch {
+    return null;
+  }
 }
 
 const INPUT_AJV_OPTIONS = { allErrors: true, strict: false, validateFormats: false, code: { regExp: linearRegExp } } as const;

@@ -284,6 +284,68 @@ describe('one schema reports every problem at once', () => {
     ]);
     expect((err as Error).message).toMatch(/^gateway config \(inline\) has 4 problems:/);
   });
+
+  it('allowed_hosts and a connector name that break their pattern say what they allow and the fix, not the regular expression (svc-gateway(5) CONFIGURATION)', () => {
+    const problems = problemsOf(() =>
+      loadGatewayConfig(
+        { connectors: [{ name: 'Web API', type: 'http', allowed_hosts: ['127.0.0.1:20481', 'https://api.example.com/v1', 'api.example.com/v1', '[::1]:8080', 'bad host'] }] },
+        { env: {}, redactor: new Redactor() },
+      ),
+    );
+    const host = 'must be a host name alone (api.example.com, *.example.com for its subdomains, 127.0.0.1 or [::1])';
+    expect(problems).toEqual([
+      '/connectors/0/name: must start with a lowercase letter, then lowercase letters, digits, _ or - (at most 63 characters): it is the first half of every tool id',
+      `/connectors/0/allowed_hosts/0: ${host}, without a port: write 127.0.0.1 (allowed_hosts does not limit ports; an input_schema pattern on url can)`,
+      `/connectors/0/allowed_hosts/1: ${host}, not a URL: write api.example.com (a call's url carries the scheme)`,
+      `/connectors/0/allowed_hosts/2: ${host}, without a path: write api.example.com (an input_schema pattern on url can hold calls to some paths)`,
+      `/connectors/0/allowed_hosts/3: ${host}, without a port: write [::1] (allowed_hosts does not limit ports; an input_schema pattern on url can)`,
+      `/connectors/0/allowed_hosts/4: ${host}`,
+    ]);
+    expect(problems.join('\n')).not.toContain('must match pattern');
+  });
+
+  it('a sqlite parameter no argument can fill, and a probe its tool would refuse, are problems at open (svc-gateway(5) CONFIGURATION, CANARIES)', async () => {
+    // Found wiring a database from the docs alone: both loaded, and the probe "passed" with
+    // rows: [] while binding NULL, so the canary checked nothing.
+    const dbDir = join(dir, 'setup-probe');
+    mkdirSync(dbDir, { recursive: true });
+    const Database = (await import('better-sqlite3')).default;
+    const db = new Database(join(dbDir, 'b.db'));
+    db.exec('CREATE TABLE customers (id INTEGER PRIMARY KEY, email TEXT)');
+    db.close();
+    const config = loadGatewayConfig(
+      {
+        data_dir: join(dbDir, 'data'),
+        connectors: [
+          {
+            name: 'db',
+            type: 'sqlite',
+            path: join(dbDir, 'b.db'),
+            tools: {
+              renamed: {
+                statement: 'SELECT * FROM customers WHERE id = :customer_id AND email = :email AND :now IS NOT NULL',
+                input_schema: { type: 'object', additionalProperties: false, properties: { id: { type: 'integer' }, email: { type: 'string' } } },
+              },
+              // Open schemas, or patternProperties, let any name through: no problem.
+              open: { statement: 'SELECT * FROM customers WHERE id = :x', input_schema: { type: 'object' } },
+              patterned: { statement: 'SELECT * FROM customers WHERE id = :x', input_schema: { type: 'object', additionalProperties: false, patternProperties: { '^x$': { type: 'integer' } } } },
+            },
+          },
+          { name: 'db2', type: 'sqlite', path: join(dbDir, 'b.db'), tools: { customer: { statement: 'SELECT * FROM customers WHERE id = :id' } }, probe: { tool: 'customer', args: { idd: 1 } } },
+          { name: 'files', type: 'fs', root: dbDir, probe: { tool: 'files.read', args: {} } },
+          { name: 'db3', type: 'sqlite', path: join(dbDir, 'b.db'), tools: { customer: { statement: 'SELECT * FROM customers WHERE id = :id' } }, probe: { tool: 'customer', args: { id: 1 } } },
+        ],
+      },
+      { env: {}, redactor: new Redactor() },
+    );
+    const err = await Gateway.open({ config, logger: silentLogger, canaryLoop: false }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(GatewayConfigError);
+    expect((err as GatewayConfigError).problems).toEqual([
+      "/connectors/0/tools/renamed/input_schema: the statement's :customer_id is not a property of the input schema, which allows no other (additionalProperties: false), so it would always bind NULL; add it to properties or rename the parameter",
+      '/connectors/1/probe/args: do not match the input schema of db2.customer (/id is required; /idd is not allowed); the probe would never reach the upstream',
+      '/connectors/2/probe/args: do not match the input schema of files.read (/path is required); the probe would never reach the upstream',
+    ]);
+  });
 });
 
 

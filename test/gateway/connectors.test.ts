@@ -757,6 +757,8 @@ describe('http connector (decisions §9: allowed_hosts, redirects, timeouts)', (
     const slow = await gw.call({ remit_token: t(), tool: 'web.get', args: { url: `http://127.0.0.1:${port}/slow` } });
     expect(slow.status).toBe(502);
     expect(slow.body.error.message).toMatch(/timed out after 400 ms/);
+    // It names the knob an operator turns (svc-gateway(5) CONFIGURATION timeout_ms).
+    expect(slow.body.error.message).toBe('web.get timed out after 400 ms (timeout_ms of connector web)');
   });
 
   it('post is a write: refused under observe; bad URLs are args_invalid', async () => {

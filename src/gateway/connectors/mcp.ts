@@ -144,6 +144,8 @@ export class McpConnector implements Connector {
   private transport: GroupStdioTransport | null = null;
   private stateValue: McpState = 'starting';
   private readonly list = new Map<string, McpTool>();
+  /** Configuration mistakes about tools: already logged, once each per connector. */
+  private readonly warned = new Set<string>();
   private attempt = 0;
   private timer: NodeJS.Timeout | null = null;
   /** Forgets the restart backoff once a server has stayed up STABLE_AFTER_MS. */
@@ -294,6 +296,7 @@ export class McpConnector implements Connector {
       const override = this.cfg.tools[t.name] ?? {};
       const inputSchema = (override.input_schema ?? t.inputSchema ?? { type: 'object' }) as Record<string, unknown>;
       const scopeArg = typeof inputSchema['x-svc-scope'] === 'string' ? (inputSchema['x-svc-scope'] as string) : null;
+      this.checkScopeKey(t.name, inputSchema, scopeArg);
       let validate;
       try {
         validate = compileInputSchema(inputSchema);
@@ -317,6 +320,41 @@ export class McpConnector implements Connector {
         }),
       });
     }
+    // Settings under tools: for a name the server does not list apply to nothing: a typo, or
+    // a tool the server dropped. Said once (a later life of the server may still list it).
+    for (const name of Object.keys(this.cfg.tools)) {
+      if (this.list.has(name) || this.warned.has(`tool:${name}`)) continue;
+      this.warned.add(`tool:${name}`);
+      this.opts.logger.warn('gateway config sets a tool the mcp server does not list; its settings apply to nothing', {
+        connector: this.name,
+        tool: name,
+        listed: [...this.list.keys()].slice(0, 50),
+      });
+    }
+  }
+
+  /**
+   * x-svc-scope is read at the top level of a tool's input schema, its value the name of the
+   * argument that carries the scope. Put on a property, or naming no property, it is a
+   * mistake that would leave the tool scoped to the whole server or refusing every call:
+   * logged once, naming the fix.
+   */
+  private checkScopeKey(tool: string, schema: Record<string, unknown>, scopeArg: string | null): void {
+    const props = schema.properties !== null && typeof schema.properties === 'object' && !Array.isArray(schema.properties) ? (schema.properties as Record<string, unknown>) : {};
+    let problem: string | null = null;
+    if (scopeArg === null) {
+      const nested = Object.keys(props).find((k) => {
+        const p = props[k];
+        return p !== null && typeof p === 'object' && Object.hasOwn(p, 'x-svc-scope');
+      });
+      if (nested !== undefined) problem = `x-svc-scope sits on property ${nested}; put "x-svc-scope": "${nested}" at the top level of the input schema instead (the tool is scoped to the whole server meanwhile)`;
+      else if (Object.hasOwn(schema, 'x-svc-scope')) problem = 'x-svc-scope must be a string naming the argument that carries the scope (the tool is scoped to the whole server meanwhile)';
+    } else if (!Object.hasOwn(props, scopeArg)) {
+      problem = `x-svc-scope names argument ${scopeArg}, which the input schema does not have; every call without it is args_invalid`;
+    }
+    if (problem === null || this.warned.has(`scope:${tool}`)) return;
+    this.warned.add(`scope:${tool}`);
+    this.opts.logger.warn('mcp tool x-svc-scope is misplaced', { connector: this.name, tool, problem });
   }
 
   private clearStableTimer(): void {

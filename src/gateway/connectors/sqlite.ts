@@ -124,6 +124,18 @@ function leadingKeyword(sql: string): string {
   return (/^[A-Za-z]+/.exec(rest)?.[0] ?? '').toUpperCase();
 }
 
+/**
+ * Parameters no argument can ever fill: the schema allows no property but those it lists
+ * (top-level additionalProperties: false, no patternProperties), and the parameter is not one
+ * of them. JSON Schema's additionalProperties sees only its sibling properties, so a name
+ * listed only under allOf or $ref is refused all the same.
+ */
+function unreachableParams(schema: Record<string, unknown>, params: string[]): string[] {
+  if (schema.additionalProperties !== false || schema.patternProperties !== undefined) return [];
+  const props = schema.properties !== null && typeof schema.properties === 'object' && !Array.isArray(schema.properties) ? (schema.properties as Record<string, unknown>) : {};
+  return params.filter((p) => !Object.hasOwn(props, p));
+}
+
 function sameTables(a: string[] | null, b: string[] | null): boolean {
   if (a === null || b === null) return false;
   return a.length === b.length && a.every((t) => b.includes(t));
@@ -305,6 +317,13 @@ export class SqliteConnector implements Connector {
         validate = compileInputSchema(inputSchema);
       } catch (err) {
         problems.push(`${where}/input_schema: does not compile: ${(err as Error).message}`);
+        continue;
+      }
+      const unreachable = t.input_schema ? unreachableParams(t.input_schema, userParams) : [];
+      if (unreachable.length > 0) {
+        problems.push(
+          `${where}/input_schema: the statement's ${unreachable.map((p) => `:${p}`).join(', ')} ${unreachable.length === 1 ? 'is not a property' : 'are not properties'} of the input schema, which allows no other (additionalProperties: false), so ${unreachable.length === 1 ? 'it' : 'they'} would always bind NULL; add ${unreachable.length === 1 ? 'it' : 'them'} to properties or rename the parameter`,
+        );
         continue;
       }
       const reader = probeStmt.reader;
