@@ -67,7 +67,9 @@ describe('POST /v1/policies/test does not hold the kernel (D 5.3, I 4.1)', () =>
   it('GET /v1/health is answered again and again while a large test runs; the test answers every case', async () => {
     await using d = await startTestDaemon();
     await pushBig(d);
-    const cases = 3000;
+    // Enough cases for several seconds of evaluation on a quiet machine (about 7 s), not more:
+    // on a loaded two-core machine the time grows several-fold against the test's timeout.
+    const cases = 2000;
     let answered = false;
     const started = Date.now();
     const test = d.kernel_('/policies/test', { body: testBody(cases) }).finally(() => (answered = true));
@@ -88,7 +90,6 @@ describe('POST /v1/policies/test does not hold the kernel (D 5.3, I 4.1)', () =>
     expect(res.body.flips).toEqual([
       { index: 7, a: 'allow', b: 'deny', rule_a: 'default/allow', rule_b: 'big/extra' },
       { index: 1999, a: 'deny', b: 'allow', rule_a: 'big/r999', rule_b: 'default/allow' },
-      { index: 2999, a: 'deny', b: 'allow', rule_a: 'big/r999', rule_b: 'default/allow' },
     ]);
     // Held for the whole test, health would be answered after it and never during it. Generous
     // bounds: a loaded two-core machine must not fail this.
@@ -132,7 +133,7 @@ describe('POST /v1/policies/test does not hold the kernel (D 5.3, I 4.1)', () =>
       }
     };
     const sampling = sample();
-    const answers = await Promise.all(Array.from({ length: 4 }, () => d.kernel_('/policies/test', { body: testBody(400) }))).finally(() => (done = true));
+    const answers = await Promise.all(Array.from({ length: 4 }, () => d.kernel_('/policies/test', { body: testBody(200) }))).finally(() => (done = true));
     await sampling;
     expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200]);
     for (const a of answers) expect(a.body).toEqual(answers[0]!.body);
