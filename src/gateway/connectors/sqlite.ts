@@ -409,7 +409,7 @@ export class SqliteConnector implements Connector {
           tool.tables = tablesTouched(db, tool.sql, tool.params, schema);
           tool.broken = null;
         } catch (err) {
-          tool.tables = null; // refused by deriveScopes, saying why
+          tool.tables = null; // refused by deriveScopes and call (noLongerPrepares), naming `broken`
           tool.broken = (err as Error).message;
         }
       }
