@@ -88,6 +88,16 @@ const TOKEN_WORDS: Record<string, string> = {
 };
 const tokenWords = (name: string) => TOKEN_WORDS[name] ?? name;
 
+/** What to write instead of a character CEL has no use for, where it is a common slip. */
+const CHARACTER_HINTS: Record<string, string> = {
+  '=': ' (compare with ==)',
+  // Typographic quotes, as a word processor or a chat pastes them.
+  '\u201c': ' (write strings between straight quotes, " or \')',
+  '\u201d': ' (write strings between straight quotes, " or \')',
+  '\u2018': ' (write strings between straight quotes, " or \')',
+  '\u2019': ' (write strings between straight quotes, " or \')',
+};
+
 function celMessage(err: RangedError, expr: string): string {
   // The parser recurses once per prefix operator before its node limit applies: 20,000 `!`
   // overflow the stack. That is a condition too deep, not a fault of the kernel.
@@ -95,14 +105,23 @@ function celMessage(err: RangedError, expr: string): string {
   const text = err.summary ?? String(err.message ?? err).split('\n')[0] ?? 'invalid condition';
   const call = /^found no matching overload for '(and|or|not)\(/i.exec(text);
   if (call) return `"${call[1]}" is not a CEL operator: write ${LOGIC_WORDS[call[1]!.toLowerCase()]} (CEL writes and, or, not as &&, ||, !)`;
-  if (err.code === 'unknown_variable') return `${text} (a condition reads "action" and "run")`;
+  if (err.code === 'unknown_variable') {
+    // A policy author asking for the time (business hours): conditions have no clock, so a replay decides as the kernel did.
+    const clock = /^Unknown variable: (now|today|time|clock|date)$/i.test(text);
+    return `${text} (a condition reads "action" and "run"${clock ? '; it has no clock: a time it needs comes in run.input, as timestamp(run.input.requested_at), see svc-policy(5)' : ''})`;
+  }
+  const escape = /^Invalid escape sequence: \\(.)/.exec(text);
+  if (escape) {
+    // "\d" of a matches pattern: a CEL string reads the backslash first (svc-policy(5) CONDITIONS).
+    return `${text} (in a CEL string a backslash starts an escape: write "\\\\${escape[1]}" for the two characters \\${escape[1]} a pattern needs, or a raw string, r"\\${escape[1]}")`;
+  }
   if (text === 'Unexpected token: EOF') return 'unexpected end of the condition';
   const unexpected = /^Unexpected token: ([A-Z_]+)$/.exec(text);
   if (unexpected) return `unexpected ${tokenWords(unexpected[1]!)}`;
   const expected = /^Expected ([A-Z_]+), got ([A-Z_]+)$/.exec(text);
   if (expected) return `expected ${tokenWords(expected[1]!)}, found ${tokenWords(expected[2]!)}`;
   const character = /^Unexpected character: '?(.+?)'?$/.exec(text);
-  if (character) return `unexpected character ${quoted(character[1]!)}${character[1] === '=' ? ' (compare with ==)' : ''}`;
+  if (character) return `unexpected character ${quoted(character[1]!)}${CHARACTER_HINTS[character[1]!] ?? ''}`;
   // `action.tol`: name the members that `action` has, read from the text before the key.
   const key = /^No such key: (.+)$/.exec(text);
   const start = err.range?.start;
@@ -291,6 +310,13 @@ export function policyNotes(source: string): Diagnostic[] {
   const compiled = new Map(compileSource(source).rules.map((r) => [r.name, r]));
   const notes: Diagnostic[] = [];
   for (const rule of parsed.rules) {
+    const program = compiled.get(rule.name)?.program;
+    if (program && hasBackspacePattern(program.ast)) {
+      notes.push({
+        ...rule.exprAt,
+        message: `note: rule ${rule.name} matches a pattern that holds a backspace, which \\b is in a CEL string: for RE2's word boundary write "\\\\b" or r"\\b" (svc-policy(5) CONDITIONS)`,
+      });
+    }
     const cost = compiled.get(rule.name)?.cost;
     if (!cost) continue;
     const deepest = cost.terms.reduce((a, t) => (t.factors.length > a.factors.length ? t : a), cost.terms[0]!);
@@ -305,10 +331,40 @@ export function policyNotes(source: string): Diagnostic[] {
       ...rule.exprAt,
       message:
         `note: rule ${rule.name} ${walksValue ? 'walks a value inside a loop' : 'nests loops'} (${lists.join(' × ')}); past about ${itemsWithinBudget(cost).toLocaleString('en-US')} items ` +
-        `${where} it is not evaluated and fails closed (svc-policy(5), DECISIONS item 5)`,
+        `${where} it is not evaluated and fails closed (svc-policy(5), DECISIONS item 5)${membershipHint(shown)}`,
     });
   }
   return notes;
+}
+
+/**
+ * A `matches` pattern written with a backspace (U+0008) in it: "\b" in a CEL string is the
+ * backspace escape, not RE2's word boundary, so `matches("\bfoo\b")` compiles and never
+ * matches a word (a deny that never denies). A pattern may mean one, so it is a note, not a
+ * problem.
+ */
+function hasBackspacePattern(node: unknown): boolean {
+  if (Array.isArray(node)) return node.some(hasBackspacePattern);
+  if (!isAstNode(node)) return false;
+  const args = Array.isArray(node.args) ? node.args : [];
+  if ((node.op === 'rcall' || node.op === 'call') && args[0] === 'matches') {
+    const callArgs = node.op === 'rcall' ? args[2] : args[1];
+    const pattern = Array.isArray(callArgs) ? callArgs[callArgs.length - 1] : null;
+    if (isAstNode(pattern) && pattern.op === 'value' && typeof pattern.args === 'string' && pattern.args.includes('\b')) return true;
+  }
+  return hasBackspacePattern(node.args);
+}
+
+/**
+ * An `in` over a path is sized as a list (its items) and what is on its left once per item:
+ * a bound on a product, which reads as if an allow list of a few thousand entries failed
+ * closed. At decision time a map there is one lookup and a string or number on the left is
+ * not walked (svc-policy(5) recommends `x in run.input.allowed` with a map), so say so.
+ */
+function membershipHint(shown: readonly Factor[]): string {
+  const member = shown.find((f): f is Exclude<Factor, string> => typeof f !== 'string' && f.size === 'member');
+  if (!member) return '';
+  return `; the bound is the product of the two, and "in" walks ${member.path.join('.')} only when it is a list (a map there is looked up in one step, and a string or number on its left is not walked)`;
 }
 
 /** A factor a loop (or an `in`) adds, not the size of a value an operation walks. */

@@ -32,7 +32,33 @@ export function defaultDecision(action: PolicyAction, run: PolicyRunContext): De
 
 function errorMessage(err: unknown): string {
   const e = err as { summary?: string; message?: string };
-  return e?.summary ?? String(e?.message ?? err).split('\n')[0] ?? 'evaluation failed';
+  const text = e?.summary ?? String(e?.message ?? err).split('\n')[0] ?? 'evaluation failed';
+  return text + overloadHint(text);
+}
+
+const NUMBER_TYPES = new Set(['int', 'uint', 'double']);
+const ARITHMETIC = new Set(['+', '-', '*', '/', '%']);
+const ORDERING = new Set(['<', '<=', '>', '>=']);
+
+/**
+ * What to write instead, for the two type mismatches a policy over a worker's arguments meets
+ * (svc-policy(5) CONDITIONS): a whole number (CEL int) in arithmetic with a double, and a
+ * number ordered against a string. Both type-check, since args are dyn, and fail closed on
+ * every decision; cel-js's message names the types but not the fix. Only the error's text
+ * changes: the decision is the same (replay compares decision, rule and approver).
+ */
+export function overloadHint(message: string): string {
+  const m = /^no such overload: (?:dyn<)?(\w+)>? (\S+) (?:dyn<)?(\w+)>?$/.exec(message);
+  if (!m) return '';
+  const [, left, op, right] = m as unknown as [string, string, string, string];
+  if (ARITHMETIC.has(op) && left !== right && NUMBER_TYPES.has(left) && NUMBER_TYPES.has(right)) {
+    const a = (t: string) => `${t === 'int' ? 'an' : 'a'} ${t}`;
+    return ` (${a(left)} and ${a(right)} do not mix in arithmetic, and a whole number in the data is an int: convert one, as in double(action.args.amount) * 1.1)`;
+  }
+  if (ORDERING.has(op) && ((NUMBER_TYPES.has(left) && right === 'string') || (left === 'string' && NUMBER_TYPES.has(right)))) {
+    return ' (a number and a string do not compare: write the number without quotes, or convert the string with int() or double())';
+  }
+  return '';
 }
 
 /**

@@ -66,12 +66,36 @@ describe('svc policy lint notes on nested loops (D 5.1: such a condition can fai
     expect(lines[0]!.startsWith(`${file}:2:8: note: rule dup nests loops (action.args.items × action.args.items); past about `)).toBe(true);
     expect(lines[0]).toMatch(/past about [\d,]+ items in each it is not evaluated and fails closed/);
     expect(lines[1]).toContain(':4:17: note: rule cross nests loops (action.args.ids × run.input.allowed)');
+    // An in over a path is bounded as if it were a list; svc-policy(5) recommends a map there,
+    // which is one lookup, so the note says so (policy authors' sweep, 2026-11-29).
+    expect(lines[1]).toMatch(
+      /fails closed \(svc-policy\(5\), DECISIONS item 5\); the bound is the product of the two, and "in" walks run\.input\.allowed only when it is a list \(a map there is looked up in one step, and a string or number on its left is not walked\)$/,
+    );
+    expect(lines[0]).not.toContain('"in" walks');
     // An operation on a value from the data, once per element of another list (session 27).
     expect(lines[2]).toContain(':5:17: note: rule words walks a value inside a loop (action.args.words × the text and lists under action.summary); past about ');
     expect(lines[3]).toBe(`${file}: no problems`);
     const j = await runSvc(['--json', 'policy', 'lint', file]);
     expect(j.code).toBe(0);
     expect(JSON.parse(j.stdout)).toMatchObject({ ok: true, problems: [], notes: [{ line: 2, column: 8 }, { line: 4, column: 17 }, { line: 5, column: 17 }] });
+  });
+});
+
+describe('svc policy lint notes a \\b that is a backspace (svc-policy(5) CONDITIONS: a pattern in a CEL string)', () => {
+  // "\bfoo\b" compiles, but \b in a CEL string is the backspace escape: the deny never matched
+  // "a foo b" in a policy author's corpus (sweep of 2026-11-29). A note, not a problem: exit 0.
+  it('notes the rule whose literal pattern holds a backspace, and not one written raw or with \\\\b', async () => {
+    const file = join(tempDir(), 'boundary.policy');
+    writeFileSync(
+      file,
+      ['deny word when action.summary.matches("\\bfoo\\b")', 'allow raw when action.summary.matches(r"\\bok\\b")', 'allow doubled when action.summary.matches("\\\\bok\\\\b")'].join('\n'),
+    );
+    const r = await runSvc(['policy', 'lint', file]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe(
+      `${file}:1:16: note: rule word matches a pattern that holds a backspace, which \\b is in a CEL string: for RE2's word boundary write "\\\\b" or r"\\b" (svc-policy(5) CONDITIONS)\n${file}: no problems\n`,
+    );
+    expect(r.stdout).toBe('');
   });
 });
 

@@ -151,6 +151,35 @@ describe('fail-closed evaluation (D 5.1)', () => {
     }
   });
 
+  // Both type-check (args are dyn) and fail closed on every decision: 180 * 1.1 parked every
+  // whole-number refund for finance in a policy author's run (sweep of 2026-11-29). The error
+  // names the fix (svc-policy(5) CONDITIONS); the decision is unchanged.
+  it('an int in arithmetic with a double fails closed with an error that says to convert', () => {
+    const p = policy('p', 'require_approval taxed by "role:finance" when action.args.amount * 1.1 > 500');
+    const d = decide([p], action({ args: { amount: 180 } }), run('autonomous'));
+    expect(d).toMatchObject({ decision: 'approval_required', rule: 'p/taxed', approver: 'role:finance' });
+    expect(d.errors).toEqual([
+      {
+        rule: 'p/taxed',
+        message:
+          'no such overload: dyn<int> * double (an int and a double do not mix in arithmetic, and a whole number in the data is an int: convert one, as in double(action.args.amount) * 1.1)',
+      },
+    ]);
+    const fixed = policy('p', 'require_approval taxed by "role:finance" when double(action.args.amount) * 1.1 > 500');
+    expect(decide([fixed], action({ args: { amount: 180 } }), run('autonomous'))).toMatchObject({ decision: 'allow', errors: [] });
+  });
+
+  it('a number ordered against a string fails closed with an error that says how to compare', () => {
+    const hint = ' (a number and a string do not compare: write the number without quotes, or convert the string with int() or double())';
+    const quoted = decide([policy('p', 'deny big when action.args.amount > "100"')], action({ args: { amount: 150 } }), run('autonomous'));
+    expect(quoted).toMatchObject({ decision: 'deny', errors: [{ rule: 'p/big', message: `no such overload: dyn<int> > string${hint}` }] });
+    const sent = decide([policy('p', 'deny big when action.args.amount <= 0')], action({ args: { amount: '150' } }), run('autonomous'));
+    expect(sent).toMatchObject({ decision: 'deny', errors: [{ rule: 'p/big', message: `no such overload: dyn<string> <= int${hint}` }] });
+    // Other mismatches keep cel-js's message as it is.
+    const other = decide([policy('p', 'deny big when action.args.amount + 1 > 0')], action({ args: { amount: 'x' } }), run('autonomous'));
+    expect(other.errors).toEqual([{ rule: 'p/big', message: 'no such overload: dyn<string> + int' }]);
+  });
+
   it('has() avoids the error', () => {
     const p = policy('p', 'deny big when has(action.args.limit) && action.args.limit > 10');
     expect(decide([p], action(), run('autonomous'))).toMatchObject({ decision: 'allow', rule: 'default/allow', errors: [] });

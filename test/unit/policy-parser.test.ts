@@ -125,6 +125,16 @@ describe('CEL syntax errors map into the whole source (D 5.1)', () => {
     expect(() => compilePolicy(ref, 'allow a when action.args.note == "and or not" || has(action.args.not)')).not.toThrow();
   });
   it('invalid escape sequence', () => at('allow a when action.tool == "\\q"', 1, 30, /Invalid escape sequence/));
+  // svc-policy(5) CONDITIONS lists \d among the escapes a matches pattern may use; written as
+  // "\d" in a condition, the CEL string refused it without saying how to write it (policy
+  // authors' sweep, 2026-11-29).
+  it('an invalid escape in a matches pattern says to double the backslash or write a raw string', () => {
+    at('deny a when !action.args.ticket.matches("^T-\\d+$")', 1, 45, /^Invalid escape sequence: \\d \(in a CEL string a backslash starts an escape: write "\\\\d" for the two characters \\d a pattern needs, or a raw string, r"\\d"\)$/);
+    expect(() => compilePolicy(ref, 'deny a when !action.args.ticket.matches("^T-\\\\d+$")')).not.toThrow();
+    expect(() => compilePolicy(ref, 'deny a when !action.args.ticket.matches(r"^T-\\d+$")')).not.toThrow();
+  });
+  it('typographic quotes name the straight ones to write (svc-policy(5) CONDITIONS)', () =>
+    at('deny a when action.tool == \u201cbilling.refund\u201d', 1, 28, /^unexpected character "\u201c" \(write strings between straight quotes, " or '\)$/));
   it('a second rule after a valid one', () => at('allow a when true\n\n# next\ndeny b when action.tool ==', 4, 27, /unexpected end/));
   it('depth limit (parse limits)', () => at('allow a when ' + '('.repeat(40) + 'true' + ')'.repeat(40), 1, 46, /maxDepth/));
   it('a chain of prefix operators deep enough to overflow the parser', () =>
@@ -194,7 +204,11 @@ describe('CEL type errors against action and run (D 5.1)', () => {
     at('deny a when action.nope', 1, 20, /^action has no member "nope" \(its members: tool, connector, operation, args, writes, system_of_record, summary\)$/));
   it('unknown field of run.remit', () => at('deny a when run.remit.grant_list == []', 1, 23, /^run\.remit has no member "grant_list" \(its members: autonomy, tools, scopes, grants\(class\)\)$/));
   it('unknown field of run.usage, spaced', () => at('deny a when run . usage . tokns > 1', 1, 27, /^run\.usage has no member "tokns" \(its members: tokens, usd\)$/));
-  it('unknown variable', () => at('deny a when actor.id == "x"', 1, 13, /Unknown variable: actor/));
+  it('unknown variable', () => at('deny a when actor.id == "x"', 1, 13, /^Unknown variable: actor \(a condition reads "action" and "run"\)$/));
+  // Business hours: an author reaches for now; conditions have no clock (svc-policy(5)
+  // CONDITIONS), and the message says where a time comes from.
+  it('now, the clock a condition does not have, points at run.input', () =>
+    at('require_approval late when now.getHours() >= 17', 1, 28, /^Unknown variable: now \(a condition reads "action" and "run"; it has no clock: a time it needs comes in run\.input, as timestamp\(run\.input\.requested_at\), see svc-policy\(5\)\)$/));
   it('grants with a non-string argument', () => at('deny a when run.remit.grants(1)', 1, 13, /Remit\.grants\(int\)/));
   it('a condition that is not a bool', () => at('allow a when action.tool', 1, 14, /must be a bool, but this one is string/));
   it('heterogeneous list literal', () => at('allow a when [1, "a"] == []', 1, 18, /same type/));
