@@ -96,6 +96,24 @@ export function templateRefs(value: unknown, base = ''): TemplateRef[] {
   return refs;
 }
 
+/** Member names short and plain enough to quote in an error: never data such as an email used as a key. */
+const PLAIN_MEMBER = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
+const MAX_MEMBERS_NAMED = 20;
+
+/**
+ * What the value a path stopped at is, for the author who guessed its shape (a sqlite write's
+ * one RETURNING row is the output itself, not {rows}): its members when they are few and plain
+ * names, else its type. Never a value; a key that is not a plain name names none of them.
+ */
+function whatItIs(value: unknown): string {
+  if (value === null) return ' (it is null)';
+  if (typeof value !== 'object') return ` (it is a ${typeof value})`;
+  const keys = Object.keys(value);
+  if (keys.length === 0) return ' (it is an empty object)';
+  if (keys.length > MAX_MEMBERS_NAMED || !keys.every((k) => PLAIN_MEMBER.test(k))) return '';
+  return ` (its members: ${keys.join(', ')})`;
+}
+
 function resolve(path: string[], ctx: TemplateContext, template: string): unknown {
   let current: unknown = path[0] === 'input' ? ctx.input : ctx.steps;
   for (let i = 1; i < path.length; i++) {
@@ -108,7 +126,7 @@ function resolve(path: string[], ctx: TemplateContext, template: string): unknow
     } else if (current !== null && typeof current === 'object' && Object.prototype.hasOwnProperty.call(current, seg)) {
       current = (current as Record<string, unknown>)[seg];
     } else {
-      const what = i === 1 && path[0] === 'steps' ? `no earlier step "${seg}" has output` : `${here} has no member "${seg}"`;
+      const what = i === 1 && path[0] === 'steps' ? `no earlier step "${seg}" has output` : `${here} has no member "${seg}"${whatItIs(current)}`;
       throw new TemplateError(`template ${template}: ${what}`, { template, path: path.join('.') });
     }
   }

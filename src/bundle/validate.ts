@@ -297,12 +297,14 @@ export function modelStepsWithoutMock(bundle: unknown): BundleProblem[] {
  * `{{input.…}}` templates naming a member the workflow's input schema forbids (an object with
  * `additionalProperties: false` that lists no such property): a typo such as
  * `{{input.invoce_id}}` would pass validation and fail every run with template_invalid. Read
- * in the workflow's steps and in the prompts they name. Notes, not problems: a schema may
+ * in the workflow's steps, in the prompts they name and in the mock scripts of its model
+ * steps (rendered with the run's input too). Notes, not problems: a schema may
  * reach a member another way (patternProperties, a $ref) that this walk does not follow.
  */
 export function inputTemplatesOutsideSchema(bundle: unknown): BundleProblem[] {
   if (!isObj(bundle)) return [];
   const prompts = isObj(bundle.prompts) ? bundle.prompts : {};
+  const mock = isObj(bundle.mock) ? bundle.mock : {};
   const notes: BundleProblem[] = [];
   for (const [wfName, wf] of Object.entries(isObj(bundle.workflows) ? bundle.workflows : {})) {
     if (!isObj(wf) || !Array.isArray(wf.steps) || !isObj(wf.input_schema)) continue;
@@ -315,6 +317,11 @@ export function inputTemplatesOutsideSchema(bundle: unknown): BundleProblem[] {
       if (name !== null && Object.hasOwn(prompts, name) && !promptsSeen.has(name)) {
         promptsSeen.add(name);
         for (const r of templateRefs(prompts[name], `/prompts/${pointerToken(name)}`)) if (r.path) refs.push({ at: r.pointer, template: r.template, path: r.path });
+      }
+      // The worker renders a model step's mock script like its prompt, with the run's input.
+      const id = isObj(step) && step.kind === 'model' && typeof step.id === 'string' ? step.id : null;
+      if (id !== null && Object.hasOwn(mock, id)) {
+        for (const r of templateRefs(mock[id], `/mock/${pointerToken(id)}`)) if (r.path) refs.push({ at: r.pointer, template: r.template, path: r.path });
       }
     });
     for (const r of refs) {
@@ -336,6 +343,95 @@ export function inputTemplatesOutsideSchema(bundle: unknown): BundleProblem[] {
     }
   }
   return notes;
+}
+
+/** Keywords whose failure may come from a templated member's placeholder, not the output. */
+const UNCERTAIN_KEYWORDS = new Set(['anyOf', 'oneOf', 'not', 'if', 'contains', 'uniqueItems', 'const', 'enum', 'dependencies', 'dependentSchemas', 'unevaluatedProperties', 'unevaluatedItems']);
+
+/** JSON pointers of the strings in `value` that hold a template. */
+function templatedPointers(value: unknown, at: string): string[] {
+  if (typeof value === 'string') return value.includes('{{') ? [at] : [];
+  if (Array.isArray(value)) return value.flatMap((v, i) => templatedPointers(v, `${at}/${i}`));
+  if (isObj(value)) return Object.entries(value).flatMap(([k, v]) => templatedPointers(v, `${at}/${pointerToken(k)}`));
+  return [];
+}
+
+/**
+ * Mock scripts that would not rehearse what their author meant (svc-bundle(5) VALIDATION):
+ * a script for a step that is a tool or action step in every workflow (the mock provider
+ * answers model steps only: it is never played); a scripted tool call of a tool the model step
+ * does not offer (the worker answers it with tool_not_offered, as it would a real model's);
+ * and a scripted output the step's output_schema refuses (every run would fail with
+ * output_invalid), unless the script fails (error) or what the schema says could be about a
+ * templated string, which the worker renders into another value.
+ * Notes, not problems: the bundle is still what its author signed.
+ */
+export function mockScriptNotes(bundle: unknown): BundleProblem[] {
+  if (!isObj(bundle) || !isObj(bundle.mock)) return [];
+  const mock = bundle.mock;
+  const notes: BundleProblem[] = [];
+  const kinds = new Map<string, Set<string>>();
+  for (const [wfName, wf] of Object.entries(isObj(bundle.workflows) ? bundle.workflows : {})) {
+    if (!isObj(wf) || !Array.isArray(wf.steps)) continue;
+    wf.steps.forEach((s, i) => {
+      if (!isObj(s) || typeof s.id !== 'string') return;
+      if (!kinds.has(s.id)) kinds.set(s.id, new Set());
+      if (typeof s.kind === 'string') kinds.get(s.id)!.add(s.kind);
+      if (s.kind !== 'model' || !Object.hasOwn(mock, s.id) || !isObj(mock[s.id])) return;
+      const script = mock[s.id] as Obj;
+      const mp = `/mock/${pointerToken(s.id)}`;
+      const offered = Array.isArray(s.tools) ? s.tools.filter((t): t is string => typeof t === 'string') : [];
+      if (Array.isArray(script.tool_calls)) {
+        script.tool_calls.forEach((c, j) => {
+          if (!isObj(c) || typeof c.tool !== 'string' || offered.includes(c.tool)) return;
+          notes.push({
+            path: `${mp}/tool_calls/${j}/tool`,
+            message: `tool "${c.tool}" is not among the tools step "${s.id}" of workflow "${wfName}" offers (${offered.length ? `its tools: ${offered.join(', ')}` : 'it lists none'}): the worker answers this call with tool_not_offered, as it would a real model's; add the tool to the step's tools`,
+          });
+        });
+      }
+      if (s.output_schema === undefined || script.error !== undefined) return;
+      const output = script.output === undefined ? null : script.output;
+      if (jsonSchemaProblems(s.output_schema, '').length > 0) return;
+      const schema = s.output_schema;
+      if (!isObj(schema) && typeof schema !== 'boolean') return;
+      const { draft07, draft2020 } = schemaDialects();
+      const draft = isObj(schema) && typeof schema.$schema === 'string' && schema.$schema.includes('2020-12') ? draft2020 : draft07;
+      let errors: ErrorObject[] = [];
+      try {
+        const fn = draft.compile(schema);
+        if (isObj(schema)) draft.removeSchema(schema);
+        if (!fn(output)) errors = fn.errors ?? [];
+      } catch {
+        return;
+      }
+      // A string holding a template becomes another value when the worker renders it: what
+      // the schema says of it (or of an alternative that might hold once it is rendered) is
+      // not judged here, only what is certain (a member it forbids, one it requires).
+      const templated = templatedPointers(output, '');
+      if (templated.length > 0 && errors.some((e) => UNCERTAIN_KEYWORDS.has(e.keyword))) return;
+      const first = errors.find((e) => !templated.some((t) => e.instancePath === t || e.instancePath.startsWith(`${t}/`)));
+      if (!first) return;
+      const where = ajvErrorPath(first).path || '/';
+      notes.push({
+        path: script.output === undefined ? mp : `${mp}/output`,
+        message: `${script.output === undefined ? 'the script has no output (the step would output null), which' : 'this output'} does not match the output_schema of step "${s.id}" of workflow "${wfName}" (${where} ${schemaMessage(first)}): under the mock provider every run would fail with output_invalid`,
+      });
+    });
+  }
+  for (const stepId of Object.keys(mock)) {
+    const k = kinds.get(stepId);
+    if (!k || k.has('model')) continue;
+    notes.push({
+      path: `/mock/${pointerToken(stepId)}`,
+      message: `step "${stepId}" is a ${[...k].sort().join(' and ')} step: the mock provider answers model steps only (a tool or action step calls the gateway), so this script is never played`,
+    });
+  }
+  const seen = new Set<string>();
+  return notes.filter((n) => {
+    const key = `${n.path}\n${n.message}`;
+    return seen.has(key) ? false : (seen.add(key), true);
+  });
 }
 
 /** Validates a bundle value; lists every problem with its JSON pointer. Never throws. */

@@ -70,6 +70,21 @@ describe('svc bundle validate (offline, D 4)', () => {
     expect((await runSvc(['bundle', 'validate', file])).stderr).not.toContain('input_schema does not allow');
   });
 
+  it('warns of a mock script that would not play as meant: for a tool step, a tool call the step does not offer, an output its schema refuses (svc-bundle(5) VALIDATION)', async () => {
+    const b = structuredClone(refunds);
+    b.mock.lookup = { output: { id: 'inv_1' } };
+    b.mock.triage.tool_calls.push({ tool: 'billing.refund', args: {} });
+    b.mock.triage.output.category = 'refnd';
+    const file = join(tempDir(), 'mock.yaml');
+    writeFileSync(file, JSON.stringify(b));
+    const r = await runSvc(['bundle', 'validate', file]);
+    expect(r.code).toBe(0); // notes, not problems
+    expect(r.stderr).toContain(`${file}: /mock/lookup: warning: step "lookup" is a tool step: the mock provider answers model steps only (a tool or action step calls the gateway), so this script is never played`);
+    expect(r.stderr).toContain(`${file}: /mock/triage/tool_calls/1/tool: warning: tool "billing.refund" is not among the tools step "triage" of workflow "refund" offers (its tools: billing.lookup_invoice): the worker answers this call with tool_not_offered, as it would a real model's; add the tool to the step's tools`);
+    expect(r.stderr).toContain(`${file}: /mock/triage/output: warning: this output does not match the output_schema of step "triage" of workflow "refund" (/category must be one of "refund", "other"): under the mock provider every run would fail with output_invalid`);
+    expect((await runSvc(['bundle', 'validate', BUNDLE])).stderr).not.toContain('warning');
+  });
+
   // svc(1): push checks the bundle "as by svc bundle validate"; sign validates first. Both
   // used to drop validate's warnings, so a {{input.typo}} that fails every run was signed
   // and pushed without a word.

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { inputTemplatesOutsideSchema, modelStepsWithoutMock, undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
+import { inputTemplatesOutsideSchema, mockScriptNotes, modelStepsWithoutMock, undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
 import { ROOT } from '../helpers/daemon.js';
 
 const refunds = () => parse(readFileSync(join(ROOT, 'fixtures/bundles/refunds.yaml'), 'utf8'));
@@ -313,6 +313,63 @@ describe('semantic problems (D 4)', () => {
     ]);
     b.mock = { think: { output: { x: 1 } } };
     expect(modelStepsWithoutMock(b)).toEqual([]);
+  });
+
+  it('an {{input.…}} typo in a model step\'s mock script is a note too: the worker renders the script with the run\'s input (svc-bundle(5) VALIDATION)', () => {
+    const b = minimal();
+    b.workflows.main.input_schema = { type: 'object', additionalProperties: false, properties: { q: { type: 'string' } } };
+    b.mock = { think: { output: { x: '{{input.qq}}', y: '{{input.q}}' } } };
+    expect(inputTemplatesOutsideSchema(b)).toEqual([
+      { path: '/mock/think/output/x', message: '{{input.qq}} names input.qq, which workflow "main"\'s input_schema does not allow (its members: q); every run would fail with template_invalid' },
+    ]);
+    expect(validateBundle(b)).toMatchObject({ ok: true });
+  });
+
+  describe('mock scripts that would not play as meant are notes (svc-bundle(5) VALIDATION, mock)', () => {
+    it('a script for a step that is a tool or action step everywhere is never played', () => {
+      const b = minimal();
+      b.mock = { think: { output: { x: 1 } }, do: { output: { id: 1 } } };
+      expect(validateBundle(b).ok).toBe(true);
+      expect(mockScriptNotes(b)).toEqual([
+        { path: '/mock/do', message: 'step "do" is a action step: the mock provider answers model steps only (a tool or action step calls the gateway), so this script is never played' },
+      ]);
+      // The same id a model step in another workflow: the script plays there.
+      b.workflows.other = { input_schema: { type: 'object' }, steps: [{ id: 'do', kind: 'model', prompt: 'ask' }] };
+      expect(mockScriptNotes(b)).toEqual([]);
+    });
+
+    it('a scripted tool call of a tool the step does not offer is answered tool_not_offered; scripted actions are proposals and are not judged', () => {
+      const b = minimal();
+      b.mock = { think: { tool_calls: [{ tool: 'svc.read' }, { tool: 'svc.other', args: {} }], actions: [{ tool: 'svc.write' }], output: { x: 1 } } };
+      expect(mockScriptNotes(b)).toEqual([
+        {
+          path: '/mock/think/tool_calls/1/tool',
+          message: 'tool "svc.other" is not among the tools step "think" of workflow "main" offers (its tools: svc.read): the worker answers this call with tool_not_offered, as it would a real model\'s; add the tool to the step\'s tools',
+        },
+      ]);
+    });
+
+    it('a scripted output the step\'s output_schema refuses would fail every run with output_invalid; a templated member is not judged', () => {
+      const b = minimal();
+      b.workflows.main.steps[0].output_schema = { type: 'object', required: ['x'], additionalProperties: false, properties: { x: { type: 'integer' }, line: { type: 'string' } } };
+      b.mock = { think: { output: { x: 1, n: 3 } } };
+      const tail = 'under the mock provider every run would fail with output_invalid';
+      expect(mockScriptNotes(b)).toEqual([{ path: '/mock/think/output', message: `this output does not match the output_schema of step "think" of workflow "main" (/n is not allowed): ${tail}` }]);
+      // A templated value may render to anything: its type is not judged, a forbidden member still is.
+      b.mock.think.output = { x: '{{input.n}}', line: 'n is {{input.n}}' };
+      expect(mockScriptNotes(b)).toEqual([]);
+      b.mock.think.output = { x: '{{input.n}}', extra: '{{input.n}}' };
+      expect(mockScriptNotes(b)).toEqual([{ path: '/mock/think/output', message: expect.stringContaining('(/extra is not allowed)') }]);
+      // No output at all: the step outputs null.
+      b.mock.think = { text: 'done' };
+      expect(mockScriptNotes(b)).toEqual([{ path: '/mock/think', message: `the script has no output (the step would output null), which does not match the output_schema of step "think" of workflow "main" (/ must be an object): ${tail}` }]);
+      // A script that fails, or an output that fits, is no note.
+      b.mock.think = { error: { code: 'rate_limited' } };
+      expect(mockScriptNotes(b)).toEqual([]);
+      b.mock.think = { output: { x: 2 } };
+      expect(mockScriptNotes(b)).toEqual([]);
+      expect(validateBundle(b).ok).toBe(true);
+    });
   });
 
   it('input and output schemas must be valid JSON schemas', () => {

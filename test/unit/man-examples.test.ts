@@ -8,7 +8,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { inputTemplatesOutsideSchema, modelStepsWithoutMock, undeclaredTools, validateBundle } from '../../src/bundle/validate.js';
+import { inputTemplatesOutsideSchema, mockScriptNotes, modelStepsWithoutMock, undeclaredTools, validateBundle } from '../../src/bundle/validate.js';
 import { loadGatewayConfigFile } from '../../src/gateway/config.js';
 import { compilePolicy, lintPolicy } from '../../src/policy/compile.js';
 import { normalizeCorpus } from '../../src/policy/corpus.js';
@@ -34,7 +34,7 @@ describe('svc-bundle(5) EXAMPLE', () => {
     const v = validateBundle(parseYaml(bundle!));
     expect(v.ok ? [] : v.problems).toEqual([]);
     const parsed = parseYaml(bundle!);
-    expect([...undeclaredTools(parsed), ...modelStepsWithoutMock(parsed), ...inputTemplatesOutsideSchema(parsed)]).toEqual([]);
+    expect([...undeclaredTools(parsed), ...modelStepsWithoutMock(parsed), ...inputTemplatesOutsideSchema(parsed), ...mockScriptNotes(parsed)]).toEqual([]);
     for (const file of commands!.match(/fixtures\/\S+/g)!) expect(() => readFileSync(join(ROOT, file))).not.toThrow();
   });
 });
