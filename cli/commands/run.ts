@@ -294,7 +294,7 @@ export function showHuman(r: Run): string {
  * line on standard error after the screen, none for a run that goes on by itself or has ended
  * for good. Not with --json.
  */
-export function nextForRun(r: Pick<Run, 'run_id' | 'state' | 'parked_reason' | 'pending_approval_id'>): string | null {
+export function nextForRun(r: Pick<Run, 'run_id' | 'state' | 'parked_reason' | 'pending_approval_id'> & Partial<Pick<Run, 'current_step' | 'steps'>>): string | null {
   const id = r.run_id;
   const abandon = `svc run abandon ${id} --reason TEXT --actor ID:ROLE`;
   if (r.state === 'failed') return `svc: next: the run will not go on by itself; ${abandon} runs the compensations its completed steps declare`;
@@ -305,6 +305,11 @@ export function nextForRun(r: Pick<Run, 'run_id' | 'state' | 'parked_reason' | '
   }
   if (r.parked_reason === 'connector_quarantined') {
     return `svc: next: once the connector is repaired and released (svc gateway canaries, svc gateway release), svc run resume ${id} --actor ID:ROLE; or ${abandon}`;
+  }
+  // A template the bundle got wrong fails again on every resume: the run keeps its bundle (svc-bundle(5)).
+  const code = r.current_step ? r.steps?.[r.current_step]?.error?.code : undefined;
+  if (code === 'template_invalid') {
+    return `svc: next: the step's template is the bundle's own mistake, and the run keeps its bundle: push it fixed under a new version (svc bundle push), then ${abandon} and start the run again`;
   }
   return `svc: next: fix what the step's error says, then svc run resume ${id} --actor ID:ROLE; or ${abandon}`;
 }

@@ -15,4 +15,12 @@ describe('svc run show: what next (svc(1))', () => {
     expect(nextForRun(run('failed'))).toBe('svc: next: the run will not go on by itself; svc run abandon run_1 --reason TEXT --actor ID:ROLE runs the compensations its completed steps declare');
     for (const s of ['running', 'completed', 'abandoning', 'abandoned']) expect(nextForRun(run(s))).toBeNull();
   });
+
+  it('a step quarantined on template_invalid says resume will not help: the run keeps its bundle (svc-bundle(5) TEMPLATES)', () => {
+    const stuck = (code: string) => ({ ...run('parked', 'quarantine'), current_step: 'release', steps: { release: { state: 'quarantined', attempt: 1, output: null, error: { code, message: 'm' }, started_at: null, ended_at: null } } }) as Parameters<typeof nextForRun>[0];
+    const t = nextForRun(stuck('template_invalid'))!;
+    expect(t).toContain('push it fixed under a new version (svc bundle push), then svc run abandon run_1 --reason TEXT --actor ID:ROLE and start the run again');
+    expect(t).not.toContain('svc run resume');
+    expect(nextForRun(stuck('deterministic_failure'))).toContain('then svc run resume run_1 --actor ID:ROLE');
+  });
 });
