@@ -145,6 +145,8 @@ export const BUNDLE_SCHEMA = {
         type: 'object',
         additionalProperties: false,
         properties: { writes: { type: 'boolean' }, description: { type: 'string', maxLength: 4096 } },
+        // Said after "must be an object": `billing.refund: writes money` is the usual slip.
+        'x-message': '{writes, description}, as in {writes: true, description: "issue a refund"}',
       },
       description: 'Every tool the workflows and mock scripts name; descriptors come from the gateway.',
     },

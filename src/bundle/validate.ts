@@ -101,6 +101,8 @@ function schemaProblems(errors: ErrorObject[]): BundleProblem[] {
 function typeMessage(message: string, custom: string | undefined, path: string, data: unknown, expected: string): string {
   if (path === '') return `${message} with name, version and workflows, not ${data === null ? 'null (an empty file?)' : Array.isArray(data) ? 'a list' : typeof data === 'string' ? 'a single string' : `a ${typeof data}`}`;
   if (typeof data === 'number' && expected.split(',').includes('string')) return `${custom ?? message}, in quotes (YAML reads an unquoted ${String(data)} as a number)`;
+  // An object whose members a person writes (a tools entry): say which.
+  if (custom !== undefined && expected === 'object') return `${message}: ${custom}`;
   return message;
 }
 

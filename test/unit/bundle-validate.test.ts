@@ -118,6 +118,16 @@ describe('schema problems, every one with its path (D 4)', () => {
     expect(problems).toHaveLength(expected.length);
   });
 
+  it('a tools entry that is not an object says what it holds (svc-bundle(5) tools)', () => {
+    const b = minimal();
+    b.tools['svc.read'] = 'reads the ledger';
+    b.tools['svc.write'] = { writes: 'yes' };
+    expect(problemsOf(b)).toEqual([
+      { path: '/tools/svc.read', message: 'must be an object: {writes, description}, as in {writes: true, description: "issue a refund"}' },
+      { path: '/tools/svc.write/writes', message: 'must be true or false' },
+    ]);
+  });
+
   it('requires name, version and workflows', () => {
     expect(problemsOf({})).toEqual([
       { path: '/name', message: 'is required' },
