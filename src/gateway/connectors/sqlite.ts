@@ -136,8 +136,7 @@ function unreachableParams(schema: Record<string, unknown>, params: string[]): s
   return params.filter((p) => !Object.hasOwn(props, p));
 }
 
-function sameTables(a: string[] | null, b: string[] | null): boolean {
-  if (a === null || b === null) return false;
+function sameTables(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((t) => b.includes(t));
 }
 
@@ -448,7 +447,7 @@ export class SqliteConnector implements Connector {
       const checkedFor = granted ?? tool.tables;
       if (!sameTables(checkedFor, tool.tables)) {
         // Found again since the call's scopes were checked.
-        throw new NotAttempted(`connector ${this.name}: the schema of ${this.cfg.path} changed: ${operation} now touches tables [${tool.tables.join(', ')}], not the [${(checkedFor ?? []).join(', ')}] its scopes were granted for; the call was not run, and a retry is checked against the new tables`);
+        throw new NotAttempted(`connector ${this.name}: the schema of ${this.cfg.path} changed: ${operation} now touches tables [${tool.tables.join(', ')}], not the [${checkedFor.join(', ')}] its scopes were granted for; the call was not run, and a retry is checked against the new tables`);
       }
       if (!this.host) throw new UpstreamError(`connector ${this.name} is not running`);
       try {
