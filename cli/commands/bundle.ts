@@ -20,6 +20,7 @@ import { globals, kernelClient, output, table } from '../context.js';
 import { CliError, EXIT, fsReason } from '../exit.js';
 import type { SvcHttpClient } from '../http-client.js';
 import { isRecord } from '../../src/util/is-record.js';
+import { INVISIBLE_CHARS } from '../../src/encoding/visible-json.js';
 import { resolveBundle } from './bundle-ref.js';
 import { readDataFile, readDataFileProblems, UnparsableFileError } from './data-file.js';
 
@@ -165,24 +166,25 @@ export async function handleList(client: SvcHttpClient): Promise<{ bundles: Bund
   return (await client.request<{ bundles: BundleSummary[] }>('GET', '/bundles', undefined, {}, ['bundles'])).body;
 }
 
-/** Characters a terminal acts on or hides: DEL and C1 controls, format characters (bidi, zero-width), line separators. */
-const INVISIBLE = /[\u007f-\u009f\p{Cf}\p{Zl}\p{Zp}]/u;
 
 /**
- * A stored bundle as YAML for a terminal that is still the same bundle: a string holding an
+ * A stored bundle as YAML for a terminal (the characters visibleJson escapes: DEL and C1
+ * controls, format characters such as bidi and zero-width ones, line separators) that is still the same bundle: a string holding an
  * invisible character is double-quoted with that character as a `\uXXXX` escape (YAML's own),
  * so a bidi override in a step's text shows as one, and the output parses back to the bundle
  * (C0 controls the yaml library escapes itself).
  */
 export function visibleYaml(value: unknown): string {
+  const invisible = new RegExp(INVISIBLE_CHARS.source, 'u');
   const doc = new Document(value);
   visit(doc, {
     Scalar(_key, node) {
-      if (typeof node.value === 'string' && INVISIBLE.test(node.value)) node.type = 'QUOTE_DOUBLE';
+      // A fresh /u copy: test() on the shared /g pattern would carry lastIndex between strings.
+      if (typeof node.value === 'string' && invisible.test(node.value)) node.type = 'QUOTE_DOUBLE';
     },
   });
   // Only double-quoted scalars hold such characters now, where the escape reads back as it.
-  return doc.toString({ lineWidth: 0 }).replace(new RegExp(INVISIBLE.source, 'gu'), (c) => {
+  return doc.toString({ lineWidth: 0 }).replace(INVISIBLE_CHARS, (c) => {
     const n = c.codePointAt(0)!;
     return n > 0xffff ? `\\U${n.toString(16).padStart(8, '0')}` : `\\u${n.toString(16).padStart(4, '0')}`;
   });

@@ -5,6 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ToolCallRequest } from '../../src/gateway/call.js';
 import type { Gateway } from '../../src/gateway/gateway.js';
+import { errorCodeOfReply } from '../http/common.js';
 
 const nullableString = (max: number) => ({ anyOf: [{ type: 'string', minLength: 1, maxLength: max }, { type: 'null' }] });
 
@@ -25,17 +26,6 @@ const CALL_BODY = {
   },
 } as const;
 
-/** The `error.code` of an error envelope, or `request_invalid` for an answer that is not one. */
-function errorCodeOf(payload: unknown): string {
-  if (typeof payload !== 'string') return 'request_invalid';
-  try {
-    const code = (JSON.parse(payload) as { error?: { code?: unknown } }).error?.code;
-    return typeof code === 'string' ? code : 'request_invalid';
-  } catch {
-    return 'request_invalid';
-  }
-}
-
 export async function gatewayRoutes(app: FastifyInstance, opts: { gateway: Gateway }): Promise<void> {
   const { gateway } = opts;
 
@@ -50,7 +40,7 @@ export async function gatewayRoutes(app: FastifyInstance, opts: { gateway: Gatew
     // wrong content type) is counted here; every call the handler starts counts itself.
     // A callback hook: an async one would cost every call a promise (bench/README.md item 20).
     onSend: (req, reply, payload, done) => {
-      if (reply.statusCode >= 400 && !started.has(req)) gateway.countUnstartedCall(req.body, errorCodeOf(payload), reply.elapsedTime / 1000);
+      if (reply.statusCode >= 400 && !started.has(req)) gateway.countUnstartedCall(req.body, errorCodeOfReply(reply) ?? 'request_invalid', reply.elapsedTime / 1000);
       done(null, payload);
     },
   }, async (req, reply) => {

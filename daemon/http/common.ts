@@ -309,6 +309,14 @@ function noteErrorCode(reply: FastifyReply, body: string): void {
   if (code !== undefined) (reply as CodedReply)[kErrorCode] = code;
 }
 
+/**
+ * The stable code of an error answer, as the listener's own onSend hook noted it; a route's
+ * onSend runs after that hook. Undefined for an answer that is not an error envelope.
+ */
+export function errorCodeOfReply(reply: FastifyReply): string | undefined {
+  return (reply as CodedReply)[kErrorCode];
+}
+
 /** Longest path an error echoes: a 60 KB URL is not worth sending back twice. */
 const SHOWN_PATH_CHARS = 256;
 

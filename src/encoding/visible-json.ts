@@ -6,12 +6,13 @@
  * `\uXXXX` escapes they are still the same JSON, since they only occur inside strings.
  */
 
+/** The characters above, one at a time (svc bundle show's YAML escapes the same ones). */
 // eslint-disable-next-line no-control-regex
-const UNSAFE_IN_JSON = /[\u007f-\u009f\p{Cf}\p{Zl}\p{Zp}]/gu;
+export const INVISIBLE_CHARS = /[\u007f-\u009f\p{Cf}\p{Zl}\p{Zp}]/gu;
 
 /** `json` (JSON text) with the characters above written as `\uXXXX` escapes. */
 export function visibleJson(json: string): string {
-  return json.replace(UNSAFE_IN_JSON, (c) => {
+  return json.replace(INVISIBLE_CHARS, (c) => {
     let out = '';
     for (let i = 0; i < c.length; i++) out += `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`;
     return out;
