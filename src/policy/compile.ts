@@ -230,30 +230,35 @@ const isAstNode = (v: unknown): v is AstNode => typeof v === 'object' && v !== n
  * Said when the policy is posted instead.
  */
 function invalidLiteralPattern(node: unknown): RangedError | null {
-  if (Array.isArray(node)) {
-    for (const n of node) {
-      const found = invalidLiteralPattern(n);
-      if (found) return found;
-    }
-    return null;
-  }
-  if (!isAstNode(node)) return null;
-  const args = Array.isArray(node.args) ? node.args : [];
-  if ((node.op === 'rcall' || node.op === 'call') && args[0] === 'matches') {
-    const callArgs = node.op === 'rcall' ? args[2] : args[1];
-    const pattern = Array.isArray(callArgs) ? callArgs[callArgs.length - 1] : null;
-    if (isAstNode(pattern) && pattern.op === 'value' && typeof pattern.args === 'string') {
+  for (const pattern of matchesPatterns(node)) {
+    if (pattern.op === 'value' && typeof pattern.args === 'string') {
       const why = matchPatternProblem(pattern.args);
       if (why !== null) return { summary: `matches: ${why}`, range: { start: pattern.start ?? 0, end: pattern.start ?? 0 } };
-    } else if (isAstNode(pattern)) {
+    } else {
       // A pattern a worker or a run's starter sends could be any program: what it costs is
       // known only from one written here (src/policy/condition-cost.ts).
       const at = pattern.start ?? 0;
       return { summary: 'matches: write the pattern in the condition as a string; one taken from the action or the run is not accepted', range: { start: at, end: at } };
     }
   }
+  return null;
+}
+
+/** The pattern argument of every `matches` call in a condition's AST, in source order. */
+function matchesPatterns(node: unknown, out: AstNode[] = []): AstNode[] {
+  if (Array.isArray(node)) {
+    for (const n of node) matchesPatterns(n, out);
+    return out;
+  }
+  if (!isAstNode(node)) return out;
+  const args = Array.isArray(node.args) ? node.args : [];
+  if ((node.op === 'rcall' || node.op === 'call') && args[0] === 'matches') {
+    const callArgs = node.op === 'rcall' ? args[2] : args[1];
+    const pattern = Array.isArray(callArgs) ? callArgs[callArgs.length - 1] : null;
+    if (isAstNode(pattern)) out.push(pattern);
+  }
   // Unary operators hold their operand as `args` itself, the others a list.
-  return invalidLiteralPattern(node.args);
+  return matchesPatterns(node.args, out);
 }
 
 interface Compiled {
@@ -344,15 +349,7 @@ export function policyNotes(source: string): Diagnostic[] {
  * problem.
  */
 function hasBackspacePattern(node: unknown): boolean {
-  if (Array.isArray(node)) return node.some(hasBackspacePattern);
-  if (!isAstNode(node)) return false;
-  const args = Array.isArray(node.args) ? node.args : [];
-  if ((node.op === 'rcall' || node.op === 'call') && args[0] === 'matches') {
-    const callArgs = node.op === 'rcall' ? args[2] : args[1];
-    const pattern = Array.isArray(callArgs) ? callArgs[callArgs.length - 1] : null;
-    if (isAstNode(pattern) && pattern.op === 'value' && typeof pattern.args === 'string' && pattern.args.includes('\b')) return true;
-  }
-  return hasBackspacePattern(node.args);
+  return matchesPatterns(node).some((p) => p.op === 'value' && typeof p.args === 'string' && p.args.includes('\b'));
 }
 
 /**
