@@ -81,7 +81,9 @@ function listTable(list: Approval[]): string {
   if (list.length === 0) return 'no approvals';
   return table(
     ['APPROVAL', 'CREATED', 'STATE', 'APPROVER', 'TOOL', 'RUN', 'RULE'],
-    list.map((a) => [a.approval_id, a.created_at, a.state, a.approver, a.action?.tool, a.run_id, a.rule]),
+    // A condition that failed closed is said next to the rule: the approval may exist because
+    // the policy could not read the action (the inbox shows the messages).
+    list.map((a) => [a.approval_id, a.created_at, a.state, a.approver, a.action?.tool, a.run_id, a.errors?.length ? `${a.rule} (failed closed)` : a.rule]),
   );
 }
 

@@ -25,6 +25,21 @@ export interface ApprovalDetailProps {
 
 const LABEL = 10;
 
+/**
+ * The rule that asked and its approver, and whether a condition failed to evaluate when it
+ * asked (decisions 5.1: it counted as matched): the approval may exist because the policy
+ * could not read the action, which the approver should know before deciding.
+ */
+export function ruleLine(a: Pick<Approval, 'rule' | 'approver' | 'errors'>): string {
+  const base = `${clean(a.rule)} → ${clean(a.approver)}`;
+  const failed = a.errors ?? [];
+  if (failed.length === 0) return base;
+  // The count first: a narrow pane cuts the message, never that there is one.
+  const first = failed[0]!;
+  const count = failed.length === 1 ? 'a condition' : `${failed.length} conditions`;
+  return `${base} · ${count} failed closed: ${clean(first.rule)}: ${clean(first.message)}`;
+}
+
 function Row({ label, children, width }: { label: string; children: string; width: number }): React.JSX.Element {
   return (
     <Text wrap="truncate-end">
@@ -80,7 +95,7 @@ export function ApprovalDetail({ approval: a, run, events, width, rows, now, lef
         </Row>
       ))}
       <Row label="Rule" width={width}>
-        {`${clean(a.rule)} → ${clean(a.approver)}`}
+        {ruleLine(a)}
       </Row>
       <Row label="Run" width={width}>
         {runLine}
@@ -138,6 +153,8 @@ export function fullDetailLines({ approval: a, run, events, width, now, left, ac
   para('Summary', act.summary ? clean(act.summary) : '(none given)');
   labelled('Args', wrapIndented(prettyLines(act.args ?? {}).map(clean), bodyW));
   para('Rule', `${clean(a.rule)} → ${clean(a.approver)}`);
+  // Each condition that failed closed, whole: the reason the approval may exist at all.
+  for (const [i, e] of (a.errors ?? []).entries()) para(i === 0 ? 'Failed' : '', `${clean(e.rule)}: ${clean(e.message)}`);
   const missing = left ? '—' : '…';
   para('Run', run ? `${clean(a.run_id)} · ${clean(run.state)}${run.parked_reason ? ` (${clean(run.parked_reason)})` : ''}` : `${clean(a.run_id)} ${left ? '· no longer pending' : '(loading…)'}`);
   para('Workflow', run ? `${clean(run.bundle?.name)}@${clean(run.bundle?.version)} / ${clean(run.workflow)} · dept ${clean(run.department)}` : missing);

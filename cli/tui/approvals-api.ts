@@ -48,6 +48,8 @@ export interface Approval {
   decision?: ApprovalDecision | null;
   actor?: Actor | null;
   reason?: string | null;
+  /** Conditions that failed closed when it was asked for (decisions 5.1); absent when none. */
+  errors?: Array<{ rule: string; message: string }>;
 }
 
 /** The run fields the inbox shows (decisions §6); the kernel sends more. */

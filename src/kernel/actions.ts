@@ -16,7 +16,7 @@ import { describeTool } from './lease-context.js';
 import type { RunModel } from './reducer.js';
 import type { RunEngine } from './run-engine.js';
 import { KERNEL_ACTOR } from './run-store.js';
-import type { ApprovalRow } from './approvals.js';
+import { approvalErrors, type ApprovalRow } from './approvals.js';
 
 /** `act_` + first 26 hex of sha256(run_id + "\n" + step + "\n" + JCS(action)) (decisions 5.4). */
 export function actionId(runId: string, step: string, action: unknown): string {
@@ -134,9 +134,9 @@ export class ActionService {
           approvalId = newId('approval', now);
           approver = decided.approver ?? managerApprover(runCtx);
           await w.tx.run(
-            `INSERT INTO approvals (approval_id, run_id, step, action_id, action, rule, approver, state, created_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)`,
-            [approvalId, model.run_id, lease.step, id, canonicalJson(action), decided.rule, approver, isoTime(now)],
+            `INSERT INTO approvals (approval_id, run_id, step, action_id, action, rule, approver, state, created_at, errors)
+             VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
+            [approvalId, model.run_id, lease.step, id, canonicalJson(action), decided.rule, approver, isoTime(now), approvalErrors(decided.errors)],
           );
           created = true;
         }

@@ -8,6 +8,7 @@ import { SvcError, notFound } from '../errors.js';
 import type { ApprovalDecidedPayload, RunResumedPayload } from '../events/payloads.js';
 import type { SqlDb } from '../store/sql-db.js';
 import { isExternalKind } from '../events/kinds.js';
+import { globalRedactor } from '../log/logger.js';
 import type { PolicyAction, RunEvent, RunState } from '../types.js';
 import { pageNewestFirst } from './cursor.js';
 import type { RunEngine } from './run-engine.js';
@@ -31,6 +32,14 @@ export interface ApprovalRow {
   decision: 'approved' | 'rejected' | null;
   actor: string | null;
   reason: string | null;
+  /** JSON `[{rule, message}]` of the conditions that failed closed, or NULL (approvalErrors). */
+  errors: string | null;
+}
+
+/** A condition that failed to evaluate when the approval was asked for (decisions 5.1). */
+export interface ConditionError {
+  rule: string;
+  message: string;
 }
 
 /** GET /v1/approvals/{id} and each entry of the list. */
@@ -48,6 +57,12 @@ export interface ApprovalObject {
   decision: 'approved' | 'rejected' | null;
   actor: { id: string; role: string } | null;
   reason: string | null;
+  /**
+   * The conditions that failed closed when this approval was asked for (decisions 5.1), as the
+   * proposal's answer listed them; present only when there were some, so the approval may
+   * exist because the policy could not read the action rather than because a rule matched.
+   */
+  errors?: ConditionError[];
 }
 
 export interface ApprovalListQuery {
@@ -82,7 +97,16 @@ export function approvalObject(r: ApprovalRow): ApprovalObject {
     decision: r.decision,
     actor: r.actor ? (JSON.parse(r.actor) as { id: string; role: string }) : null,
     reason: r.reason,
+    ...(r.errors ? { errors: JSON.parse(r.errors) as ConditionError[] } : {}),
   };
+}
+
+/**
+ * The `errors` column for a new approval: the failed conditions, redacted as the
+ * action.decided event that lists them is (a message may quote a value), or NULL for none.
+ */
+export function approvalErrors(errors: readonly ConditionError[]): string | null {
+  return errors.length > 0 ? JSON.stringify(globalRedactor.redactValue(errors)) : null;
 }
 
 /**

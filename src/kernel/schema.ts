@@ -132,4 +132,11 @@ CREATE INDEX approvals_pending_run ON approvals (run_id, approval_id) WHERE stat
 CREATE INDEX approvals_approver_all ON approvals (approver, approval_id);
 `,
   },
+  {
+    // The conditions that failed closed when the approval was asked for (decisions 5.1), as
+    // JSON `[{rule, message}]`, or NULL: an approver must see that the policy could not read
+    // the action, not only the rule that asked (docs/design.md "Approvals that failed closed").
+    id: 'runs-006-approval-errors',
+    sql: `ALTER TABLE approvals ADD COLUMN errors TEXT;`,
+  },
 ];

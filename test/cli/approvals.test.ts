@@ -44,6 +44,16 @@ describe('svc approvals list (I 4.1 GET /approvals)', () => {
     expect(k.calls[0]!.query).toMatchObject({ state: 'pending', approver: 'role:finance' });
   });
 
+  it('marks the rule of an approval a failed condition asked for (D 5.1)', async () => {
+    k.add(approval(1, { errors: [{ rule: 'refunds/large_refund', message: 'no such key: amout' }] }));
+    k.add(approval(2));
+    const r = await svc(['--actor', 'fin-1:finance', 'approvals', 'list']);
+    expect(r.code).toBe(0);
+    const lines = r.stdout.trim().split('\n');
+    expect(lines[1]).toMatch(/refunds\/large_refund$/);
+    expect(lines[2]).toMatch(/apr_01JTEST000000000000000001\s.*refunds\/large_refund \(failed closed\)$/);
+  });
+
   it('--json prints the approvals as a JSON array; --state all and --approver override the filters', async () => {
     k.add(approval(1, { state: 'approved', decision: 'approved', actor: { id: 'fin-2', role: 'finance' } }));
     k.add(approval(2, { approver: 'role:legal' }));

@@ -69,6 +69,24 @@ describe('POST /leases/{id}/actions (I 2.7, D 5.2, 5.4)', () => {
     expect(Object.keys(ok.body).sort()).toEqual(['action_id', 'approval_id', 'decision', 'rule']);
   });
 
+  it('an approval asked for by a condition that failed closed carries its errors, in the list and alone (D 5.1; docs/design.md)', async () => {
+    await using d = await startRunDaemon();
+    await pushPolicy(d, 'typo', '1', 'require_approval big by "role:finance" when action.args.amout > 100\nallow rest when true\n');
+    const { lease: l } = await runToAction(d, { policy_set: ['typo'] });
+    const r = await propose(d, l.lease_id, { tool: 'billing.refund', args: { amount: 5 } });
+    expect(r.body).toMatchObject({ decision: 'approval_required', rule: 'typo/big', errors: [{ rule: 'typo/big', message: expect.stringContaining('amout') }] });
+    const one = (await d.kernel_(`/approvals/${r.body.approval_id}`)).body;
+    expect(one.errors).toEqual(r.body.errors);
+    const listed = (await d.kernel_('/approvals?state=pending')).body.approvals.find((a: { approval_id: string }) => a.approval_id === r.body.approval_id);
+    expect(listed.errors).toEqual(r.body.errors);
+    // A rule that matched cleanly asks with no errors member (the shape of the approval above).
+    await pushPolicy(d, 'plain', '1', 'require_approval big by "role:finance" when action.args.amount > 1\n');
+    const second = await runToAction(d, { policy_set: ['plain'] });
+    const clean = await propose(d, second.lease.lease_id, { tool: 'billing.refund', args: { amount: 5 } });
+    expect(clean.body.decision).toBe('approval_required');
+    expect('errors' in (await d.kernel_(`/approvals/${clean.body.approval_id}`)).body).toBe(false);
+  });
+
   it('approval_required: approval created, run parked for a human, lease released at once (I 4.1 rule 4)', async () => {
     await using d = await startRunDaemon();
     const { run_id, lease: l } = await runToAction(d);

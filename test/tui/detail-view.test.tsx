@@ -262,3 +262,34 @@ describe('the lines around the list', () => {
     expect(t.frame()).toContain('No pending approval matches');
   });
 });
+
+describe('an approval asked for by a condition that failed closed says so (D 5.1; svc-approvals(1) THE INBOX)', () => {
+  const failed = () =>
+    approval(3, {
+      rule: 'typo/big',
+      errors: [
+        { rule: 'typo/big', message: "no such key: amout" },
+        { rule: 'typo/other', message: 'condition evaluated to a string, not a bool' },
+      ],
+    });
+
+  it('the pane puts the first failure on the Rule line; the whole view lists every one', async () => {
+    const { t } = setup([failed()]);
+    const pane = await t.waitFor('Args');
+    expect(pane).toMatch(/Rule\s+typo\/big → role:finance · 2 conditions failed closed: typo\/big: /);
+    await t.press(KEY.enter);
+    const whole = await t.waitFor('Esc back');
+    expect(whole).toMatch(/^Failed\s+typo\/big: no such key: amout$/m);
+    expect(whole).toMatch(/^\s+typo\/other: condition evaluated to a string, not a bool$/m);
+  });
+
+  it('an approval with no failed condition shows the rule alone and no Failed line', async () => {
+    const { t } = setup([approval(1)]);
+    const pane = await t.waitFor('Args');
+    expect(pane).toMatch(/Rule\s+refunds\/large_refund → role:finance\s*$/m);
+    await t.press(KEY.enter);
+    const whole = await t.waitFor('Esc back');
+    expect(whole).toMatch(/^Rule\s+refunds\/large_refund → role:finance$/m);
+    expect(whole).not.toMatch(/^Failed/m);
+  });
+});
