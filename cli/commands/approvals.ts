@@ -11,6 +11,7 @@ import { Option } from 'commander';
 import { ApiError, ApprovalsApi, approverOf, LIST_ALL_CAP, REASON_MAX_LENGTH, type Actor, type Approval, type ApprovalDecision, type ApprovalState } from '../tui/approvals-api.js';
 import { CliError, EXIT, usageError } from '../exit.js';
 import { errorFromBody, TransportError, unreachable } from '../http-client.js';
+import { parseListLimit } from '../list-limit.js';
 import { actorOf, globals, kernelClient, kernelUrlOf, output, table, timeoutMsOf } from '../context.js';
 import { expiredRemitNote } from './run.js';
 import { clean } from '../terminal-text.js';
@@ -87,11 +88,6 @@ function listTable(list: Approval[]): string {
   );
 }
 
-function parseLimit(v: string): number {
-  if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 10000) throw usageError(`--limit must be an integer from 1 to 10000, got "${v}"`);
-  return Number(v);
-}
-
 /** svcd takes reasons of REASON_MAX_LENGTH characters (code points, as its schema counts): longer is a usage error here, not the server's refusal. */
 function parseReason(v: string): string {
   const n = [...v].length;
@@ -156,7 +152,7 @@ export function registerApprovals(program: Command): void {
     .description('list approvals, newest first (default: pending ones for --actor\'s role, if given)')
     .addOption(new Option('--state <state>', 'approval state').choices(LIST_STATES).default('pending'))
     .option('--approver <role:R>', "approver filter (default: role:<actor's role> when --actor or SVC_ACTOR is set)", parseApprover)
-    .option('--limit <n>', 'at most this many, 1 to 10000 (default: 1000)', parseLimit)
+    .option('--limit <n>', 'at most this many, 1 to 10000 (default: 1000)', parseListLimit)
     .action(
       run(async (opts: { state: (typeof LIST_STATES)[number]; approver?: string; limit?: number }, cmd: Command) => {
         const g = globals(cmd);

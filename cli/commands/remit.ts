@@ -16,7 +16,7 @@ import type { PublishedKeys } from '../../src/keys/keyring.js';
 import { decodeToken } from '../../src/remit/token.js';
 import { verifyRemit } from '../../src/remit/verify.js';
 import type { RemitPayload, RemitRecord, TrustedKeys } from '../../src/types.js';
-import { globals, kernelClient, output } from '../context.js';
+import { globals, kernelClient, output, table } from '../context.js';
 import { terminalJson } from '../terminal-text.js';
 import { CliError, EXIT, usageError } from '../exit.js';
 import type { SvcHttpClient } from '../http-client.js';
@@ -144,6 +144,46 @@ export async function unpushedPolicies(client: SvcHttpClient, policySet: readonl
 export async function handleShow(client: SvcHttpClient, id: string): Promise<RemitRecord> {
   remitIdArgument(id, 'remit show');
   return (await client.request<RemitRecord>('GET', `/remits/${encodeURIComponent(id)}`, undefined, {}, ['rid', 'tools'])).body;
+}
+
+/** `svc remit list --state`: the kernel's two, and `all` for no filter. */
+export const REMIT_LIST_STATES = ['active', 'expired', 'all'] as const;
+
+export interface RemitListFlags {
+  state: (typeof REMIT_LIST_STATES)[number];
+  run?: string;
+  parent?: string;
+  /** At most this many, newest first. */
+  limit: number;
+}
+
+/**
+ * GET /v1/remits, page after page, until `limit` + 1 records (one more than shown, so a cut
+ * list can say so) or the end.
+ */
+export async function handleList(client: SvcHttpClient, f: RemitListFlags): Promise<RemitRecord[]> {
+  const out: RemitRecord[] = [];
+  let after: string | null = null;
+  do {
+    const q = new URLSearchParams();
+    if (f.state !== 'all') q.set('state', f.state);
+    if (f.run !== undefined) q.set('run_id', f.run);
+    if (f.parent !== undefined) q.set('parent_id', f.parent);
+    q.set('limit', String(Math.min(500, f.limit + 1 - out.length)));
+    if (after) q.set('after', after);
+    const page: { remits: RemitRecord[]; next: string | null } = (await client.request<{ remits: RemitRecord[]; next: string | null }>('GET', `/remits?${q}`, undefined, {}, ['remits'])).body;
+    out.push(...page.remits);
+    after = page.next;
+  } while (after && out.length <= f.limit);
+  return out;
+}
+
+function listTable(list: RemitRecord[]): string {
+  if (list.length === 0) return 'no remits';
+  return table(
+    ['REMIT', 'EXPIRES', 'REQUESTER', 'RUN', 'AUTONOMY', 'TOOLS'],
+    list.map((r) => [r.rid, iso(r.exp), r.requested_by.id, r.run_id ?? '-', r.autonomy, r.tools.length ? r.tools.join(',') : '(none)']),
+  );
 }
 
 export type DecodeStatus = 'valid' | 'expired' | 'not_yet_valid' | 'signature_invalid' | 'malformed';
@@ -278,6 +318,12 @@ export const remitActions = {
 
   async derive(this: Command, id: string, f: CreateFlags) {
     printCreated(this, await handleDerive(kernelClient(this), id, f));
+  },
+
+  async list(this: Command, f: RemitListFlags) {
+    const fetched = await handleList(kernelClient(this), f);
+    output(this, fetched.slice(0, f.limit), listTable);
+    if (fetched.length > f.limit) process.stderr.write(`svc: showing the newest ${f.limit}; there are more (raise --limit, up to 10000)\n`);
   },
 
   async show(this: Command, id: string) {

@@ -7,6 +7,7 @@ import { Option, type Command } from 'commander';
 import { AUTONOMY_ORDER } from '../../src/types.js';
 import { usageError } from '../exit.js';
 import { lazyAction } from './lazy-action.js';
+import { parseListLimit } from '../list-limit.js';
 
 const load = () => import('../commands/remit.js');
 
@@ -38,7 +39,7 @@ function addCreateFlags(cmd: Command): Command {
 }
 
 export function registerRemit(program: Command): void {
-  const remit = program.command('remit').description('mint, derive, show and decode remits (signed capability grants)');
+  const remit = program.command('remit').description('mint, derive, list, show and decode remits (signed capability grants)');
 
   addCreateFlags(remit.command('mint').description('mint a remit (POST /v1/remits); prints the token'))
     .addHelpText(
@@ -60,6 +61,16 @@ export function registerRemit(program: Command): void {
       '\nA spend flag given alone narrows that budget and inherits what is left of the other.\n\nExample:\n  svc remit derive rmt_01J… --tools billing.refund --spend-usd 1 --spend-tokens 10000 --ttl 600',
     )
     .action(lazyAction(load, (m) => m.remitActions.derive));
+
+  remit
+    .command('list')
+    .description('list remits, newest first (GET /v1/remits; default: those not expired)')
+    .addOption(new Option('--state <state>', 'active (not expired), expired, or all').choices(['active', 'expired', 'all']).default('active'))
+    .option('--run <run_id>', 'the remit bound to this run')
+    .option('--parent <remit_id>', 'the remits derived from this one')
+    .option('--limit <n>', 'at most this many, 1 to 10000', parseListLimit, 1000)
+    .addHelpText('after', '\nExample:\n  svc remit list --state all --parent rmt_01J…')
+    .action(lazyAction(load, (m) => m.remitActions.list));
 
   remit
     .command('show')

@@ -7,6 +7,7 @@ import { epochSeconds, isoTime, type Clock } from '../clock.js';
 import { canonicalJson } from '../encoding/canonical-json.js';
 import { SvcError, notFound } from '../errors.js';
 import { newId } from '../ids.js';
+import { decodeCursor, encodeCursor } from '../kernel/cursor.js';
 import { usdMicro, usdMicroUp } from '../spend.js';
 import type { SqlDb } from '../store/sql-db.js';
 import { AUTONOMY_ORDER, sameRequester, type RemitCallCheck, type RemitPayload, type RemitRecord, type Spend, type TrustedKeys, type VerifyResult } from '../types.js';
@@ -27,6 +28,16 @@ export interface RemitServiceDeps {
    * remit counts as unspent.
    */
   spentByRun?(db: SqlDb, runId: string): Promise<Spend>;
+}
+
+/** GET /v1/remits query (svcd(8)). */
+export interface RemitListQuery {
+  state?: 'active' | 'expired';
+  run_id?: string;
+  parent_id?: string;
+  /** 1 to 500 (the route's default: 50). */
+  limit: number;
+  after?: string;
 }
 
 /** 201 body of POST /v1/remits. */
@@ -221,6 +232,30 @@ export class RemitService {
     const row = await this.row(this.k.db, remitId);
     const payload = JSON.parse(row.bound_payload ?? row.payload) as RemitPayload;
     return { ...orderedPayload(payload), parent_id: row.parent_id, run_id: row.run_id };
+  }
+
+  /**
+   * GET /v1/remits: remit records as GET /v1/remits/{id} gives them, newest first (ids sort by
+   * creation, decisions §1), `{remits, next}`. `state` is `active` (exp not passed) or
+   * `expired`; `run_id` lists the remit bound to a run, `parent_id` the children of a remit.
+   */
+  async list(q: RemitListQuery): Promise<{ remits: RemitRecord[]; next: string | null }> {
+    const where: string[] = [];
+    const params: Array<string | number> = [];
+    if (q.state === 'active') where.push('r.exp > ?');
+    if (q.state === 'expired') where.push('r.exp <= ?');
+    if (q.state) params.push(this.now());
+    if (q.run_id !== undefined) (where.push('b.run_id = ?'), params.push(q.run_id));
+    if (q.parent_id !== undefined) (where.push('r.parent_id = ?'), params.push(q.parent_id));
+    if (q.after !== undefined) (where.push('r.remit_id < ?'), params.push(decodeCursor(q.after)));
+    const rows = await this.k.db.all<Pick<RemitRow, 'remit_id' | 'parent_id' | 'run_id' | 'payload' | 'bound_payload'>>(
+      `SELECT r.remit_id, r.parent_id, b.run_id, r.payload, b.bound_payload
+       FROM remits r LEFT JOIN remit_bindings b ON b.remit_id = r.remit_id
+       ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY r.remit_id DESC LIMIT ?`,
+      [...params, q.limit + 1],
+    );
+    const page = rows.slice(0, q.limit).map((row) => ({ ...orderedPayload(JSON.parse(row.bound_payload ?? row.payload) as RemitPayload), parent_id: row.parent_id, run_id: row.run_id }));
+    return { remits: page, next: rows.length > q.limit ? encodeCursor(page[page.length - 1]!.rid) : null };
   }
 
   /** The current payload: run-bound once bound (404 not_found for an unknown id). */

@@ -145,6 +145,40 @@ describe('svc remit (issue 2, I 4.1)', () => {
     expect(leap.stderr).not.toContain('not a date in the calendar'); // a leap day is one
   });
 
+  it('list prints the remits not expired as a table, newest first; --state, --parent, --limit, --json (GET /v1/remits)', async () => {
+    await using d = await startTestDaemon();
+    const k = ['--kernel-url', d.kernelUrl!];
+    const mint = async (extra: string[]) => {
+      const r = await runSvc([...k, '--json', ...MINT, ...extra]);
+      expect(r.code, r.stderr).toBe(0);
+      return JSON.parse(r.stdout) as { remit_id: string; expires_at: string };
+    };
+    const a = await mint([]);
+    const b = await mint(['--ttl', '1']);
+    const c = await mint(['--requested-by', 'bo:agent:ops-lead', '--autonomy', 'autonomous']);
+    const exp = Date.parse(b.expires_at);
+    while (Date.now() < exp) await new Promise((r) => setTimeout(r, 50));
+
+    const list = await runSvc([...k, 'remit', 'list']);
+    expect(list.code, list.stderr).toBe(0);
+    const lines = list.stdout.trim().split('\n');
+    expect(lines[0]).toMatch(/^REMIT\s+EXPIRES\s+REQUESTER\s+RUN\s+AUTONOMY\s+TOOLS$/);
+    expect(lines.slice(1).map((l) => l.split(/\s+/)[0])).toEqual([c.remit_id, a.remit_id]);
+    expect(lines[1]).toMatch(new RegExp(`^${c.remit_id}\\s+${c.expires_at.replace(/\./g, '\\.')}\\s+bo\\s+-\\s+autonomous\\s+billing\\.\\*,crm\\.lookup$`));
+    expect(lines[2]).toMatch(/\sana\s+-\s+supervised\s+billing\.\*,crm\.lookup$/);
+
+    const expired = await runSvc([...k, '--json', 'remit', 'list', '--state', 'expired']);
+    expect((JSON.parse(expired.stdout) as Array<{ rid: string }>).map((r) => r.rid)).toEqual([b.remit_id]);
+    const cut = await runSvc([...k, 'remit', 'list', '--state', 'all', '--limit', '2']);
+    expect(cut.stdout.trim().split('\n')).toHaveLength(3);
+    expect(cut.stderr).toBe('svc: showing the newest 2; there are more (raise --limit, up to 10000)\n');
+    const none = await runSvc([...k, 'remit', 'list', '--parent', a.remit_id]);
+    expect(none.stdout).toBe('no remits\n');
+    const bad = await runSvc([...k, 'remit', 'list', '--limit', '0']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--limit must be an integer from 1 to 10000, got "0"');
+  });
+
   it('exits 2 on usage errors', async () => {
     for (const args of [
       ['remit', 'mint', '--tools', 'a.b'],

@@ -7,6 +7,7 @@ import { encodeBase64url } from '../../src/encoding/base64url.js';
 import { verifyRemit } from '../../src/remit/verify.js';
 import type { TrustedKeys } from '../../src/types.js';
 import { startTestDaemon } from '../helpers/daemon.js';
+import { pushBundle, startRun, startRunDaemon } from './run-fixtures.js';
 
 const mintBody = {
   tools: ['billing.*', 'crm.lookup'],
@@ -325,6 +326,56 @@ describe('GET /v1/remits/{id} and derive (I 4.1, 5.4, D §3, 8.3)', () => {
   });
 });
 
+describe('GET /v1/remits: the grants that exist (svcd(8); docs/design.md "Remits")', () => {
+  it('lists records as GET /remits/{id} gives them, newest first, paged, filtered by state, parent and run', async () => {
+    await using d = await startTestDaemon();
+    const a = (await d.kernel_('/remits', { body: mintBody })).body.remit_id as string;
+    const b = (await d.kernel_('/remits', { body: { ...mintBody, ttl_seconds: 1 } })).body.remit_id as string;
+    const c = (await d.kernel_(`/remits/${a}/derive`, { body: { tools: ['crm.lookup'] } })).body.remit_id as string;
+    const all = await d.kernel_('/remits?limit=500');
+    expect(all.status).toBe(200);
+    expect(all.body.remits.map((r: { rid: string }) => r.rid)).toEqual([c, b, a]);
+    expect(all.body.next).toBeNull();
+    expect(all.body.remits[0]).toEqual((await d.kernel_(`/remits/${c}`)).body);
+    // No token in a list: a token is a bearer credential, returned once, at mint or derive.
+    expect(JSON.stringify(all.body)).not.toMatch(/krt1\./);
+
+    const first = await d.kernel_('/remits?limit=2');
+    expect(first.body.remits.map((r: { rid: string }) => r.rid)).toEqual([c, b]);
+    const second = await d.kernel_(`/remits?limit=2&after=${encodeURIComponent(first.body.next)}`);
+    expect(second.body).toEqual({ remits: [expect.objectContaining({ rid: a })], next: null });
+
+    expect((await d.kernel_(`/remits?parent_id=${a}`)).body.remits.map((r: { rid: string }) => r.rid)).toEqual([c]);
+    const exp = (await d.kernel_(`/remits/${b}`)).body.exp as number;
+    while (Date.now() / 1000 < exp) await new Promise((r) => setTimeout(r, 50));
+    expect((await d.kernel_('/remits?state=expired')).body.remits.map((r: { rid: string }) => r.rid)).toEqual([b]);
+    expect((await d.kernel_('/remits?state=active')).body.remits.map((r: { rid: string }) => r.rid)).toEqual([c, a]);
+    expect((await d.kernel_('/remits?run_id=run_01JAAAAAAAAAAAAAAAAAAAAAAA')).body).toEqual({ remits: [], next: null });
+  });
+
+  it('run_id finds the remit bound to a run, its record the run-bound one', async () => {
+    await using d = await startRunDaemon();
+    const { run_id, remit_id } = await startRun(d, await pushBundle(d));
+    await d.kernel_('/remits', { body: mintBody }); // unbound: not listed for the run
+    const res = await d.kernel_(`/remits?run_id=${run_id}`);
+    expect(res.body).toEqual({ remits: [expect.objectContaining({ rid: remit_id, run: run_id, run_id })], next: null });
+  });
+
+  it('refuses bad queries with 400 request_invalid naming the parameter (D §10)', async () => {
+    await using d = await startTestDaemon();
+    for (const [query, path] of [
+      ['state=live', '/querystring/state'],
+      ['limit=0', '/querystring/limit'],
+      ['limit=501', '/querystring/limit'],
+      ['after=not-a-cursor', '/querystring/after'],
+    ]) {
+      const res = await d.kernel_(`/remits?${query}`);
+      expect(res.status, query).toBe(400);
+      expect(res.body.error, query).toMatchObject({ code: 'request_invalid', details: { path } });
+    }
+  });
+});
+
 describe('auth on remit endpoints (I 5.1)', () => {
   it('requires the bearer token when one is set', async () => {
     await using d = await startTestDaemon({ token: 'remit-test-token' });
@@ -333,6 +384,7 @@ describe('auth on remit endpoints (I 5.1)', () => {
     expect(((await noAuth.json()) as { error: { code: string } }).error.code).toBe('unauthorized');
     const get = await fetch(`${d.kernelUrl}/v1/remits/rmt_01JAAAAAAAAAAAAAAAAAAAAAAA`);
     expect(get.status).toBe(401);
+    expect((await fetch(`${d.kernelUrl}/v1/remits`)).status).toBe(401);
     const ok = await d.kernel_('/remits', { body: mintBody });
     expect(ok.status).toBe(201);
   });
