@@ -20,6 +20,7 @@ import { globals, kernelClient, output, table } from '../context.js';
 import { terminalJson } from '../terminal-text.js';
 import { CliError, EXIT, usageError } from '../exit.js';
 import type { SvcHttpClient } from '../http-client.js';
+import { LIST_LIMIT_MAX } from '../list-limit.js';
 import { MAX_SPEND_USD, wholeMicroUsd } from '../../src/spend.js';
 import { decimalOf, wholeOf } from '../../src/util/number-text.js';
 import { parseRef, policyPath } from './policy-ref.js';
@@ -146,11 +147,9 @@ export async function handleShow(client: SvcHttpClient, id: string): Promise<Rem
   return (await client.request<RemitRecord>('GET', `/remits/${encodeURIComponent(id)}`, undefined, {}, ['rid', 'tools'])).body;
 }
 
-/** `svc remit list --state`: the kernel's two, and `all` for no filter. */
-export const REMIT_LIST_STATES = ['active', 'expired', 'all'] as const;
-
 export interface RemitListFlags {
-  state: (typeof REMIT_LIST_STATES)[number];
+  /** The kernel's two states, or `all` for no filter. */
+  state: 'active' | 'expired' | 'all';
   run?: string;
   parent?: string;
   /** At most this many, newest first. */
@@ -323,7 +322,7 @@ export const remitActions = {
   async list(this: Command, f: RemitListFlags) {
     const fetched = await handleList(kernelClient(this), f);
     output(this, fetched.slice(0, f.limit), listTable);
-    if (fetched.length > f.limit) process.stderr.write(`svc: showing the newest ${f.limit}; there are more (raise --limit, up to 10000)\n`);
+    if (fetched.length > f.limit) process.stderr.write(`svc: showing the newest ${f.limit}; there are more (raise --limit, up to ${LIST_LIMIT_MAX})\n`);
   },
 
   async show(this: Command, id: string) {

@@ -91,6 +91,11 @@ export function orderedPayload(p: RemitPayload): RemitPayload {
   return out as RemitPayload;
 }
 
+/** GET /v1/remits/{id}'s record: the current payload (run-bound once bound), parent and run. */
+function recordOf(row: Pick<RemitRow, 'parent_id' | 'run_id' | 'payload' | 'bound_payload'>): RemitRecord {
+  return { ...orderedPayload(JSON.parse(row.bound_payload ?? row.payload) as RemitPayload), parent_id: row.parent_id, run_id: row.run_id };
+}
+
 function widens(field: string, message: string, details: Record<string, unknown> = {}): SvcError {
   return new SvcError('remit_widens', message, { field, ...details });
 }
@@ -229,9 +234,7 @@ export class RemitService {
 
   /** GET /v1/remits/{id}: the payload (with `run` once bound) plus parent_id and run_id. */
   async get(remitId: string): Promise<RemitRecord> {
-    const row = await this.row(this.k.db, remitId);
-    const payload = JSON.parse(row.bound_payload ?? row.payload) as RemitPayload;
-    return { ...orderedPayload(payload), parent_id: row.parent_id, run_id: row.run_id };
+    return recordOf(await this.row(this.k.db, remitId));
   }
 
   /**
@@ -248,13 +251,13 @@ export class RemitService {
     if (q.run_id !== undefined) (where.push('b.run_id = ?'), params.push(q.run_id));
     if (q.parent_id !== undefined) (where.push('r.parent_id = ?'), params.push(q.parent_id));
     if (q.after !== undefined) (where.push('r.remit_id < ?'), params.push(decodeCursor(q.after)));
-    const rows = await this.k.db.all<Pick<RemitRow, 'remit_id' | 'parent_id' | 'run_id' | 'payload' | 'bound_payload'>>(
-      `SELECT r.remit_id, r.parent_id, b.run_id, r.payload, b.bound_payload
+    const rows = await this.k.db.all<Pick<RemitRow, 'parent_id' | 'run_id' | 'payload' | 'bound_payload'>>(
+      `SELECT r.parent_id, b.run_id, r.payload, b.bound_payload
        FROM remits r LEFT JOIN remit_bindings b ON b.remit_id = r.remit_id
        ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY r.remit_id DESC LIMIT ?`,
       [...params, q.limit + 1],
     );
-    const page = rows.slice(0, q.limit).map((row) => ({ ...orderedPayload(JSON.parse(row.bound_payload ?? row.payload) as RemitPayload), parent_id: row.parent_id, run_id: row.run_id }));
+    const page = rows.slice(0, q.limit).map(recordOf);
     return { remits: page, next: rows.length > q.limit ? encodeCursor(page[page.length - 1]!.rid) : null };
   }
 
