@@ -6,11 +6,17 @@
  * its quotes). A path the run does not have is an error: the kernel turns it into a
  * deterministic step failure.
  *
- * Grammar: `{{` spaces? root ( `.` segment )* spaces? `}}`, root `input` or `steps`, a segment
- * `[A-Za-z0-9_-]+` (a number indexes a list). Every `{{` starts a template.
+ * svc's one addition: `{{path | text}}` inserts a string, number or bool as its plain text,
+ * without JSON quotes (a file name or URL path built from an id); the whole-string form then
+ * yields that text as a string. Anything else under `| text` is `template_invalid`.
+ *
+ * Grammar: `{{` spaces? root ( `.` segment )* spaces? ( `|` spaces? `text` spaces? )? `}}`,
+ * root `input` or `steps`, a segment `[A-Za-z0-9_-]+` (a number indexes a list). Every `{{`
+ * starts a template.
  */
 import { pointerToken } from '../encoding/json-pointer.js';
 import { SvcError } from '../errors.js';
+import { shortened } from '../encoding/cut-text.js';
 
 /** The context templates read. */
 export interface TemplateContext {
@@ -34,9 +40,14 @@ export interface TemplateRef {
   template: string;
   /** The path's segments (`["steps", "triage", "output", "amount"]`), or null when malformed. */
   path: string[] | null;
+  /** `text` for `{{path | text}}`. */
+  filter?: TemplateFilter;
   /** Why the template is malformed, when it is. */
   error?: string;
 }
+
+/** The filters a template may end with: `text` alone (the value's text, without JSON quotes). */
+export type TemplateFilter = 'text';
 
 const SEGMENT = /^[A-Za-z0-9_-]+$/;
 const WHOLE = /^\{\{\s*([^{}]*?)\s*\}\}$/;
@@ -46,10 +57,23 @@ interface Scanned {
   end: number;
   template: string;
   path: string[] | null;
+  filter?: TemplateFilter;
   error?: string;
 }
 
-function parsePath(text: string): { path: string[] | null; error?: string } {
+type Parsed = { path: string[] | null; filter?: TemplateFilter; error?: string };
+
+/** A template's inside: a path, and a `| text` after it. */
+function parseInner(text: string): Parsed {
+  const bar = text.indexOf('|');
+  if (bar < 0) return parsePath(text);
+  const name = text.slice(bar + 1).trim();
+  if (name !== 'text') return { path: null, error: `unknown filter "${shortened(name, 32)}" after "|": the one filter is "text" (the value's text, without JSON quotes)` };
+  const parsed = parsePath(text.slice(0, bar));
+  return parsed.path ? { path: parsed.path, filter: 'text' } : parsed;
+}
+
+function parsePath(text: string): Parsed {
   const body = text.trim();
   if (body === '') return { path: null, error: 'empty template' };
   const segs = body.split('.');
@@ -72,7 +96,7 @@ function scan(text: string): Scanned[] {
     }
     const inner = text.slice(i + 2, close);
     const template = text.slice(i, close + 2);
-    const parsed = inner.includes('{{') ? { path: null, error: 'nested "{{" inside a template' } : parsePath(inner);
+    const parsed = inner.includes('{{') ? { path: null, error: 'nested "{{" inside a template' } : parseInner(inner);
     out.push({ start: i, end: close + 2, template, ...parsed });
     i = text.indexOf('{{', close + 2);
   }
@@ -85,7 +109,7 @@ export function templateRefs(value: unknown, base = ''): TemplateRef[] {
   const refs: TemplateRef[] = [];
   const walk = (v: unknown, pointer: string) => {
     if (typeof v === 'string') {
-      for (const s of scan(v)) refs.push({ pointer, template: s.template, path: s.path, ...(s.error ? { error: s.error } : {}) });
+      for (const s of scan(v)) refs.push({ pointer, template: s.template, path: s.path, ...(s.filter ? { filter: s.filter } : {}), ...(s.error ? { error: s.error } : {}) });
     } else if (Array.isArray(v)) {
       v.forEach((x, i) => walk(x, `${pointer}/${i}`));
     } else if (v !== null && typeof v === 'object') {
@@ -147,15 +171,26 @@ function renderString(text: string, ctx: TemplateContext, view: TemplateView): u
   const found = scan(text);
   if (found.length === 0) return text;
   for (const f of found) if (!f.path) throw new TemplateError(`template ${f.template}: ${f.error}`, { template: f.template });
-  const read = (f: Scanned) => view(f.path!, resolve(f.path!, ctx, f.template));
+  const read = (f: Scanned) => {
+    const value = view(f.path!, resolve(f.path!, ctx, f.template));
+    return f.filter === 'text' ? plainText(value, f) : value;
+  };
   if (found.length === 1 && WHOLE.test(text)) return read(found[0]!);
   let out = '';
   let last = 0;
   for (const f of found) {
-    out += text.slice(last, f.start) + JSON.stringify(read(f));
+    out += text.slice(last, f.start) + (f.filter === 'text' ? (read(f) as string) : JSON.stringify(read(f)));
     last = f.end;
   }
   return out + text.slice(last);
+}
+
+/** `| text`: a string as it is, a number or bool as its JSON text; nothing else has one plain text. */
+function plainText(value: unknown, f: Scanned): string {
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean') return JSON.stringify(value);
+  const kind = value === null ? 'null' : Array.isArray(value) ? 'a list' : 'an object';
+  throw new TemplateError(`template ${f.template}: "| text" needs a string, number or bool, and ${f.path!.join('.')} is ${kind}`, { template: f.template, path: f.path!.join('.') });
 }
 
 /**

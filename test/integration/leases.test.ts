@@ -360,6 +360,17 @@ describe('fail: retries with backoff, quarantine, resume (I 3, D §6)', () => {
     expect((await lease(d, ['model'])).body.attempt).toBe(1);
   });
 
+  it('{{path | text}} reaches the lease as plain text; validation and push accept it (svc-bundle(5) TEMPLATES)', async () => {
+    await using d = await startRunDaemon();
+    const b = refundsBundle();
+    b.workflows.refund!.steps[1]!.args = { invoice_id: '{{input.invoice_id}}', path: 'invoices/{{input.invoice_id | text}}/{{steps.triage.output.amount|text}}.json' };
+    await startRun(d, await pushBundle(d, b));
+    await leaseAndComplete(d, { amount: 12.5 });
+    const l = await lease(d, ['tool']);
+    expect(l.status).toBe(200);
+    expect(l.body.step_def.args).toEqual({ invoice_id: 'inv-1', path: 'invoices/inv-1/12.5.json' });
+  });
+
   it('a template that does not render is a deterministic failure at lease time (D §4)', async () => {
     await using d = await startRunDaemon();
     const b = refundsBundle();

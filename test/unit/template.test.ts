@@ -72,6 +72,50 @@ describe('renderTemplates (D 4)', () => {
   });
 });
 
+describe('{{path | text}}: a value inserted without JSON quotes (svc-bundle(5) TEMPLATES; svc\'s addition to D 4)', () => {
+  it('inserts a string as it is and a number or bool as its text, embedded or whole', () => {
+    expect(renderTemplates('reports/{{input.invoice_id | text}}.json', ctx)).toBe('reports/inv_1.json');
+    expect(renderTemplates('/invoices/{{input.invoice_id|text}}/lines/{{ steps.triage.output.lines.0.sku | text }}', ctx)).toBe('/invoices/inv_1/lines/A1');
+    expect(renderTemplates('amount={{input.amount | text}} ok={{input.nested.ok | text}}', ctx)).toBe('amount=42.5 ok=true');
+    // The whole-string form is text too: the number 180 becomes the string "180".
+    expect(renderTemplates('{{steps.triage.output.amount | text}}', ctx)).toBe('180');
+    expect(renderTemplates('{{input.invoice_id | text}}', ctx)).toBe('inv_1');
+    // Without the filter, nothing changes (D 4).
+    expect(renderTemplates('reports/{{input.invoice_id}}.json', ctx)).toBe('reports/"inv_1".json');
+  });
+
+  it('a list, an object or null has no one plain text: template_invalid naming the path and what it is', () => {
+    for (const [template, kind] of [
+      ['{{input.tags | text}}', 'a list'],
+      ['x {{input.nested | text}}', 'an object'],
+      ['{{input.nothing | text}}', 'null'],
+    ] as const) {
+      const err = (() => {
+        try {
+          renderTemplates(template, ctx);
+        } catch (e) {
+          return e as TemplateError;
+        }
+        throw new Error(`${template} rendered`);
+      })();
+      expect(err).toBeInstanceOf(TemplateError);
+      expect(err.code).toBe('template_invalid');
+      expect(err.message).toContain(`"| text" needs a string, number or bool, and input.`);
+      expect(err.message).toContain(`is ${kind}`);
+    }
+  });
+
+  it('an unknown filter, or a filter without a path, is malformed; templateRefs gives the path and the filter', () => {
+    expect(() => renderTemplates('{{input.invoice_id | upper}}', ctx)).toThrow(/unknown filter "upper" after "\|": the one filter is "text"/);
+    expect(() => renderTemplates('{{input.invoice_id | text | text}}', ctx)).toThrow(/unknown filter "text \| text"/);
+    expect(() => renderTemplates('{{ | text}}', ctx)).toThrow(/empty template/);
+    expect(templateRefs({ path: 'a/{{input.id | text}}', n: '{{input.n}}' })).toEqual([
+      { pointer: '/path', template: '{{input.id | text}}', path: ['input', 'id'], filter: 'text' },
+      { pointer: '/n', template: '{{input.n}}', path: ['input', 'n'] },
+    ]);
+  });
+});
+
 describe('templateRefs (D 4)', () => {
   it('lists every template with the JSON pointer of its string', () => {
     const refs = templateRefs({ a: 'x {{input.a}} {{steps.s.output}}', 'b/c': ['{{input.b}}'], n: 1 }, '/args');

@@ -707,6 +707,23 @@ describe('model steps: the agent loop (I 5.5, D §4 mock, D §6 prior_events)', 
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)[0]!.body.output).toEqual({ amount: 42 });
   });
 
+  it('a prompt template with "| text" inserts the redacted text without quotes (svc-bundle(5) TEMPLATES)', async () => {
+    const provider = new CountingMock();
+    const { run } = await setup({ provider });
+    const lease = makeLease(
+      { step: 'triage', step_def: triage },
+      {
+        input: { invoice_id: 'INV-1', ticket: 'Refund please, reach me at jane@example.com' },
+        prompts: { triage: 'Ticket: {{input.ticket | text}} (invoice {{input.invoice_id|text}})' },
+        mock: { triage: { output: { category: 'refund', amount: 150 }, usage: { tokens: 42, usd: 0.01 } } },
+      },
+    );
+    expect((await run(lease)).name).toBe('step:done');
+    const sent = JSON.stringify(provider.requests.map((r) => r.messages));
+    expect(sent).not.toContain('jane@example.com');
+    expect(sent).toContain('Ticket: Refund please, reach me at [REDACTED:pii] (invoice INV-1)');
+  });
+
   it('renders the prompt, redacts an ungranted email before the provider, notes it, and completes', async () => {
     const provider = new CountingMock();
     const { kernel, gateway, run } = await setup({ provider });
