@@ -14,7 +14,7 @@ import type { Command } from 'commander';
 import { Document, visit } from 'yaml';
 import type { BundleSummary } from '../../src/bundle/bundle-service.js';
 import { bundleId, signBundle, type BundleSignature, type PublisherKeyFile } from '../../src/bundle/sign.js';
-import { inputTemplatesOutsideSchema, mockScriptNotes, modelStepsWithoutMock, undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
+import { inputTemplatesOutsideSchema, mockScriptNotes, modelStepsWithoutMock, quotedStringTemplates, undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
 import type { StoredBundle } from '../../src/types.js';
 import { globals, kernelClient, output, table } from '../context.js';
 import { CliError, EXIT, fsReason } from '../exit.js';
@@ -73,7 +73,7 @@ export interface ValidateResult {
 
 /** What validate warns of and never refuses: an undeclared tool, a model step without a mock script, an input template its schema forbids, a mock script that would not play as meant. */
 export function bundleWarnings(bundle: unknown): BundleProblem[] {
-  return [...undeclaredTools(bundle), ...modelStepsWithoutMock(bundle), ...inputTemplatesOutsideSchema(bundle), ...mockScriptNotes(bundle)];
+  return [...undeclaredTools(bundle), ...modelStepsWithoutMock(bundle), ...inputTemplatesOutsideSchema(bundle), ...mockScriptNotes(bundle), ...quotedStringTemplates(bundle)];
 }
 
 /**

@@ -42,6 +42,8 @@ export interface TemplateRef {
   path: string[] | null;
   /** `text` for `{{path | text}}`. */
   filter?: TemplateFilter;
+  /** True when the string holds more than this template: it inserts the value's JSON text. */
+  embedded?: true;
   /** Why the template is malformed, when it is. */
   error?: string;
 }
@@ -109,7 +111,11 @@ export function templateRefs(value: unknown, base = ''): TemplateRef[] {
   const refs: TemplateRef[] = [];
   const walk = (v: unknown, pointer: string) => {
     if (typeof v === 'string') {
-      for (const s of scan(v)) refs.push({ pointer, template: s.template, path: s.path, ...(s.filter ? { filter: s.filter } : {}), ...(s.error ? { error: s.error } : {}) });
+      const found = scan(v);
+      const embedded = !(found.length === 1 && WHOLE.test(v));
+      for (const s of found) {
+        refs.push({ pointer, template: s.template, path: s.path, ...(s.filter ? { filter: s.filter } : {}), ...(embedded ? { embedded: true as const } : {}), ...(s.error ? { error: s.error } : {}) });
+      }
     } else if (Array.isArray(v)) {
       v.forEach((x, i) => walk(x, `${pointer}/${i}`));
     } else if (v !== null && typeof v === 'object') {

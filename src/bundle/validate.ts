@@ -347,6 +347,53 @@ export function inputTemplatesOutsideSchema(bundle: unknown): BundleProblem[] {
   return notes;
 }
 
+/**
+ * Templates inside a longer string of a step's `args` or `compensate.args` that read a member
+ * the schemas say is a string (the workflow's input_schema, or an earlier step's
+ * output_schema): D 4 inserts its JSON text, quotes included (`reports/"inv_1".json`), which
+ * is seldom what a path or URL wants; `{{path | text}}` inserts the bare text. Notes: a
+ * message that quotes on purpose stays as written.
+ */
+export function quotedStringTemplates(bundle: unknown): BundleProblem[] {
+  if (!isObj(bundle)) return [];
+  const notes: BundleProblem[] = [];
+  for (const [wfName, wf] of Object.entries(isObj(bundle.workflows) ? bundle.workflows : {})) {
+    if (!isObj(wf) || !Array.isArray(wf.steps)) continue;
+    const wp = `/workflows/${pointerToken(wfName)}`;
+    const outputSchemas = new Map<string, unknown>();
+    for (const step of wf.steps) if (isObj(step) && typeof step.id === 'string') outputSchemas.set(step.id, step.output_schema);
+    wf.steps.forEach((step, i) => {
+      if (!isObj(step)) return;
+      const refs = [
+        ...templateRefs(step.args, `${wp}/steps/${i}/args`),
+        ...(isObj(step.compensate) ? templateRefs(step.compensate.args, `${wp}/steps/${i}/compensate/args`) : []),
+      ];
+      for (const r of refs) {
+        if (!r.path || !r.embedded || r.filter) continue;
+        const [root, schema, members] = r.path[0] === 'input' ? ['input', wf.input_schema, r.path.slice(1)] : [r.path.slice(0, 3).join('.'), outputSchemas.get(r.path[1]!), r.path.slice(3)];
+        if (root === undefined || !isStringSchema(memberSchema(schema, members))) continue;
+        const path = r.path.join('.');
+        notes.push({ path: r.pointer, message: `${r.template} inside a longer string inserts the JSON text of ${path}, a string, quotes included; write {{${path} | text}} for the bare text` });
+      }
+    });
+  }
+  return notes;
+}
+
+/** The schema of `members` below `schema`, through `properties` only; undefined where that stops. */
+function memberSchema(schema: unknown, members: readonly string[]): unknown {
+  let at = schema;
+  for (const m of members) {
+    if (!isObj(at) || !isObj(at.properties) || !Object.hasOwn(at.properties, m)) return undefined;
+    at = at.properties[m];
+  }
+  return at;
+}
+
+function isStringSchema(schema: unknown): boolean {
+  return isObj(schema) && (schema.type === 'string' || (Array.isArray(schema.type) && schema.type.length === 1 && schema.type[0] === 'string'));
+}
+
 /** Keywords whose failure may come from a templated member's placeholder, not the output. */
 const UNCERTAIN_KEYWORDS = new Set(['anyOf', 'oneOf', 'not', 'if', 'contains', 'uniqueItems', 'const', 'enum', 'dependencies', 'dependentSchemas', 'unevaluatedProperties', 'unevaluatedItems']);
 

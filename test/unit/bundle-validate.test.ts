@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { inputTemplatesOutsideSchema, mockScriptNotes, modelStepsWithoutMock, undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
+import { inputTemplatesOutsideSchema, mockScriptNotes, modelStepsWithoutMock, quotedStringTemplates, undeclaredTools, validateBundle, type BundleProblem } from '../../src/bundle/validate.js';
 import { ROOT } from '../helpers/daemon.js';
 
 const refunds = () => parse(readFileSync(join(ROOT, 'fixtures/bundles/refunds.yaml'), 'utf8'));
@@ -275,6 +275,27 @@ describe('semantic problems (D 4)', () => {
     delete b.prompts;
     b.workflows.main.steps[0].prompt = 'ask';
     expect(problemsOf(b)).toEqual([{ path: '/workflows/main/steps/0/prompt', message: 'unknown prompt "ask" (the bundle has no prompts)' }]);
+  });
+
+  it('a template inside a longer string of args reading a string member is a note pointing at "| text" (svc-bundle(5) TEMPLATES)', () => {
+    const b = minimal();
+    b.workflows.main.input_schema = { type: 'object', properties: { id: { type: 'string' }, n: { type: 'integer' }, any: {} } };
+    b.workflows.main.steps[0].output_schema = { type: 'object', properties: { file: { type: ['string'] } } };
+    b.workflows.main.steps[1].args = {
+      path: 'reports/{{input.id}}.json', // a string: quoted
+      bare: 'reports/{{input.id | text}}.json', // already bare
+      whole: '{{input.id}}', // the raw value, no quotes
+      count: 'n={{input.n}}', // a number has no quotes
+      unknown: 'a {{input.any}} b', // the schema does not say
+      out: 'f-{{steps.think.output.file}}',
+    };
+    b.workflows.main.steps[1].compensate.args = { note: 'undo {{input.id}}' };
+    expect(quotedStringTemplates(b)).toEqual([
+      { path: '/workflows/main/steps/1/args/path', message: '{{input.id}} inside a longer string inserts the JSON text of input.id, a string, quotes included; write {{input.id | text}} for the bare text' },
+      { path: '/workflows/main/steps/1/args/out', message: '{{steps.think.output.file}} inside a longer string inserts the JSON text of steps.think.output.file, a string, quotes included; write {{steps.think.output.file | text}} for the bare text' },
+      { path: '/workflows/main/steps/1/compensate/args/note', message: '{{input.id}} inside a longer string inserts the JSON text of input.id, a string, quotes included; write {{input.id | text}} for the bare text' },
+    ]);
+    expect(validateBundle(b)).toMatchObject({ ok: true });
   });
 
   it('an {{input.…}} template a nested input_schema object forbids is a note at any depth; patternProperties, arrays and step outputs are not judged (svc-bundle(5) VALIDATION)', () => {

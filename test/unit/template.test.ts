@@ -110,7 +110,7 @@ describe('{{path | text}}: a value inserted without JSON quotes (svc-bundle(5) T
     expect(() => renderTemplates('{{input.invoice_id | text | text}}', ctx)).toThrow(/unknown filter "text \| text"/);
     expect(() => renderTemplates('{{ | text}}', ctx)).toThrow(/empty template/);
     expect(templateRefs({ path: 'a/{{input.id | text}}', n: '{{input.n}}' })).toEqual([
-      { pointer: '/path', template: '{{input.id | text}}', path: ['input', 'id'], filter: 'text' },
+      { pointer: '/path', template: '{{input.id | text}}', path: ['input', 'id'], filter: 'text', embedded: true },
       { pointer: '/n', template: '{{input.n}}', path: ['input', 'n'] },
     ]);
   });
@@ -120,8 +120,8 @@ describe('templateRefs (D 4)', () => {
   it('lists every template with the JSON pointer of its string', () => {
     const refs = templateRefs({ a: 'x {{input.a}} {{steps.s.output}}', 'b/c': ['{{input.b}}'], n: 1 }, '/args');
     expect(refs).toEqual([
-      { pointer: '/args/a', template: '{{input.a}}', path: ['input', 'a'] },
-      { pointer: '/args/a', template: '{{steps.s.output}}', path: ['steps', 's', 'output'] },
+      { pointer: '/args/a', template: '{{input.a}}', path: ['input', 'a'], embedded: true },
+      { pointer: '/args/a', template: '{{steps.s.output}}', path: ['steps', 's', 'output'], embedded: true },
       { pointer: '/args/b~1c/0', template: '{{input.b}}', path: ['input', 'b'] },
     ]);
   });
