@@ -12,6 +12,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import type { ContractType } from '../types.js';
 import { globalRedactor, type Redactor } from '../log/logger.js';
+import { registerSecret } from '../log/secret-spellings.js';
 import { compileConfigSchema, formatAjvErrors, MAX_CANARY_INTERVAL_SECONDS } from './schema-validator.js';
 import { fetchBlockedPortHint, isFetchBlockedPort, urlHasFetchBlockedPort } from '../util/fetch-blocked-ports.js';
 import { pointerToken } from '../encoding/json-pointer.js';
@@ -199,92 +200,8 @@ export function loadGatewayConfig(doc: unknown, opts: LoadOptions = {}): Gateway
   return { ...config, source };
 }
 
-/**
- * Registers a secret with the spellings it takes on its way out: JSON-escaped once (a string
- * field, a log line) and twice (JSON text inside a string field, such as an http `body` or
- * an MCP text block that prints a JSON document), and percent-encoded as a URL component,
- * as a form or query value, and as the WHATWG URL parser writes it in a query, a path or
- * userinfo (an upstream echoing the URL it was called with, or redirecting to one), and as a
- * JSON pointer token (a map key in a config problem's path). The value trimmed too: a header
- * is sent without its leading and trailing whitespace, and secrets read from files often end
- * in a newline. (A lower-cased spelling is not registered: it would redact every case variant
- * of a value such as a user name in every output; the http connector checks the one place
- * HTTP lower-cases, response header names, itself, and a host of `allowed_hosts` that shows a
- * value is registered lower-cased whole: registerLowerCasedHosts.)
- */
-export function registerSecret(redactor: Redactor, value: string): void {
-  for (const v of new Set([value, value.trim()])) {
-    const once = JSON.stringify(v).slice(1, -1);
-    const twice = JSON.stringify(once).slice(1, -1);
-    const form = new URLSearchParams([['', v]]).toString().slice(1);
-    // pointerToken: a map key as a config problem's path spells it (a/b is a~1b).
-    const narrow = [v, once, twice, encodeURIComponent(v), form, pointerToken(v), ...urlSpellings(v), ...latin1Spellings(v)];
-    for (const spelling of new Set([...narrow, ...narrow.flatMap(wideSpellings), ...base64Spellings(v)])) redactor.add(spelling);
-  }
-}
-
-/**
- * How a value with characters U+0080 to U+00FF reads when its Latin-1 bytes are read as UTF-8:
- * fetch sends a header value so, one byte a character (`sëcret` as s, 0xEB, c, …), and an
- * upstream that echoes those bytes in a UTF-8 body shows `s\uFFFDcret`, every other character
- * of the value in the clear. As is and JSON-escaped once (a string field).
- */
-function latin1Spellings(v: string): string[] {
-  if (!/[\x80-\xff]/.test(v) || !/^[\x00-\xff]+$/.test(v)) return [];
-  const read = Buffer.from(v, 'latin1').toString('utf8');
-  return [read, JSON.stringify(read).slice(1, -1)];
-}
-
-/**
- * How a spelling reads when UTF-16 or UTF-32 bytes are read as UTF-8 or Latin-1 (a file saved by
- * Windows PowerShell, an upstream's mislabelled body, an MCP server's wide text): each
- * character followed by one or three NULs, either byte order alike between the first and the
- * last character. Only for a value of one-byte characters, the case such readings keep whole.
- */
-function wideSpellings(v: string): string[] {
-  const chars = [...v];
-  // Too short to be a secret (svc-gateway(5)): its NUL-joined spelling would be long enough.
-  if (chars.length < 4 || !/^[\x01-\xff]+$/.test(v)) return [];
-  return [chars.join('\u0000'), chars.join('\u0000\u0000\u0000')];
-}
-
-/** Values this long or longer (UTF-8 bytes) are registered in base64 too (base64Spellings). */
-const MIN_BASE64_SECRET_BYTES = 12;
-
-/**
- * The base64 and base64url characters that spell a value wherever it sits in encoded bytes (an
- * upstream echoing a header base64-encoded, a sqlite BLOB the gateway hands on as base64): at
- * each of the three offsets a value can start at within a 3-byte group, the characters made of
- * its bits alone. Only for values of 12 bytes or more: a shorter one leaves a few characters,
- * which any base64 text would show by chance (svc-gateway(5), SECRETS).
- */
-function base64Spellings(v: string): string[] {
-  const bytes = Buffer.from(v, 'utf8');
-  if (bytes.length < MIN_BASE64_SECRET_BYTES) return [];
-  const out: string[] = [];
-  for (let shift = 0; shift < 3; shift++) {
-    const encoded = Buffer.concat([Buffer.alloc(shift), bytes]).toString('base64');
-    // Character i holds bits [6i, 6i + 6); the value's bits are [8·shift, 8·(shift + length)).
-    const core = encoded.slice(Math.ceil((8 * shift) / 6), Math.floor((8 * (shift + bytes.length)) / 6));
-    out.push(core, core.replaceAll('+', '-').replaceAll('/', '_'));
-  }
-  return out;
-}
-
-/**
- * How `new URL()` writes a value in a query, in a path and in userinfo (none is
- * encodeURIComponent's): an upstream redirecting to `http://user:<value>@host/` hands on a
- * Location so spelt.
- */
-function urlSpellings(v: string): string[] {
-  try {
-    const userinfo = new URL('http://h/');
-    userinfo.password = v;
-    return [new URL(`http://h/?${v}`).search.slice(1), new URL(`http://h/${v}`).pathname.slice(1), userinfo.password];
-  } catch {
-    return [];
-  }
-}
+/** Where each `${VAR}` value's spellings are worked out (re-exported: tests and callers name it here). */
+export { registerSecret } from '../log/secret-spellings.js';
 
 /**
  * An http connector's `allowed_hosts` are compared lower-cased, and every URL parser hands a

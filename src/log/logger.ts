@@ -3,6 +3,7 @@
  * redactor so a `${VAR}` value registered by the gateway config can never be printed.
  */
 import { spansBehindEscapes, unescapeOnce, UNESCAPE_LEVELS } from '../encoding/json-unescape.js';
+import { SecretMatcher } from './secret-matcher.js';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 const LEVELS: Record<LogLevel, number> = { debug: 20, info: 30, warn: 40, error: 50 };
@@ -23,7 +24,7 @@ export const REDACTED = '[REDACTED]';
  * Shorter values are not registered: redacting every `80` or `on` would mangle every answer,
  * and a credential that short is no secret anyway (documented in svc-gateway(5), SECRETS).
  */
-const MIN_SECRET_LENGTH = 4;
+export const MIN_SECRET_LENGTH = 4;
 
 const JSON_WORDS = new Set(['true', 'false', 'null']);
 
@@ -35,21 +36,21 @@ const JSON_WORDS = new Set(['true', 'false', 'null']);
  * becomes the string `[REDACTED]`).
  */
 export class Redactor {
-  private secrets: string[] = [];
+  private readonly matcher = new SecretMatcher();
 
   /**
-   * Registers a value that must never appear in output. Ignored: values under
-   * MIN_SECRET_LENGTH, and JSON's own words (`true`, `false`, `null`), which every answer
-   * spells (`"ok":true`) and which protect nothing.
+   * Registers a value that must never appear in output; `anyCase` matches it with any of its
+   * letters in the other case too (src/log/secret-spellings.ts decides which spellings may be).
+   * Ignored: values under MIN_SECRET_LENGTH, and JSON's own words (`true`, `false`, `null`),
+   * which every answer spells (`"ok":true`) and which protect nothing.
    */
-  add(secret: string): void {
-    if (typeof secret !== 'string' || secret.length < MIN_SECRET_LENGTH || JSON_WORDS.has(secret) || this.secrets.includes(secret)) return;
-    this.secrets.push(secret);
-    this.secrets.sort((a, b) => b.length - a.length); // longest first: no partial leaks
+  add(secret: string, anyCase = false): void {
+    if (typeof secret !== 'string' || secret.length < MIN_SECRET_LENGTH || JSON_WORDS.has(secret)) return;
+    this.matcher.add(secret, anyCase);
   }
 
   get size(): number {
-    return this.secrets.length;
+    return this.matcher.size;
   }
 
   /**
@@ -57,12 +58,12 @@ export class Redactor {
    * `levels` times. Each level is one linear pass, built only while no secret has shown.
    */
   shows(text: string, levels = UNESCAPE_LEVELS): boolean {
-    if (this.secrets.some((s) => text.includes(s))) return true;
+    if (this.matcher.test(text)) return true;
     let current: string | null = text;
     for (let level = 0; level < levels && current.includes('\\'); level++) {
       current = unescapeOnce(current);
       if (current === null) return false;
-      if (this.secrets.some((s) => current!.includes(s))) return true;
+      if (this.matcher.test(current)) return true;
     }
     return false;
   }
@@ -71,40 +72,20 @@ export class Redactor {
    * Replaces every secret with `[REDACTED]`, also where the text spells it with JSON escapes
    * (`\/` for `/`, `\u0074` for `t`, or escaped again and again: JSON text inside JSON text): an
    * upstream's serializer escapes as it pleases (PHP writes `\/`, Go `\u0026` for `&`), and
-   * the gateway hands the raw body on beside its parse.
+   * the gateway hands the raw body on beside its parse. Overlapping hits become one.
    */
   redact(text: string): string {
-    let out = this.secrets.length > 0 && text.includes('\\') ? this.redactEscaped(text) : text;
-    for (const s of this.secrets) if (out.includes(s)) out = out.split(s).join(REDACTED);
-    return out;
-  }
-
-  /**
-   * `text` as an HTTP stack hands on a header name, lower-cased: redacted, and every secret's
-   * lower-cased spelling too (an upstream naming a response header after a credential). Only
-   * there: registered, the lower-cased spellings would redact every case variant of a value
-   * such as a user name in every output.
-   */
-  redactLowerCased(text: string): string {
-    let out = this.redact(text);
-    for (const s of this.secrets) {
-      const lower = s.toLowerCase();
-      if (lower !== s && out.includes(lower)) out = out.split(lower).join(REDACTED);
+    if (this.matcher.size === 0) return text;
+    const spans = this.matcher.spans(text);
+    if (text.includes('\\')) {
+      const escaped = spansBehindEscapes(text, UNESCAPE_LEVELS, (view) => this.matcher.spans(view).map(([start, end]) => [start, end, null] as [number, number, null]));
+      if (escaped.length > 0) spans.push(...escaped.map(({ start, end }) => [start, end] as [number, number]));
     }
-    return out;
-  }
-
-  /** The spans of `text` that unescape to a secret, each replaced whole. */
-  private redactEscaped(text: string): string {
-    const spans = spansBehindEscapes(text, UNESCAPE_LEVELS, (view) => {
-      const found: Array<[number, number, null]> = [];
-      for (const s of this.secrets) for (let at = view.indexOf(s); at !== -1; at = view.indexOf(s, at + s.length)) found.push([at, at + s.length, null]);
-      return found;
-    });
     if (spans.length === 0) return text;
+    spans.sort((a, b) => a[0] - b[0]);
     let out = '';
     let done = 0;
-    for (const { start, end } of spans) {
+    for (const [start, end] of spans) {
       if (end <= done) continue; // inside a span already replaced
       out += text.slice(done, Math.max(start, done)) + (start >= done ? REDACTED : '');
       done = end;
@@ -113,12 +94,28 @@ export class Redactor {
   }
 
   /**
+   * `text` as an HTTP stack hands on a header name, lower-cased: redacted, and every secret's
+   * lower-cased spelling too (an upstream naming a response header after a credential). Only
+   * there for a short value: registered, the lower-cased spellings would redact every case
+   * variant of a value such as a user name in every output (longer ones are matched in any
+   * case everywhere: secret-spellings.ts).
+   */
+  redactLowerCased(text: string): string {
+    let out = this.redact(text);
+    for (const s of this.matcher.list()) {
+      const lower = s.toLowerCase();
+      if (lower !== s && out.includes(lower)) out = out.split(lower).join(REDACTED);
+    }
+    return out;
+  }
+
+  /**
    * A JSON copy of `value` (what JSON.stringify makes of it) with every string, key and
    * number that shows a secret redacted. A value that shows none costs one stringify and
    * one parse; a cyclic one throws, as JSON.stringify does.
    */
   redactValue<T>(value: T): T {
-    if (this.secrets.length === 0) return value;
+    if (this.matcher.size === 0) return value;
     const text = JSON.stringify(value);
     if (text === undefined) return value;
     const plain = JSON.parse(text) as unknown;

@@ -14,6 +14,7 @@
  * takes (./usage.ts), erring on the side of charging.
  */
 import { globalRedactor } from '../../log/logger.js';
+import { registerSecret } from '../../log/secret-spellings.js';
 import { abortReason, delayUnlessAborted, StepError } from '../errors.js';
 import { parseRetryAfter, urlHasCredentials, withoutCredentials } from '../http.js';
 import type { Usage } from '../types.js';
@@ -72,7 +73,7 @@ export function openAiOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Open
   const set = (name: string) => (env[name] === undefined || env[name] === '' ? undefined : env[name]!);
   // The key is a secret from the first moment: an error below must not be able to show it.
   const apiKey = set('SVC_OPENAI_API_KEY');
-  if (apiKey !== undefined) globalRedactor.add(apiKey);
+  if (apiKey !== undefined) registerSecret(globalRedactor, apiKey);
   const price = (name: string) => {
     const v = set(name);
     if (v === undefined) return undefined;
@@ -159,7 +160,7 @@ export class OpenAiProvider implements Provider {
       fetch: opts.fetch,
       onWarning: opts.onWarning,
     };
-    if (opts.apiKey) globalRedactor.add(opts.apiKey);
+    if (opts.apiKey) registerSecret(globalRedactor, opts.apiKey);
   }
 
   get model(): string {
