@@ -5,7 +5,8 @@ import { gatewayBenchmark } from './gateway.js';
 import { kernelBenchmark } from './kernel.js';
 import { pagesBenchmark } from './pages.js';
 import { policyBenchmark } from './policy.js';
+import { redactionBenchmark } from './redaction.js';
 import { remitBenchmark } from './remit.js';
 import { replayBenchmark } from './replay.js';
 
-export const BENCHMARKS: Benchmark[] = [remitBenchmark, policyBenchmark, replayBenchmark, gatewayBenchmark, kernelBenchmark, pagesBenchmark, cliStartupBenchmark];
+export const BENCHMARKS: Benchmark[] = [remitBenchmark, policyBenchmark, replayBenchmark, redactionBenchmark, gatewayBenchmark, kernelBenchmark, pagesBenchmark, cliStartupBenchmark];
