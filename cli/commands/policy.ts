@@ -182,10 +182,13 @@ function refText(r: PolicyTestResult['policy_a'] | PolicyTestResult['policy_b'])
 }
 
 function testHuman(r: TestOutput): string {
-  const head = `${r.flips.length} flip${r.flips.length === 1 ? '' : 's'} in ${r.cases} case${r.cases === 1 ? '' : 's'}: A = ${refText(r.policy_a)}, B = ${refText(r.policy_b)}`;
-  if (r.flips.length === 0) return head;
-  const rows = r.flips.map((f) => [f.index, `${f.a} → ${f.b}`, f.rule_a, f.rule_b, actionView(r.corpus[f.index])]);
-  return table(['INDEX', 'A → B', 'RULE A', 'RULE B', 'ACTION'], rows) + '\n\n' + failedConditions(r.flips) + head;
+  const changes = r.approver_changes ?? [];
+  const moved = changes.length > 0 ? `; ${changes.length} case${changes.length === 1 ? '' : 's'} with another approver` : '';
+  const head = `${r.flips.length} flip${r.flips.length === 1 ? '' : 's'} in ${r.cases} case${r.cases === 1 ? '' : 's'}${moved}: A = ${refText(r.policy_a)}, B = ${refText(r.policy_b)}`;
+  const flips = r.flips.length === 0 ? '' : table(['INDEX', 'A → B', 'RULE A', 'RULE B', 'ACTION'], r.flips.map((f) => [f.index, `${f.a} → ${f.b}`, f.rule_a, f.rule_b, actionView(r.corpus[f.index])])) + '\n\n' + failedConditions(r.flips);
+  // Not flips (D 5.3): approval_required under both, asked of another role.
+  const approvers = changes.length === 0 ? '' : `approval_required under both, another approver:\n${table(['INDEX', 'APPROVER A → B', 'RULE A', 'RULE B', 'ACTION'], changes.map((c) => [c.index, `${c.a} → ${c.b}`, c.rule_a, c.rule_b, actionView(r.corpus[c.index])]))}\n\n`;
+  return flips + approvers + head;
 }
 
 /**

@@ -65,11 +65,12 @@ export async function testInSlices(
       throw renumberCorpusError(err, offset);
     }
     if (merged === null) {
-      merged = { ...r, flips: [] };
+      merged = { ...r, flips: [], ...(r.approver_changes ? { approver_changes: [] } : {}) };
       policyA = { name: r.policy_a.name, version: r.policy_a.version };
       if (!('source' in policyB)) policyB = { name: (r.policy_b as { name: string }).name, version: (r.policy_b as { version: string }).version };
     } else merged.cases += r.cases;
     for (const f of r.flips) merged.flips.push({ ...f, index: f.index + offset });
+    for (const c of r.approver_changes ?? []) merged.approver_changes?.push({ ...c, index: c.index + offset });
     offset += slice.length;
   }
   return merged!;

@@ -38,6 +38,43 @@ export interface Flip {
   errors_b?: Array<{ rule: string; message: string }>;
 }
 
+/**
+ * With `explain`: a case approval_required under both policies whose approver differs (B routes
+ * it to `role:cfo` where A asked `role:finance`). No flip (decisions 5.3 flips are decisions),
+ * but a change an author reviewing B wants to see.
+ */
+export interface ApproverChange {
+  index: number;
+  /** The approvers under A and under B (`role:<role>`). */
+  a: string;
+  b: string;
+  rule_a: string;
+  rule_b: string;
+}
+
+/** The approver change of one case, when there is one. */
+function approverChangeOf(index: number, da: ReturnType<typeof decide>, db: ReturnType<typeof decide>): ApproverChange | null {
+  if (da.decision !== 'approval_required' || db.decision !== 'approval_required' || da.approver === db.approver) return null;
+  return { index, a: da.approver ?? '', b: db.approver ?? '', rule_a: da.rule, rule_b: db.rule };
+}
+
+/** What a comparison finds: the flips, and with `explain` the approver changes. */
+export interface Comparison {
+  cases: number;
+  flips: Flip[];
+  /** Present with `explain` only (svc's extension), so the contract's answer keeps its shape. */
+  approver_changes?: ApproverChange[];
+}
+
+/** Adds one case's decisions under A and B to `out`. */
+function compareCase(out: Comparison, index: number, da: ReturnType<typeof decide>, db: ReturnType<typeof decide>, explain: boolean): void {
+  if (da.decision !== db.decision) out.flips.push(flipOf(index, da, db, explain));
+  else if (explain) {
+    const change = approverChangeOf(index, da, db);
+    if (change) out.approver_changes!.push(change);
+  }
+}
+
 /** A flip in the contract's shape; with `explain`, also the conditions that failed on either side. */
 function flipOf(index: number, da: ReturnType<typeof decide>, db: ReturnType<typeof decide>, explain: boolean): Flip {
   const flip: Flip = { index, a: da.decision, b: db.decision, rule_a: da.rule, rule_b: db.rule };
@@ -150,14 +187,10 @@ export function normalizeCorpus(corpus: unknown, path = '/corpus'): CorpusCase[]
 }
 
 /** Every case under A alone and under B alone (each with the default rule); the flips. */
-export function comparePolicies(a: CompiledPolicy, b: CompiledPolicy, cases: readonly CorpusCase[], explain = false): { cases: number; flips: Flip[] } {
-  const flips: Flip[] = [];
-  cases.forEach((c, index) => {
-    const da = decide([a], c.action, c.run);
-    const db = decide([b], c.action, c.run);
-    if (da.decision !== db.decision) flips.push(flipOf(index, da, db, explain));
-  });
-  return { cases: cases.length, flips };
+export function comparePolicies(a: CompiledPolicy, b: CompiledPolicy, cases: readonly CorpusCase[], explain = false): Comparison {
+  const out: Comparison = { cases: cases.length, flips: [], ...(explain ? { approver_changes: [] } : {}) };
+  cases.forEach((c, index) => compareCase(out, index, decide([a], c.action, c.run), decide([b], c.action, c.run), explain));
+  return out;
 }
 
 /**
@@ -188,7 +221,7 @@ export async function comparePoliciesInSlices(
   b: CompiledPolicy,
   cases: readonly CorpusCase[],
   opts: CompareOptions = {},
-): Promise<{ cases: number; flips: Flip[] }> {
+): Promise<Comparison> {
   const sliceMs = opts.sliceMs ?? TEST_SLICE_MS;
   const signal = opts.signal;
   signal?.throwIfAborted();
@@ -205,12 +238,13 @@ export async function comparePoliciesInSlices(
     }
     return decision.result();
   };
-  const flips: Flip[] = [];
+  const explain = opts.explain === true;
+  const out: Comparison = { cases: cases.length, flips: [], ...(explain ? { approver_changes: [] } : {}) };
   for (let index = 0; index < cases.length; index++) {
     const c = cases[index]!;
     const da = await decideAlone(a, c);
     const db = await decideAlone(b, c);
-    if (da.decision !== db.decision) flips.push(flipOf(index, da, db, opts.explain === true));
+    compareCase(out, index, da, db, explain);
   }
-  return { cases: cases.length, flips };
+  return out;
 }

@@ -11,7 +11,7 @@ import { newId } from '../ids.js';
 import type { SqlDb } from '../store/sql-db.js';
 import type { DecisionResult, PolicyAction, PolicyRef, PolicyRunContext, StoredPolicy } from '../types.js';
 import { compilePolicy, type CompiledPolicy } from './compile.js';
-import { comparePoliciesInSlices, normalizeCorpus, type Flip } from './corpus.js';
+import { comparePoliciesInSlices, normalizeCorpus, type ApproverChange, type Flip } from './corpus.js';
 import { decide } from './decide.js';
 import { checkPolicyPost, checkPolicyTest } from './requests.js';
 
@@ -65,6 +65,8 @@ export interface PolicyTestBody {
 export interface PolicyTestResult {
   cases: number;
   flips: Flip[];
+  /** With `explain`: cases approval_required under both whose approver differs. */
+  approver_changes?: ApproverChange[];
   /** The versions compared, resolved (a missing version means the latest). */
   policy_a: PolicyRef;
   policy_b: PolicyRef | { name: string; source: true };

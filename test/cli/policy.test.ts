@@ -206,6 +206,29 @@ describe('svc policy test (D 5.3)', () => {
     expect(JSON.parse(diff.stdout)).toEqual(JSON.parse(j.stdout));
   });
 
+  it('lists the cases whose approver changed under B after the flips, and counts them (svc(1))', async () => {
+    await using d = await startTestDaemon();
+    const url = ['--kernel-url', d.kernelUrl!];
+    const dir = tempDir();
+    const a = join(dir, 'a.policy');
+    const b = join(dir, 'b.policy');
+    writeFileSync(a, 'require_approval big by "role:finance" when action.args.amount > 100\nallow rest when true\n');
+    writeFileSync(b, 'require_approval huge by "role:cfo" when action.args.amount > 1000\nallow rest when action.args.amount <= 1000\n');
+    await runSvc([...url, 'policy', 'push', a, '--name', 'routing', '--version', '1']);
+    const corpus = join(dir, 'corpus.json');
+    writeFileSync(corpus, JSON.stringify({ corpus: [500, 5000].map((amount) => ({ action: { tool: 'billing.refund', args: { amount }, summary: `refund ${amount}` } })) }));
+    const r = await runSvc([...url, 'policy', 'test', corpus, '--a', 'routing@1', '--b', b]);
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout.trim().split('\n');
+    expect(lines[0]).toMatch(/^INDEX\s+A → B\s+RULE A\s+RULE B\s+ACTION$/);
+    expect(lines[1]).toMatch(/^0\s+approval_required → allow\s+routing\/big\s+/);
+    expect(lines).toContain('approval_required under both, another approver:');
+    expect(r.stdout).toMatch(/^INDEX\s+APPROVER A → B\s+RULE A\s+RULE B\s+ACTION\n1\s+role:finance → role:cfo\s+routing\/big\s+routing\/huge\s+billing\.refund: refund 5000$/m);
+    expect(lines.at(-1)).toBe(`1 flip in 2 cases; 1 case with another approver: A = routing@1, B = routing (source)`);
+    const j = JSON.parse((await runSvc([...url, '--json', 'policy', 'test', corpus, '--a', 'routing@1', '--b', b])).stdout);
+    expect(j.approver_changes).toEqual([{ index: 1, a: 'role:finance', b: 'role:cfo', rule_a: 'routing/big', rule_b: 'routing/huge' }]);
+  });
+
   // Unknown members of a kernel body are ignored (docs/design.md), so a corpus case with
   // `arg` for `args` was decided with args {} and flipped nothing, silently: the one tool
   // meant to catch a policy change then passed it. Warned of with its pointer in the file.

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { compilePolicy } from '../../src/policy/compile.js';
-import { comparePolicies, normalizeCorpus } from '../../src/policy/corpus.js';
+import { comparePolicies, comparePoliciesInSlices, normalizeCorpus } from '../../src/policy/corpus.js';
 import { decide } from '../../src/policy/decide.js';
 import { ROOT } from '../helpers/daemon.js';
 
@@ -46,5 +46,25 @@ describe('refunds corpus (D 5.3)', () => {
     const flip = written.flips.find((f) => f.rule_b === 'refunds/void_by_proposer')!;
     const c = corpus[flip.index]!;
     expect(decide([v2], c.action, c.run).approver).toBe('role:support-lead');
+  });
+});
+
+describe('approver changes with explain (svc\'s extension of D 5.3; svc(1) policy test)', () => {
+  const a = compilePolicy({ name: 'p', version: '1' }, 'require_approval big by "role:finance" when action.args.amount > 100\nallow rest when true\n');
+  const b = compilePolicy({ name: 'p', version: '2' }, 'require_approval big by "role:finance" when action.args.amount > 100 && action.args.amount <= 1000\nrequire_approval huge by "role:cfo" when action.args.amount > 1000\nallow rest when true\n');
+  const cases = normalizeCorpus([50, 500, 5000, 20000].map((amount) => ({ action: { tool: 'billing.refund', args: { amount } } })));
+
+  it('lists cases approval_required under both whose approver differs; they are no flips', async () => {
+    const expected = [
+      { index: 2, a: 'role:finance', b: 'role:cfo', rule_a: 'p/big', rule_b: 'p/huge' },
+      { index: 3, a: 'role:finance', b: 'role:cfo', rule_a: 'p/big', rule_b: 'p/huge' },
+    ];
+    expect(comparePolicies(a, b, cases, true)).toEqual({ cases: 4, flips: [], approver_changes: expected });
+    expect(await comparePoliciesInSlices(a, b, cases, { explain: true, sliceMs: 0 })).toEqual({ cases: 4, flips: [], approver_changes: expected });
+  });
+
+  it('without explain the answer keeps the contract\'s shape: no approver_changes member', async () => {
+    expect(comparePolicies(a, b, cases)).toEqual({ cases: 4, flips: [] });
+    expect(await comparePoliciesInSlices(a, b, cases)).toEqual({ cases: 4, flips: [] });
   });
 });
