@@ -28,7 +28,7 @@ export function buildProgram(): Command {
     .option('--kernel-url <url>', 'kernel address (default: SVC_KERNEL_URL or http://127.0.0.1:7401)')
     .option('--gateway-url <url>', 'gateway address (default: SVC_GATEWAY_URL or http://127.0.0.1:7402)')
     .option('--token <token>', 'bearer token (default: SVC_TOKEN)')
-    .option('--actor <id:role>', 'who you are, for approvals, abandon and resume (default: SVC_ACTOR)')
+    .option('--actor <id:role>', 'who you are, for approvals, abandon, resume and retry-compensations (default: SVC_ACTOR)')
     .option('--json', 'print data as JSON (NDJSON for streams)')
     .option('--timeout <seconds>', 'give up on a request svcd has not answered after this long; 0 waits for ever (default: SVC_TIMEOUT or 60; gateway commands 660)')
     // One line per error, with the prefix every other error has (svc(1) EXIT STATUS); commands

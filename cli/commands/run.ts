@@ -7,6 +7,7 @@
  *   svc run replay ID            exits 1 when anything does not check out
  *   svc run abandon ID --reason R   an actor is required (--actor or SVC_ACTOR)
  *   svc run resume ID               an actor is required (--actor or SVC_ACTOR)
+ *   svc run retry-compensations ID [--reason R]   an actor is required (--actor or SVC_ACTOR)
  * BUNDLE is a bundle id (`bnd_…`) or NAME[@VERSION] (the newest version when none is given).
  * Each handler returns data; `registerRun` wires them to argv.
  */
@@ -213,6 +214,65 @@ export async function handleResume(client: SvcHttpClient, id: string, actor: { i
 }
 
 /**
+ * `call` (an abandon or a resume), and when svcd refuses it because the run is abandoned
+ * (invalid_state) while `svc run show` has a next line for it (compensations that failed for
+ * good), that line added to the refusal: the command that helps there is another one. The
+ * refusal itself is svcd's, unchanged (also with --json).
+ */
+async function withNextOnRefusal<T>(client: SvcHttpClient, id: string, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    const body = err instanceof CliError ? (err.body as { error?: { code?: unknown; details?: { state?: unknown } } } | undefined) : undefined;
+    if (!(err instanceof CliError) || body?.error?.code !== 'invalid_state' || body.error.details?.state !== 'abandoned') throw err;
+    let next: string | null = null;
+    try {
+      next = nextForRun(await handleShow(client, id));
+    } catch {
+      /* the refusal is the answer */
+    }
+    if (!next) throw err;
+    throw new CliError(`${err.message}\n${next}`, err.exitCode, err.body);
+  }
+}
+
+export interface RetryCompensationsAnswer {
+  run_id: string;
+  state: string;
+  compensations_scheduled: number;
+  steps: string[];
+}
+
+/**
+ * POST /v1/runs/{id}/compensations/retry: the compensations that failed for good run again
+ * (docs/design.md "Retrying compensations"). Warns, as abandon does, when the run's remit has
+ * expired: the gateway would refuse them all again.
+ */
+export async function handleRetryCompensations(
+  client: SvcHttpClient,
+  id: string,
+  reason: string | undefined,
+  actor: { id: string; role: string },
+  warn: (line: string) => void = () => {},
+): Promise<RetryCompensationsAnswer> {
+  const body: Record<string, unknown> = { actor };
+  if (reason !== undefined) body.reason = reason;
+  const answer = (await client.request<RetryCompensationsAnswer>('POST', `/runs/${encodeURIComponent(id)}/compensations/retry`, body, {}, ['compensations_scheduled', 'steps'])).body;
+  const ended = await expiredRemitOf(client, id);
+  if (ended) {
+    warn(
+      `run ${id}: its remit ${ended.remitId} expired at ${ended.at}, and the gateway refuses every call of the run (remit_expired): the retried compensations fail for good again; undo those writes by hand`,
+    );
+  }
+  return answer;
+}
+
+/** What a retry of compensations scheduled, for a person. */
+export function retryCompensationsHuman(x: RetryCompensationsAnswer): string {
+  return `run ${x.run_id} ${x.state}: ${x.compensations_scheduled} compensation(s) scheduled again (${x.steps.join(', ')}); svc run events ${x.run_id} --follow shows them end`;
+}
+
+/**
  * The run's remit when it has expired by this machine's clock, else null (also when the run or
  * the remit cannot be read: the command asking has succeeded). The gateway then refuses every
  * tool call of the run (remit_expired), compensations included, and a remit is never
@@ -294,10 +354,14 @@ export function showHuman(r: Run): string {
  * line on standard error after the screen, none for a run that goes on by itself or has ended
  * for good. Not with --json.
  */
-export function nextForRun(r: Pick<Run, 'run_id' | 'state' | 'parked_reason' | 'pending_approval_id'> & Partial<Pick<Run, 'current_step' | 'steps'>>): string | null {
+export function nextForRun(r: Pick<Run, 'run_id' | 'state' | 'parked_reason' | 'pending_approval_id'> & Partial<Pick<Run, 'current_step' | 'steps' | 'error'>>): string | null {
   const id = r.run_id;
   const abandon = `svc run abandon ${id} --reason TEXT --actor ID:ROLE`;
   if (r.state === 'failed') return `svc: next: the run will not go on by itself; ${abandon} runs the compensations its completed steps declare`;
+  if (r.state === 'abandoned' && r.error?.code === 'compensation_failed') {
+    // The steps whose compensation failed show state failed with the compensation's error.
+    return `svc: next: ${r.error.message}, so those steps' writes stand; once what the error says is repaired, svc run retry-compensations ${id} --reason TEXT --actor ID:ROLE runs them again, or undo the writes by hand`;
+  }
   if (r.state !== 'parked') return null;
   if (r.parked_reason === 'human') {
     const which = r.pending_approval_id ?? 'its approval';
@@ -335,6 +399,8 @@ function summarize(payload: Record<string, unknown>): string {
   for (const key of ['step', 'attempt', 'reason', 'decision', 'rule', 'approval_id', 'tool', 'delay_ms', 'next_attempt']) {
     if (p[key] !== undefined && p[key] !== null && p[key] !== '' && typeof p[key] !== 'object') parts.push(`${key}=${p[key]}`);
   }
+  // Step names a kernel event lists (compensation.retry_requested), not run.created's step objects.
+  if (Array.isArray(p.steps) && p.steps.length > 0 && p.steps.every((x: unknown) => typeof x === 'string')) parts.push(`steps=${p.steps.join(',')}`);
   if (p.error && typeof p.error === 'object') parts.push(`error=${p.error.code}`);
   if (p.action && typeof p.action === 'object' && p.action.tool) parts.push(`tool=${p.action.tool}`);
   // A redaction note (svc-events(7)): what was redacted and where, never the content.
@@ -352,7 +418,11 @@ function actorText(a: RunEvent['actor']): string {
   return JSON.stringify(a);
 }
 
-/** Columns wide enough that the longest kernel kind (`compensation.completed`) and a usual actor keep two spaces after them. */
+/**
+ * Columns wide enough that nearly every kernel kind (up to `compensation.completed`) and a usual
+ * actor keep two spaces after them; a longer one (`compensation.retry_requested`, rare) gets its two
+ * spaces and pushes the line on.
+ */
 const KIND_COLUMN = 24;
 const ACTOR_COLUMN = 18;
 
@@ -466,7 +536,7 @@ async function printEvents(client: SvcHttpClient, id: string, o: { first: number
 }
 
 export function registerRun(program: Command): void {
-  const run = program.command('run').description('start, list and show runs, read or follow their events, replay, abandon and resume them');
+  const run = program.command('run').description('start, list and show runs, read or follow their events, replay, abandon and resume them, retry their failed compensations');
 
   run
     .command('start')
@@ -553,8 +623,24 @@ export function registerRun(program: Command): void {
     .requiredOption('--reason <text>', 'why, recorded in the log (required)')
     .action(async function (this: Command, id: string, f: { reason: string }) {
       // An operator's action: the log names who took it, as it names an approver.
-      const r = await handleAbandon(kernelClient(this), id, f.reason, actorOf(this), (line) => process.stderr.write(`svc: warning: ${line}\n`));
+      const client = kernelClient(this);
+      const r = await withNextOnRefusal(client, id, () => handleAbandon(client, id, f.reason, actorOf(this), (line) => process.stderr.write(`svc: warning: ${line}\n`)));
       output(this, r, (x: typeof r) => abandonHuman(id, x));
+    });
+
+  run
+    .command('retry-compensations')
+    .description('run again the compensations of an abandoned run that failed for good (compensation_failed), once their cause is repaired (who: --actor or SVC_ACTOR, required)')
+    .argument('<id>', 'run id')
+    .option('--reason <text>', 'why, recorded in the log (for example what was repaired)')
+    .addHelpText(
+      'after',
+      '\nEach one runs from attempt 1 with its step\'s retry policy; the run is abandoning until they end, then\nabandoned again (with error compensation_failed only if one fails for good again).\nAsked again while they run, it answers the same and records nothing; with nothing to retry it\nexits 1 (invalid_state). See svc(1).\n\nExample:\n  svc run retry-compensations run_01J… --reason "billing upstream repaired" --actor ops-1:ops',
+    )
+    .action(async function (this: Command, id: string, f: { reason?: string }) {
+      if (f.reason === '') throw usageError('--reason must not be empty');
+      const r = await handleRetryCompensations(kernelClient(this), id, f.reason, actorOf(this), (line) => process.stderr.write(`svc: warning: ${line}\n`));
+      output(this, r, retryCompensationsHuman);
     });
 
   run
@@ -563,7 +649,7 @@ export function registerRun(program: Command): void {
     .argument('<id>', 'run id')
     .action(async function (this: Command, id: string) {
       const client = kernelClient(this);
-      const r = await handleResume(client, id, actorOf(this));
+      const r = await withNextOnRefusal(client, id, () => handleResume(client, id, actorOf(this)));
       output(this, r, (x: typeof r) => `run ${x.run_id} ${x.state}`);
       const note = await expiredRemitNote(client, r.run_id);
       if (note) process.stderr.write(`svc: warning: ${note}\n`);

@@ -1,5 +1,6 @@
 /**
- * Runs (interface 2.4, 3, 4.1; decisions §6, §8): create, list, get, resume, abandon, replay.
+ * Runs (interface 2.4, 3, 4.1; decisions §6, §8): create, list, get, resume, abandon, replay,
+ * and the retry of compensations that failed for good (docs/design.md).
  * Bodies are checked by route schemas (ajv, no coercion); query strings by hand.
  */
 import type { FastifyInstance } from 'fastify';
@@ -78,6 +79,12 @@ const resumeBody = {
   properties: { actor: RECORDED_ACTOR },
 } as const;
 
+/** `{reason, actor}`, both optional: an operator's retry of compensations that failed for good. */
+const retryCompensationsBody = {
+  type: ['object', 'null'],
+  properties: { reason: { type: ['string', 'null'], minLength: 1, maxLength: 4096 }, actor: RECORDED_ACTOR },
+} as const;
+
 export async function runRoutes(app: FastifyInstance, kernel: Kernel): Promise<void> {
   const runs = kernel.runs;
   const preParsing = knownRun(kernel);
@@ -113,6 +120,16 @@ export async function runRoutes(app: FastifyInstance, kernel: Kernel): Promise<v
         uncompensated_writes: r.uncompensated.named,
         uncompensated_writes_total: r.uncompensated.total,
       });
+    },
+  );
+
+  // docs/design.md "Retrying compensations"; svcd(8).
+  app.post<{ Params: { id: string }; Body: { reason?: string | null; actor?: Actor } | null }>(
+    '/runs/:id/compensations/retry',
+    { preParsing, schema: { body: retryCompensationsBody } },
+    async (req, reply) => {
+      const r = await runs.retryCompensations(req.params.id, req.body?.reason ?? null, recordedActor(req.body?.actor));
+      return reply.status(202).send(r);
     },
   );
 

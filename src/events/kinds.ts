@@ -23,6 +23,7 @@ export const KERNEL_EVENT_KINDS = {
   'run.abandon_requested': 'someone abandoned the run; compensations are scheduled',
   'compensation.completed': 'the compensation of a step finished',
   'compensation.failed': 'the compensation of a step failed for good',
+  'compensation.retry_requested': 'an operator asked for compensations that failed for good to run again',
   'run.abandoned': 'every compensation ended; the run is abandoned',
   'budget.exceeded': 'usage went over the remit spend',
 } as const;

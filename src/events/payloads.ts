@@ -205,6 +205,20 @@ export interface CompensationFailedPayload {
   error: ErrorInfo;
 }
 
+/**
+ * An operator's retry of compensations that failed for good (POST /v1/runs/{id}/compensations/retry):
+ * `steps` (the steps whose `compensation.failed` no later event retried, in the order they
+ * failed) run again, after any still queued, each from attempt 1; the run is `abandoning`
+ * until they end and a new `run.abandoned` closes it.
+ */
+export interface CompensationRetryRequestedPayload {
+  /** Why, as the operator gave it; null when none was given. */
+  reason: string | null;
+  steps: string[];
+  /** `abandoned`, or `abandoning` when other compensations were still running. */
+  from_state: 'abandoning' | 'abandoned';
+}
+
 export interface RunAbandonedPayload {
   reason: string;
   compensated: string[];
@@ -230,6 +244,7 @@ export interface KernelEventPayloads {
   'run.abandon_requested': RunAbandonRequestedPayload;
   'compensation.completed': CompensationCompletedPayload;
   'compensation.failed': CompensationFailedPayload;
+  'compensation.retry_requested': CompensationRetryRequestedPayload;
   'run.abandoned': RunAbandonedPayload;
   'budget.exceeded': BudgetExceededPayload;
 }

@@ -460,6 +460,25 @@ const TRANSITIONS: { [K in FoldedKind]: Transition<KernelEventPayloads[K]> } = {
     nextCompensation(m, ev.at);
   },
 
+  'compensation.retry_requested'(m, p, ev) {
+    if (m.state !== 'abandoned' && m.state !== 'abandoning') fail(ev, `a ${m.state} run has no compensation to retry`);
+    if (p.from_state !== m.state) fail(ev, `the run is ${m.state}, not ${String(p.from_state)}`);
+    if (!Array.isArray(p.steps) || p.steps.length === 0) fail(ev, 'no step to retry');
+    for (const id of p.steps) {
+      const s = stepOf(m, ev, id);
+      if (!m.compensation_failures.includes(s.id) || s.state !== 'failed') fail(ev, `the compensation of step ${s.id} has not failed for good`);
+    }
+    if (new Set(p.steps).size !== p.steps.length) fail(ev, 'a step is named twice');
+    // Failed no longer: `run.abandoned` names them again if they fail again.
+    m.compensation_failures = m.compensation_failures.filter((id) => !p.steps.includes(id));
+    // The error `run.abandoned` set for them; the next `run.abandoned` sets it again if needed.
+    if (m.error?.code === 'compensation_failed') m.error = null;
+    m.state = 'abandoning';
+    const idle = m.compensations.length === 0;
+    m.compensations.push(...p.steps);
+    if (idle) startCompensation(m, ev.at); // else they start when the queue reaches them
+  },
+
   'run.abandoned'(m, p, ev) {
     if (m.state !== 'abandoning' || m.compensations.length > 0) fail(ev, 'compensations are still running');
     m.state = 'abandoned';

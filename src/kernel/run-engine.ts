@@ -10,7 +10,7 @@ import { SvcError, notFound } from '../errors.js';
 import { signHead } from '../events/event-hash.js';
 import { ALL_EVENT_KINDS, isExternalKind } from '../events/kinds.js';
 import { redactEventPayload } from '../events/redact-payload.js';
-import type { RunAbandonRequestedPayload, RunCreatedPayload, RunResumedPayload } from '../events/payloads.js';
+import type { CompensationRetryRequestedPayload, RunAbandonRequestedPayload, RunCreatedPayload, RunResumedPayload } from '../events/payloads.js';
 import { newId } from '../ids.js';
 import { globalRedactor } from '../log/logger.js';
 import { sameRequester, type Bundle, type RemitPayload, type Requester, type RunEvent, type RunState, type RunStateObject, type Spend, type StepDef, type StoredBundle, type WorkflowDef } from '../types.js';
@@ -186,7 +186,7 @@ export class RunEngine {
    * The lines an on-call reads in svcd's log (svcd(8) STARTUP AND SIGNALS, "what the log
    * says of runs"): a run that needs someone (parked for a quarantine or a quarantined
    * connector: warn; for a human: info), one that failed (warn), and what operators did
-   * (resume, abandon). Ids, step, codes and counts only: inputs, outputs, messages and
+   * (resume, abandon, a retry of compensations). Ids, step, codes and counts only: inputs, outputs, messages and
    * reasons stay in the run's log (svc run show, svc run events).
    */
   private logRunEvent(run: RunModel, e: RunEvent): void {
@@ -223,6 +223,9 @@ export class RunEngine {
           compensations: Array.isArray(p.compensations) ? p.compensations.length : 0,
           uncompensated_writes: p.uncompensated_writes_total ?? (Array.isArray(p.uncompensated_writes) ? p.uncompensated_writes.length : 0),
         });
+        return;
+      case 'compensation.retry_requested':
+        log.info('run compensations retried', { run_id: run.run_id, by: who(e.actor), from_state: p.from_state, compensations: Array.isArray(p.steps) ? p.steps.length : 0 });
         return;
       case 'run.abandoned': {
         const failed = Array.isArray(p.failed) ? p.failed.length : 0;
@@ -526,6 +529,31 @@ export class RunEngine {
     return { compensations_scheduled: result.compensations_scheduled, state: result.state, uncompensated: result.uncompensated };
   }
 
+  /**
+   * POST /v1/runs/{id}/compensations/retry (docs/design.md "Retrying compensations"): the
+   * compensations of an abandoned (or still abandoning) run that failed for good run again,
+   * each from attempt 1, after any still queued; the run is `abandoning` until they end. Asked
+   * again while that retry is still running, the same answer and nothing appended (a double
+   * submission); with nothing failed to retry, 409 invalid_state saying why.
+   */
+  async retryCompensations(runId: string, reason: string | null, actor: Actor): Promise<CompensationRetryAnswer> {
+    return this.mutate(runId, async (w) => {
+      const m = w.model;
+      const abandonedOrAbandoning = m.state === 'abandoned' || m.state === 'abandoning';
+      const failed = m.compensation_failures;
+      if (abandonedOrAbandoning && failed.length > 0) {
+        const payload: CompensationRetryRequestedPayload = { reason, steps: [...failed], from_state: m.state as 'abandoned' | 'abandoning' };
+        await w.append({ kind: 'compensation.retry_requested', payload, actor: actor as RunEvent['actor'] });
+        return { run_id: runId, state: w.model.state, compensations_scheduled: payload.steps.length, steps: payload.steps };
+      }
+      if (m.state === 'abandoning') {
+        const pending = await retryInProgress(w.tx, runId, m);
+        if (pending) return { run_id: runId, state: m.state, compensations_scheduled: pending.length, steps: pending };
+      }
+      throw new SvcError('invalid_state', nothingToRetry(runId, m), { run_id: runId, state: m.state });
+    });
+  }
+
   // ------------------------------------------------------------------ replay
 
   /** POST /v1/runs/{id}/replay (decisions §7). */
@@ -562,6 +590,47 @@ export function workflowOf(bundle: Bundle, name: string): WorkflowDef | undefine
 export function budgetExceeded(usage: Spend, budget: Spend, reserved: Spend): boolean {
   const left = spendLeft(budget, reserved);
   return usage.tokens > left.tokens || roundUsd(usage.usd) > left.usd;
+}
+
+/** POST /v1/runs/{id}/compensations/retry's answer (202). */
+export interface CompensationRetryAnswer {
+  run_id: string;
+  state: RunState;
+  /** How many compensations the retry scheduled. */
+  compensations_scheduled: number;
+  /** Their steps, in the order they run. */
+  steps: string[];
+}
+
+/**
+ * The steps of the run's last `compensation.retry_requested` when that retry is still running
+ * (one of them still queued), else null: a repeated request then gets the first one's answer.
+ */
+async function retryInProgress(tx: SqlDb, runId: string, m: RunModel): Promise<string[] | null> {
+  const row = await tx.get<{ payload: string }>("SELECT payload FROM run_events WHERE run_id = ? AND kind = 'compensation.retry_requested' ORDER BY seq DESC LIMIT 1", [runId]);
+  let steps: unknown;
+  try {
+    steps = row ? (JSON.parse(row.payload) as Partial<CompensationRetryRequestedPayload>).steps : undefined;
+  } catch {
+    return null; // edited into something else: as if there were none
+  }
+  if (!Array.isArray(steps) || !steps.every((s): s is string => typeof s === 'string')) return null;
+  return steps.some((s) => m.compensations.includes(s)) ? steps : null;
+}
+
+/** Why a run has no compensation to retry, and what the operator can do instead. */
+function nothingToRetry(runId: string, m: RunModel): string {
+  const only = 'only compensations that failed for good (compensation.failed) of an abandoned or abandoning run can be retried';
+  switch (m.state) {
+    case 'abandoned':
+      return `run ${runId} is abandoned and none of its compensations failed for good: there is nothing to retry`;
+    case 'abandoning':
+      return `run ${runId} is abandoning and none of its compensations has failed for good yet: they are still running (svc run show ${runId})`;
+    case 'completed':
+      return `run ${runId} is completed: nothing was abandoned, so there is no compensation to retry; ${only}`;
+    default:
+      return `run ${runId} is ${m.state}: it has not been abandoned, so no compensation has run (svc run abandon runs them); ${only}`;
+  }
 }
 
 /**

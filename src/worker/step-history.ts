@@ -14,6 +14,9 @@
  *   resume while one that executed keeps its key (`StepRuntime.actionKey`).
  * - The actions allowed before a quarantine (`earlierActions`): a resumed model step tells the
  *   model which of them ran, since it is asked afresh and would otherwise propose them again.
+ * - An operator's retry of a compensation that failed for good (`compensation.retry_requested`
+ *   naming the step) counts in `compensationRetries`, so a compensation whose stored
+ *   deterministic failure is what gave it up runs afresh (`StepRuntime.compensationKey`).
  * - Usage: the answers recorded since the step's last `step.failed` were never reported to the
  *   kernel (their lease ended by a park or expired); the lease that finally completes or fails
  *   the step reports them. Those of a segment a quarantine ended (a lease that expired on the
@@ -64,6 +67,8 @@ export class StepHistory {
     readonly earlierActions: readonly EarlierAction[] = [],
     /** Usage of earlier segments' answers that no lease reported: this lease reports it. */
     readonly carried: Usage = { tokens: 0, usd: 0 },
+    /** How often an operator asked for the step's given-up compensation to run again. */
+    readonly compensationRetries = 0,
   ) {}
 
   static empty(): StepHistory {
@@ -81,8 +86,11 @@ export class StepHistory {
     let current = new Map<string, EarlierAction>();
     const earlier = new Map<string, EarlierAction>();
     const sorted = [...(Array.isArray(events) ? events : [])].filter((e) => isRecord(e) && typeof e.kind === 'string').sort((a, b) => (a.seq ?? 0) - (b.seq ?? 0));
+    let compensationRetries = 0;
     for (const e of sorted) {
       const p = isRecord(e.payload) ? e.payload : {};
+      // Names its steps in a list (svc-events(7)).
+      if (e.kind === 'compensation.retry_requested' && Array.isArray(p.steps) && p.steps.includes(step)) compensationRetries += 1;
       if (p.step !== step) continue;
       if (e.kind === 'step.quarantined') {
         segment += 1;
@@ -106,7 +114,7 @@ export class StepHistory {
         calls.set(p.call_index as number, { seq: e.seq, response, usage: response.usage, reported: false });
       }
     }
-    return new StepHistory(segment, calls, toolOutcomes, [...earlier.values()], carried);
+    return new StepHistory(segment, calls, toolOutcomes, [...earlier.values()], carried, compensationRetries);
   }
 
   /** The outcome the gateway last recorded for a call of this step under `key`, if any. */

@@ -147,9 +147,21 @@ export class StepRuntime {
     return key;
   }
 
-  /** The key of this step's compensation. */
+  /**
+   * The key of this step's compensation: sha256(run/step/compensate), so a retried attempt is
+   * answered from the gateway's store once it ran. After an operator's retry of the given-up
+   * compensation (`compensation.retry_requested`), `/retry<n>` is added for the n-th retry only
+   * when the gateway's answer under the key so far was a stored deterministic failure (nothing
+   * ran, and replaying it would make the retry useless); any other outcome keeps the key (an
+   * upstream error released its claim; an `unknown` one stays refused until a human settles it).
+   */
   compensationKey(): string {
-    return idempotencyKey(this.lease.run_id, this.lease.step, 'compensate');
+    const { run_id, step } = this.lease;
+    let key = idempotencyKey(run_id, step, 'compensate');
+    for (let n = 1; n <= this.history.compensationRetries; n++) {
+      if (this.history.toolOutcome(key) === 'deterministic_failure') key = idempotencyKey(run_id, step, 'compensate', `retry${n}`);
+    }
+    return key;
   }
 
   /** Calls a tool through the gateway under the run's remit. */

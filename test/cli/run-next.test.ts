@@ -23,4 +23,13 @@ describe('svc run show: what next (svc(1))', () => {
     expect(t).not.toContain('svc run resume');
     expect(nextForRun(stuck('deterministic_failure'))).toContain('then svc run resume run_1 --actor ID:ROLE');
   });
+
+  it('a run abandoned with compensation_failed names svc run retry-compensations (docs/design.md "Retrying compensations")', () => {
+    const given = { ...run('abandoned'), error: { code: 'compensation_failed', message: 'compensation failed for step(s) refund' } } as Parameters<typeof nextForRun>[0];
+    expect(nextForRun(given)).toBe(
+      "svc: next: compensation failed for step(s) refund, so those steps' writes stand; once what the error says is repaired, svc run retry-compensations run_1 --reason TEXT --actor ID:ROLE runs them again, or undo the writes by hand",
+    );
+    // Abandoned clean, or abandoned after a budget failure: nothing for anyone to do.
+    expect(nextForRun({ ...run('abandoned'), error: { code: 'budget_exhausted', message: 'over' } } as Parameters<typeof nextForRun>[0])).toBeNull();
+  });
 });

@@ -65,6 +65,9 @@ let svcd: SpawnedSvcd;
 let pay: Server;
 let payUrl: string;
 const payRequests: Array<{ path: string; body: any }> = [];
+/** While true the pay upstream answers /refund with 503 (and counts it). */
+let refundsDown = false;
+let refundsRefused = 0;
 const workers: WorkerProcess[] = [];
 
 const ledger = <T = any>(sql: string): T[] => {
@@ -112,6 +115,11 @@ beforeAll(async () => {
     req.on('data', (c: Buffer) => (body += c.toString()));
     req.on('end', () => {
       const json = body ? JSON.parse(body) : null;
+      if (refundsDown && req.url === '/refund') {
+        refundsRefused += 1;
+        res.writeHead(503).end(); // the upstream is down: nothing is refunded
+        return;
+      }
       payRequests.push({ path: req.url ?? '', body: json });
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify(req.url === '/charge' ? { charge_id: `ch_${++charges}` } : { refunded: json?.charge_id }));
@@ -217,5 +225,50 @@ describe('a four-write saga against a real sqlite ledger and http upstream (deci
       setSwitch('slow', false);
       await w.stop('SIGTERM');
     }
+  });
+
+  it("the refund's compensation fails for good while the pay upstream is down; once it is back, svc run retry-compensations refunds it once (docs/design.md Retrying compensations)", async () => {
+    setSwitch('ship', true);
+    const w = spawnWorker(svcd as any as { kernelUrl: string; gatewayUrl: string }, ['--kinds', 'tool,action']);
+    workers.push(w);
+    const runId = await startRun();
+    const parked = await waitRun(svcd.kernelUrl!, runId, (s) => s.state === 'parked', 20_000, w.stderr);
+    await w.stop('SIGTERM');
+    setSwitch('ship', false);
+    const chargeId = parked.steps.charge.output.json.charge_id;
+
+    refundsDown = true;
+    expect((await svc('run', 'abandon', runId, '--reason', 'customer withdrew')).code).toBe(0);
+    const comp = spawnWorker(svcd as any as { kernelUrl: string; gatewayUrl: string }, ['--kinds', 'compensation']);
+    workers.push(comp);
+    try {
+      // Three attempts against the 503s, then the refund is given up; the hold and the order are still undone.
+      const given = await waitRun(svcd.kernelUrl!, runId, (s) => s.state === 'abandoned', 30_000, comp.stderr);
+      expect(given.error).toMatchObject({ code: 'compensation_failed', message: 'compensation failed for step(s) charge' });
+      expect(given.steps).toMatchObject({ create: { state: 'compensated' }, hold: { state: 'compensated' }, charge: { state: 'failed', error: { code: 'upstream_error' } } });
+      expect(refundsRefused).toBe(RETRY.max_attempts);
+      expect(payRequests.filter((r) => r.path === '/refund' && r.body?.charge_id === chargeId)).toEqual([]);
+      const show = await svc('run', 'show', runId);
+      expect(show.stderr).toContain(`svc run retry-compensations ${runId} --reason TEXT --actor ID:ROLE runs them again`);
+
+      // The upstream is repaired; the operator retries through svc.
+      refundsDown = false;
+      const retried = await svc('run', 'retry-compensations', runId, '--reason', 'pay upstream back');
+      expect(retried.code, retried.stderr).toBe(0);
+      expect(retried.stdout).toContain('1 compensation(s) scheduled again (charge)');
+      const done = await waitRun(svcd.kernelUrl!, runId, (s) => s.state === 'abandoned' && s.error === null, 20_000, comp.stderr);
+      expect(done.steps.charge.state).toBe('compensated');
+    } finally {
+      refundsDown = false;
+      await comp.stop('SIGTERM');
+    }
+    expect(payRequests.filter((r) => r.path === '/refund' && r.body?.charge_id === chargeId)).toHaveLength(1);
+    const log = await events(svcd.kernelUrl!, runId);
+    const retry = log.findIndex((e) => e.kind === 'compensation.retry_requested');
+    expect(log[retry]).toMatchObject({ actor: { id: 'ops-1', role: 'ops' }, payload: { reason: 'pay upstream back', steps: ['charge'], from_state: 'abandoned' } });
+    // The gateway's tool.called may arrive through its outbox at any point: the kernel's own kinds, in order.
+    expect(log.slice(retry).map((e) => e.kind).filter((k) => k !== 'tool.called')).toEqual(['compensation.retry_requested', 'step.leased', 'compensation.completed', 'run.abandoned']);
+    expect(log.at(-1)).toMatchObject({ payload: { compensated: ['hold', 'create', 'charge'], failed: [] } });
+    expect((await svc('run', 'replay', runId)).code).toBe(0);
   });
 });

@@ -193,6 +193,7 @@ const ENDPOINTS: Array<{ key: string; loc: Locator; from?: { key: string; member
   { key: 'POST /runs/{id}/replay', loc: { page: 'svc-events.7', anchor: 'answers' } },
   { key: 'POST /runs/{id}/abandon', loc: svcd('POST /runs/{id}/abandon') },
   { key: 'POST /runs/{id}/resume', loc: svcd('POST /runs/{id}/resume') },
+  { key: 'POST /runs/{id}/compensations/retry', loc: svcd('POST /runs/{id}/compensations/retry') },
   { key: 'POST /leases', loc: svcd('POST /leases') },
   { key: 'POST /leases/{id}/heartbeat', loc: svcd('POST /leases/{id}/heartbeat') },
   { key: 'POST /leases/{id}/complete', loc: svcd('POST /leases/{id}/complete') },
@@ -392,7 +393,7 @@ async function scenario(): Promise<void> {
   const p1 = await lease(['model']);
   await k('POST /leases/{id}/complete', `/leases/${p1.lease_id}/complete`, { output: { amount: 5 }, usage: { tokens: 1000, usd: 0 } });
 
-  // 4. Abandon with two compensations: one completes, one fails for good (D §6).
+  // 4. Abandon with two compensations: one completes, one fails for good (D §6), then is retried.
   const sagaId = await pushBundle(sagaBundle());
   const saga = await run(sagaId, 'go', {}, { policy_set: [] });
   for (const id of ['A1', 'B1']) {
@@ -404,6 +405,10 @@ async function scenario(): Promise<void> {
   await k('POST /leases/{id}/complete', `/leases/${c1.lease_id}/complete`, { output: {}, usage: { tokens: 0, usd: 0 } });
   const c2 = await lease(['compensation']);
   await k('POST /leases/{id}/fail', `/leases/${c2.lease_id}/fail`, { error: { code: 'gone', message: 'cannot undo' }, deterministic: true, usage: { tokens: 0, usd: 0 } });
+  // The operator retries the given-up compensation, which completes (docs/design.md "Retrying compensations").
+  await k('POST /runs/{id}/compensations/retry', `/runs/${saga.run_id}/compensations/retry`, { reason: 'upstream repaired', actor: { id: 'ops-1', role: 'ops' } }, {}, 202);
+  const c3 = await lease(['compensation']);
+  await k('POST /leases/{id}/complete', `/leases/${c3.lease_id}/complete`, { output: {}, usage: { tokens: 0, usd: 0 } });
 
   // 5. Abandon in the middle of a write: the allowed action and a gateway write of the step
   // no compensation undoes, and model usage no lease reported (the optional members).

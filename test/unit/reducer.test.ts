@@ -50,6 +50,7 @@ const E = {
   compLeased: (step: string, attempt: number): Ev => E.leased(step, attempt, `c-${step}-${attempt}`, 'compensation'),
   compCompleted: (step: string, attempt: number): Ev => ({ kind: 'compensation.completed', payload: { step, attempt, lease_id: `c-${step}-${attempt}`, output: { voided: true }, usage: { tokens: 0, usd: 0 } } }),
   compFailed: (step: string, attempt: number): Ev => ({ kind: 'compensation.failed', payload: { step, attempt, lease_id: `c-${step}-${attempt}`, error: { code: 'nope', message: 'no' } } }),
+  compRetry: (steps: string[], from = 'abandoned'): Ev => ({ kind: 'compensation.retry_requested', payload: { reason: 'upstream repaired', steps, from_state: from } }),
   abandoned: (compensated: string[], failed: string[] = []): Ev => ({ kind: 'run.abandoned', payload: { reason: 'customer withdrew', compensated, failed } }),
   note: (): Ev => ({ kind: 'note', payload: { text: 'redacted 1 email' } }),
 };
@@ -392,6 +393,37 @@ const rows: Row[] = [
   },
   { name: 'run.abandoned after the last compensation', before: [...B_DONE, E.abandon(['b']), E.compLeased('b', 1), E.compCompleted('b', 1)], event: E.abandoned(['b']), expect: (m) => expect(m).toMatchObject({ state: 'abandoned', current_step: null, error: null }) },
   { name: 'run.abandoned with failed compensations carries compensation_failed', before: [...B_DONE, E.abandon(['b']), E.compLeased('b', 1), E.compFailed('b', 1)], event: E.abandoned([], ['b']), expect: (m) => expect(m.error).toEqual({ code: 'compensation_failed', message: 'compensation failed for step(s) b' }) },
+  // compensation.retry_requested (docs/design.md "Retrying compensations"; svc-events(7))
+  {
+    name: 'compensation.retry_requested: an abandoned run is abandoning again, the given-up compensation waits from attempt 1',
+    before: [...B_DONE, E.abandon(['b']), E.compLeased('b', 2), E.compFailed('b', 2), E.abandoned([], ['b'])],
+    event: E.compRetry(['b']),
+    expect: (m) => {
+      expect(m).toMatchObject({ state: 'abandoning', current_step: 'b', error: null, compensations: ['b'], compensation_failures: [] });
+      expect(m.steps.b).toMatchObject({ state: 'compensating', compensation_attempt: 1, ready_at: m.updated_at }); // ready at once
+      expect(workItem(m)).toMatchObject({ step: 'b', kind: 'compensation' });
+    },
+  },
+  {
+    name: 'compensation.retry_requested while others run: the step joins the end of the queue',
+    before: [...ALL_DONE, E.abandon(['c', 'b']), E.compLeased('c', 1), E.compFailed('c', 1)],
+    event: E.compRetry(['c'], 'abandoning'),
+    expect: (m) => {
+      expect(m).toMatchObject({ state: 'abandoning', current_step: 'b', compensations: ['b', 'c'], compensation_failures: [] });
+      expect(m.steps.c.state).toBe('failed');
+    },
+  },
+  {
+    name: 'the retried compensation completes and a second run.abandoned closes the round clean',
+    before: [...B_DONE, E.abandon(['b']), E.compLeased('b', 1), E.compFailed('b', 1), E.abandoned([], ['b']), E.compRetry(['b']), E.compLeased('b', 1), E.compCompleted('b', 1)],
+    event: E.abandoned(['b']),
+    expect: (m) => expect(m).toMatchObject({ state: 'abandoned', error: null, compensated: ['b'], compensation_failures: [] }),
+  },
+  { name: 'compensation.retry_requested naming a step whose compensation did not fail is refused', before: [...B_DONE, E.abandon(['b']), E.compLeased('b', 1), E.compCompleted('b', 1), E.abandoned(['b'])], event: E.compRetry(['b']), refuses: /has not failed for good/ },
+  { name: 'compensation.retry_requested of a run not abandoned is refused', before: B_DONE, event: E.compRetry(['b'], 'running'), refuses: /has no compensation to retry/ },
+  { name: 'compensation.retry_requested with a from_state other than the run\'s is refused', before: [...B_DONE, E.abandon(['b']), E.compLeased('b', 1), E.compFailed('b', 1), E.abandoned([], ['b'])], event: E.compRetry(['b'], 'abandoning'), refuses: /not abandoning/ },
+  { name: 'compensation.retry_requested naming no step is refused', before: [...B_DONE, E.abandon(['b']), E.compLeased('b', 1), E.compFailed('b', 1), E.abandoned([], ['b'])], event: E.compRetry([]), refuses: /no step/ },
+  { name: 'compensation.retry_requested naming a step twice is refused', before: [...B_DONE, E.abandon(['b']), E.compLeased('b', 1), E.compFailed('b', 1), E.abandoned([], ['b'])], event: E.compRetry(['b', 'b']), refuses: /twice/ },
   { name: 'run.abandoned of a run that was never abandoning is refused', before: ALL_DONE, event: E.abandoned([]), refuses: /still running/ },
   { name: 'run.abandoned while compensations run is refused', before: [...B_DONE, E.abandon(['b'])], event: E.abandoned([]), refuses: /still running/ },
   { name: 'run.abandoned at once when nothing needs compensating', before: [...A_DONE, E.abandon([])], event: E.abandoned([]), expect: (m) => expect(m.state).toBe('abandoned') },

@@ -676,6 +676,33 @@ describe('compensation leases (D §6 abandon)', () => {
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/actions`)).toEqual([]);
     expect(kernel.calls('POST', `/v1/leases/${lease.lease_id}/complete`)[0]!.body.output).toEqual({ voided: 'rf_9' });
   });
+
+  it("after an operator's retry (compensation.retry_requested), a stored deterministic failure gets a fresh key; any other outcome keeps it (svc-worker(1) IDEMPOTENCY)", async () => {
+    const { gateway, run } = await setup();
+    gateway.define('billing.void_refund', (a) => ({ voided: a.refund_id }), { writes: true });
+    const def = { id: 'refund', kind: 'action', tool: 'billing.refund', compensate: { tool: 'billing.void_refund', args: { refund_id: 'rf_9' } } };
+    const base = key('run_TEST', 'refund', 'compensate');
+    const called = (seq: number, idempotency_key: string, outcome: string) => ({ seq, kind: 'tool.called', payload: { step: 'refund', tool: 'billing.void_refund', idempotency_key, outcome }, actor: null, at: '' });
+    const retried = (seq: number, steps = ['refund']) => ({ seq, kind: 'compensation.retry_requested', payload: { reason: null, steps, from_state: 'abandoned' }, actor: { id: 'ops-1', role: 'ops' }, at: '' });
+    const keyOf = async (prior: unknown[]) => {
+      const before = gateway.toolCalls('billing.void_refund').length;
+      await run(makeLease({ step: 'refund', kind: 'compensation', step_def: def }, { prior_events: prior as never }));
+      const calls = gateway.toolCalls('billing.void_refund');
+      expect(calls).toHaveLength(before + 1);
+      return calls.at(-1)!.body.idempotency_key;
+    };
+    // Given up on a stored deterministic failure (nothing ran), then retried: a fresh key.
+    expect(await keyOf([called(10, base, 'deterministic_failure'), retried(12)])).toBe(key('run_TEST', 'refund', 'compensate', 'retry1'));
+    // Failed again under that key, retried once more: the next.
+    const first = key('run_TEST', 'refund', 'compensate', 'retry1');
+    expect(await keyOf([called(10, base, 'deterministic_failure'), retried(12), called(14, first, 'deterministic_failure'), retried(16)])).toBe(key('run_TEST', 'refund', 'compensate', 'retry2'));
+    // An upstream error released its claim, an unknown outcome must never run twice: the key stays.
+    expect(await keyOf([called(10, base, 'upstream_error'), retried(12)])).toBe(base);
+    expect(await keyOf([called(10, base, 'unknown'), retried(12)])).toBe(base);
+    // A deterministic failure with no retry (the kernel's own retries within the abandon), or a retry of another step: the key stays.
+    expect(await keyOf([called(10, base, 'deterministic_failure')])).toBe(base);
+    expect(await keyOf([called(10, base, 'deterministic_failure'), retried(12, ['lookup'])])).toBe(base);
+  });
 });
 
 /** A provider that counts calls and delegates to the mock. */
