@@ -76,11 +76,21 @@ export class Redactor {
    */
   redact(text: string): string {
     if (this.matcher.size === 0) return text;
+    return this.replaced(text, this.spans(text));
+  }
+
+  /** The spans of `text` that spell a secret, as is or behind JSON escapes, in no set order. */
+  private spans(text: string): Array<[number, number]> {
     const spans = this.matcher.spans(text);
     if (text.includes('\\')) {
       const escaped = spansBehindEscapes(text, UNESCAPE_LEVELS, (view) => this.matcher.spans(view).map(([start, end]) => [start, end, null] as [number, number, null]));
       if (escaped.length > 0) spans.push(...escaped.map(({ start, end }) => [start, end] as [number, number]));
     }
+    return spans;
+  }
+
+  /** `text` with each span replaced by REDACTED, overlapping ones as one. */
+  private replaced(text: string, spans: Array<[number, number]>): string {
     if (spans.length === 0) return text;
     spans.sort((a, b) => a[0] - b[0]);
     let out = '';
@@ -101,12 +111,14 @@ export class Redactor {
    * case everywhere: secret-spellings.ts).
    */
   redactLowerCased(text: string): string {
-    let out = this.redact(text);
-    for (const s of this.matcher.list()) {
-      const lower = s.toLowerCase();
-      if (lower !== s && out.includes(lower)) out = out.split(lower).join(REDACTED);
+    if (this.matcher.size === 0) return text;
+    // Spans, not one replacement after another: a spelling that is part of another secret's
+    // (`admin` of `admin-7`) would otherwise replace its part and leave the rest showing.
+    const spans = this.spans(text);
+    for (const lower of this.matcher.lowerCased()) {
+      for (let at = text.indexOf(lower); at !== -1; at = text.indexOf(lower, at + 1)) spans.push([at, at + lower.length]);
     }
-    return out;
+    return this.replaced(text, spans);
   }
 
   /**

@@ -8,9 +8,9 @@ import { pointerToken } from '../encoding/json-pointer.js';
 import { MIN_SECRET_LENGTH, type Redactor } from './logger.js';
 
 /**
- * Spellings made of other characters than the value's own (base64, hex) and the value in any
- * letter case are registered only for values of this many UTF-8 bytes or more. A base64 core
- * then holds at least 10 characters (60 of the value's 64 bits, wherever it sits in the encoded
+ * Spellings made of other characters than the value's own (base64, hex) are registered only for
+ * values of this many UTF-8 bytes or more, the value in any letter case only for values of this
+ * many characters or more. A base64 core then holds at least 10 characters (60 of the value's 64 bits, wherever it sits in the encoded
  * bytes) and hex 16 digits: unrelated text shows them by chance about once in 2^60 places. A
  * shorter value's core is 4 to 9 characters, which a megabyte of base64 shows by chance; and
  * the other case of a short value is too often an ordinary word (`Admin`, `admin`).
@@ -28,9 +28,9 @@ export const MIN_TRANSFORMED_SECRET_BYTES = 8;
  * entities, or every character a numeric entity); in each Unicode normalization form (an
  * upstream that normalizes what it echoes: NFC, NFD, NFKC, NFKD). The value trimmed too: a
  * header is sent without its leading and trailing whitespace, and secrets read from files
- * often end in a newline. For a value of MIN_TRANSFORMED_SECRET_BYTES or more, besides: every
- * textual spelling in any letter case (an upstream that upper-cases what it quotes), hex, and
- * base64 wherever it sits in the encoded bytes. (A shorter value's lower-cased spelling is not
+ * often end in a newline. For a value of MIN_TRANSFORMED_SECRET_BYTES or more, besides: hex, and
+ * base64 wherever it sits in the encoded bytes; and of as many characters, every textual
+ * spelling in any letter case (an upstream that upper-cases what it quotes). (A shorter value's lower-cased spelling is not
  * registered: it would redact every case variant of a value such as a user name in every
  * output; the http connector checks the one place HTTP lower-cases, response header names,
  * itself, and a host of `allowed_hosts` that shows a value is registered lower-cased whole.)
@@ -41,6 +41,8 @@ export function registerSecret(redactor: Redactor, value: string): void {
     // Too short to be a secret (svc-gateway(5)), however it is spelt.
     if (v.length < MIN_SECRET_LENGTH) continue;
     const long = Buffer.byteLength(v, 'utf8') >= MIN_TRANSFORMED_SECRET_BYTES;
+    // Any case by characters, not bytes: `Иван` is 8 bytes, and as often an ordinary word as `Admin`.
+    const cased = [...v].length >= MIN_TRANSFORMED_SECRET_BYTES;
     const once = JSON.stringify(v).slice(1, -1);
     const twice = JSON.stringify(once).slice(1, -1);
     const form = new URLSearchParams([['', v]]).toString().slice(1);
@@ -48,8 +50,8 @@ export function registerSecret(redactor: Redactor, value: string): void {
     const narrow = [v, once, twice, encodeURIComponent(v), form, pointerToken(v), ...urlSpellings(v), ...latin1Spellings(v), ...htmlSpellings(v)];
     const textual = [...narrow, ...narrow.map(lowerHexEscapes), ...narrow.flatMap(wideSpellings)];
     // ß upper-cases to SS: the other case letter by letter would miss it.
-    if (long) textual.push(v.toUpperCase());
-    for (const spelling of new Set(textual)) redactor.add(spelling, long);
+    if (cased) textual.push(v.toUpperCase());
+    for (const spelling of new Set(textual)) redactor.add(spelling, cased);
     // Hex digits and entity markers only: any case is the same bytes (`%6b`, `&#X6B;`).
     for (const spelling of byteSpellings(v, long)) redactor.add(spelling, true);
     if (long) for (const spelling of new Set([v, v.toUpperCase(), v.toLowerCase()].flatMap(base64Spellings))) redactor.add(spelling, false);
