@@ -10,6 +10,22 @@ import type { Command } from 'commander';
 import { backupStore, checkManifest, GATEWAY_FILES, isFreshTarget, KERNEL_FILES, openRestore, writeManifest, type CopiedStore, type PendingRestore, type StoreFiles } from '../src/store/backup.js';
 import { DataDirInUseError } from '../src/store/dir-lock.js';
 
+/**
+ * svcd backup and restore copy SQLite files; a kernel on PostgreSQL (--store, kernel.store) is
+ * backed up with PostgreSQL's own tools. Refused before anything is written (exit 1).
+ */
+export class StoreNotSqliteError extends Error {
+  readonly code = 'SVC_STORE_NOT_SQLITE';
+  constructor() {
+    super(
+      "the kernel's store is PostgreSQL (--store or kernel.store), and svcd backup and restore copy SQLite stores only: " +
+        "back the database up with pg_dump (restore with pg_restore or psql) and copy the data directory's keys/ with it; " +
+        "--no-kernel (backup) or --data-dir of a SQLite kernel leaves it out",
+    );
+    this.name = 'StoreNotSqliteError';
+  }
+}
+
 /** The data directory svcd's --config (or --gateway-config) names for a part (null: not named there). */
 export type ConfiguredDir = (part: 'kernel' | 'gateway') => string | null;
 
@@ -41,6 +57,8 @@ export function registerBackupCommands(
   refuseEmpty: (given: object, names: Record<string, string>) => void,
   claimSignals: () => string | null,
   configured: ConfiguredDir,
+  /** The kernel's PostgreSQL URL svcd's --store or --config (kernel.store) gives; null: SQLite. */
+  kernelStore: () => string | null = () => null,
 ): void {
   // The directories svcd itself would use: flag, then environment, then svcd's --config (and
   // --gateway-config), then the default; the gateway's only when one of them names it.
@@ -52,9 +70,11 @@ export function registerBackupCommands(
     // svcd's own --no-gateway (before the command) leaves the gateway out as restore's does.
     const noGateway = o.gateway === false || program.opts<{ gateway?: boolean }>().gateway === false;
     const gateway = o.gatewayData ?? (noGateway ? null : process.env.SVC_GATEWAY_DATA || configured('gateway'));
+    const withKernel = o.kernel && program.opts<{ kernel?: boolean }>().kernel !== false;
+    if (withKernel && kernelStore() !== null) throw new StoreNotSqliteError();
     return {
       // svcd's own --no-kernel and --data-dir take those flags wherever they stand.
-      kernel: o.kernel && program.opts<{ kernel?: boolean }>().kernel !== false ? resolve(o.dataDir ?? programDataDir ?? configured('kernel') ?? './svc-data') : null,
+      kernel: withKernel ? resolve(o.dataDir ?? programDataDir ?? configured('kernel') ?? './svc-data') : null,
       gateway: gateway ? resolve(gateway) : null,
     };
   };

@@ -29,6 +29,8 @@ export interface KernelFileConfig {
   publishers?: Array<{ key_id: string; public_key: string }>;
   /** SQLite PRAGMA synchronous. (Default: FULL) */
   synchronous?: SqliteSynchronous;
+  /** The kernel's store: a postgres:// URL for PostgreSQL. (Default: SQLite, kernel.db in data_dir) */
+  store?: string | null;
   /** Allowed clock skew for remit validity, seconds. (Default: 0) */
   clock_skew_seconds?: number;
   /** Gateway address for tool descriptors when the gateway runs in another process; SVC_GATEWAY_URL wins. Null: the default. */
@@ -43,6 +45,26 @@ export interface SvcdFileConfig {
 /** Most clock skew svcd accepts, seconds (a day). */
 export const MAX_CLOCK_SKEW_SECONDS = 86_400;
 
+/** What kernel.store and --store take: a PostgreSQL URL (SQLite needs no setting). */
+export const POSTGRES_URL_PATTERN = '^postgres(ql)?://';
+
+/**
+ * A --store or kernel.store value checked, its password (if any) registered with the
+ * redactor so that no log line shows it; null: the SQLite store (the default).
+ */
+export function kernelStoreOf(value: string | null | undefined, source: string, redactor: Redactor = globalRedactor): string | null {
+  if (value === undefined || value === null) return null;
+  if (!new RegExp(POSTGRES_URL_PATTERN).test(value)) throw new Error(`${source} "${value}" must be a postgres:// URL (the SQLite store needs no setting: it is kernel.db in the data directory)`);
+  let password = '';
+  try {
+    password = decodeURIComponent(new URL(value).password);
+  } catch {
+    throw new Error(`${source} is not a valid URL`);
+  }
+  if (password) registerSecret(redactor, password);
+  return value;
+}
+
 const KERNEL_SECTION_SCHEMA = {
   type: 'object',
   additionalProperties: false,
@@ -55,6 +77,7 @@ const KERNEL_SECTION_SCHEMA = {
       items: { type: 'object', additionalProperties: false, required: ['key_id', 'public_key'], properties: { key_id: { type: 'string', minLength: 1 }, public_key: { type: 'string', minLength: 1 } } },
     },
     synchronous: { enum: ['OFF', 'NORMAL', 'FULL', 'EXTRA'] },
+    store: { type: ['string', 'null'], pattern: POSTGRES_URL_PATTERN },
     clock_skew_seconds: { type: 'integer', minimum: 0, maximum: MAX_CLOCK_SKEW_SECONDS },
     // null as for token: the man page's sample shows each default, and a copy of it must load.
     gateway_url: { type: ['string', 'null'], pattern: '^https?://' },
@@ -107,6 +130,7 @@ export function kernelSection(doc: unknown, source: string, baseDir: string, env
   if (typeof k.gateway_url === 'string' && urlHasFetchBlockedPort(k.gateway_url)) problems.push(`/gateway_url: ${fetchBlockedPortHint(k.gateway_url)}`);
   if (problems.length > 0) throw new ConfigError(problems, source);
   if (k.token) registerSecret(redactor, k.token);
+  if (typeof k.store === 'string') kernelStoreOf(k.store, `${source} /store`, redactor);
   return { ...k, ...(k.data_dir !== undefined ? { data_dir: resolve(baseDir, k.data_dir) } : {}) };
 }
 

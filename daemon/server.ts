@@ -6,6 +6,7 @@ import '../src/util/regexp-guard.js'; // regexps that run on callers' input (sch
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { Kernel, type KernelOptions } from '../src/kernel/kernel.js';
+import { redactedLocation } from '../src/store/pg-dialect.js';
 import { registerSvcListener } from '../src/gateway/svc-listeners.js';
 import { createLogger, type Logger } from '../src/log/logger.js';
 import type { GatewayConfig } from '../src/gateway/config.js';
@@ -169,6 +170,8 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
       logger.info('kernel ready', {
         listen: kernelUrl,
         data_dir: opts.kernel.dataDir,
+        // PostgreSQL's place without its password (the redactor would hide it too).
+        ...(opts.kernel.store ? { store: redactedLocation(opts.kernel.store) } : {}),
         key_id: kernel.keys.keyId,
         publishers: (opts.kernel.publishers ?? []).length,
         auth: token ? 'bearer token' : 'loopback clients only',

@@ -15,7 +15,7 @@ import { fetchBlockedPortHint, urlHasFetchBlockedPort } from '../src/util/fetch-
 import { usageLine } from '../src/util/usage-line.js';
 import { VERSION } from '../src/version.js';
 import { DEFAULT_DATA_DIR as GATEWAY_DEFAULT_DATA_DIR, defaultGatewayConfig, loadGatewayConfig, loadGatewayConfigFile, substitute, type GatewayConfig } from '../src/gateway/config.js';
-import { MAX_CLOCK_SKEW_SECONDS, MAX_DRAIN_SECONDS, readConfigDoc, readConfigFile, wholeSecondsOf, type SvcdFileConfig } from './config.js';
+import { kernelStoreOf, MAX_CLOCK_SKEW_SECONDS, MAX_DRAIN_SECONDS, readConfigDoc, readConfigFile, wholeSecondsOf, type SvcdFileConfig } from './config.js';
 import { startSvcd, type RunningSvcd } from './server.js';
 import { registerBackupCommands } from './backup-commands.js';
 import { bearerTokenProblem } from '../src/util/http-header-syntax.js';
@@ -23,6 +23,7 @@ import { bearerTokenProblem } from '../src/util/http-header-syntax.js';
 interface Flags {
   config?: string;
   dataDir?: string;
+  store?: string;
   kernelListen?: string;
   gatewayListen?: string;
   gatewayConfig?: string;
@@ -84,6 +85,18 @@ function configuredDir(flags: Flags, part: 'kernel' | 'gateway'): string | null 
 }
 
 /**
+ * The kernel's PostgreSQL store --store or --config's kernel.store names, or null (SQLite):
+ * what svcd backup and restore refuse. Read as configuredDir reads data_dir: nothing else.
+ */
+function configuredStore(flags: Flags): string | null {
+  if (flags.store !== undefined && flags.store !== '') return flags.store;
+  if (flags.config === undefined) return null;
+  const kernel = (readConfigDoc(flags.config) as Record<string, unknown> | null)?.kernel;
+  const store = kernel !== null && typeof kernel === 'object' ? (kernel as { store?: unknown }).store : undefined;
+  return typeof store === 'string' && store !== '' ? store : null;
+}
+
+/**
  * Takes over the signals daemon/main.ts held while svcd loaded: stops holding them and
  * returns the first one that came, if any. Set by main().
  */
@@ -106,7 +119,7 @@ function refuseEmptyFlags(given: object, names: Record<string, string>): void {
 }
 
 async function serve(flags: Flags): Promise<void> {
-  refuseEmptyFlags(flags, { config: '--config', dataDir: '--data-dir', gatewayConfig: '--gateway-config', drainSeconds: '--drain-seconds' });
+  refuseEmptyFlags(flags, { config: '--config', dataDir: '--data-dir', store: '--store', gatewayConfig: '--gateway-config', drainSeconds: '--drain-seconds' });
   surviveBrokenPipes(process.stdout, process.stderr); // the lines are lost, the runs go on
   const logger = createLogger({ level: flags.logLevel ?? logLevelOf(process.env.SVC_LOG_LEVEL, 'SVC_LOG_LEVEL'), base: { svc: 'svcd' } });
   const file = flags.config ? readConfigFile(flags.config) : {};
@@ -115,6 +128,7 @@ async function serve(flags: Flags): Promise<void> {
   // Before the gateway config, which takes SVC_TOKEN too and would name it /token.
   const tokenProblem = token === null ? null : bearerTokenProblem(token);
   if (tokenProblem !== null) throw new Error(`the kernel's token (${process.env.SVC_TOKEN ? 'SVC_TOKEN' : 'kernel.token'}) ${tokenProblem}`);
+  const store = flags.store !== undefined ? kernelStoreOf(flags.store, '--store') : (k.store ?? null);
   const clockSkewSeconds = wholeSecondsOf(process.env.SVC_CLOCK_SKEW_SECONDS, 'SVC_CLOCK_SKEW_SECONDS', MAX_CLOCK_SKEW_SECONDS, k.clock_skew_seconds ?? 0);
   const gatewayConfig = flags.gateway ? gatewayConfigFrom(file, flags, logger) : null;
   const drainSource = flags.drainSeconds !== undefined ? '--drain-seconds' : 'SVC_DRAIN_SECONDS';
@@ -188,6 +202,7 @@ async function serve(flags: Flags): Promise<void> {
           dataDir: resolve(flags.dataDir ?? k.data_dir ?? './svc-data'),
           publishers: publishersFrom(file, flags),
           synchronous: k.synchronous,
+          ...(store !== null ? { store } : {}),
           clockSkewSeconds,
         }
       : false,
@@ -211,6 +226,7 @@ export function buildProgram(): Command {
     .version(VERSION)
     .option('--config <file>', 'YAML or JSON config with kernel: and gateway: sections')
     .option('--data-dir <dir>', 'kernel data directory (store and keys) (default: ./svc-data)')
+    .option('--store <url>', "the kernel's store on PostgreSQL: a postgres:// URL (or kernel.store in --config; default: SQLite in the data directory)")
     .option('--kernel-listen <host:port>', 'kernel listener; port 0 picks a free port (default: 127.0.0.1:7401)')
     .option('--gateway-listen <host:port>', 'gateway listener; port 0 picks a free port (default: 127.0.0.1:7402)')
     .option('--gateway-config <file>', 'gateway config (YAML or JSON; keys in svc-gateway(5))')
@@ -255,7 +271,13 @@ export function buildProgram(): Command {
         process.stderr.write(`svcd: ${who} is running on ${dataDir} and signs with the key it started with until it restarts; restart it to sign with ${ring.keyId} (one started with SVC_SIGNING_KEY goes on signing with that)\n`);
       }
     });
-  registerBackupCommands(program, refuseEmptyFlags, () => claimSignals(), (part) => configuredDir(program.opts<Flags>(), part));
+  registerBackupCommands(
+    program,
+    refuseEmptyFlags,
+    () => claimSignals(),
+    (part) => configuredDir(program.opts<Flags>(), part),
+    () => configuredStore(program.opts<Flags>()),
+  );
   return program;
 }
 

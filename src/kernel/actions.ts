@@ -122,6 +122,9 @@ export class ActionService {
       let created = false;
       let conflict = false;
       const result = await this.e.mutate(model.run_id, async (w) => {
+        // Each attempt says afresh: PostgreSQL may run this again after a serialization failure (pg-db.ts).
+        created = false;
+        conflict = false;
         await this.e.leases.requireActive(w, leaseId);
         const again = await w.tx.get<ApprovalRow>('SELECT * FROM approvals WHERE run_id = ? AND action_id = ?', [model.run_id, id]);
         if ((again?.state ?? null) !== (existing?.state ?? null)) {

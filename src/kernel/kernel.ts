@@ -32,8 +32,16 @@ export const KERNEL_PAGE_SIZE = 4096;
 export interface KernelOptions {
   /** Directory for the SQLite store and the control-plane key. (Default: ./svc-data) */
   dataDir: string;
-  /** A store to use instead of `<dataDir>/kernel.db` (PostgreSQL, or a test's own). */
+  /** A store to use instead of `<dataDir>/kernel.db` (a test's own); the caller closes it. */
   db?: SqlDb;
+  /**
+   * A PostgreSQL connection string (postgres://…) for the store instead of `<dataDir>/kernel.db`
+   * (decisions §11; design.md "PostgreSQL store"). The data directory still holds the key and
+   * the lock. (Default: SQLite in the data directory)
+   */
+  store?: string;
+  /** With `store`: the schema to use (a test's own). (Default: the connection's search_path) */
+  storeSchema?: string;
   /** SQLite PRAGMA synchronous. (Default: FULL) */
   synchronous?: SqliteSynchronous;
   clock?: Clock;
@@ -125,7 +133,11 @@ export class Kernel implements KernelDeps {
   private static async openLocked(options: KernelOptions, clock: Clock, logger: Logger, metrics: KernelMetrics): Promise<Kernel> {
     // The key first: a key file svcd cannot use refuses the start before the store is made.
     const keys = KeyRing.load(options.dataDir, options.signingKey ?? process.env.SVC_SIGNING_KEY);
-    const db = options.db ?? new SqliteDb({ path: join(options.dataDir, 'kernel.db'), synchronous: options.synchronous, observer: metrics.groupCommit, pageSize: KERNEL_PAGE_SIZE });
+    const db =
+      options.db ??
+      (options.store !== undefined
+        ? new (await import('../store/pg-db.js')).PgDb({ connectionString: options.store, schema: options.storeSchema })
+        : new SqliteDb({ path: join(options.dataDir, 'kernel.db'), synchronous: options.synchronous, observer: metrics.groupCommit, pageSize: KERNEL_PAGE_SIZE }));
     try {
       await migrate(db, KERNEL_MIGRATIONS);
       const adopted = await adoptLegacyBindings(db);

@@ -112,6 +112,13 @@ const NOTHING_RESERVED: Spend = { tokens: 0, usd: 0 };
  */
 export const COMPENSATION_QUARANTINE_WAIT_MS = 300_000;
 
+/**
+ * On a store other svcd instances share (PostgreSQL), work they create wakes none of this
+ * one's long polls (the notifier is in-process): a waiting request looks at the store again
+ * this often, so a run created on another instance is leased here within about a second.
+ */
+export const SHARED_STORE_LOOK_MS = 1000;
+
 export class LeaseService {
   /** The kernel clock's time of the last sweep made by acquire (sweepIfDue). */
   private lastAcquireSweep = -Infinity;
@@ -143,7 +150,8 @@ export class LeaseService {
       const remaining = deadline - performance.now();
       if (remaining <= 0 || signal?.aborted || this.e.stopping) return null;
       const due = await this.nextDueInMs(kinds);
-      await this.e.notifier.wait(kinds, Math.min(remaining, due === null ? Infinity : Math.max(due, 0) + 5), signal, stamp);
+      const look = this.k.db.dialect === 'postgres' ? SHARED_STORE_LOOK_MS : Infinity;
+      await this.e.notifier.wait(kinds, Math.min(remaining, due === null ? Infinity : Math.max(due, 0) + 5, look), signal, stamp);
     }
   }
 

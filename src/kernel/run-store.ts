@@ -99,8 +99,16 @@ export type WriterRow = Pick<RunRow, 'run_id' | 'state' | 'model' | 'last_seq' |
  * alone 1.3 µs; bench/README.md item 19), and a cycle reads two runs this way.
  */
 export async function loadWriterRow(db: SqlDb, runId: string): Promise<WriterRow | undefined> {
-  return db.get<WriterRow>('SELECT run_id, state, model, last_seq, head_hash, work_kind, work_step, work_ready_at, remit_payload, remit_token FROM runs WHERE run_id = ?', [runId]);
+  return db.get<WriterRow>(db.dialect === 'postgres' ? WRITER_ROW_SQL_LOCKED : WRITER_ROW_SQL, [runId]);
 }
+
+const WRITER_ROW_SQL = 'SELECT run_id, state, model, last_seq, head_hash, work_kind, work_step, work_ready_at, remit_payload, remit_token FROM runs WHERE run_id = ?';
+/**
+ * PostgreSQL: two transactions writing one run (two lease requests racing for it) would both
+ * append the run's next seq and one fail on run_events' key; the row lock makes the second
+ * wait for the first and then retry from a fresh read (pg-db.ts). SQLite's writer is alone.
+ */
+const WRITER_ROW_SQL_LOCKED = `${WRITER_ROW_SQL} FOR UPDATE`;
 
 export function parseEventRow(r: EventRow): RunEvent {
   return { seq: r.seq, hash: r.hash, prev_hash: r.prev_hash, kind: r.kind, payload: JSON.parse(r.payload), actor: JSON.parse(r.actor), at: r.at };

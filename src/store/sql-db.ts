@@ -2,9 +2,9 @@
  * The store seam. Domain modules (remits, bundles, policies, runs) speak portable SQL through
  * this async interface: `?` placeholders, TEXT for JSON and ISO times, INTEGER/REAL numbers,
  * `INSERT … ON CONFLICT` and `RETURNING` (both SQLite ≥ 3.35 and PostgreSQL have them).
- * The embedded implementation is SQLite (sqlite-db.ts), the only one so far; a PostgreSQL
- * implementation of the same interface would let several svcd instances share one database
- * (decisions §11). test/store/sql-db.contract.ts is the suite every implementation must pass.
+ * The embedded implementation is SQLite (sqlite-db.ts); PostgreSQL (pg-db.ts) lets several
+ * svcd instances share one database (decisions §11). test/store/sql-db.contract.ts is the
+ * suite every implementation must pass.
  */
 export type SqlValue = string | number | bigint | null | Buffer;
 
@@ -45,6 +45,11 @@ export interface SqlDb {
    */
   tx<T>(fn: (db: SqlDb) => Promise<T>, opts?: TxOptions): Promise<T>;
   close(): Promise<void>;
+  /**
+   * Runs `fn` (the migrations) while no other process sharing this store migrates it: a store
+   * several svcd share has one (PostgreSQL's advisory lock); SQLite's single svcd needs none.
+   */
+  migrationLock?<T>(fn: () => Promise<T>): Promise<T>;
 }
 
 /** A schema step. `id` is unique across the whole store and never edited once shipped. */

@@ -22,6 +22,7 @@ import Database from 'better-sqlite3';
 import { AsyncMutex } from './async-mutex.js';
 import { isDiskFaultCode, storeFault } from './store-fault.js';
 import type { Migration, RunResult, SqlDb, SqlValue, TxOptions } from './sql-db.js';
+import { postgresDdl } from './pg-dialect.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, SQLITE_AUTOCHECKPOINT_PAGES, WalCheckpointer, type CheckpointResult } from './wal-checkpointer.js';
 
 export type SqliteSynchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
@@ -555,19 +556,26 @@ function migrationDomain(id: string): string {
  * anything is written.
  */
 export async function migrate(db: SqlDb, migrations: readonly Migration[]): Promise<string[]> {
-  await db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (id TEXT PRIMARY KEY, applied_at TEXT NOT NULL)');
+  // Several svcd on one PostgreSQL database: one migrates at a time, the others then find its work.
+  return db.migrationLock ? db.migrationLock(() => migrateNow(db, migrations)) : migrateNow(db, migrations);
+}
+
+async function migrateNow(db: SqlDb, migrations: readonly Migration[]): Promise<string[]> {
+  // The shipped SQLite text is what SQLite runs; PostgreSQL gets its translation (pg-dialect.ts).
+  const ddl = db.dialect === 'postgres' ? postgresDdl : (sql: string) => sql;
+  await db.exec(ddl('CREATE TABLE IF NOT EXISTS schema_migrations (id TEXT PRIMARY KEY, applied_at TEXT NOT NULL)'));
   const applied = new Set((await db.all<{ id: string }>('SELECT id FROM schema_migrations')).map((r) => r.id));
   // Only a domain of this set counts (`runs-…`, `gateway-…`): one store may hold several sets
   // (a kernel and a gateway sharing one database), each of which knows only its own.
   const known = new Set(migrations.map((m) => m.id));
   const domains = new Set(migrations.map((m) => migrationDomain(m.id)));
   const unknown = [...applied].filter((id) => !known.has(id) && domains.has(migrationDomain(id))).sort();
-  if (unknown.length > 0) throw new SchemaTooNewError(unknown, db instanceof SqliteDb ? db.raw.name : undefined);
+  if (unknown.length > 0) throw new SchemaTooNewError(unknown, db instanceof SqliteDb ? db.raw.name : (db as { location?: string }).location);
   const ran: string[] = [];
   for (const m of migrations) {
     if (applied.has(m.id)) continue;
     await db.tx(async (t) => {
-      await t.exec(m.sql);
+      await t.exec(ddl(m.sql));
       await t.run('INSERT INTO schema_migrations (id, applied_at) VALUES (?, ?)', [m.id, new Date().toISOString()]);
     });
     ran.push(m.id);
@@ -580,8 +588,13 @@ export async function migrate(db: SqlDb, migrations: readonly Migration[]): Prom
  * `{error, message, since}`, or null while writes work (or for a store that keeps no such record).
  */
 export function storeHealthFault(db: SqlDb): { error: string; message: string; since: string } | null {
-  const fault = db instanceof SqliteDb ? db.writeFault() : null;
+  const fault = db instanceof SqliteDb || isPgStoreLike(db) ? db.writeFault() : null;
   return fault && { error: fault.code, message: fault.message, since: fault.at };
+}
+
+/** The PostgreSQL store (pg-db.ts) keeps a write-fault record too; not imported here, to keep pg out of the SQLite path. */
+function isPgStoreLike(db: SqlDb): db is SqlDb & { writeFault(): { code: string; message: string; at: string } | null } {
+  return db.dialect === 'postgres' && typeof (db as { writeFault?: unknown }).writeFault === 'function';
 }
 
 /** A transaction asked of a store that is closing (a request svcd's drain cut off): 503. */

@@ -12,6 +12,7 @@ import { startSvcd, type RunningSvcd, type SvcdOptions } from '../../daemon/serv
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { request } from './http-answer.js';
+import { testPgStore } from './pg.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 
@@ -54,12 +55,27 @@ export interface TestDaemonOptions extends Omit<Partial<SvcdOptions>, 'kernel'> 
 
 export async function startTestDaemon(opts: TestDaemonOptions = {}): Promise<TestDaemon> {
   const dataDir = opts.kernel?.dataDir ?? tempDir();
-  const running = await startSvcd({
-    logger: silentLogger,
-    token: opts.token ?? null,
-    ...opts,
-    kernel: { listen: '127.0.0.1:0', synchronous: 'NORMAL', ...(opts.kernel ?? {}), dataDir },
-  });
+  // SVC_TEST_STORE=postgres: the kernel's store in a fresh PostgreSQL schema (test/helpers/pg.ts).
+  const pgStore = opts.kernel?.store === undefined && opts.kernel?.db === undefined ? await testPgStore(opts.kernel?.dataDir) : null;
+  let running: RunningSvcd;
+  try {
+    running = await startSvcd({
+      logger: silentLogger,
+      token: opts.token ?? null,
+      ...opts,
+      kernel: { listen: '127.0.0.1:0', synchronous: 'NORMAL', ...(pgStore?.options ?? {}), ...(opts.kernel ?? {}), dataDir },
+    });
+  } catch (err) {
+    await pgStore?.drop();
+    throw err;
+  }
+  if (pgStore) {
+    const close = running.close.bind(running);
+    running.close = async () => {
+      await close();
+      await pgStore.drop();
+    };
+  }
   const kernel_ = async (path: string, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}) => {
     const headers: Record<string, string> = { ...(init.headers ?? {}) };
     if (opts.token && !headers.authorization) headers.authorization = `Bearer ${opts.token}`;

@@ -12,6 +12,7 @@ import { generateKeyPair, signBytes } from '../../src/keys/ed25519.js';
 import { Kernel } from '../../src/kernel/kernel.js';
 import { silentLogger } from '../../src/log/logger.js';
 import { tempDir } from './daemon.js';
+import { testPgStore } from './pg.js';
 
 export interface InProcessKernel {
   kernel: Kernel;
@@ -25,7 +26,8 @@ export async function openInProcessKernel(bundle: Record<string, unknown>, prefi
   const dir = tempDir(prefix);
   const clock = new ManualClock();
   const pub = generateKeyPair();
-  const kernel = await Kernel.open({ dataDir: join(dir, 'k'), clock, logger: silentLogger, sweepIntervalMs: 0, publishers: [`p:${encodeBase64url(pub.publicKey)}`] });
+  const pgStore = await testPgStore(); // SVC_TEST_STORE=postgres
+  const kernel = await Kernel.open({ dataDir: join(dir, 'k'), clock, logger: silentLogger, sweepIntervalMs: 0, publishers: [`p:${encodeBase64url(pub.publicKey)}`], ...(pgStore?.options ?? {}) });
   const signature = { key_id: 'p', signature: encodeBase64url(signBytes(pub.seed, Buffer.from(canonicalJson(bundle)))) };
   const { bundle_id: bundleId } = await kernel.bundles.post({ bundle, signature });
   return {
@@ -34,6 +36,7 @@ export async function openInProcessKernel(bundle: Record<string, unknown>, prefi
     bundleId,
     close: async () => {
       await kernel.close();
+      await pgStore?.drop();
       rmSync(dir, { recursive: true, force: true });
     },
   };
