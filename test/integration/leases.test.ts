@@ -4,7 +4,7 @@
  * resume, connector_quarantined, output_schema, templates rendered at lease time.
  */
 import { describe, expect, it } from 'vitest';
-import { allEvents, getRun, lease, leaseAndComplete, pushBundle, refundsBundle, sleep, startRun, startRunDaemon } from './run-fixtures.js';
+import { allEvents, getRun, lease, leaseAndComplete, pushBundle, refundsBundle, sleep, startRun, startRunDaemon, fourWorkersOverEightRuns } from './run-fixtures.js';
 
 describe('long polls (D §6 wait_seconds)', () => {
   it('a waiting lease request returns within a second of a run being created', async () => {
@@ -114,28 +114,7 @@ describe('long polls (D §6 wait_seconds)', () => {
 describe('concurrent workers (D §6)', () => {
   it('never hand one step to two workers; every run completes with a valid chain', async () => {
     await using d = await startRunDaemon();
-    const bundleId = await pushBundle(d);
-    const runs: string[] = [];
-    for (let i = 0; i < 8; i++) runs.push((await startRun(d, bundleId, { autonomy: 'autonomous' })).run_id);
-    const handed = new Set<string>();
-    const outputs: Record<string, unknown> = { triage: { amount: 1 }, lookup: { rows: [] }, refund: { id: 'rf' } };
-    const worker = async (name: string) => {
-      for (;;) {
-        const l = await d.kernel_('/leases', { body: { worker_id: name, kinds: ['model', 'tool', 'action'], wait_seconds: 0.3 } });
-        if (l.status === 204) return;
-        const key = `${l.body.run_id}/${l.body.step}/${l.body.attempt}`;
-        expect(handed.has(key), key).toBe(false);
-        handed.add(key);
-        const done = await d.kernel_(`/leases/${l.body.lease_id}/complete`, { body: { output: outputs[l.body.step], usage: { tokens: 1, usd: 0 } } });
-        expect(done.status).toBe(200);
-      }
-    };
-    await Promise.all(['a', 'b', 'c', 'd'].map(worker));
-    expect(handed.size).toBe(24);
-    for (const r of runs) {
-      expect((await getRun(d, r)).state).toBe('completed');
-      expect((await d.kernel_(`/runs/${r}/replay`, { method: 'POST' })).body).toMatchObject({ chain_valid: true, state_matches: true });
-    }
+    await fourWorkersOverEightRuns(d);
   });
 });
 

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeBase64url } from '../../src/encoding/base64url.js';
 import { generateKeyPair } from '../../src/keys/ed25519.js';
 import { createPgSchema, PG_URL, pgSkip, type PgSchema } from '../helpers/pg.js';
-import { allEvents, APPROVER, getRun, lease, leaseAndComplete, propose, pushBundle, refundsBundle, runToAction, sleep, startRun, startRunDaemon, type RunDaemon } from './run-fixtures.js';
+import { allEvents, APPROVER, getRun, lease, leaseAndComplete, propose, pushBundle, refundsBundle, runToAction, sleep, startRun, startRunDaemon, type RunDaemon, fourWorkersOverEightRuns } from './run-fixtures.js';
 
 const skip = await pgSkip('pg-kernel.test');
 const BIG = { tool: 'billing.refund', args: { invoice_id: 'inv-1', amount: 500 } };
@@ -86,26 +86,7 @@ describe.skipIf(skip)('concurrent workers on one svcd on PostgreSQL (D §6)', ()
     const schema = await createPgSchema();
     try {
       await using d = await startRunDaemon({ store: PG_URL, storeSchema: schema.schema });
-      const bundleId = await pushBundle(d);
-      const runs: string[] = [];
-      for (let i = 0; i < 8; i++) runs.push((await startRun(d, bundleId, { autonomy: 'autonomous' })).run_id);
-      const handed = new Set<string>();
-      const outputs: Record<string, unknown> = { triage: { amount: 1 }, lookup: { rows: [] }, refund: { id: 'rf' } };
-      const worker = async (name: string) => {
-        for (;;) {
-          const l = await d.kernel_('/leases', { body: { worker_id: name, kinds: ['model', 'tool', 'action'], wait_seconds: 0.3 } });
-          if (l.status === 204) return;
-          expect(l.status, JSON.stringify(l.body)).toBe(200);
-          const key = `${l.body.run_id}/${l.body.step}/${l.body.attempt}`;
-          expect(handed.has(key), key).toBe(false);
-          handed.add(key);
-          const done = await d.kernel_(`/leases/${l.body.lease_id}/complete`, { body: { output: outputs[l.body.step], usage: { tokens: 1, usd: 0 } } });
-          expect(done.status, JSON.stringify(done.body)).toBe(200);
-        }
-      };
-      await Promise.all(['a', 'b', 'c', 'd'].map(worker));
-      expect(handed.size).toBe(24);
-      for (const r of runs) expect((await getRun(d, r)).state).toBe('completed');
+      await fourWorkersOverEightRuns(d);
     } finally {
       await schema.drop();
     }

@@ -2,6 +2,7 @@
  * Shared set-up for the run engine's integration tests: a svcd on port 0 trusting a fresh
  * publisher key, signed bundles, policies, remits, runs and lease helpers over real HTTP.
  */
+import { expect } from 'vitest';
 import { signBundle } from '../../src/bundle/sign.js';
 import { generatePublisherKey } from '../../src/keys/publishers.js';
 import type { Bundle } from '../../src/types.js';
@@ -170,4 +171,35 @@ export async function runToAction(d: RunDaemon, o: MintOptions & { amount?: numb
 
 export async function propose(d: RunDaemon, leaseId: string, action: Record<string, unknown>): Promise<{ status: number; body: any }> {
   return d.kernel_(`/leases/${leaseId}/actions`, { body: { action } });
+}
+
+/**
+ * Four workers leasing and completing eight three-step runs at once (D §6): no step is handed
+ * to two of them, all 24 are handed out, and every run completes with a chain replay accepts.
+ * Shared by the SQLite (leases.test.ts) and PostgreSQL (pg-kernel.test.ts) kernels.
+ */
+export async function fourWorkersOverEightRuns(d: RunDaemon): Promise<void> {
+  const bundleId = await pushBundle(d);
+  const runs: string[] = [];
+  for (let i = 0; i < 8; i++) runs.push((await startRun(d, bundleId, { autonomy: 'autonomous' })).run_id);
+  const handed = new Set<string>();
+  const outputs: Record<string, unknown> = { triage: { amount: 1 }, lookup: { rows: [] }, refund: { id: 'rf' } };
+  const worker = async (name: string) => {
+    for (;;) {
+      const l = await d.kernel_('/leases', { body: { worker_id: name, kinds: ['model', 'tool', 'action'], wait_seconds: 0.3 } });
+      if (l.status === 204) return;
+      expect(l.status, JSON.stringify(l.body)).toBe(200);
+      const key = `${l.body.run_id}/${l.body.step}/${l.body.attempt}`;
+      expect(handed.has(key), key).toBe(false);
+      handed.add(key);
+      const done = await d.kernel_(`/leases/${l.body.lease_id}/complete`, { body: { output: outputs[l.body.step], usage: { tokens: 1, usd: 0 } } });
+      expect(done.status, JSON.stringify(done.body)).toBe(200);
+    }
+  };
+  await Promise.all(['a', 'b', 'c', 'd'].map(worker));
+  expect(handed.size).toBe(24);
+  for (const r of runs) {
+    expect((await getRun(d, r)).state).toBe('completed');
+    expect((await d.kernel_(`/runs/${r}/replay`, { method: 'POST' })).body).toMatchObject({ chain_valid: true, state_matches: true });
+  }
 }
