@@ -16,7 +16,7 @@ import { Canaries, type CanaryHealth, type CanaryStatus } from './canaries.js';
 import { GatewayConfigError, probeOperation, type ConnectorConfig, type GatewayConfig } from './config.js';
 import { FsConnector } from './connectors/fs.js';
 import { HttpConnector } from './connectors/http.js';
-import { McpConnector, type McpConnectorOptions } from './connectors/mcp.js';
+import type { McpConnectorOptions } from './connectors/mcp.js';
 import { SqliteConnector } from './connectors/sqlite.js';
 import { TestConnector } from './connectors/test.js';
 import { ConnectorSetupError, type Connector, type ConnectorTool } from './connectors/types.js';
@@ -58,7 +58,10 @@ export interface GatewayHealth {
   store?: { error: string; message: string; since: string };
 }
 
-function buildConnector(cfg: ConnectorConfig, logger: Logger, mcp: GatewayOptions['mcp'], groups: McpGroups, redactor: Redactor): Connector {
+/** The mcp connector's module: the MCP SDK and zod take ~150 ms to load, paid only by a config that has one. */
+type McpModule = typeof import('./connectors/mcp.js');
+
+function buildConnector(cfg: ConnectorConfig, logger: Logger, mcp: GatewayOptions['mcp'], groups: McpGroups, redactor: Redactor, mcpModule: McpModule | null): Connector {
   switch (cfg.type) {
     case 'sqlite':
       return new SqliteConnector(cfg);
@@ -67,7 +70,7 @@ function buildConnector(cfg: ConnectorConfig, logger: Logger, mcp: GatewayOption
     case 'fs':
       return new FsConnector(cfg);
     case 'mcp':
-      return new McpConnector(cfg, { logger: logger.child({ connector: cfg.name }), groups, redactor, ...mcp });
+      return new mcpModule!.McpConnector(cfg, { logger: logger.child({ connector: cfg.name }), groups, redactor, ...mcp });
   }
 }
 
@@ -168,8 +171,9 @@ export class Gateway {
     // (once per process: a second gateway opened here in-process shares the record).
     let list: Connector[];
     try {
+      const mcpModule = config.connectors.some((c) => c.type === 'mcp') ? await import('./connectors/mcp.js') : null;
       const groups = McpGroups.forDir(config.data_dir, this.logger);
-      list = config.connectors.map((c) => buildConnector(c, this.logger, opts.mcp, groups, this.redactor));
+      list = config.connectors.map((c) => buildConnector(c, this.logger, opts.mcp, groups, this.redactor, mcpModule));
     } catch (err) {
       this.unlock();
       throw err;

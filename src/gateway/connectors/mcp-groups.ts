@@ -21,7 +21,7 @@ import { readdirSync, readFileSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '../../log/logger.js';
 import { writeFileDurably } from '../../util/durable-file.js';
-import { GROUP_MARK_VARIABLE, isOwnGroup } from './mcp-transport.js';
+import { GROUP_MARK_VARIABLE, isOwnGroup } from './mcp-process-groups.js';
 
 const GROUPS_FILE = 'mcp-groups.json';
 /** The record's own entry: the gateway process that wrote it (pid keys are the servers). */

@@ -20,6 +20,10 @@ import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js
 import { deserializeMessage, serializeMessage, STDIO_DEFAULT_MAX_BUFFER_SIZE } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { GROUP_MARK_VARIABLE, killGroup, trackGroup, untrackGroup, useGroups } from './mcp-process-groups.js';
+
+// Kept where callers found them before the group bookkeeping moved out (mcp-process-groups.ts).
+export { GROUP_MARK_VARIABLE, isOwnGroup, killGroup } from './mcp-process-groups.js';
 
 export interface GroupStdioOptions {
   command: string;
@@ -99,39 +103,6 @@ export class LineSplitter {
   }
 }
 
-const useGroups = process.platform !== 'win32';
-
-/** The variable that marks every process of one server's life (see onGroupStarted). */
-export const GROUP_MARK_VARIABLE = 'SVC_MCP_GROUP';
-
-/** Process groups still alive; killed on process exit so a crashing gateway leaves no servers behind. */
-const liveGroups = new Set<number>();
-let exitHookInstalled = false;
-function trackGroup(pid: number): void {
-  liveGroups.add(pid);
-  if (!exitHookInstalled) {
-    exitHookInstalled = true;
-    process.on('exit', () => {
-      for (const g of liveGroups) killGroup(g, 'SIGKILL');
-    });
-  }
-}
-
-/** True when `pid` leads a server group this process started and has not ended. */
-export function isOwnGroup(pid: number): boolean {
-  return liveGroups.has(pid);
-}
-
-/** Signals a whole process group (falls back to the single process where groups do not exist). */
-export function killGroup(pid: number, signal: NodeJS.Signals): boolean {
-  try {
-    process.kill(useGroups ? -pid : pid, signal);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /**
  * How long a server that closed its stdout (or its stdin) may take to exit before svcd ends
  * it: one that runs on without them can never answer again.
@@ -196,7 +167,7 @@ export class GroupStdioTransport implements Transport {
         // The leader is gone: end whatever it left in its group, then report the close.
         if (child.pid) {
           killGroup(child.pid, 'SIGKILL');
-          liveGroups.delete(child.pid);
+          untrackGroup(child.pid);
           this.opts.onGroupEnded?.(child.pid);
         }
         this.fireClose();
@@ -301,7 +272,7 @@ export class GroupStdioTransport implements Transport {
     }
     if (child.pid) {
       killGroup(child.pid, 'SIGKILL'); // stragglers of the group
-      liveGroups.delete(child.pid);
+      untrackGroup(child.pid);
       this.opts.onGroupEnded?.(child.pid);
     }
     this.fireClose();
