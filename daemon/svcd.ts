@@ -16,7 +16,7 @@ import { usageLine } from '../src/util/usage-line.js';
 import { VERSION } from '../src/version.js';
 import { DEFAULT_DATA_DIR as GATEWAY_DEFAULT_DATA_DIR, defaultGatewayConfig, loadGatewayConfig, loadGatewayConfigFile, substitute, type GatewayConfig } from '../src/gateway/config.js';
 import { kernelStoreOf, MAX_CLOCK_SKEW_SECONDS, MAX_DRAIN_SECONDS, readConfigDoc, readConfigFile, wholeSecondsOf, type SvcdFileConfig } from './config.js';
-import { startSvcd, type RunningSvcd } from './server.js';
+import type { RunningSvcd } from './server.js';
 import { registerBackupCommands } from './backup-commands.js';
 import { bearerTokenProblem } from '../src/util/http-header-syntax.js';
 
@@ -133,6 +133,10 @@ async function serve(flags: Flags): Promise<void> {
   const gatewayConfig = flags.gateway ? gatewayConfigFrom(file, flags, logger) : null;
   const drainSource = flags.drainSeconds !== undefined ? '--drain-seconds' : 'SVC_DRAIN_SECONDS';
   const drainMs = 1000 * wholeSecondsOf(flags.drainSeconds ?? process.env.SVC_DRAIN_SECONDS, drainSource, MAX_DRAIN_SECONDS, DRAIN_SECONDS);
+  // The kernel and the gateway load only once the flags and the config have been checked: a
+  // usage or config error, --help and --version answer in a fraction of the time. Signals are
+  // still held by daemon/main.ts while this loads.
+  const { startSvcd } = await import('./server.js');
   // Signals are handled from here on: one that arrives while svcd starts stops it as soon as
   // it has started (a supervisor may give up on a slow start), with a clean drain and exit 0.
   let running: RunningSvcd | null = null;
