@@ -9,10 +9,11 @@
 import { readFileSync } from 'node:fs';
 import { fsReason } from '../src/util/fs-reason.js';
 import { resolve } from 'node:path';
-import { Ajv } from 'ajv';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError, registerSecret, substitute } from '../src/gateway/config.js';
 import { formatAjvErrors } from '../src/gateway/schema-validator.js';
+import { MAX_CLOCK_SKEW_SECONDS, POSTGRES_URL_PATTERN } from '../src/kernel/config-schema.js';
+import { validateKernelSection } from '../src/validators/compiled/kernel-config.js';
 import { globalRedactor, type Redactor } from '../src/log/logger.js';
 import type { SqliteSynchronous } from '../src/store/sqlite-db.js';
 import { fetchBlockedPortHint, isFetchBlockedPort, urlHasFetchBlockedPort } from '../src/util/fetch-blocked-ports.js';
@@ -42,11 +43,7 @@ export interface SvcdFileConfig {
   gateway?: Record<string, unknown>;
 }
 
-/** Most clock skew svcd accepts, seconds (a day). */
-export const MAX_CLOCK_SKEW_SECONDS = 86_400;
-
-/** What kernel.store and --store take: a PostgreSQL URL (SQLite needs no setting). */
-export const POSTGRES_URL_PATTERN = '^postgres(ql)?://';
+export { MAX_CLOCK_SKEW_SECONDS, POSTGRES_URL_PATTERN } from '../src/kernel/config-schema.js';
 
 /**
  * A --store or kernel.store value checked, its password (if any) registered with the
@@ -65,26 +62,6 @@ export function kernelStoreOf(value: string | null | undefined, source: string, 
   return value;
 }
 
-const KERNEL_SECTION_SCHEMA = {
-  type: 'object',
-  additionalProperties: false,
-  properties: {
-    listen: { type: 'string', minLength: 1 },
-    data_dir: { type: 'string', minLength: 1 },
-    token: { type: ['string', 'null'], minLength: 1 },
-    publishers: {
-      type: 'array',
-      items: { type: 'object', additionalProperties: false, required: ['key_id', 'public_key'], properties: { key_id: { type: 'string', minLength: 1 }, public_key: { type: 'string', minLength: 1 } } },
-    },
-    synchronous: { enum: ['OFF', 'NORMAL', 'FULL', 'EXTRA'] },
-    store: { type: ['string', 'null'], pattern: POSTGRES_URL_PATTERN },
-    clock_skew_seconds: { type: 'integer', minimum: 0, maximum: MAX_CLOCK_SKEW_SECONDS },
-    // null as for token: the man page's sample shows each default, and a copy of it must load.
-    gateway_url: { type: ['string', 'null'], pattern: '^https?://' },
-  },
-} as const;
-
-const validateKernelSection = new Ajv({ allErrors: true, strict: false, verbose: true }).compile(KERNEL_SECTION_SCHEMA);
 
 /** A YAML or JSON file, parsed and nothing more; its errors name it. */
 export function readConfigDoc(path: string): unknown {

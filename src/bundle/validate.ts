@@ -20,14 +20,14 @@
  * Problems carry a JSON pointer into the bundle. The checks are written defensively so they
  * also run on a bundle that fails the schema: one pass lists everything.
  */
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { Ajv, type ErrorObject } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { firstNonLinearPattern, linearRegExp } from '../util/linear-regexp.js';
 import { addFormats, withDecimalMultipleOf } from '../util/schema-options.js';
 import { ajvErrorPath, pointerToken } from '../encoding/json-pointer.js';
 import { schemaMessage } from '../encoding/schema-message.js';
 import type { Bundle } from '../types.js';
-import { BUNDLE_SCHEMA } from './bundle-schema.js';
+import { validateBundleShape } from '../validators/compiled/bundle.js';
 import { inPlaceRefCycle } from './schema-cycles.js';
 import { tooDeep } from './json-depth.js';
 import { templateRefs } from './templates.js';
@@ -45,17 +45,6 @@ export interface BundleProblem {
 export type BundleValidation = { ok: true; bundle: Bundle } | { ok: false; problems: BundleProblem[] };
 
 const MESSAGE_KEYWORDS = new Set(['pattern', 'enum', 'not', 'minProperties', 'minItems', 'const']);
-
-// Compiled on first use: the CLI loads this module for commands that never validate.
-let checkShapeFn: ValidateFunction | null = null;
-function checkShape(): ValidateFunction {
-  if (!checkShapeFn) {
-    const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, strictRequired: false, allowUnionTypes: true });
-    ajv.addKeyword({ keyword: 'x-message', schemaType: 'string' });
-    checkShapeFn = ajv.compile(BUNDLE_SCHEMA);
-  }
-  return checkShapeFn;
-}
 
 // Workflow and step schemas are authored by people: same dialects and leniency as the run
 // engine that enforces them (src/kernel/schema-check.ts), so what validates here compiles there.
@@ -488,7 +477,7 @@ export function validateBundle(value: unknown): BundleValidation {
   const deep = tooDeep(value, MAX_BUNDLE_DEPTH);
   if (deep !== null) return { ok: false, problems: [{ path: deep, message: `is nested deeper than ${MAX_BUNDLE_DEPTH} levels` }] };
   const problems: BundleProblem[] = [];
-  const shape = checkShape();
+  const shape = validateBundleShape; // compiled ahead of time (src/validators/generate.ts)
   if (!shape(value)) problems.push(...schemaProblems(shape.errors ?? []));
   if (isObj(value)) {
     const seen = new Set(problems.map((p) => `${p.path}\n${p.message}`));
