@@ -26,85 +26,125 @@ const IN_PLACE_ONE = ['not', 'if', 'then', 'else'];
 const IN_PLACE_LIST = ['allOf', 'anyOf', 'oneOf'];
 const IN_PLACE_MAP = ['dependentSchemas', 'dependencies'];
 
+/**
+ * The root document's subschemas as a tree of ids: what each is, its parent and the pointer
+ * segment that leads to it. Pointers are built only for the answer: built for every node, a
+ * schema nested 20,000 deep made ≈1.6 GB of pointer text, and Map keys longer than V8 hashes
+ * (16 K characters) collided, so the walk took ~20 s instead of milliseconds.
+ */
 interface Document {
-  /** Every subschema position of the root document, by JSON pointer. */
-  nodes: Map<string, Schema>;
-  /** `$anchor` names, to the pointer of the subschema that declares them. */
-  anchors: Map<string, string>;
+  schemas: Schema[];
+  parent: number[];
+  /** The segment from the parent: `not`, `allOf/0`, `properties/<escaped name>` (escaped as a pointer). */
+  segment: string[];
+  /** Per node: its children by segment. */
+  children: Array<Map<string, number>>;
+  /** `$anchor` names, to the node that declares them. */
+  anchors: Map<string, number>;
   /** The root's `$id` without its fragment, or null. */
   base: string | null;
 }
 
-function subschemas(root: unknown): Document {
-  const out = new Map<string, Schema>();
-  const anchors = new Map<string, string>();
-  const base = isSchema(root) && typeof root.$id === 'string' ? root.$id.split('#')[0]! : null;
-  const stack: Array<[unknown, string]> = [[root, '']];
+function subschemas(root: Schema): Document {
+  const doc: Document = { schemas: [], parent: [], segment: [], children: [], anchors: new Map(), base: typeof root.$id === 'string' ? root.$id.split('#')[0]! : null };
+  const stack: Array<[unknown, number, string]> = [[root, -1, '']];
   while (stack.length > 0) {
-    const [node, at] = stack.pop()!;
-    if (!isSchema(node) || out.has(at)) continue;
-    if (at !== '' && typeof node.$id === 'string') continue; // another document
-    out.set(at, node);
-    if (typeof node.$anchor === 'string') anchors.set(node.$anchor, at);
-    for (const k of ONE) if (k in node) stack.push([node[k], `${at}/${pointerToken(k)}`]);
-    if (Array.isArray(node.items)) node.items.forEach((s, i) => stack.push([s, `${at}/items/${i}`]));
-    else if ('items' in node) stack.push([node.items, `${at}/items`]);
-    for (const k of LIST) if (Array.isArray(node[k])) (node[k] as unknown[]).forEach((s, i) => stack.push([s, `${at}/${k}/${i}`]));
-    for (const k of MAP) if (isSchema(node[k])) for (const [name, s] of Object.entries(node[k])) stack.push([s, `${at}/${pointerToken(k)}/${pointerToken(name)}`]);
+    const [node, parent, segment] = stack.pop()!;
+    if (!isSchema(node)) continue;
+    if (parent >= 0 && typeof node.$id === 'string') continue; // another document
+    const id = doc.schemas.length;
+    doc.schemas.push(node);
+    doc.parent.push(parent);
+    doc.segment.push(segment);
+    doc.children.push(new Map());
+    if (parent >= 0) doc.children[parent]!.set(segment, id);
+    if (typeof node.$anchor === 'string') doc.anchors.set(node.$anchor, id);
+    for (const k of ONE) if (k in node) stack.push([node[k], id, pointerToken(k)]);
+    if (Array.isArray(node.items)) node.items.forEach((s, i) => stack.push([s, id, `items/${i}`]));
+    else if ('items' in node) stack.push([node.items, id, 'items']);
+    for (const k of LIST) if (Array.isArray(node[k])) (node[k] as unknown[]).forEach((s, i) => stack.push([s, id, `${k}/${i}`]));
+    for (const k of MAP) if (isSchema(node[k])) for (const [name, s] of Object.entries(node[k])) stack.push([s, id, `${pointerToken(k)}/${pointerToken(name)}`]);
   }
-  return { nodes: out, anchors, base };
+  return doc;
 }
 
-/** The pointer a `$ref` names in the root document, as the subschema map spells it; null for another document. */
-function localTarget(ref: unknown, doc: Document): string | null {
+/** The JSON pointer of a node, from the root. */
+function pointerOf(id: number, doc: Document): string {
+  const segments: string[] = [];
+  for (let at = id; at > 0; at = doc.parent[at]!) segments.push(doc.segment[at]!);
+  return segments.length === 0 ? '' : `/${segments.reverse().join('/')}`;
+}
+
+/** The node a `$ref` names in the root document; null for another document or no subschema. */
+function localTarget(ref: unknown, doc: Document): number | null {
   if (typeof ref !== 'string') return null;
   const hash = ref.indexOf('#');
   const uri = hash < 0 ? ref : ref.slice(0, hash);
   if (uri !== '' && uri !== doc.base) return null;
   const fragment = hash < 0 ? '' : ref.slice(hash + 1);
+  let tokens: string[];
   try {
     if (fragment !== '' && !fragment.startsWith('/')) return doc.anchors.get(decodeURIComponent(fragment)) ?? null;
-    return fragment.split('/').map((t) => decodeURIComponent(t)).join('/'); // a fragment is percent-encoded
+    tokens = fragment.split('/').slice(1).map((t) => decodeURIComponent(t)); // a fragment is percent-encoded
   } catch {
     return null;
   }
+  // Down the tree one segment at a time; a segment is one token (`not`) or two (`allOf/0`).
+  let at = 0;
+  for (let i = 0; i < tokens.length; ) {
+    const kids = doc.children[at]!;
+    const one = kids.get(tokens[i]!);
+    const two = i + 1 < tokens.length ? kids.get(`${tokens[i]}/${tokens[i + 1]}`) : undefined;
+    if (one !== undefined) [at, i] = [one, i + 1];
+    else if (two !== undefined) [at, i] = [two, i + 2];
+    else return null;
+  }
+  return at;
 }
 
-function inPlaceEdges(node: Schema, at: string, doc: Document): string[] {
-  const out: string[] = [];
-  for (const k of IN_PLACE_ONE) if (isSchema(node[k])) out.push(`${at}/${k}`);
-  for (const k of IN_PLACE_LIST) if (Array.isArray(node[k])) (node[k] as unknown[]).forEach((_, i) => out.push(`${at}/${k}/${i}`));
-  for (const k of IN_PLACE_MAP) if (isSchema(node[k])) for (const name of Object.keys(node[k])) out.push(`${at}/${k}/${pointerToken(name)}`);
+function inPlaceEdges(id: number, doc: Document): number[] {
+  const node = doc.schemas[id]!;
+  const kids = doc.children[id]!;
+  const out: number[] = [];
+  const add = (segment: string) => {
+    const to = kids.get(segment);
+    if (to !== undefined) out.push(to);
+  };
+  for (const k of IN_PLACE_ONE) add(k);
+  for (const k of IN_PLACE_LIST) if (Array.isArray(node[k])) (node[k] as unknown[]).forEach((_, i) => add(`${k}/${i}`));
+  for (const k of IN_PLACE_MAP) if (isSchema(node[k])) for (const name of Object.keys(node[k])) add(`${k}/${pointerToken(name)}`);
   const ref = localTarget(node.$ref, doc);
   if (ref !== null) out.push(ref);
   return out;
 }
 
+const OPEN = 1;
+const DONE = 2;
+
 /** The pointer of a subschema on an in-place cycle, or null when there is none. */
 export function inPlaceRefCycle(schema: unknown): string | null {
+  if (!isSchema(schema)) return null;
   const doc = subschemas(schema);
-  const nodes = doc.nodes;
-  const state = new Map<string, 'open' | 'done'>();
-  for (const start of nodes.keys()) {
-    if (state.has(start)) continue;
+  const state = new Uint8Array(doc.schemas.length);
+  for (let start = 0; start < doc.schemas.length; start++) {
+    if (state[start] !== 0) continue;
     // Iterative DFS: schemas may nest deeper than the stack would like.
-    const stack: Array<{ at: string; edges: string[]; next: number }> = [];
-    const enter = (at: string) => {
-      state.set(at, 'open');
-      stack.push({ at, edges: inPlaceEdges(nodes.get(at)!, at, doc).filter((e) => nodes.has(e)), next: 0 });
+    const stack: Array<{ id: number; edges: number[]; next: number }> = [];
+    const enter = (id: number) => {
+      state[id] = OPEN;
+      stack.push({ id, edges: inPlaceEdges(id, doc), next: 0 });
     };
     enter(start);
     while (stack.length > 0) {
       const top = stack[stack.length - 1]!;
       if (top.next >= top.edges.length) {
-        state.set(top.at, 'done');
+        state[top.id] = DONE;
         stack.pop();
         continue;
       }
       const to = top.edges[top.next++]!;
-      const seen = state.get(to);
-      if (seen === 'open') return to || '/';
-      if (seen === undefined) enter(to);
+      if (state[to] === OPEN) return pointerOf(to, doc) || '/';
+      if (state[to] === 0) enter(to);
     }
   }
   return null;
