@@ -8,5 +8,6 @@ import { policyBenchmark } from './policy.js';
 import { redactionBenchmark } from './redaction.js';
 import { remitBenchmark } from './remit.js';
 import { replayBenchmark } from './replay.js';
+import { svcdStartupBenchmark } from './svcd-startup.js';
 
-export const BENCHMARKS: Benchmark[] = [remitBenchmark, policyBenchmark, replayBenchmark, redactionBenchmark, gatewayBenchmark, kernelBenchmark, pagesBenchmark, cliStartupBenchmark];
+export const BENCHMARKS: Benchmark[] = [remitBenchmark, policyBenchmark, replayBenchmark, redactionBenchmark, gatewayBenchmark, kernelBenchmark, pagesBenchmark, cliStartupBenchmark, svcdStartupBenchmark];
