@@ -5,17 +5,14 @@
 import '../src/util/regexp-guard.js'; // regexps that run on callers' input (schema patterns and `matches` are RE2)
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { Kernel, type KernelOptions } from '../src/kernel/kernel.js';
+import type { Kernel, KernelOptions } from '../src/kernel/kernel.js';
 import { redactedLocation } from '../src/store/pg-dialect.js';
 import { registerSvcListener } from '../src/gateway/svc-listeners.js';
 import { createLogger, type Logger } from '../src/log/logger.js';
 import type { GatewayConfig } from '../src/gateway/config.js';
-import { Gateway, type GatewayOptions } from '../src/gateway/gateway.js';
-import { HttpKernelLink, InProcessKernelLink } from '../src/gateway/kernel-link.js';
+import type { Gateway, GatewayOptions } from '../src/gateway/gateway.js';
 import { HttpToolCatalog } from '../src/gateway/tool-catalog.js';
-import { buildKernelApp } from './app.js';
 import { parseListen } from './config.js';
-import { buildGatewayApp } from './gateway/app.js';
 import { isLoopbackHost } from './http/common.js';
 import { bearerTokenProblem } from '../src/util/http-header-syntax.js';
 
@@ -121,6 +118,9 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
     if (opts.kernel) {
       kernelAt = parseListen(opts.kernel.listen ?? '127.0.0.1:7401');
       assertSafeListen('kernel', kernelAt.host, token);
+      // Each half loads only when it runs: a gateway apart (--no-kernel) does without the
+      // run engine, a kernel apart (--no-gateway) without the connectors.
+      const { Kernel } = await import('../src/kernel/kernel.js');
       kernel = await Kernel.open({ ...opts.kernel, logger });
     }
     let gatewayAt: { host: string; port: number; token: string | null; logger: Logger } | null = null;
@@ -129,6 +129,7 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
       const { host, port } = parseListen(g.listen ?? g.config.listen);
       assertSafeListen('gateway', host, g.config.token, 'SVC_TOKEN or the gateway config token (gateway.token)');
       const gwLogger = logger.child({ component: 'gateway' });
+      const [{ Gateway }, { HttpKernelLink, InProcessKernelLink }] = await Promise.all([import('../src/gateway/gateway.js'), import('../src/gateway/kernel-link.js')]);
       // One process: keys by reference and events straight into the run engine. Apart: HTTP with the token.
       const link = kernel ? new InProcessKernelLink(kernel, gwLogger) : new HttpKernelLink({ kernelUrl: g.config.kernel_url, token: g.config.token, logger: gwLogger });
       const { listen: _listen, config, ...rest } = g;
@@ -145,6 +146,7 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
       logger.warn('the kernel runs without a gateway and without its address (SVC_GATEWAY_URL or kernel.gateway_url): no tool descriptors, so every tool counts as a write to a system of record and every proposal, reads too, is decided as one', {});
     }
     if (kernel && kernelAt && opts.kernel) {
+      const { buildKernelApp } = await import('./app.js');
       const app = await buildKernelApp(kernel, { token });
       apps.push(app);
       await listenOn(app, 'kernel', kernelAt);
@@ -152,6 +154,7 @@ export async function startSvcd(opts: SvcdOptions): Promise<RunningSvcd> {
       unregister.push(registerSvcListener(kernelUrl));
     }
     if (gateway && gatewayAt) {
+      const { buildGatewayApp } = await import('./gateway/app.js');
       const app = await buildGatewayApp(gateway, { token: gatewayAt.token, logger: gatewayAt.logger });
       apps.push(app);
       await listenOn(app, 'gateway', { host: gatewayAt.host, port: gatewayAt.port });

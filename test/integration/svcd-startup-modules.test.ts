@@ -5,7 +5,7 @@
  * Structural, not timed: a loader hook in the child lists the modules it loaded
  * (test/helpers/load-log.mjs), as test/gateway/mcp-lazy-load.test.ts does for the MCP SDK.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -26,6 +26,34 @@ function svcdRun(args: string[]): { status: number | null; stderr: string; modul
     .filter((u) => u.startsWith('file://'))
     .map((u) => decodeURIComponent(new URL(u).pathname).slice(ROOT.length + 1));
   return { status: r.status, stderr: r.stderr, modules };
+}
+
+/** Starts svcd with `args` until its ready line, stops it; the repository files it loaded by then. */
+async function svcdServing(args: string[]): Promise<string[]> {
+  const dir = tempDir('svcd-modules-serving-');
+  const log = join(dir, 'loaded.txt');
+  const child = spawn(process.execPath, ['--import', join(ROOT, 'test/helpers/load-log.mjs'), join(ROOT, 'dist/daemon/main.js'), '--data-dir', join(dir, 'data'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0', ...args], {
+    cwd: dir, // a gateway without a data_dir keeps ./gateway-data
+    env: { ...process.env, SVC_TEST_LOAD_LOG: log },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stderr.on('data', (d) => (err += d));
+  const ready = await new Promise<boolean>((resolve) => {
+    child.stdout.on('data', (d) => {
+      out += d;
+      if (out.includes('\n')) resolve(true);
+    });
+    child.on('exit', () => resolve(false));
+  });
+  expect(ready, err || out).toBe(true);
+  child.kill('SIGTERM');
+  await new Promise((r) => child.on('exit', r));
+  return readFileSync(log, 'utf8')
+    .split('\n')
+    .filter((u) => u.startsWith('file://'))
+    .map((u) => decodeURIComponent(new URL(u).pathname).slice(ROOT.length + 1));
 }
 
 /**
@@ -58,10 +86,21 @@ describe('svcd loads the kernel and the gateway only to serve (svcd(8), decision
   });
 
   it('serving loads them (the list above is not empty by construction)', async () => {
-    const r = svcdRun(['--data-dir', join(tempDir('svcd-modules-serve-'), 'data'), '--kernel-listen', '127.0.0.1:99999']);
-    // A listener it cannot bind stops svcd after it loaded everything it serves with.
-    expect(r.status).toBe(1);
-    expect(serving(r.modules)).toContain('dist/daemon/server.js');
-    expect(serving(r.modules).some((m) => m.startsWith('node_modules/fastify/'))).toBe(true);
+    const modules = await svcdServing([]);
+    expect(serving(modules)).toContain('dist/daemon/server.js');
+    expect(serving(modules)).toContain('dist/daemon/kernel/plugin.js');
+    expect(serving(modules).some((m) => m.startsWith('node_modules/fastify/'))).toBe(true);
+  });
+
+  it('a gateway apart (--no-kernel) loads no run engine, a kernel apart (--no-gateway) no gateway (svcd(8))', async () => {
+    const gatewayOnly = await svcdServing(['--no-kernel']);
+    expect(gatewayOnly).toContain('dist/src/gateway/gateway.js');
+    expect(gatewayOnly).not.toContain('dist/src/kernel/kernel.js');
+    expect(gatewayOnly).not.toContain('dist/daemon/app.js');
+    expect(gatewayOnly.filter((m) => m.startsWith('node_modules/@marcbachmann/cel-js/'))).toEqual([]); // the policy engine
+    const kernelOnly = await svcdServing(['--no-gateway']);
+    expect(kernelOnly).toContain('dist/src/kernel/kernel.js');
+    expect(kernelOnly).not.toContain('dist/src/gateway/gateway.js');
+    expect(kernelOnly).not.toContain('dist/daemon/gateway/app.js');
   });
 });
