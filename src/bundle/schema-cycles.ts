@@ -5,9 +5,10 @@
  * schema compiles, and then overflows the stack on the values that reach the loop (a 500 on
  * every run, until the kernel caught it). A loop through `properties` or `items` ends with the
  * data and is fine. References are followed within the root document: `#`, `#/<pointer>`,
- * `#<anchor>` (`$anchor`), and the same after the root's own `$id`. A subschema with an `$id` of
- * its own is another document, where `#` means something else: it is not looked into (the
- * compiled schema's probes and the kernel's catch stand behind it).
+ * `#<anchor>` (`$anchor`), and the same after the root's own `$id`; a pointer is read as ajv
+ * reads it (each token percent-decoded, then `~1` and `~0` unescaped). A subschema with an
+ * `$id` of its own is another document, where `#` means something else: it is not looked into
+ * (the compiled schema's probes and the kernel's catch stand behind it).
  */
 
 import { pointerToken } from '../encoding/json-pointer.js';
@@ -85,7 +86,13 @@ function localTarget(ref: unknown, doc: Document): number | null {
   let tokens: string[];
   try {
     if (fragment !== '' && !fragment.startsWith('/')) return doc.anchors.get(decodeURIComponent(fragment)) ?? null;
-    tokens = fragment.split('/').slice(1).map((t) => decodeURIComponent(t)); // a fragment is percent-encoded
+    // As ajv reads it: split at "/", then each token percent-decoded and unescaped (~1, then
+    // ~0), so a %2F is a "/" inside a name and a "~" before neither 0 nor 1 stays a "~". Each
+    // token is then escaped again as the tree spells its segments.
+    tokens = fragment
+      .split('/')
+      .slice(1)
+      .map((t) => pointerToken(decodeURIComponent(t).replace(/~1/g, '/').replace(/~0/g, '~')));
   } catch {
     return null;
   }

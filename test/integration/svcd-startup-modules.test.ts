@@ -1,7 +1,8 @@
 /**
  * svcd answers --help, --version, a usage error and a config error before it loads the kernel
- * and the gateway (docs/design.md "svcd start-up"): those loaded first cost ~0.3 s of every such
- * answer, paid by every script checking its flags and by the tests of svcd's refusals.
+ * and the gateway (docs/design.md "svcd checks its flags and config before it loads what
+ * serves"): those loaded first cost ~0.3 s of every such answer, paid by every script checking
+ * its flags and by the tests of svcd's refusals.
  * Structural, not timed: a loader hook in the child lists the modules it loaded
  * (test/helpers/load-log.mjs), as test/gateway/mcp-lazy-load.test.ts does for the MCP SDK.
  */

@@ -22,6 +22,19 @@ describe('inPlaceRefCycle', () => {
     expect(inPlaceRefCycle({ type: 'object' })).toBeNull();
   });
 
+  it('reads a #/ pointer as ajv does: each token percent-decoded, then ~1 and ~0 unescaped', () => {
+    // A %2F is a "/" inside a token (ajv: property "a/b"), not a separator; ajv overflows on these.
+    expect(inPlaceRefCycle({ properties: { 'a/b': { allOf: [{ $ref: '#/properties/a%2Fb' }] } } })).toBe('/properties/a~1b');
+    expect(inPlaceRefCycle({ $defs: { 'a/b': { not: { $ref: '#/$defs/a%7E1b' } } } })).toBe('/$defs/a~1b');
+    // A "~" followed by neither 0 nor 1 stays a "~" (ajv finds the member "a~b").
+    expect(inPlaceRefCycle({ $defs: { 'a~b': { not: { $ref: '#/$defs/a~b' } } } })).toBe('/$defs/a~0b');
+    expect(inPlaceRefCycle({ $defs: { 'a~b': { not: { $ref: '#/%24defs/a~0b' } } } })).toBe('/$defs/a~0b');
+    // Names no member: ajv cannot resolve them (its own error), so no cycle is claimed.
+    expect(inPlaceRefCycle({ allOf: [{ $ref: '#/allOf%2F0' }] })).toBeNull();
+    expect(inPlaceRefCycle({ properties: { a: { not: { $ref: '#/properties/a%2Fnot' } } } })).toBeNull();
+    expect(inPlaceRefCycle({ properties: { a: { not: { $ref: '#/properties%2Fa' } } } })).toBeNull();
+  });
+
   it('walks a deep schema without a stack overflow', () => {
     let deep: Record<string, unknown> = { type: 'string' };
     for (let i = 0; i < 20_000; i++) deep = { allOf: [deep] };
