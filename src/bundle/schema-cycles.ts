@@ -5,10 +5,11 @@
  * schema compiles, and then overflows the stack on the values that reach the loop (a 500 on
  * every run, until the kernel caught it). A loop through `properties` or `items` ends with the
  * data and is fine. References are followed within the root document: `#`, `#/<pointer>`,
- * `#<anchor>` (`$anchor`), and the same after the root's own `$id`; a pointer is read as ajv
- * reads it (each token percent-decoded, then `~1` and `~0` unescaped). A subschema with an
- * `$id` of its own is another document, where `#` means something else: it is not looked into
- * (the compiled schema's probes and the kernel's catch stand behind it).
+ * `#<anchor>` (`$anchor`, or draft-07's `"$id": "#anchor"`), and the same after the root's
+ * own `$id` or a reference that resolves to it; a pointer is read as ajv reads it (each token
+ * percent-decoded, then `~1` and `~0` unescaped). A subschema with an `$id` of its own (other
+ * than a `#anchor`) is another document, where `#` means something else: it is not looked
+ * into (the compiled schema's probes and the kernel's catch stand behind it).
  */
 
 import { pointerToken } from '../encoding/json-pointer.js';
@@ -52,7 +53,10 @@ function subschemas(root: Schema): Document {
   while (stack.length > 0) {
     const [node, parent, segment] = stack.pop()!;
     if (!isSchema(node)) continue;
-    if (parent >= 0 && typeof node.$id === 'string') continue; // another document
+    // A subschema's `$id` starts another document, but for draft-07's plain-name fragment
+    // (`"$id": "#a"`), which names an anchor in this one, as `$anchor` does.
+    const plainName = typeof node.$id === 'string' && /^#[^/]/.test(node.$id);
+    if (parent >= 0 && typeof node.$id === 'string' && !plainName) continue;
     const id = doc.schemas.length;
     doc.schemas.push(node);
     doc.parent.push(parent);
@@ -60,6 +64,7 @@ function subschemas(root: Schema): Document {
     doc.children.push(new Map());
     if (parent >= 0) doc.children[parent]!.set(segment, id);
     if (typeof node.$anchor === 'string') doc.anchors.set(node.$anchor, id);
+    if (plainName) doc.anchors.set((node.$id as string).slice(1), id);
     for (const k of ONE) if (k in node) stack.push([node[k], id, pointerToken(k)]);
     if (Array.isArray(node.items)) node.items.forEach((s, i) => stack.push([s, id, `items/${i}`]));
     else if ('items' in node) stack.push([node.items, id, 'items']);
@@ -76,12 +81,26 @@ function pointerOf(id: number, doc: Document): string {
   return segments.length === 0 ? '' : `/${segments.reverse().join('/')}`;
 }
 
+/**
+ * Whether a `$ref`'s URI (before its `#`) names the root document: empty, the root's `$id`,
+ * or a reference that resolves to it against that `$id` (`r.json` under `http://e/r.json`).
+ */
+function sameDocument(uri: string, base: string | null): boolean {
+  if (uri === '' || uri === base) return true;
+  if (base === null) return false;
+  try {
+    return new URL(uri, base).href === new URL(base).href;
+  } catch {
+    return false; // a base that is no absolute URL: only the exact spelling matches
+  }
+}
+
 /** The node a `$ref` names in the root document; null for another document or no subschema. */
 function localTarget(ref: unknown, doc: Document): number | null {
   if (typeof ref !== 'string') return null;
   const hash = ref.indexOf('#');
   const uri = hash < 0 ? ref : ref.slice(0, hash);
-  if (uri !== '' && uri !== doc.base) return null;
+  if (!sameDocument(uri, doc.base)) return null;
   const fragment = hash < 0 ? '' : ref.slice(hash + 1);
   let tokens: string[];
   try {

@@ -35,6 +35,17 @@ describe('inPlaceRefCycle', () => {
     expect(inPlaceRefCycle({ properties: { a: { not: { $ref: '#/properties%2Fa' } } } })).toBeNull();
   });
 
+  it("follows draft-07's `$id: \"#name\"` anchors and references that resolve to the root's `$id`", () => {
+    // ajv overflows the stack on the first for a value reaching /properties/q.
+    expect(inPlaceRefCycle({ properties: { q: { $ref: '#a' } }, definitions: { a: { $id: '#a', allOf: [{ $ref: '#a' }] } } })).toBe('/definitions/a');
+    expect(inPlaceRefCycle({ $id: 'http://e/r.json', $defs: { a: { allOf: [{ $ref: 'r.json#/$defs/a' }] } } })).toBe('/$defs/a');
+    expect(inPlaceRefCycle({ $id: 'http://e/dir/r.json', definitions: { a: { not: { $ref: '/dir/r.json#/definitions/a' } } } })).toBe('/definitions/a');
+    // Another document's pointer is not this one's, and a subschema with an $id of its own
+    // (not an anchor) is another document still.
+    expect(inPlaceRefCycle({ $id: 'http://e/r.json', definitions: { a: { not: { $ref: 'other.json#/definitions/a' } } } })).toBeNull();
+    expect(inPlaceRefCycle({ definitions: { a: { $id: 'http://e/other.json', not: { $ref: '#/definitions/a' } } } })).toBeNull();
+  });
+
   it('walks a deep schema without a stack overflow', () => {
     let deep: Record<string, unknown> = { type: 'string' };
     for (let i = 0; i < 20_000; i++) deep = { allOf: [deep] };
