@@ -62,7 +62,6 @@ export function kernelStoreOf(value: string | null | undefined, source: string, 
   return value;
 }
 
-
 /** A YAML or JSON file, parsed and nothing more; its errors name it. */
 export function readConfigDoc(path: string): unknown {
   let text: string;

@@ -477,8 +477,7 @@ export function validateBundle(value: unknown): BundleValidation {
   const deep = tooDeep(value, MAX_BUNDLE_DEPTH);
   if (deep !== null) return { ok: false, problems: [{ path: deep, message: `is nested deeper than ${MAX_BUNDLE_DEPTH} levels` }] };
   const problems: BundleProblem[] = [];
-  const shape = validateBundleShape; // compiled ahead of time (src/validators/generate.ts)
-  if (!shape(value)) problems.push(...schemaProblems(shape.errors ?? []));
+  if (!validateBundleShape(value)) problems.push(...schemaProblems(validateBundleShape.errors ?? []));
   if (isObj(value)) {
     const seen = new Set(problems.map((p) => `${p.path}\n${p.message}`));
     for (const p of semanticProblems(value)) {

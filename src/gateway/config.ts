@@ -13,7 +13,8 @@ import { parse as parseYaml } from 'yaml';
 import type { ContractType } from '../types.js';
 import { globalRedactor, type Redactor } from '../log/logger.js';
 import { registerSecret } from '../log/secret-spellings.js';
-import { compileConfigSchema, formatAjvErrors, MAX_CANARY_INTERVAL_SECONDS } from './schema-validator.js';
+import { formatAjvErrors, MAX_CANARY_INTERVAL_SECONDS } from './schema-validator.js';
+import { validateGatewayConfig } from '../validators/compiled/gateway-config.js';
 import { fetchBlockedPortHint, isFetchBlockedPort, urlHasFetchBlockedPort } from '../util/fetch-blocked-ports.js';
 import { pointerToken } from '../encoding/json-pointer.js';
 import { bearerTokenProblem, validHeaderName, validHeaderValue } from '../util/http-header-syntax.js';
@@ -185,7 +186,7 @@ export function loadGatewayConfig(doc: unknown, opts: LoadOptions = {}): Gateway
   const substituted = substitute(doc, '', env, redactor, problems);
   const overridden = applyEnvOverrides(substituted, env, problems);
 
-  const validate = compileConfigSchema();
+  const validate = validateGatewayConfig; // allErrors: every problem, not the first
   if (!validate(overridden)) problems.push(...formatAjvErrors(validate.errors ?? [], overridden));
   if (problems.length > 0) throw new GatewayConfigError(problems, source);
 

@@ -1,7 +1,8 @@
 /**
- * JSON schemas of the gateway: the config schema (one schema, every problem reported, the
- * source of the CONFIGURATION section of man/svc-gateway.5) and the compiler for tool input
- * schemas, which come from operators and from MCP servers (draft-07 or 2020-12).
+ * JSON schemas of the gateway: the config schema's error wording (the schema is in
+ * config-schema.ts, its validator compiled ahead of time in src/validators/compiled/) and the
+ * compiler for tool input schemas, which come from operators and from MCP servers (draft-07 or
+ * 2020-12).
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
@@ -11,14 +12,7 @@ import { ajvErrorPath } from '../encoding/json-pointer.js';
 import { schemaMessage } from '../encoding/schema-message.js';
 import { didYouMeanMember } from '../util/did-you-mean.js';
 
-import { validateGatewayConfig } from '../validators/compiled/gateway-config.js';
-
 export { GATEWAY_CONFIG_SCHEMA, MAX_CANARY_INTERVAL_SECONDS } from './config-schema.js';
-
-/** The config schema's validator, compiled ahead of time (allErrors: every problem, not the first). */
-export function compileConfigSchema(): ValidateFunction {
-  return validateGatewayConfig;
-}
 
 /** One line per ajv error: `<json pointer>: <message>`. */
 export function formatAjvErrors(errors: readonly ErrorObject[], _doc?: unknown): string[] {
