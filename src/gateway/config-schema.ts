@@ -46,13 +46,13 @@ const common = {
 
 const stringMap = { type: 'object', additionalProperties: { type: 'string' } };
 
-/** The gateway config schema (interface 2.10 plus svc's own keys). */
 /**
  * Longest `canary.interval_seconds`: Node keeps a timer of at most 2^31−1 ms (24.8 days) and
  * runs a longer one after 1 ms, which made a 30-day interval a probe every millisecond.
  */
 export const MAX_CANARY_INTERVAL_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
 
+/** The gateway config schema (interface 2.10 plus svc's own keys). */
 export const GATEWAY_CONFIG_SCHEMA = {
   type: 'object',
   additionalProperties: false,
