@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { packageRoot } from '../src/version.js';
 import type { Benchmark, Row } from './lib/harness.js';
 import { nowMs } from './lib/stats.js';
+import { inRounds, startupRows, type ProcessMeasure } from './lib/rounds.js';
 
 /** An address nothing answers on (port 2: fetch does not refuse it, as it does 1). */
 const NO_DAEMON = 'http://127.0.0.1:2';
@@ -80,7 +81,7 @@ export const cliStartupBenchmark: Benchmark = {
     const n = ctx.quick ? 5 : Math.max(20, ctx.rounds * 4);
     // `script -qfec CMD /dev/null`: CMD on a pseudo-terminal, its screen on our stdout.
     const onTty = (argv: string[]): [string, string[]] => ['script', ['-qfec', argv.map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' '), '/dev/null']];
-    const measures: Array<{ label: string; run: () => Promise<number>; baseline?: string }> = [
+    const measures: ProcessMeasure[] = [
       { label: NODE_BARE, run: () => timeProcess(process.execPath, ['-e', '0'], root) },
       { label: NODE_BARE_TTY, run: () => timeProcess(...onTty([process.execPath, '-e', 'process.stdout.write("ready")']), root, 'ready') },
     ];
@@ -95,20 +96,6 @@ export const cliStartupBenchmark: Benchmark = {
         });
       }
     }
-    // One unmeasured process of each first (the disk cache), then the rounds, every measure once a round.
-    for (const m of measures) await m.run();
-    const samples = new Map<string, number[]>(measures.map((m) => [m.label, []]));
-    for (let i = 0; i < n; i++) {
-      for (const m of measures) samples.get(m.label)!.push(await m.run());
-      if ((i + 1) % 5 === 0) ctx.log(`${i + 1}/${n} rounds`);
-    }
-    return measures.map((m) => ({
-      label: m.label,
-      unit: 'ms',
-      better: 'lower' as const,
-      samples: samples.get(m.label)!,
-      baseline: m.baseline,
-      compare: builds.length > 1 && !m.label.endsWith(builds[1]!.suffix) && m.baseline ? [{ label: m.label + builds[1]!.suffix }] : undefined,
-    }));
+    return startupRows(measures, await inRounds(measures, n, ctx), builds[1]?.suffix);
   },
 };

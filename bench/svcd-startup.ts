@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { packageRoot } from '../src/version.js';
 import type { Benchmark, Row } from './lib/harness.js';
 import { nowMs } from './lib/stats.js';
+import { inRounds, startupRows, type ProcessMeasure } from './lib/rounds.js';
 
 /** Milliseconds from spawn until the process exits, or (`ready`) until it prints a line; then it is killed. */
 function timeProcess(argv: string[], cwd: string, ready: boolean): Promise<number> {
@@ -48,7 +49,7 @@ export const svcdStartupBenchmark: Benchmark = {
     let dirs = 0;
     const builds: Array<{ suffix: string; root: string }> = [{ suffix: '', root }];
     if (process.env.BENCH_SVCD_COMPARE) builds.push({ suffix: ` (${process.env.BENCH_SVCD_COMPARE})`, root: process.env.BENCH_SVCD_COMPARE });
-    const measures: Array<{ label: string; run: () => Promise<number>; baseline?: string }> = [{ label: NODE_BARE, run: () => timeProcess([process.execPath, '-e', '0'], scratch, false) }];
+    const measures: ProcessMeasure[] = [{ label: NODE_BARE, run: () => timeProcess([process.execPath, '-e', '0'], scratch, false) }];
     for (const b of builds) {
       const svcd = join(b.root, 'dist/daemon/main.js');
       measures.push(
@@ -63,20 +64,7 @@ export const svcdStartupBenchmark: Benchmark = {
     }
     const n = ctx.quick ? 5 : Math.max(20, ctx.rounds * 4);
     try {
-      for (const m of measures) await m.run(); // one unmeasured process of each first (the disk cache)
-      const samples = new Map<string, number[]>(measures.map((m) => [m.label, []]));
-      for (let i = 0; i < n; i++) {
-        for (const m of measures) samples.get(m.label)!.push(await m.run());
-        if ((i + 1) % 5 === 0) ctx.log(`${i + 1}/${n} rounds`);
-      }
-      return measures.map((m) => ({
-        label: m.label,
-        unit: 'ms',
-        better: 'lower' as const,
-        samples: samples.get(m.label)!,
-        baseline: m.baseline,
-        compare: builds.length > 1 && !m.label.endsWith(builds[1]!.suffix) && m.baseline ? [{ label: m.label + builds[1]!.suffix }] : undefined,
-      }));
+      return startupRows(measures, await inRounds(measures, n, ctx), builds[1]?.suffix);
     } finally {
       rmSync(scratch, { recursive: true, force: true });
     }

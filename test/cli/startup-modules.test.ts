@@ -6,25 +6,22 @@
  * child process (test/helpers/load-log.mjs); bench/cli-startup.ts measures the time.
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { NO_DAEMON } from '../helpers/cli.js';
 import { ROOT, tempDir } from '../helpers/daemon.js';
+import { loadLogged, modulesIn } from '../helpers/loaded-modules.js';
 
 /** Every module `svc args…` loaded through the ES module loader, as paths below the package root. */
 function modulesLoaded(args: string[]): { code: number | null; modules: string[] } {
   const file = join(tempDir('svc-startup-'), 'loaded.txt');
-  const r = spawnSync(process.execPath, ['--import', join(ROOT, 'test/helpers/load-log.mjs'), join(ROOT, 'dist/cli/index.js'), ...args], {
-    env: { ...process.env, SVC_KERNEL_URL: '', SVC_GATEWAY_URL: '', SVC_ACTOR: '', SVC_TEST_LOAD_LOG: file },
+  const { execArgs, env } = loadLogged(file);
+  const r = spawnSync(process.execPath, [...execArgs, join(ROOT, 'dist/cli/index.js'), ...args], {
+    env: { ...process.env, SVC_KERNEL_URL: '', SVC_GATEWAY_URL: '', SVC_ACTOR: '', ...env },
     encoding: 'utf8',
     timeout: 30_000,
   });
-  const modules = readFileSync(file, 'utf8')
-    .split('\n')
-    .filter((u) => u.startsWith('file://'))
-    .map((u) => decodeURIComponent(new URL(u).pathname).slice(ROOT.length + 1));
-  return { code: r.status, modules };
+  return { code: r.status, modules: modulesIn(file) };
 }
 
 /** The libraries and runtimes a light command must not load, each by its path below the package root. */

@@ -6,55 +6,20 @@
  * Structural, not timed: a loader hook in the child lists the modules it loaded
  * (test/helpers/load-log.mjs), as test/gateway/mcp-lazy-load.test.ts does for the MCP SDK.
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ROOT, tempDir } from '../helpers/daemon.js';
+import { loadLogged, modulesIn, svcdServingModules } from '../helpers/loaded-modules.js';
 
 /** Runs svcd with `args` to its exit; its status and the repository files it loaded. */
 function svcdRun(args: string[]): { status: number | null; stderr: string; modules: string[] } {
   const dir = tempDir('svcd-modules-');
   const log = join(dir, 'loaded.txt');
-  const r = spawnSync(process.execPath, ['--import', join(ROOT, 'test/helpers/load-log.mjs'), join(ROOT, 'dist/daemon/main.js'), ...args], {
-    cwd: dir,
-    env: { ...process.env, SVC_TEST_LOAD_LOG: log },
-    encoding: 'utf8',
-    timeout: 20_000,
-  });
-  const modules = readFileSync(log, 'utf8')
-    .split('\n')
-    .filter((u) => u.startsWith('file://'))
-    .map((u) => decodeURIComponent(new URL(u).pathname).slice(ROOT.length + 1));
-  return { status: r.status, stderr: r.stderr, modules };
-}
-
-/** Starts svcd with `args` until its ready line, stops it; the repository files it loaded by then. */
-async function svcdServing(args: string[]): Promise<string[]> {
-  const dir = tempDir('svcd-modules-serving-');
-  const log = join(dir, 'loaded.txt');
-  const child = spawn(process.execPath, ['--import', join(ROOT, 'test/helpers/load-log.mjs'), join(ROOT, 'dist/daemon/main.js'), '--data-dir', join(dir, 'data'), '--kernel-listen', '127.0.0.1:0', '--gateway-listen', '127.0.0.1:0', ...args], {
-    cwd: dir, // a gateway without a data_dir keeps ./gateway-data
-    env: { ...process.env, SVC_TEST_LOAD_LOG: log },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  child.stderr.on('data', (d) => (err += d));
-  const ready = await new Promise<boolean>((resolve) => {
-    child.stdout.on('data', (d) => {
-      out += d;
-      if (out.includes('\n')) resolve(true);
-    });
-    child.on('exit', () => resolve(false));
-  });
-  expect(ready, err || out).toBe(true);
-  child.kill('SIGTERM');
-  await new Promise((r) => child.on('exit', r));
-  return readFileSync(log, 'utf8')
-    .split('\n')
-    .filter((u) => u.startsWith('file://'))
-    .map((u) => decodeURIComponent(new URL(u).pathname).slice(ROOT.length + 1));
+  const { execArgs, env } = loadLogged(log);
+  const r = spawnSync(process.execPath, [...execArgs, join(ROOT, 'dist/daemon/main.js'), ...args], { cwd: dir, env: { ...process.env, ...env }, encoding: 'utf8', timeout: 20_000 });
+  return { status: r.status, stderr: r.stderr, modules: modulesIn(log) };
 }
 
 /**
@@ -87,19 +52,19 @@ describe('svcd loads the kernel and the gateway only to serve (svcd(8), decision
   });
 
   it('serving loads them (the list above is not empty by construction)', async () => {
-    const modules = await svcdServing([]);
+    const modules = await svcdServingModules([]);
     expect(serving(modules)).toContain('dist/daemon/server.js');
     expect(serving(modules)).toContain('dist/daemon/kernel/plugin.js');
     expect(serving(modules).some((m) => m.startsWith('node_modules/fastify/'))).toBe(true);
   });
 
   it('a gateway apart (--no-kernel) loads no run engine, a kernel apart (--no-gateway) no gateway (svcd(8))', async () => {
-    const gatewayOnly = await svcdServing(['--no-kernel']);
+    const gatewayOnly = await svcdServingModules(['--no-kernel']);
     expect(gatewayOnly).toContain('dist/src/gateway/gateway.js');
     expect(gatewayOnly).not.toContain('dist/src/kernel/kernel.js');
     expect(gatewayOnly).not.toContain('dist/daemon/app.js');
     expect(gatewayOnly.filter((m) => m.startsWith('node_modules/@marcbachmann/cel-js/'))).toEqual([]); // the policy engine
-    const kernelOnly = await svcdServing(['--no-gateway']);
+    const kernelOnly = await svcdServingModules(['--no-gateway']);
     expect(kernelOnly).toContain('dist/src/kernel/kernel.js');
     expect(kernelOnly).not.toContain('dist/src/gateway/gateway.js');
     expect(kernelOnly).not.toContain('dist/daemon/gateway/app.js');
