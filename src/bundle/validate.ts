@@ -30,11 +30,23 @@ import type { Bundle } from '../types.js';
 import { validateBundleShape } from '../validators/compiled/bundle.js';
 import { inPlaceRefCycle } from './schema-cycles.js';
 import { tooDeep } from './json-depth.js';
-import { templateRefs } from './templates.js';
+import { templateRefs, type TemplateRef } from './templates.js';
 import { didYouMeanMember } from '../util/did-you-mean.js';
 
 /** Deepest nesting a bundle may have (objects and arrays), so every later walk is bounded. */
 export const MAX_BUNDLE_DEPTH = 64;
+
+/**
+ * Most objects and arrays the distinct JSON schemas of one bundle may hold in all (identical
+ * schemas count once): ajv compiles a property in 0.3–0.8 ms, and a post compiles every one
+ * while svcd's event loop waits (20,000 properties in one input_schema took 6.5 s). A bound on
+ * the worst case (≈1.5–4 s), set well above real bundles: a hundred steps with schemas of
+ * twenty members each hold about 2,500.
+ */
+export const MAX_BUNDLE_SCHEMA_NODES = 5_000;
+
+/** Semantic problems collected before the checks stop (the list is for a person to read). */
+export const MAX_BUNDLE_PROBLEMS = 1_000;
 
 /** One problem: where (a JSON pointer into the bundle) and what. */
 export interface BundleProblem {
@@ -141,9 +153,55 @@ function jsonSchemaProblems(schema: unknown, path: string): BundleProblem[] {
 /** One value of each JSON type, run through a compiled schema to find a `$ref` cycle. */
 const CYCLE_PROBES: readonly unknown[] = [null, true, 0, 1.5, '', 'x', [], [null], {}, { a: null }];
 
+/** Objects and arrays in a JSON value (depth is bounded by MAX_BUNDLE_DEPTH already). */
+function containerCount(value: unknown): number {
+  let n = 0;
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (v === null || typeof v !== 'object') continue;
+    n++;
+    for (const x of Array.isArray(v) ? v : Object.values(v)) if (x !== null && typeof x === 'object') stack.push(x);
+  }
+  return n;
+}
+
+/**
+ * jsonSchemaProblems once per distinct schema text, within MAX_BUNDLE_SCHEMA_NODES for the
+ * bundle: a thousand steps sharing `{type: object}` compile it once, and a bundle whose schemas
+ * would take seconds to compile is refused at the schema that goes over.
+ */
+function schemaChecker(): (schema: unknown, path: string) => BundleProblem[] {
+  const seen = new Map<string, BundleProblem[] | 'over'>();
+  let nodes = 0;
+  return (schema, path) => {
+    if (!isObj(schema)) return [];
+    const text = JSON.stringify(schema);
+    let relative = seen.get(text);
+    if (relative === undefined) {
+      nodes += containerCount(schema);
+      relative = nodes > MAX_BUNDLE_SCHEMA_NODES ? 'over' : jsonSchemaProblems(schema, '').map((p) => ({ path: p.path, message: p.message }));
+      seen.set(text, relative);
+    }
+    if (relative === 'over') return [{ path, message: `is not checked: the bundle's JSON schemas hold more than ${MAX_BUNDLE_SCHEMA_NODES} objects and arrays in all (identical schemas count once); compiling more would hold svcd's other requests for seconds` }];
+    return relative.map((p) => ({ path: path + p.path, message: p.message }));
+  };
+}
+
+/** A template source several steps share (a prompt, a mock script): scanned once, grouped by the step it reads. */
+interface SharedSource {
+  /** `steps.<id>` templates by id, each once per place it is reported (`key`) in document order. */
+  byId: Map<string, Array<{ order: number; ref: TemplateRef }>>;
+  /** Per workflow: the ids this source reads, latest-running first (unknown ids first of all). */
+  sorted: Map<string, Array<{ j: number; id: string }>>;
+}
+
 /** The semantic checks (see the file comment). */
 function semanticProblems(bundle: Obj): BundleProblem[] {
   const problems: BundleProblem[] = [];
+  const full = () => problems.length >= MAX_BUNDLE_PROBLEMS;
+  const checkSchema = schemaChecker();
+  const shared = new Map<string, SharedSource>();
   const prompts = isObj(bundle.prompts) ? bundle.prompts : {};
   const workflows = isObj(bundle.workflows) ? bundle.workflows : {};
   const allStepIds = new Set<string>();
@@ -164,7 +222,8 @@ function semanticProblems(bundle: Obj): BundleProblem[] {
   for (const [wfName, wf] of Object.entries(workflows)) {
     if (!isObj(wf)) continue;
     const wfPath = `/workflows/${pointerToken(wfName)}`;
-    problems.push(...jsonSchemaProblems(wf.input_schema, `${wfPath}/input_schema`));
+    if (full()) break;
+    problems.push(...checkSchema(wf.input_schema, `${wfPath}/input_schema`));
     const steps = Array.isArray(wf.steps) ? wf.steps : [];
     const index = new Map<string, number>();
     steps.forEach((s, i) => {
@@ -196,8 +255,56 @@ function semanticProblems(bundle: Obj): BundleProblem[] {
       }
     };
 
-    steps.forEach((s, i) => {
-      if (!isObj(s)) return;
+    /**
+     * checkRefs for a source many steps share (a prompt, a mock script), in time linear in the
+     * source and the steps together: the source is scanned once for the whole bundle (its
+     * malformed templates reported then, when `reportAt` is not given), and per workflow its
+     * `steps.<id>` reads are sorted by the step they read, so a step walks only the reads it
+     * reports (each a problem, at most MAX_BUNDLE_PROBLEMS in all). Rescanning a prompt for
+     * each of a thousand steps held svcd for seconds. Same problems as checkRefs, in the same order.
+     */
+    const checkShared = (key: string, read: () => unknown, base: string, stepIndex: number, reportAt?: string, via?: string) => {
+      let source = shared.get(key);
+      if (source === undefined) {
+        source = { byId: new Map(), sorted: new Map() };
+        shared.set(key, source);
+        const once = new Set<string>();
+        templateRefs(read(), base).forEach((ref, order) => {
+          if (ref.error) {
+            if (!reportAt && !full()) problems.push({ path: ref.pointer, message: `template ${ref.template}: ${ref.error}` });
+            return;
+          }
+          if (ref.path![0] !== 'steps') return;
+          const dedup = `${reportAt ? '' : ref.pointer}\n${ref.template}`;
+          if (once.has(dedup)) return;
+          once.add(dedup);
+          const id = ref.path![1]!;
+          const list = source!.byId.get(id);
+          if (list) list.push({ order, ref });
+          else source!.byId.set(id, [{ order, ref }]);
+        });
+      }
+      let sorted = source.sorted.get(wfName);
+      if (sorted === undefined) {
+        sorted = [...source.byId.keys()].map((id) => ({ id, j: index.get(id) ?? Infinity })).sort((a, b) => (a.j === b.j ? 0 : a.j > b.j ? -1 : 1));
+        source.sorted.set(wfName, sorted);
+      }
+      const found: Array<{ order: number; problem: BundleProblem }> = [];
+      const prefix = via ? `${via} ` : '';
+      for (const { id, j } of sorted) {
+        if (j < stepIndex || found.length >= MAX_BUNDLE_PROBLEMS) break;
+        for (const { order, ref } of source.byId.get(id)!) {
+          const message = j === Infinity ? `${prefix}template ${ref.template} names no step of workflow "${wfName}"` : `${prefix}template ${ref.template} reads step "${id}", which does not run before this step`;
+          found.push({ order, problem: { path: reportAt ?? ref.pointer, message } });
+        }
+      }
+      found.sort((a, b) => a.order - b.order);
+      for (const f of found) if (!full()) problems.push(f.problem);
+    };
+
+    for (const [i, s] of steps.entries()) {
+      if (full()) break;
+      if (!isObj(s)) continue;
       const sp = `${wfPath}/steps/${i}`;
       if (s.args !== undefined) checkRefs(s.args, `${sp}/args`, i, null);
       if (isObj(s.compensate)) {
@@ -208,15 +315,15 @@ function semanticProblems(bundle: Obj): BundleProblem[] {
           const known = Object.keys(prompts);
           problems.push({ path: `${sp}/prompt`, message: `unknown prompt "${s.prompt}"${known.length ? ` (prompts: ${known.join(', ')})` : ' (the bundle has no prompts)'}` });
         } else {
-          checkRefs(prompts[s.prompt], '', i, null, `${sp}/prompt`, `prompt "${s.prompt}":`);
+          checkShared(`prompt\n${s.prompt}`, () => prompts[s.prompt as string], '', i, `${sp}/prompt`, `prompt "${s.prompt}":`);
         }
       }
-      if (s.output_schema !== undefined) problems.push(...jsonSchemaProblems(s.output_schema, `${sp}/output_schema`));
+      if (s.output_schema !== undefined) problems.push(...checkSchema(s.output_schema, `${sp}/output_schema`));
       // The worker renders a step's whole mock script like its prompt (decisions §4 paths).
       if (typeof s.id === 'string' && isObj(bundle.mock) && Object.prototype.hasOwnProperty.call(bundle.mock, s.id)) {
-        checkRefs(bundle.mock[s.id], `/mock/${pointerToken(s.id)}`, i, null);
+        checkShared(`mock\n${s.id}`, () => (bundle.mock as Obj)[s.id as string], `/mock/${pointerToken(s.id)}`, i);
       }
-    });
+    }
   }
 
   const mock = isObj(bundle.mock) ? bundle.mock : {};
@@ -226,7 +333,7 @@ function semanticProblems(bundle: Obj): BundleProblem[] {
   }
   // A mock script of a step id that several workflows share is checked in each: report once.
   const seen = new Set<string>();
-  return problems.filter((p) => {
+  return problems.slice(0, MAX_BUNDLE_PROBLEMS).filter((p) => {
     const key = `${p.path}\n${p.message}`;
     return seen.has(key) ? false : (seen.add(key), true);
   });
