@@ -52,7 +52,20 @@ export interface TemplateRef {
 export type TemplateFilter = 'text';
 
 const SEGMENT = /^[A-Za-z0-9_-]+$/;
-const WHOLE = /^\{\{\s*([^{}]*?)\s*\}\}$/;
+
+/**
+ * Whether `text` is one template and nothing else: `{{`, no brace, `}}`. It was the regexp
+ * `^\{\{\s*([^{}]*?)\s*\}\}$`, the same strings, but its two `\s*` around a lazy group
+ * backtrack in cubic time over a run of spaces that no `}}` ends: `{{`, 2,000 spaces, `}}x` took
+ * 1.5 s, and a bundle's args are checked at upload and rendered at every lease (docs/design.md,
+ * Templates). Two passes of indexOf instead.
+ */
+export function isWholeTemplate(text: string): boolean {
+  if (text.length < 4 || !text.startsWith('{{') || !text.endsWith('}}')) return false;
+  const open = text.indexOf('{', 2);
+  const close = text.indexOf('}', 2);
+  return open === -1 && close === text.length - 2;
+}
 
 interface Scanned {
   start: number;
@@ -112,7 +125,7 @@ export function templateRefs(value: unknown, base = ''): TemplateRef[] {
   const walk = (v: unknown, pointer: string) => {
     if (typeof v === 'string') {
       const found = scan(v);
-      const embedded = !(found.length === 1 && WHOLE.test(v));
+      const embedded = !(found.length === 1 && isWholeTemplate(v));
       for (const s of found) {
         refs.push({ pointer, template: s.template, path: s.path, ...(s.filter ? { filter: s.filter } : {}), ...(embedded ? { embedded: true as const } : {}), ...(s.error ? { error: s.error } : {}) });
       }
@@ -181,7 +194,7 @@ function renderString(text: string, ctx: TemplateContext, view: TemplateView): u
     const value = view(f.path!, resolve(f.path!, ctx, f.template));
     return f.filter === 'text' ? plainText(value, f) : value;
   };
-  if (found.length === 1 && WHOLE.test(text)) return read(found[0]!);
+  if (found.length === 1 && isWholeTemplate(text)) return read(found[0]!);
   let out = '';
   let last = 0;
   for (const f of found) {

@@ -2,9 +2,9 @@
  * Step templates (decisions 4): a string that is one template yields the raw value, an
  * embedded one its JSON text; a path the run lacks is a TemplateError.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { SvcError } from '../../src/errors.js';
-import { renderTemplates, templateRefs, TemplateError } from '../../src/bundle/templates.js';
+import { isWholeTemplate, renderTemplates, templateRefs, TemplateError } from '../../src/bundle/templates.js';
 
 const ctx = {
   input: { invoice_id: 'inv_1', amount: 42.5, tags: ['a', 'b'], nested: { ok: true }, nothing: null },
@@ -132,3 +132,45 @@ describe('templateRefs (D 4)', () => {
     expect(ref!.error).toMatch(/not a path/);
   });
 });
+
+// A stall sweep: "is this string one template" was a regexp whose `\s*` around a lazy group
+// backtracked in cubic time over spaces no `}}` ends (2,000 of them took 1.5 s).
+describe('one template and nothing else', () => {
+  const OLD = /^\{\{\s*([^{}]*?)\s*\}\}$/;
+  it('is what the regexp said, on every string of up to 7 of "{", "}", " ", "a"', () => {
+    const strings: string[] = [''];
+    for (let len = 1, from = 0; len <= 7; len++) {
+      const to = strings.length;
+      for (let k = from; k < to; k++) for (const c of ['{', '}', ' ', 'a']) strings.push(strings[k] + c);
+      from = to;
+    }
+    for (const s of strings) expect([s, isWholeTemplate(s)]).toEqual([s, OLD.test(s)]);
+  });
+
+  it('no regular expression runs over a long string while its templates are found and rendered', () => {
+    const spaces = ' '.repeat(100_000);
+    const texts = [`{{${spaces}}}x`, `{{ input.a${spaces}}}x`, `{{${spaces}input.a}}`];
+    // Long strings are recorded and not matched: the old regexp would not have ended.
+    const { test: realTest, exec: realExec } = RegExp.prototype;
+    const test = vi.spyOn(RegExp.prototype, 'test').mockImplementation(function (this: RegExp, s: string) {
+      return s.length > 1000 ? false : realTest.call(this, s);
+    });
+    const exec = vi.spyOn(RegExp.prototype, 'exec').mockImplementation(function (this: RegExp, s: string) {
+      return s.length > 1000 ? null : realExec.call(this, s);
+    });
+    try {
+      templateRefs({ a: texts[0], b: texts[1], c: texts[2] });
+      try {
+        renderTemplates({ a: texts[1] }, { input: { a: 1 }, steps: {} });
+      } catch {
+        // "{{ input.a<spaces>}}x" is an embedded template: rendered or refused, either is fine here.
+      }
+      const long = [...test.mock.calls, ...exec.mock.calls].filter(([arg]) => typeof arg === 'string' && arg.length > 1000).map(([arg]) => String(arg).slice(0, 16));
+      expect(long).toEqual([]);
+    } finally {
+      test.mockRestore();
+      exec.mockRestore();
+    }
+  });
+});
+
