@@ -151,6 +151,61 @@ function installStrictConversions(env: Environment, keepJsMatches = false): void
 export const policyEnvironment: Environment = buildEnvironment();
 installStrictConversions(policyEnvironment);
 
+/** Conditions being evaluated now (`evaluateCondition`). */
+let evaluating = 0;
+
+/**
+ * Every error cel-js makes is given, in its constructor, a copy of the condition's line with a
+ * caret, found by walking the condition's text from its start up to the failing node: an
+ * error per element of `exists`/`all` (`x.f` where an item has no `f`; cel-js catches them,
+ * as CEL says) then costs the length of the condition each, so a 200,000-character condition
+ * over 4,000 such items held svcd for 8.7 s, and one over the 100,000 items of a 1 MiB
+ * proposal for minutes, under a cost bound (condition-cost.ts) of a few steps an item (stall
+ * sweep, 2026-11-30; docs/design.md). A decision reads an error's `summary` only, so while a
+ * condition evaluates its AST nodes hide their text from cel-js's errors: no highlight is
+ * made. cel-js has no option for that; its AST class is the one `input` getter patched here
+ * (parse and type-check errors keep their highlight).
+ */
+function installPlainEvaluationErrors(env: Environment): void {
+  const proto = Object.getPrototypeOf(env.parse('true').ast) as object;
+  const desc = Object.getOwnPropertyDescriptor(proto, 'input');
+  if (!desc?.get) throw new Error('cel-js internals changed: its AST nodes have no input getter');
+  const original = desc.get;
+  Object.defineProperty(proto, 'input', {
+    ...desc,
+    get(this: unknown) {
+      return evaluating > 0 ? undefined : original.call(this);
+    },
+  });
+  const probe = env.parse('{"a": 1}.b == 1');
+  let message = '';
+  try {
+    evaluateCondition(probe, {});
+  } catch (err) {
+    message = String((err as Error).message);
+  }
+  if (message !== 'No such key: b') throw new Error(`cel-js internals changed: an evaluation error still formats its condition (${JSON.stringify(message)})`);
+}
+
+/**
+ * Evaluates a compiled condition (see installPlainEvaluationErrors): what `program(context)`
+ * returns or throws, the error's `summary` as it was, its `message` without the highlight.
+ */
+export function evaluateCondition(program: CelProgram, context: Record<string, unknown>): unknown {
+  evaluating++;
+  // Nor a stack trace: capturing one is most of what an error costs (≈10 µs).
+  const stackTraceLimit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    return program(context);
+  } finally {
+    Error.stackTraceLimit = stackTraceLimit;
+    evaluating--;
+  }
+}
+
+installPlainEvaluationErrors(policyEnvironment);
+
 let jsMatches: Environment | null = null;
 
 /**

@@ -126,11 +126,59 @@ function celMessage(err: RangedError, expr: string): string {
   const key = /^No such key: (.+)$/.exec(text);
   const start = err.range?.start;
   if (key && typeof start === 'number') {
-    const path = /([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*\.\s*$/.exec(expr.slice(0, start))?.[1]?.replace(/\s+/g, '');
+    const path = pathBeforeDot(expr, start)?.replace(/\s+/g, '');
     const members = path ? membersOf(path) : null;
     if (members) return `${path} has no member "${key[1]}" (its members: ${members.join(', ')})`;
   }
   return text;
+}
+
+const isWordChar = (c: string) => (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c === '_';
+const isNameStart = (c: string) => isWordChar(c) && !(c >= '0' && c <= '9');
+const isSpace = (c: string) => /\s/.test(c);
+
+/**
+ * The dotted path (`action`, `run . usage`) that `expr` holds just before `end`, followed by a
+ * dot: what `/([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*\.\s*$/` captures from
+ * `expr.slice(0, end)`, or undefined. Read backwards, each character once: that regular
+ * expression retried every start position and rewalked the identifier or string under it, so
+ * a condition of 250,000 characters held svcd for 6–8 s (stall sweep, docs/design.md).
+ */
+export function pathBeforeDot(expr: string, end: number, steps?: { count: number }): string | undefined {
+  let i = end;
+  const back = (ok: (c: string) => boolean) => {
+    while (i > 0 && ok(expr[i - 1]!)) {
+      if (steps) steps.count++;
+      i--;
+    }
+  };
+  back(isSpace);
+  if (i === 0 || expr[i - 1] !== '.') return undefined;
+  i--;
+  back(isSpace);
+  const pathEnd = i;
+  let start = -1;
+  for (;;) {
+    const runEnd = i;
+    back(isWordChar);
+    // The name starts at the run's first letter or underscore (a digit cannot start one).
+    let first = i;
+    while (first < runEnd && !isNameStart(expr[first]!)) first++;
+    if (first === runEnd) break; // no name here: the path is what was read before
+    start = first;
+    if (first > i) break; // digits before the name: the path cannot reach further
+    // Another `name .` before this one?
+    const save = i;
+    back(isSpace);
+    if (i === 0 || expr[i - 1] !== '.') break;
+    i--;
+    back(isSpace);
+    if (i === 0 || !isWordChar(expr[i - 1]!)) {
+      i = save;
+      break;
+    }
+  }
+  return start < 0 ? undefined : expr.slice(start, pathEnd);
 }
 
 /**
@@ -152,16 +200,27 @@ function logicWord(expr: string): { start: number; word: string; cel: string } |
       i += close.length;
       continue;
     }
-    const word = /^[A-Za-z_][A-Za-z0-9_]*/.exec(expr.slice(i))?.[0];
-    if (!word) {
+    if (!isNameStart(c)) {
       i++;
       continue;
     }
-    const cel = LOGIC_WORDS[word.toLowerCase()];
-    if (cel && !/\.\s*$/.test(expr.slice(0, i))) return { start: i, word, cel };
-    i += word.length;
+    // Read in place, each character once: a regular expression over `expr.slice(i)` and
+    // `expr.slice(0, i)` per word made this quadratic (stall sweep, docs/design.md).
+    let end = i + 1;
+    while (end < expr.length && isWordChar(expr[end]!)) end++;
+    const word = expr.slice(i, end);
+    const lower = word.toLowerCase();
+    const cel = Object.hasOwn(LOGIC_WORDS, lower) ? LOGIC_WORDS[lower] : undefined;
+    if (cel && !afterDot(expr, i)) return { start: i, word, cel };
+    i = end;
   }
   return null;
+}
+
+/** Whether `expr` has a dot before `i`, white space between (a member: `x.and`). */
+function afterDot(expr: string, i: number): boolean {
+  while (i > 0 && isSpace(expr[i - 1]!)) i--;
+  return i > 0 && expr[i - 1] === '.';
 }
 
 /** Checks one condition; returns its program or pushes a diagnostic. */

@@ -8,7 +8,7 @@
  * in `errors`.
  */
 import type { Decision, DecisionResult, PolicyAction, PolicyRunContext } from '../types.js';
-import { celContext } from './cel-env.js';
+import { celContext, evaluateCondition } from './cel-env.js';
 import type { CompiledPolicy, CompiledRule } from './compile.js';
 import { costOver, dataMeter, EVALUATION_BUDGET, type DataMeter } from './condition-cost.js';
 
@@ -94,7 +94,7 @@ export class DecisionInProgress {
     try {
       if (!this.ctx) throw new Error(this.contextError!);
       this.checkBudget(rule);
-      const value: unknown = rule.program(this.ctx);
+      const value: unknown = evaluateCondition(rule.program, this.ctx);
       if (typeof value === 'boolean') hit = value;
       else {
         this.errors.push({ rule: name, message: `condition evaluated to ${describeValue(value)}, not a bool` });
