@@ -180,12 +180,17 @@ function schemaChecker(): (schema: unknown, path: string) => BundleProblem[] {
     let relative = seen.get(text);
     if (relative === undefined) {
       nodes += containerCount(schema);
-      relative = nodes > MAX_BUNDLE_SCHEMA_NODES ? 'over' : jsonSchemaProblems(schema, '').map((p) => ({ path: p.path, message: p.message }));
+      relative = nodes > MAX_BUNDLE_SCHEMA_NODES ? 'over' : jsonSchemaProblems(schema, '');
       seen.set(text, relative);
     }
     if (relative === 'over') return [{ path, message: `is not checked: the bundle's JSON schemas hold more than ${MAX_BUNDLE_SCHEMA_NODES} objects and arrays in all (identical schemas count once); compiling more would hold svcd's other requests for seconds` }];
     return relative.map((p) => ({ path: path + p.path, message: p.message }));
   };
+}
+
+/** What a `steps.<id>` template read wrongly is: a step the workflow lacks, or one that runs later. */
+function stepReadMessage(prefix: string, template: string, id: string, wfName: string, known: boolean): string {
+  return known ? `${prefix}template ${template} reads step "${id}", which does not run before this step` : `${prefix}template ${template} names no step of workflow "${wfName}"`;
 }
 
 /** A template source several steps share (a prompt, a mock script): scanned once, grouped by the step it reads. */
@@ -248,10 +253,7 @@ function semanticProblems(bundle: Obj): BundleProblem[] {
         const id = ref.path![1]!;
         const j = index.get(id);
         if (self !== null && id === self) continue;
-        if (j === undefined) problems.push({ path: at, message: `${prefix}template ${ref.template} names no step of workflow "${wfName}"` });
-        else if (j >= stepIndex) {
-          problems.push({ path: at, message: `${prefix}template ${ref.template} reads step "${id}", which does not run before this step` });
-        }
+        if (j === undefined || j >= stepIndex) problems.push({ path: at, message: stepReadMessage(prefix, ref.template, id, wfName, j !== undefined) });
       }
     };
 
@@ -294,8 +296,7 @@ function semanticProblems(bundle: Obj): BundleProblem[] {
       for (const { id, j } of sorted) {
         if (j < stepIndex || found.length >= MAX_BUNDLE_PROBLEMS) break;
         for (const { order, ref } of source.byId.get(id)!) {
-          const message = j === Infinity ? `${prefix}template ${ref.template} names no step of workflow "${wfName}"` : `${prefix}template ${ref.template} reads step "${id}", which does not run before this step`;
-          found.push({ order, problem: { path: reportAt ?? ref.pointer, message } });
+          found.push({ order, problem: { path: reportAt ?? ref.pointer, message: stepReadMessage(prefix, ref.template, id, wfName, j !== Infinity) } });
         }
       }
       found.sort((a, b) => a.order - b.order);
